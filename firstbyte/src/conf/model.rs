@@ -1,0 +1,547 @@
+//! The loaded configuration: plain data the server runs on.
+//!
+//! `conf::load` turns a config file into a [`Config`]; every value here is already merged
+//! (http → server → location, nginx's inheritance) and validated, so the runtime reads
+//! fields and never re-checks them. Nothing here touches a socket or a certificate file:
+//! TLS material is named ([`TlsConf`]) and turned into rustls objects by `tls`.
+
+use std::collections::HashMap;
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use super::vars::ComplexValue;
+
+/// Where a directive was written: for messages in nginx's form `in FILE:LINE`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Pos {
+    /// The file that holds the directive (after `include` expansion).
+    pub file: Arc<PathBuf>,
+    /// 1-based line of the directive's name.
+    pub line: usize,
+}
+
+impl std::fmt::Display for Pos {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}:{}", self.file.display(), self.line)
+    }
+}
+
+/// A whole configuration, as one load produced it.
+#[derive(Debug, Clone)]
+pub struct Config {
+    /// The main config file (absolute).
+    pub path: PathBuf,
+    /// `-p PREFIX`: relative paths in the config resolve against it.
+    pub prefix: PathBuf,
+    /// Main-context settings.
+    pub main: MainConf,
+    /// The `http {}` block, if the file has one.
+    pub http: Option<HttpConf>,
+    /// `[warn]` lines the load produced, in nginx's words without the level and the `firstbyte: `
+    /// prefix, e.g. `"ssl_dhparam" is ignored: ... in /etc/nginx/nginx.conf:12`.
+    pub warnings: Vec<String>,
+    /// Every file the load read, main file first, in order (for `-T`).
+    pub files: Vec<PathBuf>,
+}
+
+/// Main (top-level) and `events {}` settings.
+#[derive(Debug, Clone)]
+pub struct MainConf {
+    /// `user NAME [GROUP]`: who serves when started as root.
+    pub user: Option<User>,
+    /// `worker_processes N|auto`: event-loop threads. Default 1, as nginx.
+    pub worker_processes: WorkerProcesses,
+    /// `error_log FILE [LEVEL]`, possibly several. Empty: stderr at `error`.
+    pub error_log: Vec<ErrorLog>,
+    /// `pid FILE|off`. Default `/run/firstbyte.pid`; `None` means `off`.
+    pub pid: Option<PathBuf>,
+    /// `daemon on|off`. Default off (foreground suits systemd and containers).
+    pub daemon: bool,
+    /// `worker_connections N` (events). Default 512, as nginx.
+    pub worker_connections: u32,
+}
+
+/// `user NAME [GROUP]`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct User {
+    /// User name.
+    pub name: String,
+    /// Group name; nginx's default is the user's name.
+    pub group: Option<String>,
+}
+
+/// `worker_processes`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum WorkerProcesses {
+    /// `auto`: one per available CPU.
+    Auto,
+    /// A fixed count (≥ 1).
+    Count(usize),
+}
+
+/// Severity of a log line, nginx's levels.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub enum LogLevel {
+    /// `debug`
+    Debug,
+    /// `info`
+    Info,
+    /// `notice`
+    Notice,
+    /// `warn`
+    Warn,
+    /// `error` (nginx's default for error_log)
+    Error,
+    /// `crit`
+    Crit,
+    /// `alert`
+    Alert,
+    /// `emerg`
+    Emerg,
+}
+
+/// `error_log FILE [LEVEL]`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ErrorLog {
+    /// `stderr` or a file path (absolute after prefix resolution).
+    pub target: LogTarget,
+    /// Lowest level written.
+    pub level: LogLevel,
+}
+
+/// Where a log goes.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum LogTarget {
+    /// The process's standard error.
+    Stderr,
+    /// A file, opened for append.
+    File(PathBuf),
+}
+
+/// The `http {}` block.
+#[derive(Debug, Clone)]
+pub struct HttpConf {
+    /// Server blocks in file order (the first on an address is its default unless one says `default_server`).
+    pub servers: Vec<Arc<ServerConf>>,
+}
+
+/// One `server {}` block, merged.
+#[derive(Debug)]
+pub struct ServerConf {
+    /// Where the block starts.
+    pub pos: Pos,
+    /// `listen` directives; nginx's default when none: `*:80` (`*:8000` when not root).
+    pub listen: Vec<Listen>,
+    /// `server_name`: the first one is `$server_name`. Default `""`.
+    pub server_names: Vec<ServerName>,
+    /// TLS settings merged from http and server, when any `listen ... ssl` names this server.
+    pub tls: Option<TlsConf>,
+    /// Socket options for connections of this server.
+    pub socket: SocketConf,
+    /// `client_header_timeout` (http, server). Default 60s.
+    pub client_header_timeout: Duration,
+    /// `http2 on|off` (http, server). Default off, as nginx; `listen ... http2` also turns it on.
+    pub http2: bool,
+    /// The locations of this server, ready to match.
+    pub locations: Locations,
+    /// Server-level settings: used when no location matches, and for connection-wide values
+    /// (keepalive, tcp_nodelay) before a request is routed.
+    pub default_location: Arc<LocationConf>,
+}
+
+/// `listen ADDR[:PORT] [ssl] [http2] [default_server] [reuseport] [backlog=N] [fastopen=N] [ipv6only=on|off]`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Listen {
+    /// Where to bind. `listen 80` is `0.0.0.0:80`; `listen [::]:80` is `[::]:80`.
+    pub addr: SocketAddr,
+    /// `ssl`: connections on this socket speak TLS.
+    pub ssl: bool,
+    /// `http2` (old style parameter): allow h2 here.
+    pub http2: bool,
+    /// `default_server` (or the old `default`).
+    pub default_server: bool,
+    /// `reuseport`: `SO_REUSEPORT`.
+    pub reuseport: bool,
+    /// `backlog=N`. Default 511, as nginx on Linux.
+    pub backlog: i32,
+    /// `fastopen=N`: `TCP_FASTOPEN` queue length.
+    pub fastopen: Option<u32>,
+    /// `ipv6only=on|off` (IPv6 addresses only). Default on.
+    pub ipv6only: bool,
+    /// Where the directive was written.
+    pub pos: Pos,
+}
+
+/// One `server_name` entry.
+#[derive(Debug, Clone)]
+pub enum ServerName {
+    /// `example.com` (lower-cased). `""` matches requests without a Host.
+    Exact(String),
+    /// `*.example.com` or `.example.com` (stored as `.example.com`); `.example.com` also adds an `Exact`.
+    LeadingWildcard(String),
+    /// `www.example.*` (stored as `www.example.`).
+    TrailingWildcard(String),
+    /// `~^www\d+\.example\.com$`.
+    Regex(regex::Regex),
+}
+
+/// Per-connection socket settings.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct SocketConf {
+    /// `tcp_notsent_lowat SIZE` (http, server): `TCP_NOTSENT_LOWAT` in bytes. Default unset (kernel's sysctl).
+    pub notsent_lowat: Option<u32>,
+    /// `tcp_congestion NAME` (http, server): per-socket `TCP_CONGESTION`. Default unset (kernel's sysctl).
+    pub congestion: Option<String>,
+}
+
+/// The locations of a server, in nginx's matching structure.
+#[derive(Debug, Default)]
+pub struct Locations {
+    /// `location = /x`.
+    pub exact: HashMap<String, Arc<LocationConf>>,
+    /// `location /x` and `location ^~ /x`, longest first.
+    pub prefix: Vec<PrefixLocation>,
+    /// `location ~ re` and `location ~* re`, in file order.
+    pub regex: Vec<RegexLocation>,
+    /// `location @name`.
+    pub named: HashMap<String, Arc<LocationConf>>,
+}
+
+/// A prefix location.
+#[derive(Debug)]
+pub struct PrefixLocation {
+    /// The prefix.
+    pub prefix: String,
+    /// `^~`: a match here skips the regex locations.
+    pub no_regex: bool,
+    /// The location's settings (nested locations inside it are in its own `locations`).
+    pub conf: Arc<LocationConf>,
+}
+
+/// A regex location.
+#[derive(Debug)]
+pub struct RegexLocation {
+    /// The compiled expression (`~*` compiled case-insensitive).
+    pub regex: regex::Regex,
+    /// The location's settings.
+    pub conf: Arc<LocationConf>,
+}
+
+/// Where files come from.
+#[derive(Debug, Clone)]
+pub enum DocRoot {
+    /// `root PATH`: file = PATH + URI. Default `html` under the prefix.
+    Root(ComplexValue),
+    /// `alias PATH`: file = PATH + (URI without the location's prefix).
+    Alias(ComplexValue),
+}
+
+/// `try_files FILE ... FALLBACK`.
+#[derive(Debug, Clone)]
+pub struct TryFiles {
+    /// Candidates; one ending in `/` means "a directory".
+    pub files: Vec<ComplexValue>,
+    /// What happens when none exists.
+    pub fallback: TryFallback,
+}
+
+/// The last argument of `try_files`.
+#[derive(Debug, Clone)]
+pub enum TryFallback {
+    /// `=404`: respond with this code.
+    Code(u16),
+    /// `/index.php?$args`: internal redirect to this URI.
+    Uri(ComplexValue),
+    /// `@name`: a named location.
+    Named(String),
+}
+
+/// `return CODE [TEXT|URL]` or `return URL`.
+#[derive(Debug, Clone)]
+pub struct Return {
+    /// Status code; `return URL` means 302.
+    pub code: u16,
+    /// Body text (for non-redirects) or `Location` (301, 302, 303, 307, 308).
+    pub value: Option<ComplexValue>,
+}
+
+/// `add_header NAME VALUE [always]`.
+#[derive(Debug, Clone)]
+pub struct AddHeader {
+    /// Header name as written.
+    pub name: String,
+    /// Value, with variables.
+    pub value: ComplexValue,
+    /// `always`: also on error responses (otherwise only on 200, 201, 204, 206, 301, 302, 303, 304, 307, 308).
+    pub always: bool,
+}
+
+/// `error_page CODE ... [=[RESPONSE]] URI`.
+#[derive(Debug, Clone)]
+pub struct ErrorPage {
+    /// The status codes it applies to.
+    pub codes: Vec<u16>,
+    /// `=` alone: the code of the page's own response (`Some(None)`); `=404`: that code; absent: keep the original code.
+    pub response: Option<Option<u16>>,
+    /// The page's URI (or `@name`, or an absolute URL for a redirect).
+    pub uri: ComplexValue,
+}
+
+/// `access_log`.
+#[derive(Debug, Clone)]
+pub enum AccessLog {
+    /// `access_log off`.
+    Off,
+    /// One or more logs. Default: `logs/access.log combined` under the prefix.
+    Logs(Vec<AccessLogTarget>),
+}
+
+/// One `access_log PATH [FORMAT] [buffer=SIZE] [flush=TIME]`.
+#[derive(Debug, Clone)]
+pub struct AccessLogTarget {
+    /// The file (absolute) or `stderr`.
+    pub target: LogTarget,
+    /// The format (`combined` when not named).
+    pub format: Arc<LogFormat>,
+    /// `buffer=SIZE`: bytes gathered before a write. None: write each line.
+    pub buffer: Option<usize>,
+    /// `flush=TIME`: the longest a buffered line waits.
+    pub flush: Option<Duration>,
+}
+
+/// `log_format NAME [escape=default|json|none] STRING ...`.
+#[derive(Debug, Clone)]
+pub struct LogFormat {
+    /// Its name.
+    pub name: String,
+    /// How variable values are escaped.
+    pub escape: LogEscape,
+    /// The line, strings joined.
+    pub value: ComplexValue,
+}
+
+/// `log_format ... escape=`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LogEscape {
+    /// `"`, `\` and bytes < 32 or ≥ 127 as `\xHH`.
+    Default,
+    /// JSON string escaping.
+    Json,
+    /// No escaping.
+    None,
+}
+
+/// `allow`/`deny`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AccessRule {
+    /// `allow` (true) or `deny`.
+    pub allow: bool,
+    /// The addresses matched.
+    pub net: Net,
+}
+
+/// An address set in `allow`/`deny`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Net {
+    /// `all`.
+    All,
+    /// `ADDR[/BITS]`.
+    Cidr(std::net::IpAddr, u8),
+}
+
+/// `gzip_static`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum GzipStatic {
+    /// `off` (default).
+    Off,
+    /// `on`: send `FILE.gz` (and `FILE.br`) when the client accepts it.
+    On,
+    /// `always`: send `FILE.gz` whatever the client says.
+    Always,
+}
+
+/// Dynamic compression (`gzip*` and `brotli*`).
+#[derive(Debug, Clone)]
+pub struct Compression {
+    /// `gzip on|off`. Default off.
+    pub gzip: bool,
+    /// `gzip_types`: MIME types compressed besides `text/html` (always). `*` matches all.
+    pub gzip_types: Vec<String>,
+    /// `gzip_comp_level 1..9`. Default 1.
+    pub gzip_comp_level: u32,
+    /// `gzip_min_length`: bytes (from Content-Length). Default 20.
+    pub gzip_min_length: u64,
+    /// `gzip_vary on|off`. Default off.
+    pub gzip_vary: bool,
+    /// `brotli on|off`. Default off.
+    pub brotli: bool,
+    /// `brotli_types`: as gzip_types (`text/html` always).
+    pub brotli_types: Vec<String>,
+    /// `brotli_comp_level 0..11`. Default 6 (the seed's advice; the nginx module's default is also 6).
+    pub brotli_comp_level: u32,
+}
+
+/// `disable_symlinks`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum DisableSymlinks {
+    /// `off` (default): follow symlinks.
+    Off,
+    /// `on`: refuse a path any component of which is a symlink.
+    On,
+    /// `if_not_owner`: refuse a symlink whose owner differs from its target's.
+    IfNotOwner,
+}
+
+/// MIME types by lower-cased file extension (from `types {}` / `mime.types`).
+pub type MimeTypes = HashMap<String, String>;
+
+/// One location (or a server's own level), merged from its parents.
+#[derive(Debug)]
+pub struct LocationConf {
+    /// How the location was written, e.g. `= /favicon.ico`, `~* \.png$`, `/` (for logs). Empty at server level.
+    pub name: String,
+    /// The prefix of a prefix/exact location (used by `alias`).
+    pub prefix: String,
+    /// `root` or `alias`.
+    pub root: DocRoot,
+    /// `index FILE ...`. Default `index.html`.
+    pub index: Vec<ComplexValue>,
+    /// `try_files`.
+    pub try_files: Option<TryFiles>,
+    /// `return`.
+    pub ret: Option<Return>,
+    /// `add_header` (inherited only when the location has none of its own, as nginx).
+    pub add_header: Vec<AddHeader>,
+    /// `error_page` (inherited only when the location has none of its own).
+    pub error_page: Vec<ErrorPage>,
+    /// `access_log`.
+    pub access_log: AccessLog,
+    /// `sendfile on|off`. Default off.
+    pub sendfile: bool,
+    /// `tcp_nodelay on|off`. Default on.
+    pub tcp_nodelay: bool,
+    /// `tcp_nopush on|off`. Default off.
+    pub tcp_nopush: bool,
+    /// `keepalive_timeout TIME`. Default 75s; 0 disables keep-alive.
+    pub keepalive_timeout: Duration,
+    /// `keepalive_requests N`. Default 1000.
+    pub keepalive_requests: u32,
+    /// `client_max_body_size SIZE`. Default 1m; 0 = no limit.
+    pub client_max_body_size: u64,
+    /// `client_body_timeout`. Default 60s.
+    pub client_body_timeout: Duration,
+    /// `send_timeout`. Default 60s.
+    pub send_timeout: Duration,
+    /// `allow`/`deny` in order (inherited only when the location has none).
+    pub access: Vec<AccessRule>,
+    /// `stub_status`.
+    pub stub_status: bool,
+    /// `gzip_static`.
+    pub gzip_static: GzipStatic,
+    /// Dynamic compression.
+    pub compression: Compression,
+    /// `types {}` (the nearest one wins, as nginx).
+    pub types: Arc<MimeTypes>,
+    /// `default_type`. Default `text/plain`.
+    pub default_type: String,
+    /// `disable_symlinks`.
+    pub disable_symlinks: DisableSymlinks,
+    /// `internal`: only reachable by internal redirects.
+    pub internal: bool,
+    /// Locations nested inside this one.
+    pub locations: Locations,
+    /// Where the location starts (server position for the server level).
+    pub pos: Pos,
+}
+
+/// TLS settings of a server (http → server merged).
+#[derive(Debug, Clone)]
+pub struct TlsConf {
+    /// `ssl_certificate` / `ssl_certificate_key` pairs, in order (e.g. ECDSA then RSA).
+    pub certificates: Vec<CertKey>,
+    /// `ssl_password_file`: passphrases tried in order for encrypted keys.
+    pub password_file: Option<PathBuf>,
+    /// `ssl_protocols`: of TLSv1.2 and TLSv1.3 (TLSv1/TLSv1.1 draw a warning and are dropped). Default both.
+    pub protocols: Vec<TlsVersion>,
+    /// `ssl_ciphers` (OpenSSL syntax, TLS 1.2 suites). Default `HIGH:!aNULL:!MD5`.
+    pub ciphers: String,
+    /// `ssl_conf_command Ciphersuites ...` (TLS 1.3 suites, OpenSSL names).
+    pub ciphersuites: Option<String>,
+    /// `ssl_conf_command NumTickets N`: TLS 1.3 tickets per handshake. Default 2 (OpenSSL's, as nginx).
+    pub num_tickets: Option<u32>,
+    /// `ssl_prefer_server_ciphers`. Default off.
+    pub prefer_server_ciphers: bool,
+    /// `ssl_ecdh_curve`. Default `auto`.
+    pub ecdh_curve: String,
+    /// `ssl_session_tickets`. Default on.
+    pub session_tickets: bool,
+    /// `ssl_session_ticket_key FILE` (several: the first encrypts, all decrypt).
+    pub session_ticket_keys: Vec<PathBuf>,
+    /// `ssl_session_timeout`. Default 5m.
+    pub session_timeout: Duration,
+    /// `ssl_session_cache`.
+    pub session_cache: SessionCache,
+    /// `ssl_verify_client`.
+    pub verify_client: VerifyClient,
+    /// `ssl_client_certificate FILE`.
+    pub client_certificate: Option<PathBuf>,
+    /// `ssl_stapling on|off`.
+    pub stapling: bool,
+    /// `ssl_stapling_file FILE`: a DER OCSP response to staple.
+    pub stapling_file: Option<PathBuf>,
+}
+
+/// A certificate chain and its key.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CertKey {
+    /// The chain (PEM).
+    pub cert: Source,
+    /// The private key (PEM; may be an encrypted PKCS#8).
+    pub key: Source,
+    /// Where `ssl_certificate` was written.
+    pub pos: Pos,
+}
+
+/// Where a TLS object comes from.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub enum Source {
+    /// A file (absolute after prefix resolution).
+    File(PathBuf),
+    /// `data:PEM...` inline.
+    Data(String),
+}
+
+/// A TLS protocol version firstbyte speaks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TlsVersion {
+    /// TLS 1.2
+    Tls12,
+    /// TLS 1.3
+    Tls13,
+}
+
+/// `ssl_session_cache off | none | [builtin[:SIZE]] [shared:NAME:SIZE]`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum SessionCache {
+    /// `off`: no stateful cache, and say so to clients.
+    Off,
+    /// `none` (nginx's default): no stateful cache.
+    None,
+    /// A stateful cache of this many sessions (`builtin:N`, or `shared:NAME:SIZE` at ~4000 sessions per MB, nginx's figure).
+    Sessions(usize),
+}
+
+/// `ssl_verify_client`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum VerifyClient {
+    /// `off` (default).
+    Off,
+    /// `on`: a valid client certificate is required.
+    On,
+    /// `optional`: asked for, verified if sent.
+    Optional,
+    /// `optional_no_ca`: asked for, not verified.
+    OptionalNoCa,
+}

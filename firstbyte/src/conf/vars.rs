@@ -1,0 +1,239 @@
+//! Values with variables (`"https://$host$request_uri"`), nginx's "complex values".
+//!
+//! A value is parsed once at load into literal and variable parts; at request time it is
+//! evaluated against anything that implements [`Vars`]. Unknown variable names are refused at
+//! load, as nginx does (`unknown "foo" variable`).
+
+use std::borrow::Cow;
+
+/// Source of variable values at request (or handshake) time.
+pub trait Vars {
+    /// The value of `$name` (without the `$`), or `None` when it is not set (evaluates to "").
+    fn get(&self, name: &str) -> Option<Cow<'_, str>>;
+}
+
+/// One piece of a complex value.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Part {
+    /// Literal text.
+    Lit(String),
+    /// `$name` or `${name}`.
+    Var(String),
+}
+
+/// A string with `$variables`, parsed.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct ComplexValue {
+    parts: Vec<Part>,
+}
+
+/// Why a value could not be parsed.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum VarError {
+    /// `$` followed by nothing usable, or `${` without `}`.
+    #[error("invalid variable name in \"{0}\"")]
+    InvalidName(String),
+    /// A name firstbyte does not know.
+    #[error("unknown \"{0}\" variable")]
+    Unknown(String),
+}
+
+/// Variables with a fixed name.
+pub const KNOWN: &[&str] = &[
+    "uri",
+    "document_uri",
+    "request_uri",
+    "request",
+    "request_method",
+    "request_time",
+    "request_length",
+    "args",
+    "query_string",
+    "is_args",
+    "host",
+    "hostname",
+    "scheme",
+    "https",
+    "server_name",
+    "server_addr",
+    "server_port",
+    "server_protocol",
+    "remote_addr",
+    "remote_port",
+    "remote_user",
+    "binary_remote_addr",
+    "status",
+    "body_bytes_sent",
+    "bytes_sent",
+    "time_local",
+    "time_iso8601",
+    "msec",
+    "pid",
+    "connection",
+    "connection_requests",
+    "content_type",
+    "content_length",
+    "document_root",
+    "realpath_root",
+    "request_filename",
+    "ssl_protocol",
+    "ssl_cipher",
+    "ssl_server_name",
+    "ssl_session_reused",
+    "ssl_alpn_protocol",
+    "ssl_early_data",
+    "http2",
+    "gzip_ratio",
+    "nginx_version",
+    "firstbyte_version",
+    "record_policy",
+];
+
+/// Prefixes of variable families (`$http_user_agent`, `$arg_id`, ...).
+pub const KNOWN_PREFIXES: &[&str] = &["http_", "sent_http_", "cookie_", "arg_"];
+
+fn known(name: &str) -> bool {
+    KNOWN.contains(&name)
+        || KNOWN_PREFIXES
+            .iter()
+            .any(|p| name.len() > p.len() && name.starts_with(p))
+        || name.chars().all(|c| c.is_ascii_digit()) // $1.. regex captures
+}
+
+fn is_name_char(c: char) -> bool {
+    c.is_ascii_alphanumeric() || c == '_'
+}
+
+impl ComplexValue {
+    /// Parses `s`, refusing unknown variable names.
+    pub fn parse(s: &str) -> Result<Self, VarError> {
+        let mut parts = Vec::new();
+        let mut lit = String::new();
+        let mut rest = s;
+        while let Some(i) = rest.find('$') {
+            lit.push_str(&rest[..i]);
+            let after = &rest[i + 1..];
+            let (name, consumed) = if let Some(inner) = after.strip_prefix('{') {
+                let end = inner
+                    .find('}')
+                    .ok_or_else(|| VarError::InvalidName(s.to_string()))?;
+                (&inner[..end], end + 2)
+            } else {
+                let end = after.find(|c: char| !is_name_char(c)).unwrap_or(after.len());
+                (&after[..end], end)
+            };
+            if name.is_empty() || !name.chars().all(is_name_char) {
+                return Err(VarError::InvalidName(s.to_string()));
+            }
+            if !known(name) {
+                return Err(VarError::Unknown(name.to_string()));
+            }
+            if !lit.is_empty() {
+                parts.push(Part::Lit(std::mem::take(&mut lit)));
+            }
+            parts.push(Part::Var(name.to_string()));
+            rest = &after[consumed..];
+        }
+        lit.push_str(rest);
+        if !lit.is_empty() {
+            parts.push(Part::Lit(lit));
+        }
+        Ok(Self { parts })
+    }
+
+    /// A value with no variables.
+    pub fn literal(s: &str) -> Self {
+        if s.is_empty() {
+            return Self::default();
+        }
+        Self {
+            parts: vec![Part::Lit(s.to_string())],
+        }
+    }
+
+    /// The text when the value has no variables.
+    pub fn as_static(&self) -> Option<&str> {
+        match self.parts.as_slice() {
+            [] => Some(""),
+            [Part::Lit(s)] => Some(s),
+            _ => None,
+        }
+    }
+
+    /// Whether the value uses `$name`.
+    pub fn uses(&self, name: &str) -> bool {
+        self.parts
+            .iter()
+            .any(|p| matches!(p, Part::Var(v) if v == name))
+    }
+
+    /// The parsed parts.
+    pub fn parts(&self) -> &[Part] {
+        &self.parts
+    }
+
+    /// Evaluates the value.
+    pub fn eval(&self, vars: &dyn Vars) -> String {
+        self.eval_with(vars, |s, out| out.push_str(s))
+    }
+
+    /// Evaluates the value, passing each variable's text through `escape` (for log formats).
+    pub fn eval_with(&self, vars: &dyn Vars, mut escape: impl FnMut(&str, &mut String)) -> String {
+        let mut out = String::new();
+        for p in &self.parts {
+            match p {
+                Part::Lit(s) => out.push_str(s),
+                Part::Var(name) => {
+                    if let Some(v) = vars.get(name) {
+                        escape(&v, &mut out);
+                    }
+                }
+            }
+        }
+        out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::collections::HashMap;
+
+    struct Map(HashMap<&'static str, &'static str>);
+    impl Vars for Map {
+        fn get(&self, name: &str) -> Option<Cow<'_, str>> {
+            self.0.get(name).map(|v| Cow::Borrowed(*v))
+        }
+    }
+
+    #[test]
+    fn parses_and_evaluates() {
+        let v = ComplexValue::parse("https://$host${request_uri}x").unwrap();
+        let m = Map(HashMap::from([("host", "a.example"), ("request_uri", "/p?q")]));
+        assert_eq!(v.eval(&m), "https://a.example/p?qx");
+        assert!(v.uses("host"));
+        assert_eq!(v.as_static(), None);
+    }
+
+    #[test]
+    fn refuses_unknown_and_invalid() {
+        assert_eq!(
+            ComplexValue::parse("$nope"),
+            Err(VarError::Unknown("nope".into()))
+        );
+        assert!(matches!(
+            ComplexValue::parse("a$"),
+            Err(VarError::InvalidName(_))
+        ));
+        assert!(matches!(
+            ComplexValue::parse("${host"),
+            Err(VarError::InvalidName(_))
+        ));
+        assert!(ComplexValue::parse("$http_user_agent $arg_id $1").is_ok());
+    }
+
+    #[test]
+    fn literal_is_static() {
+        assert_eq!(ComplexValue::parse("/var/www").unwrap().as_static(), Some("/var/www"));
+    }
+}

@@ -1,0 +1,14 @@
+//! firstbyte: an HTTPS server and reverse proxy built to get the first byte of a response to
+//! the user as early as the network allows, and the rest as fast as the machine allows.
+//!
+//! Layout, by layer:
+//! - [`conf`]: the nginx-syntax configuration language, parsed and merged into plain data.
+//! - `tls`: certificates, keys, SNI, tickets and sessions, turned into rustls configs.
+//! - `http`: request routing, static files, compression, the built-in site.
+//! - `net`: listening sockets, socket options and `TCP_INFO`.
+//! - `server`: the runtime that ties them together (accept, handshake, serve, reload).
+#![warn(missing_docs)]
+
+pub mod conf;
+pub mod http;
+pub mod tls;

@@ -1,0 +1,1 @@
+//! TLS: certificates and keys, SNI, session tickets and caches, as rustls configs.
