@@ -9,6 +9,13 @@
 //! - `server`: the runtime that ties them together (accept, handshake, serve, reload).
 #![warn(missing_docs)]
 
+pub mod cli;
 pub mod conf;
+mod daemon;
 pub mod http;
+pub mod log;
+pub mod net;
+mod privileges;
+pub mod record;
+pub mod server;
 pub mod tls;

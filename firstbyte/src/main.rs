@@ -1,5 +1,5 @@
-//! The `firstbyte` command.
+//! The `firstbyte` command: see `firstbyte -h`.
 
 fn main() {
-    std::process::exit(0);
+    std::process::exit(firstbyte::cli::main(std::env::args().collect()));
 }

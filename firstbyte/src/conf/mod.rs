@@ -1,8 +1,105 @@
 //! The configuration language: nginx's syntax, nginx's directive names.
 //!
 //! Text flows `parse` (tokens → a tree of directives with file and line, `include` expanded)
-//! → `table` (each directive's contexts and arguments checked) → `build` (values merged
-//! http → server → location) → [`model::Config`].
+//! → `table` (each directive's contexts and arguments checked) → `build` (handlers set each
+//! level's values, then they merge http → server → location) → [`model::Config`].
+//! [`load`] reads a file, [`load_str`] text in memory; both give a [`ConfError`] worded as
+//! nginx's messages, and collect `[warn]` lines in [`Config::warnings`](model::Config).
+//!
+//! Paths: `include` and TLS files (`ssl_certificate*`, `ssl_password_file`,
+//! `ssl_session_ticket_key`, `ssl_client_certificate`, `ssl_stapling_file`) resolve against the
+//! main file's directory, as nginx's conf prefix; `root`, logs and `pid` against the prefix
+//! (`-p`, by default the main file's directory too).
 
+mod build;
+mod docs;
+mod error;
+mod handlers;
+pub mod locate;
 pub mod model;
+mod parse;
+mod server;
+mod settings;
+mod srv;
+mod table;
+mod units;
 pub mod vars;
+pub mod vhosts;
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+pub use docs::directives_markdown;
+pub use error::ConfError;
+use model::Config;
+
+/// Loads `path` (main file). `prefix`: `-p` (None = the directory of `path`).
+/// `globals`: `-g "directives;"` text, parsed as main-context directives before the file.
+pub fn load(
+    path: &Path,
+    prefix: Option<&Path>,
+    globals: Option<&str>,
+) -> Result<Config, ConfError> {
+    let path = std::path::absolute(path).map_err(|e| ConfError::open(path, &e, None))?;
+    let text = std::fs::read(&path).map_err(|e| ConfError::open(&path, &e, None))?;
+    let prefix = match prefix {
+        Some(p) => Some(std::path::absolute(p).map_err(|e| ConfError::open(p, &e, None))?),
+        None => None,
+    };
+    load_text(&text, &path, prefix.as_deref(), globals, running_as_root())
+}
+
+/// The same from text in memory (for tests and the built-in site), `name` used in messages.
+pub fn load_str(text: &str, name: &Path, prefix: &Path) -> Result<Config, ConfError> {
+    load_text(text.as_bytes(), name, Some(prefix), None, running_as_root())
+}
+
+/// Whether the process has root's privileges (the default `listen` port depends on it).
+fn running_as_root() -> bool {
+    // SAFETY: geteuid has no preconditions and cannot fail.
+    unsafe { libc::geteuid() == 0 }
+}
+
+/// The loader proper: `text` is the main file's contents, `name` its path.
+pub(crate) fn load_text(
+    text: &[u8],
+    name: &Path,
+    prefix: Option<&Path>,
+    globals: Option<&str>,
+    is_root: bool,
+) -> Result<Config, ConfError> {
+    let conf_dir = name.parent().map(Path::to_path_buf).unwrap_or_default();
+    let prefix = prefix
+        .map(Path::to_path_buf)
+        .unwrap_or_else(|| conf_dir.clone());
+    let mut files = vec![name.to_path_buf()];
+    let (global_tree, tree) = {
+        let mut p = parse::Parser {
+            conf_dir: &conf_dir,
+            files: &mut files,
+        };
+        let g = match globals {
+            Some(g) => p.text(
+                g.as_bytes(),
+                Arc::new(PathBuf::from("command line")),
+                true,
+                0,
+            )?,
+            None => Vec::new(),
+        };
+        (g, p.text(text, Arc::new(name.to_path_buf()), false, 0)?)
+    };
+    let mut cx = settings::Cx::new(prefix.clone(), conf_dir, is_root);
+    let (main, http) = build::build(&global_tree, &tree, &mut cx)?;
+    Ok(Config {
+        path: name.to_path_buf(),
+        prefix,
+        main,
+        http,
+        warnings: cx.warnings,
+        files,
+    })
+}
+
+#[cfg(test)]
+mod tests;

@@ -18,12 +18,16 @@ use super::vars::ComplexValue;
 pub struct Pos {
     /// The file that holds the directive (after `include` expansion).
     pub file: Arc<PathBuf>,
-    /// 1-based line of the directive's name.
+    /// 1-based line of the directive's name; 0 for text with no lines (the `-g` command line,
+    /// whose `file` is `command line`): it then displays as the file alone, as nginx's `in command line`.
     pub line: usize,
 }
 
 impl std::fmt::Display for Pos {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        if self.line == 0 {
+            return write!(f, "{}", self.file.display());
+        }
         write!(f, "{}:{}", self.file.display(), self.line)
     }
 }
@@ -450,6 +454,10 @@ pub struct LocationConf {
     pub disable_symlinks: DisableSymlinks,
     /// `internal`: only reachable by internal redirects.
     pub internal: bool,
+    /// `connection_info` (location; firstbyte's own directive): answer with the page that shows
+    /// the visitor their own connection (TLS version, cipher, group, ALPN, resumption, RTT,
+    /// cwnd, record policy), HTML or JSON. The built-in site serves it at `/`. Default off.
+    pub connection_info: bool,
     /// Locations nested inside this one.
     pub locations: Locations,
     /// Where the location starts (server position for the server level).

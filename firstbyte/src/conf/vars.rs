@@ -119,7 +119,9 @@ impl ComplexValue {
                     .ok_or_else(|| VarError::InvalidName(s.to_string()))?;
                 (&inner[..end], end + 2)
             } else {
-                let end = after.find(|c: char| !is_name_char(c)).unwrap_or(after.len());
+                let end = after
+                    .find(|c: char| !is_name_char(c))
+                    .unwrap_or(after.len());
                 (&after[..end], end)
             };
             if name.is_empty() || !name.chars().all(is_name_char) {
@@ -177,6 +179,27 @@ impl ComplexValue {
         self.eval_with(vars, |s, out| out.push_str(s))
     }
 
+    /// Evaluates a log format: each variable's text goes through `escape(mode, text, out)`, and
+    /// a variable that is not set writes `-`, as nginx's access log does.
+    pub fn eval_log<M: Copy>(
+        &self,
+        vars: &dyn Vars,
+        mode: M,
+        escape: impl Fn(M, &str, &mut String),
+    ) -> String {
+        let mut out = String::with_capacity(128);
+        for p in &self.parts {
+            match p {
+                Part::Lit(s) => out.push_str(s),
+                Part::Var(name) => match vars.get(name) {
+                    Some(v) => escape(mode, &v, &mut out),
+                    None => out.push('-'),
+                },
+            }
+        }
+        out
+    }
+
     /// Evaluates the value, passing each variable's text through `escape` (for log formats).
     pub fn eval_with(&self, vars: &dyn Vars, mut escape: impl FnMut(&str, &mut String)) -> String {
         let mut out = String::new();
@@ -209,7 +232,10 @@ mod tests {
     #[test]
     fn parses_and_evaluates() {
         let v = ComplexValue::parse("https://$host${request_uri}x").unwrap();
-        let m = Map(HashMap::from([("host", "a.example"), ("request_uri", "/p?q")]));
+        let m = Map(HashMap::from([
+            ("host", "a.example"),
+            ("request_uri", "/p?q"),
+        ]));
         assert_eq!(v.eval(&m), "https://a.example/p?qx");
         assert!(v.uses("host"));
         assert_eq!(v.as_static(), None);
@@ -234,6 +260,9 @@ mod tests {
 
     #[test]
     fn literal_is_static() {
-        assert_eq!(ComplexValue::parse("/var/www").unwrap().as_static(), Some("/var/www"));
+        assert_eq!(
+            ComplexValue::parse("/var/www").unwrap().as_static(),
+            Some("/var/www")
+        );
     }
 }

@@ -1,6 +1,12 @@
 //! HTTP: request routing, static files, compression, the built-in site.
 
 pub mod body;
+pub mod builtin;
 pub mod compress;
+pub mod conn;
+pub mod open_file;
+mod pages;
+pub mod reqvars;
+pub mod service;
 pub mod static_files;
 pub mod uri;

@@ -1,1 +1,1248 @@
-//! (being written)
+//! Static files, as nginx's static, index and gzip_static modules serve them.
+//!
+//! Data flow: the pipeline normalises the request path (`uri::normalize_path`), picks the
+//! location, evaluates its `root`/`alias` and maps `$uri` to a file path with [`map_path`].
+//! [`serve`] then decides everything about the file response from the request head, the
+//! location and what the file system says (through an [`OpenFileCache`], from `open_file`):
+//! a response with a [`Body::file`] body, a redirect for a directory named without its
+//! trailing slash, or a bare status for the pipeline's `error_page` handling. It never reads
+//! the file itself: the body reads it with `pread` while it is sent.
+//!
+//! nginx's behaviour kept here:
+//! - `GET` and `HEAD` only (anything else: 405); `HEAD` has the same head and no body.
+//! - `Content-Type` from `types` by the lower-cased extension of the file name (the text after
+//!   its last `.`), else `default_type`; `ETag` `"<mtime hex>-<size hex>"`, `Last-Modified`,
+//!   `Accept-Ranges: bytes`, `Content-Length`.
+//! - Conditionals in RFC 9110's order: `If-Match` / `If-Unmodified-Since` → 412;
+//!   `If-None-Match` (weak comparison, `*`, lists) → 304; `If-Modified-Since` (only without
+//!   `If-None-Match`) → 304 when the file's mtime is at or before the date. nginx's own default
+//!   (`if_modified_since exact`) wants the exact date; the RFC's "at or before" is used here.
+//!   A 304 keeps `ETag`, `Last-Modified` and `Vary` and drops the content headers.
+//! - One `Range: bytes=` range (`a-b`, `a-`, `-n`) → 206 with `Content-Range`; a malformed or
+//!   unsatisfiable one → 416 with `Content-Range: bytes */LEN`; `If-Range` (an ETag, compared
+//!   strongly, or the exact `Last-Modified` date). Several satisfiable ranges: nginx answers
+//!   `multipart/byteranges`; firstbyte does not yet and sends the whole file with 200, which
+//!   the RFC allows.
+//! - A directory: without a trailing slash → redirect to `$uri/`; with it → the first `index`
+//!   entry that exists (a regular file is served, a directory redirected to), else 403 ("directory
+//!   index of ... is forbidden"; autoindex is off). Index entries with variables and absolute
+//!   ones (`/index.html`) need the pipeline's internal redirect and are skipped here.
+//! - Missing → 404; permission denied or a refused symlink → 403; not a regular file (fifo,
+//!   device, socket) → 404, as nginx's "is not a regular file".
+//! - `gzip_static on`: `FILE.gz` with `Content-Encoding: gzip` when the client accepts gzip
+//!   (and no `Via`, nginx's `gzip_proxied off`); `always`: `FILE.gz` whatever the client says.
+//!   A firstbyte extension: `FILE.br` first, with `Content-Encoding: br`, when the client
+//!   accepts br. The variant may exist without the original. Length, `ETag` and
+//!   `Last-Modified` come from the compressed file; the type from the original name. With
+//!   `gzip_vary on`, `Vary: Accept-Encoding` goes on every response for which a variant exists.
+//! - `disable_symlinks on`: every component of the path is opened with `openat` and
+//!   `O_NOFOLLOW`, from `/` down, and any symlink is refused (403); `if_not_owner`: a symlink is
+//!   followed only when it and its target have the same owner. The check is race-free: each
+//!   step opens relative to the directory descriptor the previous step opened.
+
+use std::ffi::OsStr;
+use std::io;
+use std::os::unix::ffi::OsStrExt;
+use std::path::{Component, Path, PathBuf};
+use std::sync::Arc;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use http::header::{
+    HeaderValue, ACCEPT_RANGES, CONTENT_ENCODING, CONTENT_LENGTH, CONTENT_RANGE, CONTENT_TYPE,
+    ETAG, IF_MATCH, IF_MODIFIED_SINCE, IF_NONE_MATCH, IF_RANGE, IF_UNMODIFIED_SINCE, LAST_MODIFIED,
+    RANGE, VARY,
+};
+use http::{HeaderMap, Method, Response, StatusCode};
+
+use super::body::Body;
+use super::compress::{accepted, gzip_ok};
+use super::uri::encode_path;
+use crate::conf::model::{DisableSymlinks, DocRoot, GzipStatic, LocationConf};
+
+pub use super::open_file::{FileKind, FileMeta, OpenFile, OpenFileCache};
+
+/// A request for a file, as the pipeline hands it over.
+pub struct FileRequest<'a> {
+    /// The request method.
+    pub method: &'a Method,
+    /// The request headers (conditionals, `Range`, `Accept-Encoding`).
+    pub headers: &'a HeaderMap,
+    /// The normalised `$uri`.
+    pub uri: &'a str,
+    /// The file system path, already mapped from `root`/`alias` ([`map_path`]).
+    pub path: &'a Path,
+    /// The location's settings.
+    pub loc: &'a LocationConf,
+}
+
+/// What [`serve`] decided.
+pub enum FileOutcome {
+    /// A response to send as it is: 200, 206, 304 or 416 (the 416 has an empty body and
+    /// `Content-Range: bytes */LEN`).
+    Response(Response<Body>),
+    /// A directory named without its trailing slash: answer 301 with this `Location` path
+    /// (`$uri/`, percent-encoded; the pipeline adds scheme and host as it does for its other
+    /// redirects, and `?$args` as nginx does).
+    Redirect(String),
+    /// An error status (404, 403, 405, 412, 500) for the pipeline's `error_page` handling.
+    Status(StatusCode),
+}
+
+impl std::fmt::Debug for FileOutcome {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            FileOutcome::Response(r) => f
+                .debug_struct("Response")
+                .field("status", &r.status())
+                .field("headers", r.headers())
+                .finish_non_exhaustive(),
+            FileOutcome::Redirect(l) => f.debug_tuple("Redirect").field(l).finish(),
+            FileOutcome::Status(s) => f.debug_tuple("Status").field(s).finish(),
+        }
+    }
+}
+
+/// Maps `$uri` to a file path: `root` + `$uri`, or `alias` + (`$uri` without the location's
+/// prefix); in a regex location the evaluated `alias` is the whole path, as nginx does.
+///
+/// `root_value` is the evaluated `root`/`alias` value. `None` means the mapping would climb
+/// out of the document root (a `..` that is not in `root_value` itself: nginx's classic
+/// `location /img { alias /data/images/; }` + `/img../secret` escape, or a `..` captured into
+/// a regex `alias`); the pipeline answers 404.
+pub fn map_path(loc: &LocationConf, uri: &str, root_value: &str) -> Option<PathBuf> {
+    let (joined, allowed_parents) = match &loc.root {
+        DocRoot::Root(_) => (format!("{root_value}{uri}"), parent_dirs(root_value)),
+        DocRoot::Alias(_) if loc.name.starts_with('~') => (root_value.to_string(), 0),
+        DocRoot::Alias(_) => {
+            let rest = uri.strip_prefix(loc.prefix.as_str()).unwrap_or(uri);
+            (format!("{root_value}{rest}"), parent_dirs(root_value))
+        }
+    };
+    (parent_dirs(&joined) <= allowed_parents).then(|| PathBuf::from(joined))
+}
+
+fn parent_dirs(p: &str) -> usize {
+    Path::new(p)
+        .components()
+        .filter(|c| matches!(c, Component::ParentDir))
+        .count()
+}
+
+/// Serves a file request (see the module overview for the rules).
+pub fn serve(req: &FileRequest<'_>, cache: &OpenFileCache) -> FileOutcome {
+    if *req.method != Method::GET && *req.method != Method::HEAD {
+        return FileOutcome::Status(StatusCode::METHOD_NOT_ALLOWED);
+    }
+    if req.uri.ends_with('/') {
+        return serve_index(req, cache);
+    }
+    serve_path(req, req.path, req.uri, cache)
+}
+
+/// Serves `path` (a variant of it first, with `gzip_static`); `uri` names it in a redirect.
+fn serve_path(req: &FileRequest<'_>, path: &Path, uri: &str, cache: &OpenFileCache) -> FileOutcome {
+    let (variant, vary) = precompressed(req, path, cache);
+    let (file, encoding) = match variant {
+        Some((f, enc)) => (f, Some(enc)),
+        None => match cache.open(path, req.loc.disable_symlinks) {
+            Ok(f) => (f, None),
+            Err(e) => return FileOutcome::Status(status_for(&e)),
+        },
+    };
+    match file.meta.kind {
+        FileKind::Dir => FileOutcome::Redirect(encode_path(uri) + "/"),
+        FileKind::Other => FileOutcome::Status(StatusCode::NOT_FOUND),
+        FileKind::File => respond(req, path, &file, encoding, vary),
+    }
+}
+
+/// `$uri` ends with `/`: the index module's rules.
+fn serve_index(req: &FileRequest<'_>, cache: &OpenFileCache) -> FileOutcome {
+    let symlinks = req.loc.disable_symlinks;
+    let mut dir_tested = false;
+    for entry in &req.loc.index {
+        // Variables and absolute entries need an internal redirect: the pipeline's job.
+        let Some(name) = entry.as_static() else {
+            continue;
+        };
+        if name.is_empty() || name.starts_with('/') {
+            continue;
+        }
+        let candidate = req.path.join(name);
+        match cache.open(&candidate, symlinks) {
+            Ok(f) => {
+                let uri = format!("{}{}", req.uri, name);
+                return match f.meta.kind {
+                    FileKind::File => serve_path(req, &candidate, &uri, cache),
+                    FileKind::Dir => FileOutcome::Redirect(encode_path(&uri) + "/"),
+                    FileKind::Other => FileOutcome::Status(StatusCode::NOT_FOUND),
+                };
+            }
+            Err(e) if e.raw_os_error() == Some(libc::ENOENT) => {
+                if !dir_tested {
+                    if let Some(status) = test_dir(req.path, symlinks, cache) {
+                        return FileOutcome::Status(status);
+                    }
+                    dir_tested = true;
+                }
+            }
+            Err(e) => return FileOutcome::Status(status_for(&e)),
+        }
+    }
+    if !dir_tested {
+        if let Some(status) = test_dir(req.path, symlinks, cache) {
+            return FileOutcome::Status(status);
+        }
+    }
+    FileOutcome::Status(StatusCode::FORBIDDEN)
+}
+
+/// The error status when `path` is not a usable directory.
+fn test_dir(path: &Path, symlinks: DisableSymlinks, cache: &OpenFileCache) -> Option<StatusCode> {
+    match cache.open(path, symlinks) {
+        Ok(f) if f.meta.kind == FileKind::Dir => None,
+        Ok(_) => Some(StatusCode::NOT_FOUND),
+        Err(e) => Some(status_for(&e)),
+    }
+}
+
+/// nginx's mapping of open errors to statuses.
+fn status_for(e: &io::Error) -> StatusCode {
+    match e.raw_os_error() {
+        Some(libc::ENOENT | libc::ENOTDIR | libc::ENAMETOOLONG) => StatusCode::NOT_FOUND,
+        // A socket file cannot be opened: "not a regular file", as for a fifo.
+        Some(libc::ENXIO) => StatusCode::NOT_FOUND,
+        Some(libc::EACCES | libc::EPERM | libc::ELOOP | libc::EMLINK) => StatusCode::FORBIDDEN,
+        _ => StatusCode::INTERNAL_SERVER_ERROR,
+    }
+}
+
+/// The `gzip_static` choice: the variant to send, if any, and whether the response varies
+/// (`gzip_vary on` and some variant exists).
+fn precompressed(
+    req: &FileRequest<'_>,
+    path: &Path,
+    cache: &OpenFileCache,
+) -> (Option<(Arc<OpenFile>, &'static str)>, bool) {
+    let mode = req.loc.gzip_static;
+    if mode == GzipStatic::Off {
+        return (None, false);
+    }
+    let vary = req.loc.compression.gzip_vary;
+    let br_ok = accepted(req.headers).br;
+    let gzip_ok = mode == GzipStatic::Always || gzip_ok(req.headers);
+    let mut exists = false;
+    for (suffix, encoding, ok) in [(".br", "br", br_ok), (".gz", "gzip", gzip_ok)] {
+        if !ok && !vary {
+            continue;
+        }
+        let mut name = path.as_os_str().to_owned();
+        name.push(suffix);
+        if let Ok(f) = cache.open(Path::new(&name), req.loc.disable_symlinks) {
+            if f.meta.kind == FileKind::File {
+                exists = true;
+                if ok {
+                    return (Some((f, encoding)), vary);
+                }
+            }
+        }
+    }
+    (None, vary && exists)
+}
+
+/// The response for a regular file (already open).
+fn respond(
+    req: &FileRequest<'_>,
+    path: &Path,
+    file: &OpenFile,
+    encoding: Option<&'static str>,
+    vary: bool,
+) -> FileOutcome {
+    let meta = &file.meta;
+    let etag = etag_for(meta);
+    let mut headers = HeaderMap::new();
+    if let Ok(v) = HeaderValue::from_str(&etag) {
+        headers.insert(ETAG, v);
+    }
+    let modified = UNIX_EPOCH + Duration::from_secs(meta.mtime.max(0) as u64);
+    if let Ok(v) = HeaderValue::from_str(&httpdate::fmt_http_date(modified)) {
+        headers.insert(LAST_MODIFIED, v);
+    }
+    if vary {
+        headers.insert(VARY, HeaderValue::from_static("Accept-Encoding"));
+    }
+    match preconditions(req.headers, &etag, meta.mtime) {
+        Precondition::Failed => return FileOutcome::Status(StatusCode::PRECONDITION_FAILED),
+        Precondition::NotModified => {
+            return FileOutcome::Response(response(StatusCode::NOT_MODIFIED, headers, Body::Empty))
+        }
+        Precondition::Proceed => {}
+    }
+    let ctype = content_type(req.loc, path);
+    if let Ok(v) = HeaderValue::from_str(ctype) {
+        headers.insert(CONTENT_TYPE, v);
+    }
+    if let Some(enc) = encoding {
+        headers.insert(CONTENT_ENCODING, HeaderValue::from_static(enc));
+    }
+    headers.insert(ACCEPT_RANGES, HeaderValue::from_static("bytes"));
+    let len = meta.len;
+    let mut range = match req.headers.get(RANGE).and_then(|v| v.to_str().ok()) {
+        Some(r) => parse_range(r, len),
+        None => ByteRange::Full,
+    };
+    if range != ByteRange::Full {
+        if let Some(if_range) = req.headers.get(IF_RANGE) {
+            if !if_range_matches(if_range, &etag, meta.mtime) {
+                range = ByteRange::Full;
+            }
+        }
+    }
+    let (status, start, count) = match range {
+        ByteRange::Full => (StatusCode::OK, 0, len),
+        ByteRange::Part { start, end } => {
+            let v = format!("bytes {start}-{end}/{len}");
+            if let Ok(v) = HeaderValue::from_str(&v) {
+                headers.insert(CONTENT_RANGE, v);
+            }
+            (StatusCode::PARTIAL_CONTENT, start, end - start + 1)
+        }
+        ByteRange::Unsatisfiable => {
+            let mut h = HeaderMap::new();
+            if let Ok(v) = HeaderValue::from_str(&format!("bytes */{len}")) {
+                h.insert(CONTENT_RANGE, v);
+            }
+            h.insert(CONTENT_LENGTH, HeaderValue::from(0u64));
+            let r = response(StatusCode::RANGE_NOT_SATISFIABLE, h, Body::Empty);
+            return FileOutcome::Response(r);
+        }
+    };
+    headers.insert(CONTENT_LENGTH, HeaderValue::from(count));
+    let body = if *req.method == Method::HEAD || count == 0 {
+        Body::Empty
+    } else {
+        Body::file(Arc::clone(&file.file), start, count)
+    };
+    FileOutcome::Response(response(status, headers, body))
+}
+
+fn response(status: StatusCode, headers: HeaderMap, body: Body) -> Response<Body> {
+    let mut r = Response::new(body);
+    *r.status_mut() = status;
+    *r.headers_mut() = headers;
+    r
+}
+
+/// nginx's ETag: `"<mtime hex>-<size hex>"`.
+fn etag_for(meta: &FileMeta) -> String {
+    format!("\"{:x}-{:x}\"", meta.mtime.max(0), meta.len)
+}
+
+/// `types` by the lower-cased extension (the text after the last `.` of the file name),
+/// else `default_type`.
+fn content_type<'a>(loc: &'a LocationConf, path: &Path) -> &'a str {
+    let name = path.file_name().map(OsStr::as_bytes).unwrap_or_default();
+    let ext = match name.iter().rposition(|&b| b == b'.') {
+        Some(i) => &name[i + 1..],
+        None => return &loc.default_type,
+    };
+    std::str::from_utf8(ext)
+        .ok()
+        .and_then(|e| loc.types.get(&e.to_ascii_lowercase()))
+        .unwrap_or(&loc.default_type)
+}
+
+/// The outcome of the conditional headers.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Precondition {
+    /// Send the file (or its range).
+    Proceed,
+    /// 304.
+    NotModified,
+    /// 412.
+    Failed,
+}
+
+/// RFC 9110 §13.2.2's order, for a `GET`/`HEAD` of an existing file.
+fn preconditions(headers: &HeaderMap, etag: &str, mtime: i64) -> Precondition {
+    if headers.contains_key(IF_MATCH) {
+        if !etag_list_matches(headers, IF_MATCH, etag, false) {
+            return Precondition::Failed;
+        }
+    } else if let Some(date) = header_date(headers, IF_UNMODIFIED_SINCE) {
+        if mtime > date {
+            return Precondition::Failed;
+        }
+    }
+    if headers.contains_key(IF_NONE_MATCH) {
+        if etag_list_matches(headers, IF_NONE_MATCH, etag, true) {
+            return Precondition::NotModified;
+        }
+    } else if let Some(date) = header_date(headers, IF_MODIFIED_SINCE) {
+        if mtime <= date {
+            return Precondition::NotModified;
+        }
+    }
+    Precondition::Proceed
+}
+
+/// A date header as seconds since the epoch; `None` when absent or malformed (then ignored).
+fn header_date(headers: &HeaderMap, name: http::header::HeaderName) -> Option<i64> {
+    let v = headers.get(name)?.to_str().ok()?;
+    system_secs(httpdate::parse_http_date(v.trim()).ok()?)
+}
+
+fn system_secs(t: SystemTime) -> Option<i64> {
+    i64::try_from(t.duration_since(UNIX_EPOCH).ok()?.as_secs()).ok()
+}
+
+/// Whether `etag` is in the lists of every `name` header (`*` matches). `weak`: RFC 9110's
+/// weak comparison (a `W/` prefix is ignored); otherwise strong (a weak tag never matches).
+fn etag_list_matches(
+    headers: &HeaderMap,
+    name: http::header::HeaderName,
+    etag: &str,
+    weak: bool,
+) -> bool {
+    let ours = etag.strip_prefix("W/").unwrap_or(etag);
+    headers.get_all(name).iter().any(|v| {
+        let Ok(list) = v.to_str() else { return false };
+        if list.trim() == "*" {
+            return true;
+        }
+        EntityTags(list).any(|(is_weak, tag)| (weak || !is_weak) && tag == ours)
+    })
+}
+
+/// Iterates the entity tags of a list: `(is_weak, "opaque")`, quotes kept; commas inside
+/// quotes are part of the tag. Stops at the first malformed element.
+struct EntityTags<'a>(&'a str);
+
+impl<'a> Iterator for EntityTags<'a> {
+    type Item = (bool, &'a str);
+
+    fn next(&mut self) -> Option<Self::Item> {
+        let s = self.0.trim_start_matches([' ', '\t', ',']);
+        let (weak, s) = match s.strip_prefix("W/") {
+            Some(rest) => (true, rest),
+            None => (false, s),
+        };
+        let body = s.strip_prefix('"')?;
+        let end = body.find('"')?;
+        let tag = &s[..end + 2];
+        self.0 = &s[end + 2..];
+        Some((weak, tag))
+    }
+}
+
+/// `If-Range`: an entity tag compared strongly, or exactly the `Last-Modified` date.
+fn if_range_matches(value: &HeaderValue, etag: &str, mtime: i64) -> bool {
+    let Ok(v) = value.to_str() else { return false };
+    let v = v.trim();
+    if v.starts_with('"') || v.starts_with("W/") {
+        return v == etag;
+    }
+    httpdate::parse_http_date(v)
+        .ok()
+        .and_then(system_secs)
+        .is_some_and(|d| d == mtime)
+}
+
+/// What a `Range` header asks of a file of a given length.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum ByteRange {
+    /// The whole file (no usable range, or several ranges: no multipart yet).
+    Full,
+    /// Bytes `start..=end`.
+    Part {
+        /// First byte.
+        start: u64,
+        /// Last byte (inclusive).
+        end: u64,
+    },
+    /// 416.
+    Unsatisfiable,
+}
+
+/// Parses `Range` as nginx: another unit is ignored; a malformed `bytes=` set, or one with no
+/// satisfiable range, is 416; one satisfiable range is served; several give the whole file.
+fn parse_range(value: &str, len: u64) -> ByteRange {
+    let value = value.trim();
+    let Some(set) = value
+        .get(..6)
+        .filter(|p| p.eq_ignore_ascii_case("bytes="))
+        .map(|_| &value[6..])
+    else {
+        return ByteRange::Full;
+    };
+    let mut found: Option<(u64, u64)> = None;
+    let mut several = false;
+    let mut any_spec = false;
+    for spec in set.split(',').map(str::trim).filter(|s| !s.is_empty()) {
+        any_spec = true;
+        let Some((a, b)) = spec.split_once('-') else {
+            return ByteRange::Unsatisfiable;
+        };
+        let (a, b) = (a.trim(), b.trim());
+        let num = |s: &str| -> Option<u64> {
+            if s.is_empty() || !s.bytes().all(|c| c.is_ascii_digit()) {
+                return None;
+            }
+            s.parse().ok()
+        };
+        let range = if a.is_empty() {
+            let Some(n) = num(b) else {
+                return ByteRange::Unsatisfiable;
+            };
+            (n > 0 && len > 0).then(|| (len.saturating_sub(n), len - 1))
+        } else {
+            let Some(start) = num(a) else {
+                return ByteRange::Unsatisfiable;
+            };
+            let end = if b.is_empty() {
+                u64::MAX
+            } else {
+                match num(b) {
+                    Some(end) if end >= start => end,
+                    _ => return ByteRange::Unsatisfiable,
+                }
+            };
+            (start < len).then(|| (start, end.min(len - 1)))
+        };
+        if let Some(r) = range {
+            several |= found.is_some();
+            found = Some(r);
+        }
+    }
+    match found {
+        _ if !any_spec => ByteRange::Unsatisfiable,
+        None => ByteRange::Unsatisfiable,
+        Some(_) if several => ByteRange::Full,
+        Some((start, end)) => ByteRange::Part { start, end },
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::conf::model::{AccessLog, Compression, Locations, MimeTypes, Pos};
+    use crate::conf::vars::ComplexValue;
+    use http_body_util::BodyExt;
+    use std::ffi::CString;
+    use std::os::unix::fs::MetadataExt;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+
+    /// A directory under the system temp dir, removed at the end of the test.
+    struct TempDir(PathBuf);
+
+    impl TempDir {
+        fn new(tag: &str) -> Self {
+            static N: AtomicUsize = AtomicUsize::new(0);
+            let n = N.fetch_add(1, Ordering::Relaxed);
+            let p =
+                std::env::temp_dir().join(format!("fb-static-{}-{tag}-{n}", std::process::id()));
+            let _ = std::fs::remove_dir_all(&p);
+            std::fs::create_dir_all(&p).unwrap();
+            TempDir(p)
+        }
+        fn file(&self, name: &str, data: &[u8]) -> PathBuf {
+            let p = self.0.join(name);
+            if let Some(d) = p.parent() {
+                std::fs::create_dir_all(d).unwrap();
+            }
+            std::fs::write(&p, data).unwrap();
+            p
+        }
+    }
+
+    impl Drop for TempDir {
+        fn drop(&mut self) {
+            let _ = std::fs::remove_dir_all(&self.0);
+        }
+    }
+
+    fn loc() -> LocationConf {
+        let types: MimeTypes = [
+            ("html", "text/html"),
+            ("css", "text/css"),
+            ("txt", "text/plain"),
+        ]
+        .into_iter()
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect();
+        LocationConf {
+            name: "/".into(),
+            prefix: "/".into(),
+            root: DocRoot::Root(ComplexValue::literal("/srv")),
+            index: vec![ComplexValue::literal("index.html")],
+            try_files: None,
+            ret: None,
+            add_header: vec![],
+            error_page: vec![],
+            access_log: AccessLog::Off,
+            sendfile: false,
+            tcp_nodelay: true,
+            tcp_nopush: false,
+            keepalive_timeout: Duration::from_secs(75),
+            keepalive_requests: 1000,
+            client_max_body_size: 1 << 20,
+            client_body_timeout: Duration::from_secs(60),
+            send_timeout: Duration::from_secs(60),
+            access: vec![],
+            stub_status: false,
+            gzip_static: GzipStatic::Off,
+            compression: Compression {
+                gzip: false,
+                gzip_types: vec![],
+                gzip_comp_level: 1,
+                gzip_min_length: 20,
+                gzip_vary: false,
+                brotli: false,
+                brotli_types: vec![],
+                brotli_comp_level: 6,
+            },
+            types: Arc::new(types),
+            default_type: "application/octet-stream".into(),
+            disable_symlinks: DisableSymlinks::Off,
+            internal: false,
+            connection_info: false,
+            locations: Locations::default(),
+            pos: Pos {
+                file: Arc::new(PathBuf::from("/etc/firstbyte/firstbyte.conf")),
+                line: 1,
+            },
+        }
+    }
+
+    fn hdrs(pairs: &[(&str, &str)]) -> HeaderMap {
+        let mut h = HeaderMap::new();
+        for (k, v) in pairs {
+            h.append(
+                http::header::HeaderName::from_bytes(k.as_bytes()).unwrap(),
+                HeaderValue::from_str(v).unwrap(),
+            );
+        }
+        h
+    }
+
+    /// Serves `uri` from `dir` (root = dir) with `l`, a method and headers.
+    fn get_with(
+        dir: &TempDir,
+        l: &LocationConf,
+        method: &Method,
+        uri: &str,
+        h: &[(&str, &str)],
+    ) -> FileOutcome {
+        let headers = hdrs(h);
+        let path = map_path(l, uri, dir.0.to_str().unwrap()).unwrap();
+        let req = FileRequest {
+            method,
+            headers: &headers,
+            uri,
+            path: &path,
+            loc: l,
+        };
+        serve(&req, &OpenFileCache::disabled())
+    }
+
+    fn get(dir: &TempDir, l: &LocationConf, uri: &str, h: &[(&str, &str)]) -> FileOutcome {
+        get_with(dir, l, &Method::GET, uri, h)
+    }
+
+    fn resp(o: FileOutcome) -> Response<Body> {
+        match o {
+            FileOutcome::Response(r) => r,
+            other => panic!("expected a response, got {other:?}"),
+        }
+    }
+
+    fn status(o: &FileOutcome) -> StatusCode {
+        match o {
+            FileOutcome::Response(r) => r.status(),
+            FileOutcome::Redirect(_) => StatusCode::MOVED_PERMANENTLY,
+            FileOutcome::Status(s) => *s,
+        }
+    }
+
+    async fn body(r: Response<Body>) -> Vec<u8> {
+        r.into_body().collect().await.unwrap().to_bytes().to_vec()
+    }
+
+    fn header<'a>(r: &'a Response<Body>, name: &str) -> &'a str {
+        r.headers().get(name).map_or("", |v| v.to_str().unwrap())
+    }
+
+    #[tokio::test]
+    async fn serves_a_file_with_nginx_headers() {
+        let d = TempDir::new("basic");
+        let p = d.file("a/Page.HTML", b"<p>hello</p>");
+        let r = resp(get(&d, &loc(), "/a/Page.HTML", &[]));
+        assert_eq!(r.status(), StatusCode::OK);
+        assert_eq!(header(&r, "content-type"), "text/html");
+        assert_eq!(header(&r, "content-length"), "12");
+        assert_eq!(header(&r, "accept-ranges"), "bytes");
+        let m = std::fs::metadata(&p).unwrap();
+        assert_eq!(header(&r, "etag"), format!("\"{:x}-c\"", m.mtime()));
+        let lm = httpdate::parse_http_date(header(&r, "last-modified")).unwrap();
+        assert_eq!(system_secs(lm), Some(m.mtime()));
+        assert_eq!(body(r).await, b"<p>hello</p>");
+    }
+
+    #[tokio::test]
+    async fn head_has_the_head_and_no_body() {
+        let d = TempDir::new("head");
+        d.file("f.txt", b"0123456789");
+        let r = resp(get_with(&d, &loc(), &Method::HEAD, "/f.txt", &[]));
+        assert_eq!(r.status(), StatusCode::OK);
+        assert_eq!(header(&r, "content-length"), "10");
+        assert_eq!(header(&r, "content-type"), "text/plain");
+        assert!(body(r).await.is_empty());
+    }
+
+    #[test]
+    fn other_methods_are_405() {
+        let d = TempDir::new("405");
+        d.file("f.txt", b"x");
+        for m in [Method::POST, Method::PUT, Method::DELETE, Method::OPTIONS] {
+            let o = get_with(&d, &loc(), &m, "/f.txt", &[]);
+            assert_eq!(status(&o), StatusCode::METHOD_NOT_ALLOWED, "{m}");
+        }
+    }
+
+    #[test]
+    fn content_types() {
+        let l = loc();
+        assert_eq!(content_type(&l, Path::new("/x/a.CSS")), "text/css");
+        assert_eq!(content_type(&l, Path::new("/x/a.tar.txt")), "text/plain");
+        assert_eq!(
+            content_type(&l, Path::new("/x/README")),
+            "application/octet-stream"
+        );
+        assert_eq!(
+            content_type(&l, Path::new("/x/a.unknown")),
+            "application/octet-stream"
+        );
+        assert_eq!(content_type(&l, Path::new("/x/.txt")), "text/plain");
+        assert_eq!(
+            content_type(&l, Path::new("/x/a.")),
+            "application/octet-stream"
+        );
+    }
+
+    #[test]
+    fn missing_and_special_files() {
+        let d = TempDir::new("missing");
+        d.file("f.txt", b"x");
+        assert_eq!(
+            status(&get(&d, &loc(), "/nope.txt", &[])),
+            StatusCode::NOT_FOUND
+        );
+        // A file used as a directory.
+        assert_eq!(
+            status(&get(&d, &loc(), "/f.txt/x", &[])),
+            StatusCode::NOT_FOUND
+        );
+        // A fifo: opened without blocking, refused as "not a regular file".
+        let fifo = CString::new(d.0.join("fifo").as_os_str().as_bytes()).unwrap();
+        // SAFETY: `fifo` is a valid NUL-terminated path.
+        assert_eq!(unsafe { libc::mkfifo(fifo.as_ptr(), 0o644) }, 0);
+        assert_eq!(
+            status(&get(&d, &loc(), "/fifo", &[])),
+            StatusCode::NOT_FOUND
+        );
+        // A socket file cannot be opened at all: also 404.
+        let _l = std::os::unix::net::UnixListener::bind(d.0.join("sock")).unwrap();
+        assert_eq!(
+            status(&get(&d, &loc(), "/sock", &[])),
+            StatusCode::NOT_FOUND
+        );
+    }
+
+    #[test]
+    fn error_statuses() {
+        let e = |n| status_for(&io::Error::from_raw_os_error(n));
+        assert_eq!(e(libc::ENOENT), StatusCode::NOT_FOUND);
+        assert_eq!(e(libc::ENOTDIR), StatusCode::NOT_FOUND);
+        assert_eq!(e(libc::ENAMETOOLONG), StatusCode::NOT_FOUND);
+        assert_eq!(e(libc::EACCES), StatusCode::FORBIDDEN);
+        assert_eq!(e(libc::ELOOP), StatusCode::FORBIDDEN);
+        assert_eq!(e(libc::EIO), StatusCode::INTERNAL_SERVER_ERROR);
+    }
+
+    /// Runs `f` with this thread's file system uid set to `nobody` when the tests run as root
+    /// (root reads everything): Linux keeps the fsuid per thread and drops the DAC override
+    /// capabilities while it is not 0.
+    fn as_nobody<T>(f: impl FnOnce() -> T) -> T {
+        struct Restore(u32);
+        impl Drop for Restore {
+            fn drop(&mut self) {
+                // SAFETY: setfsuid only changes this thread's credentials.
+                unsafe { libc::setfsuid(self.0) };
+            }
+        }
+        // SAFETY: geteuid has no preconditions.
+        let euid = unsafe { libc::geteuid() };
+        let _restore = (euid == 0).then(|| {
+            // SAFETY: setfsuid only changes this thread's credentials; `Restore` puts them back.
+            unsafe { libc::setfsuid(65534) };
+            Restore(0)
+        });
+        f()
+    }
+
+    #[test]
+    fn permission_denied_is_403() {
+        use std::os::unix::fs::PermissionsExt;
+        let d = TempDir::new("perm");
+        let p = d.file("secret.txt", b"x");
+        std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o600)).unwrap();
+        let inner = d.file("closed/f.txt", b"x");
+        let closed = inner.parent().unwrap().to_path_buf();
+        std::fs::set_permissions(&closed, std::fs::Permissions::from_mode(0o700)).unwrap();
+        let searchable = d.0.join("searchable");
+        std::fs::create_dir(&searchable).unwrap();
+        std::fs::set_permissions(&searchable, std::fs::Permissions::from_mode(0o711)).unwrap();
+        let l = loc();
+        let mut strict = loc();
+        strict.disable_symlinks = DisableSymlinks::On;
+        as_nobody(|| {
+            for l in [&l, &strict] {
+                assert_eq!(
+                    status(&get(&d, l, "/secret.txt", &[])),
+                    StatusCode::FORBIDDEN
+                );
+                assert_eq!(
+                    status(&get(&d, l, "/closed/f.txt", &[])),
+                    StatusCode::FORBIDDEN
+                );
+                // A directory that may be searched but not read still redirects.
+                match get(&d, l, "/searchable", &[]) {
+                    FileOutcome::Redirect(to) => assert_eq!(to, "/searchable/"),
+                    o => panic!("{o:?}"),
+                }
+                // ... and without an index it is 403, as any directory.
+                let o = get(&d, l, "/searchable/", &[]);
+                assert_eq!(status(&o), StatusCode::FORBIDDEN);
+            }
+        });
+    }
+
+    #[tokio::test]
+    async fn directories_and_index() {
+        let d = TempDir::new("dir");
+        d.file("docs/index.html", b"index!");
+        std::fs::create_dir_all(d.0.join("empty")).unwrap();
+        std::fs::create_dir_all(d.0.join("with space")).unwrap();
+        match get(&d, &loc(), "/docs", &[]) {
+            FileOutcome::Redirect(l) => assert_eq!(l, "/docs/"),
+            o => panic!("{o:?}"),
+        }
+        match get(&d, &loc(), "/with space", &[]) {
+            FileOutcome::Redirect(l) => assert_eq!(l, "/with%20space/"),
+            o => panic!("{o:?}"),
+        }
+        let r = resp(get(&d, &loc(), "/docs/", &[]));
+        assert_eq!(header(&r, "content-type"), "text/html");
+        assert_eq!(body(r).await, b"index!");
+        assert_eq!(
+            status(&get(&d, &loc(), "/empty/", &[])),
+            StatusCode::FORBIDDEN
+        );
+        assert_eq!(
+            status(&get(&d, &loc(), "/nodir/", &[])),
+            StatusCode::NOT_FOUND
+        );
+        assert_eq!(
+            status(&get(&d, &loc(), "/docs/index.html/", &[])),
+            StatusCode::NOT_FOUND
+        );
+    }
+
+    #[tokio::test]
+    async fn index_entries_in_order() {
+        let d = TempDir::new("index");
+        d.file("a/second.htm", b"2");
+        d.file("a/third.txt", b"3");
+        std::fs::create_dir_all(d.0.join("b/sub")).unwrap();
+        let mut l = loc();
+        l.index = vec![
+            ComplexValue::parse("$host.html").unwrap(), // variables: skipped
+            ComplexValue::literal("/abs.html"),         // absolute: skipped
+            ComplexValue::literal("first.html"),
+            ComplexValue::literal("second.htm"),
+            ComplexValue::literal("third.txt"),
+        ];
+        let r = resp(get(&d, &l, "/a/", &[]));
+        assert_eq!(body(r).await, b"2");
+        l.index = vec![ComplexValue::literal("sub")];
+        match get(&d, &l, "/b/", &[]) {
+            FileOutcome::Redirect(to) => assert_eq!(to, "/b/sub/"),
+            o => panic!("{o:?}"),
+        }
+        l.index = vec![];
+        assert_eq!(status(&get(&d, &l, "/a/", &[])), StatusCode::FORBIDDEN);
+    }
+
+    #[test]
+    fn conditionals() {
+        let d = TempDir::new("cond");
+        let p = d.file("f.txt", b"0123456789");
+        let m = std::fs::metadata(&p).unwrap();
+        let etag = format!("\"{:x}-a\"", m.mtime());
+        let date =
+            |secs: i64| httpdate::fmt_http_date(UNIX_EPOCH + Duration::from_secs(secs as u64));
+        let l = loc();
+        let st = |h: &[(&str, &str)]| status(&get(&d, &l, "/f.txt", h));
+
+        // If-None-Match: exact, weak, list, star, miss.
+        assert_eq!(st(&[("if-none-match", &etag)]), StatusCode::NOT_MODIFIED);
+        assert_eq!(
+            st(&[("if-none-match", &format!("W/{etag}"))]),
+            StatusCode::NOT_MODIFIED
+        );
+        assert_eq!(
+            st(&[("if-none-match", &format!("\"x,y\", {etag}"))]),
+            StatusCode::NOT_MODIFIED
+        );
+        assert_eq!(st(&[("if-none-match", "*")]), StatusCode::NOT_MODIFIED);
+        assert_eq!(st(&[("if-none-match", "\"other\"")]), StatusCode::OK);
+        // If-Modified-Since: at or after mtime → 304; before → 200; garbage ignored.
+        assert_eq!(
+            st(&[("if-modified-since", &date(m.mtime()))]),
+            StatusCode::NOT_MODIFIED
+        );
+        assert_eq!(
+            st(&[("if-modified-since", &date(m.mtime() + 10))]),
+            StatusCode::NOT_MODIFIED
+        );
+        assert_eq!(
+            st(&[("if-modified-since", &date(m.mtime() - 1))]),
+            StatusCode::OK
+        );
+        assert_eq!(st(&[("if-modified-since", "yesterday")]), StatusCode::OK);
+        // If-None-Match wins over If-Modified-Since.
+        let h = [
+            ("if-none-match", "\"other\""),
+            ("if-modified-since", &date(m.mtime())),
+        ];
+        assert_eq!(st(&h), StatusCode::OK);
+        // If-Match: strong only; If-Unmodified-Since.
+        assert_eq!(st(&[("if-match", &etag)]), StatusCode::OK);
+        assert_eq!(st(&[("if-match", "*")]), StatusCode::OK);
+        assert_eq!(
+            st(&[("if-match", &format!("W/{etag}"))]),
+            StatusCode::PRECONDITION_FAILED
+        );
+        assert_eq!(
+            st(&[("if-match", "\"other\"")]),
+            StatusCode::PRECONDITION_FAILED
+        );
+        assert_eq!(
+            st(&[("if-unmodified-since", &date(m.mtime() - 1))]),
+            StatusCode::PRECONDITION_FAILED
+        );
+        assert_eq!(
+            st(&[("if-unmodified-since", &date(m.mtime()))]),
+            StatusCode::OK
+        );
+
+        // A 304 keeps the validators and drops the content headers and body.
+        let r = resp(get(&d, &l, "/f.txt", &[("if-none-match", &etag)]));
+        assert_eq!(header(&r, "etag"), etag);
+        assert!(r.headers().contains_key(LAST_MODIFIED));
+        assert!(!r.headers().contains_key(CONTENT_LENGTH));
+        assert!(!r.headers().contains_key(CONTENT_TYPE));
+        assert!(!r.headers().contains_key(ACCEPT_RANGES));
+    }
+
+    #[test]
+    fn entity_tag_lists() {
+        let tags: Vec<_> = EntityTags(" \"a\", W/\"b,c\" ,\"d\"").collect();
+        assert_eq!(
+            tags,
+            vec![(false, "\"a\""), (true, "\"b,c\""), (false, "\"d\"")]
+        );
+        assert_eq!(EntityTags("garbage").count(), 0);
+        assert_eq!(EntityTags("\"unterminated").count(), 0);
+    }
+
+    #[test]
+    fn range_parsing() {
+        use ByteRange::*;
+        assert_eq!(parse_range("bytes=0-4", 10), Part { start: 0, end: 4 });
+        assert_eq!(parse_range("bytes=5-", 10), Part { start: 5, end: 9 });
+        assert_eq!(parse_range("bytes=-3", 10), Part { start: 7, end: 9 });
+        assert_eq!(parse_range("bytes=-30", 10), Part { start: 0, end: 9 });
+        assert_eq!(parse_range("bytes=8-100", 10), Part { start: 8, end: 9 });
+        assert_eq!(parse_range("BYTES = 1-1", 10), Full); // not "bytes=": ignored
+        assert_eq!(parse_range("Bytes=1-1", 10), Part { start: 1, end: 1 });
+        assert_eq!(parse_range("items=0-1", 10), Full);
+        assert_eq!(parse_range("bytes=10-", 10), Unsatisfiable);
+        assert_eq!(parse_range("bytes=-0", 10), Unsatisfiable);
+        assert_eq!(parse_range("bytes=0-0", 0), Unsatisfiable);
+        assert_eq!(parse_range("bytes=5-4", 10), Unsatisfiable);
+        assert_eq!(parse_range("bytes=abc", 10), Unsatisfiable);
+        assert_eq!(parse_range("bytes=", 10), Unsatisfiable);
+        assert_eq!(parse_range("bytes=1-2-3", 10), Unsatisfiable);
+        assert_eq!(
+            parse_range("bytes=99999999999999999999999-", 10),
+            Unsatisfiable
+        );
+        // Several: the whole file; several with one satisfiable: that one.
+        assert_eq!(parse_range("bytes=0-1,4-5", 10), Full);
+        assert_eq!(
+            parse_range("bytes=0-1, 40-50", 10),
+            Part { start: 0, end: 1 }
+        );
+        assert_eq!(parse_range("bytes=20-30, 40-50", 10), Unsatisfiable);
+    }
+
+    #[tokio::test]
+    async fn range_responses() {
+        let d = TempDir::new("range");
+        let p = d.file("f.txt", b"0123456789");
+        let m = std::fs::metadata(&p).unwrap();
+        let etag = format!("\"{:x}-a\"", m.mtime());
+        let l = loc();
+        let r = resp(get(&d, &l, "/f.txt", &[("range", "bytes=2-5")]));
+        assert_eq!(r.status(), StatusCode::PARTIAL_CONTENT);
+        assert_eq!(header(&r, "content-range"), "bytes 2-5/10");
+        assert_eq!(header(&r, "content-length"), "4");
+        assert_eq!(body(r).await, b"2345");
+
+        let r = resp(get(&d, &l, "/f.txt", &[("range", "bytes=-2")]));
+        assert_eq!(body(r).await, b"89");
+
+        let r = resp(get(&d, &l, "/f.txt", &[("range", "bytes=20-")]));
+        assert_eq!(r.status(), StatusCode::RANGE_NOT_SATISFIABLE);
+        assert_eq!(header(&r, "content-range"), "bytes */10");
+
+        let r = resp(get(&d, &l, "/f.txt", &[("range", "bytes=0-0,2-3")]));
+        assert_eq!(r.status(), StatusCode::OK);
+        assert_eq!(body(r).await, b"0123456789");
+
+        // If-Range: matching ETag or date → range; anything else → whole file.
+        let lm = httpdate::fmt_http_date(UNIX_EPOCH + Duration::from_secs(m.mtime() as u64));
+        for (v, want) in [
+            (etag.as_str(), StatusCode::PARTIAL_CONTENT),
+            (lm.as_str(), StatusCode::PARTIAL_CONTENT),
+            ("\"stale\"", StatusCode::OK),
+            ("Thu, 01 Jan 1970 00:00:00 GMT", StatusCode::OK),
+        ] {
+            let o = get(&d, &l, "/f.txt", &[("range", "bytes=0-1"), ("if-range", v)]);
+            assert_eq!(status(&o), want, "{v}");
+        }
+        let weak = format!("W/{etag}");
+        let o = get(
+            &d,
+            &l,
+            "/f.txt",
+            &[("range", "bytes=0-1"), ("if-range", &weak)],
+        );
+        assert_eq!(status(&o), StatusCode::OK);
+
+        // HEAD of a range: the range's head, no body.
+        let r = resp(get_with(
+            &d,
+            &l,
+            &Method::HEAD,
+            "/f.txt",
+            &[("range", "bytes=0-2")],
+        ));
+        assert_eq!(r.status(), StatusCode::PARTIAL_CONTENT);
+        assert_eq!(header(&r, "content-length"), "3");
+        assert!(body(r).await.is_empty());
+    }
+
+    #[tokio::test]
+    async fn gzip_static() {
+        let d = TempDir::new("gz");
+        d.file("app.css", b"body { color: red }");
+        let gz = d.file("app.css.gz", b"GZDATA");
+        d.file("app.css.br", b"BR");
+        d.file("only.css.gz", b"ONLYGZ");
+        d.file("plain.css", b"plain");
+        let mut l = loc();
+        l.gzip_static = GzipStatic::On;
+        l.compression.gzip_vary = true;
+
+        let r = resp(get(&d, &l, "/app.css", &[("accept-encoding", "gzip")]));
+        assert_eq!(header(&r, "content-encoding"), "gzip");
+        assert_eq!(header(&r, "content-type"), "text/css");
+        assert_eq!(header(&r, "vary"), "Accept-Encoding");
+        assert_eq!(header(&r, "content-length"), "6");
+        let m = std::fs::metadata(&gz).unwrap();
+        assert_eq!(header(&r, "etag"), format!("\"{:x}-6\"", m.mtime()));
+        assert_eq!(body(r).await, b"GZDATA");
+
+        // br preferred when accepted.
+        let r = resp(get(&d, &l, "/app.css", &[("accept-encoding", "gzip, br")]));
+        assert_eq!(header(&r, "content-encoding"), "br");
+        assert_eq!(body(r).await, b"BR");
+
+        // q=0 and no header: the original, still with Vary.
+        for h in [&[("accept-encoding", "gzip;q=0")][..], &[]] {
+            let r = resp(get(&d, &l, "/app.css", h));
+            assert_eq!(header(&r, "content-encoding"), "");
+            assert_eq!(header(&r, "vary"), "Accept-Encoding");
+            assert_eq!(body(r).await, b"body { color: red }");
+        }
+        // Through a proxy (Via), gzip is not used (nginx's gzip_proxied off).
+        let r = resp(get(
+            &d,
+            &l,
+            "/app.css",
+            &[("accept-encoding", "gzip"), ("via", "1.1 x")],
+        ));
+        assert_eq!(header(&r, "content-encoding"), "");
+
+        // No variant: no Vary.
+        let r = resp(get(&d, &l, "/plain.css", &[("accept-encoding", "gzip")]));
+        assert_eq!(header(&r, "vary"), "");
+        assert_eq!(body(r).await, b"plain");
+
+        // The variant alone is enough; without acceptance the original is missing: 404.
+        let r = resp(get(&d, &l, "/only.css", &[("accept-encoding", "gzip")]));
+        assert_eq!(body(r).await, b"ONLYGZ");
+        assert_eq!(
+            status(&get(&d, &l, "/only.css", &[])),
+            StatusCode::NOT_FOUND
+        );
+
+        // always: .gz whatever the client says; br still only when accepted.
+        l.gzip_static = GzipStatic::Always;
+        let r = resp(get(&d, &l, "/app.css", &[]));
+        assert_eq!(header(&r, "content-encoding"), "gzip");
+        // off: never.
+        l.gzip_static = GzipStatic::Off;
+        let r = resp(get(&d, &l, "/app.css", &[("accept-encoding", "gzip, br")]));
+        assert_eq!(header(&r, "content-encoding"), "");
+        assert_eq!(header(&r, "vary"), "");
+    }
+
+    #[test]
+    fn map_path_root_and_alias() {
+        let mut l = loc();
+        assert_eq!(
+            map_path(&l, "/a/b.html", "/srv/www"),
+            Some(PathBuf::from("/srv/www/a/b.html"))
+        );
+        assert_eq!(
+            map_path(&l, "/a", "../html"),
+            Some(PathBuf::from("../html/a"))
+        );
+        l.root = DocRoot::Alias(ComplexValue::literal("/data/images/"));
+        l.prefix = "/img/".into();
+        assert_eq!(
+            map_path(&l, "/img/x.png", "/data/images/"),
+            Some(PathBuf::from("/data/images/x.png"))
+        );
+        assert_eq!(
+            map_path(&l, "/img/", "/data/images/"),
+            Some(PathBuf::from("/data/images/"))
+        );
+        // The classic escape: location without the slash, alias with it.
+        l.prefix = "/img".into();
+        assert_eq!(map_path(&l, "/img../secret", "/data/images/"), None);
+        assert_eq!(
+            map_path(&l, "/img/x.png", "/data/images/"),
+            Some(PathBuf::from("/data/images//x.png"))
+        );
+        // Exact location with alias: the alias itself.
+        l.prefix = "/favicon.ico".into();
+        assert_eq!(
+            map_path(&l, "/favicon.ico", "/data/f.ico"),
+            Some(PathBuf::from("/data/f.ico"))
+        );
+        // Regex location: the evaluated alias is the path; a captured `..` is refused.
+        l.name = "~ ^/x/(.*)$".into();
+        l.prefix = String::new();
+        assert_eq!(
+            map_path(&l, "/x/a", "/data/a"),
+            Some(PathBuf::from("/data/a"))
+        );
+        assert_eq!(map_path(&l, "/x..", "/data/.."), None);
+    }
+
+    #[tokio::test]
+    async fn symlinks_follow_policy() {
+        use std::os::unix::fs::symlink;
+        let d = TempDir::new("links");
+        d.file("real/f.txt", b"real");
+        symlink(d.0.join("real"), d.0.join("dirlink")).unwrap();
+        symlink(d.0.join("real/f.txt"), d.0.join("filelink.txt")).unwrap();
+        let mut l = loc();
+        // off: followed.
+        assert_eq!(
+            body(resp(get(&d, &l, "/dirlink/f.txt", &[]))).await,
+            b"real"
+        );
+        assert_eq!(body(resp(get(&d, &l, "/filelink.txt", &[]))).await, b"real");
+        // on: refused anywhere in the path; plain paths still work.
+        l.disable_symlinks = DisableSymlinks::On;
+        assert_eq!(
+            status(&get(&d, &l, "/dirlink/f.txt", &[])),
+            StatusCode::FORBIDDEN
+        );
+        assert_eq!(
+            status(&get(&d, &l, "/filelink.txt", &[])),
+            StatusCode::FORBIDDEN
+        );
+        assert_eq!(body(resp(get(&d, &l, "/real/f.txt", &[]))).await, b"real");
+        assert_eq!(
+            status(&get(&d, &l, "/real/none", &[])),
+            StatusCode::NOT_FOUND
+        );
+        match get(&d, &l, "/real", &[]) {
+            FileOutcome::Redirect(to) => assert_eq!(to, "/real/"),
+            o => panic!("{o:?}"),
+        }
+        // if_not_owner: same owner is followed.
+        l.disable_symlinks = DisableSymlinks::IfNotOwner;
+        assert_eq!(
+            body(resp(get(&d, &l, "/dirlink/f.txt", &[]))).await,
+            b"real"
+        );
+        assert_eq!(body(resp(get(&d, &l, "/filelink.txt", &[]))).await, b"real");
+        // A link owned by someone else (needs root to make).
+        // SAFETY: geteuid has no preconditions.
+        if unsafe { libc::geteuid() } == 0 {
+            let other = d.0.join("other.txt");
+            symlink(d.0.join("real/f.txt"), &other).unwrap();
+            std::os::unix::fs::lchown(&other, Some(65534), Some(65534)).unwrap();
+            let otherdir = d.0.join("otherdir");
+            symlink(d.0.join("real"), &otherdir).unwrap();
+            std::os::unix::fs::lchown(&otherdir, Some(65534), Some(65534)).unwrap();
+            assert_eq!(
+                status(&get(&d, &l, "/other.txt", &[])),
+                StatusCode::FORBIDDEN
+            );
+            assert_eq!(
+                status(&get(&d, &l, "/otherdir/f.txt", &[])),
+                StatusCode::FORBIDDEN
+            );
+            l.disable_symlinks = DisableSymlinks::Off;
+            assert_eq!(body(resp(get(&d, &l, "/other.txt", &[]))).await, b"real");
+        }
+    }
+
+    #[test]
+    fn serve_uses_the_cache() {
+        let d = TempDir::new("serve-cache");
+        let p = d.file("f.txt", b"abc");
+        let l = loc();
+        let cache = OpenFileCache::default();
+        let headers = HeaderMap::new();
+        let req = FileRequest {
+            method: &Method::GET,
+            headers: &headers,
+            uri: "/f.txt",
+            path: &p,
+            loc: &l,
+        };
+        assert_eq!(status(&serve(&req, &cache)), StatusCode::OK);
+        assert_eq!(cache.len(), 1);
+        assert_eq!(status(&serve(&req, &cache)), StatusCode::OK);
+        assert_eq!(cache.len(), 1);
+    }
+}

@@ -1,0 +1,531 @@
+//! The command line, nginx's flags: `firstbyte [-c FILE] [-p PREFIX] [-t] [-T] [-q]
+//! [-s reload|reopen|stop|quit] [-g DIRECTIVES] [-v] [-V]`.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use crate::conf::model::LogLevel;
+use crate::log::stderr;
+use crate::server::{PidFile, Server, Shared, Site, Source};
+
+/// The default configuration file.
+pub const DEFAULT_CONF: &str = "/etc/firstbyte/firstbyte.conf";
+
+/// Parsed command line.
+#[derive(Debug, Default, PartialEq, Eq)]
+pub struct Args {
+    /// `-c FILE`.
+    pub conf: Option<PathBuf>,
+    /// `-p PREFIX`.
+    pub prefix: Option<PathBuf>,
+    /// `-t`.
+    pub test: bool,
+    /// `-T`: test and dump.
+    pub dump: bool,
+    /// `-q`: quiet test (errors only).
+    pub quiet: bool,
+    /// `-s SIGNAL`.
+    pub signal: Option<String>,
+    /// `-g DIRECTIVES`.
+    pub globals: Option<String>,
+    /// `-v`.
+    pub version: bool,
+    /// `-V`.
+    pub version_long: bool,
+    /// `-h`/`-?`.
+    pub help: bool,
+}
+
+/// Why the command line was refused (nginx's words).
+#[derive(Debug, PartialEq, Eq, thiserror::Error)]
+pub enum ArgError {
+    /// `-x`.
+    #[error("invalid option: \"{0}\"")]
+    Invalid(String),
+    /// `-c` without a value.
+    #[error("option \"-{0}\" requires {1}")]
+    Missing(char, &'static str),
+    /// `-s foo`.
+    #[error("invalid option: \"-s {0}\"")]
+    BadSignal(String),
+}
+
+/// Parses arguments (without the program name). Flags may be grouped (`-tq`) and values may
+/// be attached (`-cFILE`) or separate (`-c FILE`), as nginx accepts.
+pub fn parse_args<I: IntoIterator<Item = String>>(it: I) -> Result<Args, ArgError> {
+    let mut a = Args::default();
+    let mut it = it.into_iter();
+    while let Some(arg) = it.next() {
+        let Some(flags) = arg.strip_prefix('-') else {
+            return Err(ArgError::Invalid(arg));
+        };
+        if flags.is_empty() {
+            return Err(ArgError::Invalid(arg));
+        }
+        let mut chars = flags.char_indices();
+        while let Some((i, c)) = chars.next() {
+            let mut value = |what: &'static str| -> Result<String, ArgError> {
+                let rest = &flags[i + 1..];
+                if !rest.is_empty() {
+                    Ok(rest.to_string())
+                } else {
+                    it.next().ok_or(ArgError::Missing(c, what))
+                }
+            };
+            match c {
+                't' => a.test = true,
+                'T' => {
+                    a.test = true;
+                    a.dump = true
+                }
+                'q' => a.quiet = true,
+                'v' => a.version = true,
+                'V' => a.version_long = true,
+                'h' | '?' => a.help = true,
+                'c' => {
+                    a.conf = Some(PathBuf::from(value("file name")?));
+                    break;
+                }
+                'p' => {
+                    a.prefix = Some(PathBuf::from(value("directory name")?));
+                    break;
+                }
+                'g' => {
+                    a.globals = Some(value("parameter")?);
+                    break;
+                }
+                's' => {
+                    let s = value("parameter")?;
+                    if !matches!(s.as_str(), "stop" | "quit" | "reopen" | "reload") {
+                        return Err(ArgError::BadSignal(s));
+                    }
+                    a.signal = Some(s);
+                    break;
+                }
+                _ => return Err(ArgError::Invalid(format!("-{}", &flags[i..]))),
+            }
+            let _ = &mut chars;
+        }
+    }
+    Ok(a)
+}
+
+const USAGE: &str = "Usage: firstbyte [-?hvVtTq] [-s signal] [-p prefix]
+             [-c filename] [-g directives]
+
+Options:
+  -?,-h         : this help
+  -v            : show version and exit
+  -V            : show version and configure options then exit
+  -t            : test configuration and exit
+  -T            : test configuration, dump it and exit
+  -q            : suppress non-error messages during configuration testing
+  -s signal     : send signal to the running server: stop, quit, reopen, reload
+  -p prefix     : set prefix path (default: the configuration file's directory)
+  -c filename   : set configuration file (default: /etc/firstbyte/firstbyte.conf)
+  -g directives : set global directives out of configuration file
+";
+
+fn abs(p: &Path) -> PathBuf {
+    if p.is_absolute() {
+        p.to_path_buf()
+    } else {
+        std::env::current_dir()
+            .map(|d| d.join(p))
+            .unwrap_or_else(|_| p.to_path_buf())
+    }
+}
+
+/// Runs the command; returns the process exit code.
+pub fn main(args: Vec<String>) -> i32 {
+    let a = match parse_args(args.into_iter().skip(1)) {
+        Ok(a) => a,
+        Err(e) => {
+            eprintln!("firstbyte: {e}");
+            eprint!("{USAGE}");
+            return 1;
+        }
+    };
+    if a.help {
+        eprint!("{USAGE}");
+        return 0;
+    }
+    if a.version || a.version_long {
+        eprintln!("firstbyte version: firstbyte/{}", env!("CARGO_PKG_VERSION"));
+        if a.version_long {
+            eprintln!("built with rustls 0.23 (aws-lc-rs provider), hyper 1, tokio 1");
+            eprintln!("TLS SNI support enabled");
+            eprintln!("protocols: HTTP/1.1, HTTP/2; TLSv1.2, TLSv1.3");
+        }
+        if !a.test && a.signal.is_none() {
+            return 0;
+        }
+    }
+
+    let source = match &a.conf {
+        Some(c) => Source {
+            path: abs(c),
+            prefix: a.prefix.as_deref().map(abs),
+            globals: a.globals.clone(),
+            builtin: None,
+        },
+        None if Path::new(DEFAULT_CONF).exists() || a.test || a.signal.is_some() => Source {
+            path: PathBuf::from(DEFAULT_CONF),
+            prefix: a.prefix.as_deref().map(abs),
+            globals: a.globals.clone(),
+            builtin: None,
+        },
+        None => return run_builtin(),
+    };
+
+    if let Some(sig) = &a.signal {
+        return send_signal(&source, sig);
+    }
+    if a.test {
+        return test_config(&source, a.dump, a.quiet);
+    }
+    run(source, None)
+}
+
+fn test_config(source: &Source, dump: bool, quiet: bool) -> i32 {
+    let shared = match Shared::new() {
+        Ok(s) => s,
+        Err(e) => {
+            stderr(LogLevel::Emerg, &e);
+            return 1;
+        }
+    };
+    let path = source.path.display().to_string();
+    let result = source.load().and_then(|c| {
+        if !quiet {
+            crate::server::print_warnings(&c);
+        }
+        Site::build(c, &shared, None)
+    });
+    match result {
+        Ok(site) => {
+            if !quiet {
+                eprintln!("firstbyte: the configuration file {path} syntax is ok");
+                eprintln!("firstbyte: configuration file {path} test is successful");
+            }
+            if dump {
+                for f in &site.config.files {
+                    println!("# configuration file {}:", f.display());
+                    match std::fs::read_to_string(f) {
+                        Ok(t) => {
+                            print!("{t}");
+                            if !t.ends_with('\n') {
+                                println!();
+                            }
+                        }
+                        Err(e) => println!("# cannot read: {e}"),
+                    }
+                    println!();
+                }
+            }
+            0
+        }
+        Err(e) => {
+            stderr(LogLevel::Emerg, &e);
+            eprintln!("firstbyte: configuration file {path} test failed");
+            1
+        }
+    }
+}
+
+fn send_signal(source: &Source, sig: &str) -> i32 {
+    let config = match source.load() {
+        Ok(c) => c,
+        Err(e) => {
+            stderr(LogLevel::Emerg, &e);
+            return 1;
+        }
+    };
+    let Some(pid_path) = config.main.pid.clone() else {
+        stderr(LogLevel::Error, "\"pid\" is off: no process to signal");
+        return 1;
+    };
+    let text = match std::fs::read_to_string(&pid_path) {
+        Ok(t) => t,
+        Err(e) => {
+            stderr(
+                LogLevel::Error,
+                format!(
+                    "open() \"{}\" failed ({}: {})",
+                    pid_path.display(),
+                    e.raw_os_error().unwrap_or(0),
+                    crate::server::strip_os_suffix(&e)
+                ),
+            );
+            return 1;
+        }
+    };
+    let Ok(pid) = text.trim().parse::<i32>() else {
+        stderr(
+            LogLevel::Error,
+            format!(
+                "invalid PID number \"{}\" in \"{}\"",
+                text.trim(),
+                pid_path.display()
+            ),
+        );
+        return 1;
+    };
+    let signo = match sig {
+        "stop" => libc::SIGTERM,
+        "quit" => libc::SIGQUIT,
+        "reopen" => libc::SIGUSR1,
+        _ => libc::SIGHUP,
+    };
+    // SAFETY: kill has no memory preconditions.
+    if unsafe { libc::kill(pid, signo) } != 0 {
+        let e = std::io::Error::last_os_error();
+        stderr(
+            LogLevel::Alert,
+            format!(
+                "kill({pid}, {signo}) failed ({}: {})",
+                e.raw_os_error().unwrap_or(0),
+                crate::server::strip_os_suffix(&e)
+            ),
+        );
+        return 1;
+    }
+    0
+}
+
+/// Serves the built-in site: a self-signed certificate made now, loopback only.
+fn run_builtin() -> i32 {
+    let dir = std::env::temp_dir().join(format!("firstbyte-builtin-{}", std::process::id()));
+    let made = (|| -> Result<(PathBuf, PathBuf), String> {
+        let (chain, key) = crate::tls::self_signed(&["localhost", "127.0.0.1", "::1"])
+            .map_err(|e| e.to_string())?;
+        std::fs::create_dir_all(&dir).map_err(|e| e.to_string())?;
+        let cert_path = dir.join("cert.pem");
+        let key_path = dir.join("key.pem");
+        let mut pem = String::new();
+        for c in &chain {
+            pem += &pem_encode("CERTIFICATE", c.as_ref());
+        }
+        std::fs::write(&cert_path, pem).map_err(|e| e.to_string())?;
+        {
+            use std::io::Write;
+            use std::os::unix::fs::OpenOptionsExt;
+            let mut f = std::fs::OpenOptions::new()
+                .write(true)
+                .create(true)
+                .truncate(true)
+                .mode(0o600)
+                .open(&key_path)
+                .map_err(|e| e.to_string())?;
+            f.write_all(pem_encode("PRIVATE KEY", key.secret_der()).as_bytes())
+                .map_err(|e| e.to_string())?;
+        }
+        Ok((cert_path, key_path))
+    })();
+    let (cert, key) = match made {
+        Ok(p) => p,
+        Err(e) => {
+            stderr(
+                LogLevel::Emerg,
+                format!("cannot make the built-in certificate: {e}"),
+            );
+            return 1;
+        }
+    };
+    let text = crate::http::builtin::BUILTIN_CONF
+        .replace("{cert}", &cert.display().to_string())
+        .replace("{key}", &key.display().to_string());
+    let source = Source {
+        path: PathBuf::from("<built-in>"),
+        prefix: Some(dir.clone()),
+        globals: None,
+        builtin: Some(text),
+    };
+    let code = run(
+        source,
+        Some("firstbyte: serving the built-in site on https://localhost:8443/ (no configuration file; see -c)"),
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+    code
+}
+
+fn pem_encode(label: &str, der: &[u8]) -> String {
+    let b64 = base64_encode(der);
+    let mut s = format!("-----BEGIN {label}-----\n");
+    for chunk in b64.as_bytes().chunks(64) {
+        s.push_str(std::str::from_utf8(chunk).unwrap_or(""));
+        s.push('\n');
+    }
+    s.push_str(&format!("-----END {label}-----\n"));
+    s
+}
+
+fn base64_encode(data: &[u8]) -> String {
+    const T: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+    let mut out = String::with_capacity(data.len().div_ceil(3) * 4);
+    for c in data.chunks(3) {
+        let b = [c[0], *c.get(1).unwrap_or(&0), *c.get(2).unwrap_or(&0)];
+        let n = (u32::from(b[0]) << 16) | (u32::from(b[1]) << 8) | u32::from(b[2]);
+        out.push(T[(n >> 18) as usize & 63] as char);
+        out.push(T[(n >> 12) as usize & 63] as char);
+        out.push(if c.len() > 1 {
+            T[(n >> 6) as usize & 63] as char
+        } else {
+            '='
+        });
+        out.push(if c.len() > 2 {
+            T[n as usize & 63] as char
+        } else {
+            '='
+        });
+    }
+    out
+}
+
+/// Loads, binds and serves until a signal says stop.
+fn run(source: Source, banner: Option<&str>) -> i32 {
+    let shared = match Shared::new() {
+        Ok(s) => Arc::new(s),
+        Err(e) => {
+            stderr(LogLevel::Emerg, &e);
+            return 1;
+        }
+    };
+    let config = match source.load() {
+        Ok(c) => c,
+        Err(e) => {
+            stderr(LogLevel::Emerg, &e);
+            return 1;
+        }
+    };
+    crate::server::print_warnings(&config);
+    let workers = match config.main.worker_processes {
+        crate::conf::model::WorkerProcesses::Count(n) => n.max(1),
+        crate::conf::model::WorkerProcesses::Auto => std::thread::available_parallelism()
+            .map(|n| n.get())
+            .unwrap_or(1),
+    };
+    let daemon = config.main.daemon;
+    let pid_path = config.main.pid.clone();
+    let site = match Site::build(config, &shared, None) {
+        Ok(s) => s,
+        Err(e) => {
+            stderr(LogLevel::Emerg, &e);
+            return 1;
+        }
+    };
+    if let Some(user) = &site.config.main.user {
+        if !crate::privileges::is_root() {
+            stderr(
+                LogLevel::Warn,
+                "the \"user\" directive makes sense only if firstbyte runs with super-user privileges, ignored",
+            );
+        } else {
+            let dropped = crate::privileges::resolve(user).and_then(crate::privileges::drop_to);
+            if let Err(e) = dropped {
+                stderr(
+                    LogLevel::Emerg,
+                    format!("cannot switch to user \"{}\": {e}", user.name),
+                );
+                return 1;
+            }
+        }
+    }
+    if daemon {
+        if let Err(e) = crate::daemon::daemonize() {
+            stderr(LogLevel::Emerg, format!("daemon() failed ({e})"));
+            return 1;
+        }
+    }
+    let rt = if workers == 1 {
+        tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+    } else {
+        tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(workers)
+            .enable_all()
+            .build()
+    };
+    let rt = match rt {
+        Ok(rt) => rt,
+        Err(e) => {
+            stderr(LogLevel::Emerg, format!("cannot start the runtime: {e}"));
+            return 1;
+        }
+    };
+    rt.block_on(async move {
+        let error_logs = site.error_logs.clone();
+        let caps = crate::privileges::Elevated::raise();
+        let server = match Server::start(source, site, shared) {
+            Ok(s) => s,
+            Err(e) => {
+                stderr(LogLevel::Emerg, &e);
+                return 1;
+            }
+        };
+        let _pid = match PidFile::write(pid_path.as_deref()) {
+            Ok(p) => p,
+            Err(e) => {
+                stderr(
+                    LogLevel::Emerg,
+                    format!(
+                        "open() \"{}\" failed ({}: {})",
+                        pid_path.as_deref().unwrap_or(Path::new("")).display(),
+                        e.raw_os_error().unwrap_or(0),
+                        crate::server::strip_os_suffix(&e)
+                    ),
+                );
+                return 1;
+            }
+        };
+        drop(caps);
+        crate::log::set_error_logs(error_logs);
+        if let Some(b) = banner {
+            println!("{b}");
+        }
+        crate::fblog!(Notice, "firstbyte/{} started", env!("CARGO_PKG_VERSION"));
+        server.run_signals().await;
+        0
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn p(v: &[&str]) -> Result<Args, ArgError> {
+        parse_args(v.iter().map(|s| s.to_string()))
+    }
+
+    #[test]
+    fn flags_as_nginx() {
+        let a = p(&["-t", "-c", "/x.conf"]).unwrap();
+        assert!(a.test && a.conf == Some("/x.conf".into()));
+        let a = p(&["-tq", "-c/y.conf", "-p", "/pre", "-g", "daemon off;"]).unwrap();
+        assert!(a.test && a.quiet);
+        assert_eq!(a.conf, Some("/y.conf".into()));
+        assert_eq!(a.prefix, Some("/pre".into()));
+        assert_eq!(a.globals.as_deref(), Some("daemon off;"));
+        assert!(p(&["-T"]).unwrap().dump);
+        assert_eq!(
+            p(&["-s", "reload"]).unwrap().signal.as_deref(),
+            Some("reload")
+        );
+        assert_eq!(
+            p(&["-s", "restart"]),
+            Err(ArgError::BadSignal("restart".into()))
+        );
+        assert_eq!(p(&["-c"]), Err(ArgError::Missing('c', "file name")));
+        assert_eq!(p(&["-x"]), Err(ArgError::Invalid("-x".into())));
+        assert_eq!(p(&["foo"]), Err(ArgError::Invalid("foo".into())));
+    }
+
+    #[test]
+    fn base64_matches_rfc4648() {
+        assert_eq!(base64_encode(b""), "");
+        assert_eq!(base64_encode(b"f"), "Zg==");
+        assert_eq!(base64_encode(b"fo"), "Zm8=");
+        assert_eq!(base64_encode(b"foobar"), "Zm9vYmFy");
+    }
+}

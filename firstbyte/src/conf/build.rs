@@ -1,0 +1,516 @@
+//! From the directive tree to the model: context checks, handlers, then nginx's merge.
+//!
+//! Reading happens in one pass over the tree, as nginx's: each directive is looked up in the
+//! table (unknown, not supported yet, not allowed here, block or not, argument count) and its
+//! handler sets a field of the current level's settings. Only when the whole tree is read do
+//! levels merge, so an http-level value written after a server block still applies to it
+//! (as nginx): http → server → location → nested location, then defaults. Last come checks
+//! that need the whole picture (certificates of `listen ... ssl` servers, default servers);
+//! grouping servers by address is `vhosts`' job.
+
+use std::collections::HashSet;
+use std::net::SocketAddr;
+use std::sync::Arc;
+
+use super::error::ConfError;
+use super::handlers::R;
+use super::model::{
+    HttpConf, Locations, MainConf, MimeTypes, Pos, PrefixLocation, RegexLocation, Return,
+    ServerConf, ServerName, SocketConf, VerifyClient,
+};
+use super::parse::Directive;
+use super::server::{self, ServerHead};
+use super::settings::{default_types, Cx, Here, LocSettings, MainSettings, SrvSettings};
+use super::table::{self, Handler, Spec, EVENTS, HTTP, LOCATION, MAIN, SERVER};
+
+/// The `http {}` block as read.
+#[derive(Default)]
+struct HttpPart {
+    srv: SrvSettings,
+    loc: LocSettings,
+    servers: Vec<ServerPart>,
+}
+
+/// A `server {}` block as read.
+struct ServerPart {
+    pos: Pos,
+    head: ServerHead,
+    srv: SrvSettings,
+    loc: LocSettings,
+    locations: Vec<LocPart>,
+}
+
+/// What a location matches.
+enum LocKind {
+    Exact(String),
+    Prefix { prefix: String, no_regex: bool },
+    Regex(regex::Regex),
+    Named(String),
+}
+
+/// A `location {}` block as read.
+struct LocPart {
+    kind: LocKind,
+    /// The URI, regex or `@name` without the modifier (nginx's `clcf->name`, for messages).
+    uri: String,
+    /// As written, e.g. `= /favicon.ico`.
+    name: String,
+    pos: Pos,
+    loc: LocSettings,
+    children: Vec<LocPart>,
+}
+
+/// Reads `globals` (`-g`) then `main` and merges everything.
+pub(crate) fn build(
+    globals: &[Directive],
+    main: &[Directive],
+    cx: &mut Cx,
+) -> Result<(MainConf, Option<HttpConf>), ConfError> {
+    let mut m = MainSettings::default();
+    let mut http = None;
+    walk_main(globals, &mut m, &mut http, cx)?;
+    walk_main(main, &mut m, &mut http, cx)?;
+    let http = http.map(|h| finish_http(h, cx)).transpose()?;
+    Ok((m.finish(), http))
+}
+
+/// The table's entry for `d` in context `ctx`, after nginx's checks in nginx's order.
+fn spec_for(d: &Directive, ctx: u8) -> Result<&'static Spec, ConfError> {
+    let name = || d.name.clone();
+    let pos = || d.pos.clone();
+    let Some(spec) = table::find(&d.name) else {
+        if table::is_unsupported(&d.name) {
+            if table::unsupported_contexts(&d.name).is_some_and(|c| c & ctx == 0) {
+                return Err(ConfError::NotAllowedHere {
+                    name: name(),
+                    pos: pos(),
+                });
+            }
+            return Err(ConfError::Unsupported {
+                name: name(),
+                pos: pos(),
+            });
+        }
+        return Err(ConfError::UnknownDirective {
+            name: name(),
+            pos: pos(),
+        });
+    };
+    if spec.contexts & ctx == 0 {
+        return Err(ConfError::NotAllowedHere {
+            name: name(),
+            pos: pos(),
+        });
+    }
+    if spec.block && d.block.is_none() {
+        return Err(ConfError::NoOpeningBrace {
+            name: name(),
+            pos: pos(),
+        });
+    }
+    if !spec.block && d.block.is_some() {
+        return Err(ConfError::NotTerminated {
+            name: name(),
+            pos: pos(),
+        });
+    }
+    let n = d.args.len();
+    if n < usize::from(spec.min_args) || n > usize::from(spec.max_args) {
+        return Err(ConfError::ArgCount {
+            name: name(),
+            pos: pos(),
+        });
+    }
+    Ok(spec)
+}
+
+/// Handlers every context shares: ignored directives, and `error_log` below main.
+fn common(spec: &Spec, d: &Directive, cx: &mut Cx) -> R {
+    match spec.handler {
+        Handler::Ignored(reason) => {
+            cx.warn(format!("\"{}\" is ignored: {reason}", d.name), &d.pos);
+            Ok(())
+        }
+        Handler::Main(f) => {
+            // Only `error_log` is both main and elsewhere: check it, say it does nothing here.
+            f(&mut MainSettings::default(), d, cx)?;
+            cx.warn(
+                format!(
+                    "\"{}\" is ignored here: firstbyte writes one error log, the main level's",
+                    d.name
+                ),
+                &d.pos,
+            );
+            Ok(())
+        }
+        _ => Err(ConfError::NotAllowedHere {
+            name: d.name.clone(),
+            pos: d.pos.clone(),
+        }),
+    }
+}
+
+fn duplicate(d: &Directive) -> ConfError {
+    ConfError::Duplicate {
+        name: d.name.clone(),
+        pos: d.pos.clone(),
+    }
+}
+
+fn children(d: &Directive) -> &[Directive] {
+    d.block.as_deref().unwrap_or_default()
+}
+
+fn walk_main(
+    dirs: &[Directive],
+    m: &mut MainSettings,
+    http: &mut Option<HttpPart>,
+    cx: &mut Cx,
+) -> R {
+    for d in dirs {
+        let spec = spec_for(d, MAIN)?;
+        match spec.handler {
+            Handler::Main(f) => f(m, d, cx)?,
+            Handler::Events => {
+                if m.events {
+                    return Err(duplicate(d));
+                }
+                m.events = true;
+                for e in children(d) {
+                    let spec = spec_for(e, EVENTS)?;
+                    match spec.handler {
+                        Handler::Main(f) => f(m, e, cx)?,
+                        _ => common(spec, e, cx)?,
+                    }
+                }
+            }
+            Handler::Http => {
+                if http.is_some() {
+                    return Err(duplicate(d));
+                }
+                let mut h = HttpPart::default();
+                walk_http(children(d), &mut h, cx)?;
+                *http = Some(h);
+            }
+            _ => common(spec, d, cx)?,
+        }
+    }
+    Ok(())
+}
+
+fn walk_http(dirs: &[Directive], h: &mut HttpPart, cx: &mut Cx) -> R {
+    for d in dirs {
+        let spec = spec_for(d, HTTP)?;
+        match spec.handler {
+            Handler::Server => h.servers.push(server_block(d, cx)?),
+            Handler::Srv(f) => f(&mut h.srv, d, cx)?,
+            Handler::Loc(f) => f(&mut h.loc, d, cx)?,
+            Handler::Shared(f) => f(cx, d)?,
+            _ => common(spec, d, cx)?,
+        }
+    }
+    Ok(())
+}
+
+fn server_block(d: &Directive, cx: &mut Cx) -> Result<ServerPart, ConfError> {
+    let mut s = ServerPart {
+        pos: d.pos.clone(),
+        head: ServerHead::default(),
+        srv: SrvSettings::default(),
+        loc: LocSettings::default(),
+        locations: Vec::new(),
+    };
+    for c in children(d) {
+        let spec = spec_for(c, SERVER)?;
+        match spec.handler {
+            Handler::Location => s.locations.push(location_block(c, None, cx)?),
+            Handler::Head(f) => f(&mut s.head, c, cx)?,
+            Handler::Srv(f) => f(&mut s.srv, c, cx)?,
+            Handler::Loc(f) => f(&mut s.loc, c, cx)?,
+            _ => common(spec, c, cx)?,
+        }
+    }
+    Ok(s)
+}
+
+fn location_block(
+    d: &Directive,
+    parent: Option<&LocPart>,
+    cx: &mut Cx,
+) -> Result<LocPart, ConfError> {
+    let other = |msg: String| ConfError::other(msg, &d.pos);
+    let (kind, uri, name) = match d.args.as_slice() {
+        [m, uri] => {
+            let kind = match m.as_str() {
+                "=" => LocKind::Exact(uri.clone()),
+                "^~" => LocKind::Prefix {
+                    prefix: uri.clone(),
+                    no_regex: true,
+                },
+                "~" => LocKind::Regex(server::regex(uri, false, &d.pos)?),
+                "~*" => LocKind::Regex(server::regex(uri, true, &d.pos)?),
+                _ => return Err(other(format!("invalid location modifier \"{m}\""))),
+            };
+            (kind, uri.clone(), format!("{m} {uri}"))
+        }
+        [one] => {
+            if let Some(u) = one.strip_prefix('=').filter(|_| one.len() > 1) {
+                (
+                    LocKind::Exact(u.to_string()),
+                    u.to_string(),
+                    format!("= {u}"),
+                )
+            } else if let Some(u) = one.strip_prefix("^~") {
+                let kind = LocKind::Prefix {
+                    prefix: u.to_string(),
+                    no_regex: true,
+                };
+                (kind, u.to_string(), format!("^~ {u}"))
+            } else if let Some(re) = one.strip_prefix("~*").filter(|_| one.len() > 2) {
+                (
+                    LocKind::Regex(server::regex(re, true, &d.pos)?),
+                    re.to_string(),
+                    format!("~* {re}"),
+                )
+            } else if let Some(re) = one.strip_prefix('~').filter(|_| one.len() > 1) {
+                (
+                    LocKind::Regex(server::regex(re, false, &d.pos)?),
+                    re.to_string(),
+                    format!("~ {re}"),
+                )
+            } else if one.starts_with('@') {
+                (LocKind::Named(one.clone()), one.clone(), one.clone())
+            } else {
+                let kind = LocKind::Prefix {
+                    prefix: one.clone(),
+                    no_regex: false,
+                };
+                (kind, one.clone(), one.clone())
+            }
+        }
+        _ => {
+            return Err(ConfError::ArgCount {
+                name: d.name.clone(),
+                pos: d.pos.clone(),
+            })
+        }
+    };
+    if let Some(p) = parent {
+        match p.kind {
+            LocKind::Exact(_) => {
+                return Err(other(format!(
+                    "location \"{uri}\" cannot be inside the exact location \"{}\"",
+                    p.uri
+                )))
+            }
+            LocKind::Named(_) => {
+                return Err(other(format!(
+                    "location \"{uri}\" cannot be inside the named location \"{}\"",
+                    p.uri
+                )))
+            }
+            _ => {}
+        }
+        if matches!(kind, LocKind::Named(_)) {
+            return Err(other(format!(
+                "named location \"{uri}\" can be on the server level only"
+            )));
+        }
+        if !matches!(kind, LocKind::Regex(_)) && !uri.starts_with(&p.uri) {
+            return Err(other(format!(
+                "location \"{uri}\" is outside location \"{}\"",
+                p.uri
+            )));
+        }
+    }
+    let here = Here {
+        prefix: match &kind {
+            LocKind::Exact(u) | LocKind::Prefix { prefix: u, .. } => u.clone(),
+            _ => String::new(),
+        },
+        regex: matches!(kind, LocKind::Regex(_)),
+        named: matches!(kind, LocKind::Named(_)),
+    };
+    let mut part = LocPart {
+        kind,
+        uri,
+        name,
+        pos: d.pos.clone(),
+        loc: LocSettings {
+            here,
+            ..Default::default()
+        },
+        children: Vec::new(),
+    };
+    for c in children(d) {
+        let spec = spec_for(c, LOCATION)?;
+        match spec.handler {
+            Handler::Location => {
+                let child = location_block(c, Some(&part), cx)?;
+                part.children.push(child);
+            }
+            Handler::Loc(f) => f(&mut part.loc, c, cx)?,
+            _ => common(spec, c, cx)?,
+        }
+    }
+    Ok(part)
+}
+
+fn finish_http(h: HttpPart, cx: &mut Cx) -> Result<HttpConf, ConfError> {
+    let default_types: Arc<MimeTypes> = Arc::new(default_types());
+    let mut servers = Vec::with_capacity(h.servers.len());
+    let HttpPart {
+        srv,
+        loc,
+        servers: parts,
+    } = h;
+    for sp in parts {
+        servers.push(Arc::new(finish_server(sp, &srv, &loc, cx, &default_types)?));
+    }
+    check_addresses(&servers)?;
+    Ok(HttpConf { servers })
+}
+
+fn finish_server(
+    sp: ServerPart,
+    http_srv: &SrvSettings,
+    http_loc: &LocSettings,
+    cx: &mut Cx,
+    default_types: &Arc<MimeTypes>,
+) -> Result<ServerConf, ConfError> {
+    let mut srv = sp.srv;
+    srv.inherit(http_srv);
+    let mut loc = sp.loc;
+    loc.inherit(http_loc);
+    let listen = if sp.head.listen.is_empty() {
+        vec![server::default_listen(cx.is_root, &sp.pos)]
+    } else {
+        sp.head.listen
+    };
+    let certificates = srv.tls.cert_keys()?;
+    let tls = if listen.iter().any(|l| l.ssl) {
+        if certificates.is_empty() {
+            return Err(ConfError::NoCertificate { pos: sp.pos });
+        }
+        let t = srv.tls.finish(certificates);
+        if matches!(t.verify_client, VerifyClient::On | VerifyClient::Optional)
+            && t.client_certificate.is_none()
+        {
+            return Err(ConfError::other(
+                "no ssl_client_certificate for ssl_verify_client",
+                &sp.pos,
+            ));
+        }
+        if t.stapling && t.stapling_file.is_none() {
+            return Err(ConfError::other(
+                "\"ssl_stapling\" needs \"ssl_stapling_file\": firstbyte does not fetch OCSP responses yet",
+                &sp.pos,
+            ));
+        }
+        Some(t)
+    } else {
+        None
+    };
+    let http2 = srv.http2.unwrap_or(false) || listen.iter().any(|l| l.http2);
+    let server_ret = loc.ret.clone();
+    let locations = build_locations(sp.locations, &loc, server_ret.as_ref(), cx, default_types)?;
+    let default_location = loc.finish(
+        cx,
+        String::new(),
+        sp.pos.clone(),
+        default_types,
+        Locations::default(),
+    );
+    Ok(ServerConf {
+        pos: sp.pos,
+        listen,
+        server_names: sp
+            .head
+            .names
+            .unwrap_or_else(|| vec![ServerName::Exact(String::new())]),
+        tls,
+        socket: SocketConf {
+            notsent_lowat: srv.notsent_lowat,
+            congestion: srv.congestion,
+        },
+        // 60 s: nginx's default.
+        client_header_timeout: srv
+            .client_header_timeout
+            .unwrap_or(std::time::Duration::from_secs(60)),
+        http2,
+        locations,
+        default_location: Arc::new(default_location),
+    })
+}
+
+/// Merges and finishes `parts` under `parent` (already merged). A server-level `return`
+/// replaces the locations' own: nginx runs it in the server rewrite phase, before them.
+fn build_locations(
+    parts: Vec<LocPart>,
+    parent: &LocSettings,
+    server_ret: Option<&Return>,
+    cx: &Cx,
+    default_types: &Arc<MimeTypes>,
+) -> Result<Locations, ConfError> {
+    let mut out = Locations::default();
+    for p in parts {
+        let mut s = p.loc;
+        s.inherit(parent);
+        if let Some(r) = server_ret {
+            s.ret = Some(r.clone());
+        }
+        let nested = build_locations(p.children, &s, server_ret, cx, default_types)?;
+        let conf = Arc::new(s.finish(cx, p.name, p.pos.clone(), default_types, nested));
+        let dup = || ConfError::other(format!("duplicate location \"{}\"", p.uri), &p.pos);
+        match p.kind {
+            LocKind::Exact(u) => {
+                if out.exact.insert(u, conf).is_some() {
+                    return Err(dup());
+                }
+            }
+            LocKind::Prefix { prefix, no_regex } => {
+                if out.prefix.iter().any(|x| x.prefix == prefix) {
+                    return Err(dup());
+                }
+                out.prefix.push(PrefixLocation {
+                    prefix,
+                    no_regex,
+                    conf,
+                });
+            }
+            LocKind::Regex(regex) => out.regex.push(RegexLocation { regex, conf }),
+            LocKind::Named(n) => {
+                if out.named.insert(n, conf).is_some() {
+                    return Err(dup());
+                }
+            }
+        }
+    }
+    // Longest first; equal lengths keep file order (the sort is stable).
+    out.prefix
+        .sort_by_key(|p| std::cmp::Reverse(p.prefix.len()));
+    Ok(out)
+}
+
+/// One `default_server` per address, as nginx checks at load. (Conflicting server names
+/// are a warning `vhosts` gives when it groups servers by address.)
+fn check_addresses(servers: &[Arc<ServerConf>]) -> R {
+    let mut defaults: HashSet<SocketAddr> = HashSet::new();
+    for s in servers {
+        for l in &s.listen {
+            if l.default_server && !defaults.insert(l.addr) {
+                return Err(ConfError::other(
+                    format!("a duplicate default server for {}", l.addr),
+                    &l.pos,
+                ));
+            }
+        }
+    }
+    Ok(())
+}
+
+/// The listen addresses of a server, for tests and messages.
+#[cfg(test)]
+pub(crate) fn addrs(s: &ServerConf) -> Vec<String> {
+    s.listen.iter().map(|l| l.addr.to_string()).collect()
+}

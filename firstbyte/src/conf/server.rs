@@ -1,0 +1,378 @@
+//! What only a `server {}` block says about itself: `listen` and `server_name`.
+//!
+//! `listen` text becomes a [`Listen`] (address, port, parameters) and `server_name` text
+//! becomes [`ServerName`]s of nginx's four kinds; both are pure parsing. Which server answers
+//! a connection is `vhosts`' business; this module only checks what nginx checks at load.
+
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
+
+use super::error::ConfError;
+use super::handlers::R;
+use super::model::{Listen, Pos, ServerName};
+use super::parse::Directive;
+use super::settings::Cx;
+
+/// `listen` and `server_name` values of one server, as written.
+#[derive(Debug, Default)]
+pub(crate) struct ServerHead {
+    pub listen: Vec<Listen>,
+    pub names: Option<Vec<ServerName>>,
+}
+
+/// nginx's default `listen` port when an address has none.
+const DEFAULT_PORT: u16 = 80;
+/// nginx's listen backlog on Linux (`NGX_LISTEN_BACKLOG`).
+const DEFAULT_BACKLOG: i32 = 511;
+
+/// `ADDR[:PORT]`, `PORT`, `[V6][:PORT]`, `*:PORT`, `localhost[:PORT]` → an address, or the
+/// reason nginx gives (`invalid port`, `host not found`, ...).
+pub(crate) fn parse_addr(s: &str) -> Result<SocketAddr, &'static str> {
+    fn port(p: &str) -> Result<u16, &'static str> {
+        if p.is_empty() || !p.bytes().all(|b| b.is_ascii_digit()) {
+            return Err("invalid port");
+        }
+        match p.parse::<u32>() {
+            Ok(n @ 1..=65535) => Ok(n as u16),
+            _ => Err("invalid port"),
+        }
+    }
+    if let Some(rest) = s.strip_prefix('[') {
+        let (host, after) = rest.split_once(']').ok_or("invalid host")?;
+        let ip: Ipv6Addr = host.parse().map_err(|_| "invalid IPv6 address")?;
+        let p = match after {
+            "" => DEFAULT_PORT,
+            _ => port(after.strip_prefix(':').ok_or("invalid host")?)?,
+        };
+        return Ok(SocketAddr::new(IpAddr::V6(ip), p));
+    }
+    if !s.is_empty() && s.bytes().all(|b| b.is_ascii_digit()) {
+        return Ok(SocketAddr::new(Ipv4Addr::UNSPECIFIED.into(), port(s)?));
+    }
+    let (host, p) = match s.rsplit_once(':') {
+        Some((h, p)) => (h, port(p)?),
+        None => (s, DEFAULT_PORT),
+    };
+    let ip = match host {
+        "*" => Ipv4Addr::UNSPECIFIED,
+        // firstbyte resolves no names at load; localhost is the one name everyone means the same by.
+        "localhost" => Ipv4Addr::LOCALHOST,
+        "" => return Err("no host"),
+        h => h.parse().map_err(|_| "host not found")?,
+    };
+    Ok(SocketAddr::new(IpAddr::V4(ip), p))
+}
+
+/// Parameters of `listen` that nginx has and firstbyte does not yet.
+const UNSUPPORTED_PARAMS: &[&str] = &[
+    "deferred",
+    "bind",
+    "so_keepalive",
+    "rcvbuf",
+    "sndbuf",
+    "setfib",
+    "accept_filter",
+    "proxy_protocol",
+    "quic",
+    "multipath",
+];
+
+/// `listen ADDR[:PORT] [ssl] [http2] [default_server] [reuseport] [backlog=N] [fastopen=N] [ipv6only=on|off]`.
+pub(crate) fn listen(h: &mut ServerHead, d: &Directive, cx: &mut Cx) -> R {
+    let text = d.args.first().map(String::as_str).unwrap_or("");
+    if text.starts_with("unix:") {
+        return Err(ConfError::UnsupportedParam {
+            what: "listening on a UNIX-domain socket".into(),
+            pos: d.pos.clone(),
+        });
+    }
+    let addr = parse_addr(text).map_err(|reason| ConfError::Listen {
+        reason,
+        value: text.to_string(),
+        pos: d.pos.clone(),
+    })?;
+    let mut l = Listen {
+        addr,
+        ssl: false,
+        http2: false,
+        default_server: false,
+        reuseport: false,
+        backlog: DEFAULT_BACKLOG,
+        fastopen: None,
+        ipv6only: true,
+        pos: d.pos.clone(),
+    };
+    let other = |msg: String| ConfError::other(msg, &d.pos);
+    for p in &d.args[1..] {
+        let (key, val) = match p.split_once('=') {
+            Some((k, v)) => (k, Some(v)),
+            None => (p.as_str(), None),
+        };
+        match (key, val) {
+            ("ssl", None) => l.ssl = true,
+            ("http2", None) => l.http2 = true,
+            ("default_server" | "default", None) => l.default_server = true,
+            ("reuseport", None) => l.reuseport = true,
+            ("backlog", Some(v)) => {
+                l.backlog = v
+                    .parse::<i32>()
+                    .ok()
+                    .filter(|n| *n > 0)
+                    .ok_or_else(|| other(format!("invalid backlog \"{p}\"")))?;
+            }
+            ("fastopen", Some(v)) => {
+                l.fastopen = Some(
+                    v.parse()
+                        .map_err(|_| other(format!("invalid fastopen \"{p}\"")))?,
+                );
+            }
+            ("ipv6only", Some(v)) => {
+                l.ipv6only = super::units::flag(v)
+                    .ok_or_else(|| other(format!("invalid ipv6only flags \"{v}\"")))?;
+                if addr.is_ipv4() {
+                    cx.warn(
+                        format!("ipv6only is not supported on addr \"{addr}\", ignored"),
+                        &d.pos,
+                    );
+                }
+            }
+            (k, _) if UNSUPPORTED_PARAMS.contains(&k) => {
+                return Err(ConfError::UnsupportedParam {
+                    what: format!("the \"{k}\" parameter of \"listen\""),
+                    pos: d.pos.clone(),
+                });
+            }
+            _ => {
+                return Err(ConfError::InvalidParam {
+                    param: p.clone(),
+                    pos: d.pos.clone(),
+                })
+            }
+        }
+    }
+    if h.listen.iter().any(|x| x.addr == addr) {
+        return Err(other(format!("a duplicate listen {addr}")));
+    }
+    h.listen.push(l);
+    Ok(())
+}
+
+/// The listen a server gets when it has none: `*:80` as root, `*:8000` otherwise (nginx's).
+pub(crate) fn default_listen(is_root: bool, pos: &Pos) -> Listen {
+    Listen {
+        addr: SocketAddr::new(
+            Ipv4Addr::UNSPECIFIED.into(),
+            if is_root { 80 } else { 8000 },
+        ),
+        ssl: false,
+        http2: false,
+        default_server: false,
+        reuseport: false,
+        backlog: DEFAULT_BACKLOG,
+        fastopen: None,
+        ipv6only: true,
+        pos: pos.clone(),
+    }
+}
+
+/// Compiles a configuration regex (`caseless`: `~*` locations and server names).
+pub(crate) fn regex(re: &str, caseless: bool, pos: &Pos) -> Result<regex::Regex, ConfError> {
+    regex::RegexBuilder::new(re)
+        .case_insensitive(caseless)
+        .build()
+        .map_err(|e| {
+            let text = e.to_string();
+            // The syntax error's last line is its reason ("error: unclosed group").
+            let reason = text
+                .lines()
+                .rev()
+                .find_map(|l| l.trim().strip_prefix("error: "))
+                .unwrap_or(text.lines().last().unwrap_or(""))
+                .to_string();
+            ConfError::Regex {
+                regex: re.to_string(),
+                reason,
+                pos: pos.clone(),
+            }
+        })
+}
+
+/// `server_name NAME ...` (several directives add up).
+pub(crate) fn server_name(h: &mut ServerHead, d: &Directive, _: &mut Cx) -> R {
+    let names = h.names.get_or_insert_with(Vec::new);
+    for a in &d.args {
+        if let Some(re) = a.strip_prefix('~') {
+            // nginx compiles server name regexes caseless.
+            names.push(ServerName::Regex(regex(re, true, &d.pos)?));
+            continue;
+        }
+        let n = a.to_ascii_lowercase();
+        let bad = || ConfError::other(format!("invalid server name or wildcard \"{a}\""), &d.pos);
+        if n.contains('$') {
+            return Err(ConfError::UnsupportedParam {
+                what: format!("the variable in server name \"{a}\""),
+                pos: d.pos.clone(),
+            });
+        }
+        if let Some(rest) = n.strip_prefix("*.") {
+            if rest.is_empty() || rest.contains('*') {
+                return Err(bad());
+            }
+            names.push(ServerName::LeadingWildcard(format!(".{rest}")));
+        } else if let Some(rest) = n.strip_prefix('.') {
+            if rest.is_empty() || rest.contains('*') {
+                return Err(bad());
+            }
+            names.push(ServerName::Exact(rest.to_string()));
+            names.push(ServerName::LeadingWildcard(n.clone()));
+        } else if let Some(rest) = n.strip_suffix(".*") {
+            if rest.is_empty() || rest.contains('*') {
+                return Err(bad());
+            }
+            names.push(ServerName::TrailingWildcard(format!("{rest}.")));
+        } else if n.contains('*') {
+            return Err(bad());
+        } else {
+            names.push(ServerName::Exact(n));
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::path::PathBuf;
+    use std::sync::Arc;
+
+    fn dir(name: &str, args: &[&str]) -> Directive {
+        Directive {
+            name: name.into(),
+            args: args.iter().map(|a| a.to_string()).collect(),
+            pos: Pos {
+                file: Arc::new(PathBuf::from("/t.conf")),
+                line: 2,
+            },
+            block: None,
+        }
+    }
+
+    fn cx() -> Cx {
+        Cx::new(PathBuf::from("/p"), PathBuf::from("/c"), true)
+    }
+
+    #[test]
+    fn addresses() {
+        let a = |s: &str| parse_addr(s).map(|a| a.to_string());
+        assert_eq!(a("80"), Ok("0.0.0.0:80".into()));
+        assert_eq!(a("*:8080"), Ok("0.0.0.0:8080".into()));
+        assert_eq!(a("127.0.0.1"), Ok("127.0.0.1:80".into()));
+        assert_eq!(a("10.0.0.1:443"), Ok("10.0.0.1:443".into()));
+        assert_eq!(a("[::]:443"), Ok("[::]:443".into()));
+        assert_eq!(a("[::1]"), Ok("[::1]:80".into()));
+        assert_eq!(a("localhost:8443"), Ok("127.0.0.1:8443".into()));
+        assert_eq!(a("x:99999"), Err("invalid port"));
+        assert_eq!(a("99999"), Err("invalid port"));
+        assert_eq!(a("0"), Err("invalid port"));
+        assert_eq!(a("1.2.3.4:"), Err("invalid port"));
+        assert_eq!(a("example.com:80"), Err("host not found"));
+        assert_eq!(a("[::1:80"), Err("invalid host"));
+        assert_eq!(a("[zz]:80"), Err("invalid IPv6 address"));
+    }
+
+    #[test]
+    fn listen_parameters() {
+        let mut h = ServerHead::default();
+        let mut c = cx();
+        let d = dir(
+            "listen",
+            &[
+                "[::]:443",
+                "ssl",
+                "http2",
+                "default",
+                "reuseport",
+                "backlog=100",
+                "fastopen=256",
+                "ipv6only=off",
+            ],
+        );
+        listen(&mut h, &d, &mut c).unwrap();
+        let l = &h.listen[0];
+        assert!(l.ssl && l.http2 && l.default_server && l.reuseport && !l.ipv6only);
+        assert_eq!((l.backlog, l.fastopen), (100, Some(256)));
+        listen(&mut h, &dir("listen", &["80"]), &mut c).unwrap();
+        assert_eq!((h.listen[1].backlog, h.listen[1].ipv6only), (511, true));
+        let e = |args: &[&str]| {
+            listen(&mut ServerHead::default(), &dir("listen", args), &mut cx())
+                .unwrap_err()
+                .to_string()
+        };
+        assert_eq!(
+            e(&["x:99999"]),
+            "invalid port in \"x:99999\" of the \"listen\" directive in /t.conf:2"
+        );
+        assert_eq!(e(&["80", "foo"]), "invalid parameter \"foo\" in /t.conf:2");
+        assert_eq!(
+            e(&["80", "backlog=x"]),
+            "invalid backlog \"backlog=x\" in /t.conf:2"
+        );
+        assert_eq!(
+            e(&["443", "quic"]),
+            "the \"quic\" parameter of \"listen\" is not supported by firstbyte yet in /t.conf:2"
+        );
+        let err = listen(&mut h, &dir("listen", &["0.0.0.0:80"]), &mut c).unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "a duplicate listen 0.0.0.0:80 in /t.conf:2"
+        );
+        listen(&mut h, &dir("listen", &["8080", "ipv6only=on"]), &mut c).unwrap();
+        assert_eq!(c.warnings.len(), 1, "ipv6only on IPv4 warns");
+    }
+
+    #[test]
+    fn server_name_kinds() {
+        let mut h = ServerHead::default();
+        let d = dir(
+            "server_name",
+            &[
+                "Example.COM",
+                "*.a.org",
+                ".b.net",
+                "www.c.*",
+                "~^w\\d+\\.d\\.io$",
+                "",
+                "_",
+            ],
+        );
+        server_name(&mut h, &d, &mut cx()).unwrap();
+        let n = h.names.unwrap();
+        assert!(matches!(&n[0], ServerName::Exact(s) if s == "example.com"));
+        assert!(matches!(&n[1], ServerName::LeadingWildcard(s) if s == ".a.org"));
+        assert!(matches!(&n[2], ServerName::Exact(s) if s == "b.net"));
+        assert!(matches!(&n[3], ServerName::LeadingWildcard(s) if s == ".b.net"));
+        assert!(matches!(&n[4], ServerName::TrailingWildcard(s) if s == "www.c."));
+        assert!(matches!(&n[5], ServerName::Regex(r) if r.is_match("W12.D.io")));
+        assert!(matches!(&n[6], ServerName::Exact(s) if s.is_empty()));
+        assert!(matches!(&n[7], ServerName::Exact(s) if s == "_"));
+        for bad in ["a*.b.com", "*.", "*.x.*"] {
+            let e = server_name(
+                &mut ServerHead::default(),
+                &dir("server_name", &[bad]),
+                &mut cx(),
+            );
+            assert_eq!(
+                e.unwrap_err().to_string(),
+                format!("invalid server name or wildcard \"{bad}\" in /t.conf:2")
+            );
+        }
+        let e = server_name(
+            &mut ServerHead::default(),
+            &dir("server_name", &["~("]),
+            &mut cx(),
+        );
+        assert_eq!(
+            e.unwrap_err().to_string(),
+            "invalid regex \"(\": unclosed group in /t.conf:2"
+        );
+    }
+}

@@ -1,0 +1,378 @@
+//! Server-level directives (http and server contexts): TLS (`ssl_*`), socket options and
+//! HTTP/2, one function each.
+//!
+//! Like `handlers.rs`, each function takes a directive already checked against the table and
+//! sets a field of the level's [`SrvSettings`]; TLS files resolve against the configuration
+//! directory, as nginx's. Turning these values into rustls objects is `tls`' job.
+
+use super::error::ConfError;
+use super::handlers::{arg0, choice, flag, invalid, number, once, size, time, unsupported, R};
+use super::model::{SessionCache, Source, TlsVersion, VerifyClient};
+use super::parse::Directive;
+use super::settings::{CertSet, ConfCommands, Cx, SrvSettings};
+use super::units;
+
+macro_rules! tls_flag {
+    ($(#[$doc:meta] $f:ident => $field:ident;)*) => {$(
+        #[$doc]
+        pub(crate) fn $f(s: &mut SrvSettings, d: &Directive, _: &mut Cx) -> R {
+            once(&s.tls.$field, d)?;
+            s.tls.$field = Some(flag(d)?);
+            Ok(())
+        }
+    )*};
+}
+
+macro_rules! tls_conf_path {
+    ($(#[$doc:meta] $f:ident => $field:ident;)*) => {$(
+        #[$doc]
+        pub(crate) fn $f(s: &mut SrvSettings, d: &Directive, cx: &mut Cx) -> R {
+            once(&s.tls.$field, d)?;
+            s.tls.$field = Some(cx.in_conf_dir(arg0(d)));
+            Ok(())
+        }
+    )*};
+}
+
+tls_flag! {
+    /// `ssl_prefer_server_ciphers on|off`.
+    ssl_prefer_server_ciphers => prefer_server_ciphers;
+    /// `ssl_session_tickets on|off`.
+    ssl_session_tickets => session_tickets;
+    /// `ssl_stapling on|off`.
+    ssl_stapling => stapling;
+}
+
+tls_conf_path! {
+    /// `ssl_password_file FILE`.
+    ssl_password_file => password_file;
+    /// `ssl_client_certificate FILE`.
+    ssl_client_certificate => client_certificate;
+    /// `ssl_stapling_file FILE`.
+    ssl_stapling_file => stapling_file;
+}
+
+fn tls_source(d: &Directive, cx: &Cx) -> Result<Source, ConfError> {
+    let a = arg0(d);
+    if let Some(pem) = a.strip_prefix("data:") {
+        return Ok(Source::Data(pem.to_string()));
+    }
+    if a.contains('$') {
+        return Err(unsupported(d, format!("a variable in \"{}\"", d.name)));
+    }
+    Ok(Source::File(cx.in_conf_dir(a)))
+}
+
+/// `ssl_certificate FILE|data:PEM` (several).
+pub(crate) fn ssl_certificate(s: &mut SrvSettings, d: &Directive, cx: &mut Cx) -> R {
+    let c = CertSet {
+        source: tls_source(d, cx)?,
+        written: arg0(d).to_string(),
+        pos: d.pos.clone(),
+    };
+    s.tls.certificates.get_or_insert_with(Vec::new).push(c);
+    Ok(())
+}
+
+/// `ssl_certificate_key FILE|data:PEM` (several).
+pub(crate) fn ssl_certificate_key(s: &mut SrvSettings, d: &Directive, cx: &mut Cx) -> R {
+    let k = tls_source(d, cx)?;
+    s.tls.keys.get_or_insert_with(Vec::new).push(k);
+    Ok(())
+}
+
+/// `ssl_session_ticket_key FILE` (several).
+pub(crate) fn ssl_session_ticket_key(s: &mut SrvSettings, d: &Directive, cx: &mut Cx) -> R {
+    let k = cx.in_conf_dir(arg0(d));
+    s.tls
+        .session_ticket_keys
+        .get_or_insert_with(Vec::new)
+        .push(k);
+    Ok(())
+}
+
+/// `ssl_protocols VERSION ...`: TLSv1.2 and TLSv1.3 kept; older ones dropped with one warning.
+pub(crate) fn ssl_protocols(s: &mut SrvSettings, d: &Directive, cx: &mut Cx) -> R {
+    once(&s.tls.protocols, d)?;
+    let mut kept = Vec::new();
+    let mut dropped = Vec::new();
+    for a in &d.args {
+        match a.as_str() {
+            "TLSv1.2" => kept.push(TlsVersion::Tls12),
+            "TLSv1.3" => kept.push(TlsVersion::Tls13),
+            "SSLv2" | "SSLv3" | "TLSv1" | "TLSv1.1" => dropped.push(a.as_str()),
+            _ => return Err(ConfError::other(format!("invalid value \"{a}\""), &d.pos)),
+        }
+    }
+    kept.dedup();
+    if !dropped.is_empty() {
+        cx.warn(
+            format!(
+                "{} in \"ssl_protocols\" not offered: rustls speaks TLSv1.2 and TLSv1.3 only",
+                dropped.join(" ")
+            ),
+            &d.pos,
+        );
+    }
+    if kept.is_empty() {
+        return Err(ConfError::other(
+            "\"ssl_protocols\" names no protocol firstbyte speaks (TLSv1.2, TLSv1.3)",
+            &d.pos,
+        ));
+    }
+    s.tls.protocols = Some(kept);
+    Ok(())
+}
+
+/// `ssl_ciphers LIST` (OpenSSL syntax; `tls` maps the names).
+pub(crate) fn ssl_ciphers(s: &mut SrvSettings, d: &Directive, _: &mut Cx) -> R {
+    once(&s.tls.ciphers, d)?;
+    s.tls.ciphers = Some(arg0(d).to_string());
+    Ok(())
+}
+
+/// `ssl_ecdh_curve LIST`.
+pub(crate) fn ssl_ecdh_curve(s: &mut SrvSettings, d: &Directive, _: &mut Cx) -> R {
+    once(&s.tls.ecdh_curve, d)?;
+    s.tls.ecdh_curve = Some(arg0(d).to_string());
+    Ok(())
+}
+
+/// `ssl_conf_command NAME VALUE`: `Ciphersuites` and `NumTickets` only.
+pub(crate) fn ssl_conf_command(s: &mut SrvSettings, d: &Directive, _: &mut Cx) -> R {
+    let name = arg0(d);
+    let v = d.args.get(1).map(String::as_str).unwrap_or("");
+    let cmds = s
+        .tls
+        .conf_commands
+        .get_or_insert_with(ConfCommands::default);
+    if name.eq_ignore_ascii_case("ciphersuites") {
+        cmds.ciphersuites = Some(v.to_string());
+    } else if name.eq_ignore_ascii_case("numtickets") {
+        cmds.num_tickets = Some(number(d, v)?);
+    } else {
+        return Err(unsupported(d, format!("ssl_conf_command \"{name}\"")));
+    }
+    Ok(())
+}
+
+/// `ssl_session_timeout TIME`.
+pub(crate) fn ssl_session_timeout(s: &mut SrvSettings, d: &Directive, _: &mut Cx) -> R {
+    once(&s.tls.session_timeout, d)?;
+    s.tls.session_timeout = Some(time(d, arg0(d))?);
+    Ok(())
+}
+
+/// `ssl_session_cache off | none | [builtin[:N]] [shared:NAME:SIZE]`.
+pub(crate) fn ssl_session_cache(s: &mut SrvSettings, d: &Directive, _: &mut Cx) -> R {
+    once(&s.tls.session_cache, d)?;
+    s.tls.session_cache = Some(
+        session_cache(&d.args)
+            .map_err(|a| ConfError::other(format!("invalid session cache \"{a}\""), &d.pos))?,
+    );
+    Ok(())
+}
+
+/// The cache an `ssl_session_cache` asks for, or the argument that is wrong.
+fn session_cache(args: &[String]) -> Result<SessionCache, String> {
+    // nginx's figure: about 4000 sessions fit in one megabyte of shared cache.
+    const SESSIONS_PER_MB: u64 = 4000;
+    // nginx's `builtin` default size, in sessions.
+    const BUILTIN_DEFAULT: usize = 20480;
+    let mut sessions = 0usize;
+    for a in args {
+        match a.as_str() {
+            "off" | "none" if args.len() == 1 => {
+                return Ok(if a == "off" {
+                    SessionCache::Off
+                } else {
+                    SessionCache::None
+                });
+            }
+            "builtin" => sessions = sessions.max(BUILTIN_DEFAULT),
+            _ => {
+                if let Some(n) = a.strip_prefix("builtin:") {
+                    let n: usize = n.parse().map_err(|_| a.clone())?;
+                    if n == 0 {
+                        return Err(a.clone());
+                    }
+                    sessions = sessions.max(n);
+                } else if let Some(rest) = a.strip_prefix("shared:") {
+                    let (name, sz) = rest.rsplit_once(':').ok_or_else(|| a.clone())?;
+                    let bytes = units::size(sz).ok_or_else(|| a.clone())?;
+                    if name.is_empty() || bytes == 0 {
+                        return Err(a.clone());
+                    }
+                    let n = (bytes.saturating_mul(SESSIONS_PER_MB) >> 20).max(1);
+                    sessions = sessions.max(usize::try_from(n).unwrap_or(usize::MAX));
+                } else {
+                    return Err(a.clone());
+                }
+            }
+        }
+    }
+    Ok(SessionCache::Sessions(sessions))
+}
+
+/// `ssl_verify_client on|off|optional|optional_no_ca`.
+pub(crate) fn ssl_verify_client(s: &mut SrvSettings, d: &Directive, _: &mut Cx) -> R {
+    once(&s.tls.verify_client, d)?;
+    let opts = [
+        ("on", VerifyClient::On),
+        ("off", VerifyClient::Off),
+        ("optional", VerifyClient::Optional),
+        ("optional_no_ca", VerifyClient::OptionalNoCa),
+    ];
+    s.tls.verify_client = Some(choice(d, arg0(d), &opts)?);
+    Ok(())
+}
+
+/// `ssl on|off`: removed in nginx 1.25, an error here too.
+pub(crate) fn ssl(_: &mut SrvSettings, d: &Directive, _: &mut Cx) -> R {
+    Err(ConfError::SslDirective { pos: d.pos.clone() })
+}
+
+/// `tcp_notsent_lowat SIZE`.
+pub(crate) fn tcp_notsent_lowat(s: &mut SrvSettings, d: &Directive, _: &mut Cx) -> R {
+    once(&s.notsent_lowat, d)?;
+    let n = size(d, arg0(d))?;
+    s.notsent_lowat = Some(u32::try_from(n).map_err(|_| invalid(d))?);
+    Ok(())
+}
+
+/// `tcp_congestion NAME` (`[a-z0-9_]+`, at most 15 bytes as the kernel's `TCP_CA_NAME_MAX`).
+pub(crate) fn tcp_congestion(s: &mut SrvSettings, d: &Directive, _: &mut Cx) -> R {
+    once(&s.congestion, d)?;
+    let n = arg0(d);
+    let ok = !n.is_empty()
+        && n.len() < 16
+        && n.bytes()
+            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_');
+    if !ok {
+        return Err(invalid(d));
+    }
+    s.congestion = Some(n.to_string());
+    Ok(())
+}
+
+/// `client_header_timeout TIME`.
+pub(crate) fn client_header_timeout(s: &mut SrvSettings, d: &Directive, _: &mut Cx) -> R {
+    once(&s.client_header_timeout, d)?;
+    s.client_header_timeout = Some(time(d, arg0(d))?);
+    Ok(())
+}
+
+/// `http2 on|off`.
+pub(crate) fn http2(s: &mut SrvSettings, d: &Directive, _: &mut Cx) -> R {
+    once(&s.http2, d)?;
+    s.http2 = Some(flag(d)?);
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::conf::model::Pos;
+    use std::path::PathBuf;
+    use std::sync::Arc;
+
+    fn dir(name: &str, args: &[&str]) -> Directive {
+        Directive {
+            name: name.into(),
+            args: args.iter().map(|a| a.to_string()).collect(),
+            pos: Pos {
+                file: Arc::new(PathBuf::from("/t.conf")),
+                line: 3,
+            },
+            block: None,
+        }
+    }
+
+    fn cx() -> Cx {
+        Cx::new(PathBuf::from("/p"), PathBuf::from("/c"), true)
+    }
+
+    #[test]
+    fn session_cache_forms() {
+        let v = |a: &[&str]| session_cache(&a.iter().map(|s| s.to_string()).collect::<Vec<_>>());
+        assert_eq!(v(&["off"]), Ok(SessionCache::Off));
+        assert_eq!(v(&["none"]), Ok(SessionCache::None));
+        assert_eq!(v(&["builtin"]), Ok(SessionCache::Sessions(20480)));
+        assert_eq!(v(&["builtin:1000"]), Ok(SessionCache::Sessions(1000)));
+        assert_eq!(v(&["shared:SSL:10m"]), Ok(SessionCache::Sessions(40000)));
+        assert_eq!(
+            v(&["builtin:10", "shared:SSL:1m"]),
+            Ok(SessionCache::Sessions(4000))
+        );
+        assert_eq!(v(&["shared:SSL"]), Err("shared:SSL".into()));
+        assert_eq!(v(&["off", "builtin"]), Err("off".into()));
+        assert_eq!(v(&["builtin:x"]), Err("builtin:x".into()));
+    }
+
+    #[test]
+    fn conf_command_and_protocols() {
+        let mut c = cx();
+        let mut s = SrvSettings::default();
+        ssl_conf_command(
+            &mut s,
+            &dir(
+                "ssl_conf_command",
+                &["ciphersuites", "TLS_AES_128_GCM_SHA256"],
+            ),
+            &mut c,
+        )
+        .unwrap();
+        ssl_conf_command(
+            &mut s,
+            &dir("ssl_conf_command", &["NumTickets", "1"]),
+            &mut c,
+        )
+        .unwrap();
+        let cmds = s.tls.conf_commands.clone().unwrap();
+        assert_eq!(cmds.num_tickets, Some(1));
+        assert_eq!(cmds.ciphersuites.as_deref(), Some("TLS_AES_128_GCM_SHA256"));
+        let e = ssl_conf_command(&mut s, &dir("ssl_conf_command", &["Options", "x"]), &mut c);
+        assert_eq!(
+            e.unwrap_err().to_string(),
+            "ssl_conf_command \"Options\" is not supported by firstbyte yet in /t.conf:3"
+        );
+        ssl_protocols(&mut s, &dir("ssl_protocols", &["SSLv3", "TLSv1.3"]), &mut c).unwrap();
+        assert_eq!(s.tls.protocols, Some(vec![TlsVersion::Tls13]));
+        assert_eq!(c.warnings.len(), 1);
+        let mut s = SrvSettings::default();
+        let e = ssl_protocols(&mut s, &dir("ssl_protocols", &["TLSv1"]), &mut c).unwrap_err();
+        assert!(e.to_string().contains("names no protocol"), "{e}");
+        let e = ssl_protocols(&mut s, &dir("ssl_protocols", &["TLSv9"]), &mut c).unwrap_err();
+        assert_eq!(e.to_string(), "invalid value \"TLSv9\" in /t.conf:3");
+    }
+
+    #[test]
+    fn congestion_names() {
+        let mut c = cx();
+        let mut s = SrvSettings::default();
+        tcp_congestion(&mut s, &dir("tcp_congestion", &["bbr"]), &mut c).unwrap();
+        assert_eq!(s.congestion.as_deref(), Some("bbr"));
+        for bad in ["BBR", "b-r", "", "abcdefghijklmnop"] {
+            let e = tcp_congestion(
+                &mut SrvSettings::default(),
+                &dir("tcp_congestion", &[bad]),
+                &mut c,
+            );
+            assert_eq!(
+                e.unwrap_err().to_string(),
+                "\"tcp_congestion\" directive invalid value in /t.conf:3",
+                "{bad}"
+            );
+        }
+    }
+
+    #[test]
+    fn verify_client_choices() {
+        let d = dir("ssl_verify_client", &["maybe"]);
+        let e = ssl_verify_client(&mut SrvSettings::default(), &d, &mut cx()).unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "invalid value \"maybe\" in \"ssl_verify_client\" directive, it must be \"on\", \"off\", \"optional\" or \"optional_no_ca\" in /t.conf:3"
+        );
+    }
+}

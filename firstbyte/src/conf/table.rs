@@ -1,0 +1,435 @@
+//! The directive table: every directive firstbyte knows, as one data structure.
+//!
+//! Each [`Spec`] says where a directive may appear, how many arguments it takes, whether it
+//! opens a block, its default, how its value inherits (http → server → location), what it
+//! does, and which function (`handlers.rs`, `srv.rs`, `server.rs`) reads it. The walker (`build.rs`)
+//! checks context, block and argument count from here before calling the handler, and
+//! `docs.rs` renders the same table as `docs/directives.md`. nginx directives that firstbyte
+//! does not implement are listed in [`UNSUPPORTED`] so they fail with their own message
+//! instead of `unknown directive`.
+
+use super::handlers::{self as h, R};
+use super::parse::Directive;
+use super::server::{self, ServerHead};
+use super::settings::{Cx, LocSettings, MainSettings, SrvSettings};
+use super::srv;
+
+/// The top level of the file.
+pub(crate) const MAIN: u8 = 1;
+/// `events {}`.
+pub(crate) const EVENTS: u8 = 2;
+/// `http {}`.
+pub(crate) const HTTP: u8 = 4;
+/// `server {}` inside http.
+pub(crate) const SERVER: u8 = 8;
+/// `location {}`.
+pub(crate) const LOCATION: u8 = 16;
+/// http, server and location.
+const HSL: u8 = HTTP | SERVER | LOCATION;
+/// http and server.
+const HS: u8 = HTTP | SERVER;
+/// server and location.
+const SL: u8 = SERVER | LOCATION;
+/// "no upper limit" for `Spec::max_args`.
+const ANY: u8 = u8::MAX;
+
+/// Context names for messages and docs, in order.
+pub(crate) const CONTEXT_NAMES: [(u8, &str); 5] = [
+    (MAIN, "main"),
+    (EVENTS, "events"),
+    (HTTP, "http"),
+    (SERVER, "server"),
+    (LOCATION, "location"),
+];
+
+/// How a directive's value reaches inner levels.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Merge {
+    /// Main or events level: one value for the process.
+    Global,
+    /// An inner level that does not set it takes the outer level's value.
+    Inherit,
+    /// Array-like: an inner level takes the outer level's list only when it has none of its own.
+    InheritIfNone,
+    /// Applies to its own block only.
+    Own,
+    /// `return`: a server-level one answers every request of the server first (nginx's server
+    /// rewrite phase); a location's applies to that location only.
+    ServerFirst,
+    /// Opens a block.
+    Block,
+    /// Accepted with a warning; means nothing to firstbyte.
+    Ignored,
+}
+
+impl Merge {
+    /// The phrase used in the docs.
+    pub(crate) fn describe(self) -> &'static str {
+        match self {
+            Merge::Global => "global",
+            Merge::Inherit => "inherited",
+            Merge::InheritIfNone => "inherited if none set",
+            Merge::Own => "not inherited",
+            Merge::ServerFirst => "server level first",
+            Merge::Block => "block",
+            Merge::Ignored => "ignored (warns)",
+        }
+    }
+}
+
+/// What reads a directive.
+#[derive(Clone, Copy)]
+pub(crate) enum Handler {
+    /// `events {}`.
+    Events,
+    /// `http {}`.
+    Http,
+    /// `server {}`.
+    Server,
+    /// `location {}`.
+    Location,
+    /// A main/events value.
+    Main(fn(&mut MainSettings, &Directive, &mut Cx) -> R),
+    /// An http/server value.
+    Srv(fn(&mut SrvSettings, &Directive, &mut Cx) -> R),
+    /// A value of the server block itself (`listen`, `server_name`).
+    Head(fn(&mut ServerHead, &Directive, &mut Cx) -> R),
+    /// An http/server/location value.
+    Loc(fn(&mut LocSettings, &Directive, &mut Cx) -> R),
+    /// A value shared by the whole load (`log_format`).
+    Shared(fn(&mut Cx, &Directive) -> R),
+    /// Accepted with `"NAME" is ignored: REASON`.
+    Ignored(&'static str),
+}
+
+/// One directive.
+#[derive(Clone, Copy)]
+pub(crate) struct Spec {
+    /// Its name.
+    pub name: &'static str,
+    /// Where it may appear (`MAIN | EVENTS | ...`).
+    pub contexts: u8,
+    /// Fewest arguments.
+    pub min_args: u8,
+    /// Most arguments (`ANY`: no limit).
+    pub max_args: u8,
+    /// Ends with `{ ... }` rather than `;`.
+    pub block: bool,
+    /// The value when none is set, as nginx would write it ("" for none).
+    pub default: &'static str,
+    /// How its value inherits.
+    pub merge: Merge,
+    /// One line saying what it does in firstbyte.
+    pub doc: &'static str,
+    /// The function that reads it.
+    pub handler: Handler,
+}
+
+impl Spec {
+    /// Arguments for the docs: `1`, `1–2`, `2+`, `none`.
+    pub(crate) fn args_text(&self) -> String {
+        match (self.min_args, self.max_args) {
+            (0, 0) => "none".into(),
+            (a, ANY) => format!("{a}+"),
+            (a, b) if a == b => a.to_string(),
+            (a, b) => format!("{a}–{b}"),
+        }
+    }
+
+    /// Context names joined with `, `.
+    pub(crate) fn contexts_text(&self) -> String {
+        CONTEXT_NAMES
+            .iter()
+            .filter(|(bit, _)| self.contexts & bit != 0)
+            .map(|(_, n)| *n)
+            .collect::<Vec<_>>()
+            .join(", ")
+    }
+}
+
+#[allow(clippy::too_many_arguments)]
+const fn d(
+    name: &'static str,
+    contexts: u8,
+    min_args: u8,
+    max_args: u8,
+    default: &'static str,
+    merge: Merge,
+    handler: Handler,
+    doc: &'static str,
+) -> Spec {
+    Spec {
+        name,
+        contexts,
+        min_args,
+        max_args,
+        block: false,
+        default,
+        merge,
+        doc,
+        handler,
+    }
+}
+
+const fn block(
+    name: &'static str,
+    contexts: u8,
+    min: u8,
+    max: u8,
+    handler: Handler,
+    doc: &'static str,
+) -> Spec {
+    Spec {
+        name,
+        contexts,
+        min_args: min,
+        max_args: max,
+        block: true,
+        default: "",
+        merge: Merge::Block,
+        doc,
+        handler,
+    }
+}
+
+const fn ignored(name: &'static str, contexts: u8, min: u8, max: u8, reason: &'static str) -> Spec {
+    Spec {
+        name,
+        contexts,
+        min_args: min,
+        max_args: max,
+        block: false,
+        default: "",
+        merge: Merge::Ignored,
+        doc: reason,
+        handler: Handler::Ignored(reason),
+    }
+}
+
+use Handler::{Head, Loc, Main, Shared, Srv};
+use Merge::{Global, Inherit, InheritIfNone, Own, ServerFirst};
+
+/// Reason shared by the hash-size directives.
+const HASH: &str = "firstbyte sizes its hash tables itself";
+
+/// Every directive firstbyte accepts, grouped by module as nginx's docs are.
+#[rustfmt::skip]
+pub(crate) static DIRECTIVES: &[Spec] = &[
+    // core (main, events)
+    d("user", MAIN, 1, 2, "", Global, Main(h::user), "When started as root, serve as this user (and group; default: the user's name)."),
+    d("worker_processes", MAIN, 1, 1, "1", Global, Main(h::worker_processes), "Number of event-loop threads; `auto`: one per available CPU."),
+    d("error_log", MAIN | HSL, 1, 2, "stderr error", Global, Main(h::error_log), "Error log file (or `stderr`) and lowest level; several allowed. Only the main level's count: elsewhere it is accepted with a warning."),
+    d("pid", MAIN, 1, 1, "/run/firstbyte.pid", Global, Main(h::pid), "File holding the process id, for `-s`; `off`: none."),
+    d("daemon", MAIN, 1, 1, "off", Global, Main(h::daemon), "`on`: detach from the terminal. firstbyte's default is off (foreground suits systemd and containers)."),
+    block("events", MAIN, 0, 0, Handler::Events, "Connection-processing settings."),
+    d("worker_connections", EVENTS, 1, 1, "512", Global, Main(h::worker_connections), "Most simultaneous connections per worker thread."),
+    ignored("multi_accept", EVENTS, 1, 1, "firstbyte accepts every pending connection on each wakeup"),
+    ignored("use", EVENTS, 1, 1, "firstbyte's runtime picks epoll itself"),
+    ignored("accept_mutex", EVENTS, 1, 1, "firstbyte runs one process, so there is no accept mutex"),
+    ignored("accept_mutex_delay", EVENTS, 1, 1, "firstbyte runs one process, so there is no accept mutex"),
+    ignored("load_module", MAIN, 1, 1, "modules are built into firstbyte"),
+    block("http", MAIN, 0, 0, Handler::Http, "The HTTP server."),
+    // http core
+    block("server", HTTP, 0, 0, Handler::Server, "A virtual server."),
+    d("listen", SERVER, 1, ANY, "*:80 (*:8000 when not root)", Own, Head(server::listen), "Address and port to accept on, with `ssl`, `http2`, `default_server`, `reuseport`, `backlog=N`, `fastopen=N`, `ipv6only=on|off`."),
+    d("server_name", SERVER, 1, ANY, "\"\"", Own, Head(server::server_name), "Names of the server: exact, `*.example.com`, `.example.com`, `www.example.*`, `~regex`."),
+    block("location", SL, 1, 2, Handler::Location, "Settings for URIs: `= /exact`, `/prefix`, `^~ /prefix`, `~ regex`, `~* regex`, `@name`."),
+    d("root", HSL, 1, 1, "html", Inherit, Loc(h::root), "Directory that request URIs are appended to."),
+    d("alias", LOCATION, 1, 1, "", Inherit, Loc(h::alias), "Directory that replaces the location's prefix."),
+    d("index", HSL, 1, ANY, "index.html", Inherit, Loc(h::index), "Files tried for a request ending in `/`."),
+    d("try_files", SL, 2, ANY, "", Own, Loc(h::try_files), "Files tried in order, then `=CODE`, `@name` or a URI."),
+    d("return", SL, 1, 2, "", ServerFirst, Loc(h::ret), "Stop and answer with a code (and text or a redirect URL)."),
+    d("add_header", HSL, 2, 3, "", InheritIfNone, Loc(h::add_header), "Response header added to 2xx/3xx responses (`always`: to all)."),
+    d("error_page", HSL, 2, ANY, "", InheritIfNone, Loc(h::error_page), "URI served for the given error codes (`=CODE` changes the response code)."),
+    block("types", HSL, 0, 0, Loc(h::types), "MIME types by file extension; the innermost block wins whole."),
+    d("default_type", HSL, 1, 1, "text/plain", Inherit, Loc(h::default_type), "MIME type of files whose extension has none."),
+    d("log_format", HTTP, 2, ANY, "combined", Global, Shared(h::log_format), "Named access-log line format (`escape=default|json|none`)."),
+    d("access_log", HSL, 1, ANY, "logs/access.log combined", InheritIfNone, Loc(h::access_log), "Access log file (or `stderr`), format, `buffer=SIZE`, `flush=TIME`; `off`: none."),
+    d("sendfile", HSL, 1, 1, "off", Inherit, Loc(h::sendfile), "Send files with sendfile(2) on plain-HTTP connections (on TLS once kernel TLS comes)."),
+    d("tcp_nodelay", HSL, 1, 1, "on", Inherit, Loc(h::tcp_nodelay), "Set `TCP_NODELAY` on every connection, HTTP/2 included."),
+    d("tcp_nopush", HSL, 1, 1, "off", Inherit, Loc(h::tcp_nopush), "Set `TCP_CORK` while sending a response's headers and file together."),
+    d("keepalive_timeout", HSL, 1, 2, "75s", Inherit, Loc(h::keepalive_timeout), "How long an idle keep-alive connection stays open; 0 disables keep-alive."),
+    d("keepalive_requests", HSL, 1, 1, "1000", Inherit, Loc(h::keepalive_requests), "Most requests served on one connection."),
+    d("client_max_body_size", HSL, 1, 1, "1m", Inherit, Loc(h::client_max_body_size), "Largest request body accepted; 0: no limit."),
+    d("client_header_timeout", HS, 1, 1, "60s", Inherit, Srv(srv::client_header_timeout), "Time allowed to receive a request's headers."),
+    d("client_body_timeout", HSL, 1, 1, "60s", Inherit, Loc(h::client_body_timeout), "Longest pause between two reads of a request body."),
+    d("send_timeout", HSL, 1, 1, "60s", Inherit, Loc(h::send_timeout), "Longest pause between two writes of a response."),
+    d("internal", LOCATION, 0, 0, "", Own, Loc(h::internal), "The location answers internal redirects only."),
+    d("disable_symlinks", HSL, 1, 2, "off", Inherit, Loc(h::disable_symlinks), "`on`: refuse paths through symlinks; `if_not_owner`: unless owners match."),
+    d("http2", HS, 1, 1, "off", Inherit, Srv(srv::http2), "Offer HTTP/2 (ALPN `h2`)."),
+    d("tcp_notsent_lowat", HS, 1, 1, "", Inherit, Srv(srv::tcp_notsent_lowat), "firstbyte's own: `TCP_NOTSENT_LOWAT` in bytes (unset: the kernel's sysctl)."),
+    d("tcp_congestion", HS, 1, 1, "", Inherit, Srv(srv::tcp_congestion), "firstbyte's own: per-socket `TCP_CONGESTION`, e.g. `bbr` (unset: the kernel's sysctl)."),
+    ignored("types_hash_max_size", HSL, 1, 1, HASH),
+    ignored("types_hash_bucket_size", HSL, 1, 1, HASH),
+    ignored("server_names_hash_max_size", HTTP, 1, 1, HASH),
+    ignored("server_names_hash_bucket_size", HTTP, 1, 1, HASH),
+    ignored("variables_hash_max_size", HTTP, 1, 1, HASH),
+    ignored("variables_hash_bucket_size", HTTP, 1, 1, HASH),
+    ignored("server_tokens", HSL, 1, 1, "firstbyte always sends \"Server: firstbyte\", without a version"),
+    // access, stub_status
+    d("allow", HSL, 1, 1, "", InheritIfNone, Loc(h::allow), "Allow an address, a CIDR network or `all` (rules apply in order)."),
+    d("deny", HSL, 1, 1, "", InheritIfNone, Loc(h::deny), "Deny an address, a CIDR network or `all` (rules apply in order)."),
+    d("stub_status", SL, 0, 1, "", Own, Loc(h::stub_status), "Answer with nginx's basic status page."),
+    d("connection_info", SL, 0, 1, "off", Own, Loc(h::connection_info), "firstbyte's own: answer with the page showing the visitor their connection (TLS, ALPN, RTT, cwnd), HTML or JSON."),
+    // compression
+    d("gzip_static", HSL, 1, 1, "off", Inherit, Loc(h::gzip_static), "Send `FILE.gz` (and `FILE.br`) when the client accepts it; `always`: whatever it says."),
+    d("gzip", HSL, 1, 1, "off", Inherit, Loc(h::gzip), "Compress responses with gzip."),
+    d("gzip_types", HSL, 1, ANY, "text/html", Inherit, Loc(h::gzip_types), "MIME types compressed besides `text/html`; `*`: all."),
+    d("gzip_comp_level", HSL, 1, 1, "1", Inherit, Loc(h::gzip_comp_level), "gzip level, 1–9."),
+    d("gzip_min_length", HSL, 1, 1, "20", Inherit, Loc(h::gzip_min_length), "Smallest response (by Content-Length) compressed."),
+    d("gzip_vary", HSL, 1, 1, "off", Inherit, Loc(h::gzip_vary), "Add `Vary: Accept-Encoding` to compressible responses."),
+    ignored("gzip_buffers", HSL, 2, 2, "firstbyte's compressor sizes its own buffers"),
+    d("brotli", HSL, 1, 1, "off", Inherit, Loc(h::brotli), "Compress responses with Brotli (the ngx_brotli module's directive)."),
+    d("brotli_types", HSL, 1, ANY, "text/html", Inherit, Loc(h::brotli_types), "MIME types Brotli-compressed besides `text/html`; `*`: all."),
+    d("brotli_comp_level", HSL, 1, 1, "6", Inherit, Loc(h::brotli_comp_level), "Brotli quality, 0–11 (6: the module's default, a good speed/size balance)."),
+    // ssl
+    d("ssl", HS, 1, 1, "", Own, Srv(srv::ssl), "Removed in nginx 1.25: an error; use `listen ... ssl`."),
+    d("ssl_certificate", HS, 1, 1, "", InheritIfNone, Srv(srv::ssl_certificate), "Certificate chain (PEM file or `data:`); several for ECDSA + RSA."),
+    d("ssl_certificate_key", HS, 1, 1, "", InheritIfNone, Srv(srv::ssl_certificate_key), "Private key of the certificate at the same position."),
+    d("ssl_password_file", HS, 1, 1, "", Inherit, Srv(srv::ssl_password_file), "Passphrases, one a line, for encrypted PKCS#8 keys."),
+    d("ssl_protocols", HS, 1, ANY, "TLSv1.2 TLSv1.3", Inherit, Srv(srv::ssl_protocols), "TLS versions offered (TLSv1 and TLSv1.1 are dropped with a warning)."),
+    d("ssl_ciphers", HS, 1, 1, "HIGH:!aNULL:!MD5", Inherit, Srv(srv::ssl_ciphers), "TLS 1.2 cipher suites, OpenSSL syntax."),
+    d("ssl_conf_command", HS, 2, 2, "", InheritIfNone, Srv(srv::ssl_conf_command), "`Ciphersuites LIST` (TLS 1.3 suites) and `NumTickets N` (tickets per handshake)."),
+    d("ssl_prefer_server_ciphers", HS, 1, 1, "off", Inherit, Srv(srv::ssl_prefer_server_ciphers), "Choose the cipher suite by the server's order."),
+    d("ssl_ecdh_curve", HS, 1, 1, "auto", Inherit, Srv(srv::ssl_ecdh_curve), "Key-exchange groups, e.g. `X25519:prime256v1`."),
+    ignored("ssl_dhparam", HS, 1, 1, "rustls offers only ECDHE key exchange"),
+    d("ssl_session_tickets", HS, 1, 1, "on", Inherit, Srv(srv::ssl_session_tickets), "Resume sessions with stateless tickets."),
+    d("ssl_session_ticket_key", HS, 1, 1, "", InheritIfNone, Srv(srv::ssl_session_ticket_key), "Ticket key file (the first encrypts, all decrypt); none: generated and rotated."),
+    d("ssl_session_timeout", HS, 1, 1, "5m", Inherit, Srv(srv::ssl_session_timeout), "How long a session can be resumed."),
+    d("ssl_session_cache", HS, 1, 2, "none", Inherit, Srv(srv::ssl_session_cache), "Stateful session cache: `off`, `none`, `builtin[:N]`, `shared:NAME:SIZE` (~4000 sessions per MB)."),
+    d("ssl_verify_client", HS, 1, 1, "off", Inherit, Srv(srv::ssl_verify_client), "Ask for a client certificate: `on`, `off`, `optional`, `optional_no_ca`."),
+    d("ssl_client_certificate", HS, 1, 1, "", Inherit, Srv(srv::ssl_client_certificate), "CA certificates that client certificates must chain to."),
+    d("ssl_stapling", HS, 1, 1, "off", Inherit, Srv(srv::ssl_stapling), "Staple an OCSP response (from `ssl_stapling_file`)."),
+    d("ssl_stapling_file", HS, 1, 1, "", Inherit, Srv(srv::ssl_stapling_file), "DER OCSP response to staple."),
+];
+
+/// nginx directives firstbyte does not implement yet (beyond [`UNSUPPORTED_PREFIXES`]).
+#[rustfmt::skip]
+pub(crate) static UNSUPPORTED: &[&str] = &[
+    "absolute_redirect", "add_after_body", "add_before_body", "add_trailer", "addition_types",
+    "aio", "aio_write", "break", "chunked_transfer_encoding", "client_body_buffer_size",
+    "client_body_in_file_only", "client_body_in_single_buffer", "client_body_temp_path",
+    "client_header_buffer_size", "connection_pool_size", "create_full_put_path",
+    "debug_connection", "debug_points", "directio", "directio_alignment", "empty_gif", "env",
+    "etag", "expires", "f4f", "f4f_buffer_size", "flv", "geo", "gzip_disable",
+    "gzip_http_version", "gzip_proxied", "brotli_static", "brotli_min_length", "brotli_window",
+    "brotli_buffers", "hash", "http3", "if", "if_modified_since", "ignore_invalid_headers",
+    "internal_redirect", "ip_hash", "keepalive", "keepalive_disable", "keepalive_time",
+    "large_client_header_buffers", "least_conn", "least_time", "lingering_close",
+    "lingering_time", "lingering_timeout", "lock_file", "log_not_found", "log_subrequest",
+    "mail", "map", "master_process", "max_ranges", "merge_slashes", "msie_padding",
+    "msie_refresh", "ntlm", "open_log_file_cache", "output_buffers", "pcre_jit",
+    "port_in_redirect", "postpone_output", "quic", "random", "read_ahead",
+    "recursive_error_pages", "request_pool_size", "reset_timedout_connection", "resolver",
+    "resolver_timeout", "rewrite", "rewrite_log", "satisfy", "send_lowat",
+    "sendfile_max_chunk", "server_name_in_redirect", "set", "set_real_ip_from", "slice",
+    "slice_size", "ssi", "ssl_buffer_size", "ssl_certificate_cache", "ssl_crl",
+    "ssl_early_data", "ssl_engine", "ssl_handshake_timeout",
+    "ssl_reject_handshake", "ssl_stapling_responder", "ssl_stapling_verify",
+    "ssl_trusted_certificate", "ssl_verify_depth", "ssl_preread", "stream", "sticky",
+    "subrequest_output_buffer_size", "thread_pool", "timer_resolution", "underscores_in_headers",
+    "uninitialized_variable_warn", "upstream", "valid_referers", "worker_aio_requests",
+    "worker_cpu_affinity", "worker_priority", "worker_rlimit_core", "worker_rlimit_nofile",
+    "worker_shutdown_timeout", "working_directory", "xml_entities", "zone",
+    "google_perftools_profiles", "limit_except", "more_set_headers", "more_clear_headers",
+];
+
+/// Families of nginx directives firstbyte does not implement yet.
+#[rustfmt::skip]
+pub(crate) static UNSUPPORTED_PREFIXES: &[&str] = &[
+    "proxy_", "fastcgi_", "uwsgi_", "scgi_", "grpc_", "memcached_", "limit_", "auth_",
+    "autoindex", "charset", "http2_", "http3_", "quic_", "ssl_dyn_rec_", "ssl_ocsp", "js_",
+    "perl", "geoip_", "image_filter", "mp4", "xslt_", "sub_filter", "ssi_", "secure_link",
+    "userid", "open_file_cache", "map_hash_", "referer_hash_", "modern_browser",
+    "ancient_browser", "gunzip", "mirror", "random_index", "real_ip_", "dav_", "keyval",
+    "split_clients", "smtp_", "imap_", "pop3_", "health_check", "session_log", "status_zone",
+    "mqtt", "zone_sync", "hls", "api",
+];
+
+/// The spec of `name`, if firstbyte knows it.
+pub(crate) fn find(name: &str) -> Option<&'static Spec> {
+    DIRECTIVES.iter().find(|s| s.name == name)
+}
+
+/// Whether `name` is an nginx directive firstbyte does not implement yet.
+pub(crate) fn is_unsupported(name: &str) -> bool {
+    UNSUPPORTED.contains(&name) || UNSUPPORTED_PREFIXES.iter().any(|p| name.starts_with(p))
+}
+
+/// nginx's contexts of some unsupported directives, so that one in the wrong place says
+/// `not allowed here` as nginx would, before `not supported yet`. None: not checked.
+pub(crate) fn unsupported_contexts(name: &str) -> Option<u8> {
+    match name {
+        n if n.starts_with("ssl_") => Some(HS),
+        "upstream" | "map" | "geo" | "split_clients" => Some(HTTP),
+        "limit_except" => Some(LOCATION),
+        "if" | "set" | "rewrite" | "break" => Some(SL),
+        n if n.starts_with("worker_") || n == "env" || n == "master_process" => Some(MAIN),
+        _ => None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::collections::HashSet;
+
+    #[test]
+    fn every_directive_has_doc_contexts_and_sane_arguments() {
+        for s in DIRECTIVES {
+            assert!(!s.doc.trim().is_empty(), "{} has no doc line", s.name);
+            assert!(s.contexts != 0, "{} has no context", s.name);
+            assert!(s.min_args <= s.max_args, "{} argument range", s.name);
+            assert!(!s.contexts_text().is_empty(), "{}", s.name);
+            assert_eq!(
+                s.block,
+                s.merge == Merge::Block,
+                "{}: block and merge agree",
+                s.name
+            );
+            assert!(
+                !is_unsupported(s.name),
+                "{} is both supported and not",
+                s.name
+            );
+        }
+    }
+
+    #[test]
+    fn names_are_unique() {
+        let mut seen = HashSet::new();
+        for s in DIRECTIVES {
+            assert!(seen.insert(s.name), "{} twice", s.name);
+        }
+        let mut seen = HashSet::new();
+        for n in UNSUPPORTED {
+            assert!(seen.insert(*n), "{n} twice");
+        }
+    }
+
+    #[test]
+    fn lookups() {
+        assert_eq!(find("root").map(|s| s.args_text()), Some("1".to_string()));
+        assert_eq!(
+            find("listen").map(|s| s.args_text()),
+            Some("1+".to_string())
+        );
+        assert_eq!(
+            find("location").map(|s| s.args_text()),
+            Some("1–2".to_string())
+        );
+        assert_eq!(
+            find("internal").map(|s| s.args_text()),
+            Some("none".to_string())
+        );
+        assert_eq!(
+            find("add_header").map(|s| s.contexts_text()),
+            Some("http, server, location".to_string())
+        );
+        assert!(find("proxy_pass").is_none());
+        assert!(is_unsupported("proxy_pass"));
+        assert!(is_unsupported("ssl_dyn_rec_enable"));
+        assert!(is_unsupported("upstream"));
+        assert!(!is_unsupported("foo"));
+    }
+}

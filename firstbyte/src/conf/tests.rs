@@ -1,0 +1,847 @@
+//! Whole loads: text (or fixture files under `testdata/conf/`) in, a `Config` or nginx's
+//! message out. The pieces have their own tests; these check that they fit together.
+
+use std::time::Duration;
+
+use super::model::*;
+use super::*;
+
+const NAME: &str = "/t/x.conf";
+
+fn load_as(text: &str, is_root: bool) -> Result<Config, ConfError> {
+    load_text(
+        text.as_bytes(),
+        Path::new(NAME),
+        Some(Path::new("/p")),
+        None,
+        is_root,
+    )
+}
+
+fn ok(text: &str) -> Config {
+    match load_as(text, true) {
+        Ok(c) => c,
+        Err(e) => panic!("{e}\n--- in ---\n{text}"),
+    }
+}
+
+fn err(text: &str) -> String {
+    match load_as(text, true) {
+        Ok(_) => panic!("expected an error from:\n{text}"),
+        Err(e) => e.to_string(),
+    }
+}
+
+/// `text` inside `http {}` (line 2 onward).
+fn http(text: &str) -> Config {
+    ok(&format!("events {{}}\nhttp {{\n{text}\n}}\n"))
+}
+
+fn servers(c: &Config) -> &[Arc<ServerConf>] {
+    c.http
+        .as_ref()
+        .map(|h| h.servers.as_slice())
+        .unwrap_or_default()
+}
+
+fn prefix_loc<'a>(l: &'a Locations, p: &str) -> &'a Arc<LocationConf> {
+    match l.prefix.iter().find(|x| x.prefix == p) {
+        Some(x) => &x.conf,
+        None => panic!("no location {p}"),
+    }
+}
+
+fn root_of(l: &LocationConf) -> String {
+    match &l.root {
+        DocRoot::Root(v) => format!("root {}", v.as_static().unwrap_or("<var>")),
+        DocRoot::Alias(v) => format!("alias {}", v.as_static().unwrap_or("<var>")),
+    }
+}
+
+fn header_names(l: &LocationConf) -> Vec<&str> {
+    l.add_header.iter().map(|h| h.name.as_str()).collect()
+}
+
+fn testdata() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../testdata/conf")
+}
+
+#[test]
+fn errors_are_worded_as_nginx() {
+    let cases: &[(&str, &str)] = &[
+        ("events {}\nfoo;", "unknown directive \"foo\" in /t/x.conf:2"),
+        (
+            "http {\n server {\n  location / {\n   ssl_dyn_rec_enable on;\n  }\n }\n}",
+            "\"ssl_dyn_rec_enable\" directive is not allowed here in /t/x.conf:4",
+        ),
+        ("root /x;", "\"root\" directive is not allowed here in /t/x.conf:1"),
+        ("http { server { root; } }", "invalid number of arguments in \"root\" directive in /t/x.conf:1"),
+        ("http { root /a /b; }", "invalid number of arguments in \"root\" directive in /t/x.conf:1"),
+        ("http {\nroot /a;\nroot /b;\n}", "\"root\" directive is duplicate in /t/x.conf:3"),
+        (
+            "http { server { location / {\nroot /a;\nalias /b;\n} } }",
+            "\"alias\" directive is duplicate, \"root\" directive was specified earlier in /t/x.conf:3",
+        ),
+        (
+            "http { server { location / {\nalias /a/;\nroot /b;\n} } }",
+            "\"root\" directive is duplicate, \"alias\" directive was specified earlier in /t/x.conf:3",
+        ),
+        ("http { server { alias /a; } }", "\"alias\" directive is not allowed here in /t/x.conf:1"),
+        ("events {}\n}", "unexpected \"}\" in /t/x.conf:2"),
+        ("http {\n server {\n", "unexpected end of file, expecting \"}\" in /t/x.conf:3"),
+        ("http {\n sendfile on", "unexpected end of file, expecting \";\" or \"}\" in /t/x.conf:2"),
+        ("http;", "directive \"http\" has no opening \"{\" in /t/x.conf:1"),
+        ("http { server { root /x { } } }", "directive \"root\" is not terminated by \";\" in /t/x.conf:1"),
+        (
+            "http { sendfile maybe; }",
+            "invalid value \"maybe\" in \"sendfile\" directive, it must be \"on\" or \"off\" in /t/x.conf:1",
+        ),
+        ("http { client_max_body_size 1q; }", "\"client_max_body_size\" directive invalid value in /t/x.conf:1"),
+        ("http { send_timeout 5x; }", "\"send_timeout\" directive invalid value in /t/x.conf:1"),
+        (
+            "http { server { listen x:99999; } }",
+            "invalid port in \"x:99999\" of the \"listen\" directive in /t/x.conf:1",
+        ),
+        ("http { server { listen 80 foo; } }", "invalid parameter \"foo\" in /t/x.conf:1"),
+        ("http { server {\nreturn 200 $foo;\n} }", "unknown \"foo\" variable in /t/x.conf:2"),
+        ("http { server { location ~ ( { } } }", "invalid regex \"(\": unclosed group in /t/x.conf:1"),
+        ("http { proxy_pass http://x; }", "\"proxy_pass\" directive is not supported by firstbyte yet in /t/x.conf:1"),
+        ("http { server { ssl_dyn_rec_enable on; } }", "\"ssl_dyn_rec_enable\" directive is not supported by firstbyte yet in /t/x.conf:1"),
+        ("http { upstream b { server 127.0.0.1; } }", "\"upstream\" directive is not supported by firstbyte yet in /t/x.conf:1"),
+        ("http { server { if ($host) { } } }", "\"if\" directive is not supported by firstbyte yet in /t/x.conf:1"),
+        ("http { ssl_buffer_size 4k; }", "\"ssl_buffer_size\" directive is not supported by firstbyte yet in /t/x.conf:1"),
+        ("http { server { location / { autoindex on; } } }", "\"autoindex\" directive is not supported by firstbyte yet in /t/x.conf:1"),
+        ("http { ssl_early_data on; }", "\"ssl_early_data\" directive is not supported by firstbyte yet in /t/x.conf:1"),
+        ("http { ssl_certificate_cache max=1; }", "\"ssl_certificate_cache\" directive is not supported by firstbyte yet in /t/x.conf:1"),
+        ("http { server { listen 443 quic; } }", "the \"quic\" parameter of \"listen\" is not supported by firstbyte yet in /t/x.conf:1"),
+        (
+            "http { ssl_conf_command Options PrioritizeChaCha; }",
+            "ssl_conf_command \"Options\" is not supported by firstbyte yet in /t/x.conf:1",
+        ),
+        (
+            "http { server { ssl on; } }",
+            "the \"ssl\" directive is no longer supported, use the \"listen ... ssl\" directive instead in /t/x.conf:1",
+        ),
+        (
+            "http {\n server {\n  listen 443 ssl;\n }\n}",
+            "no \"ssl_certificate\" is defined for the \"listen ... ssl\" directive in /t/x.conf:2",
+        ),
+        (
+            "http {\n ssl_certificate a.pem;\n server { listen 443 ssl; }\n}",
+            "no \"ssl_certificate_key\" is defined for certificate \"a.pem\" in /t/x.conf:2",
+        ),
+        ("events {}\nevents {}", "\"events\" directive is duplicate in /t/x.conf:2"),
+        ("http { log_format combined x; }", "duplicate \"log_format\" name \"combined\" in /t/x.conf:1"),
+        ("http { access_log /x nope; }", "unknown log format \"nope\" in /t/x.conf:1"),
+        ("http { access_log /x combined flush=1s; }", "no buffer is defined for access_log \"/x\" in /t/x.conf:1"),
+        ("http { server { try_files $uri; } }", "invalid number of arguments in \"try_files\" directive in /t/x.conf:1"),
+        ("http { server { try_files $uri =abc; } }", "invalid code \"=abc\" in /t/x.conf:1"),
+        ("http { index \"\"; }", "index \"\" in \"index\" directive is invalid in /t/x.conf:1"),
+        ("http { add_header X y sometimes; }", "invalid parameter \"sometimes\" in /t/x.conf:1"),
+        ("http { server { location ! /x { } } }", "invalid location modifier \"!\" in /t/x.conf:1"),
+        ("worker_processes 0;", "\"worker_processes\" directive invalid value in /t/x.conf:1"),
+        ("error_log /x loud;", "invalid log level \"loud\" in /t/x.conf:1"),
+        ("http { server { server_name a*.b; } }", "invalid server name or wildcard \"a*.b\" in /t/x.conf:1"),
+        ("http { internal; }", "\"internal\" directive is not allowed here in /t/x.conf:1"),
+        ("http { server { location / { internal x; } } }", "invalid number of arguments in \"internal\" directive in /t/x.conf:1"),
+        ("worker_connections 10;", "\"worker_connections\" directive is not allowed here in /t/x.conf:1"),
+        ("http { tcp_congestion BBR!; }", "\"tcp_congestion\" directive invalid value in /t/x.conf:1"),
+        (
+            "http { server { listen 80 default_server; }\nserver { listen 80 default; } }",
+            "a duplicate default server for 0.0.0.0:80 in /t/x.conf:2",
+        ),
+        ("http { server { listen 80; listen 0.0.0.0:80; } }", "a duplicate listen 0.0.0.0:80 in /t/x.conf:1"),
+        (
+            "http { server { listen 443 ssl; ssl_certificate a; ssl_certificate_key b; ssl_verify_client on; } }",
+            "no ssl_client_certificate for ssl_verify_client in /t/x.conf:1",
+        ),
+    ];
+    for (text, want) in cases {
+        assert_eq!(&err(text), want, "from:\n{text}");
+    }
+}
+
+#[test]
+fn location_nesting_errors() {
+    let cases: &[(&str, &str)] = &[
+        (
+            "location = /a { location /a/b { } }",
+            "location \"/a/b\" cannot be inside the exact location \"/a\"",
+        ),
+        (
+            "location @n { location /a { } }",
+            "location \"/a\" cannot be inside the named location \"@n\"",
+        ),
+        (
+            "location /a { location @n { } }",
+            "named location \"@n\" can be on the server level only",
+        ),
+        (
+            "location /a { location /b { } }",
+            "location \"/b\" is outside location \"/a\"",
+        ),
+        (
+            "location /a { }\nlocation /a { }",
+            "duplicate location \"/a\"",
+        ),
+        (
+            "location /a { }\nlocation ^~ /a { }",
+            "duplicate location \"/a\"",
+        ),
+        (
+            "location = /a { }\nlocation = /a { }",
+            "duplicate location \"/a\"",
+        ),
+        (
+            "location @x { alias /y/; }",
+            "the \"alias\" directive cannot be used inside the named location",
+        ),
+    ];
+    for (inner, want) in cases {
+        let text = format!("http {{ server {{ {inner} }} }}");
+        let got = err(&text);
+        assert!(got.starts_with(want), "{got:?} should start with {want:?}");
+    }
+}
+
+#[test]
+fn warnings_say_what_firstbyte_does_instead() {
+    let c = ok("load_module modules/x.so;\n\
+         events { multi_accept on; use epoll; accept_mutex off; accept_mutex_delay 100ms; }\n\
+         http {\n\
+         types_hash_max_size 2048; types_hash_bucket_size 64;\n\
+         server_names_hash_max_size 512; server_names_hash_bucket_size 64;\n\
+         variables_hash_max_size 1024; variables_hash_bucket_size 64;\n\
+         server_tokens off; ssl_dhparam dh.pem; gzip_buffers 16 8k;\n\
+         ssl_protocols SSLv3 TLSv1 TLSv1.1 TLSv1.2;\n\
+         error_log /x.log;\n\
+         keepalive_timeout 65 60;\n\
+         }");
+    let w = &c.warnings;
+    let want = [
+        "\"load_module\" is ignored: modules are built into firstbyte in /t/x.conf:1",
+        "\"multi_accept\" is ignored: firstbyte accepts every pending connection on each wakeup in /t/x.conf:2",
+        "\"use\" is ignored: firstbyte's runtime picks epoll itself in /t/x.conf:2",
+        "\"accept_mutex\" is ignored: firstbyte runs one process, so there is no accept mutex in /t/x.conf:2",
+        "\"accept_mutex_delay\" is ignored: firstbyte runs one process, so there is no accept mutex in /t/x.conf:2",
+        "\"types_hash_max_size\" is ignored: firstbyte sizes its hash tables itself in /t/x.conf:4",
+        "\"types_hash_bucket_size\" is ignored: firstbyte sizes its hash tables itself in /t/x.conf:4",
+        "\"server_names_hash_max_size\" is ignored: firstbyte sizes its hash tables itself in /t/x.conf:5",
+        "\"server_names_hash_bucket_size\" is ignored: firstbyte sizes its hash tables itself in /t/x.conf:5",
+        "\"variables_hash_max_size\" is ignored: firstbyte sizes its hash tables itself in /t/x.conf:6",
+        "\"variables_hash_bucket_size\" is ignored: firstbyte sizes its hash tables itself in /t/x.conf:6",
+        "\"server_tokens\" is ignored: firstbyte always sends \"Server: firstbyte\", without a version in /t/x.conf:7",
+        "\"ssl_dhparam\" is ignored: rustls offers only ECDHE key exchange in /t/x.conf:7",
+        "\"gzip_buffers\" is ignored: firstbyte's compressor sizes its own buffers in /t/x.conf:7",
+        "SSLv3 TLSv1 TLSv1.1 in \"ssl_protocols\" not offered: rustls speaks TLSv1.2 and TLSv1.3 only in /t/x.conf:8",
+        "\"error_log\" is ignored here: firstbyte writes one error log, the main level's in /t/x.conf:9",
+        "the second parameter of \"keepalive_timeout\" is ignored: firstbyte sends no \"Keep-Alive: timeout=\" header in /t/x.conf:10",
+    ];
+    assert_eq!(w, &want);
+}
+
+#[test]
+fn more_warnings() {
+    let c = http("types { text/a x; text/b x; }\nallow 10.0.0.1/8;");
+    assert_eq!(
+        c.warnings,
+        [
+            "duplicate extension \"x\", content type: \"text/b\", previous content type: \"text/a\" in /t/x.conf:3",
+            "low address bits of 10.0.0.1/8 are meaningless in /t/x.conf:4",
+        ]
+    );
+}
+
+#[test]
+fn includes_with_globs_and_nested_relative_paths() {
+    let dir = testdata().join("includes");
+    let c = load(&dir.join("main.conf"), None, None).unwrap();
+    let names: Vec<String> = c
+        .files
+        .iter()
+        .map(|f| f.strip_prefix(&dir).unwrap_or(f).display().to_string())
+        .collect();
+    assert_eq!(
+        names,
+        [
+            "main.conf",
+            "conf.d/a.conf",
+            "conf.d/b.conf",
+            "mime/types.conf",
+            "sites/one.conf",
+            "snippets/common.conf"
+        ],
+        "hidden files are not matched by *, a glob without match is fine"
+    );
+    assert_eq!(c.main.worker_processes, WorkerProcesses::Count(2));
+    assert_eq!(c.main.worker_connections, 64);
+    assert_eq!(
+        c.prefix, dir,
+        "the prefix defaults to the main file's directory"
+    );
+    let s = &servers(&c)[0];
+    assert_eq!(s.listen[0].addr.to_string(), "0.0.0.0:8081");
+    let l = &s.default_location;
+    assert_eq!(root_of(l), format!("root {}", dir.join("www").display()));
+    assert_eq!(l.index[0].as_static(), Some("start.html"));
+    assert_eq!(
+        l.types.get("mjs").map(String::as_str),
+        Some("application/javascript")
+    );
+    assert_eq!(
+        l.types.get("html"),
+        None,
+        "types {{}} replaces the defaults"
+    );
+
+    let e = load(&dir.join("broken.conf"), None, None).unwrap_err();
+    assert_eq!(
+        e.to_string(),
+        format!(
+            "open() \"{}\" failed (2: No such file or directory) in {}:2",
+            dir.join("missing.conf").display(),
+            dir.join("broken.conf").display()
+        )
+    );
+    let e = load(&dir.join("absent.conf"), None, None).unwrap_err();
+    assert_eq!(
+        e.to_string(),
+        format!(
+            "open() \"{}\" failed (2: No such file or directory)",
+            dir.join("absent.conf").display()
+        )
+    );
+}
+
+#[test]
+fn prefix_and_conf_dir_resolve_different_paths() {
+    let c = load_text(
+        b"pid run/x.pid; error_log logs/e.log;\nhttp { ssl_certificate c.pem; ssl_certificate_key k.pem; ssl_password_file pw; \
+          server { listen 443 ssl; root www; access_log logs/a.log; ssl_session_ticket_key t.key; ssl_stapling on; ssl_stapling_file o.der; } }",
+        Path::new("/etc/fb/fb.conf"),
+        Some(Path::new("/srv")),
+        None,
+        true,
+    )
+    .unwrap();
+    assert_eq!(c.main.pid, Some(PathBuf::from("/srv/run/x.pid")));
+    assert_eq!(
+        c.main.error_log[0].target,
+        LogTarget::File("/srv/logs/e.log".into())
+    );
+    let s = &servers(&c)[0];
+    assert_eq!(root_of(&s.default_location), "root /srv/www");
+    match &s.default_location.access_log {
+        AccessLog::Logs(l) => assert_eq!(l[0].target, LogTarget::File("/srv/logs/a.log".into())),
+        AccessLog::Off => panic!("access_log is on"),
+    }
+    let t = s.tls.as_ref().unwrap();
+    assert_eq!(t.certificates[0].cert, Source::File("/etc/fb/c.pem".into()));
+    assert_eq!(t.certificates[0].key, Source::File("/etc/fb/k.pem".into()));
+    assert_eq!(t.password_file, Some("/etc/fb/pw".into()));
+    assert_eq!(t.session_ticket_keys, [PathBuf::from("/etc/fb/t.key")]);
+    assert_eq!(t.stapling_file, Some("/etc/fb/o.der".into()));
+}
+
+#[test]
+fn quoting_escapes_and_units() {
+    let c = http(
+        "client_max_body_size 4K; keepalive_timeout 1m30s; send_timeout 500ms; client_body_timeout 10;\n\
+         gzip_min_length 1k; tcp_notsent_lowat 16k;\n\
+         server {\n\
+           return 200 \"say \\\"hi\\\"\\n\";\n\
+           add_header 'X-Q' 'it\\'s' always;\n\
+           location / { add_header X-T \"a\\tb\" ; }\n\
+         }",
+    );
+    let s = &servers(&c)[0];
+    let l = &s.default_location;
+    assert_eq!(l.client_max_body_size, 4096);
+    assert_eq!(l.keepalive_timeout, Duration::from_secs(90));
+    assert_eq!(l.send_timeout, Duration::from_millis(500));
+    assert_eq!(l.client_body_timeout, Duration::from_secs(10));
+    assert_eq!(l.compression.gzip_min_length, 1024);
+    assert_eq!(s.socket.notsent_lowat, Some(16384));
+    let r = l.ret.as_ref().unwrap();
+    assert_eq!(
+        (r.code, r.value.as_ref().and_then(|v| v.as_static())),
+        (200, Some("say \"hi\"\n"))
+    );
+    assert_eq!(l.add_header[0].value.as_static(), Some("it's"));
+    assert!(l.add_header[0].always);
+    let loc = prefix_loc(&s.locations, "/");
+    assert_eq!(loc.add_header[0].value.as_static(), Some("a\tb"));
+}
+
+#[test]
+fn merge_http_server_location() {
+    let c = http(
+        "sendfile on; keepalive_requests 10; root /h; add_header X-H h; allow 10.0.0.0/8; deny all;\n\
+         types { text/h h; } default_type text/x; gzip on; gzip_comp_level 3;\n\
+         server {\n\
+           keepalive_requests 20; add_header X-S s; error_page 404 /e.html;\n\
+           location /a {\n\
+             root /a; gzip_comp_level 4; try_files $uri =404;\n\
+             location /a/b { add_header X-B b; types { text/b b; } }\n\
+           }\n\
+           location /c { alias /srv/c/; internal; stub_status; location /c/d { } }\n\
+         }\n\
+         server { listen 81; }\n\
+         tcp_nopush on;",
+    );
+    let s1 = &servers(&c)[0];
+    let s2 = &servers(&c)[1];
+    // http → server
+    let d = &s1.default_location;
+    assert!(d.sendfile);
+    assert!(
+        d.tcp_nopush,
+        "http values written after a server block still apply to it"
+    );
+    assert_eq!(d.keepalive_requests, 20);
+    assert_eq!(
+        header_names(d),
+        ["X-S"],
+        "add_header at server replaces http's"
+    );
+    assert_eq!(
+        d.access.len(),
+        2,
+        "allow/deny inherited when none at server"
+    );
+    assert_eq!(root_of(d), "root /h");
+    assert_eq!(s2.default_location.keepalive_requests, 10);
+    assert_eq!(header_names(&s2.default_location), ["X-H"]);
+    assert!(s2.default_location.error_page.is_empty());
+    // server → location
+    let a = prefix_loc(&s1.locations, "/a");
+    assert_eq!(root_of(a), "root /a");
+    assert_eq!(a.keepalive_requests, 20);
+    assert_eq!(header_names(a), ["X-S"]);
+    assert_eq!(a.error_page.len(), 1);
+    assert_eq!(a.compression.gzip_comp_level, 4);
+    assert!(a.compression.gzip);
+    assert_eq!(a.types.get("h").map(String::as_str), Some("text/h"));
+    assert_eq!(a.default_type, "text/x");
+    assert!(a.try_files.is_some());
+    assert_eq!(a.name, "/a");
+    assert_eq!(a.prefix, "/a");
+    // location → nested location
+    let b = prefix_loc(&a.locations, "/a/b");
+    assert_eq!(root_of(b), "root /a");
+    assert_eq!(b.compression.gzip_comp_level, 4);
+    assert_eq!(header_names(b), ["X-B"]);
+    assert_eq!(b.types.get("b").map(String::as_str), Some("text/b"));
+    assert_eq!(
+        b.types.get("h"),
+        None,
+        "the innermost types {{}} wins whole"
+    );
+    assert!(b.try_files.is_none(), "try_files is not inherited");
+    // alias, internal, stub_status
+    let cl = prefix_loc(&s1.locations, "/c");
+    assert_eq!(root_of(cl), "alias /srv/c/");
+    assert!(cl.internal && cl.stub_status);
+    let cd = prefix_loc(&cl.locations, "/c/d");
+    assert_eq!(root_of(cd), "alias /srv/c/", "alias inherits as nginx");
+    assert_eq!(cd.prefix, "/c", "with the prefix it replaces");
+    assert!(
+        !cd.internal && !cd.stub_status,
+        "internal and stub_status are per location"
+    );
+    assert!(
+        Arc::ptr_eq(&a.types, &d.types),
+        "inherited types share one map"
+    );
+}
+
+#[test]
+fn server_return_comes_first() {
+    let c = http("server { return 301 https://$host$request_uri; location / { return 404; } location /x { } }");
+    let s = &servers(&c)[0];
+    for l in [
+        prefix_loc(&s.locations, "/"),
+        prefix_loc(&s.locations, "/x"),
+        &s.default_location,
+    ] {
+        assert_eq!(l.ret.as_ref().map(|r| r.code), Some(301), "{}", l.name);
+    }
+    let c = http("server { location / { return 404; location /n { } } }");
+    let s = &servers(&c)[0];
+    let l = prefix_loc(&s.locations, "/");
+    assert_eq!(l.ret.as_ref().map(|r| r.code), Some(404));
+    assert!(
+        prefix_loc(&l.locations, "/n").ret.is_none(),
+        "a location's return is its own"
+    );
+    assert!(s.default_location.ret.is_none());
+}
+
+#[test]
+fn access_log_forms() {
+    let c = http(
+        "log_format j escape=json '{\"u\":\"$uri\"}';\naccess_log /a.log j buffer=16k flush=2s; access_log stderr;\n\
+         server { location / { access_log off; } location /l { } }\n\
+         server { access_log /b.log; }",
+    );
+    let s = &servers(&c)[0];
+    match &s.default_location.access_log {
+        AccessLog::Logs(l) => {
+            assert_eq!(l.len(), 2);
+            assert_eq!(l[0].format.name, "j");
+            assert_eq!(l[0].format.escape, LogEscape::Json);
+            assert_eq!(l[0].buffer, Some(16384));
+            assert_eq!(l[0].flush, Some(Duration::from_secs(2)));
+            assert_eq!(l[1].target, LogTarget::Stderr);
+        }
+        AccessLog::Off => panic!("on at server"),
+    }
+    assert!(matches!(
+        prefix_loc(&s.locations, "/").access_log,
+        AccessLog::Off
+    ));
+    assert!(
+        matches!(&prefix_loc(&s.locations, "/l").access_log, AccessLog::Logs(l) if l.len() == 2)
+    );
+    match &servers(&c)[1].default_location.access_log {
+        AccessLog::Logs(l) => {
+            assert_eq!(l.len(), 1);
+            assert_eq!(l[0].format.name, "combined");
+        }
+        AccessLog::Off => panic!("on"),
+    }
+}
+
+#[test]
+fn default_listen_depends_on_root() {
+    let text = "http { server { } }";
+    let root = load_as(text, true).unwrap();
+    assert_eq!(build::addrs(&servers(&root)[0]), ["0.0.0.0:80"]);
+    let user = load_as(text, false).unwrap();
+    assert_eq!(build::addrs(&servers(&user)[0]), ["0.0.0.0:8000"]);
+    let s = &servers(&root)[0];
+    assert!(matches!(&s.server_names[..], [ServerName::Exact(n)] if n.is_empty()));
+    assert!(s.tls.is_none() && !s.http2);
+    assert_eq!(s.client_header_timeout, Duration::from_secs(60));
+}
+
+#[test]
+fn listen_ssl_http2_and_tls() {
+    let c = http(
+        "ssl_certificate data:-----BEGIN; ssl_certificate_key k1; http2 on;\n\
+         server { listen [::]:443 ssl; listen 443 ssl; ssl_session_cache builtin:100; ssl_protocols TLSv1.3; }\n\
+         server { listen 8443 ssl http2; http2 off; ssl_certificate c2; ssl_certificate_key k2; ssl_conf_command Ciphersuites TLS_AES_256_GCM_SHA384; }\n\
+         server { listen 127.0.0.1:8080; http2 off; }",
+    );
+    let s = servers(&c);
+    assert_eq!(build::addrs(&s[0]), ["[::]:443", "0.0.0.0:443"]);
+    let t0 = s[0].tls.as_ref().unwrap();
+    assert_eq!(t0.certificates[0].cert, Source::Data("-----BEGIN".into()));
+    assert_eq!(t0.session_cache, SessionCache::Sessions(100));
+    assert_eq!(t0.protocols, [TlsVersion::Tls13]);
+    assert!(s[0].http2, "http2 on at http");
+    let t1 = s[1].tls.as_ref().unwrap();
+    assert_eq!(
+        t1.certificates.len(),
+        1,
+        "certificates inherited only when none"
+    );
+    assert_eq!(t1.certificates[0].cert, Source::File("/t/c2".into()));
+    assert_eq!(t1.ciphersuites.as_deref(), Some("TLS_AES_256_GCM_SHA384"));
+    assert!(s[1].http2, "listen ... http2 turns it on");
+    assert!(s[2].tls.is_none() && !s[2].http2);
+}
+
+#[test]
+fn locations_are_sorted_and_kinds_kept() {
+    let c = http(
+        "server {\n\
+         location / { }\n\
+         location /images/ { }\n\
+         location ^~ /static/ { }\n\
+         location =/exact { }\n\
+         location = /e2 { }\n\
+         location ~ \\.php$ { }\n\
+         location ~* \\.(png|jpg)$ { }\n\
+         location ~*\\.gif$ { }\n\
+         location @fallback { }\n\
+         location /img { location ~ \\.webp$ { } location /img/x { } }\n\
+         }",
+    );
+    let l = &servers(&c)[0].locations;
+    let prefixes: Vec<(&str, bool)> = l
+        .prefix
+        .iter()
+        .map(|p| (p.prefix.as_str(), p.no_regex))
+        .collect();
+    assert_eq!(
+        prefixes,
+        [
+            ("/images/", false),
+            ("/static/", true),
+            ("/img", false),
+            ("/", false)
+        ]
+    );
+    let mut exact: Vec<&str> = l.exact.keys().map(String::as_str).collect();
+    exact.sort_unstable();
+    assert_eq!(exact, ["/e2", "/exact"]);
+    assert_eq!(l.exact["/exact"].name, "= /exact");
+    assert_eq!(l.exact["/exact"].prefix, "/exact");
+    let names: Vec<&str> = l.regex.iter().map(|r| r.conf.name.as_str()).collect();
+    assert_eq!(names, ["~ \\.php$", "~* \\.(png|jpg)$", "~* \\.gif$"]);
+    assert!(l.regex[1].regex.is_match("/A.PNG"), "~* is caseless");
+    assert!(!l.regex[0].regex.is_match("/A.PHP"), "~ is not");
+    assert!(l.named.contains_key("@fallback"));
+    let img = prefix_loc(l, "/img");
+    assert_eq!(img.locations.regex.len(), 1);
+    assert_eq!(img.locations.prefix[0].prefix, "/img/x");
+    assert_eq!(prefix_loc(l, "/static/").name, "^~ /static/");
+}
+
+#[test]
+fn globals_come_before_the_file() {
+    let text = b"events {}\nhttp { }";
+    let c = load_text(
+        text,
+        Path::new(NAME),
+        None,
+        Some("daemon on; worker_processes 3;"),
+        true,
+    )
+    .unwrap();
+    assert!(c.main.daemon);
+    assert_eq!(c.main.worker_processes, WorkerProcesses::Count(3));
+    assert_eq!(c.files, [PathBuf::from(NAME)]);
+    let e = load_text(text, Path::new(NAME), None, Some("bogus on;"), true).unwrap_err();
+    assert_eq!(e.to_string(), "unknown directive \"bogus\" in command line");
+    let e = load_text(
+        b"daemon off;",
+        Path::new(NAME),
+        None,
+        Some("daemon on;"),
+        true,
+    )
+    .unwrap_err();
+    assert_eq!(
+        e.to_string(),
+        "\"daemon\" directive is duplicate in /t/x.conf:1"
+    );
+    let e = load_text(text, Path::new(NAME), None, Some("daemon on"), true).unwrap_err();
+    assert_eq!(
+        e.to_string(),
+        "unexpected end of parameter, expecting \";\" in command line"
+    );
+}
+
+#[test]
+fn main_settings() {
+    let c = ok("user www-data;\nworker_processes auto;\npid off;\nerror_log /var/log/e.log info;\nerror_log stderr;\nevents { worker_connections 4096; }");
+    let m = &c.main;
+    assert_eq!(
+        m.user,
+        Some(User {
+            name: "www-data".into(),
+            group: None
+        })
+    );
+    assert_eq!(m.worker_processes, WorkerProcesses::Auto);
+    assert_eq!(m.pid, None);
+    assert_eq!(
+        m.error_log[0],
+        ErrorLog {
+            target: LogTarget::File("/var/log/e.log".into()),
+            level: LogLevel::Info
+        }
+    );
+    assert_eq!(
+        m.error_log[1],
+        ErrorLog {
+            target: LogTarget::Stderr,
+            level: LogLevel::Error
+        }
+    );
+    assert_eq!(m.worker_connections, 4096);
+    assert!(c.http.is_none());
+}
+
+#[test]
+fn full_fixture() {
+    let path = testdata().join("full.conf");
+    let c = load(&path, Some(Path::new("/srv/fb")), None).unwrap();
+    assert!(c.warnings.is_empty(), "{:?}", c.warnings);
+    assert_eq!(c.main.pid, Some(PathBuf::from("/srv/fb/run/fb.pid")));
+    assert!(c.main.daemon);
+    let s = servers(&c);
+    assert_eq!(s.len(), 2);
+    let tls = s[0].tls.as_ref().unwrap();
+    assert_eq!(tls.certificates.len(), 2, "ECDSA + RSA pairs");
+    assert_eq!(tls.num_tickets, Some(1));
+    assert_eq!(tls.session_ticket_keys.len(), 2);
+    assert_eq!(tls.session_cache, SessionCache::Sessions(40000));
+    assert_eq!(tls.session_timeout, Duration::from_secs(3600));
+    assert_eq!(s[0].socket.congestion.as_deref(), Some("bbr"));
+    assert!(s[0].http2);
+    assert!(s[0].listen[0].default_server);
+    let d = &s[0].default_location;
+    assert_eq!(
+        root_of(d),
+        "root /srv/www",
+        "one trailing slash of root is dropped"
+    );
+    assert_eq!(d.compression.gzip_types, ["text/css", "application/json"]);
+    assert!(d.compression.brotli);
+    let fav = &s[0].locations.exact["/favicon.ico"];
+    assert!(matches!(fav.access_log, AccessLog::Off));
+    match &prefix_loc(&s[0].locations, "/").try_files {
+        Some(TryFiles {
+            files,
+            fallback: TryFallback::Code(404),
+        }) => assert_eq!(files.len(), 2),
+        other => panic!("try_files: {other:?}"),
+    }
+    match &d.access_log {
+        AccessLog::Logs(l) => {
+            assert_eq!(l[0].format.name, "main");
+            assert!(l[0].format.value.uses("request"));
+        }
+        AccessLog::Off => panic!("on"),
+    }
+    assert!(
+        matches!(&s[1].server_names[..], [ServerName::Exact(a), ServerName::LeadingWildcard(b)] if a == "example.org" && b == ".example.org")
+    );
+    assert!(s[1].tls.is_none());
+}
+
+/// Debian's stock configuration (package nginx): the acceptance test of the language.
+#[test]
+fn debian_stock_nginx_conf() {
+    let path = Path::new("/etc/nginx/nginx.conf");
+    assert!(
+        path.exists(),
+        "/etc/nginx/nginx.conf is missing: install Debian's nginx package (apt-get install nginx); the project's test command does"
+    );
+    let c = load(path, None, None).unwrap_or_else(|e| panic!("firstbyte: [emerg] {e}"));
+    assert!(
+        c.warnings
+            .iter()
+            .any(|w| w.starts_with("\"types_hash_max_size\" is ignored")),
+        "{:?}",
+        c.warnings
+    );
+    assert!(
+        c.warnings
+            .iter()
+            .any(|w| w.starts_with("TLSv1 TLSv1.1 in \"ssl_protocols\" not offered")),
+        "{:?}",
+        c.warnings
+    );
+    assert_eq!(
+        c.main.user.as_ref().map(|u| u.name.as_str()),
+        Some("www-data")
+    );
+    assert_eq!(c.main.worker_processes, WorkerProcesses::Auto);
+    assert!(c.files.contains(&PathBuf::from("/etc/nginx/mime.types")));
+    let s = servers(&c);
+    assert_eq!(s.len(), 1, "one server: the default site");
+    let mut addrs = build::addrs(&s[0]);
+    addrs.sort();
+    assert_eq!(addrs, ["0.0.0.0:80", "[::]:80"]);
+    assert!(s[0].listen.iter().all(|l| l.default_server && !l.ssl));
+    let d = &s[0].default_location;
+    assert_eq!(root_of(d), "root /var/www/html");
+    let index: Vec<&str> = d.index.iter().filter_map(|v| v.as_static()).collect();
+    assert_eq!(
+        index,
+        ["index.html", "index.htm", "index.nginx-debian.html"]
+    );
+    assert_eq!(d.types.get("css").map(String::as_str), Some("text/css"));
+    assert_eq!(d.types.get("html").map(String::as_str), Some("text/html"));
+    assert_eq!(d.default_type, "application/octet-stream");
+    assert!(d.sendfile && d.tcp_nopush && d.compression.gzip);
+    let root = prefix_loc(&s[0].locations, "/");
+    let tf = root.try_files.as_ref().unwrap();
+    assert!(tf.files[0].uses("uri"));
+    assert!(matches!(tf.fallback, TryFallback::Code(404)));
+    match &root.access_log {
+        AccessLog::Logs(l) => assert_eq!(
+            l[0].target,
+            LogTarget::File("/var/log/nginx/access.log".into())
+        ),
+        AccessLog::Off => panic!("Debian logs access"),
+    }
+}
+
+/// Mangled configurations give an error or a config, never a panic.
+#[test]
+fn mangled_input_never_panics() {
+    let base = std::fs::read(testdata().join("full.conf")).unwrap_or_default();
+    assert!(!base.is_empty(), "testdata/conf/full.conf is missing");
+    let alphabet = b"{};\"'\\$#~*=@/: \n0aZ";
+    let mut seed: u64 = 0x9e37_79b9_7f4a_7c15;
+    let mut next = move || {
+        // xorshift64: deterministic, so a failure reproduces.
+        seed ^= seed << 13;
+        seed ^= seed >> 7;
+        seed ^= seed << 17;
+        seed
+    };
+    let mut errors = 0;
+    for _ in 0..3000 {
+        let mut text = base.clone();
+        for _ in 0..1 + next() % 4 {
+            let at = (next() as usize) % text.len().max(1);
+            match next() % 3 {
+                0 => text[at] = alphabet[(next() as usize) % alphabet.len()],
+                1 => {
+                    text.remove(at);
+                }
+                _ => text.truncate(at),
+            }
+            if text.is_empty() {
+                break;
+            }
+        }
+        if load_text(&text, Path::new(NAME), Some(Path::new("/p")), None, true).is_err() {
+            errors += 1;
+        }
+    }
+    assert!(
+        errors > 100,
+        "mutations should mostly be errors, got {errors}"
+    );
+}
+
+/// The built-in site's configuration (a copy of `http::builtin::BUILTIN_CONF`) loads, with
+/// firstbyte's own `connection_info` at `/`.
+#[test]
+fn builtin_site_conf_loads() {
+    let text = r#"worker_processes 1;
+pid off;
+error_log stderr notice;
+events {}
+http {
+    access_log off;
+    server {
+        listen 127.0.0.1:8443 ssl default_server;
+        listen [::1]:8443 ssl default_server;
+        http2 on;
+        server_name localhost;
+        ssl_certificate /run/fb/cert.pem;
+        ssl_certificate_key /run/fb/key.pem;
+        ssl_session_cache builtin:1000;
+        location / {
+            connection_info;
+        }
+    }
+}
+"#;
+    let c = load_str(text, Path::new("/builtin.conf"), Path::new("/")).unwrap();
+    assert!(c.warnings.is_empty(), "{:?}", c.warnings);
+    assert_eq!(c.main.pid, None);
+    let s = &servers(&c)[0];
+    assert!(s.http2 && s.tls.is_some());
+    assert!(prefix_loc(&s.locations, "/").connection_info);
+    assert!(!s.default_location.connection_info);
+    assert!(matches!(s.default_location.access_log, AccessLog::Off));
+}

@@ -1,0 +1,199 @@
+//! The built-in site: what firstbyte serves with no configuration file, and the
+//! `connection_info` page it is made of — the visitor's own connection, as the server sees it.
+
+use http::header::{self, HeaderValue};
+use http::{HeaderMap, Response};
+use serde::Serialize;
+
+use super::body::Body;
+use super::conn::Conn;
+
+/// The built-in site's configuration: `{cert}` and `{key}` are replaced by the paths of the
+/// certificate made at start. Bound to loopback only.
+pub const BUILTIN_CONF: &str = r#"# firstbyte's built-in site (no configuration file was found)
+worker_processes 1;
+pid off;
+error_log stderr notice;
+events {}
+http {
+    access_log off;
+    server {
+        listen 127.0.0.1:8443 ssl default_server;
+        listen [::1]:8443 ssl default_server;
+        http2 on;
+        server_name localhost;
+        ssl_certificate {cert};
+        ssl_certificate_key {key};
+        ssl_session_cache builtin:1000;
+        location / {
+            connection_info;
+        }
+    }
+}
+"#;
+
+/// What the page reports.
+#[derive(Debug, Serialize, PartialEq, Eq)]
+pub struct ConnectionInfo {
+    /// `TLSv1.3`, or empty on plain HTTP.
+    pub tls_version: String,
+    /// OpenSSL-style cipher suite name.
+    pub cipher: String,
+    /// Key exchange group (`x25519`, `X25519MLKEM768`, ...).
+    pub group: String,
+    /// `h2` or `http/1.1` (empty without ALPN).
+    pub alpn: String,
+    /// Whether the TLS session was resumed.
+    pub resumed: bool,
+    /// Smoothed RTT from `TCP_INFO`, µs.
+    pub rtt_us: u32,
+    /// Congestion window from `TCP_INFO`, segments.
+    pub cwnd: u32,
+    /// The TLS record-size policy of this connection.
+    pub record_policy: String,
+    /// Whether `TCP_NODELAY` is on for this socket (read back from the kernel).
+    pub tcp_nodelay: bool,
+    /// The client's address.
+    pub client: String,
+    /// `HTTP/2.0` or `HTTP/1.1`.
+    pub protocol: String,
+}
+
+/// Gathers the facts of `conn` now.
+pub fn gather(conn: &Conn, protocol: &str) -> ConnectionInfo {
+    let tls = conn.facts.tls.as_ref();
+    let ti = crate::net::tcp_info(conn.fd).unwrap_or_default();
+    ConnectionInfo {
+        tls_version: tls.map(|t| t.protocol.to_string()).unwrap_or_default(),
+        cipher: tls.map(|t| t.cipher.to_string()).unwrap_or_default(),
+        group: tls.map(|t| t.group.to_string()).unwrap_or_default(),
+        alpn: tls.map(|t| t.alpn.clone()).unwrap_or_default(),
+        resumed: tls.is_some_and(|t| t.resumed),
+        rtt_us: ti.rtt_us,
+        cwnd: ti.snd_cwnd,
+        record_policy: conn.facts.record_policy.to_string(),
+        tcp_nodelay: crate::net::nodelay(conn.fd).unwrap_or(false),
+        client: conn
+            .facts
+            .peer
+            .map(|p| p.ip().to_string())
+            .unwrap_or_default(),
+        protocol: protocol.to_string(),
+    }
+}
+
+/// Whether the client asked for JSON (`Accept: application/json` or `?format=json`).
+pub fn wants_json(headers: &HeaderMap, args: Option<&str>) -> bool {
+    let by_arg = args.is_some_and(|a| a.split('&').any(|kv| kv == "format=json"));
+    let by_accept = headers
+        .get_all(header::ACCEPT)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .any(|v| {
+            v.split(',')
+                .any(|m| m.split(';').next().map(str::trim) == Some("application/json"))
+        });
+    by_arg || by_accept
+}
+
+fn esc(s: &str) -> String {
+    s.replace('&', "&amp;")
+        .replace('<', "&lt;")
+        .replace('>', "&gt;")
+        .replace('"', "&quot;")
+}
+
+/// Renders the page as HTML.
+pub fn html(i: &ConnectionInfo) -> String {
+    let row = |k: &str, v: &str| format!("<tr><th>{}</th><td>{}</td></tr>\n", esc(k), esc(v));
+    let mut rows = String::new();
+    rows += &row("TLS version", &i.tls_version);
+    rows += &row("Cipher suite", &i.cipher);
+    rows += &row("Key exchange group", &i.group);
+    rows += &row("ALPN", &i.alpn);
+    rows += &row("Resumed", if i.resumed { "yes" } else { "no" });
+    rows += &row("RTT (TCP_INFO)", &format!("{} µs", i.rtt_us));
+    rows += &row("Congestion window", &format!("{} segments", i.cwnd));
+    rows += &row("Record policy", &i.record_policy);
+    rows += &row("TCP_NODELAY", if i.tcp_nodelay { "on" } else { "off" });
+    rows += &row("HTTP", &i.protocol);
+    rows += &row("Your address", &i.client);
+    format!(
+        "<!DOCTYPE html>\n<html><head><meta charset=\"utf-8\"><title>firstbyte</title>\
+<style>body{{font-family:system-ui,sans-serif;margin:3em}}th{{text-align:left;padding-right:2em}}</style></head>\n\
+<body><h1>firstbyte</h1><p>Your connection, as this server sees it:</p>\n<table>\n{rows}</table>\n\
+<p>JSON: <a href=\"/?format=json\">/?format=json</a></p></body></html>\n"
+    )
+}
+
+/// The `connection_info` response.
+pub fn connection_info(
+    conn: &Conn,
+    headers: &HeaderMap,
+    args: Option<&str>,
+    protocol: &str,
+) -> Response<Body> {
+    let info = gather(conn, protocol);
+    let (body, ct) = if wants_json(headers, args) {
+        let mut s = serde_json::to_string_pretty(&info).unwrap_or_else(|_| "{}".into());
+        s.push('\n');
+        (s, "application/json")
+    } else {
+        (html(&info), "text/html; charset=utf-8")
+    };
+    let mut r = Response::new(Body::full(body));
+    r.headers_mut()
+        .insert(header::CONTENT_TYPE, HeaderValue::from_static(ct));
+    r.headers_mut()
+        .insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
+    r
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn json_is_chosen_by_accept_or_arg() {
+        let mut h = HeaderMap::new();
+        assert!(!wants_json(&h, None));
+        assert!(wants_json(&h, Some("a=1&format=json")));
+        h.insert(
+            header::ACCEPT,
+            "text/html, application/json;q=0.9".parse().unwrap(),
+        );
+        assert!(wants_json(&h, None));
+    }
+
+    #[test]
+    fn html_escapes_and_lists_fields() {
+        let i = ConnectionInfo {
+            tls_version: "TLSv1.3".into(),
+            cipher: "<x>".into(),
+            group: "x25519".into(),
+            alpn: "h2".into(),
+            resumed: false,
+            rtt_us: 42,
+            cwnd: 10,
+            record_policy: "static".into(),
+            tcp_nodelay: true,
+            client: "127.0.0.1".into(),
+            protocol: String::new(),
+        };
+        let h = html(&i);
+        assert!(h.contains("TLSv1.3") && h.contains("&lt;x&gt;") && h.contains("42 µs"));
+        let j: serde_json::Value = serde_json::to_value(&i).unwrap();
+        for k in [
+            "tls_version",
+            "cipher",
+            "group",
+            "alpn",
+            "resumed",
+            "rtt_us",
+            "cwnd",
+            "record_policy",
+        ] {
+            assert!(j.get(k).is_some(), "{k}");
+        }
+    }
+}

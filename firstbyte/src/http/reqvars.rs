@@ -1,0 +1,273 @@
+//! nginx's variables for one request: `$uri`, `$host`, `$remote_addr`, `$ssl_protocol`, ...
+//!
+//! A [`RequestVars`] borrows what the request pipeline already holds (the request head, the
+//! connection's facts, the response status) and computes a variable only when a value that
+//! uses it is evaluated: nothing is formatted for variables nobody reads.
+
+use std::borrow::Cow;
+use std::net::SocketAddr;
+use std::time::Instant;
+
+use http::HeaderMap;
+
+use crate::conf::vars::Vars;
+
+/// Facts of the connection a request arrived on.
+#[derive(Debug, Clone, Default)]
+pub struct ConnFacts {
+    /// Client address.
+    pub peer: Option<SocketAddr>,
+    /// Local address.
+    pub local: Option<SocketAddr>,
+    /// Connection serial number (`$connection`).
+    pub id: u64,
+    /// TLS facts, on TLS connections.
+    pub tls: Option<TlsFacts>,
+    /// The record policy in force (`$record_policy`).
+    pub record_policy: &'static str,
+}
+
+/// What the handshake settled.
+#[derive(Debug, Clone, Default)]
+pub struct TlsFacts {
+    /// `TLSv1.3`.
+    pub protocol: &'static str,
+    /// `TLS_AES_128_GCM_SHA256`.
+    pub cipher: &'static str,
+    /// `x25519`.
+    pub group: &'static str,
+    /// `h2`, `http/1.1` or empty.
+    pub alpn: String,
+    /// Whether the session was resumed.
+    pub resumed: bool,
+    /// SNI sent by the client.
+    pub server_name: Option<String>,
+}
+
+/// Everything a variable of one request can be computed from.
+pub struct RequestVars<'a> {
+    /// The connection.
+    pub conn: &'a ConnFacts,
+    /// `GET`.
+    pub method: &'a str,
+    /// The request target as received (`$request_uri`).
+    pub request_uri: &'a str,
+    /// Normalized path (`$uri`).
+    pub uri: &'a str,
+    /// Query string without `?`.
+    pub args: Option<&'a str>,
+    /// `HTTP/1.1`, `HTTP/2.0`.
+    pub protocol: &'static str,
+    /// Request headers.
+    pub headers: &'a HeaderMap,
+    /// `$host`: Host without port, lower-cased, or the server name.
+    pub host: &'a str,
+    /// The first `server_name` of the chosen server.
+    pub server_name: &'a str,
+    /// `$document_root`, once known.
+    pub document_root: Option<&'a str>,
+    /// `$request_filename`, once known.
+    pub request_filename: Option<&'a str>,
+    /// Response status (0 before there is one).
+    pub status: u16,
+    /// Response headers, for `$sent_http_*`.
+    pub response_headers: Option<&'a HeaderMap>,
+    /// Body bytes sent.
+    pub body_bytes_sent: u64,
+    /// When the request started.
+    pub start: Instant,
+    /// Requests served on this connection so far, this one included.
+    pub connection_requests: u64,
+    /// Regex captures of the matched location (`$1`..).
+    pub captures: &'a [Option<String>],
+}
+
+fn header<'a>(h: &'a HeaderMap, name: &str) -> Option<Cow<'a, str>> {
+    // `$http_user_agent` names the header `user-agent`.
+    let name = name.replace('_', "-");
+    let mut vals = h.get_all(name.as_str()).iter();
+    let first = vals.next()?;
+    let mut s = String::from_utf8_lossy(first.as_bytes()).into_owned();
+    for v in vals {
+        // nginx joins repeated headers: cookies with "; ", others with ", ".
+        s.push_str(if name == "cookie" { "; " } else { ", " });
+        s.push_str(&String::from_utf8_lossy(v.as_bytes()));
+    }
+    Some(Cow::Owned(s))
+}
+
+fn arg<'a>(args: Option<&'a str>, name: &str) -> Option<Cow<'a, str>> {
+    args?.split('&').find_map(|kv| {
+        let (k, v) = kv.split_once('=').unwrap_or((kv, ""));
+        k.eq_ignore_ascii_case(name).then_some(Cow::Borrowed(v))
+    })
+}
+
+fn cookie<'a>(h: &'a HeaderMap, name: &str) -> Option<Cow<'a, str>> {
+    h.get_all(http::header::COOKIE).iter().find_map(|v| {
+        let s = v.to_str().ok()?;
+        s.split(';').find_map(|kv| {
+            let (k, v) = kv.trim().split_once('=')?;
+            (k == name).then(|| Cow::Owned(v.to_string()))
+        })
+    })
+}
+
+impl Vars for RequestVars<'_> {
+    fn get(&self, name: &str) -> Option<Cow<'_, str>> {
+        let s = |v: &str| Some(Cow::Owned(v.to_string()));
+        let tls = self.conn.tls.as_ref();
+        match name {
+            "uri" | "document_uri" => Some(Cow::Borrowed(self.uri)),
+            "request_uri" => Some(Cow::Borrowed(self.request_uri)),
+            "args" | "query_string" => self.args.map(Cow::Borrowed),
+            "is_args" => Some(Cow::Borrowed(if self.args.is_some() { "?" } else { "" })),
+            "request_method" => Some(Cow::Borrowed(self.method)),
+            "request" => Some(Cow::Owned(format!(
+                "{} {} {}",
+                self.method, self.request_uri, self.protocol
+            ))),
+            "server_protocol" => Some(Cow::Borrowed(self.protocol)),
+            "host" => Some(Cow::Borrowed(self.host)),
+            "hostname" => s(&hostname()),
+            "server_name" => Some(Cow::Borrowed(self.server_name)),
+            "scheme" => Some(Cow::Borrowed(if tls.is_some() { "https" } else { "http" })),
+            "https" => Some(Cow::Borrowed(if tls.is_some() { "on" } else { "" })),
+            "remote_addr" => self.conn.peer.map(|a| Cow::Owned(a.ip().to_string())),
+            "binary_remote_addr" => self.conn.peer.map(|a| Cow::Owned(a.ip().to_string())),
+            "remote_port" => self.conn.peer.map(|a| Cow::Owned(a.port().to_string())),
+            "remote_user" => None,
+            "server_addr" => self.conn.local.map(|a| Cow::Owned(a.ip().to_string())),
+            "server_port" => self.conn.local.map(|a| Cow::Owned(a.port().to_string())),
+            "status" => Some(Cow::Owned(format!("{:03}", self.status))),
+            "body_bytes_sent" => Some(Cow::Owned(self.body_bytes_sent.to_string())),
+            "bytes_sent" => Some(Cow::Owned(self.body_bytes_sent.to_string())),
+            "request_length" => self
+                .headers
+                .get(http::header::CONTENT_LENGTH)
+                .and_then(|v| v.to_str().ok())
+                .map(|v| Cow::Owned(v.to_string())),
+            "request_time" => {
+                let t = self.start.elapsed();
+                Some(Cow::Owned(format!(
+                    "{}.{:03}",
+                    t.as_secs(),
+                    t.subsec_millis()
+                )))
+            }
+            "time_local" => Some(Cow::Owned(crate::log::now().time_local.clone())),
+            "time_iso8601" => Some(Cow::Owned(crate::log::now().iso8601.clone())),
+            "msec" => {
+                let d = std::time::SystemTime::now()
+                    .duration_since(std::time::UNIX_EPOCH)
+                    .unwrap_or_default();
+                Some(Cow::Owned(format!(
+                    "{}.{:03}",
+                    d.as_secs(),
+                    d.subsec_millis()
+                )))
+            }
+            "pid" => Some(Cow::Owned(std::process::id().to_string())),
+            "connection" => Some(Cow::Owned(self.conn.id.to_string())),
+            "connection_requests" => Some(Cow::Owned(self.connection_requests.to_string())),
+            "content_type" => header(self.headers, "content_type"),
+            "content_length" => header(self.headers, "content_length"),
+            "document_root" | "realpath_root" => self.document_root.map(Cow::Borrowed),
+            "request_filename" => self.request_filename.map(Cow::Borrowed),
+            "ssl_protocol" => tls.map(|t| Cow::Borrowed(t.protocol)),
+            "ssl_cipher" => tls.map(|t| Cow::Borrowed(t.cipher)),
+            "ssl_server_name" => tls.and_then(|t| t.server_name.as_deref().map(Cow::Borrowed)),
+            "ssl_session_reused" => tls.map(|t| Cow::Borrowed(if t.resumed { "r" } else { "." })),
+            "ssl_alpn_protocol" => tls.map(|t| Cow::Borrowed(t.alpn.as_str())),
+            "ssl_early_data" => None,
+            "http2" => match (self.protocol, tls.is_some()) {
+                ("HTTP/2.0", true) => Some(Cow::Borrowed("h2")),
+                ("HTTP/2.0", false) => Some(Cow::Borrowed("h2c")),
+                _ => Some(Cow::Borrowed("")),
+            },
+            "gzip_ratio" => None,
+            "nginx_version" | "firstbyte_version" => Some(Cow::Borrowed(env!("CARGO_PKG_VERSION"))),
+            "record_policy" => Some(Cow::Borrowed(self.conn.record_policy)),
+            _ => {
+                if let Some(h) = name.strip_prefix("http_") {
+                    header(self.headers, h)
+                } else if let Some(h) = name.strip_prefix("sent_http_") {
+                    self.response_headers.and_then(|rh| header(rh, h))
+                } else if let Some(a) = name.strip_prefix("arg_") {
+                    arg(self.args, a)
+                } else if let Some(c) = name.strip_prefix("cookie_") {
+                    cookie(self.headers, c)
+                } else if let Ok(n) = name.parse::<usize>() {
+                    self.captures
+                        .get(n)
+                        .and_then(|c| c.as_deref().map(Cow::Borrowed))
+                } else {
+                    None
+                }
+            }
+        }
+    }
+}
+
+fn hostname() -> String {
+    let mut buf = [0u8; 256];
+    // SAFETY: the pointer and length describe `buf`.
+    let r = unsafe { libc::gethostname(buf.as_mut_ptr() as *mut libc::c_char, buf.len()) };
+    if r != 0 {
+        return "localhost".into();
+    }
+    let end = buf.iter().position(|&b| b == 0).unwrap_or(buf.len());
+    String::from_utf8_lossy(&buf[..end]).into_owned()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::conf::vars::ComplexValue;
+
+    #[test]
+    fn common_variables() {
+        let mut h = HeaderMap::new();
+        h.insert("user-agent", "curl/8".parse().unwrap());
+        h.append("cookie", "a=1; b=2".parse().unwrap());
+        let conn = ConnFacts {
+            peer: Some("192.0.2.7:5555".parse().unwrap()),
+            local: Some("127.0.0.1:8443".parse().unwrap()),
+            id: 9,
+            tls: Some(TlsFacts {
+                protocol: "TLSv1.3",
+                cipher: "TLS_AES_128_GCM_SHA256",
+                ..Default::default()
+            }),
+            record_policy: "static",
+        };
+        let v = RequestVars {
+            conn: &conn,
+            method: "GET",
+            request_uri: "/a%20b?x=1&Id=7",
+            uri: "/a b",
+            args: Some("x=1&Id=7"),
+            protocol: "HTTP/1.1",
+            headers: &h,
+            host: "example.com",
+            server_name: "example.com",
+            document_root: None,
+            request_filename: None,
+            status: 200,
+            response_headers: None,
+            body_bytes_sent: 123,
+            start: Instant::now(),
+            connection_requests: 1,
+            captures: &[],
+        };
+        let cv = ComplexValue::parse(
+            "$scheme://$host$request_uri $remote_addr $http_user_agent $arg_id $cookie_b $status $ssl_protocol $request",
+        )
+        .unwrap();
+        assert_eq!(
+            cv.eval(&v),
+            "https://example.com/a%20b?x=1&Id=7 192.0.2.7 curl/8 7 2 200 TLSv1.3 GET /a%20b?x=1&Id=7 HTTP/1.1"
+        );
+        assert!(v.get("http_referer").is_none());
+    }
+}

@@ -1,0 +1,842 @@
+//! The request pipeline: one request in, one response out, nginx's phases in order.
+//!
+//! Host → server block; `$uri` normalized; server-level `return`; location match; `internal`,
+//! `allow`/`deny`, body size; location `return`; `stub_status` / `connection_info`;
+//! `try_files`; static files. A status with an `error_page` becomes an internal redirect
+//! (once: nginx's `recursive_error_pages off`). Then `add_header`, compression, `Server`,
+//! `Date`, and the access log once the body has been sent.
+
+use std::convert::Infallible;
+use std::path::PathBuf;
+use std::pin::Pin;
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::task::{Context, Poll};
+use std::time::Instant;
+
+use bytes::Bytes;
+use http::header::{self, HeaderValue};
+use http::{HeaderMap, Method, Request, Response, StatusCode};
+use http_body::{Frame, SizeHint};
+
+use super::body::Body;
+use super::conn::Conn;
+use super::pages::status_page;
+use super::reqvars::RequestVars;
+use super::{compress, static_files, uri};
+use crate::conf::model::{
+    AccessLog, AccessRule, DocRoot, LocationConf, LogEscape, Net, ServerConf, TryFallback,
+};
+use crate::conf::vars::ComplexValue;
+
+/// Internal redirects allowed per request before a 500 (nginx: 10).
+const MAX_REDIRECTS: u8 = 10;
+
+/// What the pipeline hands back to hyper.
+pub type HttpResponse = Response<ResponseBody>;
+
+/// Serves one request.
+pub async fn serve<B>(conn: Arc<Conn>, req: Request<B>) -> Result<HttpResponse, Infallible> {
+    Ok(handle(&conn, req))
+}
+
+/// The request's state as it moves through the phases.
+struct Req<'a> {
+    conn: &'a Conn,
+    method: Method,
+    headers: &'a HeaderMap,
+    request_uri: &'a str,
+    uri: String,
+    args: Option<String>,
+    protocol: &'static str,
+    version: http::Version,
+    host: String,
+    server: Arc<ServerConf>,
+    captures: Vec<Option<String>>,
+    internal: bool,
+    redirects: u8,
+    document_root: Option<String>,
+    request_filename: Option<String>,
+    start: Instant,
+    nreq: u64,
+}
+
+impl Req<'_> {
+    fn vars(&self) -> RequestVars<'_> {
+        RequestVars {
+            conn: &self.conn.facts,
+            method: self.method.as_str(),
+            request_uri: self.request_uri,
+            uri: &self.uri,
+            args: self.args.as_deref(),
+            protocol: self.protocol,
+            headers: self.headers,
+            host: &self.host,
+            server_name: server_name(&self.server),
+            document_root: self.document_root.as_deref(),
+            request_filename: self.request_filename.as_deref(),
+            status: 0,
+            response_headers: None,
+            body_bytes_sent: 0,
+            start: self.start,
+            connection_requests: self.nreq,
+            captures: &self.captures,
+        }
+    }
+
+    fn eval(&self, v: &ComplexValue) -> String {
+        match v.as_static() {
+            Some(s) => s.to_string(),
+            None => v.eval(&self.vars()),
+        }
+    }
+}
+
+fn server_name(s: &ServerConf) -> &str {
+    use crate::conf::model::ServerName;
+    match s.server_names.first() {
+        Some(ServerName::Exact(n)) => n,
+        Some(ServerName::LeadingWildcard(n)) => n,
+        Some(ServerName::TrailingWildcard(n)) => n,
+        _ => "",
+    }
+}
+
+/// What one pass through a location decided.
+enum Out {
+    /// A finished response.
+    Response(Response<Body>),
+    /// A status to answer, through `error_page` if one applies.
+    Status(u16),
+    /// Continue with another URI (`try_files` fallback, index, error page).
+    Internal { uri: String, args: Option<String> },
+    /// Continue in a named location.
+    Named(String),
+}
+
+fn protocol_of(v: http::Version) -> &'static str {
+    match v {
+        http::Version::HTTP_10 => "HTTP/1.0",
+        http::Version::HTTP_2 => "HTTP/2.0",
+        http::Version::HTTP_3 => "HTTP/3.0",
+        http::Version::HTTP_09 => "HTTP/0.9",
+        _ => "HTTP/1.1",
+    }
+}
+
+fn handle<B>(conn: &Conn, req: Request<B>) -> HttpResponse {
+    let start = Instant::now();
+    let nreq = conn.requests.fetch_add(1, Ordering::Relaxed) + 1;
+    conn.shared.stats.requests.fetch_add(1, Ordering::Relaxed);
+    let (parts, _body) = req.into_parts();
+    let protocol = protocol_of(parts.version);
+    let request_uri = parts
+        .uri
+        .path_and_query()
+        .map(|p| p.as_str())
+        .unwrap_or("/");
+    let addr = conn.addr_servers();
+
+    // Host: HTTP/2's :authority, else the Host header; HTTP/1.1 requires one.
+    let host_raw = parts
+        .uri
+        .authority()
+        .map(|a| a.as_str().to_string())
+        .or_else(|| {
+            parts
+                .headers
+                .get(header::HOST)
+                .and_then(|h| h.to_str().ok())
+                .map(str::to_string)
+        });
+    let host = match host_raw.as_deref().map(crate::conf::vhosts::normalize_host) {
+        Some(Ok(h)) => Some(h.into_owned()),
+        Some(Err(_)) => None,
+        None if parts.version == http::Version::HTTP_11 => None,
+        None => Some(String::new()),
+    };
+    let server = match &host {
+        Some(h) if !h.is_empty() => addr.find(Some(h.as_str())).clone(),
+        _ => match &conn.sni_server {
+            Some(s) => s.clone(),
+            None => addr.find(None).clone(),
+        },
+    };
+    let mut r = Req {
+        conn,
+        method: parts.method.clone(),
+        headers: &parts.headers,
+        request_uri,
+        uri: String::new(),
+        args: None,
+        protocol,
+        version: parts.version,
+        host: host.clone().unwrap_or_default(),
+        server,
+        captures: Vec::new(),
+        internal: false,
+        redirects: 0,
+        document_root: None,
+        request_filename: None,
+        start,
+        nreq,
+    };
+    if r.host.is_empty() {
+        r.host = server_name(&r.server).to_string();
+    }
+
+    let (path, query) = uri::split_target(request_uri);
+    let (resp, loc) = match (host, uri::normalize_path(path)) {
+        (Some(_), Ok(u)) => {
+            r.uri = u;
+            r.args = query.map(str::to_string);
+            run(&mut r)
+        }
+        _ => (status_response(400), r.server.default_location.clone()),
+    };
+    finish(&r, resp, &loc, &parts.headers)
+}
+
+/// Runs the phases, following internal redirects.
+fn run(r: &mut Req) -> (Response<Body>, Arc<LocationConf>) {
+    let server = r.server.clone();
+    // Server-level `return` runs before any location is chosen (nginx's server rewrite phase).
+    if let Some(ret) = &server.default_location.ret {
+        match do_return(r, ret) {
+            Out::Response(resp) => return (resp, server.default_location.clone()),
+            Out::Status(code) => return error(r, code, server.default_location.clone()),
+            _ => {}
+        }
+    }
+    let mut named: Option<String> = None;
+    loop {
+        if r.redirects > MAX_REDIRECTS {
+            crate::fblog!(
+                Error,
+                "rewrite or internal redirection cycle while processing \"{}\"",
+                r.uri
+            );
+            return (status_response(500), server.default_location.clone());
+        }
+        let loc = match named.take() {
+            Some(n) => match server.locations.named(&n) {
+                Some(l) => l.clone(),
+                None => return (status_response(500), server.default_location.clone()),
+            },
+            None => match server.locations.find(&r.uri) {
+                Some(m) => {
+                    r.captures = m.captures;
+                    m.conf.clone()
+                }
+                None => server.default_location.clone(),
+            },
+        };
+        match in_location(r, &loc) {
+            Out::Response(resp) => return (resp, loc),
+            Out::Status(code) => return error(r, code, loc),
+            Out::Internal { uri, args } => {
+                r.redirects += 1;
+                r.internal = true;
+                r.uri = uri;
+                r.args = args;
+            }
+            Out::Named(n) => {
+                r.redirects += 1;
+                r.internal = true;
+                named = Some(n);
+            }
+        }
+    }
+}
+
+/// Answers `code`, through the location's `error_page` when one names it.
+fn error(r: &mut Req, code: u16, loc: Arc<LocationConf>) -> (Response<Body>, Arc<LocationConf>) {
+    let page = loc
+        .error_page
+        .iter()
+        .find(|p| p.codes.contains(&code))
+        .cloned();
+    let Some(page) = page else {
+        return (status_response(code), loc);
+    };
+    let target = r.eval(&page.uri);
+    if target.starts_with("http://") || target.starts_with("https://") {
+        let c = match page.response {
+            Some(Some(c)) if (301..=308).contains(&c) => c,
+            _ => 302,
+        };
+        return (redirect_response(c, &target), loc);
+    }
+    // The page is fetched with GET (HEAD stays HEAD), and only one level deep.
+    if r.method != Method::HEAD {
+        r.method = Method::GET;
+    }
+    r.internal = true;
+    r.redirects += 1;
+    let mut inner = Req {
+        conn: r.conn,
+        method: r.method.clone(),
+        headers: r.headers,
+        request_uri: r.request_uri,
+        uri: String::new(),
+        args: None,
+        protocol: r.protocol,
+        version: r.version,
+        host: r.host.clone(),
+        server: r.server.clone(),
+        captures: Vec::new(),
+        internal: true,
+        redirects: r.redirects,
+        document_root: None,
+        request_filename: None,
+        start: r.start,
+        nreq: r.nreq,
+    };
+    let server = r.server.clone();
+    let (page_loc, out) = if let Some(name) = target.strip_prefix('@') {
+        match server.locations.named(name) {
+            Some(l) => (l.clone(), in_location(&mut inner, l)),
+            None => return (status_response(code), loc),
+        }
+    } else {
+        let (p, q) = uri::split_target(&target);
+        let Ok(u) = uri::normalize_path(p) else {
+            return (status_response(code), loc);
+        };
+        inner.uri = u;
+        inner.args = q.map(str::to_string);
+        let l = match server.locations.find(&inner.uri) {
+            Some(m) => {
+                inner.captures = m.captures;
+                m.conf.clone()
+            }
+            None => server.default_location.clone(),
+        };
+        let out = in_location(&mut inner, &l);
+        (l, out)
+    };
+    match out {
+        Out::Response(mut resp) => {
+            let status = match page.response {
+                Some(Some(c)) => c,
+                Some(None) => resp.status().as_u16(),
+                None => code,
+            };
+            *resp.status_mut() = StatusCode::from_u16(status).unwrap_or(resp.status());
+            (resp, page_loc)
+        }
+        // recursive_error_pages off: a failing error page gives the original status's page.
+        _ => (status_response(code), loc),
+    }
+}
+
+fn allowed(rules: &[AccessRule], peer: Option<std::net::IpAddr>) -> bool {
+    for rule in rules {
+        let hit = match (rule.net, peer) {
+            (Net::All, _) => true,
+            (Net::Cidr(net, bits), Some(ip)) => cidr_contains(net, bits, ip),
+            (Net::Cidr(..), None) => false,
+        };
+        if hit {
+            return rule.allow;
+        }
+    }
+    true
+}
+
+fn cidr_contains(net: std::net::IpAddr, bits: u8, ip: std::net::IpAddr) -> bool {
+    use std::net::IpAddr;
+    let ip = match (net, ip) {
+        (IpAddr::V4(_), IpAddr::V6(v6)) => match v6.to_ipv4_mapped() {
+            Some(v4) => IpAddr::V4(v4),
+            None => return false,
+        },
+        _ => ip,
+    };
+    match (net, ip) {
+        (IpAddr::V4(n), IpAddr::V4(a)) => {
+            let mask = if bits == 0 {
+                0
+            } else {
+                u32::MAX << (32 - bits.min(32))
+            };
+            (u32::from(n) & mask) == (u32::from(a) & mask)
+        }
+        (IpAddr::V6(n), IpAddr::V6(a)) => {
+            let mask = if bits == 0 {
+                0
+            } else {
+                u128::MAX << (128 - bits.min(128))
+            };
+            (u128::from(n) & mask) == (u128::from(a) & mask)
+        }
+        _ => false,
+    }
+}
+
+/// One pass through a location.
+fn in_location(r: &mut Req, loc: &Arc<LocationConf>) -> Out {
+    if loc.internal && !r.internal {
+        return Out::Status(404);
+    }
+    if !allowed(&loc.access, r.conn.facts.peer.map(|p| p.ip())) {
+        crate::fblog!(
+            Error,
+            "access forbidden by rule, client: {}, server: {}, request: \"{} {}\"",
+            r.conn
+                .facts
+                .peer
+                .map(|p| p.ip().to_string())
+                .unwrap_or_default(),
+            server_name(&r.server),
+            r.method,
+            r.request_uri
+        );
+        return Out::Status(403);
+    }
+    if loc.client_max_body_size > 0 {
+        let len = r
+            .headers
+            .get(header::CONTENT_LENGTH)
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| v.parse::<u64>().ok())
+            .unwrap_or(0);
+        if len > loc.client_max_body_size {
+            return Out::Status(413);
+        }
+    }
+    if let Some(ret) = &loc.ret {
+        return do_return(r, ret);
+    }
+    if loc.stub_status {
+        return Out::Response(stub_status(r.conn));
+    }
+    if loc.connection_info {
+        return Out::Response(super::builtin::connection_info(
+            r.conn,
+            r.headers,
+            r.args.as_deref(),
+            r.protocol,
+        ));
+    }
+    let root = match &loc.root {
+        DocRoot::Root(v) | DocRoot::Alias(v) => r.eval(v),
+    };
+    r.document_root = Some(root.clone());
+    if let Some(tf) = &loc.try_files {
+        for f in &tf.files {
+            let cand = r.eval(f);
+            let Some(path) = static_files::map_path(loc, &cand, &root) else {
+                continue;
+            };
+            let is_dir_cand = cand.ends_with('/');
+            match std::fs::metadata(&path) {
+                Ok(m) if is_dir_cand && m.is_dir() => {
+                    r.uri = cand;
+                    return serve_static(r, loc, path);
+                }
+                Ok(m) if !is_dir_cand && m.is_file() => {
+                    r.uri = cand;
+                    return serve_static(r, loc, path);
+                }
+                _ => {}
+            }
+        }
+        return match &tf.fallback {
+            TryFallback::Code(c) => Out::Status(*c),
+            TryFallback::Named(n) => Out::Named(n.clone()),
+            TryFallback::Uri(v) => {
+                let target = r.eval(v);
+                let (p, q) = uri::split_target(&target);
+                match uri::normalize_path(p) {
+                    Ok(u) => Out::Internal {
+                        uri: u,
+                        args: q.map(str::to_string).or_else(|| r.args.clone()),
+                    },
+                    Err(_) => Out::Status(500),
+                }
+            }
+        };
+    }
+    match static_files::map_path(loc, &r.uri, &root) {
+        Some(path) => serve_static(r, loc, path),
+        None => Out::Status(404),
+    }
+}
+
+fn serve_static(r: &mut Req, loc: &Arc<LocationConf>, path: PathBuf) -> Out {
+    r.request_filename = Some(path.to_string_lossy().into_owned());
+    let fr = static_files::FileRequest {
+        method: &r.method,
+        headers: r.headers,
+        uri: &r.uri,
+        path: &path,
+        loc,
+    };
+    match static_files::serve(&fr, &r.conn.shared.files) {
+        static_files::FileOutcome::Response(resp) => Out::Response(resp),
+        static_files::FileOutcome::Redirect(to) => {
+            let abs = absolute(r, &to);
+            Out::Response(redirect_response(301, &abs))
+        }
+        static_files::FileOutcome::Status(s) => {
+            if s == StatusCode::NOT_FOUND {
+                crate::fblog!(
+                    Error,
+                    "open() \"{}\" failed (2: No such file or directory), client: {}, server: {}, request: \"{} {}\"",
+                    path.display(),
+                    r.conn.facts.peer.map(|p| p.ip().to_string()).unwrap_or_default(),
+                    server_name(&r.server),
+                    r.method,
+                    r.request_uri
+                );
+            }
+            Out::Status(s.as_u16())
+        }
+    }
+}
+
+/// `scheme://host` + a path, as nginx's `absolute_redirect on`.
+fn absolute(r: &Req, path: &str) -> String {
+    if path.starts_with("http://") || path.starts_with("https://") {
+        return path.to_string();
+    }
+    let scheme = if r.conn.facts.tls.is_some() {
+        "https"
+    } else {
+        "http"
+    };
+    let host = r
+        .headers
+        .get(header::HOST)
+        .and_then(|h| h.to_str().ok())
+        .map(str::to_string)
+        .unwrap_or_else(|| r.host.clone());
+    format!("{scheme}://{host}{path}")
+}
+
+fn do_return(r: &mut Req, ret: &crate::conf::model::Return) -> Out {
+    let code = ret.code;
+    let value = ret.value.as_ref().map(|v| r.eval(v));
+    if matches!(code, 301 | 302 | 303 | 307 | 308) {
+        let to = value.unwrap_or_default();
+        return Out::Response(redirect_response(code, &absolute(r, &to)));
+    }
+    match value {
+        Some(text) => {
+            let mut resp = Response::new(Body::full(text));
+            *resp.status_mut() = StatusCode::from_u16(code).unwrap_or(StatusCode::OK);
+            let ct = r
+                .server
+                .locations
+                .find(&r.uri)
+                .map(|m| m.conf.default_type.clone())
+                .unwrap_or_else(|| r.server.default_location.default_type.clone());
+            if let Ok(v) = HeaderValue::from_str(&ct) {
+                resp.headers_mut().insert(header::CONTENT_TYPE, v);
+            }
+            Out::Response(resp)
+        }
+        None if code >= 400 => Out::Status(code),
+        None => {
+            let mut resp = Response::new(Body::Empty);
+            *resp.status_mut() = StatusCode::from_u16(code).unwrap_or(StatusCode::OK);
+            Out::Response(resp)
+        }
+    }
+}
+
+/// nginx's page for a status.
+pub fn status_response(code: u16) -> Response<Body> {
+    let status = StatusCode::from_u16(code).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
+    if matches!(code, 204 | 304) || code < 200 {
+        let mut r = Response::new(Body::Empty);
+        *r.status_mut() = status;
+        return r;
+    }
+    let mut r = Response::new(Body::full(status_page(code)));
+    *r.status_mut() = status;
+    r.headers_mut()
+        .insert(header::CONTENT_TYPE, HeaderValue::from_static("text/html"));
+    r
+}
+
+fn redirect_response(code: u16, location: &str) -> Response<Body> {
+    let mut r = status_response(code);
+    match HeaderValue::from_str(location) {
+        Ok(v) => {
+            r.headers_mut().insert(header::LOCATION, v);
+        }
+        Err(_) => return status_response(500),
+    }
+    r
+}
+
+fn stub_status(conn: &Conn) -> Response<Body> {
+    let s = &conn.shared.stats;
+    let active = s.active.load(Ordering::Relaxed);
+    let writing = s.writing.load(Ordering::Relaxed).max(1);
+    let text = format!(
+        "Active connections: {active} \nserver accepts handled requests\n {} {} {} \nReading: 0 Writing: {writing} Waiting: {} \n",
+        s.accepts.load(Ordering::Relaxed),
+        s.handled.load(Ordering::Relaxed),
+        s.requests.load(Ordering::Relaxed),
+        active.saturating_sub(writing),
+    );
+    let mut r = Response::new(Body::full(text));
+    r.headers_mut()
+        .insert(header::CONTENT_TYPE, HeaderValue::from_static("text/plain"));
+    r.headers_mut()
+        .insert(header::CACHE_CONTROL, HeaderValue::from_static("no-cache"));
+    r
+}
+
+fn add_header_applies(code: u16) -> bool {
+    matches!(
+        code,
+        200 | 201 | 204 | 206 | 301 | 302 | 303 | 304 | 307 | 308
+    )
+}
+
+/// Headers every response gets, compression, keep-alive, and the access log.
+fn finish(
+    r: &Req,
+    mut resp: Response<Body>,
+    loc: &Arc<LocationConf>,
+    req_headers: &HeaderMap,
+) -> HttpResponse {
+    let code = resp.status().as_u16();
+    if !loc.add_header.is_empty() {
+        let applies = add_header_applies(code);
+        for h in &loc.add_header {
+            if h.always || applies {
+                let v = r.eval(&h.value);
+                if v.is_empty() {
+                    continue;
+                }
+                if let (Ok(n), Ok(v)) = (
+                    header::HeaderName::from_bytes(h.name.as_bytes()),
+                    HeaderValue::from_str(&v),
+                ) {
+                    resp.headers_mut().append(n, v);
+                }
+            }
+        }
+    }
+    if loc.compression.gzip || loc.compression.brotli {
+        let info = compress::RequestInfo {
+            method: &r.method,
+            version: r.version,
+            headers: req_headers,
+        };
+        resp = compress::apply(&info, resp, &loc.compression);
+    }
+    let h = resp.headers_mut();
+    h.insert(header::SERVER, HeaderValue::from_static("firstbyte"));
+    h.insert(header::DATE, crate::log::now().http_date.clone());
+    if r.protocol != "HTTP/2.0"
+        && (loc.keepalive_timeout.is_zero() || r.nreq >= u64::from(loc.keepalive_requests))
+    {
+        h.insert(header::CONNECTION, HeaderValue::from_static("close"));
+    }
+    let log = match &loc.access_log {
+        AccessLog::Off => None,
+        AccessLog::Logs(targets) if targets.is_empty() => None,
+        AccessLog::Logs(_) => Some(Box::new(LogOnDone {
+            conn_facts: r.conn.facts.clone(),
+            site: r.conn.site.clone(),
+            loc: loc.clone(),
+            method: r.method.to_string(),
+            request_uri: r.request_uri.to_string(),
+            uri: r.uri.clone(),
+            args: r.args.clone(),
+            protocol: r.protocol,
+            headers: req_headers.clone(),
+            host: r.host.clone(),
+            server_name: server_name(&r.server).to_string(),
+            status: code,
+            response_headers: resp.headers().clone(),
+            start: r.start,
+            nreq: r.nreq,
+        })),
+    };
+    let (parts, body) = resp.into_parts();
+    Response::from_parts(
+        parts,
+        ResponseBody {
+            inner: body,
+            sent: 0,
+            log,
+        },
+    )
+}
+
+/// What the access log needs once the body is sent.
+struct LogOnDone {
+    conn_facts: super::reqvars::ConnFacts,
+    site: Arc<crate::server::Site>,
+    loc: Arc<LocationConf>,
+    method: String,
+    request_uri: String,
+    uri: String,
+    args: Option<String>,
+    protocol: &'static str,
+    headers: HeaderMap,
+    host: String,
+    server_name: String,
+    status: u16,
+    response_headers: HeaderMap,
+    start: Instant,
+    nreq: u64,
+}
+
+impl LogOnDone {
+    fn write(&self, sent: u64) {
+        let AccessLog::Logs(targets) = &self.loc.access_log else {
+            return;
+        };
+        let vars = RequestVars {
+            conn: &self.conn_facts,
+            method: &self.method,
+            request_uri: &self.request_uri,
+            uri: &self.uri,
+            args: self.args.as_deref(),
+            protocol: self.protocol,
+            headers: &self.headers,
+            host: &self.host,
+            server_name: &self.server_name,
+            document_root: None,
+            request_filename: None,
+            status: self.status,
+            response_headers: Some(&self.response_headers),
+            body_bytes_sent: sent,
+            start: self.start,
+            connection_requests: self.nreq,
+            captures: &[],
+        };
+        for t in targets {
+            let mut line = t.format.value.eval_log(&vars, t.format.escape, log_escape);
+            line.push('\n');
+            self.site.write_access_log(&t.target, line.as_bytes());
+        }
+    }
+}
+
+/// Escapes a variable's value for a log line (`escape=default|json|none`).
+pub fn log_escape(mode: LogEscape, v: &str, out: &mut String) {
+    match mode {
+        LogEscape::None => out.push_str(v),
+        LogEscape::Default => {
+            for b in v.bytes() {
+                if b == b'"' || b == b'\\' || !(0x20..0x7f).contains(&b) {
+                    out.push_str(&format!("\\x{b:02X}"));
+                } else {
+                    out.push(b as char);
+                }
+            }
+        }
+        LogEscape::Json => {
+            for c in v.chars() {
+                match c {
+                    '"' => out.push_str("\\\""),
+                    '\\' => out.push_str("\\\\"),
+                    '\n' => out.push_str("\\n"),
+                    '\r' => out.push_str("\\r"),
+                    '\t' => out.push_str("\\t"),
+                    c if (c as u32) < 0x20 => out.push_str(&format!("\\u{:04x}", c as u32)),
+                    c => out.push(c),
+                }
+            }
+        }
+    }
+}
+
+/// The body handed to hyper: counts bytes and writes the access log when done.
+pub struct ResponseBody {
+    inner: Body,
+    sent: u64,
+    log: Option<Box<LogOnDone>>,
+}
+
+impl ResponseBody {
+    /// A body with no access log (connection-level answers).
+    pub fn plain(inner: Body) -> Self {
+        Self {
+            inner,
+            sent: 0,
+            log: None,
+        }
+    }
+}
+
+impl Drop for ResponseBody {
+    fn drop(&mut self) {
+        if let Some(l) = self.log.take() {
+            l.write(self.sent);
+        }
+    }
+}
+
+impl http_body::Body for ResponseBody {
+    type Data = Bytes;
+    type Error = std::io::Error;
+
+    fn poll_frame(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, std::io::Error>>> {
+        let this = self.get_mut();
+        let p = Pin::new(&mut this.inner).poll_frame(cx);
+        if let Poll::Ready(Some(Ok(f))) = &p {
+            if let Some(d) = f.data_ref() {
+                this.sent += d.len() as u64;
+            }
+        }
+        p
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.inner.is_end_stream()
+    }
+
+    fn size_hint(&self) -> SizeHint {
+        self.inner.size_hint()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn cidr_rules() {
+        let ip = |s: &str| s.parse::<std::net::IpAddr>().unwrap();
+        assert!(cidr_contains(ip("10.1.0.0"), 16, ip("10.1.200.3")));
+        assert!(!cidr_contains(ip("10.1.0.0"), 16, ip("10.2.0.1")));
+        assert!(cidr_contains(ip("127.0.0.1"), 32, ip("::ffff:127.0.0.1")));
+        assert!(cidr_contains(ip("2001:db8::"), 32, ip("2001:db8:1::1")));
+        let rules = vec![
+            AccessRule {
+                allow: true,
+                net: Net::Cidr(ip("127.0.0.1"), 32),
+            },
+            AccessRule {
+                allow: false,
+                net: Net::All,
+            },
+        ];
+        assert!(allowed(&rules, Some(ip("127.0.0.1"))));
+        assert!(!allowed(&rules, Some(ip("192.0.2.1"))));
+        assert!(allowed(&[], Some(ip("192.0.2.1"))));
+    }
+
+    #[test]
+    fn default_log_escape() {
+        let mut s = String::new();
+        log_escape(LogEscape::Default, "a\"b\\c\x01é", &mut s);
+        assert_eq!(s, "a\\x22b\\x5Cc\\x01\\xC3\\xA9");
+        let mut j = String::new();
+        log_escape(LogEscape::Json, "a\"\n", &mut j);
+        assert_eq!(j, "a\\\"\\n");
+    }
+}

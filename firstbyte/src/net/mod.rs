@@ -1,0 +1,252 @@
+//! Sockets: listening sockets with nginx's `listen` options, per-connection options
+//! (`TCP_NODELAY`, `TCP_NOTSENT_LOWAT`, `TCP_CONGESTION`), and `TCP_INFO`.
+//!
+//! Every function takes the numbers it needs and returns an `io::Result`; the runtime decides
+//! what a failure means (a config error at load, a log line for one connection).
+
+use std::io;
+use std::net::SocketAddr;
+use std::os::fd::{AsRawFd, RawFd};
+
+use socket2::{Domain, Protocol, Socket, Type};
+
+/// What a listening socket needs (from `listen`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ListenOpts {
+    /// Address to bind.
+    pub addr: SocketAddr,
+    /// `SO_REUSEPORT`.
+    pub reuseport: bool,
+    /// `listen(2)` backlog.
+    pub backlog: i32,
+    /// `TCP_FASTOPEN` queue length.
+    pub fastopen: Option<u32>,
+    /// `IPV6_V6ONLY` (IPv6 only).
+    pub ipv6only: bool,
+}
+
+/// Binds and listens, non-blocking, with `SO_REUSEADDR` (as nginx) so a restart never waits on
+/// `TIME_WAIT`.
+pub fn bind_listener(o: &ListenOpts) -> io::Result<std::net::TcpListener> {
+    let domain = Domain::for_address(o.addr);
+    let sock = Socket::new(domain, Type::STREAM, Some(Protocol::TCP))?;
+    sock.set_reuse_address(true)?;
+    if o.reuseport {
+        sock.set_reuse_port(true)?;
+    }
+    if o.addr.is_ipv6() {
+        sock.set_only_v6(o.ipv6only)?;
+    }
+    if let Some(q) = o.fastopen {
+        set_int(
+            sock.as_raw_fd(),
+            libc::IPPROTO_TCP,
+            libc::TCP_FASTOPEN,
+            q as i32,
+        )?;
+    }
+    sock.set_nonblocking(true)?;
+    sock.bind(&o.addr.into())?;
+    sock.listen(o.backlog)?;
+    Ok(sock.into())
+}
+
+/// Whether the kernel lets servers use TCP Fast Open (`net.ipv4.tcp_fastopen` has bit 2).
+pub fn fastopen_server_enabled() -> Option<bool> {
+    let v = std::fs::read_to_string("/proc/sys/net/ipv4/tcp_fastopen").ok()?;
+    let n: u32 = v.trim().parse().ok()?;
+    Some(n & 2 != 0)
+}
+
+fn set_int(fd: RawFd, level: i32, opt: i32, val: i32) -> io::Result<()> {
+    // SAFETY: fd is an open socket owned by the caller; the pointer and length describe `val`.
+    let r = unsafe {
+        libc::setsockopt(
+            fd,
+            level,
+            opt,
+            &val as *const i32 as *const libc::c_void,
+            std::mem::size_of::<i32>() as libc::socklen_t,
+        )
+    };
+    if r == 0 {
+        Ok(())
+    } else {
+        Err(io::Error::last_os_error())
+    }
+}
+
+fn get_int(fd: RawFd, level: i32, opt: i32) -> io::Result<i32> {
+    let mut val: i32 = 0;
+    let mut len = std::mem::size_of::<i32>() as libc::socklen_t;
+    // SAFETY: fd is an open socket; the pointers describe `val` and `len`.
+    let r = unsafe {
+        libc::getsockopt(
+            fd,
+            level,
+            opt,
+            &mut val as *mut i32 as *mut libc::c_void,
+            &mut len,
+        )
+    };
+    if r == 0 {
+        Ok(val)
+    } else {
+        Err(io::Error::last_os_error())
+    }
+}
+
+/// `TCP_NODELAY` on or off.
+pub fn set_nodelay(fd: RawFd, on: bool) -> io::Result<()> {
+    set_int(fd, libc::IPPROTO_TCP, libc::TCP_NODELAY, on as i32)
+}
+
+/// Reads `TCP_NODELAY`.
+pub fn nodelay(fd: RawFd) -> io::Result<bool> {
+    Ok(get_int(fd, libc::IPPROTO_TCP, libc::TCP_NODELAY)? != 0)
+}
+
+/// `TCP_NOTSENT_LOWAT` in bytes.
+pub fn set_notsent_lowat(fd: RawFd, bytes: u32) -> io::Result<()> {
+    set_int(
+        fd,
+        libc::IPPROTO_TCP,
+        libc::TCP_NOTSENT_LOWAT,
+        bytes.min(i32::MAX as u32) as i32,
+    )
+}
+
+/// Reads `TCP_NOTSENT_LOWAT`.
+pub fn notsent_lowat(fd: RawFd) -> io::Result<u32> {
+    Ok(get_int(fd, libc::IPPROTO_TCP, libc::TCP_NOTSENT_LOWAT)? as u32)
+}
+
+/// `TCP_CORK` (nginx's `tcp_nopush` on Linux).
+pub fn set_cork(fd: RawFd, on: bool) -> io::Result<()> {
+    set_int(fd, libc::IPPROTO_TCP, libc::TCP_CORK, on as i32)
+}
+
+/// Per-socket congestion control (`TCP_CONGESTION`), e.g. `bbr`.
+pub fn set_congestion(fd: RawFd, name: &str) -> io::Result<()> {
+    // SAFETY: fd is an open socket; the pointer and length describe `name`'s bytes.
+    let r = unsafe {
+        libc::setsockopt(
+            fd,
+            libc::IPPROTO_TCP,
+            libc::TCP_CONGESTION,
+            name.as_ptr() as *const libc::c_void,
+            name.len() as libc::socklen_t,
+        )
+    };
+    if r == 0 {
+        Ok(())
+    } else {
+        Err(io::Error::last_os_error())
+    }
+}
+
+/// Reads the socket's congestion control name.
+pub fn congestion(fd: RawFd) -> io::Result<String> {
+    let mut buf = [0u8; 16];
+    let mut len = buf.len() as libc::socklen_t;
+    // SAFETY: fd is an open socket; the pointers describe `buf` and `len`.
+    let r = unsafe {
+        libc::getsockopt(
+            fd,
+            libc::IPPROTO_TCP,
+            libc::TCP_CONGESTION,
+            buf.as_mut_ptr() as *mut libc::c_void,
+            &mut len,
+        )
+    };
+    if r != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    let s = &buf[..(len as usize).min(buf.len())];
+    let end = s.iter().position(|&b| b == 0).unwrap_or(s.len());
+    Ok(String::from_utf8_lossy(&s[..end]).into_owned())
+}
+
+/// Checks that the kernel accepts `name` as a congestion control for a new socket (config
+/// validation: a name the kernel refuses is a config error).
+pub fn check_congestion(name: &str) -> io::Result<()> {
+    let sock = Socket::new(Domain::IPV4, Type::STREAM, Some(Protocol::TCP))?;
+    set_congestion(sock.as_raw_fd(), name)
+}
+
+/// The `TCP_INFO` fields firstbyte uses.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct TcpInfo {
+    /// Smoothed RTT, µs.
+    pub rtt_us: u32,
+    /// RTT variance, µs.
+    pub rttvar_us: u32,
+    /// Congestion window, segments.
+    pub snd_cwnd: u32,
+    /// Sender MSS, bytes.
+    pub snd_mss: u32,
+    /// Segments sent but not yet acknowledged.
+    pub unacked: u32,
+    /// Total retransmitted segments.
+    pub total_retrans: u32,
+    /// Slow-start threshold, segments.
+    pub snd_ssthresh: u32,
+}
+
+/// Reads `TCP_INFO` (only while the socket is open).
+pub fn tcp_info(fd: RawFd) -> io::Result<TcpInfo> {
+    // SAFETY: tcp_info is plain data; zeroed is a valid value.
+    let mut ti: libc::tcp_info = unsafe { std::mem::zeroed() };
+    let mut len = std::mem::size_of::<libc::tcp_info>() as libc::socklen_t;
+    // SAFETY: fd is an open socket; the pointers describe `ti` and `len`.
+    let r = unsafe {
+        libc::getsockopt(
+            fd,
+            libc::IPPROTO_TCP,
+            libc::TCP_INFO,
+            &mut ti as *mut libc::tcp_info as *mut libc::c_void,
+            &mut len,
+        )
+    };
+    if r != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(TcpInfo {
+        rtt_us: ti.tcpi_rtt,
+        rttvar_us: ti.tcpi_rttvar,
+        snd_cwnd: ti.tcpi_snd_cwnd,
+        snd_mss: ti.tcpi_snd_mss,
+        unacked: ti.tcpi_unacked,
+        total_retrans: ti.tcpi_total_retrans,
+        snd_ssthresh: ti.tcpi_snd_ssthresh,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn listener_options_apply() {
+        let l = bind_listener(&ListenOpts {
+            addr: "127.0.0.1:0".parse().unwrap(),
+            reuseport: true,
+            backlog: 16,
+            fastopen: Some(8),
+            ipv6only: true,
+        })
+        .unwrap();
+        let addr = l.local_addr().unwrap();
+        let c = std::net::TcpStream::connect(addr).unwrap();
+        let fd = c.as_raw_fd();
+        set_nodelay(fd, true).unwrap();
+        assert!(nodelay(fd).unwrap());
+        set_notsent_lowat(fd, 16384).unwrap();
+        assert_eq!(notsent_lowat(fd).unwrap(), 16384);
+        set_congestion(fd, "reno").unwrap();
+        assert_eq!(congestion(fd).unwrap(), "reno");
+        assert!(check_congestion("no-such-cc").is_err());
+        let info = tcp_info(fd).unwrap();
+        assert!(info.snd_mss > 0 && info.snd_cwnd > 0);
+    }
+}

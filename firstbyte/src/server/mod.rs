@@ -1,0 +1,412 @@
+//! The runtime: listening sockets, accept loops, reload and signals.
+//!
+//! Start: load a [`Site`], bind its sockets, write the pid file, accept. Each accepted
+//! connection is served on the current site. `SIGHUP` loads a new site beside the running one;
+//! if it fails, the error is logged and nothing changes. If it loads, new sockets are bound
+//! first (a failure there also keeps the old config), sockets that stay are kept open (no
+//! refused connection during a reload), sockets no longer named are closed, the new site
+//! becomes current, and the old one is retired: its connections finish what is in flight and
+//! close. `SIGQUIT` drains, `SIGTERM`/`SIGINT` stop at once, `SIGUSR1` reopens log files.
+
+mod site;
+
+pub use site::{LoadError, Site};
+
+use std::collections::HashMap;
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use arc_swap::ArcSwap;
+use tokio::net::TcpListener;
+use tokio::sync::watch;
+use tokio::task::JoinHandle;
+
+use crate::conf::model::{Config, LogLevel};
+use crate::http::static_files::OpenFileCache;
+use crate::log::LogFile;
+
+/// Counters for `stub_status`.
+#[derive(Debug, Default)]
+pub struct Stats {
+    /// Open connections.
+    pub active: AtomicU64,
+    /// Connections accepted.
+    pub accepts: AtomicU64,
+    /// Connections handled.
+    pub handled: AtomicU64,
+    /// Requests started.
+    pub requests: AtomicU64,
+    /// Requests being answered.
+    pub writing: AtomicU64,
+}
+
+/// Process-wide state that outlives configuration generations.
+pub struct Shared {
+    /// `stub_status` counters.
+    pub stats: Stats,
+    /// Open files of static responses.
+    pub files: OpenFileCache,
+    /// Ticket keys and session caches (kept across reloads so sessions stay resumable).
+    pub tls: crate::tls::TlsShared,
+    log_files: Mutex<HashMap<PathBuf, Arc<LogFile>>>,
+    draining: watch::Sender<bool>,
+}
+
+impl Shared {
+    /// Fresh process state (fails only if the system's random source does).
+    pub fn new() -> Result<Self, crate::tls::TlsError> {
+        Ok(Self {
+            stats: Stats::default(),
+            files: OpenFileCache::new(Duration::from_secs(1)),
+            tls: crate::tls::TlsShared::new()?,
+            log_files: Mutex::new(HashMap::new()),
+            draining: watch::channel(false).0,
+        })
+    }
+
+    /// The open log file at `path` (opened once, shared by every generation that names it).
+    pub fn log_file(&self, path: &Path) -> std::io::Result<Arc<LogFile>> {
+        let mut m = self
+            .log_files
+            .lock()
+            .map_err(|_| std::io::Error::other("log registry poisoned"))?;
+        if let Some(f) = m.get(path) {
+            return Ok(f.clone());
+        }
+        let f = LogFile::open(path).map_err(|e| {
+            std::io::Error::new(
+                e.kind(),
+                format!(
+                    "open() \"{}\" failed ({}: {})",
+                    path.display(),
+                    e.raw_os_error().unwrap_or(0),
+                    strip_os_suffix(&e)
+                ),
+            )
+        })?;
+        m.insert(path.to_path_buf(), f.clone());
+        Ok(f)
+    }
+
+    /// Reopens every log file (`-s reopen`).
+    pub fn reopen_logs(&self) {
+        let files: Vec<_> = match self.log_files.lock() {
+            Ok(m) => m.values().cloned().collect(),
+            Err(_) => return,
+        };
+        for f in files {
+            if let Err(e) = f.reopen() {
+                crate::fblog!(Alert, "reopen() \"{}\" failed ({e})", f.path().display());
+            }
+        }
+    }
+
+    /// Watches for a graceful shutdown.
+    pub fn draining(&self) -> watch::Receiver<bool> {
+        self.draining.subscribe()
+    }
+}
+
+/// `io::Error`'s text without Rust's ` (os error N)` suffix, as nginx prints `strerror`.
+pub fn strip_os_suffix(e: &std::io::Error) -> String {
+    let s = e.to_string();
+    match s.find(" (os error") {
+        Some(i) => s[..i].to_string(),
+        None => s,
+    }
+}
+
+/// How to find the configuration again on reload.
+#[derive(Debug, Clone)]
+pub struct Source {
+    /// Main file.
+    pub path: PathBuf,
+    /// `-p`.
+    pub prefix: Option<PathBuf>,
+    /// `-g`.
+    pub globals: Option<String>,
+    /// The built-in site's text (when there is no file).
+    pub builtin: Option<String>,
+}
+
+impl Source {
+    /// Parses the configuration.
+    pub fn load(&self) -> Result<Config, LoadError> {
+        Ok(match &self.builtin {
+            Some(text) => crate::conf::load_str(
+                text,
+                &self.path,
+                self.prefix.as_deref().unwrap_or(Path::new("/")),
+            )?,
+            None => crate::conf::load(&self.path, self.prefix.as_deref(), self.globals.as_deref())?,
+        })
+    }
+}
+
+/// Open listening sockets by address, each with its accept loop.
+struct Listeners {
+    open: HashMap<SocketAddr, JoinHandle<()>>,
+}
+
+/// The running server.
+pub struct Server {
+    source: Source,
+    shared: Arc<Shared>,
+    current: Arc<ArcSwap<Site>>,
+    listeners: Mutex<Listeners>,
+}
+
+fn bind_error(addr: SocketAddr, e: &std::io::Error) -> LoadError {
+    LoadError::Other(format!(
+        "bind() to {addr} failed ({}: {})",
+        e.raw_os_error().unwrap_or(0),
+        strip_os_suffix(e)
+    ))
+}
+
+impl Server {
+    /// Loads the configuration and binds its sockets (nothing is accepted yet).
+    pub fn start(source: Source, site: Site, shared: Arc<Shared>) -> Result<Arc<Self>, LoadError> {
+        let server = Arc::new(Server {
+            source,
+            shared,
+            current: Arc::new(ArcSwap::from_pointee(site)),
+            listeners: Mutex::new(Listeners {
+                open: HashMap::new(),
+            }),
+        });
+        server.sync_listeners()?;
+        Ok(server)
+    }
+
+    /// The current site.
+    pub fn site(&self) -> Arc<Site> {
+        self.current.load_full()
+    }
+
+    /// Opens sockets the current site names and closes the others.
+    fn sync_listeners(&self) -> Result<(), LoadError> {
+        let site = self.site();
+        let fresh = self.bind_new(&site)?;
+        self.activate(fresh, &site);
+        Ok(())
+    }
+
+    /// Binds the sockets `site` names that are not open yet. Nothing running changes, so a
+    /// failure here leaves the server as it was.
+    fn bind_new(&self, site: &Site) -> Result<Vec<(SocketAddr, std::net::TcpListener)>, LoadError> {
+        let l = self
+            .listeners
+            .lock()
+            .map_err(|_| LoadError::Other("listener registry poisoned".into()))?;
+        let mut fresh = Vec::new();
+        for s in site.vhosts.sockets() {
+            if l.open.contains_key(&s.addr) {
+                continue;
+            }
+            let std_l = crate::net::bind_listener(&crate::net::ListenOpts {
+                addr: s.addr,
+                reuseport: s.reuseport,
+                backlog: s.backlog,
+                fastopen: s.fastopen,
+                ipv6only: s.ipv6only,
+            })
+            .map_err(|e| bind_error(s.addr, &e))?;
+            fresh.push((s.addr, std_l));
+        }
+        Ok(fresh)
+    }
+
+    /// Starts accepting on freshly bound sockets and closes those `site` no longer names.
+    fn activate(&self, fresh: Vec<(SocketAddr, std::net::TcpListener)>, site: &Site) {
+        let Ok(mut l) = self.listeners.lock() else {
+            return;
+        };
+        for (addr, std_l) in fresh {
+            match TcpListener::from_std(std_l) {
+                Ok(tl) => {
+                    let h = tokio::spawn(accept_loop(
+                        tl,
+                        addr,
+                        self.current.clone(),
+                        self.shared.clone(),
+                    ));
+                    l.open.insert(addr, h);
+                }
+                Err(e) => crate::fblog!(Emerg, "{}", bind_error(addr, &e)),
+            }
+        }
+        let wanted = site.vhosts.sockets();
+        let gone: Vec<SocketAddr> = l
+            .open
+            .keys()
+            .filter(|a| !wanted.iter().any(|s| s.addr == **a))
+            .copied()
+            .collect();
+        for a in gone {
+            if let Some(h) = l.open.remove(&a) {
+                h.abort();
+            }
+        }
+    }
+
+    /// Re-reads the configuration. On any failure the old configuration keeps serving.
+    ///
+    /// The load runs on a blocking thread that holds the kept capabilities while it reads
+    /// files and binds sockets (see `privileges`); request threads never hold them.
+    pub async fn reload(self: &Arc<Self>) -> Result<(), LoadError> {
+        let this = self.clone();
+        let (built, fresh) = tokio::task::spawn_blocking(move || {
+            let _caps = crate::privileges::Elevated::raise();
+            let prev = this.site();
+            let config = this.source.load()?;
+            let site = Site::build(config, &this.shared, Some(&prev))?;
+            let fresh = this.bind_new(&site)?;
+            Ok::<_, LoadError>((site, fresh))
+        })
+        .await
+        .map_err(|e| LoadError::Other(format!("reload task failed: {e}")))??;
+        for w in &built.config.warnings {
+            crate::fblog!(Warn, "{w}");
+        }
+        crate::log::set_error_logs(built.error_logs.clone());
+        let built = Arc::new(built);
+        let old = self.current.swap(built.clone());
+        self.activate(fresh, &built);
+        old.retire();
+        Ok(())
+    }
+
+    /// Reopens log files (`-s reopen`), with the capabilities a root-owned log directory needs.
+    pub async fn reopen_logs(self: &Arc<Self>) {
+        let this = self.clone();
+        let _ = tokio::task::spawn_blocking(move || {
+            let _caps = crate::privileges::Elevated::raise();
+            this.shared.reopen_logs();
+        })
+        .await;
+    }
+
+    /// Stops accepting and closes the listening sockets.
+    pub fn close_listeners(&self) {
+        if let Ok(mut l) = self.listeners.lock() {
+            for (_, h) in l.open.drain() {
+                h.abort();
+            }
+        }
+    }
+
+    /// Graceful stop: no new connections, in-flight requests finish, idle connections close.
+    pub async fn drain(&self) {
+        self.close_listeners();
+        self.shared.draining.send_replace(true);
+        while self.shared.stats.active.load(Ordering::Relaxed) > 0 {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
+
+    /// Runs until a signal says stop.
+    pub async fn run_signals(self: &Arc<Self>) {
+        use tokio::signal::unix::{signal, SignalKind};
+        let (Ok(mut hup), Ok(mut quit), Ok(mut term), Ok(mut int), Ok(mut usr1)) = (
+            signal(SignalKind::hangup()),
+            signal(SignalKind::quit()),
+            signal(SignalKind::terminate()),
+            signal(SignalKind::interrupt()),
+            signal(SignalKind::user_defined1()),
+        ) else {
+            crate::fblog!(Emerg, "cannot install signal handlers");
+            return;
+        };
+        loop {
+            tokio::select! {
+                _ = hup.recv() => {
+                    crate::fblog!(Notice, "signal 1 (SIGHUP) received, reconfiguring");
+                    match self.reload().await {
+                        Ok(()) => crate::fblog!(Notice, "reconfiguration done"),
+                        Err(e) => crate::fblog!(Emerg, "{e}; the previous configuration keeps serving"),
+                    }
+                }
+                _ = usr1.recv() => {
+                    crate::fblog!(Notice, "signal 10 (SIGUSR1) received, reopening logs");
+                    self.reopen_logs().await;
+                }
+                _ = quit.recv() => {
+                    crate::fblog!(Notice, "signal 3 (SIGQUIT) received, shutting down gracefully");
+                    self.drain().await;
+                    return;
+                }
+                _ = term.recv() => {
+                    crate::fblog!(Notice, "signal 15 (SIGTERM) received, exiting");
+                    return;
+                }
+                _ = int.recv() => {
+                    crate::fblog!(Notice, "signal 2 (SIGINT) received, exiting");
+                    return;
+                }
+            }
+        }
+    }
+}
+
+async fn accept_loop(
+    listener: TcpListener,
+    addr: SocketAddr,
+    current: Arc<ArcSwap<Site>>,
+    shared: Arc<Shared>,
+) {
+    loop {
+        match listener.accept().await {
+            Ok((stream, peer)) => {
+                let site = current.load_full();
+                let Some(idx) = site.vhosts.sockets().iter().position(|s| s.addr == addr) else {
+                    continue;
+                };
+                tokio::spawn(crate::http::conn::handle(
+                    site,
+                    shared.clone(),
+                    idx,
+                    stream,
+                    peer,
+                ));
+            }
+            Err(e) => {
+                // EMFILE/ENFILE and friends: log, breathe, go on (nginx disables accept briefly).
+                crate::fblog!(Crit, "accept() failed ({e})");
+                tokio::time::sleep(Duration::from_millis(50)).await;
+            }
+        }
+    }
+}
+
+/// Writes the pid file; removes it when dropped.
+pub struct PidFile(Option<PathBuf>);
+
+impl PidFile {
+    /// Writes `path` with this process's id.
+    pub fn write(path: Option<&Path>) -> std::io::Result<Self> {
+        if let Some(p) = path {
+            std::fs::write(p, format!("{}\n", std::process::id()))?;
+        }
+        Ok(Self(path.map(Path::to_path_buf)))
+    }
+}
+
+impl Drop for PidFile {
+    fn drop(&mut self) {
+        if let Some(p) = &self.0 {
+            let _caps = crate::privileges::Elevated::raise();
+            let _ = std::fs::remove_file(p);
+        }
+    }
+}
+
+/// Logs the configuration's warnings on stderr (start, `-t`).
+pub fn print_warnings(c: &Config) {
+    for w in &c.warnings {
+        crate::log::stderr(LogLevel::Warn, w);
+    }
+}

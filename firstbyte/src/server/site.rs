@@ -1,0 +1,169 @@
+//! A [`Site`]: one loaded configuration generation, with everything built from it that
+//! requests use — virtual hosts, rustls configs per server block, open log files.
+//!
+//! Building a site is all the work of a load (`-t`, start, reload); serving only reads it.
+//! A site is replaced whole on reload; connections keep the one they started with.
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use tokio::sync::watch;
+
+use super::Shared;
+use crate::conf::model::{AccessLog, Config, LogLevel, LogTarget, ServerConf};
+use crate::conf::vhosts::VirtualHosts;
+use crate::log::LogFile;
+
+/// Why a configuration could not be loaded. Displays in nginx's words, without the level.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum LoadError {
+    /// The configuration language refused the file.
+    #[error("{0}")]
+    Conf(#[from] crate::conf::ConfError),
+    /// Listen addresses or server names conflict.
+    #[error("{0}")]
+    Vhost(#[from] crate::conf::vhosts::VhostError),
+    /// A certificate, key or TLS setting could not be used.
+    #[error("{0}")]
+    Tls(#[from] crate::tls::TlsError),
+    /// A file (log) could not be opened, or a socket option was refused.
+    #[error("{0}")]
+    Other(String),
+}
+
+/// One configuration generation, ready to serve.
+pub struct Site {
+    /// The configuration.
+    pub config: Arc<Config>,
+    /// Sockets and server selection.
+    pub vhosts: VirtualHosts,
+    /// rustls config of each TLS server block, keyed by the block's address.
+    tls: HashMap<usize, Arc<rustls::ServerConfig>>,
+    /// Access log files by path.
+    access_logs: HashMap<PathBuf, Arc<LogFile>>,
+    /// Error log targets.
+    pub error_logs: Vec<(Option<Arc<LogFile>>, LogLevel)>,
+    /// Parsed TLS objects of this load (reused by the next load when files are unchanged).
+    pub store: crate::tls::ObjectStore,
+    retired: watch::Sender<bool>,
+}
+
+fn key(s: &Arc<ServerConf>) -> usize {
+    Arc::as_ptr(s) as usize
+}
+
+impl Site {
+    /// Builds everything a configuration needs: certificates are read and checked, log files
+    /// opened, socket options validated. Nothing is bound here (see `server::Listeners`).
+    pub fn build(config: Config, shared: &Shared, prev: Option<&Site>) -> Result<Site, LoadError> {
+        let http = config.http.clone().unwrap_or(crate::conf::model::HttpConf {
+            servers: Vec::new(),
+        });
+        let vhosts = VirtualHosts::new(&http)?;
+        let mut store = match prev {
+            Some(p) => crate::tls::ObjectStore::inherit(&p.store),
+            None => crate::tls::ObjectStore::new(),
+        };
+        let mut tls = HashMap::new();
+        let mut cc_checked: Vec<&str> = Vec::new();
+        for s in &http.servers {
+            if let Some(t) = &s.tls {
+                let h2 = s.http2 || s.listen.iter().any(|l| l.http2);
+                let cfg = crate::tls::server_config(t, h2, &shared.tls, &mut store)?;
+                tls.insert(key(s), cfg);
+            }
+            if let Some(cc) = &s.socket.congestion {
+                if !cc_checked.contains(&cc.as_str()) {
+                    crate::net::check_congestion(cc).map_err(|e| {
+                        LoadError::Other(format!(
+                            "\"tcp_congestion\" \"{cc}\" is not available: setsockopt(TCP_CONGESTION) failed ({e}) in {}",
+                            s.pos
+                        ))
+                    })?;
+                    cc_checked.push(cc);
+                }
+            }
+        }
+        let mut access_logs = HashMap::new();
+        for s in &http.servers {
+            collect_logs(&s.default_location, &mut |p| {
+                if !access_logs.contains_key(p) {
+                    let f = shared
+                        .log_file(p)
+                        .map_err(|e| LoadError::Other(e.to_string()))?;
+                    access_logs.insert(p.to_path_buf(), f);
+                }
+                Ok(())
+            })?;
+        }
+        let error_logs =
+            crate::log::open_error_logs(&config.main.error_log, &mut |p| shared.log_file(p))
+                .map_err(|e| LoadError::Other(e.to_string()))?;
+        let (retired, _) = watch::channel(false);
+        Ok(Site {
+            config: Arc::new(config),
+            vhosts,
+            tls,
+            access_logs,
+            error_logs,
+            store,
+            retired,
+        })
+    }
+
+    /// The rustls config of a TLS server block.
+    pub fn tls_for(&self, s: &Arc<ServerConf>) -> Option<&Arc<rustls::ServerConfig>> {
+        self.tls.get(&key(s))
+    }
+
+    /// Appends to an access log.
+    pub fn write_access_log(&self, target: &LogTarget, line: &[u8]) {
+        match target {
+            LogTarget::Stderr => {
+                use std::io::Write;
+                let _ = std::io::stderr().write_all(line);
+            }
+            LogTarget::File(p) => {
+                if let Some(f) = self.access_logs.get(p) {
+                    f.write(line);
+                }
+            }
+        }
+    }
+
+    /// Signals connections of this generation to finish and close (after a reload).
+    pub fn retire(&self) {
+        self.retired.send_replace(true);
+    }
+
+    /// Watches for [`Site::retire`].
+    pub fn retired(&self) -> watch::Receiver<bool> {
+        self.retired.subscribe()
+    }
+}
+
+fn collect_logs(
+    loc: &crate::conf::model::LocationConf,
+    f: &mut impl FnMut(&Path) -> Result<(), LoadError>,
+) -> Result<(), LoadError> {
+    if let AccessLog::Logs(ts) = &loc.access_log {
+        for t in ts {
+            if let LogTarget::File(p) = &t.target {
+                f(p)?;
+            }
+        }
+    }
+    let l = &loc.locations;
+    for c in l.exact.values().chain(l.named.values()) {
+        collect_logs(c, f)?;
+    }
+    for c in &l.prefix {
+        collect_logs(&c.conf, f)?;
+    }
+    for c in &l.regex {
+        collect_logs(&c.conf, f)?;
+    }
+    Ok(())
+}

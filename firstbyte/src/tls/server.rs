@@ -1,0 +1,720 @@
+//! One server block's TLS settings → one `rustls::ServerConfig`.
+//!
+//! [`server_config`] takes a merged [`TlsConf`], loads certificates through the load's
+//! [`ObjectStore`], maps cipher and group lists (`ciphers`), and wires in the process-wide
+//! ticket keys and session caches of [`TlsShared`]. The runtime calls it once per server block
+//! per load and, after reading a ClientHello's SNI, serves that block's config. Inside a
+//! config, [`choose_certificate`] picks among several pairs (ECDSA + RSA) per ClientHello.
+
+use std::fmt;
+use std::sync::Arc;
+
+use rustls::client::danger::HandshakeSignatureValid;
+use rustls::crypto::CryptoProvider;
+use rustls::pki_types::{CertificateDer, UnixTime};
+use rustls::server::danger::{ClientCertVerified, ClientCertVerifier};
+use rustls::server::{
+    ClientHello, NoServerSessionStorage, ResolvesServerCert, WebPkiClientVerifier,
+};
+use rustls::sign::CertifiedKey;
+use rustls::{
+    CipherSuite, DigitallySignedStruct, DistinguishedName, ServerConfig, SignatureAlgorithm,
+    SignatureScheme, SupportedCipherSuite,
+};
+
+use super::ciphers;
+use super::sessions::TimedSessions;
+use super::store::ObjectStore;
+use super::tickets::{Ticketer, TlsShared};
+use super::TlsError;
+use crate::conf::model::{SessionCache, TlsConf, TlsVersion, VerifyClient};
+
+/// OpenSSL's (and so nginx's) number of TLS 1.3 tickets per full handshake: 2.
+pub const DEFAULT_NUM_TICKETS: u32 = 2;
+
+/// 0-RTT bytes accepted: none until the early-data issue. rustls accepts early data only on
+/// stateful resumption, so enabling it is this value (from `ssl_early_data`) plus
+/// `ssl_session_tickets off` and an `ssl_session_cache`, all of which this module already wires.
+pub fn early_data_size(_tls: &TlsConf) -> u32 {
+    0
+}
+
+/// ALPN protocols offered, most preferred first: `h2` (when HTTP/2 is on) then `http/1.1`.
+pub fn alpn_protocols(alpn_h2: bool) -> Vec<Vec<u8>> {
+    let mut out = Vec::with_capacity(2);
+    if alpn_h2 {
+        out.push(b"h2".to_vec());
+    }
+    out.push(b"http/1.1".to_vec());
+    out
+}
+
+/// Builds the rustls config of one server block.
+pub fn server_config(
+    tls: &TlsConf,
+    alpn_h2: bool,
+    shared: &TlsShared,
+    store: &mut ObjectStore,
+) -> Result<Arc<ServerConfig>, TlsError> {
+    let tls12 = tls.protocols.contains(&TlsVersion::Tls12);
+    let tls13 = tls.protocols.contains(&TlsVersion::Tls13);
+    if !tls12 && !tls13 {
+        return Err(TlsError::NoProtocols);
+    }
+    if tls.certificates.is_empty() {
+        return Err(TlsError::NoCertificate);
+    }
+    let suites12 = ciphers::tls12_suites(&tls.ciphers, tls12)?;
+    let suites13 = ciphers::tls13_suites(tls.ciphersuites.as_deref(), tls13)?;
+
+    let mut provider = rustls::crypto::aws_lc_rs::default_provider();
+    provider.kx_groups = ciphers::kx_groups(&tls.ecdh_curve)?;
+    provider.cipher_suites = Vec::new();
+    if tls13 {
+        provider.cipher_suites.extend(suites13.iter().copied());
+    }
+    if tls12 {
+        provider.cipher_suites.extend(suites12.iter().copied());
+    }
+    let provider = Arc::new(provider);
+
+    let mut versions = Vec::with_capacity(2);
+    if tls13 {
+        versions.push(&rustls::version::TLS13);
+    }
+    if tls12 {
+        versions.push(&rustls::version::TLS12);
+    }
+
+    let ocsp = if tls.stapling {
+        tls.stapling_file.as_deref()
+    } else {
+        None
+    };
+    let mut certs = Vec::with_capacity(tls.certificates.len());
+    for pair in &tls.certificates {
+        certs.push(store.certified_key(pair, tls.password_file.as_deref(), ocsp)?);
+    }
+    let resolver = CertResolver::new(
+        certs,
+        if tls13 { suites13 } else { Vec::new() },
+        if tls12 { suites12 } else { Vec::new() },
+    );
+
+    let verifier = client_verifier(tls, store, &provider)?;
+    let mut config = ServerConfig::builder_with_provider(provider)
+        .with_protocol_versions(&versions)?
+        .with_client_cert_verifier(verifier)
+        .with_cert_resolver(Arc::new(resolver));
+
+    config.alpn_protocols = alpn_protocols(alpn_h2);
+    config.ignore_client_order = tls.prefer_server_ciphers;
+    config.max_early_data_size = early_data_size(tls);
+    config.send_tls13_tickets =
+        usize::try_from(tls.num_tickets.unwrap_or(DEFAULT_NUM_TICKETS)).unwrap_or(usize::MAX);
+    config.session_storage = match tls.session_cache {
+        SessionCache::Off | SessionCache::None | SessionCache::Sessions(0) => {
+            Arc::new(NoServerSessionStorage {})
+        }
+        SessionCache::Sessions(n) => Arc::new(TimedSessions::new(
+            shared.session_cache(n),
+            tls.session_timeout.as_secs(),
+        )),
+    };
+    if tls.session_tickets {
+        let ticketer = if tls.session_ticket_keys.is_empty() {
+            shared.generated_ticketer(tls.session_timeout)
+        } else {
+            let mut files = Vec::with_capacity(tls.session_ticket_keys.len());
+            for path in &tls.session_ticket_keys {
+                let name = path.display().to_string();
+                let bytes = store.bytes(path).map_err(|error| TlsError::TicketKeyFile {
+                    name: name.clone(),
+                    error,
+                })?;
+                files.push((name, bytes));
+            }
+            Ticketer::from_files(&files, tls.session_timeout)?
+        };
+        config.ticketer = Arc::new(ticketer);
+    }
+    Ok(Arc::new(config))
+}
+
+/// `ssl_verify_client` (+ `ssl_client_certificate`) as a rustls client verifier.
+fn client_verifier(
+    tls: &TlsConf,
+    store: &mut ObjectStore,
+    provider: &Arc<CryptoProvider>,
+) -> Result<Arc<dyn ClientCertVerifier>, TlsError> {
+    let required = match tls.verify_client {
+        VerifyClient::Off => return Ok(WebPkiClientVerifier::no_client_auth()),
+        VerifyClient::OptionalNoCa => {
+            return Ok(Arc::new(AnyClientCert {
+                provider: provider.clone(),
+            }))
+        }
+        VerifyClient::On => true,
+        VerifyClient::Optional => false,
+    };
+    let path = tls
+        .client_certificate
+        .as_deref()
+        .ok_or(TlsError::NoClientCertificate)?;
+    let roots = store.roots(path)?;
+    let builder = WebPkiClientVerifier::builder_with_provider(roots, provider.clone());
+    let builder = if required {
+        builder
+    } else {
+        builder.allow_unauthenticated()
+    };
+    builder
+        .build()
+        .map_err(|e| TlsError::Rustls(rustls::Error::General(e.to_string())))
+}
+
+/// `ssl_verify_client optional_no_ca`: ask for a certificate, accept any (the handshake
+/// signature is still checked, proving the client holds the key).
+#[derive(Debug)]
+struct AnyClientCert {
+    provider: Arc<CryptoProvider>,
+}
+
+impl ClientCertVerifier for AnyClientCert {
+    fn client_auth_mandatory(&self) -> bool {
+        false
+    }
+
+    fn root_hint_subjects(&self) -> &[DistinguishedName] {
+        &[]
+    }
+
+    fn verify_client_cert(
+        &self,
+        _end_entity: &CertificateDer<'_>,
+        _intermediates: &[CertificateDer<'_>],
+        _now: UnixTime,
+    ) -> Result<ClientCertVerified, rustls::Error> {
+        Ok(ClientCertVerified::assertion())
+    }
+
+    fn verify_tls12_signature(
+        &self,
+        message: &[u8],
+        cert: &CertificateDer<'_>,
+        dss: &DigitallySignedStruct,
+    ) -> Result<HandshakeSignatureValid, rustls::Error> {
+        rustls::crypto::verify_tls12_signature(
+            message,
+            cert,
+            dss,
+            &self.provider.signature_verification_algorithms,
+        )
+    }
+
+    fn verify_tls13_signature(
+        &self,
+        message: &[u8],
+        cert: &CertificateDer<'_>,
+        dss: &DigitallySignedStruct,
+    ) -> Result<HandshakeSignatureValid, rustls::Error> {
+        rustls::crypto::verify_tls13_signature(
+            message,
+            cert,
+            dss,
+            &self.provider.signature_verification_algorithms,
+        )
+    }
+
+    fn supported_verify_schemes(&self) -> Vec<SignatureScheme> {
+        self.provider
+            .signature_verification_algorithms
+            .supported_schemes()
+    }
+}
+
+/// Picks one of a server's certificates per ClientHello.
+struct CertResolver {
+    /// ECDSA (and EdDSA) first, then RSA; otherwise in directive order.
+    certs: Vec<Arc<CertifiedKey>>,
+    tls13: Vec<SupportedCipherSuite>,
+    tls12: Vec<SupportedCipherSuite>,
+}
+
+impl fmt::Debug for CertResolver {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("CertResolver")
+            .field("certs", &self.certs.len())
+            .finish_non_exhaustive()
+    }
+}
+
+impl CertResolver {
+    fn new(
+        mut certs: Vec<Arc<CertifiedKey>>,
+        tls13: Vec<SupportedCipherSuite>,
+        tls12: Vec<SupportedCipherSuite>,
+    ) -> Self {
+        certs.sort_by_key(|c| c.key.algorithm() == SignatureAlgorithm::RSA);
+        Self {
+            certs,
+            tls13,
+            tls12,
+        }
+    }
+}
+
+impl ResolvesServerCert for CertResolver {
+    fn resolve(&self, hello: ClientHello<'_>) -> Option<Arc<CertifiedKey>> {
+        let i = choose_certificate(
+            &self.certs,
+            hello.signature_schemes(),
+            hello.cipher_suites(),
+            &self.tls13,
+            &self.tls12,
+        )?;
+        self.certs.get(i).cloned()
+    }
+}
+
+/// The index of the certificate to present: the first (ECDSA before RSA) whose key can sign
+/// with a scheme the client offers, and for which some suite both sides enable works (any
+/// TLS 1.3 suite; a TLS 1.2 suite of the key's type). When none fits, the first certificate,
+/// as OpenSSL does, and the handshake fails on its own terms. `None` only without certificates.
+pub fn choose_certificate(
+    certs: &[Arc<CertifiedKey>],
+    schemes: &[SignatureScheme],
+    offered: &[CipherSuite],
+    tls13: &[SupportedCipherSuite],
+    tls12: &[SupportedCipherSuite],
+) -> Option<usize> {
+    if certs.is_empty() {
+        return None;
+    }
+    let via13 = tls13.iter().any(|s| offered.contains(&s.suite()));
+    let fits = |ck: &CertifiedKey| {
+        let alg = ck.key.algorithm();
+        ck.key.choose_scheme(schemes).is_some()
+            && (via13
+                || tls12
+                    .iter()
+                    .any(|s| offered.contains(&s.suite()) && s.usable_for_signature_algorithm(alg)))
+    };
+    Some(certs.iter().position(|c| fits(c)).unwrap_or(0))
+}
+
+#[cfg(test)]
+mod tests {
+    use std::path::{Path, PathBuf};
+    use std::time::Duration;
+
+    use rustls::client::Resumption;
+    use rustls::crypto::aws_lc_rs::cipher_suite as cs;
+    use rustls::{ClientConfig, HandshakeKind, ProtocolVersion};
+    use rustls_pki_types::pem::PemObject;
+
+    use super::super::names::{cipher_name, group_name};
+    use super::super::testutil::{
+        client_config, ecdsa_pem, handshake, provider, rsa_pem, AnyServerCert, CountingStore,
+    };
+    use super::*;
+    use crate::conf::model::{CertKey, Pos, Source};
+
+    fn dir(tag: &str) -> PathBuf {
+        let d = std::env::temp_dir().join(format!("firstbyte-server-{tag}-{}", std::process::id()));
+        std::fs::create_dir_all(&d).expect("tmp dir");
+        d
+    }
+
+    fn write_pair(d: &Path, name: &str, pem: (String, String)) -> CertKey {
+        std::fs::write(d.join(format!("{name}.crt")), pem.0).expect("write");
+        std::fs::write(d.join(format!("{name}.key")), pem.1).expect("write");
+        CertKey {
+            cert: Source::File(d.join(format!("{name}.crt"))),
+            key: Source::File(d.join(format!("{name}.key"))),
+            pos: Pos {
+                file: Arc::new(PathBuf::from("/t.conf")),
+                line: 1,
+            },
+        }
+    }
+
+    /// nginx's defaults with one certificate pair.
+    fn conf(certificates: Vec<CertKey>) -> TlsConf {
+        TlsConf {
+            certificates,
+            password_file: None,
+            protocols: vec![TlsVersion::Tls12, TlsVersion::Tls13],
+            ciphers: "HIGH:!aNULL:!MD5".into(),
+            ciphersuites: None,
+            num_tickets: None,
+            prefer_server_ciphers: false,
+            ecdh_curve: "auto".into(),
+            session_tickets: true,
+            session_ticket_keys: Vec::new(),
+            session_timeout: Duration::from_secs(300),
+            session_cache: SessionCache::None,
+            verify_client: VerifyClient::Off,
+            client_certificate: None,
+            stapling: false,
+            stapling_file: None,
+        }
+    }
+
+    fn ecdsa_conf(tag: &str) -> (PathBuf, TlsConf) {
+        let d = dir(tag);
+        let pair = write_pair(&d, "ec", ecdsa_pem(&["localhost"]));
+        (d, conf(vec![pair]))
+    }
+
+    fn build(tls: &TlsConf, shared: &TlsShared) -> Arc<ServerConfig> {
+        server_config(tls, true, shared, &mut ObjectStore::new()).expect("server config")
+    }
+
+    fn client(versions: &[&'static rustls::SupportedProtocolVersion]) -> ClientConfig {
+        client_config(provider(), versions, AnyServerCert::all())
+    }
+
+    const BOTH: &[&rustls::SupportedProtocolVersion] =
+        &[&rustls::version::TLS13, &rustls::version::TLS12];
+
+    #[test]
+    fn defaults_handshake_tls13_with_h2() {
+        let (_d, tls) = ecdsa_conf("defaults");
+        let shared = TlsShared::new().expect("shared");
+        let cfg = build(&tls, &shared);
+        assert_eq!(
+            cfg.alpn_protocols,
+            vec![b"h2".to_vec(), b"http/1.1".to_vec()]
+        );
+        assert_eq!(cfg.send_tls13_tickets, 2);
+        assert_eq!(cfg.max_early_data_size, 0);
+        let mut c = client(BOTH);
+        c.alpn_protocols = vec![b"h2".to_vec(), b"http/1.1".to_vec()];
+        let (c, s) = handshake(cfg, Arc::new(c)).expect("handshake");
+        assert_eq!(s.protocol_version(), Some(ProtocolVersion::TLSv1_3));
+        assert_eq!(s.alpn_protocol(), Some(&b"h2"[..]));
+        assert_eq!(c.alpn_protocol(), Some(&b"h2"[..]));
+        let group = s.negotiated_key_exchange_group().expect("group").name();
+        assert_eq!(group_name(group), "x25519");
+    }
+
+    #[test]
+    fn alpn_without_h2() {
+        let (_d, tls) = ecdsa_conf("alpn");
+        let shared = TlsShared::new().expect("shared");
+        let cfg = server_config(&tls, false, &shared, &mut ObjectStore::new()).expect("cfg");
+        let mut c = client(BOTH);
+        c.alpn_protocols = vec![b"h2".to_vec(), b"http/1.1".to_vec()];
+        let (_, s) = handshake(cfg, Arc::new(c)).expect("handshake");
+        assert_eq!(s.alpn_protocol(), Some(&b"http/1.1"[..]));
+    }
+
+    #[test]
+    fn tls13_only_server_refuses_tls12_client() {
+        let (_d, mut tls) = ecdsa_conf("proto");
+        tls.protocols = vec![TlsVersion::Tls13];
+        let shared = TlsShared::new().expect("shared");
+        let cfg = build(&tls, &shared);
+        assert!(handshake(cfg.clone(), Arc::new(client(&[&rustls::version::TLS12]))).is_err());
+        assert!(handshake(cfg, Arc::new(client(BOTH))).is_ok());
+        tls.protocols = Vec::new();
+        assert!(matches!(
+            server_config(&tls, true, &shared, &mut ObjectStore::new()),
+            Err(TlsError::NoProtocols)
+        ));
+    }
+
+    #[test]
+    fn cipher_list_restricts_tls12() {
+        let d = dir("cipher");
+        let pair = write_pair(&d, "rsa", rsa_pem(&["localhost"]));
+        let mut tls = conf(vec![pair]);
+        tls.ciphers = "ECDHE-RSA-AES128-GCM-SHA256".into();
+        tls.protocols = vec![TlsVersion::Tls12];
+        let shared = TlsShared::new().expect("shared");
+        let cfg = build(&tls, &shared);
+        let (_, s) = handshake(cfg, Arc::new(client(BOTH))).expect("handshake");
+        assert_eq!(s.protocol_version(), Some(ProtocolVersion::TLSv1_2));
+        let suite = s.negotiated_cipher_suite().expect("suite").suite();
+        assert_eq!(cipher_name(suite), "ECDHE-RSA-AES128-GCM-SHA256");
+
+        tls.ciphers = "AES256-SHA".into();
+        let e = server_config(&tls, true, &shared, &mut ObjectStore::new()).expect_err("error");
+        assert_eq!(
+            e.to_string(),
+            "SSL_CTX_set_cipher_list(\"AES256-SHA\") failed: no cipher match"
+        );
+    }
+
+    #[test]
+    fn ciphersuites_and_server_order() {
+        let (_d, mut tls) = ecdsa_conf("suites13");
+        tls.ciphersuites = Some("TLS_CHACHA20_POLY1305_SHA256:TLS_AES_128_GCM_SHA256".into());
+        tls.prefer_server_ciphers = true;
+        let shared = TlsShared::new().expect("shared");
+        let cfg = build(&tls, &shared);
+        assert!(cfg.ignore_client_order);
+        // The client prefers AES-128; the server's order wins.
+        let mut p = provider();
+        p.cipher_suites = vec![
+            cs::TLS13_AES_128_GCM_SHA256,
+            cs::TLS13_CHACHA20_POLY1305_SHA256,
+        ];
+        let c = client_config(p, &[&rustls::version::TLS13], AnyServerCert::all());
+        let (_, s) = handshake(cfg, Arc::new(c)).expect("handshake");
+        let suite = s.negotiated_cipher_suite().expect("suite").suite();
+        assert_eq!(cipher_name(suite), "TLS_CHACHA20_POLY1305_SHA256");
+    }
+
+    #[test]
+    fn ecdh_curve_limits_groups() {
+        let (_d, mut tls) = ecdsa_conf("curve");
+        tls.ecdh_curve = "secp384r1".into();
+        let shared = TlsShared::new().expect("shared");
+        let cfg = build(&tls, &shared);
+        let (_, s) = handshake(cfg, Arc::new(client(BOTH))).expect("handshake");
+        let group = s.negotiated_key_exchange_group().expect("group").name();
+        assert_eq!(group_name(group), "secp384r1");
+        tls.ecdh_curve = "nonsense".into();
+        assert!(matches!(
+            server_config(&tls, true, &shared, &mut ObjectStore::new()),
+            Err(TlsError::Curves { .. })
+        ));
+    }
+
+    #[test]
+    fn ecdsa_first_rsa_for_rsa_only_clients() {
+        let d = dir("dual");
+        // RSA written first: ECDSA must still be preferred.
+        let rsa = write_pair(&d, "rsa", rsa_pem(&["localhost"]));
+        let ec = write_pair(&d, "ec", ecdsa_pem(&["localhost"]));
+        let tls = conf(vec![rsa, ec]);
+        let shared = TlsShared::new().expect("shared");
+        let cfg = build(&tls, &shared);
+
+        let alg_of =
+            |c: &rustls::ClientConnection| c.peer_certificates().expect("certs")[0].clone();
+        let (c, _) = handshake(cfg.clone(), Arc::new(client(BOTH))).expect("any client");
+        let ec_cert = std::fs::read(d.join("ec.crt")).expect("read");
+        let ec_der = rustls_pki_types::CertificateDer::from_pem_slice(&ec_cert).expect("der");
+        assert_eq!(alg_of(&c), ec_der);
+
+        let rsa_only = client_config(
+            provider(),
+            BOTH,
+            AnyServerCert::only(|s| {
+                !matches!(
+                    s,
+                    SignatureScheme::ECDSA_NISTP256_SHA256
+                        | SignatureScheme::ECDSA_NISTP384_SHA384
+                        | SignatureScheme::ECDSA_NISTP521_SHA512
+                        | SignatureScheme::ED25519
+                )
+            }),
+        );
+        let (c, _) = handshake(cfg.clone(), Arc::new(rsa_only)).expect("rsa client");
+        assert_ne!(alg_of(&c), ec_der);
+
+        // A TLS 1.2 client offering only ECDHE-RSA suites gets the RSA certificate too.
+        let mut p = provider();
+        p.cipher_suites = vec![cs::TLS_ECDHE_RSA_WITH_AES_256_GCM_SHA384];
+        let c = client_config(p, &[&rustls::version::TLS12], AnyServerCert::all());
+        let (c, _) = handshake(cfg, Arc::new(c)).expect("rsa-suite client");
+        assert_ne!(alg_of(&c), ec_der);
+    }
+
+    #[test]
+    fn num_tickets_counted_at_the_client() {
+        let (_d, mut tls) = ecdsa_conf("numtickets");
+        let shared = TlsShared::new().expect("shared");
+        for (n, want) in [(None, 2), (Some(4), 4), (Some(0), 0)] {
+            tls.num_tickets = n;
+            let cfg = build(&tls, &shared);
+            let store = CountingStore::new();
+            let mut c = client(BOTH);
+            c.resumption = Resumption::store(store.clone());
+            handshake(cfg, Arc::new(c)).expect("handshake");
+            assert_eq!(store.count(), want, "NumTickets {n:?}");
+        }
+    }
+
+    fn resumes(
+        first: Arc<ServerConfig>,
+        second: Arc<ServerConfig>,
+        versions: &[&'static rustls::SupportedProtocolVersion],
+    ) -> bool {
+        let c = Arc::new(client(versions));
+        let (_, s1) = handshake(first, c.clone()).expect("first");
+        assert_eq!(s1.handshake_kind(), Some(HandshakeKind::Full));
+        let (_, s2) = handshake(second, c).expect("second");
+        s2.handshake_kind() == Some(HandshakeKind::Resumed)
+    }
+
+    #[test]
+    fn ticket_key_file_resumes_across_configs() {
+        let (d, mut tls) = ecdsa_conf("ticketfile");
+        std::fs::write(d.join("ticket.key"), [0x5au8; 80]).expect("write");
+        tls.session_ticket_keys = vec![d.join("ticket.key")];
+        // Two processes: separate TlsShared, separate stores; only the file is common.
+        let a = build(&tls, &TlsShared::new().expect("a"));
+        let b = build(&tls, &TlsShared::new().expect("b"));
+        assert!(resumes(a.clone(), b.clone(), BOTH), "TLS 1.3");
+        assert!(resumes(a, b, &[&rustls::version::TLS12]), "TLS 1.2");
+    }
+
+    #[test]
+    fn unknown_ticket_key_means_full_handshake() {
+        let (d, mut tls) = ecdsa_conf("ticketunknown");
+        std::fs::write(d.join("one.key"), [1u8; 48]).expect("write");
+        std::fs::write(d.join("two.key"), [2u8; 48]).expect("write");
+        tls.session_ticket_keys = vec![d.join("one.key")];
+        let shared = TlsShared::new().expect("shared");
+        let a = build(&tls, &shared);
+        tls.session_ticket_keys = vec![d.join("two.key")];
+        let b = build(&tls, &shared);
+        assert!(!resumes(a.clone(), b, BOTH));
+        // The old key as a second (decrypt-only) key still resumes.
+        tls.session_ticket_keys = vec![d.join("two.key"), d.join("one.key")];
+        let c = build(&tls, &shared);
+        assert!(resumes(a, c, BOTH));
+    }
+
+    #[test]
+    fn generated_tickets_survive_a_reload() {
+        let (_d, tls) = ecdsa_conf("reload");
+        let shared = TlsShared::new().expect("shared");
+        let mut store = ObjectStore::new();
+        let before = server_config(&tls, true, &shared, &mut store).expect("before");
+        let mut next = ObjectStore::inherit(&store);
+        let after = server_config(&tls, true, &shared, &mut next).expect("after");
+        assert_eq!(next.parses(), 0);
+        assert!(resumes(before.clone(), after, BOTH));
+        // Another process's keys do not decrypt them.
+        let other = build(&tls, &TlsShared::new().expect("other"));
+        assert!(!resumes(before, other, BOTH));
+    }
+
+    #[test]
+    fn tickets_off_and_stateful_cache() {
+        let (_d, mut tls) = ecdsa_conf("cache");
+        tls.session_tickets = false;
+        let shared = TlsShared::new().expect("shared");
+        // No tickets, no cache: no resumption at all.
+        let cfg = build(&tls, &shared);
+        assert!(!cfg.ticketer.enabled());
+        assert!(!cfg.session_storage.can_cache());
+        assert!(!resumes(cfg.clone(), cfg, BOTH));
+        // A cache: stateful resumption, shared by configs of the same size.
+        tls.session_cache = SessionCache::Sessions(1000);
+        let a = build(&tls, &shared);
+        let b = build(&tls, &shared);
+        assert!(a.session_storage.can_cache());
+        assert!(resumes(a.clone(), b.clone(), BOTH), "TLS 1.3 stateful");
+        assert!(
+            resumes(a, b, &[&rustls::version::TLS12]),
+            "TLS 1.2 session id"
+        );
+    }
+
+    #[test]
+    fn session_cache_size_bounds_resumption() {
+        let (_d, mut tls) = ecdsa_conf("cachesize");
+        tls.session_tickets = false;
+        tls.num_tickets = Some(1);
+        tls.session_cache = SessionCache::Sessions(1);
+        let shared = TlsShared::new().expect("shared");
+        let cfg = build(&tls, &shared);
+        let first = Arc::new(client(BOTH));
+        handshake(cfg.clone(), first.clone()).expect("first");
+        // A second client's session evicts the first's from the one-slot cache.
+        handshake(cfg.clone(), Arc::new(client(BOTH))).expect("second");
+        let (_, s) = handshake(cfg, first).expect("first again");
+        assert_eq!(s.handshake_kind(), Some(HandshakeKind::Full));
+    }
+
+    #[test]
+    fn ticket_lifetime_follows_session_timeout() {
+        let (_d, mut tls) = ecdsa_conf("lifetime");
+        tls.session_timeout = Duration::from_secs(600);
+        let shared = TlsShared::new().expect("shared");
+        let cfg = build(&tls, &shared);
+        assert_eq!(cfg.ticketer.lifetime(), 600);
+    }
+
+    #[test]
+    fn client_certificates() {
+        let d = dir("mtls");
+        let (_d2, mut tls) = ecdsa_conf("mtls-server");
+        let (ca_cert, ca_key) = ecdsa_pem(&["client"]);
+        std::fs::write(d.join("ca.crt"), &ca_cert).expect("write");
+        let shared = TlsShared::new().expect("shared");
+
+        tls.verify_client = VerifyClient::On;
+        assert!(matches!(
+            server_config(&tls, true, &shared, &mut ObjectStore::new()),
+            Err(TlsError::NoClientCertificate)
+        ));
+        tls.client_certificate = Some(d.join("ca.crt"));
+        let on = build(&tls, &shared);
+        tls.verify_client = VerifyClient::Optional;
+        let optional = build(&tls, &shared);
+        tls.verify_client = VerifyClient::OptionalNoCa;
+        tls.client_certificate = None;
+        let no_ca = build(&tls, &shared);
+
+        let anon = || Arc::new(client(BOTH));
+        let with_cert = |cert: &str, key: &str| {
+            let chain = vec![
+                rustls_pki_types::CertificateDer::from_pem_slice(cert.as_bytes()).expect("cert"),
+            ];
+            let key = rustls_pki_types::PrivateKeyDer::from_pem_slice(key.as_bytes()).expect("key");
+            Arc::new(
+                ClientConfig::builder_with_provider(Arc::new(provider()))
+                    .with_protocol_versions(BOTH)
+                    .expect("versions")
+                    .dangerous()
+                    .with_custom_certificate_verifier(AnyServerCert::all())
+                    .with_client_auth_cert(chain, key)
+                    .expect("client auth"),
+            )
+        };
+        // `on` needs a certificate; TLS 1.3 clients learn of the refusal after their
+        // Finished, so the server side is what is checked.
+        assert!(handshake(on.clone(), anon()).is_err());
+        assert!(handshake(on.clone(), with_cert(&ca_cert, &ca_key)).is_ok());
+        let (stranger_cert, stranger_key) = ecdsa_pem(&["stranger"]);
+        assert!(handshake(on, with_cert(&stranger_cert, &stranger_key)).is_err());
+        assert!(handshake(optional.clone(), anon()).is_ok());
+        assert!(handshake(optional, with_cert(&stranger_cert, &stranger_key)).is_err());
+        let (_, s) =
+            handshake(no_ca.clone(), with_cert(&stranger_cert, &stranger_key)).expect("no_ca");
+        assert!(s.peer_certificates().is_some());
+        assert!(handshake(no_ca, anon()).is_ok());
+    }
+
+    #[test]
+    fn stapling_file_is_served() {
+        let (d, mut tls) = ecdsa_conf("staple");
+        let response = [0x30u8, 0x03, 0x0a, 0x01, 0x00];
+        std::fs::write(d.join("ocsp.der"), response).expect("write");
+        tls.stapling_file = Some(d.join("ocsp.der"));
+        let shared = TlsShared::new().expect("shared");
+        let mut store = ObjectStore::new();
+        // `ssl_stapling off`: the file is not even read.
+        server_config(&tls, true, &shared, &mut store).expect("off");
+        assert_eq!(store.parses(), 2);
+        tls.stapling = true;
+        let cfg = server_config(&tls, true, &shared, &mut store).expect("on");
+        assert_eq!(store.parses(), 3);
+        let verifier = AnyServerCert::all();
+        let c = client_config(provider(), BOTH, verifier.clone());
+        handshake(cfg, Arc::new(c)).expect("handshake");
+        assert_eq!(verifier.last_ocsp(), response);
+    }
+
+    #[test]
+    fn choose_without_certificates_is_none() {
+        assert_eq!(choose_certificate(&[], &[], &[], &[], &[]), None);
+    }
+}

@@ -1,0 +1,535 @@
+//! Parsed TLS objects, each file parsed once per config load.
+//!
+//! One [`ObjectStore`] lives for one load. Every `ssl_certificate`, `ssl_certificate_key`,
+//! `ssl_client_certificate`, `ssl_stapling_file` and `ssl_session_ticket_key` goes through it:
+//! the first reference reads and parses (via `certs`), later ones get the same `Arc`. Entries
+//! are keyed by what determines their content — the [`Source`], plus the password file for a
+//! key — and remember the metadata ([`FileStamp`]: device, inode, size, mtime, ctime) of every
+//! file they were made from. On reload, [`ObjectStore::inherit`] offers the previous load's
+//! entries: one whose files all still have the same stamps is reused without reading; any
+//! change means a fresh parse. A key read with one password file is never handed to a server
+//! with another.
+
+use std::collections::HashMap;
+use std::fmt;
+use std::fs::File;
+use std::io::{self, Read};
+use std::os::unix::fs::MetadataExt;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use rustls::crypto::CryptoProvider;
+use rustls::sign::{CertifiedKey, SigningKey};
+use rustls::RootCertStore;
+use rustls_pki_types::CertificateDer;
+
+use super::certs;
+use super::error::{source_name, LoadReason, TlsError};
+use crate::conf::model::{CertKey, Source};
+
+/// Largest file read: 16 MiB is hundreds of times any real chain, CA bundle or OCSP
+/// response, and keeps a wrong path (a disk image, `/dev/zero`) from exhausting memory.
+const MAX_FILE_BYTES: u64 = 16 << 20;
+
+/// What identifies a file's content without reading it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct FileStamp {
+    dev: u64,
+    ino: u64,
+    len: u64,
+    mtime: (i64, i64),
+    ctime: (i64, i64),
+}
+
+impl FileStamp {
+    fn of(meta: &std::fs::Metadata) -> Self {
+        Self {
+            dev: meta.dev(),
+            ino: meta.ino(),
+            len: meta.len(),
+            mtime: (meta.mtime(), meta.mtime_nsec()),
+            ctime: (meta.ctime(), meta.ctime_nsec()),
+        }
+    }
+
+    /// The stamp of `path` now, if it can be read.
+    fn current(path: &Path) -> Option<Self> {
+        std::fs::metadata(path).ok().map(|m| Self::of(&m))
+    }
+}
+
+/// What an entry is keyed by.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+enum EntryKey {
+    Chain(Source),
+    PrivateKey {
+        source: Source,
+        password_file: Option<PathBuf>,
+    },
+    Roots(PathBuf),
+    Bytes(PathBuf),
+}
+
+/// A parsed object.
+#[derive(Clone)]
+enum Object {
+    Chain(Arc<Vec<CertificateDer<'static>>>),
+    Key(Arc<dyn SigningKey>),
+    Roots(Arc<RootCertStore>),
+    Bytes(Arc<[u8]>),
+}
+
+/// A parsed object and the files it came from.
+#[derive(Clone)]
+struct Entry {
+    object: Object,
+    stamps: Stamps,
+}
+
+/// The files an entry was made from, with their stamps then.
+type Stamps = Vec<(PathBuf, FileStamp)>;
+
+/// The key of a certificate/key pair with its OCSP response.
+type PairKey = (Source, Source, Option<PathBuf>, Option<PathBuf>);
+
+/// Parsed certificates, keys, CA bundles and small files of one config load.
+pub struct ObjectStore {
+    entries: HashMap<EntryKey, Entry>,
+    previous: HashMap<EntryKey, Entry>,
+    pairs: HashMap<PairKey, Arc<CertifiedKey>>,
+    parses: usize,
+    provider: Arc<CryptoProvider>,
+}
+
+impl fmt::Debug for ObjectStore {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("ObjectStore")
+            .field("entries", &self.entries.len())
+            .field("previous", &self.previous.len())
+            .field("parses", &self.parses)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Default for ObjectStore {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl ObjectStore {
+    /// An empty store (the first load).
+    pub fn new() -> Self {
+        Self {
+            entries: HashMap::new(),
+            previous: HashMap::new(),
+            pairs: HashMap::new(),
+            parses: 0,
+            provider: super::provider(),
+        }
+    }
+
+    /// A store for a reload: entries `previous` used whose files are unchanged are reused.
+    /// Entries the previous load did not use are dropped, so removed files are not kept.
+    pub fn inherit(previous: &ObjectStore) -> Self {
+        Self {
+            previous: previous.entries.clone(),
+            ..Self::new()
+        }
+    }
+
+    /// How many objects this store parsed (reads that hit the cache or were inherited don't count).
+    pub fn parses(&self) -> usize {
+        self.parses
+    }
+
+    /// The provider keys are loaded with.
+    pub fn provider(&self) -> &Arc<CryptoProvider> {
+        &self.provider
+    }
+
+    /// The cached entry for `key`, or a still-valid inherited one.
+    fn lookup(&mut self, key: &EntryKey) -> Option<Object> {
+        if let Some(e) = self.entries.get(key) {
+            return Some(e.object.clone());
+        }
+        let e = self.previous.remove(key)?;
+        let unchanged = e
+            .stamps
+            .iter()
+            .all(|(path, stamp)| FileStamp::current(path) == Some(*stamp));
+        if !unchanged {
+            return None;
+        }
+        let object = e.object.clone();
+        self.entries.insert(key.clone(), e);
+        Some(object)
+    }
+
+    fn insert(&mut self, key: EntryKey, object: Object, stamps: Stamps) {
+        self.parses += 1;
+        self.entries.insert(key, Entry { object, stamps });
+    }
+
+    /// A certificate chain (`ssl_certificate`).
+    pub fn chain(
+        &mut self,
+        source: &Source,
+    ) -> Result<Arc<Vec<CertificateDer<'static>>>, TlsError> {
+        let key = EntryKey::Chain(source.clone());
+        if let Some(Object::Chain(c)) = self.lookup(&key) {
+            return Ok(c);
+        }
+        let fail = |reason| TlsError::Certificate {
+            name: source_name(source),
+            reason,
+        };
+        let (bytes, stamps) = read_source(source).map_err(|e| fail(LoadReason::Io(e)))?;
+        let chain = Arc::new(certs::parse_chain(&bytes).map_err(fail)?);
+        self.insert(key, Object::Chain(chain.clone()), stamps);
+        Ok(chain)
+    }
+
+    /// A private key (`ssl_certificate_key`), decrypted with `password_file` if it is encrypted.
+    pub fn key(
+        &mut self,
+        source: &Source,
+        password_file: Option<&Path>,
+    ) -> Result<Arc<dyn SigningKey>, TlsError> {
+        let key = EntryKey::PrivateKey {
+            source: source.clone(),
+            password_file: password_file.map(Path::to_path_buf),
+        };
+        if let Some(Object::Key(k)) = self.lookup(&key) {
+            return Ok(k);
+        }
+        let fail = |reason| TlsError::CertificateKey {
+            name: source_name(source),
+            reason,
+        };
+        let (bytes, mut stamps) = read_source(source).map_err(|e| fail(LoadReason::Io(e)))?;
+        let passwords = match password_file {
+            Some(path) if certs::needs_password(&bytes) => {
+                let (text, stamp) = read_file(path).map_err(|error| TlsError::PasswordFile {
+                    name: path.display().to_string(),
+                    error,
+                })?;
+                stamps.push((path.to_path_buf(), stamp));
+                Some(certs::parse_passwords(&text))
+            }
+            _ => None,
+        };
+        let signing =
+            certs::parse_key(&bytes, passwords.as_deref(), &self.provider).map_err(fail)?;
+        self.insert(key, Object::Key(signing.clone()), stamps);
+        Ok(signing)
+    }
+
+    /// A CA bundle (`ssl_client_certificate`).
+    pub fn roots(&mut self, path: &Path) -> Result<Arc<RootCertStore>, TlsError> {
+        let key = EntryKey::Roots(path.to_path_buf());
+        if let Some(Object::Roots(r)) = self.lookup(&key) {
+            return Ok(r);
+        }
+        let fail = |reason| TlsError::ClientCertificate {
+            name: path.display().to_string(),
+            reason,
+        };
+        let (bytes, stamp) = read_file(path).map_err(|e| fail(LoadReason::Io(e)))?;
+        let roots = Arc::new(certs::parse_roots(&bytes).map_err(fail)?);
+        self.insert(
+            key,
+            Object::Roots(roots.clone()),
+            vec![(path.to_path_buf(), stamp)],
+        );
+        Ok(roots)
+    }
+
+    /// A file's bytes, unparsed (`ssl_stapling_file`, `ssl_session_ticket_key`).
+    pub fn bytes(&mut self, path: &Path) -> io::Result<Arc<[u8]>> {
+        let key = EntryKey::Bytes(path.to_path_buf());
+        if let Some(Object::Bytes(b)) = self.lookup(&key) {
+            return Ok(b);
+        }
+        let (bytes, stamp) = read_file(path)?;
+        let bytes: Arc<[u8]> = bytes.into();
+        self.insert(
+            key,
+            Object::Bytes(bytes.clone()),
+            vec![(path.to_path_buf(), stamp)],
+        );
+        Ok(bytes)
+    }
+
+    /// A certificate, its key and optional OCSP response as one rustls `CertifiedKey`,
+    /// checked to match; every server naming the same pair in this load shares it.
+    pub fn certified_key(
+        &mut self,
+        pair: &CertKey,
+        password_file: Option<&Path>,
+        ocsp_file: Option<&Path>,
+    ) -> Result<Arc<CertifiedKey>, TlsError> {
+        let pk: PairKey = (
+            pair.cert.clone(),
+            pair.key.clone(),
+            password_file.map(Path::to_path_buf),
+            ocsp_file.map(Path::to_path_buf),
+        );
+        if let Some(ck) = self.pairs.get(&pk) {
+            return Ok(ck.clone());
+        }
+        let chain = self.chain(&pair.cert)?;
+        let key = self.key(&pair.key, password_file)?;
+        let mut ck = CertifiedKey::new(chain.as_ref().clone(), key);
+        if ck.keys_match().is_err() {
+            return Err(TlsError::KeyMismatch {
+                cert: source_name(&pair.cert),
+                key: source_name(&pair.key),
+            });
+        }
+        if let Some(path) = ocsp_file {
+            let fail = |reason| TlsError::StaplingFile {
+                name: path.display().to_string(),
+                reason,
+            };
+            let der = self.bytes(path).map_err(|e| fail(LoadReason::Io(e)))?;
+            if der.is_empty() {
+                return Err(fail(LoadReason::Empty));
+            }
+            ck.ocsp = Some(der.to_vec());
+        }
+        let ck = Arc::new(ck);
+        self.pairs.insert(pk, ck.clone());
+        Ok(ck)
+    }
+}
+
+/// The bytes of a source and the stamps of the files read.
+fn read_source(source: &Source) -> io::Result<(Vec<u8>, Stamps)> {
+    match source {
+        Source::File(path) => {
+            let (bytes, stamp) = read_file(path)?;
+            Ok((bytes, vec![(path.clone(), stamp)]))
+        }
+        Source::Data(text) => Ok((text.as_bytes().to_vec(), Vec::new())),
+    }
+}
+
+/// Reads a whole file, with the stamp of the very file read.
+fn read_file(path: &Path) -> io::Result<(Vec<u8>, FileStamp)> {
+    let mut file = File::open(path)?;
+    let meta = file.metadata()?;
+    if meta.len() > MAX_FILE_BYTES {
+        return Err(io::Error::other(format!(
+            "file is larger than {MAX_FILE_BYTES} bytes"
+        )));
+    }
+    let mut bytes = Vec::with_capacity(usize::try_from(meta.len()).unwrap_or(0));
+    file.by_ref()
+        .take(MAX_FILE_BYTES + 1)
+        .read_to_end(&mut bytes)?;
+    if bytes.len() as u64 > MAX_FILE_BYTES {
+        return Err(io::Error::other(format!(
+            "file is larger than {MAX_FILE_BYTES} bytes"
+        )));
+    }
+    Ok((bytes, FileStamp::of(&meta)))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::testutil::{ecdsa_pem, encrypt_pkcs8};
+    use super::*;
+    use crate::conf::model::Pos;
+
+    fn dir(tag: &str) -> PathBuf {
+        let d = std::env::temp_dir().join(format!("firstbyte-store-{tag}-{}", std::process::id()));
+        std::fs::create_dir_all(&d).expect("tmp dir");
+        d
+    }
+
+    fn pos() -> Pos {
+        Pos {
+            file: Arc::new(PathBuf::from("/test.conf")),
+            line: 1,
+        }
+    }
+
+    fn pair(d: &Path, name: &str) -> CertKey {
+        let (cert, key) = ecdsa_pem(&["localhost"]);
+        std::fs::write(d.join(format!("{name}.crt")), cert).expect("write");
+        std::fs::write(d.join(format!("{name}.key")), key).expect("write");
+        CertKey {
+            cert: Source::File(d.join(format!("{name}.crt"))),
+            key: Source::File(d.join(format!("{name}.key"))),
+            pos: pos(),
+        }
+    }
+
+    #[test]
+    fn each_file_parsed_once_per_load() {
+        let d = dir("once");
+        let p = pair(&d, "a");
+        let mut store = ObjectStore::new();
+        let a = store.certified_key(&p, None, None).expect("a");
+        let c1 = store.chain(&p.cert).expect("chain");
+        let k1 = store.key(&p.key, None).expect("key");
+        let c2 = store.chain(&p.cert).expect("chain");
+        let k2 = store.key(&p.key, None).expect("key");
+        assert_eq!(store.parses(), 2);
+        assert!(Arc::ptr_eq(&c1, &c2));
+        assert!(Arc::ptr_eq(&k1, &k2));
+        let b = store.certified_key(&p, None, None).expect("b");
+        assert!(Arc::ptr_eq(&a, &b));
+        assert_eq!(store.parses(), 2);
+    }
+
+    #[test]
+    fn inherit_reuses_unchanged_files_only() {
+        let d = dir("inherit");
+        let p = pair(&d, "a");
+        let q = pair(&d, "b");
+        let mut first = ObjectStore::new();
+        let ka = first.key(&p.key, None).expect("a");
+        let kb = first.key(&q.key, None).expect("b");
+        first.chain(&p.cert).expect("chain");
+        assert_eq!(first.parses(), 3);
+
+        // Replace b's key (new inode and mtime); a is untouched.
+        let (_, newkey) = ecdsa_pem(&["x"]);
+        let tmp = d.join("b.key.new");
+        std::fs::write(&tmp, newkey).expect("write");
+        std::fs::rename(&tmp, d.join("b.key")).expect("rename");
+
+        let mut second = ObjectStore::inherit(&first);
+        let ka2 = second.key(&p.key, None).expect("a again");
+        let kb2 = second.key(&q.key, None).expect("b again");
+        second.chain(&p.cert).expect("chain again");
+        assert!(Arc::ptr_eq(&ka, &ka2), "unchanged file reused");
+        assert!(!Arc::ptr_eq(&kb, &kb2), "changed file re-read");
+        assert_eq!(second.parses(), 1);
+
+        // A third generation still sees the first one's entries through the second.
+        let mut third = ObjectStore::inherit(&second);
+        assert!(Arc::ptr_eq(&ka, &third.key(&p.key, None).expect("a")));
+        assert_eq!(third.parses(), 0);
+    }
+
+    #[test]
+    fn encrypted_key_not_shared_across_password_files() {
+        let d = dir("pw");
+        let (_, key) = ecdsa_pem(&["localhost"]);
+        std::fs::write(d.join("enc.key"), encrypt_pkcs8(&key, b"s3cret")).expect("write");
+        std::fs::write(d.join("good.pw"), "wrong\ns3cret\n").expect("write");
+        std::fs::write(d.join("bad.pw"), "wrong\n").expect("write");
+        let src = Source::File(d.join("enc.key"));
+        let mut store = ObjectStore::new();
+        assert!(store.key(&src, Some(&d.join("good.pw"))).is_ok());
+        let e = store
+            .key(&src, Some(&d.join("bad.pw")))
+            .expect_err("bad pw");
+        assert!(matches!(
+            e,
+            TlsError::CertificateKey {
+                reason: LoadReason::BadPassword { tried: 1 },
+                ..
+            }
+        ));
+        let e = store.key(&src, None).expect_err("no pw");
+        assert!(e.to_string().contains("no \"ssl_password_file\""));
+        let e = store
+            .key(&src, Some(&d.join("missing.pw")))
+            .expect_err("missing pw");
+        assert!(matches!(e, TlsError::PasswordFile { .. }));
+
+        // Changing the password file invalidates the inherited key.
+        let mut next = ObjectStore::inherit(&store);
+        std::fs::write(d.join("good.pw"), "s3cret\n").expect("write");
+        assert!(next.key(&src, Some(&d.join("good.pw"))).is_ok());
+        assert_eq!(next.parses(), 1);
+    }
+
+    #[test]
+    fn loading_errors_in_nginx_words() {
+        let d = dir("errors");
+        let mut store = ObjectStore::new();
+        let missing = Source::File(d.join("missing.crt"));
+        let e = store.chain(&missing).expect_err("missing");
+        let want = format!(
+            "cannot load certificate \"{}\": BIO_new_file() failed",
+            d.join("missing.crt").display()
+        );
+        assert!(e.to_string().starts_with(&want), "{e}");
+
+        std::fs::write(d.join("empty.key"), "").expect("write");
+        let e = store
+            .key(&Source::File(d.join("empty.key")), None)
+            .expect_err("empty");
+        assert!(
+            e.to_string().starts_with("cannot load certificate key \""),
+            "{e}"
+        );
+        assert!(matches!(
+            e,
+            TlsError::CertificateKey {
+                reason: LoadReason::Empty,
+                ..
+            }
+        ));
+
+        // Certificate of one pair with the key of another.
+        let a = pair(&d, "a");
+        let b = pair(&d, "b");
+        let mixed = CertKey {
+            cert: a.cert.clone(),
+            key: b.key.clone(),
+            pos: pos(),
+        };
+        let e = store
+            .certified_key(&mixed, None, None)
+            .expect_err("mismatch");
+        assert!(matches!(e, TlsError::KeyMismatch { .. }));
+        assert!(e.to_string().contains("key values mismatch"), "{e}");
+
+        let e = store.roots(&d.join("nope.pem")).expect_err("roots");
+        assert!(
+            e.to_string()
+                .starts_with("SSL_CTX_load_verify_locations(\""),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn inline_data_sources() {
+        let (cert, key) = ecdsa_pem(&["localhost"]);
+        let p = CertKey {
+            cert: Source::Data(cert),
+            key: Source::Data(key),
+            pos: pos(),
+        };
+        let mut store = ObjectStore::new();
+        store.certified_key(&p, None, None).expect("pair");
+        let mut next = ObjectStore::inherit(&store);
+        next.certified_key(&p, None, None).expect("pair");
+        assert_eq!(next.parses(), 0, "same data, same objects");
+    }
+
+    #[test]
+    fn ocsp_is_attached() {
+        let d = dir("ocsp");
+        let p = pair(&d, "a");
+        std::fs::write(d.join("ocsp.der"), [0x30, 0x03, 0x0a, 0x01, 0x00]).expect("write");
+        let mut store = ObjectStore::new();
+        let ck = store
+            .certified_key(&p, None, Some(&d.join("ocsp.der")))
+            .expect("pair");
+        assert_eq!(
+            ck.ocsp.as_deref(),
+            Some(&[0x30, 0x03, 0x0a, 0x01, 0x00][..])
+        );
+        let e = store
+            .certified_key(&p, None, Some(&d.join("none.der")))
+            .expect_err("missing ocsp");
+        assert!(matches!(e, TlsError::StaplingFile { .. }));
+    }
+}

@@ -1,0 +1,193 @@
+//! The command line and configuration errors, through the real binary: `-v`, `-t`, `-T`, `-g`,
+//! `-s`, and nginx's messages with file and line.
+
+mod support;
+
+use support::*;
+
+fn test_conf(tag: &str, body: &str) -> (std::path::PathBuf, std::process::Output) {
+    let dir = tempdir(tag);
+    let path = dir.join("firstbyte.conf");
+    std::fs::write(&path, render(body, &dir, &[free_port()])).unwrap();
+    let out = firstbyte(&["-t", "-c", path.to_str().unwrap()]);
+    (path, out)
+}
+
+fn stderr(o: &std::process::Output) -> String {
+    String::from_utf8_lossy(&o.stderr).into_owned()
+}
+
+#[test]
+fn version_flags() {
+    let o = firstbyte(&["-v"]);
+    assert!(o.status.success());
+    assert!(
+        stderr(&o).starts_with("firstbyte version: firstbyte/"),
+        "{}",
+        stderr(&o)
+    );
+    let o = firstbyte(&["-V"]);
+    assert!(stderr(&o).contains("rustls"), "{}", stderr(&o));
+    let o = firstbyte(&["-x"]);
+    assert_eq!(o.status.code(), Some(1));
+    assert!(stderr(&o).contains("invalid option: \"-x\""));
+}
+
+#[test]
+fn test_flag_reports_success_in_nginx_words() {
+    let (path, o) = test_conf(
+        "t-ok",
+        "pid off; events {} http { access_log off; server { listen 127.0.0.1:{port0}; root {dir}; } }",
+    );
+    let e = stderr(&o);
+    assert!(o.status.success(), "{e}");
+    assert!(e.contains(&format!(
+        "firstbyte: the configuration file {} syntax is ok",
+        path.display()
+    )));
+    assert!(e.contains(&format!(
+        "firstbyte: configuration file {} test is successful",
+        path.display()
+    )));
+}
+
+#[test]
+fn dump_prints_every_file() {
+    let dir = tempdir("t-dump");
+    std::fs::write(dir.join("inc.conf"), "# included-marker\n").unwrap();
+    let path = dir.join("firstbyte.conf");
+    std::fs::write(
+        &path,
+        format!(
+            "pid off;\ninclude {}/inc.conf;\nevents {{}}\n",
+            dir.display()
+        ),
+    )
+    .unwrap();
+    let o = firstbyte(&["-T", "-c", path.to_str().unwrap()]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert!(out.contains(&format!("# configuration file {}:", path.display())));
+    assert!(out.contains("# included-marker"));
+}
+
+fn assert_emerg(tag: &str, conf: &str, expect: &str, line: usize) {
+    let (path, o) = test_conf(tag, conf);
+    let e = stderr(&o);
+    assert_eq!(o.status.code(), Some(1), "{e}");
+    let want = format!("firstbyte: [emerg] {expect} in {}:{line}", path.display());
+    assert!(e.contains(&want), "want {want:?}\ngot {e}");
+    assert!(e.contains("test failed"), "{e}");
+}
+
+#[test]
+fn config_errors_name_file_and_line() {
+    assert_emerg(
+        "e-unknown",
+        "events {}\nhttp {\n  foo bar;\n}\n",
+        "unknown directive \"foo\"",
+        3,
+    );
+    assert_emerg(
+        "e-context",
+        "events {}\nhttp {\n server {\n  location / {\n   ssl_dyn_rec_enable on;\n  }\n }\n}\n",
+        "\"ssl_dyn_rec_enable\" directive is not allowed here",
+        5,
+    );
+    assert_emerg(
+        "e-args",
+        "events {}\nhttp {\n server {\n  root;\n }\n}\n",
+        "invalid number of arguments in \"root\" directive",
+        4,
+    );
+    assert_emerg(
+        "e-onoff",
+        "events {}\nhttp {\n sendfile maybe;\n}\n",
+        "invalid value \"maybe\" in \"sendfile\" directive, it must be \"on\" or \"off\"",
+        3,
+    );
+    assert_emerg(
+        "e-brace",
+        "events {}\nhttp {\n}\n}\n",
+        "unexpected \"}\"",
+        4,
+    );
+    assert_emerg(
+        "e-unsupported",
+        "events {}\nhttp {\n server {\n  location / {\n   proxy_pass http://127.0.0.1:1;\n  }\n }\n}\n",
+        "\"proxy_pass\" directive is not supported by firstbyte yet",
+        5,
+    );
+}
+
+#[test]
+fn missing_certificate_fails_the_test() {
+    let (_, o) = test_conf(
+        "e-cert",
+        "pid off; events {} http { server { listen 127.0.0.1:{port0} ssl; ssl_certificate {dir}/nope.crt; ssl_certificate_key {dir}/nope.key; } }",
+    );
+    let e = stderr(&o);
+    assert_eq!(o.status.code(), Some(1), "{e}");
+    assert!(e.contains("[emerg] cannot load certificate"), "{e}");
+    assert!(e.contains("nope.crt"), "{e}");
+}
+
+#[test]
+fn globals_apply_before_the_file() {
+    let dir = tempdir("t-g");
+    let path = dir.join("firstbyte.conf");
+    std::fs::write(&path, "events {}\n").unwrap();
+    let o = firstbyte(&[
+        "-t",
+        "-c",
+        path.to_str().unwrap(),
+        "-g",
+        "pid off; bogus_directive 1;",
+    ]);
+    assert_eq!(o.status.code(), Some(1));
+    assert!(
+        stderr(&o).contains("unknown directive \"bogus_directive\""),
+        "{}",
+        stderr(&o)
+    );
+}
+
+#[test]
+fn signal_without_a_running_server_says_why() {
+    let dir = tempdir("t-s");
+    let path = dir.join("firstbyte.conf");
+    std::fs::write(
+        &path,
+        format!("pid {}/fb.pid;\nevents {{}}\n", dir.display()),
+    )
+    .unwrap();
+    let o = firstbyte(&["-s", "reload", "-c", path.to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(1));
+    assert!(
+        stderr(&o).contains("fb.pid\" failed (2: No such file or directory)"),
+        "{}",
+        stderr(&o)
+    );
+}
+
+/// Debian's stock nginx configuration passes `-t`, with a warning for each directive that
+/// means nothing to firstbyte.
+#[test]
+fn debian_stock_nginx_conf_passes_test() {
+    assert!(
+        std::path::Path::new("/etc/nginx/nginx.conf").exists(),
+        "Debian's nginx package is required (scripts/test installs it)"
+    );
+    let o = firstbyte(&["-t", "-c", "/etc/nginx/nginx.conf"]);
+    let e = stderr(&o);
+    assert!(o.status.success(), "{e}");
+    assert!(
+        e.contains("syntax is ok") && e.contains("test is successful"),
+        "{e}"
+    );
+    assert!(
+        e.contains("[warn]") && e.contains("types_hash_max_size"),
+        "{e}"
+    );
+    assert!(e.contains("TLSv1.1"), "{e}");
+}

@@ -1,0 +1,201 @@
+//! Reload and signals: a reload under traffic fails no request, a broken config keeps the old
+//! one serving, sockets come and go with the config, `-s quit` drains and `-s stop` stops.
+
+mod support;
+
+use std::io::{Read, Write};
+use std::net::TcpStream;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use support::*;
+
+fn conf(dir: &std::path::Path, port: u16, extra_port: Option<u16>, root: &str) -> String {
+    let extra = extra_port
+        .map(|p| {
+            format!(
+                "server {{ listen 127.0.0.1:{p}; root {}/{root}; }}",
+                dir.display()
+            )
+        })
+        .unwrap_or_default();
+    format!(
+        "pid {d}/fb.pid;\nerror_log {d}/error.log info;\nevents {{}}\nhttp {{\n access_log off;\n server {{ listen 127.0.0.1:{port}; root {d}/{root}; }}\n {extra}\n}}\n",
+        d = dir.display()
+    )
+}
+
+/// One HTTP/1.1 request on a new connection; the body, or an error.
+fn fetch(port: u16, path: &str) -> Result<String, String> {
+    let mut s = TcpStream::connect(("127.0.0.1", port)).map_err(|e| format!("connect: {e}"))?;
+    s.set_read_timeout(Some(Duration::from_secs(5))).ok();
+    s.write_all(format!("GET {path} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n").as_bytes())
+        .map_err(|e| format!("write: {e}"))?;
+    let mut buf = Vec::new();
+    s.read_to_end(&mut buf).map_err(|e| format!("read: {e}"))?;
+    let text = String::from_utf8_lossy(&buf).into_owned();
+    if !text.starts_with("HTTP/1.1 200") {
+        return Err(format!("bad response: {text}"));
+    }
+    Ok(text.split("\r\n\r\n").nth(1).unwrap_or("").to_string())
+}
+
+fn setup(tag: &str) -> (std::path::PathBuf, u16) {
+    let dir = tempdir(tag);
+    for v in ["v1", "v2"] {
+        std::fs::create_dir_all(dir.join(v)).unwrap();
+        std::fs::write(dir.join(v).join("index.html"), v).unwrap();
+    }
+    (dir, free_port())
+}
+
+fn firstbyte_s(conf: &std::path::Path, sig: &str) {
+    let o = firstbyte(&["-s", sig, "-c", conf.to_str().unwrap()]);
+    assert!(
+        o.status.success(),
+        "-s {sig}: {}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+}
+
+#[test]
+fn reload_under_traffic_fails_no_request() {
+    let (dir, port) = setup("reload-traffic");
+    let mut server = Server::start_in(&dir, &conf(&dir, port, None, "v1"), port);
+    assert_eq!(fetch(port, "/").unwrap(), "v1");
+
+    let stop = Arc::new(AtomicBool::new(false));
+    let ok = Arc::new(AtomicUsize::new(0));
+    let mut clients = Vec::new();
+    for _ in 0..2 {
+        let (stop, ok) = (stop.clone(), ok.clone());
+        clients.push(std::thread::spawn(move || {
+            let mut failures = Vec::new();
+            let deadline = Instant::now() + Duration::from_secs(20);
+            while !stop.load(Ordering::Relaxed) && Instant::now() < deadline {
+                match fetch(port, "/") {
+                    Ok(_) => {
+                        ok.fetch_add(1, Ordering::Relaxed);
+                    }
+                    Err(e) => failures.push(e),
+                }
+            }
+            failures
+        }));
+    }
+    for i in 0..6 {
+        let root = if i % 2 == 0 { "v2" } else { "v1" };
+        std::fs::write(&server.conf, conf(&dir, port, None, root)).unwrap();
+        firstbyte_s(&server.conf, "reload");
+        std::thread::sleep(Duration::from_millis(150));
+    }
+    stop.store(true, Ordering::Relaxed);
+    let failures: Vec<String> = clients
+        .into_iter()
+        .flat_map(|c| c.join().unwrap())
+        .collect();
+    assert!(
+        failures.is_empty(),
+        "failed requests during reload: {failures:?}"
+    );
+    assert!(
+        ok.load(Ordering::Relaxed) > 50,
+        "too little traffic to mean anything"
+    );
+    // The last reload chose v1.
+    assert_eq!(fetch(port, "/").unwrap(), "v1");
+    server.signal(libc::SIGTERM);
+    assert!(server.wait_exit(Duration::from_secs(5)).is_some());
+}
+
+#[test]
+fn broken_reload_keeps_the_old_config_serving() {
+    let (dir, port) = setup("reload-broken");
+    let server = Server::start_in(&dir, &conf(&dir, port, None, "v1"), port);
+    std::fs::write(
+        &server.conf,
+        "events {}\nhttp { server { listen 127.0.0.1:1; bogus; } }\n",
+    )
+    .unwrap();
+    server.signal(libc::SIGHUP);
+    let log = dir.join("error.log");
+    let deadline = Instant::now() + Duration::from_secs(5);
+    let mut text = String::new();
+    while Instant::now() < deadline {
+        text = std::fs::read_to_string(&log).unwrap_or_default();
+        if text.contains("[emerg]") {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    assert!(text.contains("unknown directive \"bogus\""), "{text}");
+    assert_eq!(fetch(port, "/").unwrap(), "v1");
+}
+
+#[test]
+fn reload_opens_and_closes_sockets() {
+    let (dir, port) = setup("reload-sockets");
+    let extra = free_port();
+    let mut server = Server::start_in(&dir, &conf(&dir, port, None, "v1"), port);
+    assert!(fetch(extra, "/").is_err());
+    std::fs::write(&server.conf, conf(&dir, port, Some(extra), "v2")).unwrap();
+    server.signal(libc::SIGHUP);
+    server.wait_port(extra);
+    assert_eq!(fetch(extra, "/").unwrap(), "v2");
+    assert_eq!(fetch(port, "/").unwrap(), "v2");
+    std::fs::write(&server.conf, conf(&dir, port, None, "v1")).unwrap();
+    server.signal(libc::SIGHUP);
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while fetch(extra, "/").is_ok() && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    assert!(fetch(extra, "/").is_err(), "socket not closed after reload");
+    assert_eq!(fetch(port, "/").unwrap(), "v1");
+}
+
+#[test]
+fn quit_drains_and_removes_the_pid_file() {
+    let (dir, port) = setup("quit");
+    let mut server = Server::start_in(&dir, &conf(&dir, port, None, "v1"), port);
+    let pid = dir.join("fb.pid");
+    let text = std::fs::read_to_string(&pid).unwrap();
+    assert_eq!(text.trim(), server.child.id().to_string());
+    // An idle keep-alive connection must not hold the drain forever.
+    let mut idle = TcpStream::connect(("127.0.0.1", port)).unwrap();
+    idle.write_all(b"GET / HTTP/1.1\r\nHost: x\r\n\r\n")
+        .unwrap();
+    let mut buf = [0u8; 1024];
+    let _ = idle.read(&mut buf).unwrap();
+    firstbyte_s(&server.conf, "quit");
+    let st = server
+        .wait_exit(Duration::from_secs(10))
+        .expect("exits after quit");
+    assert!(st.success(), "{st}");
+    assert!(!pid.exists(), "pid file left behind");
+    assert!(fetch(port, "/").is_err());
+}
+
+#[test]
+fn stop_exits_at_once() {
+    let (dir, port) = setup("stop");
+    let mut server = Server::start_in(&dir, &conf(&dir, port, None, "v1"), port);
+    firstbyte_s(&server.conf, "stop");
+    assert!(server.wait_exit(Duration::from_secs(5)).is_some());
+}
+
+#[test]
+fn reopen_reopens_logs() {
+    let (dir, port) = setup("reopen");
+    let server = Server::start_in(&dir, &conf(&dir, port, None, "v1"), port);
+    let log = dir.join("error.log");
+    std::fs::rename(&log, dir.join("error.log.1")).unwrap();
+    server.signal(libc::SIGUSR1);
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while !log.exists() && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    assert!(log.exists(), "error.log not reopened");
+    let old = std::fs::read_to_string(dir.join("error.log.1")).unwrap();
+    assert!(old.contains("reopening logs"), "{old}");
+}

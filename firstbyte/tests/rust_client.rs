@@ -1,0 +1,124 @@
+//! A Rust client (rustls + hyper) against the real binary: certificate verification against
+//! the test CA, ALPN, HTTP/2 and HTTP/1.1 requests, several requests on one connection, and
+//! TLS 1.3 resumption with the client's own session cache.
+
+mod support;
+
+use std::sync::Arc;
+
+use http_body_util::{BodyExt, Empty};
+use hyper::body::Bytes;
+use rustls_pki_types::pem::PemObject;
+use rustls_pki_types::{CertificateDer, ServerName};
+use tokio::net::TcpStream;
+
+use support::*;
+
+const CONF: &str = r#"
+pid off;
+error_log {dir}/error.log;
+events {}
+http {
+    access_log off;
+    server {
+        listen 127.0.0.1:{port0} ssl;
+        http2 on;
+        server_name localhost;
+        ssl_certificate {certs}/localhost.crt;
+        ssl_certificate_key {certs}/localhost.key;
+        root {dir}/html;
+        location /info { connection_info; }
+    }
+}
+"#;
+
+fn client_config(alpn: &[&[u8]]) -> Arc<rustls::ClientConfig> {
+    let provider = Arc::new(rustls::crypto::aws_lc_rs::default_provider());
+    let mut roots = rustls::RootCertStore::empty();
+    for c in CertificateDer::pem_file_iter(certs().ca()).unwrap() {
+        roots.add(c.unwrap()).unwrap();
+    }
+    let mut c = rustls::ClientConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()
+        .unwrap()
+        .with_root_certificates(roots)
+        .with_no_client_auth();
+    c.alpn_protocols = alpn.iter().map(|p| p.to_vec()).collect();
+    Arc::new(c)
+}
+
+async fn connect(
+    port: u16,
+    cfg: Arc<rustls::ClientConfig>,
+) -> tokio_rustls::client::TlsStream<TcpStream> {
+    let tcp = TcpStream::connect(("127.0.0.1", port)).await.unwrap();
+    tokio_rustls::TlsConnector::from(cfg)
+        .connect(ServerName::try_from("localhost").unwrap(), tcp)
+        .await
+        .unwrap()
+}
+
+#[tokio::test]
+async fn http2_and_http11_with_a_rust_client() {
+    let (_server, ports) = Server::start("rust-client", CONF, 1);
+    let port = ports[0];
+
+    // HTTP/2: three requests on one connection.
+    let cfg = client_config(&[b"h2", b"http/1.1"]);
+    let tls = connect(port, cfg.clone()).await;
+    assert_eq!(tls.get_ref().1.alpn_protocol(), Some(&b"h2"[..]));
+    let (mut send, conn) = hyper::client::conn::http2::handshake(
+        hyper_util::rt::TokioExecutor::new(),
+        hyper_util::rt::TokioIo::new(tls),
+    )
+    .await
+    .unwrap();
+    tokio::spawn(conn);
+    for _ in 0..3 {
+        let req = http::Request::get("https://localhost/")
+            .body(Empty::<Bytes>::new())
+            .unwrap();
+        let resp = send.send_request(req).await.unwrap();
+        assert_eq!(resp.status(), 200);
+        assert_eq!(resp.headers()["server"], "firstbyte");
+        let body = resp.into_body().collect().await.unwrap().to_bytes();
+        assert_eq!(&body[..], b"<h1>hello from firstbyte</h1>\n");
+    }
+
+    // HTTP/1.1 by ALPN.
+    let tls = connect(port, client_config(&[b"http/1.1"])).await;
+    assert_eq!(tls.get_ref().1.alpn_protocol(), Some(&b"http/1.1"[..]));
+    let (mut send, conn) = hyper::client::conn::http1::handshake(hyper_util::rt::TokioIo::new(tls))
+        .await
+        .unwrap();
+    tokio::spawn(conn);
+    let req = http::Request::get("/info?format=json")
+        .header("host", "localhost")
+        .body(Empty::<Bytes>::new())
+        .unwrap();
+    let resp = send.send_request(req).await.unwrap();
+    assert_eq!(resp.status(), 200);
+    let body = resp.into_body().collect().await.unwrap().to_bytes();
+    let v: serde_json::Value = serde_json::from_slice(&body).unwrap();
+    assert_eq!(v["alpn"], "http/1.1");
+    assert_eq!(v["tls_version"], "TLSv1.3");
+
+    // Resumption: the second connection with the same client config resumes.
+    let cfg = client_config(&[b"http/1.1"]);
+    for expect_resumed in [false, true] {
+        let tls = connect(port, cfg.clone()).await;
+        let (mut send, conn) =
+            hyper::client::conn::http1::handshake(hyper_util::rt::TokioIo::new(tls))
+                .await
+                .unwrap();
+        tokio::spawn(conn);
+        let req = http::Request::get("/info?format=json")
+            .header("host", "localhost")
+            .body(Empty::<Bytes>::new())
+            .unwrap();
+        let resp = send.send_request(req).await.unwrap();
+        let body = resp.into_body().collect().await.unwrap().to_bytes();
+        let v: serde_json::Value = serde_json::from_slice(&body).unwrap();
+        assert_eq!(v["resumed"], expect_resumed, "{v}");
+    }
+}

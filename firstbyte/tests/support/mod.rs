@@ -1,0 +1,334 @@
+//! Shared test support: start the real `firstbyte` binary on loopback with a config written
+//! into a temporary directory, make certificates with `openssl`, and talk to it with curl,
+//! openssl s_client, or a Rust client.
+#![allow(dead_code)]
+
+use std::io::Read;
+use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Output, Stdio};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, OnceLock};
+use std::time::{Duration, Instant};
+
+/// The binary under test.
+pub fn bin() -> PathBuf {
+    PathBuf::from(env!("CARGO_BIN_EXE_firstbyte"))
+}
+
+/// A fresh directory for one test.
+pub fn tempdir(tag: &str) -> PathBuf {
+    static N: AtomicUsize = AtomicUsize::new(0);
+    let d = std::env::temp_dir().join(format!(
+        "fbtest-{}-{}-{}",
+        tag,
+        std::process::id(),
+        N.fetch_add(1, Ordering::Relaxed)
+    ));
+    let _ = std::fs::remove_dir_all(&d);
+    std::fs::create_dir_all(&d).expect("create temp dir");
+    d
+}
+
+/// A port that was free a moment ago.
+pub fn free_port() -> u16 {
+    // Hand out ports from a per-process window to avoid two tests picking the same one.
+    static NEXT: AtomicUsize = AtomicUsize::new(0);
+    loop {
+        let base = 20000 + (std::process::id() as usize % 200) * 100;
+        let p = (base + NEXT.fetch_add(1, Ordering::Relaxed) % 100) as u16;
+        if TcpListener::bind(("127.0.0.1", p)).is_ok() && TcpListener::bind(("::1", p)).is_ok() {
+            return p;
+        }
+    }
+}
+
+/// Runs a command, returning its output; panics if it cannot start.
+pub fn run(cmd: &str, args: &[&str]) -> Output {
+    Command::new(cmd)
+        .args(args)
+        .output()
+        .unwrap_or_else(|e| panic!("cannot run {cmd}: {e} (scripts/test installs it)"))
+}
+
+/// Test certificates, made once per test process with openssl.
+pub struct Certs {
+    /// Directory holding them.
+    pub dir: PathBuf,
+}
+
+impl Certs {
+    /// `NAME.crt` / `NAME.key`.
+    pub fn cert(&self, name: &str) -> PathBuf {
+        self.dir.join(format!("{name}.crt"))
+    }
+    /// Key path.
+    pub fn key(&self, name: &str) -> PathBuf {
+        self.dir.join(format!("{name}.key"))
+    }
+    /// The CA that signed every leaf.
+    pub fn ca(&self) -> PathBuf {
+        self.dir.join("ca.crt")
+    }
+}
+
+fn sh(script: &str, dir: &Path) {
+    let out = Command::new("sh")
+        .arg("-ec")
+        .arg(script)
+        .current_dir(dir)
+        .output()
+        .expect("run sh");
+    assert!(
+        out.status.success(),
+        "fixture script failed: {}\n{}",
+        script,
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+/// ECDSA leaves for `a.test` (also `*.a.test`), `b.test`, `localhost`; an RSA leaf for
+/// `a.test`; a leaf with a chain over 6 KB (`big.test`, three RSA-4096 intermediates).
+pub fn certs() -> &'static Certs {
+    static C: OnceLock<Certs> = OnceLock::new();
+    C.get_or_init(|| {
+        let dir = tempdir("certs");
+        sh(
+            r#"
+openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -days 30 \
+  -subj /CN=firstbyte-test-ca -keyout ca.key -out ca.crt 2>/dev/null
+leaf() { # name keyspec sans
+  openssl req -newkey $2 -nodes -subj /CN=$1 -keyout $1.key -out $1.csr 2>/dev/null
+  printf 'subjectAltName=%s\n' "$3" > $1.ext
+  openssl x509 -req -in $1.csr -CA ca.crt -CAkey ca.key -CAcreateserial -days 30 \
+    -extfile $1.ext -out $1.crt 2>/dev/null
+}
+leaf a.test "ec -pkeyopt ec_paramgen_curve:P-256" "DNS:a.test,DNS:*.a.test"
+leaf b.test "ec -pkeyopt ec_paramgen_curve:P-256" "DNS:b.test"
+leaf localhost "ec -pkeyopt ec_paramgen_curve:P-256" "DNS:localhost,IP:127.0.0.1,IP:::1"
+openssl req -newkey rsa:2048 -nodes -subj /CN=a.test -keyout a-rsa.key -out a-rsa.csr 2>/dev/null
+printf 'subjectAltName=DNS:a.test\n' > a-rsa.ext
+openssl x509 -req -in a-rsa.csr -CA ca.crt -CAkey ca.key -CAcreateserial -days 30 \
+  -extfile a-rsa.ext -out a-rsa.crt 2>/dev/null
+# A long chain: leaf + 3 intermediates with 4096-bit RSA keys (> 6 KB of certificates).
+prev=ca
+for i in 1 2 3; do
+  openssl req -newkey rsa:4096 -nodes -subj /CN=int$i -keyout int$i.key -out int$i.csr 2>/dev/null
+  printf 'basicConstraints=critical,CA:TRUE\nkeyUsage=keyCertSign\n' > int$i.ext
+  openssl x509 -req -in int$i.csr -CA $prev.crt -CAkey $prev.key -CAcreateserial -days 30 \
+    -extfile int$i.ext -out int$i.crt 2>/dev/null
+  prev=int$i
+done
+openssl req -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -subj /CN=big.test -keyout big.test.key -out big.test.csr 2>/dev/null
+printf 'subjectAltName=DNS:big.test\n' > big.test.ext
+openssl x509 -req -in big.test.csr -CA int3.crt -CAkey int3.key -CAcreateserial -days 30 \
+  -extfile big.test.ext -out big.leaf 2>/dev/null
+cat big.leaf int3.crt int2.crt int1.crt > big.test.crt
+# An encrypted PKCS#8 key and a legacy encrypted PEM key (for ssl_password_file).
+openssl pkcs8 -topk8 -v2 aes-256-cbc -passout pass:s3cret -in a.test.key -out a-enc.key
+cp a.test.crt a-enc.crt
+openssl ec -aes256 -passout pass:s3cret -in a.test.key -out a-legacy.key 2>/dev/null
+cp a.test.crt a-legacy.crt
+printf 'wrong\ns3cret\n' > passwords
+"#,
+            &dir,
+        );
+        Certs { dir }
+    })
+}
+
+/// A running `firstbyte`.
+pub struct Server {
+    /// The child process.
+    pub child: Child,
+    /// Its directory (config, html root, logs).
+    pub dir: PathBuf,
+    /// The config file.
+    pub conf: PathBuf,
+    stderr: Arc<std::sync::Mutex<Vec<u8>>>,
+}
+
+/// Replaces `{dir}`, `{certs}` and `{portN}` in a config template.
+pub fn render(template: &str, dir: &Path, ports: &[u16]) -> String {
+    let mut s = template
+        .replace("{dir}", &dir.display().to_string())
+        .replace("{certs}", &certs().dir.display().to_string());
+    for (i, p) in ports.iter().enumerate() {
+        s = s.replace(&format!("{{port{i}}}"), &p.to_string());
+    }
+    s
+}
+
+impl Server {
+    /// Writes `conf` (a rendered config) into `dir` and starts the server; waits until `wait`
+    /// accepts connections.
+    pub fn start_in(dir: &Path, conf: &str, wait: u16) -> Server {
+        let path = dir.join("firstbyte.conf");
+        std::fs::write(&path, conf).expect("write conf");
+        let mut child = Command::new(bin())
+            .arg("-c")
+            .arg(&path)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("start firstbyte");
+        let stderr = Arc::new(std::sync::Mutex::new(Vec::new()));
+        let mut err = child.stderr.take().expect("stderr");
+        let sink = stderr.clone();
+        std::thread::spawn(move || {
+            let mut buf = [0u8; 4096];
+            while let Ok(n) = err.read(&mut buf) {
+                if n == 0 {
+                    break;
+                }
+                if let Ok(mut s) = sink.lock() {
+                    s.extend_from_slice(&buf[..n]);
+                }
+            }
+        });
+        let mut s = Server {
+            child,
+            dir: dir.to_path_buf(),
+            conf: path,
+            stderr,
+        };
+        s.wait_port(wait);
+        s
+    }
+
+    /// Renders `template` with fresh ports and starts it in a new directory with an
+    /// `html/` root holding `index.html`.
+    pub fn start(tag: &str, template: &str, nports: usize) -> (Server, Vec<u16>) {
+        let dir = tempdir(tag);
+        std::fs::create_dir_all(dir.join("html")).expect("mkdir html");
+        std::fs::write(
+            dir.join("html/index.html"),
+            "<h1>hello from firstbyte</h1>\n",
+        )
+        .expect("write index");
+        let ports: Vec<u16> = (0..nports).map(|_| free_port()).collect();
+        let conf = render(template, &dir, &ports);
+        let s = Server::start_in(&dir, &conf, ports[0]);
+        (s, ports)
+    }
+
+    /// Waits until 127.0.0.1:`port` accepts (10 s at most), or the server exits.
+    pub fn wait_port(&mut self, port: u16) {
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while Instant::now() < deadline {
+            if let Ok(Some(st)) = self.child.try_wait() {
+                panic!("firstbyte exited early ({st}):\n{}", self.stderr_text());
+            }
+            if TcpStream::connect_timeout(
+                &SocketAddr::from(([127, 0, 0, 1], port)),
+                Duration::from_millis(200),
+            )
+            .is_ok()
+            {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        panic!(
+            "firstbyte did not listen on {port}:\n{}",
+            self.stderr_text()
+        );
+    }
+
+    /// What the server wrote to stderr so far.
+    pub fn stderr_text(&self) -> String {
+        self.stderr
+            .lock()
+            .map(|s| String::from_utf8_lossy(&s).into_owned())
+            .unwrap_or_default()
+    }
+
+    /// Sends a signal.
+    pub fn signal(&self, sig: i32) {
+        // SAFETY: kill has no memory preconditions.
+        unsafe { libc::kill(self.child.id() as i32, sig) };
+    }
+
+    /// Waits for exit (5 s at most), returning whether it exited.
+    pub fn wait_exit(&mut self, within: Duration) -> Option<std::process::ExitStatus> {
+        let deadline = Instant::now() + within;
+        while Instant::now() < deadline {
+            if let Ok(Some(st)) = self.child.try_wait() {
+                return Some(st);
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        None
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// curl with `args`, `-sk` and a 10 s limit; returns (status code line, headers, body).
+pub fn curl(args: &[&str]) -> Output {
+    let mut a = vec!["-sk", "--max-time", "10"];
+    a.extend_from_slice(args);
+    run("curl", &a)
+}
+
+/// Response of a curl call with `-i` split into (status, headers lower-cased, body).
+pub fn curl_i(args: &[&str]) -> (u16, Vec<(String, String)>, Vec<u8>) {
+    let mut a = vec!["-i"];
+    a.extend_from_slice(args);
+    let out = curl(&a);
+    assert!(
+        out.status.success(),
+        "curl {args:?} failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    parse_response(&out.stdout)
+}
+
+/// Splits raw `HTTP/x status\r\nheaders\r\n\r\nbody` (the last response when curl printed several).
+pub fn parse_response(raw: &[u8]) -> (u16, Vec<(String, String)>, Vec<u8>) {
+    let mut rest = raw;
+    loop {
+        let end = find(rest, b"\r\n\r\n").expect("header end");
+        let head = String::from_utf8_lossy(&rest[..end]).into_owned();
+        let body = &rest[end + 4..];
+        let mut lines = head.lines();
+        let status_line = lines.next().unwrap_or("");
+        let code: u16 = status_line
+            .split_whitespace()
+            .nth(1)
+            .and_then(|c| c.parse().ok())
+            .unwrap_or(0);
+        // 1xx responses precede the real one.
+        if (100..200).contains(&code) && body.starts_with(b"HTTP/") {
+            rest = body;
+            continue;
+        }
+        let headers = lines
+            .filter_map(|l| l.split_once(':'))
+            .map(|(k, v)| (k.trim().to_ascii_lowercase(), v.trim().to_string()))
+            .collect();
+        return (code, headers, body.to_vec());
+    }
+}
+
+fn find(h: &[u8], n: &[u8]) -> Option<usize> {
+    h.windows(n.len()).position(|w| w == n)
+}
+
+/// The value of header `name` in a parsed response.
+pub fn header<'a>(h: &'a [(String, String)], name: &str) -> Option<&'a str> {
+    h.iter().find(|(k, _)| k == name).map(|(_, v)| v.as_str())
+}
+
+/// Runs `firstbyte ARGS` to completion.
+pub fn firstbyte(args: &[&str]) -> Output {
+    Command::new(bin())
+        .args(args)
+        .output()
+        .expect("run firstbyte")
+}
