@@ -205,6 +205,9 @@ fn test_config(source: &Source, dump: bool, quiet: bool) -> i32 {
     match result {
         Ok(site) => {
             if !quiet {
+                for w in &site.warnings {
+                    stderr(LogLevel::Warn, w);
+                }
                 eprintln!("firstbyte: the configuration file {path} syntax is ok");
                 eprintln!("firstbyte: configuration file {path} test is successful");
             }
@@ -414,6 +417,9 @@ fn run(source: Source, banner: Option<&str>) -> i32 {
             return 1;
         }
     };
+    for w in &site.warnings {
+        stderr(LogLevel::Warn, w);
+    }
     if let Some(user) = &site.config.main.user {
         if !crate::privileges::is_root() {
             stderr(

@@ -16,6 +16,5 @@ pub mod http;
 pub mod log;
 pub mod net;
 mod privileges;
-pub mod record;
 pub mod server;
 pub mod tls;

@@ -191,3 +191,35 @@ fn debian_stock_nginx_conf_passes_test() {
     );
     assert!(e.contains("TLSv1.1"), "{e}");
 }
+
+#[test]
+fn fastopen_warns_when_the_kernel_lacks_the_server_bit() {
+    let (_, o) = test_conf(
+        "t-tfo",
+        "pid off; events {} http { access_log off; server { listen 127.0.0.1:{port0} fastopen=16; root {dir}; } }",
+    );
+    let e = stderr(&o);
+    assert!(o.status.success(), "{e}");
+    let sysctl: u32 = std::fs::read_to_string("/proc/sys/net/ipv4/tcp_fastopen")
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap();
+    let warned =
+        e.contains("[warn] \"fastopen\" has no effect: net.ipv4.tcp_fastopen lacks the server bit");
+    assert_eq!(warned, sysctl & 2 == 0, "sysctl {sysctl}: {e}");
+}
+
+#[test]
+fn conflicting_server_names_warn() {
+    let (_, o) = test_conf(
+        "t-names",
+        "pid off; events {} http { access_log off;\nserver { listen 127.0.0.1:{port0}; server_name x.test; root {dir}; }\nserver { listen 127.0.0.1:{port0}; server_name x.test; root {dir}; } }",
+    );
+    let e = stderr(&o);
+    assert!(o.status.success(), "{e}");
+    assert!(
+        e.contains("[warn] conflicting server name \"x.test\" on 127.0.0.1:"),
+        "{e}"
+    );
+}

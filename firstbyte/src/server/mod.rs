@@ -269,7 +269,7 @@ impl Server {
         })
         .await
         .map_err(|e| LoadError::Other(format!("reload task failed: {e}")))??;
-        for w in &built.config.warnings {
+        for w in built.config.warnings.iter().chain(&built.warnings) {
             crate::fblog!(Warn, "{w}");
         }
         crate::log::set_error_logs(built.error_logs.clone());

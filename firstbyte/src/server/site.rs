@@ -47,6 +47,9 @@ pub struct Site {
     pub error_logs: Vec<(Option<Arc<LogFile>>, LogLevel)>,
     /// Parsed TLS objects of this load (reused by the next load when files are unchanged).
     pub store: crate::tls::ObjectStore,
+    /// Warnings found while building, beyond the config's own (`Config.warnings`): conflicting
+    /// server names, `fastopen=` on a kernel that allows it to clients only.
+    pub warnings: Vec<String>,
     retired: watch::Sender<bool>,
 }
 
@@ -101,8 +104,18 @@ impl Site {
         let error_logs =
             crate::log::open_error_logs(&config.main.error_log, &mut |p| shared.log_file(p))
                 .map_err(|e| LoadError::Other(e.to_string()))?;
+        let mut warnings = vhosts.warnings().to_vec();
+        if let Some(s) = vhosts.sockets().iter().find(|s| s.fastopen.is_some()) {
+            if crate::net::fastopen_server_enabled() == Some(false) {
+                warnings.push(format!(
+                    "\"fastopen\" has no effect: net.ipv4.tcp_fastopen lacks the server bit (2); set it to 3 to accept TFO in {}",
+                    s.pos
+                ));
+            }
+        }
         let (retired, _) = watch::channel(false);
         Ok(Site {
+            warnings,
             config: Arc::new(config),
             vhosts,
             tls,
