@@ -16,5 +16,6 @@ pub mod http;
 pub mod log;
 pub mod net;
 mod privileges;
+pub mod record;
 pub mod server;
 pub mod tls;

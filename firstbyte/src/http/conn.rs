@@ -9,6 +9,7 @@ use std::net::SocketAddr;
 use std::os::fd::{AsRawFd, RawFd};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
 use tokio::io::{AsyncRead, AsyncWrite};
@@ -35,6 +36,8 @@ pub struct Conn {
     pub fd: RawFd,
     /// Requests started on this connection.
     pub requests: AtomicU64,
+    /// Activity for the idle timer: requests in flight and when the last one ended.
+    pub activity: Activity,
     /// The server block chosen by SNI, on TLS connections.
     pub sni_server: Option<Arc<ServerConf>>,
 }
@@ -43,6 +46,69 @@ impl Conn {
     /// The servers listening on this connection's address.
     pub fn addr_servers(&self) -> &AddrServers {
         self.site.vhosts.addr_servers(self.socket, self.local)
+    }
+}
+
+/// Requests in flight on a connection, and when it was last busy: what the idle timer
+/// (`client_header_timeout` before the first request, `keepalive_timeout` after) reads.
+pub struct Activity {
+    born: Instant,
+    inflight: AtomicU64,
+    /// Milliseconds since `born` when the last request ended.
+    last_ms: AtomicU64,
+}
+
+impl Activity {
+    fn new() -> Self {
+        Self {
+            born: Instant::now(),
+            inflight: AtomicU64::new(0),
+            last_ms: AtomicU64::new(0),
+        }
+    }
+
+    /// A request started.
+    pub fn begin(&self) {
+        self.inflight.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// A request's response was sent (or abandoned).
+    pub fn end(&self) {
+        self.last_ms
+            .store(self.born.elapsed().as_millis() as u64, Ordering::Relaxed);
+        self.inflight.fetch_sub(1, Ordering::Relaxed);
+    }
+
+    fn idle_since(&self) -> Option<Instant> {
+        if self.inflight.load(Ordering::Relaxed) > 0 {
+            return None;
+        }
+        Some(self.born + Duration::from_millis(self.last_ms.load(Ordering::Relaxed)))
+    }
+}
+
+/// Resolves when the connection has had no request in flight for `first` (before any request)
+/// or `keepalive` (after one).
+async fn idle(conn: &Conn, first: Duration, keepalive: Duration) {
+    loop {
+        let served = conn.requests.load(Ordering::Relaxed) > 0;
+        let limit = if served { keepalive } else { first };
+        match conn.activity.idle_since() {
+            Some(since) if since.elapsed() >= limit => return,
+            Some(since) => tokio::time::sleep_until((since + limit).into()).await,
+            // Busy: look again later; a response in flight is bounded by send_timeout.
+            None => tokio::time::sleep(limit.max(Duration::from_millis(100))).await,
+        }
+    }
+}
+
+/// After a graceful shutdown was asked: an idle connection gets a second to say GOAWAY,
+/// one with requests in flight finishes them.
+async fn finish_graceful<F: std::future::Future>(c: F, idle: bool) {
+    if idle {
+        let _ = tokio::time::timeout(Duration::from_secs(1), c).await;
+    } else {
+        let _ = c.await;
     }
 }
 
@@ -111,6 +177,7 @@ pub async fn handle(
             facts,
             fd,
             requests: AtomicU64::new(0),
+            activity: Activity::new(),
             sni_server: None,
         });
         serve_http(
@@ -211,6 +278,7 @@ pub async fn handle(
         facts,
         fd,
         requests: AtomicU64::new(0),
+        activity: Activity::new(),
         sni_server: Some(server.clone()),
     });
     let proto = if alpn == "h2" { Proto::H2 } else { Proto::H1 };
@@ -237,18 +305,24 @@ where
     let io = TokioIo::new(io);
     let loc = &server.default_location;
     let keepalive = !loc.keepalive_timeout.is_zero();
+    let keepalive_timeout = loc.keepalive_timeout.max(Duration::from_millis(1));
+    // hyper's header timer would also run while a keep-alive connection idles; the idle timer
+    // here gives nginx's meaning instead: client_header_timeout until the first request,
+    // keepalive_timeout between requests.
+    let first = server.client_header_timeout;
     match proto {
         Proto::H1 => {
             let mut b = hyper::server::conn::http1::Builder::new();
             b.timer(TokioTimer::new())
                 .keep_alive(keepalive)
                 .title_case_headers(true)
-                .header_read_timeout(server.client_header_timeout)
+                .header_read_timeout(None)
                 .max_buf_size(64 * 1024);
             let c = b.serve_connection(io, svc).with_upgrades();
             tokio::pin!(c);
             tokio::select! {
                 _ = &mut c => return,
+                _ = idle(&conn, first, keepalive_timeout) => return,
                 _ = retired.wait_for(|r| *r) => {}
                 _ = draining.wait_for(|d| *d) => {}
             }
@@ -260,13 +334,14 @@ where
             b.timer(TokioTimer::new());
             let c = b.serve_connection(io, svc);
             tokio::pin!(c);
-            tokio::select! {
+            let idle_out = tokio::select! {
                 _ = &mut c => return,
-                _ = retired.wait_for(|r| *r) => {}
-                _ = draining.wait_for(|d| *d) => {}
-            }
+                _ = idle(&conn, first, keepalive_timeout) => true,
+                _ = retired.wait_for(|r| *r) => false,
+                _ = draining.wait_for(|d| *d) => false,
+            };
             c.as_mut().graceful_shutdown();
-            let _ = c.await;
+            finish_graceful(c, idle_out).await;
         }
         Proto::Auto => {
             let mut b = hyper_util::server::conn::auto::Builder::new(TokioExecutor::new());
@@ -274,17 +349,18 @@ where
                 .timer(TokioTimer::new())
                 .keep_alive(keepalive)
                 .title_case_headers(true)
-                .header_read_timeout(server.client_header_timeout);
+                .header_read_timeout(None);
             b.http2().timer(TokioTimer::new());
             let c = b.serve_connection_with_upgrades(io, svc);
             tokio::pin!(c);
-            tokio::select! {
+            let idle_out = tokio::select! {
                 _ = &mut c => return,
-                _ = retired.wait_for(|r| *r) => {}
-                _ = draining.wait_for(|d| *d) => {}
-            }
+                _ = idle(&conn, first, keepalive_timeout) => true,
+                _ = retired.wait_for(|r| *r) => false,
+                _ = draining.wait_for(|d| *d) => false,
+            };
             c.as_mut().graceful_shutdown();
-            let _ = c.await;
+            finish_graceful(c, idle_out).await;
         }
     }
 }

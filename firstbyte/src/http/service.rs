@@ -37,7 +37,11 @@ pub type HttpResponse = Response<ResponseBody>;
 
 /// Serves one request.
 pub async fn serve<B>(conn: Arc<Conn>, req: Request<B>) -> Result<HttpResponse, Infallible> {
-    Ok(handle(&conn, req))
+    conn.activity.begin();
+    conn.shared.stats.writing.fetch_add(1, Ordering::Relaxed);
+    let mut resp = handle(&conn, req);
+    resp.body_mut().busy = Some(conn);
+    Ok(resp)
 }
 
 /// The request's state as it moves through the phases.
@@ -575,7 +579,7 @@ fn redirect_response(code: u16, location: &str) -> Response<Body> {
 fn stub_status(conn: &Conn) -> Response<Body> {
     let s = &conn.shared.stats;
     let active = s.active.load(Ordering::Relaxed);
-    let writing = s.writing.load(Ordering::Relaxed).max(1);
+    let writing = s.writing.load(Ordering::Relaxed);
     let text = format!(
         "Active connections: {active} \nserver accepts handled requests\n {} {} {} \nReading: 0 Writing: {writing} Waiting: {} \n",
         s.accepts.load(Ordering::Relaxed),
@@ -667,6 +671,7 @@ fn finish(
             inner: body,
             sent: 0,
             log,
+            busy: None,
         },
     )
 }
@@ -756,6 +761,8 @@ pub struct ResponseBody {
     inner: Body,
     sent: u64,
     log: Option<Box<LogOnDone>>,
+    /// The connection whose request this answers: marked idle again when the body is done.
+    busy: Option<Arc<Conn>>,
 }
 
 impl ResponseBody {
@@ -765,6 +772,7 @@ impl ResponseBody {
             inner,
             sent: 0,
             log: None,
+            busy: None,
         }
     }
 }
@@ -773,6 +781,10 @@ impl Drop for ResponseBody {
     fn drop(&mut self) {
         if let Some(l) = self.log.take() {
             l.write(self.sent);
+        }
+        if let Some(c) = self.busy.take() {
+            c.activity.end();
+            c.shared.stats.writing.fetch_sub(1, Ordering::Relaxed);
         }
     }
 }
