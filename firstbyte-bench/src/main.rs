@@ -1,0 +1,23 @@
+//! `firstbyte-bench`: controlled benchmarks that print numbers.
+//!
+//! - `firstbyte-bench run PLAN.toml [--quick] [--out DIR]`: the WAN bench (cold connections
+//!   through `firstbyte-netem`, randomized interleave, percentiles with confidence intervals).
+//! - `firstbyte-bench loopback [--quick] [--out DIR]`: firstbyte beside nginx and h2o on
+//!   loopback, server CPU per operation.
+
+mod loopback;
+mod wan;
+
+fn main() {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let code = match args.first().map(String::as_str) {
+        Some("run") => wan::main(&args[1..]),
+        Some("loopback") => loopback::main(&args[1..]),
+        _ => {
+            eprintln!("usage: firstbyte-bench run PLAN.toml [--quick] [--out DIR]");
+            eprintln!("       firstbyte-bench loopback [--quick] [--out DIR]");
+            2
+        }
+    };
+    std::process::exit(code);
+}
