@@ -96,7 +96,9 @@ fn delay_gives_the_rtt_and_idle_lateness_is_small() {
         "--",
         "sh",
         "-c",
-        "timeout 10 ping -n -c 20 -i 0.05 \"$FB_SERVER_ADDR\"",
+        // 300 probes: p99 is then the third-worst, so one packet delayed by a scheduling
+        // hiccup of the shared machine cannot decide it, while a systematic 1 ms still would.
+        "timeout 15 ping -n -c 300 -i 0.01 \"$FB_SERVER_ADDR\"",
     ]);
     assert_success(&out);
     let mut rtts: Vec<f64> = stdout(&out)
@@ -105,7 +107,7 @@ fn delay_gives_the_rtt_and_idle_lateness_is_small() {
         .filter_map(|t| t.trim_end_matches(" ms").trim().parse().ok())
         .collect();
     assert!(
-        rtts.len() >= 18,
+        rtts.len() >= 290,
         "only {} replies:\n{}",
         rtts.len(),
         stdout(&out)
@@ -118,7 +120,7 @@ fn delay_gives_the_rtt_and_idle_lateness_is_small() {
     );
     let v = read_json(&stats);
     for dir in ["client_to_server", "server_to_client"] {
-        assert!(num(&v, dir, "packets_out") >= 18.0, "{v}");
+        assert!(num(&v, dir, "packets_out") >= 290.0, "{v}");
         assert!(p99_us(&v, dir) <= 1_000.0, "{dir} idle p99 lateness: {v}");
     }
 }

@@ -429,6 +429,7 @@ fn finish_server(
             .names
             .unwrap_or_else(|| vec![ServerName::Exact(String::new())]),
         tls,
+        record: srv.record(),
         socket: SocketConf {
             notsent_lowat: srv.notsent_lowat,
             congestion: srv.congestion,

@@ -144,6 +144,8 @@ pub struct ServerConf {
     pub tls: Option<TlsConf>,
     /// Socket options for connections of this server.
     pub socket: SocketConf,
+    /// TLS record sizing (`ssl_buffer_size`, `ssl_dyn_rec_*`; http, server).
+    pub record: crate::record::RecordSettings,
     /// `client_header_timeout` (http, server). Default 60s.
     pub client_header_timeout: Duration,
     /// `http2 on|off` (http, server). Default off, as nginx; `listen ... http2` also turns it on.

@@ -444,6 +444,12 @@ pub(crate) struct SrvSettings {
     pub congestion: Option<String>,
     pub client_header_timeout: Option<Duration>,
     pub http2: Option<bool>,
+    pub ssl_buffer_size: Option<usize>,
+    pub dyn_rec_enable: Option<crate::record::DynRecMode>,
+    pub dyn_rec_size_lo: Option<usize>,
+    pub dyn_rec_size_hi: Option<usize>,
+    pub dyn_rec_threshold: Option<u32>,
+    pub dyn_rec_timeout: Option<Duration>,
 }
 
 impl SrvSettings {
@@ -454,6 +460,25 @@ impl SrvSettings {
         or(&mut self.congestion, &p.congestion);
         or(&mut self.client_header_timeout, &p.client_header_timeout);
         or(&mut self.http2, &p.http2);
+        or(&mut self.ssl_buffer_size, &p.ssl_buffer_size);
+        or(&mut self.dyn_rec_enable, &p.dyn_rec_enable);
+        or(&mut self.dyn_rec_size_lo, &p.dyn_rec_size_lo);
+        or(&mut self.dyn_rec_size_hi, &p.dyn_rec_size_hi);
+        or(&mut self.dyn_rec_threshold, &p.dyn_rec_threshold);
+        or(&mut self.dyn_rec_timeout, &p.dyn_rec_timeout);
+    }
+
+    /// The record-size settings, defaults where unset.
+    pub fn record(&self) -> crate::record::RecordSettings {
+        let d = crate::record::RecordSettings::default();
+        crate::record::RecordSettings {
+            ssl_buffer_size: self.ssl_buffer_size.unwrap_or(d.ssl_buffer_size),
+            ssl_dyn_rec_enable: self.dyn_rec_enable.unwrap_or(d.ssl_dyn_rec_enable),
+            ssl_dyn_rec_size_lo: self.dyn_rec_size_lo.unwrap_or(d.ssl_dyn_rec_size_lo),
+            ssl_dyn_rec_size_hi: self.dyn_rec_size_hi.unwrap_or(d.ssl_dyn_rec_size_hi),
+            ssl_dyn_rec_threshold: self.dyn_rec_threshold.unwrap_or(d.ssl_dyn_rec_threshold),
+            ssl_dyn_rec_timeout: self.dyn_rec_timeout.unwrap_or(d.ssl_dyn_rec_timeout),
+        }
     }
 }
 

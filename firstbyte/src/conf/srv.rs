@@ -232,6 +232,63 @@ pub(crate) fn ssl(_: &mut SrvSettings, d: &Directive, _: &mut Cx) -> R {
     Err(ConfError::SslDirective { pos: d.pos.clone() })
 }
 
+/// A record size: 1 byte to 16k (a TLS record's plaintext limit, RFC 8446 §5.1).
+fn record_size(d: &Directive) -> Result<usize, ConfError> {
+    let n = size(d, arg0(d))?;
+    if n == 0 || n > crate::record::MAX_RECORD_SIZE as u64 {
+        return Err(invalid(d));
+    }
+    Ok(n as usize)
+}
+
+/// `ssl_buffer_size SIZE` (16k).
+pub(crate) fn ssl_buffer_size(s: &mut SrvSettings, d: &Directive, _: &mut Cx) -> R {
+    once(&s.ssl_buffer_size, d)?;
+    s.ssl_buffer_size = Some(record_size(d)?);
+    Ok(())
+}
+
+/// `ssl_dyn_rec_enable off|on|adaptive`.
+pub(crate) fn ssl_dyn_rec_enable(s: &mut SrvSettings, d: &Directive, _: &mut Cx) -> R {
+    use crate::record::DynRecMode;
+    once(&s.dyn_rec_enable, d)?;
+    let opts = [
+        ("off", DynRecMode::Off),
+        ("on", DynRecMode::On),
+        ("adaptive", DynRecMode::Adaptive),
+    ];
+    s.dyn_rec_enable = Some(choice(d, arg0(d), &opts)?);
+    Ok(())
+}
+
+/// `ssl_dyn_rec_size_lo SIZE` (1369).
+pub(crate) fn ssl_dyn_rec_size_lo(s: &mut SrvSettings, d: &Directive, _: &mut Cx) -> R {
+    once(&s.dyn_rec_size_lo, d)?;
+    s.dyn_rec_size_lo = Some(record_size(d)?);
+    Ok(())
+}
+
+/// `ssl_dyn_rec_size_hi SIZE` (4229).
+pub(crate) fn ssl_dyn_rec_size_hi(s: &mut SrvSettings, d: &Directive, _: &mut Cx) -> R {
+    once(&s.dyn_rec_size_hi, d)?;
+    s.dyn_rec_size_hi = Some(record_size(d)?);
+    Ok(())
+}
+
+/// `ssl_dyn_rec_threshold N` (40 records).
+pub(crate) fn ssl_dyn_rec_threshold(s: &mut SrvSettings, d: &Directive, _: &mut Cx) -> R {
+    once(&s.dyn_rec_threshold, d)?;
+    s.dyn_rec_threshold = Some(number(d, arg0(d))?);
+    Ok(())
+}
+
+/// `ssl_dyn_rec_timeout TIME` (1s; 0 turns dynamic records off, as Cloudflare's patch).
+pub(crate) fn ssl_dyn_rec_timeout(s: &mut SrvSettings, d: &Directive, _: &mut Cx) -> R {
+    once(&s.dyn_rec_timeout, d)?;
+    s.dyn_rec_timeout = Some(time(d, arg0(d))?);
+    Ok(())
+}
+
 /// `tcp_notsent_lowat SIZE`.
 pub(crate) fn tcp_notsent_lowat(s: &mut SrvSettings, d: &Directive, _: &mut Cx) -> R {
     once(&s.notsent_lowat, d)?;

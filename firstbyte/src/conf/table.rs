@@ -257,6 +257,12 @@ pub(crate) static DIRECTIVES: &[Spec] = &[
     d("internal", LOCATION, 0, 0, "", Own, Loc(h::internal), "The location answers internal redirects only."),
     d("disable_symlinks", HSL, 1, 2, "off", Inherit, Loc(h::disable_symlinks), "`on`: refuse paths through symlinks; `if_not_owner`: unless owners match."),
     d("http2", HS, 1, 1, "off", Inherit, Srv(srv::http2), "Offer HTTP/2 (ALPN `h2`)."),
+    d("ssl_buffer_size", HS, 1, 1, "16k", Inherit, Srv(srv::ssl_buffer_size), "Plaintext bytes gathered into one TLS record (the most a record holds; small writes coalesce, a flush closes the record early)."),
+    d("ssl_dyn_rec_enable", HS, 1, 1, "off", Inherit, Srv(srv::ssl_dyn_rec_enable), "Dynamic TLS records: `on` is Cloudflare's patch (small records first, full size after `2 x threshold` records, back to small after `timeout` idle); `adaptive` (firstbyte's own) sizes each record from the connection's live `TCP_INFO` window."),
+    d("ssl_dyn_rec_size_lo", HS, 1, 1, "1369", Inherit, Srv(srv::ssl_dyn_rec_size_lo), "Record size of the first `threshold` records: 1369 = 1500 - 40 (IP) - 20 (TCP) - 10 (timestamps) - 61 (largest TLS overhead), one record in one segment."),
+    d("ssl_dyn_rec_size_hi", HS, 1, 1, "4229", Inherit, Srv(srv::ssl_dyn_rec_size_hi), "Record size of records `threshold+1` to `2 x threshold`: 4229 = 3 x 1430 - 61, one record in three segments."),
+    d("ssl_dyn_rec_threshold", HS, 1, 1, "40", Inherit, Srv(srv::ssl_dyn_rec_threshold), "Records per stage of the dynamic ramp."),
+    d("ssl_dyn_rec_timeout", HS, 1, 1, "1s", Inherit, Srv(srv::ssl_dyn_rec_timeout), "Idle time after which dynamic records start small again; `0` turns dynamic records off (Cloudflare's meaning)."),
     d("tcp_notsent_lowat", HS, 1, 1, "", Inherit, Srv(srv::tcp_notsent_lowat), "firstbyte's own: `TCP_NOTSENT_LOWAT` in bytes (unset: the kernel's sysctl)."),
     d("tcp_congestion", HS, 1, 1, "", Inherit, Srv(srv::tcp_congestion), "firstbyte's own: per-socket `TCP_CONGESTION`, e.g. `bbr` (unset: the kernel's sysctl)."),
     ignored("types_hash_max_size", HSL, 1, 1, HASH),
@@ -323,7 +329,7 @@ pub(crate) static UNSUPPORTED: &[&str] = &[
     "recursive_error_pages", "request_pool_size", "reset_timedout_connection", "resolver",
     "resolver_timeout", "rewrite", "rewrite_log", "satisfy", "send_lowat",
     "sendfile_max_chunk", "server_name_in_redirect", "set", "set_real_ip_from", "slice",
-    "slice_size", "ssi", "ssl_buffer_size", "ssl_certificate_cache", "ssl_crl",
+    "slice_size", "ssi", "ssl_certificate_cache", "ssl_crl",
     "ssl_early_data", "ssl_engine", "ssl_handshake_timeout",
     "ssl_reject_handshake", "ssl_stapling_responder", "ssl_stapling_verify",
     "ssl_trusted_certificate", "ssl_verify_depth", "ssl_preread", "stream", "sticky",
@@ -338,7 +344,7 @@ pub(crate) static UNSUPPORTED: &[&str] = &[
 #[rustfmt::skip]
 pub(crate) static UNSUPPORTED_PREFIXES: &[&str] = &[
     "proxy_", "fastcgi_", "uwsgi_", "scgi_", "grpc_", "memcached_", "limit_", "auth_",
-    "autoindex", "charset", "http2_", "http3_", "quic_", "ssl_dyn_rec_", "ssl_ocsp", "js_",
+    "autoindex", "charset", "http2_", "http3_", "quic_", "ssl_ocsp", "js_",
     "perl", "geoip_", "image_filter", "mp4", "xslt_", "sub_filter", "ssi_", "secure_link",
     "userid", "open_file_cache", "map_hash_", "referer_hash_", "modern_browser",
     "ancient_browser", "gunzip", "mirror", "random_index", "real_ip_", "dav_", "keyval",
@@ -428,7 +434,7 @@ mod tests {
         );
         assert!(find("proxy_pass").is_none());
         assert!(is_unsupported("proxy_pass"));
-        assert!(is_unsupported("ssl_dyn_rec_enable"));
+        assert!(is_unsupported("ssl_certificate_cache"));
         assert!(is_unsupported("upstream"));
         assert!(!is_unsupported("foo"));
     }

@@ -603,6 +603,7 @@ mod tests {
             server_names: names,
             tls: None,
             socket: SocketConf::default(),
+            record: Default::default(),
             client_header_timeout: Duration::from_secs(60),
             http2: false,
             locations: Locations::default(),

@@ -270,6 +270,11 @@ pub async fn handle(
         resumed: matches!(sc.handshake_kind(), Some(rustls::HandshakeKind::Resumed)),
         server_name: sni,
     });
+    let mut policy = server.record.policy();
+    if sc.protocol_version() == Some(rustls::ProtocolVersion::TLSv1_3) {
+        policy.set_record_overhead(crate::record::TLS13_RECORD_OVERHEAD);
+    }
+    facts.record_policy = policy.name();
     let conn = Arc::new(Conn {
         site: site.clone(),
         shared,
@@ -282,7 +287,8 @@ pub async fn handle(
         sni_server: Some(server.clone()),
     });
     let proto = if alpn == "h2" { Proto::H2 } else { Proto::H1 };
-    serve_http(conn, tls, proto, server).await;
+    let io = crate::record::RecordStream::new(tls, policy, Some(fd));
+    serve_http(conn, io, proto, server).await;
 }
 
 /// Which HTTP to speak.
