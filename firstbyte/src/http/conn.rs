@@ -38,6 +38,9 @@ pub struct Conn {
     pub requests: AtomicU64,
     /// Activity for the idle timer: requests in flight and when the last one ended.
     pub activity: Activity,
+    /// Tells the socket layer the first response is ready (it then sends the held TLS 1.3
+    /// tickets together with it; see `net::HoldStream`).
+    pub first_response: crate::net::Release,
     /// The server block chosen by SNI, on TLS connections.
     pub sni_server: Option<Arc<ServerConf>>,
 }
@@ -178,6 +181,7 @@ pub async fn handle(
             fd,
             requests: AtomicU64::new(0),
             activity: Activity::new(),
+            first_response: crate::net::Release::new(),
             sni_server: None,
         });
         serve_http(
@@ -190,6 +194,8 @@ pub async fn handle(
         return;
     }
 
+    let release = crate::net::Release::new();
+    let stream = crate::net::HoldStream::new(stream, release.clone());
     let acceptor =
         tokio_rustls::LazyConfigAcceptor::new(rustls::server::Acceptor::default(), stream);
     let start = match tokio::time::timeout(hs_timeout, acceptor).await {
@@ -284,6 +290,7 @@ pub async fn handle(
         fd,
         requests: AtomicU64::new(0),
         activity: Activity::new(),
+        first_response: release,
         sni_server: Some(server.clone()),
     });
     let proto = if alpn == "h2" { Proto::H2 } else { Proto::H1 };

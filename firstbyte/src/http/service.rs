@@ -40,6 +40,7 @@ pub async fn serve<B>(conn: Arc<Conn>, req: Request<B>) -> Result<HttpResponse, 
     conn.activity.begin();
     conn.shared.stats.writing.fetch_add(1, Ordering::Relaxed);
     let mut resp = handle(&conn, req);
+    conn.first_response.release();
     resp.body_mut().busy = Some(conn);
     Ok(resp)
 }

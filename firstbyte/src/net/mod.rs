@@ -10,6 +10,10 @@ use std::os::fd::{AsRawFd, RawFd};
 
 use socket2::{Domain, Protocol, Socket, Type};
 
+mod hold;
+
+pub use hold::{HoldStream, Release, MAX_HOLD};
+
 /// What a listening socket needs (from `listen`).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ListenOpts {
