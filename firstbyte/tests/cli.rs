@@ -114,8 +114,8 @@ fn config_errors_name_file_and_line() {
     );
     assert_emerg(
         "e-unsupported",
-        "events {}\nhttp {\n server {\n  location / {\n   proxy_pass http://127.0.0.1:1;\n  }\n }\n}\n",
-        "\"proxy_pass\" directive is not supported by firstbyte yet",
+        "events {}\nhttp {\n server {\n  location / {\n   proxy_cache zone1;\n  }\n }\n}\n",
+        "\"proxy_cache\" directive is not supported by firstbyte yet",
         5,
     );
 }

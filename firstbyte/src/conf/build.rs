@@ -387,12 +387,12 @@ fn finish_server(
     } else {
         sp.head.listen
     };
-    let certificates = srv.tls.cert_keys()?;
+    let (certificates, dynamic) = srv.tls.cert_keys()?;
     let tls = if listen.iter().any(|l| l.ssl) {
-        if certificates.is_empty() {
+        if certificates.is_empty() && dynamic.is_empty() {
             return Err(ConfError::NoCertificate { pos: sp.pos });
         }
-        let t = srv.tls.finish(certificates);
+        let t = srv.tls.finish(certificates, dynamic);
         if matches!(t.verify_client, VerifyClient::On | VerifyClient::Optional)
             && t.client_certificate.is_none()
         {
@@ -460,6 +460,7 @@ fn build_locations(
         if let Some(r) = server_ret {
             s.ret = Some(r.clone());
         }
+        s.proxy.resolve(cx)?;
         let nested = build_locations(p.children, &s, server_ret, cx, default_types)?;
         let conf = Arc::new(s.finish(cx, p.name, p.pos.clone(), default_types, nested));
         let dup = || ConfError::other(format!("duplicate location \"{}\"", p.uri), &p.pos);

@@ -171,6 +171,7 @@ pub(crate) mod fixtures {
             disable_symlinks: DisableSymlinks::Off,
             internal: false,
             connection_info: false,
+            proxy: None,
             locations,
             pos: pos(1),
         }

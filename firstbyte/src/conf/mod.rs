@@ -18,6 +18,7 @@ mod handlers;
 pub mod locate;
 pub mod model;
 mod parse;
+mod proxy;
 mod server;
 mod settings;
 mod srv;

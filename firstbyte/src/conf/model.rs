@@ -65,6 +65,9 @@ pub struct MainConf {
     pub daemon: bool,
     /// `worker_connections N` (events). Default 512, as nginx.
     pub worker_connections: u32,
+    /// `ssl_object_cache_inheritable on|off` (main). Default on, as nginx 1.27.4: the next
+    /// reload may reuse this load's parsed certificates and keys whose files are unchanged.
+    pub ssl_object_cache_inheritable: bool,
 }
 
 /// `user NAME [GROUP]`.
@@ -460,10 +463,144 @@ pub struct LocationConf {
     /// the visitor their own connection (TLS version, cipher, group, ALPN, resumption, RTT,
     /// cwnd, record policy), HTML or JSON. The built-in site serves it at `/`. Default off.
     pub connection_info: bool,
+    /// `proxy_pass` and the `proxy_*` settings of this location, when it proxies.
+    pub proxy: Option<Arc<ProxyConf>>,
     /// Locations nested inside this one.
     pub locations: Locations,
     /// Where the location starts (server position for the server level).
     pub pos: Pos,
+}
+
+/// `upstream NAME { server ADDR [weight=N] [max_fails=N] [fail_timeout=T]; keepalive N; }`.
+#[derive(Debug, Clone)]
+pub struct Upstream {
+    /// Its name, as `proxy_pass http://NAME` writes it.
+    pub name: String,
+    /// The servers, in file order.
+    pub servers: Vec<UpstreamServer>,
+    /// `keepalive N`: idle connections kept per worker. None: no pool (nginx's default).
+    pub keepalive: Option<usize>,
+    /// Where the block starts.
+    pub pos: Pos,
+}
+
+/// `server ADDR [weight=N] [max_fails=N] [fail_timeout=T] [backup] [down]` inside `upstream`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct UpstreamServer {
+    /// The address (a name resolves when the config loads, as nginx; each address is a peer).
+    pub addr: SocketAddr,
+    /// The name as written (`$upstream_addr` shows the address).
+    pub name: String,
+    /// `weight=N`. Default 1.
+    pub weight: u32,
+    /// `max_fails=N`: failures within `fail_timeout` that take the server out. Default 1; 0 never.
+    pub max_fails: u32,
+    /// `fail_timeout=T`: the failure window and the time out. Default 10s.
+    pub fail_timeout: Duration,
+    /// `backup`: used only when every other server is down.
+    pub backup: bool,
+    /// `down`: never used.
+    pub down: bool,
+}
+
+/// Where `proxy_pass` sends requests.
+#[derive(Debug, Clone)]
+pub enum ProxyTarget {
+    /// `http://NAME` naming an `upstream` block.
+    Upstream(Arc<Upstream>),
+    /// `http://HOST:PORT` with no upstream of that name: the addresses it resolved to at load.
+    Addrs(Vec<SocketAddr>),
+}
+
+/// `proxy_pass URL` and the `proxy_*` settings merged for one location.
+#[derive(Debug, Clone)]
+pub struct ProxyConf {
+    /// `https://`: TLS to the upstream.
+    pub tls: bool,
+    /// The host part as written (`$proxy_host`, the default `Host` and TLS name), with `:port`
+    /// when it is not the scheme's default.
+    pub host: String,
+    /// The URI part of the URL: `Some` replaces the location's prefix (nginx's rule); `None`
+    /// passes the request URI unchanged.
+    pub uri: Option<String>,
+    /// Where to connect.
+    pub target: ProxyTarget,
+    /// `proxy_set_header` (inherited only when the location has none). nginx's defaults
+    /// `Host $proxy_host` and `Connection close` apply unless overridden.
+    pub set_headers: Vec<(String, ComplexValue)>,
+    /// `proxy_http_version 1.0|1.1`. Default 1.0, as nginx.
+    pub http11: bool,
+    /// `proxy_connect_timeout`. Default 60s, as nginx.
+    pub connect_timeout: Duration,
+    /// `proxy_read_timeout`: longest wait between two reads from the upstream. Default 60s.
+    pub read_timeout: Duration,
+    /// `proxy_send_timeout`: longest wait between two writes to the upstream. Default 60s.
+    pub send_timeout: Duration,
+    /// `proxy_buffering on|off`. firstbyte's default is **off** (stream: the upstream's first
+    /// bytes reach the client at once); nginx buffers by default, `on` restores that.
+    pub buffering: bool,
+    /// `proxy_pass_header`: upstream headers passed that nginx hides by default (`Server`, `Date`).
+    pub pass_headers: Vec<String>,
+    /// `proxy_hide_header`: upstream headers not passed.
+    pub hide_headers: Vec<String>,
+    /// Upstream TLS (`proxy_ssl_*`), used when `tls`.
+    pub ssl: ProxySsl,
+}
+
+/// `proxy_ssl_*` settings.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ProxySsl {
+    /// `proxy_ssl_certificate` (client certificate). A variable makes it [`ProxySsl::dynamic`].
+    pub certificate: Option<Source>,
+    /// `proxy_ssl_certificate_key`.
+    pub certificate_key: Option<Source>,
+    /// `proxy_ssl_password_file`.
+    pub password_file: Option<PathBuf>,
+    /// `proxy_ssl_trusted_certificate`: CAs the upstream's certificate must chain to.
+    pub trusted_certificate: Option<PathBuf>,
+    /// `proxy_ssl_crl`.
+    pub crl: Option<PathBuf>,
+    /// `proxy_ssl_verify on|off`. Default off, as nginx.
+    pub verify: bool,
+    /// `proxy_ssl_server_name on|off`: send SNI. Default off, as nginx.
+    pub server_name: bool,
+    /// `proxy_ssl_name`: the name checked and sent. Default the `proxy_pass` host.
+    pub name: Option<String>,
+    /// `proxy_ssl_session_reuse on|off`. Default on, as nginx.
+    pub session_reuse: bool,
+    /// `proxy_ssl_protocols`. Default TLSv1.2 TLSv1.3.
+    pub protocols: Vec<TlsVersion>,
+    /// `proxy_ssl_certificate` / `_key` written with variables: evaluated per request.
+    pub dynamic: Option<DynamicCertKey>,
+    /// `proxy_ssl_certificate_cache`.
+    pub certificate_cache: CertificateCache,
+}
+
+/// A certificate and key named with variables (`/certs/$ssl_server_name.crt`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DynamicCertKey {
+    /// The certificate path (made absolute against the config directory when relative).
+    pub cert: ComplexValue,
+    /// The key path.
+    pub key: ComplexValue,
+    /// Where `ssl_certificate` was written.
+    pub pos: Pos,
+}
+
+/// `ssl_certificate_cache off | max=N [inactive=time] [valid=time]`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum CertificateCache {
+    /// `off` (default, as nginx): each handshake reads the files.
+    Off,
+    /// A cache of `max` entries (certificates and keys count separately).
+    On {
+        /// `max=N`: entries kept; the least recently used goes first.
+        max: usize,
+        /// `inactive=time`: an entry unused this long is dropped. Default 10s, as nginx.
+        inactive: Duration,
+        /// `valid=time`: after this, an entry is revalidated by mtime and inode. Default 60s, as nginx.
+        valid: Duration,
+    },
 }
 
 /// TLS settings of a server (http → server merged).
@@ -501,6 +638,11 @@ pub struct TlsConf {
     pub stapling: bool,
     /// `ssl_stapling_file FILE`: a DER OCSP response to staple.
     pub stapling_file: Option<PathBuf>,
+    /// `ssl_certificate` / `ssl_certificate_key` pairs written with variables, loaded at
+    /// handshake time (the static `certificates` then stay empty).
+    pub dynamic_certificates: Vec<DynamicCertKey>,
+    /// `ssl_certificate_cache` (http, server). Default off.
+    pub certificate_cache: CertificateCache,
 }
 
 /// A certificate chain and its key.

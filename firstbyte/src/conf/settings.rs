@@ -13,10 +13,10 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use super::model::{
-    AccessLog, AccessLogTarget, AccessRule, AddHeader, CertKey, Compression, DisableSymlinks,
-    DocRoot, ErrorLog, ErrorPage, GzipStatic, LocationConf, Locations, LogEscape, LogFormat,
-    MainConf, MimeTypes, Pos, Return, SessionCache, Source, TlsConf, TlsVersion, TryFiles, User,
-    VerifyClient, WorkerProcesses,
+    AccessLog, AccessLogTarget, AccessRule, AddHeader, CertKey, CertificateCache, Compression,
+    DisableSymlinks, DocRoot, DynamicCertKey, ErrorLog, ErrorPage, GzipStatic, LocationConf,
+    Locations, LogEscape, LogFormat, MainConf, MimeTypes, Pos, Return, SessionCache, Source,
+    TlsConf, TlsVersion, TryFiles, User, VerifyClient, WorkerProcesses,
 };
 use super::vars::ComplexValue;
 
@@ -36,6 +36,8 @@ pub(crate) struct Cx {
     pub log_formats: HashMap<String, Arc<LogFormat>>,
     /// Whether firstbyte runs as root (the default `listen` is `*:80` then, else `*:8000`).
     pub is_root: bool,
+    /// `upstream {}` blocks by lower-cased name.
+    pub upstreams: HashMap<String, Arc<super::model::Upstream>>,
 }
 
 impl Cx {
@@ -53,6 +55,7 @@ impl Cx {
             warnings: Vec::new(),
             log_formats: HashMap::from([("combined".to_string(), Arc::new(combined))]),
             is_root,
+            upstreams: HashMap::new(),
         }
     }
 
@@ -90,6 +93,7 @@ pub(crate) struct MainSettings {
     pub pid: Option<Option<PathBuf>>,
     pub daemon: Option<bool>,
     pub worker_connections: Option<u32>,
+    pub ssl_object_cache_inheritable: Option<bool>,
     /// An `events {}` was read (a second one is a duplicate).
     pub events: bool,
 }
@@ -110,6 +114,8 @@ impl MainSettings {
             daemon: self.daemon.unwrap_or(false),
             // 512 connections: nginx's default.
             worker_connections: self.worker_connections.unwrap_or(512),
+            // on: nginx 1.27.4's default.
+            ssl_object_cache_inheritable: self.ssl_object_cache_inheritable.unwrap_or(true),
         }
     }
 }
@@ -176,6 +182,7 @@ pub(crate) struct LocSettings {
     pub disable_symlinks: Option<DisableSymlinks>,
     pub internal: Option<bool>,
     pub connection_info: Option<bool>,
+    pub proxy: super::proxy::ProxySettings,
 }
 
 fn or<T: Clone>(mine: &mut Option<T>, parent: &Option<T>) {
@@ -215,6 +222,7 @@ impl LocSettings {
         or(&mut self.types, &p.types);
         or(&mut self.default_type, &p.default_type);
         or(&mut self.disable_symlinks, &p.disable_symlinks);
+        self.proxy.inherit(&p.proxy);
     }
 
     /// The merged values with defaults for what nobody set; `default_types` applies when no
@@ -309,6 +317,7 @@ impl LocSettings {
             disable_symlinks: self.disable_symlinks.unwrap_or(DisableSymlinks::Off),
             internal: self.internal.unwrap_or(false),
             connection_info: self.connection_info.unwrap_or(false),
+            proxy: self.proxy.finish().map(Arc::new),
             locations,
             pos,
         }
@@ -358,6 +367,7 @@ pub(crate) struct TlsSettings {
     pub client_certificate: Option<PathBuf>,
     pub stapling: Option<bool>,
     pub stapling_file: Option<PathBuf>,
+    pub certificate_cache: Option<CertificateCache>,
 }
 
 impl TlsSettings {
@@ -379,13 +389,17 @@ impl TlsSettings {
         or(&mut self.client_certificate, &p.client_certificate);
         or(&mut self.stapling, &p.stapling);
         or(&mut self.stapling_file, &p.stapling_file);
+        or(&mut self.certificate_cache, &p.certificate_cache);
     }
 
     /// Pairs certificates with keys (`no "ssl_certificate_key" is defined for certificate "X"`).
-    pub fn cert_keys(&self) -> Result<Vec<CertKey>, super::ConfError> {
+    /// Pairs written with variables (either path has a `$`) are loaded at handshake time and
+    /// come back separately.
+    pub fn cert_keys(&self) -> Result<(Vec<CertKey>, Vec<DynamicCertKey>), super::ConfError> {
         let certs = self.certificates.as_deref().unwrap_or_default();
         let keys = self.keys.as_deref().unwrap_or_default();
         let mut out = Vec::with_capacity(certs.len());
+        let mut dynamic = Vec::new();
         for (i, c) in certs.iter().enumerate() {
             let Some(key) = keys.get(i) else {
                 return Err(super::ConfError::NoCertificateKey {
@@ -393,17 +407,29 @@ impl TlsSettings {
                     pos: c.pos.clone(),
                 });
             };
+            if let (Some(cv), Some(kv)) = (dynamic_value(&c.source), dynamic_value(key)) {
+                dynamic.push(DynamicCertKey {
+                    cert: cv,
+                    key: kv,
+                    pos: c.pos.clone(),
+                });
+                continue;
+            }
             out.push(CertKey {
                 cert: c.source.clone(),
                 key: key.clone(),
                 pos: c.pos.clone(),
             });
         }
-        Ok(out)
+        Ok((out, dynamic))
     }
 
     /// The merged values with defaults (nginx's unless said).
-    pub fn finish(&self, certificates: Vec<CertKey>) -> TlsConf {
+    pub fn finish(
+        &self,
+        certificates: Vec<CertKey>,
+        dynamic_certificates: Vec<DynamicCertKey>,
+    ) -> TlsConf {
         let cmds = self.conf_commands.clone().unwrap_or_default();
         TlsConf {
             certificates,
@@ -432,7 +458,25 @@ impl TlsSettings {
             client_certificate: self.client_certificate.clone(),
             stapling: self.stapling.unwrap_or(false),
             stapling_file: self.stapling_file.clone(),
+            dynamic_certificates,
+            certificate_cache: self.certificate_cache.unwrap_or(CertificateCache::Off),
         }
+    }
+}
+
+/// A certificate path written with variables (stored as a file whose name holds a `$`;
+/// `srv::tls_source` has checked it parses), as a value; `None` for a static one.
+fn dynamic_value(s: &Source) -> Option<ComplexValue> {
+    match s {
+        Source::File(p) => {
+            let t = p.to_string_lossy();
+            if t.contains('$') {
+                ComplexValue::parse(&t).ok()
+            } else {
+                None
+            }
+        }
+        Source::Data(_) => None,
     }
 }
 
@@ -556,7 +600,7 @@ mod tests {
 
     #[test]
     fn tls_defaults_and_key_pairing() {
-        let t = TlsSettings::default().finish(vec![]);
+        let t = TlsSettings::default().finish(vec![], vec![]);
         assert_eq!(t.protocols, vec![TlsVersion::Tls12, TlsVersion::Tls13]);
         assert_eq!(t.ciphers, "HIGH:!aNULL:!MD5");
         assert_eq!(t.session_timeout, Duration::from_secs(300));

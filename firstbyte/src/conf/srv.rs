@@ -58,9 +58,34 @@ fn tls_source(d: &Directive, cx: &Cx) -> Result<Source, ConfError> {
         return Ok(Source::Data(pem.to_string()));
     }
     if a.contains('$') {
-        return Err(unsupported(d, format!("a variable in \"{}\"", d.name)));
+        // Loaded at handshake time; kept as a path with `$` until `cert_keys` splits it off.
+        let full = if a.starts_with('/') || a.starts_with('$') {
+            a.to_string()
+        } else {
+            cx.in_conf_dir(a).to_string_lossy().into_owned()
+        };
+        super::handlers::value(d, &full)?;
+        return Ok(Source::File(full.into()));
     }
     Ok(Source::File(cx.in_conf_dir(a)))
+}
+
+/// `ssl_certificate_cache off | max=N [inactive=time] [valid=time]` (http, server).
+pub(crate) fn ssl_certificate_cache(s: &mut SrvSettings, d: &Directive, _: &mut Cx) -> R {
+    once(&s.tls.certificate_cache, d)?;
+    s.tls.certificate_cache = Some(super::proxy::cache_args(d)?);
+    Ok(())
+}
+
+/// `ssl_object_cache_inheritable on|off` (main).
+pub(crate) fn ssl_object_cache_inheritable(
+    m: &mut super::settings::MainSettings,
+    d: &Directive,
+    _: &mut Cx,
+) -> R {
+    once(&m.ssl_object_cache_inheritable, d)?;
+    m.ssl_object_cache_inheritable = Some(super::handlers::flag(d)?);
+    Ok(())
 }
 
 /// `ssl_certificate FILE|data:PEM` (several).

@@ -10,6 +10,7 @@
 
 use super::handlers::{self as h, R};
 use super::parse::Directive;
+use super::proxy as px;
 use super::server::{self, ServerHead};
 use super::settings::{Cx, LocSettings, MainSettings, SrvSettings};
 use super::srv;
@@ -307,6 +308,30 @@ pub(crate) static DIRECTIVES: &[Spec] = &[
     d("ssl_client_certificate", HS, 1, 1, "", Inherit, Srv(srv::ssl_client_certificate), "CA certificates that client certificates must chain to."),
     d("ssl_stapling", HS, 1, 1, "off", Inherit, Srv(srv::ssl_stapling), "Staple an OCSP response (from `ssl_stapling_file`)."),
     d("ssl_stapling_file", HS, 1, 1, "", Inherit, Srv(srv::ssl_stapling_file), "DER OCSP response to staple."),
+    d("ssl_certificate_cache", HS, 1, 3, "off", Inherit, Srv(srv::ssl_certificate_cache), "Cache of certificates and keys named with variables (`ssl_certificate /certs/$ssl_server_name.crt`): `max=N` entries (LRU), dropped after `inactive=` (10s) unused, revalidated by mtime and inode after `valid=` (60s)."),
+    d("ssl_object_cache_inheritable", MAIN, 1, 1, "on", Global, Main(srv::ssl_object_cache_inheritable), "A reload reuses certificates, keys and CA bundles whose files are unchanged (mtime, inode) from the running load; `off` marks this load as not to be reused (it takes two reloads to clear)."),
+    // upstream, proxy
+    block("upstream", HTTP, 1, 1, Shared(px::upstream), "Group of upstream servers: `server ADDR [weight=N] [max_fails=N] [fail_timeout=T] [backup] [down]` (round-robin by weight), `keepalive N` idle connections pooled."),
+    d("proxy_pass", LOCATION, 1, 1, "", Own, Loc(px::proxy_pass), "Proxy requests to `http://` or `https://` HOST[:PORT][/URI] or an upstream name; a URI part replaces the location's prefix."),
+    d("proxy_set_header", HSL, 2, 2, "Host $proxy_host; Connection close", InheritIfNone, Loc(px::proxy_set_header), "Request header sent upstream (an empty value removes it); e.g. `X-Forwarded-For $proxy_add_x_forwarded_for`, `Upgrade $http_upgrade` for WebSocket."),
+    d("proxy_http_version", HSL, 1, 1, "1.0", Inherit, Loc(px::proxy_http_version), "HTTP version to the upstream; `1.1` for keepalive pools and WebSocket."),
+    d("proxy_connect_timeout", HSL, 1, 1, "60s", Inherit, Loc(px::proxy_connect_timeout), "Time allowed to connect (and finish TLS) to an upstream."),
+    d("proxy_read_timeout", HSL, 1, 1, "60s", Inherit, Loc(px::proxy_read_timeout), "Longest wait for the upstream's response header, and between two reads of its body."),
+    d("proxy_send_timeout", HSL, 1, 1, "60s", Inherit, Loc(px::proxy_send_timeout), "Longest wait between two writes of the request to the upstream."),
+    d("proxy_buffering", HSL, 1, 1, "off", Inherit, Loc(px::proxy_buffering), "firstbyte's default is off: the upstream's bytes go to the client as they arrive. nginx buffers by default; `on` reads the whole response first, as nginx."),
+    d("proxy_pass_header", HSL, 1, 1, "", InheritIfNone, Loc(px::proxy_pass_header), "Pass an upstream header hidden by default (`Server`, `Date`)."),
+    d("proxy_hide_header", HSL, 1, 1, "", InheritIfNone, Loc(px::proxy_hide_header), "Do not pass this upstream header."),
+    d("proxy_ssl_certificate", HSL, 1, 1, "", Inherit, Loc(px::proxy_ssl_certificate), "Client certificate for HTTPS upstreams (file, `data:`, or with variables such as `$host`)."),
+    d("proxy_ssl_certificate_key", HSL, 1, 1, "", Inherit, Loc(px::proxy_ssl_certificate_key), "Key of `proxy_ssl_certificate`."),
+    d("proxy_ssl_password_file", HSL, 1, 1, "", Inherit, Loc(px::proxy_ssl_password_file), "Passphrases for an encrypted `proxy_ssl_certificate_key`."),
+    d("proxy_ssl_trusted_certificate", HSL, 1, 1, "", Inherit, Loc(px::proxy_ssl_trusted_certificate), "CA certificates an upstream's certificate is verified against (`proxy_ssl_verify on`)."),
+    d("proxy_ssl_crl", HSL, 1, 1, "", Inherit, Loc(px::proxy_ssl_crl), "Revoked certificates (PEM CRLs) for upstream verification."),
+    d("proxy_ssl_verify", HSL, 1, 1, "off", Inherit, Loc(px::proxy_ssl_verify), "Verify the upstream's certificate and name."),
+    d("proxy_ssl_server_name", HSL, 1, 1, "off", Inherit, Loc(px::proxy_ssl_server_name), "Send SNI to the upstream."),
+    d("proxy_ssl_name", HSL, 1, 1, "", Inherit, Loc(px::proxy_ssl_name), "Name verified and sent as SNI (default: the `proxy_pass` host)."),
+    d("proxy_ssl_session_reuse", HSL, 1, 1, "on", Inherit, Loc(px::proxy_ssl_session_reuse), "Resume TLS sessions to upstreams."),
+    d("proxy_ssl_protocols", HSL, 1, ANY, "TLSv1.2 TLSv1.3", Inherit, Loc(px::proxy_ssl_protocols), "TLS versions offered to upstreams."),
+    d("proxy_ssl_certificate_cache", HSL, 1, 3, "off", Inherit, Loc(px::proxy_ssl_certificate_cache), "Cache of `proxy_ssl_certificate` files named with variables, as `ssl_certificate_cache`."),
 ];
 
 /// nginx directives firstbyte does not implement yet (beyond [`UNSUPPORTED_PREFIXES`]).
@@ -329,12 +354,12 @@ pub(crate) static UNSUPPORTED: &[&str] = &[
     "recursive_error_pages", "request_pool_size", "reset_timedout_connection", "resolver",
     "resolver_timeout", "rewrite", "rewrite_log", "satisfy", "send_lowat",
     "sendfile_max_chunk", "server_name_in_redirect", "set", "set_real_ip_from", "slice",
-    "slice_size", "ssi", "ssl_certificate_cache", "ssl_crl",
+    "slice_size", "ssi", "ssl_crl",
     "ssl_early_data", "ssl_engine", "ssl_handshake_timeout",
     "ssl_reject_handshake", "ssl_stapling_responder", "ssl_stapling_verify",
     "ssl_trusted_certificate", "ssl_verify_depth", "ssl_preread", "stream", "sticky",
     "subrequest_output_buffer_size", "thread_pool", "timer_resolution", "underscores_in_headers",
-    "uninitialized_variable_warn", "upstream", "valid_referers", "worker_aio_requests",
+    "uninitialized_variable_warn", "valid_referers", "worker_aio_requests",
     "worker_cpu_affinity", "worker_priority", "worker_rlimit_core", "worker_rlimit_nofile",
     "worker_shutdown_timeout", "working_directory", "xml_entities", "zone",
     "google_perftools_profiles", "limit_except", "more_set_headers", "more_clear_headers",
@@ -359,7 +384,8 @@ pub(crate) fn find(name: &str) -> Option<&'static Spec> {
 
 /// Whether `name` is an nginx directive firstbyte does not implement yet.
 pub(crate) fn is_unsupported(name: &str) -> bool {
-    UNSUPPORTED.contains(&name) || UNSUPPORTED_PREFIXES.iter().any(|p| name.starts_with(p))
+    find(name).is_none()
+        && (UNSUPPORTED.contains(&name) || UNSUPPORTED_PREFIXES.iter().any(|p| name.starts_with(p)))
 }
 
 /// nginx's contexts of some unsupported directives, so that one in the wrong place says
@@ -432,10 +458,11 @@ mod tests {
             find("add_header").map(|s| s.contexts_text()),
             Some("http, server, location".to_string())
         );
-        assert!(find("proxy_pass").is_none());
-        assert!(is_unsupported("proxy_pass"));
-        assert!(is_unsupported("ssl_certificate_cache"));
-        assert!(is_unsupported("upstream"));
+        assert!(find("proxy_pass").is_some());
+        assert!(!is_unsupported("proxy_pass"));
+        assert!(is_unsupported("proxy_cache"));
+        assert!(!is_unsupported("ssl_certificate_cache"));
+        assert!(!is_unsupported("upstream"));
         assert!(!is_unsupported("foo"));
     }
 }

@@ -87,6 +87,11 @@ pub const KNOWN: &[&str] = &[
     "nginx_version",
     "firstbyte_version",
     "record_policy",
+    "proxy_host",
+    "proxy_port",
+    "proxy_add_x_forwarded_for",
+    "upstream_addr",
+    "upstream_status",
 ];
 
 /// Prefixes of variable families (`$http_user_agent`, `$arg_id`, ...).

@@ -38,6 +38,9 @@ pub struct Conn {
     pub requests: AtomicU64,
     /// Activity for the idle timer: requests in flight and when the last one ended.
     pub activity: Activity,
+    /// Bytes per frame of file bodies, when not [`crate::http::body::FILE_CHUNK`] (HTTP/2 over
+    /// TLS: one record minus the frame header).
+    pub data_chunk: Option<usize>,
     /// Tells the socket layer the first response is ready (it then sends the held TLS 1.3
     /// tickets together with it; see `net::HoldStream`).
     pub first_response: crate::net::Release,
@@ -181,6 +184,7 @@ pub async fn handle(
             fd,
             requests: AtomicU64::new(0),
             activity: Activity::new(),
+            data_chunk: None,
             first_response: crate::net::Release::new(),
             sni_server: None,
         });
@@ -290,6 +294,7 @@ pub async fn handle(
         fd,
         requests: AtomicU64::new(0),
         activity: Activity::new(),
+        data_chunk: (alpn == "h2").then(|| server.record.full_size() - H2_FRAME_HEADER),
         first_response: release,
         sni_server: Some(server.clone()),
     });
@@ -297,6 +302,9 @@ pub async fn handle(
     let io = crate::record::RecordStream::new(tls, policy, Some(fd));
     serve_http(conn, io, proto, server).await;
 }
+
+/// Bytes of an HTTP/2 frame header (RFC 9113 §4.1).
+const H2_FRAME_HEADER: usize = 9;
 
 /// Which HTTP to speak.
 #[derive(Clone, Copy, PartialEq, Eq)]

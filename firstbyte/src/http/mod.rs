@@ -6,6 +6,7 @@ pub mod compress;
 pub mod conn;
 pub mod open_file;
 mod pages;
+pub mod proxy;
 pub mod reqvars;
 pub mod service;
 pub mod static_files;

@@ -5,6 +5,12 @@
 //! `try_files`; static files. A status with an `error_page` becomes an internal redirect
 //! (once: nginx's `recursive_error_pages off`). Then `add_header`, compression, `Server`,
 //! `Date`, and the access log once the body has been sent.
+//!
+//! Everything up to the content phase is synchronous. A location with `proxy_pass` is the one
+//! place the pipeline awaits: the phases decide [`Step::Proxy`], and `handle` then builds the
+//! upstream request (the client's body streamed through, never read here) and awaits
+//! `proxy::forward`. The static path runs the same code as before inside the same future: no
+//! extra allocation or boxing per static request.
 
 use std::convert::Infallible;
 use std::path::PathBuf;
@@ -35,11 +41,19 @@ const MAX_REDIRECTS: u8 = 10;
 /// What the pipeline hands back to hyper.
 pub type HttpResponse = Response<ResponseBody>;
 
-/// Serves one request.
-pub async fn serve<B>(conn: Arc<Conn>, req: Request<B>) -> Result<HttpResponse, Infallible> {
+/// Serves one request. `B` is the request body (hyper's `Incoming`), streamed to an upstream
+/// by `proxy_pass` and otherwise dropped.
+pub async fn serve<B>(conn: Arc<Conn>, req: Request<B>) -> Result<HttpResponse, Infallible>
+where
+    B: http_body::Body<Data = Bytes> + Send + 'static,
+    B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
+{
     conn.activity.begin();
     conn.shared.stats.writing.fetch_add(1, Ordering::Relaxed);
-    let mut resp = handle(&conn, req);
+    let mut resp = handle(&conn, req).await;
+    if let Some(n) = conn.data_chunk {
+        resp.body_mut().inner.set_chunk(n);
+    }
     conn.first_response.release();
     resp.body_mut().busy = Some(conn);
     Ok(resp)
@@ -117,6 +131,16 @@ enum Out {
     Internal { uri: String, args: Option<String> },
     /// Continue in a named location.
     Named(String),
+    /// Hand the request to the location's `proxy_pass`.
+    Proxy,
+}
+
+/// What the synchronous phases decided.
+enum Step {
+    /// A response.
+    Done(Response<Body>),
+    /// Proxy with the location's settings (the location comes with the step).
+    Proxy(Arc<crate::conf::model::ProxyConf>),
 }
 
 fn protocol_of(v: http::Version) -> &'static str {
@@ -129,11 +153,28 @@ fn protocol_of(v: http::Version) -> &'static str {
     }
 }
 
-fn handle<B>(conn: &Conn, req: Request<B>) -> HttpResponse {
+async fn handle<B>(conn: &Conn, req: Request<B>) -> HttpResponse
+where
+    B: http_body::Body<Data = Bytes> + Send + 'static,
+    B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
+{
     let start = Instant::now();
     let nreq = conn.requests.fetch_add(1, Ordering::Relaxed) + 1;
     conn.shared.stats.requests.fetch_add(1, Ordering::Relaxed);
-    let (parts, _body) = req.into_parts();
+    let (parts, body) = req.into_parts();
+    let http::request::Parts {
+        method,
+        uri: parts_uri,
+        version,
+        headers: parts_headers,
+        mut extensions,
+        ..
+    } = parts;
+    let parts = PartsRef {
+        uri: &parts_uri,
+        version,
+        headers: &parts_headers,
+    };
     let protocol = protocol_of(parts.version);
     let request_uri = parts
         .uri
@@ -169,8 +210,8 @@ fn handle<B>(conn: &Conn, req: Request<B>) -> HttpResponse {
     };
     let mut r = Req {
         conn,
-        method: parts.method.clone(),
-        headers: &parts.headers,
+        method,
+        headers: parts.headers,
         request_uri,
         uri: String::new(),
         args: None,
@@ -191,25 +232,117 @@ fn handle<B>(conn: &Conn, req: Request<B>) -> HttpResponse {
     }
 
     let (path, query) = uri::split_target(request_uri);
-    let (resp, loc) = match (host, uri::normalize_path(path)) {
+    let (step, loc) = match (host, uri::normalize_path(path)) {
         (Some(_), Ok(u)) => {
             r.uri = u;
             r.args = query.map(str::to_string);
             run(&mut r)
         }
-        _ => (status_response(400), r.server.default_location.clone()),
+        _ => (
+            Step::Done(status_response(400)),
+            r.server.default_location.clone(),
+        ),
     };
-    finish(&r, resp, &loc, &parts.headers)
+    let (resp, loc) = match step {
+        Step::Done(resp) => (resp, loc),
+        Step::Proxy(conf) => match proxy(&r, &loc, &conf, body, &mut extensions).await {
+            Ok(resp) => (resp, loc),
+            Err(code) => error(&mut r, code, loc),
+        },
+    };
+    finish(&r, resp, &loc, parts.headers)
+}
+
+/// The request line's parts the pipeline borrows.
+struct PartsRef<'a> {
+    uri: &'a http::Uri,
+    version: http::Version,
+    headers: &'a HeaderMap,
+}
+
+/// Builds the upstream request and forwards it; `Err` is the status to answer.
+async fn proxy<B>(
+    r: &Req<'_>,
+    loc: &Arc<LocationConf>,
+    conf: &Arc<crate::conf::model::ProxyConf>,
+    body: B,
+    extensions: &mut http::Extensions,
+) -> Result<Response<Body>, u16>
+where
+    B: http_body::Body<Data = Bytes> + Send + 'static,
+    B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
+{
+    use super::proxy::{self as px, headers as ph};
+    let site = &r.conn.site;
+    let Some(route) = site.proxies.route(conf) else {
+        return Err(502);
+    };
+    let remote = r.conn.facts.peer.map(|p| p.ip().to_string());
+    let target = ph::upstream_uri(
+        conf,
+        &loc.prefix,
+        r.internal,
+        r.request_uri,
+        &r.uri,
+        r.args.as_deref(),
+    );
+    let headers = {
+        let forwarded_for = ph::add_x_forwarded_for(r.headers, remote.as_deref());
+        let inner = r.vars();
+        let vars = ph::ProxyVars {
+            inner: &inner,
+            proxy_host: &conf.host,
+            forwarded_for: &forwarded_for,
+        };
+        ph::request_headers(conf, r.headers, &vars)
+    };
+    let version = if conf.http11 {
+        http::Version::HTTP_11
+    } else {
+        http::Version::HTTP_10
+    };
+    let mut req = Request::new(px::request_body(body));
+    *req.method_mut() = r.method.clone();
+    *req.version_mut() = version;
+    *req.uri_mut() = target.parse().map_err(|_| 500u16)?;
+    *req.headers_mut() = headers;
+    let upgrade = if req.headers().contains_key(header::UPGRADE) {
+        extensions.remove::<hyper::upgrade::OnUpgrade>()
+    } else {
+        None
+    };
+    let request_line = format!("{} {} {}", r.method, r.request_uri, r.protocol);
+    let log = px::LogContext {
+        client: remote.as_deref().unwrap_or(""),
+        server: server_name(&r.server),
+        request_line: &request_line,
+        host: &r.host,
+    };
+    px::forward(route, &site.proxies.pool, req, upgrade, &log)
+        .await
+        .map_err(|f| f.status())
 }
 
 /// Runs the phases, following internal redirects.
-fn run(r: &mut Req) -> (Response<Body>, Arc<LocationConf>) {
+fn run(r: &mut Req) -> (Step, Arc<LocationConf>) {
+    let (resp, loc) = run_phases(r);
+    match resp {
+        Ok(resp) => (Step::Done(resp), loc),
+        Err(()) => match &loc.proxy {
+            Some(p) => (Step::Proxy(p.clone()), loc),
+            None => (Step::Done(status_response(500)), loc),
+        },
+    }
+}
+
+/// The phases; `Err(())`: proxy with the returned location.
+fn run_phases(r: &mut Req) -> (Result<Response<Body>, ()>, Arc<LocationConf>) {
     let server = r.server.clone();
     // Server-level `return` runs before any location is chosen (nginx's server rewrite phase).
     if let Some(ret) = &server.default_location.ret {
         match do_return(r, ret) {
-            Out::Response(resp) => return (resp, server.default_location.clone()),
-            Out::Status(code) => return error(r, code, server.default_location.clone()),
+            Out::Response(resp) => return (Ok(resp), server.default_location.clone()),
+            Out::Status(code) => return ok(error(r, code, server.default_location.clone())),
             _ => {}
         }
     }
@@ -221,12 +354,12 @@ fn run(r: &mut Req) -> (Response<Body>, Arc<LocationConf>) {
                 "rewrite or internal redirection cycle while processing \"{}\"",
                 r.uri
             );
-            return (status_response(500), server.default_location.clone());
+            return (Ok(status_response(500)), server.default_location.clone());
         }
         let loc = match named.take() {
             Some(n) => match server.locations.named(&n) {
                 Some(l) => l.clone(),
-                None => return (status_response(500), server.default_location.clone()),
+                None => return (Ok(status_response(500)), server.default_location.clone()),
             },
             None => match server.locations.find(&r.uri) {
                 Some(m) => {
@@ -237,8 +370,9 @@ fn run(r: &mut Req) -> (Response<Body>, Arc<LocationConf>) {
             },
         };
         match in_location(r, &loc) {
-            Out::Response(resp) => return (resp, loc),
-            Out::Status(code) => return error(r, code, loc),
+            Out::Response(resp) => return (Ok(resp), loc),
+            Out::Status(code) => return ok(error(r, code, loc)),
+            Out::Proxy => return (Err(()), loc),
             Out::Internal { uri, args } => {
                 r.redirects += 1;
                 r.internal = true;
@@ -252,6 +386,12 @@ fn run(r: &mut Req) -> (Response<Body>, Arc<LocationConf>) {
             }
         }
     }
+}
+
+fn ok(
+    (resp, loc): (Response<Body>, Arc<LocationConf>),
+) -> (Result<Response<Body>, ()>, Arc<LocationConf>) {
+    (Ok(resp), loc)
 }
 
 /// Answers `code`, through the location's `error_page` when one names it.
@@ -415,6 +555,9 @@ fn in_location(r: &mut Req, loc: &Arc<LocationConf>) -> Out {
     }
     if loc.stub_status {
         return Out::Response(stub_status(r.conn));
+    }
+    if loc.proxy.is_some() {
+        return Out::Proxy;
     }
     if loc.connection_info {
         return Out::Response(super::builtin::connection_info(
@@ -637,8 +780,13 @@ fn finish(
         resp = compress::apply(&info, resp, &loc.compression);
     }
     let h = resp.headers_mut();
-    h.insert(header::SERVER, HeaderValue::from_static("firstbyte"));
-    h.insert(header::DATE, crate::log::now().http_date.clone());
+    // A proxied response keeps the upstream's own when `proxy_pass_header` lets it through.
+    if !h.contains_key(header::SERVER) {
+        h.insert(header::SERVER, HeaderValue::from_static("firstbyte"));
+    }
+    if !h.contains_key(header::DATE) {
+        h.insert(header::DATE, crate::log::now().http_date.clone());
+    }
     if r.protocol != "HTTP/2.0"
         && (loc.keepalive_timeout.is_zero() || r.nreq >= u64::from(loc.keepalive_requests))
     {

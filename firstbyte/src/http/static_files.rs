@@ -606,6 +606,7 @@ mod tests {
             disable_symlinks: DisableSymlinks::Off,
             internal: false,
             connection_info: false,
+            proxy: None,
             locations: Locations::default(),
             pos: Pos {
                 file: Arc::new(PathBuf::from("/etc/firstbyte/firstbyte.conf")),

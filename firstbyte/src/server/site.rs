@@ -2,6 +2,9 @@
 //! requests use — virtual hosts, rustls configs per server block, open log files.
 //!
 //! Building a site is all the work of a load (`-t`, start, reload); serving only reads it.
+//! Every certificate, key and CA file named anywhere (server blocks, `proxy_ssl_*`) goes
+//! through one `tls::ObjectStore`, made from the previous site's on reload; its counts
+//! (parsed, reused, shared) are logged at `info` once per load.
 //! A site is replaced whole on reload; connections keep the one they started with.
 
 use std::collections::HashMap;
@@ -47,6 +50,8 @@ pub struct Site {
     pub error_logs: Vec<(Option<Arc<LogFile>>, LogLevel)>,
     /// Parsed TLS objects of this load (reused by the next load when files are unchanged).
     pub store: crate::tls::ObjectStore,
+    /// Routes of the locations with `proxy_pass`, and the upstream connection pool.
+    pub proxies: crate::http::proxy::Proxies,
     /// Warnings found while building, beyond the config's own (`Config.warnings`): conflicting
     /// server names, `fastopen=` on a kernel that allows it to clients only.
     pub warnings: Vec<String>,
@@ -89,6 +94,9 @@ impl Site {
                 }
             }
         }
+        let proxies = crate::http::proxy::Proxies::build(&http, &mut store)?;
+        store.set_inheritable(config.main.ssl_object_cache_inheritable);
+        crate::fblog!(Info, "{}", store.counts());
         let mut access_logs = HashMap::new();
         for s in &http.servers {
             collect_logs(&s.default_location, &mut |p| {
@@ -122,6 +130,7 @@ impl Site {
             access_logs,
             error_logs,
             store,
+            proxies,
             retired,
         })
     }

@@ -101,6 +101,17 @@ pub enum TlsError {
         /// What went wrong.
         reason: LoadReason,
     },
+    /// `proxy_ssl_crl` (or `ssl_crl`) could not be loaded.
+    #[error("X509_load_crl_file(\"{name}\") failed ({reason})")]
+    Crl {
+        /// The CRL file.
+        name: String,
+        /// What went wrong.
+        reason: LoadReason,
+    },
+    /// `proxy_ssl_name` (or the `proxy_pass` host) is not a valid TLS server name.
+    #[error("invalid \"proxy_ssl_name\" \"{0}\"")]
+    ServerName(String),
     /// The system's random generator failed.
     #[error("RAND_bytes() failed")]
     Random,

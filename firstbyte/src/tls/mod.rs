@@ -17,8 +17,11 @@
 //! Only the aws-lc-rs provider is used ([`provider`]); `ring` is never compiled in.
 //! 0-RTT is not accepted yet: see [`early_data_size`].
 
+mod certcache;
 mod certs;
 mod ciphers;
+mod client;
+mod dynamic;
 mod error;
 mod names;
 mod selfsigned;
@@ -31,8 +34,11 @@ mod tickets;
 
 use std::sync::Arc;
 
+pub use certcache::{CacheLimits, CertCache, Lookup};
 pub use certs::{needs_password, parse_chain, parse_key, parse_passwords, parse_roots};
 pub use ciphers::{kx_groups, tls12_suites, tls13_suites};
+pub use client::{client_config, file_source, upstream_server_name};
+pub use dynamic::{cache_limits, load_pair, DynamicResolver, HandshakeVars};
 pub use error::{source_name, LoadReason, TlsError};
 pub use names::{cipher_name, group_name, protocol_name};
 pub use selfsigned::self_signed;
@@ -40,7 +46,7 @@ pub use server::{
     alpn_protocols, choose_certificate, early_data_size, server_config, DEFAULT_NUM_TICKETS,
 };
 pub use sessions::TimedSessions;
-pub use store::{FileStamp, ObjectStore};
+pub use store::{FileStamp, ObjectStore, StoreCounts};
 pub use tickets::{
     unix_now, KeyRing, TicketKey, Ticketer, TlsShared, MAX_CACHED_SESSIONS, MAX_LIFETIME_SECS,
     ROTATION_SECS,

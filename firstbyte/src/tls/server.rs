@@ -61,7 +61,7 @@ pub fn server_config(
     if !tls12 && !tls13 {
         return Err(TlsError::NoProtocols);
     }
-    if tls.certificates.is_empty() {
+    if tls.certificates.is_empty() && tls.dynamic_certificates.is_empty() {
         return Err(TlsError::NoCertificate);
     }
     let suites12 = ciphers::tls12_suites(&tls.ciphers, tls12)?;
@@ -95,17 +95,22 @@ pub fn server_config(
     for pair in &tls.certificates {
         certs.push(store.certified_key(pair, tls.password_file.as_deref(), ocsp)?);
     }
-    let resolver = CertResolver::new(
-        certs,
-        if tls13 { suites13 } else { Vec::new() },
-        if tls12 { suites12 } else { Vec::new() },
-    );
+    // `ssl_certificate` with variables: loaded per handshake (tls::dynamic).
+    let resolver: Arc<dyn ResolvesServerCert> = if certs.is_empty() {
+        Arc::new(super::DynamicResolver::new(tls, provider.clone()))
+    } else {
+        Arc::new(CertResolver::new(
+            certs,
+            if tls13 { suites13 } else { Vec::new() },
+            if tls12 { suites12 } else { Vec::new() },
+        ))
+    };
 
     let verifier = client_verifier(tls, store, &provider)?;
     let mut config = ServerConfig::builder_with_provider(provider)
         .with_protocol_versions(&versions)?
         .with_client_cert_verifier(verifier)
-        .with_cert_resolver(Arc::new(resolver));
+        .with_cert_resolver(resolver);
 
     config.alpn_protocols = alpn_protocols(alpn_h2);
     config.ignore_client_order = tls.prefer_server_ciphers;
@@ -358,6 +363,8 @@ mod tests {
             client_certificate: None,
             stapling: false,
             stapling_file: None,
+            dynamic_certificates: vec![],
+            certificate_cache: crate::conf::model::CertificateCache::Off,
         }
     }
 

@@ -8,7 +8,14 @@
 //! file they were made from. On reload, [`ObjectStore::inherit`] offers the previous load's
 //! entries: one whose files all still have the same stamps is reused without reading; any
 //! change means a fresh parse. A key read with one password file is never handed to a server
-//! with another.
+//! with another, and an encrypted key is never inherited by the next load (nginx 1.27.4: a
+//! reference to a decrypted key must not outlive the `ssl_password_file` context that opened
+//! it). `data:` values are keyed by their content, so they are always inherited.
+//! `ssl_object_cache_inheritable off` marks a load's store as not to be inherited from
+//! ([`ObjectStore::set_inheritable`]): the load after it parses everything afresh.
+//!
+//! The counters ([`ObjectStore::counts`]) say how many objects a load parsed, reused from the
+//! previous load, and shared between references; the runtime logs them at `info` once per load.
 
 use std::collections::HashMap;
 use std::fmt;
@@ -21,7 +28,8 @@ use std::sync::Arc;
 use rustls::crypto::CryptoProvider;
 use rustls::sign::{CertifiedKey, SigningKey};
 use rustls::RootCertStore;
-use rustls_pki_types::CertificateDer;
+use rustls_pki_types::pem::PemObject;
+use rustls_pki_types::{CertificateDer, CertificateRevocationListDer};
 
 use super::certs;
 use super::error::{source_name, LoadReason, TlsError};
@@ -53,7 +61,7 @@ impl FileStamp {
     }
 
     /// The stamp of `path` now, if it can be read.
-    fn current(path: &Path) -> Option<Self> {
+    pub fn current(path: &Path) -> Option<Self> {
         std::fs::metadata(path).ok().map(|m| Self::of(&m))
     }
 }
@@ -67,6 +75,7 @@ enum EntryKey {
         password_file: Option<PathBuf>,
     },
     Roots(PathBuf),
+    Crls(PathBuf),
     Bytes(PathBuf),
 }
 
@@ -76,6 +85,7 @@ enum Object {
     Chain(Arc<Vec<CertificateDer<'static>>>),
     Key(Arc<dyn SigningKey>),
     Roots(Arc<RootCertStore>),
+    Crls(Arc<Vec<CertificateRevocationListDer<'static>>>),
     Bytes(Arc<[u8]>),
 }
 
@@ -84,6 +94,8 @@ enum Object {
 struct Entry {
     object: Object,
     stamps: Stamps,
+    /// False for encrypted keys: never handed to the next load.
+    inheritable: bool,
 }
 
 /// The files an entry was made from, with their stamps then.
@@ -98,7 +110,31 @@ pub struct ObjectStore {
     previous: HashMap<EntryKey, Entry>,
     pairs: HashMap<PairKey, Arc<CertifiedKey>>,
     parses: usize,
+    reused: usize,
+    shared: usize,
+    inheritable: bool,
     provider: Arc<CryptoProvider>,
+}
+
+/// What one load's store did, for the per-load log line and tests.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct StoreCounts {
+    /// Objects read and parsed by this load.
+    pub parsed: usize,
+    /// Objects taken from the previous load because their files were unchanged.
+    pub reused: usize,
+    /// References answered from this load's own cache (a second `ssl_certificate` naming a file).
+    pub shared: usize,
+}
+
+impl fmt::Display for StoreCounts {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "ssl object cache: {} parsed, {} reused from the previous load, {} shared references",
+            self.parsed, self.reused, self.shared
+        )
+    }
 }
 
 impl fmt::Debug for ObjectStore {
@@ -125,16 +161,46 @@ impl ObjectStore {
             previous: HashMap::new(),
             pairs: HashMap::new(),
             parses: 0,
+            reused: 0,
+            shared: 0,
+            inheritable: true,
             provider: super::provider(),
         }
     }
 
     /// A store for a reload: entries `previous` used whose files are unchanged are reused.
-    /// Entries the previous load did not use are dropped, so removed files are not kept.
+    /// Entries the previous load did not use are dropped, so removed files are not kept;
+    /// encrypted keys are never taken over, and nothing is when `previous` was marked
+    /// `ssl_object_cache_inheritable off`.
     pub fn inherit(previous: &ObjectStore) -> Self {
+        let entries = if previous.inheritable {
+            previous
+                .entries
+                .iter()
+                .filter(|(_, e)| e.inheritable)
+                .map(|(k, e)| (k.clone(), e.clone()))
+                .collect()
+        } else {
+            HashMap::new()
+        };
         Self {
-            previous: previous.entries.clone(),
+            previous: entries,
             ..Self::new()
+        }
+    }
+
+    /// `ssl_object_cache_inheritable on|off`: whether the next load may reuse this store's
+    /// objects (nginx marks the load being made, so turning it off takes effect one reload later).
+    pub fn set_inheritable(&mut self, on: bool) {
+        self.inheritable = on;
+    }
+
+    /// Parsed, reused and shared counts so far.
+    pub fn counts(&self) -> StoreCounts {
+        StoreCounts {
+            parsed: self.parses,
+            reused: self.reused,
+            shared: self.shared,
         }
     }
 
@@ -151,6 +217,7 @@ impl ObjectStore {
     /// The cached entry for `key`, or a still-valid inherited one.
     fn lookup(&mut self, key: &EntryKey) -> Option<Object> {
         if let Some(e) = self.entries.get(key) {
+            self.shared += 1;
             return Some(e.object.clone());
         }
         let e = self.previous.remove(key)?;
@@ -162,13 +229,25 @@ impl ObjectStore {
             return None;
         }
         let object = e.object.clone();
+        self.reused += 1;
         self.entries.insert(key.clone(), e);
         Some(object)
     }
 
     fn insert(&mut self, key: EntryKey, object: Object, stamps: Stamps) {
+        self.insert_with(key, object, stamps, true);
+    }
+
+    fn insert_with(&mut self, key: EntryKey, object: Object, stamps: Stamps, inheritable: bool) {
         self.parses += 1;
-        self.entries.insert(key, Entry { object, stamps });
+        self.entries.insert(
+            key,
+            Entry {
+                object,
+                stamps,
+                inheritable,
+            },
+        );
     }
 
     /// A certificate chain (`ssl_certificate`).
@@ -219,9 +298,10 @@ impl ObjectStore {
             }
             _ => None,
         };
+        let encrypted = certs::needs_password(&bytes);
         let signing =
             certs::parse_key(&bytes, passwords.as_deref(), &self.provider).map_err(fail)?;
-        self.insert(key, Object::Key(signing.clone()), stamps);
+        self.insert_with(key, Object::Key(signing.clone()), stamps, !encrypted);
         Ok(signing)
     }
 
@@ -243,6 +323,36 @@ impl ObjectStore {
             vec![(path.to_path_buf(), stamp)],
         );
         Ok(roots)
+    }
+
+    /// Certificate revocation lists (`proxy_ssl_crl`): every `X509 CRL` section of a PEM file.
+    pub fn crls(
+        &mut self,
+        path: &Path,
+    ) -> Result<Arc<Vec<CertificateRevocationListDer<'static>>>, TlsError> {
+        let key = EntryKey::Crls(path.to_path_buf());
+        if let Some(Object::Crls(c)) = self.lookup(&key) {
+            return Ok(c);
+        }
+        let fail = |reason| TlsError::Crl {
+            name: path.display().to_string(),
+            reason,
+        };
+        let (bytes, stamp) = read_file(path).map_err(|e| fail(LoadReason::Io(e)))?;
+        let mut crls = Vec::new();
+        for c in CertificateRevocationListDer::pem_slice_iter(&bytes) {
+            crls.push(c.map_err(|e| fail(LoadReason::Pem(e.to_string())))?);
+        }
+        if crls.is_empty() {
+            return Err(fail(LoadReason::Empty));
+        }
+        let crls = Arc::new(crls);
+        self.insert(
+            key,
+            Object::Crls(crls.clone()),
+            vec![(path.to_path_buf(), stamp)],
+        );
+        Ok(crls)
     }
 
     /// A file's bytes, unparsed (`ssl_stapling_file`, `ssl_session_ticket_key`).
@@ -276,6 +386,7 @@ impl ObjectStore {
             ocsp_file.map(Path::to_path_buf),
         );
         if let Some(ck) = self.pairs.get(&pk) {
+            self.shared += 1;
             return Ok(ck.clone());
         }
         let chain = self.chain(&pair.cert)?;
@@ -312,6 +423,17 @@ fn read_source(source: &Source) -> io::Result<(Vec<u8>, Stamps)> {
             Ok((bytes, vec![(path.clone(), stamp)]))
         }
         Source::Data(text) => Ok((text.as_bytes().to_vec(), Vec::new())),
+    }
+}
+
+/// The bytes of a source and the stamp of its file (`None` for `data:`).
+pub(super) fn read_source_stamped(source: &Source) -> io::Result<(Vec<u8>, Option<FileStamp>)> {
+    match source {
+        Source::File(path) => {
+            let (bytes, stamp) = read_file(path)?;
+            Ok((bytes, Some(stamp)))
+        }
+        Source::Data(text) => Ok((text.as_bytes().to_vec(), None)),
     }
 }
 
@@ -447,6 +569,60 @@ mod tests {
         std::fs::write(d.join("good.pw"), "s3cret\n").expect("write");
         assert!(next.key(&src, Some(&d.join("good.pw"))).is_ok());
         assert_eq!(next.parses(), 1);
+
+        // Even with nothing changed, an encrypted key is read again by the next load.
+        let mut after = ObjectStore::inherit(&next);
+        assert!(after.key(&src, Some(&d.join("good.pw"))).is_ok());
+        assert_eq!(
+            after.counts().parsed,
+            1,
+            "encrypted keys are never inherited"
+        );
+        assert_eq!(after.counts().reused, 0);
+    }
+
+    #[test]
+    fn inheritable_off_and_counts() {
+        let d = dir("inheritable");
+        let p = pair(&d, "a");
+        let mut first = ObjectStore::new();
+        first.certified_key(&p, None, None).expect("pair");
+        first.chain(&p.cert).expect("chain");
+        assert_eq!(
+            first.counts(),
+            StoreCounts {
+                parsed: 2,
+                reused: 0,
+                shared: 1
+            }
+        );
+        let mut second = ObjectStore::inherit(&first);
+        second.certified_key(&p, None, None).expect("pair");
+        assert_eq!(second.counts().reused, 2);
+        assert_eq!(second.counts().parsed, 0);
+        assert!(second.counts().to_string().contains("0 parsed, 2 reused"));
+
+        // `ssl_object_cache_inheritable off` marks the load it is in: the next parses all.
+        second.set_inheritable(false);
+        let mut third = ObjectStore::inherit(&second);
+        third.certified_key(&p, None, None).expect("pair");
+        assert_eq!(third.counts().parsed, 2);
+        assert_eq!(third.counts().reused, 0);
+    }
+
+    #[test]
+    fn data_keys_by_content() {
+        let (cert, key) = ecdsa_pem(&["localhost"]);
+        let (cert2, key2) = ecdsa_pem(&["other"]);
+        let mut store = ObjectStore::new();
+        let a = store.chain(&Source::Data(cert.clone())).expect("a");
+        let b = store.chain(&Source::Data(cert)).expect("b");
+        let c = store.chain(&Source::Data(cert2)).expect("c");
+        assert!(Arc::ptr_eq(&a, &b));
+        assert!(!Arc::ptr_eq(&a, &c));
+        store.key(&Source::Data(key), None).expect("key");
+        store.key(&Source::Data(key2), None).expect("key2");
+        assert_eq!(store.counts().parsed, 4);
     }
 
     #[test]

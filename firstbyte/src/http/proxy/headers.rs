@@ -1,0 +1,342 @@
+//! What the upstream sees and what comes back: nginx's header rules for a proxied request.
+//!
+//! Plain functions from the client's request, the location's [`ProxyConf`] and variable
+//! values to the upstream request's URI and headers, and from the upstream's response headers
+//! to the client's. Request side (nginx's `ngx_http_proxy_headers`): `Host $proxy_host` and
+//! `Connection close` unless `proxy_set_header` says otherwise; `TE`, `Keep-Alive`, `Expect`
+//! and `Upgrade` are not passed unless set (WebSocket configs set `Upgrade $http_upgrade` and
+//! `Connection "upgrade"`); a header set to an empty value is removed; every other client
+//! header passes. Response side: hop-by-hop headers stop here, and `Date`, `Server`, `X-Pad`
+//! and `X-Accel-*` are hidden unless `proxy_pass_header` names them (firstbyte then adds its
+//! own `Server` and `Date`, as nginx).
+
+use std::borrow::Cow;
+
+use http::header::{self, HeaderMap, HeaderName, HeaderValue};
+use percent_encoding::{utf8_percent_encode, AsciiSet, CONTROLS};
+
+use crate::conf::model::ProxyConf;
+use crate::conf::vars::{ComplexValue, Vars};
+
+/// Bytes escaped when a decoded `$uri` goes back on the wire (nginx's `ngx_escape_uri` for
+/// a URI: controls, space, `"`, `#`, `%`, `<`, `>`, `?`, backquote, `{`, `}`, `|`, `\`, `^`).
+const URI_ESCAPE: &AsciiSet = &CONTROLS
+    .add(b' ')
+    .add(b'"')
+    .add(b'#')
+    .add(b'%')
+    .add(b'<')
+    .add(b'>')
+    .add(b'?')
+    .add(b'`')
+    .add(b'{')
+    .add(b'}')
+    .add(b'|')
+    .add(b'\\')
+    .add(b'^')
+    .add(0x7f);
+
+/// Request headers nginx sets by default (an empty value: not passed).
+const DEFAULTS: [(&str, &str); 6] = [
+    ("host", "$proxy_host"),
+    ("connection", "close"),
+    ("te", ""),
+    ("keep-alive", ""),
+    ("expect", ""),
+    ("upgrade", ""),
+];
+
+/// The request target sent upstream.
+///
+/// With a URI part in `proxy_pass`, the location's `prefix` of the (decoded) `$uri` is
+/// replaced by it; without one, the client's request line goes unchanged unless an internal
+/// redirect changed the URI.
+pub fn upstream_uri(
+    conf: &ProxyConf,
+    prefix: &str,
+    internal: bool,
+    request_uri: &str,
+    uri: &str,
+    args: Option<&str>,
+) -> String {
+    let (path, rebuilt) = match &conf.uri {
+        Some(base) => {
+            let rest = uri.strip_prefix(prefix).unwrap_or(uri);
+            let rest = utf8_percent_encode(rest, URI_ESCAPE).to_string();
+            (format!("{base}{rest}"), true)
+        }
+        None if internal => (utf8_percent_encode(uri, URI_ESCAPE).to_string(), true),
+        None => (request_uri.to_string(), false),
+    };
+    match args {
+        Some(a) if rebuilt => format!("{path}?{a}"),
+        _ => path,
+    }
+}
+
+/// `$proxy_add_x_forwarded_for`: the client's `X-Forwarded-For` with `$remote_addr` added.
+pub fn add_x_forwarded_for(client: &HeaderMap, remote: Option<&str>) -> String {
+    let prior: Vec<&str> = client
+        .get_all("x-forwarded-for")
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .collect();
+    let remote = remote.unwrap_or("");
+    if prior.is_empty() {
+        return remote.to_string();
+    }
+    format!("{}, {remote}", prior.join(", "))
+}
+
+/// Variables of a proxied request: `$proxy_host`, `$proxy_add_x_forwarded_for` and
+/// `$proxy_port`, then the request's own.
+pub struct ProxyVars<'a> {
+    /// The request's variables.
+    pub inner: &'a dyn Vars,
+    /// `$proxy_host`.
+    pub proxy_host: &'a str,
+    /// `$proxy_add_x_forwarded_for`.
+    pub forwarded_for: &'a str,
+}
+
+impl Vars for ProxyVars<'_> {
+    fn get(&self, name: &str) -> Option<Cow<'_, str>> {
+        match name {
+            "proxy_host" => Some(Cow::Borrowed(self.proxy_host)),
+            "proxy_add_x_forwarded_for" => Some(Cow::Borrowed(self.forwarded_for)),
+            "proxy_port" => Some(Cow::Borrowed(
+                self.proxy_host
+                    .rsplit_once(':')
+                    .filter(|(h, _)| !h.ends_with(':'))
+                    .map(|(_, p)| p)
+                    .unwrap_or(""),
+            )),
+            _ => self.inner.get(name),
+        }
+    }
+}
+
+/// The upstream request's headers.
+pub fn request_headers(conf: &ProxyConf, client: &HeaderMap, vars: &dyn Vars) -> HeaderMap {
+    let mut set: Vec<(String, Cow<'_, ComplexValue>)> = DEFAULTS
+        .iter()
+        .map(|(n, v)| {
+            let v = ComplexValue::parse(v).unwrap_or_default();
+            (n.to_string(), Cow::Owned(v))
+        })
+        .collect();
+    for (name, v) in &conf.set_headers {
+        let lower = name.to_ascii_lowercase();
+        match set.iter_mut().find(|(n, _)| *n == lower) {
+            Some(slot) => slot.1 = Cow::Borrowed(v),
+            None => set.push((lower, Cow::Borrowed(v))),
+        }
+    }
+    let mut out = HeaderMap::with_capacity(client.len() + set.len());
+    for (name, v) in &set {
+        let value = match v.as_static() {
+            Some(s) => s.to_string(),
+            None => v.eval(vars),
+        };
+        if value.is_empty() {
+            continue;
+        }
+        if let (Ok(n), Ok(v)) = (
+            HeaderName::from_bytes(name.as_bytes()),
+            HeaderValue::from_str(&value),
+        ) {
+            out.append(n, v);
+        }
+    }
+    for (name, value) in client {
+        let n = name.as_str();
+        if set.iter().any(|(s, _)| s == n) || n == "transfer-encoding" {
+            continue;
+        }
+        out.append(name.clone(), value.clone());
+    }
+    out
+}
+
+fn hop_by_hop(name: &str) -> bool {
+    matches!(
+        name,
+        "connection"
+            | "keep-alive"
+            | "transfer-encoding"
+            | "te"
+            | "trailer"
+            | "proxy-connection"
+            | "upgrade"
+    )
+}
+
+fn hidden_by_default(name: &str) -> bool {
+    matches!(name, "date" | "server" | "x-pad") || name.starts_with("x-accel-")
+}
+
+/// Filters the upstream's response headers in place. `switching` keeps `Connection` and
+/// `Upgrade` for a 101 answer to an upgrade.
+pub fn response_headers(conf: &ProxyConf, headers: &mut HeaderMap, switching: bool) {
+    let names: Vec<HeaderName> = headers.keys().cloned().collect();
+    for name in names {
+        let n = name.as_str();
+        let passed = conf.pass_headers.iter().any(|p| p == n);
+        let drop = (hop_by_hop(n) && !switching)
+            || (hidden_by_default(n) && !passed)
+            || conf.hide_headers.iter().any(|h| h == n);
+        if drop {
+            headers.remove(&name);
+        }
+    }
+    if switching {
+        headers.insert(header::CONNECTION, HeaderValue::from_static("upgrade"));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::conf::model::{CertificateCache, ProxySsl, ProxyTarget};
+    use std::time::Duration;
+
+    struct NoVars;
+    impl Vars for NoVars {
+        fn get(&self, name: &str) -> Option<Cow<'_, str>> {
+            (name == "http_upgrade").then_some(Cow::Borrowed("websocket"))
+        }
+    }
+
+    fn conf(uri: Option<&str>, set: &[(&str, &str)]) -> ProxyConf {
+        ProxyConf {
+            tls: false,
+            host: "backend:8080".into(),
+            uri: uri.map(str::to_string),
+            target: ProxyTarget::Addrs(vec![]),
+            set_headers: set
+                .iter()
+                .map(|(n, v)| (n.to_string(), ComplexValue::parse(v).expect("value")))
+                .collect(),
+            http11: false,
+            connect_timeout: Duration::from_secs(60),
+            read_timeout: Duration::from_secs(60),
+            send_timeout: Duration::from_secs(60),
+            buffering: false,
+            pass_headers: vec!["server".into()],
+            hide_headers: vec!["x-secret".into()],
+            ssl: ProxySsl {
+                certificate: None,
+                certificate_key: None,
+                password_file: None,
+                trusted_certificate: None,
+                crl: None,
+                verify: false,
+                server_name: false,
+                name: None,
+                session_reuse: true,
+                protocols: vec![],
+                dynamic: None,
+                certificate_cache: CertificateCache::Off,
+            },
+        }
+    }
+
+    #[test]
+    fn uri_replacement_as_nginx() {
+        let c = conf(Some("/api/"), &[]);
+        assert_eq!(
+            upstream_uri(
+                &c,
+                "/app/",
+                false,
+                "/app/x%20y?q=1",
+                "/app/x y",
+                Some("q=1")
+            ),
+            "/api/x%20y?q=1"
+        );
+        let c = conf(None, &[]);
+        assert_eq!(
+            upstream_uri(
+                &c,
+                "/app/",
+                false,
+                "/app/x%20y?q=1",
+                "/app/x y",
+                Some("q=1")
+            ),
+            "/app/x%20y?q=1"
+        );
+        assert_eq!(
+            upstream_uri(&c, "/", true, "/orig", "/fallback", None),
+            "/fallback"
+        );
+    }
+
+    #[test]
+    fn forwarded_for_appends() {
+        let mut h = HeaderMap::new();
+        assert_eq!(add_x_forwarded_for(&h, Some("10.0.0.1")), "10.0.0.1");
+        h.append("x-forwarded-for", HeaderValue::from_static("1.1.1.1"));
+        h.append("x-forwarded-for", HeaderValue::from_static("2.2.2.2"));
+        assert_eq!(
+            add_x_forwarded_for(&h, Some("10.0.0.1")),
+            "1.1.1.1, 2.2.2.2, 10.0.0.1"
+        );
+    }
+
+    #[test]
+    fn request_headers_defaults_and_overrides() {
+        let mut client = HeaderMap::new();
+        client.insert("host", HeaderValue::from_static("front"));
+        client.insert("connection", HeaderValue::from_static("keep-alive"));
+        client.insert("upgrade", HeaderValue::from_static("websocket"));
+        client.insert("accept", HeaderValue::from_static("*/*"));
+        client.insert("x-drop", HeaderValue::from_static("1"));
+        let inner = NoVars;
+        let vars = ProxyVars {
+            inner: &inner,
+            proxy_host: "backend:8080",
+            forwarded_for: "10.0.0.1",
+        };
+        let c = conf(
+            None,
+            &[("X-Drop", ""), ("X-FF", "$proxy_add_x_forwarded_for")],
+        );
+        let h = request_headers(&c, &client, &vars);
+        assert_eq!(h["host"], "backend:8080");
+        assert_eq!(h["connection"], "close");
+        assert!(h.get("upgrade").is_none());
+        assert!(h.get("x-drop").is_none());
+        assert_eq!(h["x-ff"], "10.0.0.1");
+        assert_eq!(h["accept"], "*/*");
+
+        let ws = conf(
+            None,
+            &[("Upgrade", "$http_upgrade"), ("Connection", "upgrade")],
+        );
+        let h = request_headers(&ws, &client, &vars);
+        assert_eq!(h["upgrade"], "websocket");
+        assert_eq!(h["connection"], "upgrade");
+        assert_eq!(h.get_all("connection").iter().count(), 1);
+    }
+
+    #[test]
+    fn response_headers_hidden_and_passed() {
+        let c = conf(None, &[]);
+        let mut h = HeaderMap::new();
+        h.insert("server", HeaderValue::from_static("backend"));
+        h.insert("date", HeaderValue::from_static("x"));
+        h.insert("x-accel-redirect", HeaderValue::from_static("/x"));
+        h.insert("x-secret", HeaderValue::from_static("s"));
+        h.insert("transfer-encoding", HeaderValue::from_static("chunked"));
+        h.insert("content-type", HeaderValue::from_static("text/plain"));
+        response_headers(&c, &mut h, false);
+        assert_eq!(h["server"], "backend", "proxy_pass_header Server");
+        assert!(h.get("date").is_none());
+        assert!(h.get("x-accel-redirect").is_none());
+        assert!(h.get("x-secret").is_none());
+        assert!(h.get("transfer-encoding").is_none());
+        assert_eq!(h["content-type"], "text/plain");
+    }
+}

@@ -1,0 +1,321 @@
+//! Connections to upstream servers: connect (TCP, then TLS for `https://`), the HTTP/1
+//! handshake through hyper's `client::conn`, the keepalive pool, and the body wrappers that
+//! enforce `proxy_read_timeout` and hand a finished connection back to the pool.
+//!
+//! The pool is a list of idle `SendRequest`s per (peer address, TLS config), at most
+//! `keepalive N` per key (nginx's per-worker cache). A connection goes back only after its
+//! response body ended and hyper says it is ready for another request; a closed one is
+//! dropped at checkout.
+
+use std::collections::HashMap;
+use std::future::Future;
+use std::io;
+use std::net::SocketAddr;
+use std::pin::Pin;
+use std::sync::{Arc, Mutex};
+use std::task::{Context, Poll};
+use std::time::Duration;
+
+use bytes::Bytes;
+use http_body::{Body as _, Frame, SizeHint};
+use hyper::body::Incoming;
+use hyper::client::conn::http1::SendRequest;
+use hyper_util::rt::TokioIo;
+use rustls::pki_types::ServerName;
+use tokio::net::TcpStream;
+use tokio::time::{sleep, Instant as TokioInstant, Sleep};
+
+/// The request body type sent upstream (the client's body, streamed).
+pub type ReqBody = http_body_util::combinators::UnsyncBoxBody<Bytes, io::Error>;
+
+/// A connection to an upstream, ready for a request.
+pub type Sender = SendRequest<ReqBody>;
+
+/// What identifies interchangeable connections: the peer, and the TLS config (0 for plain).
+pub type PoolKey = (SocketAddr, usize);
+
+/// Why connecting failed, in nginx's words (`... while connecting to upstream`).
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum ConnectError {
+    /// The TCP connect failed.
+    #[error("connect() failed ({}) while connecting to upstream", os_text(.0))]
+    Connect(io::Error),
+    /// `proxy_connect_timeout` passed.
+    #[error("upstream timed out (110: Connection timed out) while connecting to upstream")]
+    TimedOut,
+    /// The TLS handshake failed.
+    #[error("SSL_do_handshake() failed ({0}) while SSL handshaking to upstream")]
+    Tls(io::Error),
+    /// hyper's HTTP/1 handshake failed.
+    #[error("upstream handshake failed ({0}) while connecting to upstream")]
+    Http(hyper::Error),
+}
+
+impl ConnectError {
+    /// Whether this is a timeout (504) rather than an error (502).
+    pub fn is_timeout(&self) -> bool {
+        matches!(self, ConnectError::TimedOut)
+    }
+}
+
+/// `111: Connection refused` from an I/O error, as nginx prints errno.
+pub fn os_text(e: &io::Error) -> String {
+    let text = e.to_string();
+    let text = match text.find(" (os error ") {
+        Some(i) => text[..i].to_string(),
+        None => text,
+    };
+    match e.raw_os_error() {
+        Some(code) => format!("{code}: {text}"),
+        None => text,
+    }
+}
+
+/// TLS to an upstream: the config and the name checked (and sent when SNI is on).
+#[derive(Clone)]
+pub struct UpstreamTls {
+    /// The rustls client config.
+    pub config: Arc<rustls::ClientConfig>,
+    /// The name.
+    pub name: ServerName<'static>,
+}
+
+/// Connects to `addr` within `timeout`, with TLS when `tls` is given, and spawns the
+/// connection's task (upgrades allowed, for WebSocket).
+pub async fn connect(
+    addr: SocketAddr,
+    tls: Option<&UpstreamTls>,
+    timeout: Duration,
+) -> Result<Sender, ConnectError> {
+    let work = async {
+        let tcp = TcpStream::connect(addr)
+            .await
+            .map_err(ConnectError::Connect)?;
+        let _ = tcp.set_nodelay(true);
+        match tls {
+            None => handshake(tcp).await,
+            Some(t) => {
+                let c = tokio_rustls::TlsConnector::from(t.config.clone());
+                let s = c
+                    .connect(t.name.clone(), tcp)
+                    .await
+                    .map_err(ConnectError::Tls)?;
+                handshake(s).await
+            }
+        }
+    };
+    match tokio::time::timeout(timeout, work).await {
+        Ok(r) => r,
+        Err(_) => Err(ConnectError::TimedOut),
+    }
+}
+
+async fn handshake<S>(io: S) -> Result<Sender, ConnectError>
+where
+    S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
+{
+    let (sender, conn) = hyper::client::conn::http1::Builder::new()
+        .handshake(TokioIo::new(io))
+        .await
+        .map_err(ConnectError::Http)?;
+    tokio::spawn(async move {
+        let _ = conn.with_upgrades().await;
+    });
+    Ok(sender)
+}
+
+/// Idle upstream connections of one load.
+#[derive(Default)]
+pub struct Pool {
+    idle: Mutex<HashMap<PoolKey, Vec<Sender>>>,
+    /// Connections handed out from the pool (for tests and stats).
+    reused: std::sync::atomic::AtomicU64,
+}
+
+impl Pool {
+    /// An idle, still-open connection for `key`.
+    pub fn checkout(&self, key: PoolKey) -> Option<Sender> {
+        let mut idle = self.idle.lock().ok()?;
+        let list = idle.get_mut(&key)?;
+        while let Some(s) = list.pop() {
+            if !s.is_closed() && s.is_ready() {
+                self.reused
+                    .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                return Some(s);
+            }
+        }
+        None
+    }
+
+    /// Keeps `sender` for the next request to `key`, if fewer than `max` are idle there.
+    pub fn put(&self, key: PoolKey, sender: Sender, max: usize) {
+        if let Ok(mut idle) = self.idle.lock() {
+            let list = idle.entry(key).or_default();
+            list.retain(|s| !s.is_closed());
+            if list.len() < max {
+                list.push(sender);
+            }
+        }
+    }
+
+    /// How many requests went out on a pooled connection.
+    pub fn reused(&self) -> u64 {
+        self.reused.load(std::sync::atomic::Ordering::Relaxed)
+    }
+}
+
+/// Where a connection goes back when its response is done.
+pub struct Return {
+    /// The pool.
+    pub pool: Arc<Pool>,
+    /// Its key.
+    pub key: PoolKey,
+    /// The connection.
+    pub sender: Sender,
+    /// `keepalive N`.
+    pub max: usize,
+}
+
+impl Return {
+    fn give_back(self) {
+        let Return {
+            pool,
+            key,
+            mut sender,
+            max,
+        } = self;
+        tokio::spawn(async move {
+            // hyper marks the connection ready once it has read the response's end.
+            if tokio::time::timeout(Duration::from_secs(1), sender.ready())
+                .await
+                .is_ok_and(|r| r.is_ok())
+            {
+                pool.put(key, sender, max);
+            }
+        });
+    }
+}
+
+/// The upstream's response body: `proxy_read_timeout` between frames, and the connection
+/// back to the pool at the end.
+pub struct UpstreamBody {
+    inner: Incoming,
+    timeout: Duration,
+    timer: Pin<Box<Sleep>>,
+    back: Option<Return>,
+}
+
+impl UpstreamBody {
+    /// Wraps `inner`.
+    pub fn new(inner: Incoming, timeout: Duration, back: Option<Return>) -> Self {
+        Self {
+            inner,
+            timeout,
+            timer: Box::pin(sleep(timeout)),
+            back,
+        }
+    }
+}
+
+impl Drop for UpstreamBody {
+    fn drop(&mut self) {
+        if self.inner.is_end_stream() {
+            if let Some(b) = self.back.take() {
+                b.give_back();
+            }
+        }
+    }
+}
+
+impl http_body::Body for UpstreamBody {
+    type Data = Bytes;
+    type Error = io::Error;
+
+    fn poll_frame(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, io::Error>>> {
+        let this = self.get_mut();
+        match Pin::new(&mut this.inner).poll_frame(cx) {
+            Poll::Ready(Some(Ok(f))) => {
+                this.timer
+                    .as_mut()
+                    .reset(TokioInstant::now() + this.timeout);
+                // hyper's server stops polling a body whose length says it is done.
+                if this.inner.is_end_stream() {
+                    if let Some(b) = this.back.take() {
+                        b.give_back();
+                    }
+                }
+                Poll::Ready(Some(Ok(f)))
+            }
+            Poll::Ready(Some(Err(e))) => {
+                this.back = None;
+                crate::fblog!(
+                    Error,
+                    "upstream prematurely closed connection while reading upstream ({e})"
+                );
+                Poll::Ready(Some(Err(io::Error::other(e))))
+            }
+            Poll::Ready(None) => {
+                if let Some(b) = this.back.take() {
+                    b.give_back();
+                }
+                Poll::Ready(None)
+            }
+            Poll::Pending => {
+                if this.timer.as_mut().poll(cx).is_ready() {
+                    this.back = None;
+                    crate::fblog!(
+                        Error,
+                        "upstream timed out (110: Connection timed out) while reading upstream"
+                    );
+                    return Poll::Ready(Some(Err(io::Error::new(
+                        io::ErrorKind::TimedOut,
+                        "upstream timed out",
+                    ))));
+                }
+                Poll::Pending
+            }
+        }
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.inner.is_end_stream()
+    }
+
+    fn size_hint(&self) -> SizeHint {
+        self.inner.size_hint()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn errors_in_nginx_words() {
+        let e = ConnectError::Connect(io::Error::from_raw_os_error(111));
+        assert_eq!(
+            e.to_string(),
+            "connect() failed (111: Connection refused) while connecting to upstream"
+        );
+        assert!(ConnectError::TimedOut.is_timeout());
+        assert!(!e.is_timeout());
+    }
+
+    #[tokio::test]
+    async fn refused_connect_fails_fast() {
+        // Port 1 on loopback: nothing listens there in a test environment.
+        let t = std::time::Instant::now();
+        let r = connect(
+            "127.0.0.1:1".parse().expect("addr"),
+            None,
+            Duration::from_secs(5),
+        )
+        .await;
+        assert!(matches!(r, Err(ConnectError::Connect(_))));
+        assert!(t.elapsed() < Duration::from_secs(2));
+    }
+}

@@ -1,0 +1,256 @@
+//! `ssl_certificate /certs/$ssl_server_name.crt;`: certificates chosen at handshake time.
+//!
+//! A server block whose `ssl_certificate` has variables gets a [`DynamicResolver`] as its
+//! rustls `ResolvesServerCert`. On each ClientHello it evaluates the paths with
+//! `$ssl_server_name` (the SNI, already a valid DNS name by rustls' parsing), and loads the
+//! pair — through the `ssl_certificate_cache` ([`CertCache`]) when one is configured, keyed by
+//! the evaluated paths and revalidated by the files' stamps. A missing or bad file fails that
+//! handshake only (rustls sends an alert), with the reason in the error log. Certificate and
+//! key are cached as one entry (nginx counts them as two against `max`).
+
+use std::borrow::Cow;
+use std::fmt;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+use std::time::Instant;
+
+use rustls::crypto::CryptoProvider;
+use rustls::server::{ClientHello, ResolvesServerCert};
+use rustls::sign::CertifiedKey;
+
+use super::certcache::{CacheLimits, CertCache, Lookup};
+use super::error::{LoadReason, TlsError};
+use super::store::{read_source_stamped, FileStamp};
+use super::{certs, client::file_source};
+use crate::conf::model::{CertificateCache, DynamicCertKey, Source, TlsConf};
+use crate::conf::vars::Vars;
+
+/// The stamps of a pair's two files.
+type PairStamp = (Option<FileStamp>, Option<FileStamp>);
+
+/// Variables known at handshake time.
+pub struct HandshakeVars<'a> {
+    /// `$ssl_server_name`.
+    pub server_name: &'a str,
+}
+
+impl Vars for HandshakeVars<'_> {
+    fn get(&self, name: &str) -> Option<Cow<'_, str>> {
+        match name {
+            "ssl_server_name" | "host" | "server_name" => Some(Cow::Borrowed(self.server_name)),
+            _ => None,
+        }
+    }
+}
+
+/// Loads certificate/key pairs named with variables, per handshake.
+pub struct DynamicResolver {
+    pairs: Vec<DynamicCertKey>,
+    password_file: Option<PathBuf>,
+    provider: Arc<CryptoProvider>,
+    cache: Option<Mutex<CertCache<Arc<CertifiedKey>, PairStamp>>>,
+}
+
+impl fmt::Debug for DynamicResolver {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("DynamicResolver")
+            .field("pairs", &self.pairs.len())
+            .field("cache", &self.cache.is_some())
+            .finish_non_exhaustive()
+    }
+}
+
+/// The cache limits of `ssl_certificate_cache`, if on.
+pub fn cache_limits(c: CertificateCache) -> Option<CacheLimits> {
+    match c {
+        CertificateCache::Off => None,
+        CertificateCache::On {
+            max,
+            inactive,
+            valid,
+        } => Some(CacheLimits {
+            max,
+            inactive,
+            valid,
+        }),
+    }
+}
+
+impl DynamicResolver {
+    /// A resolver for the server's `dynamic_certificates`.
+    pub fn new(tls: &TlsConf, provider: Arc<CryptoProvider>) -> Self {
+        Self {
+            pairs: tls.dynamic_certificates.clone(),
+            password_file: tls.password_file.clone(),
+            provider,
+            cache: cache_limits(tls.certificate_cache).map(|l| Mutex::new(CertCache::new(l))),
+        }
+    }
+
+    /// The pair for `vars`, from the cache or the files.
+    pub fn load(
+        &self,
+        pair: &DynamicCertKey,
+        vars: &dyn Vars,
+    ) -> Result<Arc<CertifiedKey>, TlsError> {
+        let cert = pair.cert.eval(vars);
+        let key = pair.key.eval(vars);
+        let cache_key = format!("{cert}\n{key}");
+        let now = Instant::now();
+        if let Some(c) = &self.cache {
+            if let Ok(mut c) = c.lock() {
+                let stamp = || Some((stamp_of(&cert), stamp_of(&key)));
+                if let Lookup::Hit(ck) = c.get(&cache_key, now, stamp) {
+                    return Ok(ck);
+                }
+            }
+        }
+        let (ck, stamp) = load_pair(&cert, &key, self.password_file.as_deref(), &self.provider)?;
+        if let Some(c) = &self.cache {
+            if let Ok(mut c) = c.lock() {
+                c.insert(cache_key, ck.clone(), stamp, now);
+            }
+        }
+        Ok(ck)
+    }
+}
+
+fn stamp_of(path: &str) -> Option<FileStamp> {
+    match file_source(path) {
+        Source::File(p) => FileStamp::current(&p),
+        Source::Data(_) => None,
+    }
+}
+
+/// Reads and parses one pair, with the stamps it was read under.
+pub fn load_pair(
+    cert: &str,
+    key: &str,
+    password_file: Option<&Path>,
+    provider: &Arc<CryptoProvider>,
+) -> Result<(Arc<CertifiedKey>, PairStamp), TlsError> {
+    let cert_src = file_source(cert);
+    let key_src = file_source(key);
+    let (cb, cs) = read_source_stamped(&cert_src).map_err(|e| TlsError::Certificate {
+        name: cert.to_string(),
+        reason: LoadReason::Io(e),
+    })?;
+    let chain = certs::parse_chain(&cb).map_err(|reason| TlsError::Certificate {
+        name: cert.to_string(),
+        reason,
+    })?;
+    let (kb, ks) = read_source_stamped(&key_src).map_err(|e| TlsError::CertificateKey {
+        name: key.to_string(),
+        reason: LoadReason::Io(e),
+    })?;
+    let passwords = match password_file {
+        Some(p) if certs::needs_password(&kb) => {
+            let text = std::fs::read(p).map_err(|error| TlsError::PasswordFile {
+                name: p.display().to_string(),
+                error,
+            })?;
+            Some(certs::parse_passwords(&text))
+        }
+        _ => None,
+    };
+    let signing = certs::parse_key(&kb, passwords.as_deref(), provider).map_err(|reason| {
+        TlsError::CertificateKey {
+            name: key.to_string(),
+            reason,
+        }
+    })?;
+    let ck = CertifiedKey::new(chain, signing);
+    if ck.keys_match().is_err() {
+        return Err(TlsError::KeyMismatch {
+            cert: cert.to_string(),
+            key: key.to_string(),
+        });
+    }
+    Ok((Arc::new(ck), (cs, ks)))
+}
+
+impl ResolvesServerCert for DynamicResolver {
+    fn resolve(&self, hello: ClientHello<'_>) -> Option<Arc<CertifiedKey>> {
+        let sni = hello.server_name().unwrap_or("");
+        // rustls admits only DNS names here; refuse anything path-like all the same.
+        if sni.contains('/') || sni.starts_with('.') {
+            return None;
+        }
+        let vars = HandshakeVars { server_name: sni };
+        for pair in &self.pairs {
+            match self.load(pair, &vars) {
+                Ok(ck) => return Some(ck),
+                Err(e) => crate::fblog!(Error, "{e} while SSL handshaking, server name: \"{sni}\""),
+            }
+        }
+        None
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::testutil::ecdsa_pem;
+    use super::*;
+    use crate::conf::model::Pos;
+    use crate::conf::vars::ComplexValue;
+    use std::time::Duration;
+
+    fn dir() -> PathBuf {
+        let d = std::env::temp_dir().join(format!("firstbyte-dyn-{}", std::process::id()));
+        std::fs::create_dir_all(&d).expect("dir");
+        d
+    }
+
+    fn resolver(d: &Path, cache: CertificateCache) -> DynamicResolver {
+        DynamicResolver {
+            pairs: vec![DynamicCertKey {
+                cert: ComplexValue::parse(&format!("{}/$ssl_server_name.crt", d.display()))
+                    .expect("v"),
+                key: ComplexValue::parse(&format!("{}/$ssl_server_name.key", d.display()))
+                    .expect("v"),
+                pos: Pos {
+                    file: Arc::new(PathBuf::from("/t")),
+                    line: 1,
+                },
+            }],
+            password_file: None,
+            provider: super::super::provider(),
+            cache: cache_limits(cache).map(|l| Mutex::new(CertCache::new(l))),
+        }
+    }
+
+    #[test]
+    fn loads_by_name_caches_and_fails_cleanly() {
+        let d = dir();
+        let (c, k) = ecdsa_pem(&["one.test"]);
+        std::fs::write(d.join("one.test.crt"), c).expect("w");
+        std::fs::write(d.join("one.test.key"), k).expect("w");
+        let r = resolver(
+            &d,
+            CertificateCache::On {
+                max: 10,
+                inactive: Duration::from_secs(10),
+                valid: Duration::from_secs(60),
+            },
+        );
+        let one = HandshakeVars {
+            server_name: "one.test",
+        };
+        let a = r.load(&r.pairs[0], &one).expect("one");
+        let b = r.load(&r.pairs[0], &one).expect("one again");
+        assert!(
+            Arc::ptr_eq(&a, &b),
+            "second handshake served from the cache"
+        );
+        let missing = HandshakeVars {
+            server_name: "two.test",
+        };
+        let e = r.load(&r.pairs[0], &missing).expect_err("no file");
+        assert!(e.to_string().contains("two.test.crt"), "{e}");
+
+        let uncached = resolver(&d, CertificateCache::Off);
+        let x = uncached.load(&uncached.pairs[0], &one).expect("x");
+        let y = uncached.load(&uncached.pairs[0], &one).expect("y");
+        assert!(!Arc::ptr_eq(&x, &y), "no cache: read per handshake");
+    }
+}
