@@ -4,8 +4,11 @@
 //!   through `firstbyte-netem`, randomized interleave, percentiles with confidence intervals).
 //! - `firstbyte-bench loopback [--quick] [--out DIR]`: firstbyte beside nginx and h2o on
 //!   loopback, server CPU per operation.
+//! - `firstbyte-bench records [--rounds N] [--size BYTES]`: single-connection throughput of each
+//!   TLS record policy.
 
 mod loopback;
+mod records;
 mod wan;
 
 fn main() {
@@ -13,9 +16,11 @@ fn main() {
     let code = match args.first().map(String::as_str) {
         Some("run") => wan::main(&args[1..]),
         Some("loopback") => loopback::main(&args[1..]),
+        Some("records") => records::main(&args[1..]),
         _ => {
             eprintln!("usage: firstbyte-bench run PLAN.toml [--quick] [--out DIR]");
             eprintln!("       firstbyte-bench loopback [--quick] [--out DIR]");
+            eprintln!("       firstbyte-bench records [--rounds N] [--size BYTES]");
             2
         }
     };

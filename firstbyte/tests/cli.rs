@@ -223,3 +223,39 @@ fn conflicting_server_names_warn() {
         "{e}"
     );
 }
+
+#[test]
+fn encrypted_keys_with_a_password_file() {
+    let c = certs();
+    let conf = |key: &str| {
+        format!(
+            "pid off; events {{}} http {{ access_log off; server {{ listen 127.0.0.1:{{port0}} ssl; root {{dir}};\n ssl_certificate {cert};\n ssl_certificate_key {key};\n ssl_password_file {pw}; }} }}",
+            cert = c.cert("a.test").display(),
+            key = c.key(key).display(),
+            pw = c.dir.join("passwords").display()
+        )
+    };
+    // PKCS#8 encrypted: the second line of the password file opens it.
+    let (_, o) = test_conf("t-enc", &conf("a-enc"));
+    assert!(o.status.success(), "{}", stderr(&o));
+    // Legacy OpenSSL PEM encryption: a clear error naming the conversion.
+    let (_, o) = test_conf("t-legacy", &conf("a-legacy"));
+    let e = stderr(&o);
+    assert_eq!(o.status.code(), Some(1), "{e}");
+    assert!(e.contains("[emerg] cannot load certificate key"), "{e}");
+    assert!(e.contains("openssl pkcs8 -topk8"), "{e}");
+    // A wrong password file fails cleanly.
+    let dir = tempdir("t-badpw");
+    std::fs::write(dir.join("pw"), "nope\n").unwrap();
+    let bad = conf("a-enc").replace(
+        &c.dir.join("passwords").display().to_string(),
+        &dir.join("pw").display().to_string(),
+    );
+    let (_, o) = test_conf("t-badpw2", &bad);
+    assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains("cannot load certificate key"),
+        "{}",
+        stderr(&o)
+    );
+}

@@ -151,6 +151,20 @@ fn http11_and_http2_serve_index_with_standard_headers() {
 }
 
 #[test]
+fn ipv6_listener_serves() {
+    let f = fx();
+    let out = curl(&[
+        "-g",
+        "-o",
+        "/dev/null",
+        "-w",
+        "%{http_code} %{remote_ip}",
+        &format!("https://[::1]:{}/", f.tls),
+    ]);
+    assert_eq!(String::from_utf8_lossy(&out.stdout), "200 ::1");
+}
+
+#[test]
 fn sni_chooses_the_server_block_and_certificate() {
     let (_, _, body) = get("b.test", "/", &[]);
     assert_eq!(body, b"<h1>site b</h1>\n");

@@ -1,0 +1,153 @@
+//! `user NAME GROUP` when started as root: requests are served without privileges, while a
+//! reload can still read root-only keys and bind a privileged port.
+
+mod support;
+
+use std::os::unix::fs::PermissionsExt;
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use support::*;
+
+fn status_field(pid: u32, task: Option<&str>, field: &str) -> String {
+    let path = match task {
+        Some(t) => format!("/proc/{pid}/task/{t}/status"),
+        None => format!("/proc/{pid}/status"),
+    };
+    let s = std::fs::read_to_string(path).unwrap_or_default();
+    s.lines()
+        .find_map(|l| l.strip_prefix(&format!("{field}:")))
+        .map(|v| v.trim().to_string())
+        .unwrap_or_default()
+}
+
+fn subject(port: u16) -> String {
+    let out = Command::new("openssl")
+        .args([
+            "s_client",
+            "-connect",
+            &format!("127.0.0.1:{port}"),
+            "-servername",
+            "localhost",
+        ])
+        .stdin(std::process::Stdio::null())
+        .output()
+        .expect("openssl");
+    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    text.lines()
+        .find(|l| l.starts_with("subject="))
+        .unwrap_or("")
+        .to_string()
+}
+
+fn conf(dir: &std::path::Path, port: u16, extra_listen: &str) -> String {
+    format!(
+        "user nobody nogroup;\npid off;\nerror_log {d}/error.log info;\nevents {{}}\nhttp {{\n access_log off;\n server {{\n  listen 127.0.0.1:{port} ssl;\n  {extra_listen}\n  server_name localhost;\n  ssl_certificate {d}/keys/server.crt;\n  ssl_certificate_key {d}/keys/server.key;\n  root {d}/html;\n }}\n}}\n",
+        d = dir.display()
+    )
+}
+
+#[test]
+fn serves_unprivileged_and_reloads_with_root_only_keys() {
+    // SAFETY: geteuid has no preconditions.
+    assert_eq!(
+        unsafe { libc::geteuid() },
+        0,
+        "this test needs root (CI runs as root)"
+    );
+    let c = certs();
+    let dir = tempdir("privileges");
+    let keys = dir.join("keys");
+    std::fs::create_dir_all(&keys).unwrap();
+    std::fs::create_dir_all(dir.join("html")).unwrap();
+    // The document root and its index are world-readable; a secret is root-only.
+    std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o755)).unwrap();
+    std::fs::set_permissions(dir.join("html"), std::fs::Permissions::from_mode(0o755)).unwrap();
+    std::fs::write(dir.join("html/index.html"), "public\n").unwrap();
+    std::fs::set_permissions(
+        dir.join("html/index.html"),
+        std::fs::Permissions::from_mode(0o644),
+    )
+    .unwrap();
+    std::fs::write(dir.join("html/secret.txt"), "root only\n").unwrap();
+    std::fs::set_permissions(
+        dir.join("html/secret.txt"),
+        std::fs::Permissions::from_mode(0o600),
+    )
+    .unwrap();
+    // Keys in a root-only directory.
+    std::fs::copy(c.cert("a.test"), keys.join("server.crt")).unwrap();
+    std::fs::copy(c.key("a.test"), keys.join("server.key")).unwrap();
+    std::fs::set_permissions(&keys, std::fs::Permissions::from_mode(0o700)).unwrap();
+    std::fs::set_permissions(
+        keys.join("server.key"),
+        std::fs::Permissions::from_mode(0o600),
+    )
+    .unwrap();
+
+    let port = free_port();
+    let mut server = Server::start_in(&dir, &conf(&dir, port, ""), port);
+    let pid = server.child.id();
+
+    // Every thread runs as nobody, with no effective capability; the two kept ones are
+    // permitted only.
+    let uid = status_field(pid, None, "Uid");
+    assert!(uid.split_whitespace().all(|u| u == "65534"), "Uid: {uid}");
+    for t in std::fs::read_dir(format!("/proc/{pid}/task")).unwrap() {
+        let t = t.unwrap().file_name().into_string().unwrap();
+        let eff = status_field(pid, Some(&t), "CapEff");
+        assert_eq!(
+            u64::from_str_radix(&eff, 16).unwrap(),
+            0,
+            "thread {t} CapEff {eff}"
+        );
+    }
+    let prm = u64::from_str_radix(&status_field(pid, None, "CapPrm"), 16).unwrap();
+    assert_eq!(
+        prm,
+        (1 << 1) | (1 << 10),
+        "CapPrm: DAC_OVERRIDE and NET_BIND_SERVICE only"
+    );
+
+    // Requests reach only what nobody may read.
+    let base = format!("https://localhost:{port}");
+    let resolve = format!("localhost:{port}:127.0.0.1");
+    let (code, _, body) = curl_i(&["--resolve", &resolve, &format!("{base}/")]);
+    assert_eq!((code, body.as_slice()), (200, b"public\n".as_slice()));
+    let (code, _, _) = curl_i(&["--resolve", &resolve, &format!("{base}/secret.txt")]);
+    assert_eq!(code, 403, "a root-only file must not be served");
+
+    // A reload reads a new root-only key and binds a privileged port.
+    assert!(subject(port).contains("CN = a.test"), "{}", subject(port));
+    std::fs::copy(c.cert("b.test"), keys.join("server.crt")).unwrap();
+    std::fs::copy(c.key("b.test"), keys.join("server.key")).unwrap();
+    let privileged = 444;
+    std::fs::write(
+        &server.conf,
+        conf(&dir, port, &format!("listen 127.0.0.1:{privileged} ssl;")),
+    )
+    .unwrap();
+    server.signal(libc::SIGHUP);
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while !subject(port).contains("CN = b.test") && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    assert!(
+        subject(port).contains("CN = b.test"),
+        "reload did not pick up the root-only key:\n{}\n{}",
+        server.stderr_text(),
+        std::fs::read_to_string(dir.join("error.log")).unwrap_or_default()
+    );
+    server.wait_port(privileged);
+    assert!(subject(privileged).contains("CN = b.test"));
+    // Still unprivileged afterwards.
+    for t in std::fs::read_dir(format!("/proc/{pid}/task")).unwrap() {
+        let t = t.unwrap().file_name().into_string().unwrap();
+        let eff = status_field(pid, Some(&t), "CapEff");
+        assert_eq!(
+            u64::from_str_radix(&eff, 16).unwrap(),
+            0,
+            "after reload, thread {t}"
+        );
+    }
+}
