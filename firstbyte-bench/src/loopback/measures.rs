@@ -1,0 +1,449 @@
+//! The five measures of issue 6 and how one run of each is taken against a started server.
+//!
+//! A run samples the server's process tree ([`procfs::sample`]) before and after the load and
+//! turns the difference into per-operation figures:
+//! 1. `handshake`: the in-crate non-resuming client ([`client::handshakes`]) → server CPU µs
+//!    per full TLS 1.3 handshake (with its one request), and the (client-bound) rate.
+//! 2. `h2_1k`: `h2load -n N -c 32 -m 10` on `/1k` → server CPU µs per request, and req/s.
+//! 3. `bulk_1g`: one `curl --http1.1` download of `/1g` to `/dev/null` → GB/s and server
+//!    CPU-s per GiB.
+//! 4. `idle_mem`: 1,000 connections opened (handshake + one request) and left idle → Pss and
+//!    RSS growth per connection, KiB.
+//! 5. `ttfb`: N sequential `curl --http2` fetches of `/1k` → `time_starttransfer −
+//!    time_appconnect` (handshake done → first byte), median and max, and stalls ≥ 30 ms.
+//!
+//! The output parsers of h2load and curl are pure functions with tests.
+
+use std::process::Command;
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::{bail, Context, Result};
+use rustls::ClientConfig;
+
+use super::procfs;
+use super::servers::Running;
+use super::stats;
+
+/// One of the five measures.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Measure {
+    /// Full TLS 1.3 handshake, new connection per request.
+    Handshake,
+    /// HTTP/2, 1 KiB file, keep-alive, h2load.
+    H2,
+    /// One connection, 1 GiB file.
+    Bulk,
+    /// Memory per idle TLS connection.
+    IdleMemory,
+    /// New HTTP/2 connection, handshake done → first byte.
+    Ttfb,
+}
+
+impl Measure {
+    /// Every measure, in the order they run and are reported.
+    pub const ALL: [Measure; 5] = [
+        Measure::Handshake,
+        Measure::H2,
+        Measure::Bulk,
+        Measure::IdleMemory,
+        Measure::Ttfb,
+    ];
+
+    /// The key used in results.json.
+    pub fn key(self) -> &'static str {
+        match self {
+            Measure::Handshake => "handshake",
+            Measure::H2 => "h2_1k",
+            Measure::Bulk => "bulk_1g",
+            Measure::IdleMemory => "idle_mem",
+            Measure::Ttfb => "ttfb",
+        }
+    }
+}
+
+/// A reported figure of a measure.
+#[derive(Debug, Clone, Copy)]
+pub struct Metric {
+    /// The measure it belongs to.
+    pub measure: Measure,
+    /// Key in results.json.
+    pub key: &'static str,
+    /// Row label in summary.md.
+    pub label: &'static str,
+    /// Whether a smaller value is better (CPU, memory, latency).
+    pub lower_is_better: bool,
+}
+
+const fn m(measure: Measure, key: &'static str, label: &'static str, lower: bool) -> Metric {
+    Metric {
+        measure,
+        key,
+        label,
+        lower_is_better: lower,
+    }
+}
+
+/// Every figure, in report order.
+#[rustfmt::skip]
+pub const METRICS: [Metric; 13] = [
+    m(Measure::Handshake, "cpu_us", "full TLS 1.3 handshake: server CPU µs each", true),
+    m(Measure::Handshake, "per_s", "full handshakes/s (client-bound on 2 cores)", false),
+    m(Measure::Handshake, "sys_pct", "full handshake: kernel share of server CPU, %", true),
+    m(Measure::H2, "cpu_us", "HTTP/2 1 KiB keep-alive: server CPU µs per request", true),
+    m(Measure::H2, "per_s", "HTTP/2 1 KiB keep-alive: requests/s", false),
+    m(Measure::H2, "sys_pct", "HTTP/2 1 KiB: kernel share of server CPU, %", true),
+    m(Measure::Bulk, "gb_s", "1 GiB over one TLS 1.3 connection: GB/s", false),
+    m(Measure::Bulk, "cpu_s_gib", "1 GiB: server CPU-s per GiB", true),
+    m(Measure::IdleMemory, "pss_kib", "idle TLS connection (1,000 open): Pss KiB each", true),
+    m(Measure::IdleMemory, "rss_kib", "idle TLS connection (1,000 open): RSS KiB each", true),
+    m(Measure::Ttfb, "median_ms", "new HTTP/2 conn, handshake → first byte: median ms", true),
+    m(Measure::Ttfb, "max_ms", "new HTTP/2 conn, handshake → first byte: max ms", true),
+    m(Measure::Ttfb, "stalls", "first bytes ≥ 30 ms (stalls) per run", true),
+];
+
+/// A first byte this late after the handshake is a stall (a delayed ACK is ~40 ms; a healthy
+/// loopback first byte is well under 1 ms).
+pub const STALL_MS: f64 = 30.0;
+
+/// How big each run is.
+#[derive(Debug, Clone, Copy)]
+pub struct Sizes {
+    /// Full handshakes per run.
+    pub handshakes: usize,
+    /// Concurrent connections of the handshake client.
+    pub handshake_concurrency: usize,
+    /// h2load `-n`.
+    pub h2_requests: usize,
+    /// Idle connections held open.
+    pub idle_connections: usize,
+    /// curl fetches per TTFB run.
+    pub ttfb_fetches: usize,
+}
+
+/// What a measure run needs besides the server.
+pub struct Ctx {
+    /// Runtime of the in-crate client (current-thread, on the client CPU).
+    pub runtime: tokio::runtime::Runtime,
+    /// The non-resuming client config.
+    pub tls: Arc<ClientConfig>,
+    /// Run sizes.
+    pub sizes: Sizes,
+    /// Size of `/1g` in bytes.
+    pub bulk_bytes: u64,
+    /// Clock ticks per second for `/proc/PID/stat`.
+    pub ticks: u64,
+}
+
+/// h2load's summary figures.
+#[derive(Debug, Clone, PartialEq)]
+pub struct H2load {
+    /// Requests per second from the `finished in` line.
+    pub per_s: f64,
+    /// Succeeded requests.
+    pub succeeded: u64,
+    /// Failed + errored requests.
+    pub failed: u64,
+    /// The `Application protocol:` line.
+    pub protocol: String,
+    /// The `Cipher:` line.
+    pub cipher: String,
+}
+
+/// Parses h2load's output.
+pub fn parse_h2load(text: &str) -> Option<H2load> {
+    let mut per_s = None;
+    let (mut succeeded, mut failed) = (None, 0u64);
+    let (mut protocol, mut cipher) = (String::new(), String::new());
+    for line in text.lines() {
+        let line = line.trim();
+        if let Some(rest) = line.strip_prefix("finished in ") {
+            per_s = rest
+                .split(", ")
+                .find_map(|part| part.strip_suffix(" req/s"))
+                .and_then(|v| v.parse::<f64>().ok());
+        } else if let Some(rest) = line.strip_prefix("requests: ") {
+            for part in rest.split(", ") {
+                let mut words = part.split_whitespace();
+                let (Some(n), Some(word)) = (words.next(), words.next()) else {
+                    continue;
+                };
+                let n: u64 = n.parse().ok()?;
+                match word {
+                    "succeeded" => succeeded = Some(n),
+                    "failed" | "errored" => failed += n,
+                    _ => {}
+                }
+            }
+        } else if let Some(rest) = line.strip_prefix("Application protocol:") {
+            protocol = rest.trim().to_string();
+        } else if let Some(rest) = line.strip_prefix("Cipher:") {
+            cipher = rest.trim().to_string();
+        }
+    }
+    Some(H2load {
+        per_s: per_s?,
+        succeeded: succeeded?,
+        failed,
+        protocol,
+        cipher,
+    })
+}
+
+/// Parses the whitespace-separated floats curl printed with `-w`.
+pub fn parse_floats(text: &str) -> Option<Vec<f64>> {
+    text.split_whitespace().map(|t| t.parse().ok()).collect()
+}
+
+/// Reduces per-fetch first-byte times (ms) to (median, max, stalls).
+pub fn ttfb_figures(ms: &[f64]) -> Option<(f64, f64, f64)> {
+    let s = stats::summarize(ms)?;
+    let stalls = ms.iter().filter(|&&x| x >= STALL_MS).count();
+    Some((s.median, s.max, stalls as f64))
+}
+
+fn run_tool(argv: &[String]) -> Result<String> {
+    let out = Command::new(&argv[0])
+        .args(&argv[1..])
+        .output()
+        .with_context(|| format!("run {}", argv[0]))?;
+    if !out.status.success() {
+        bail!(
+            "{} failed ({}): {}",
+            argv.join(" "),
+            out.status,
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    Ok(String::from_utf8_lossy(&out.stdout).into_owned())
+}
+
+fn url(server: &Running, path: &str) -> String {
+    format!("https://127.0.0.1:{}{path}", server.addr.port())
+}
+
+fn curl_tls_args() -> Vec<String> {
+    [
+        "curl",
+        "-sSk",
+        "--tlsv1.3",
+        "--tls13-ciphers",
+        "TLS_AES_128_GCM_SHA256",
+        "--curves",
+        "X25519",
+        "-o",
+        "/dev/null",
+    ]
+    .iter()
+    .map(|s| s.to_string())
+    .collect()
+}
+
+/// The h2load command of the h2 measure.
+pub fn h2load_argv(url: &str, requests: usize) -> Vec<String> {
+    let n = requests.to_string();
+    let args = [
+        "h2load",
+        "-n",
+        &n,
+        "-c",
+        "32",
+        "-m",
+        "10",
+        "--tls13-ciphers",
+        "TLS_AES_128_GCM_SHA256",
+        url,
+    ];
+    args.iter().map(|s| s.to_string()).collect()
+}
+
+/// Takes one run of `measure` against `server` (process tree `pids`); returns (metric key,
+/// value) pairs.
+pub fn run(
+    measure: Measure,
+    server: &Running,
+    pids: &[i32],
+    ctx: &Ctx,
+) -> Result<Vec<(&'static str, f64)>> {
+    let sz = ctx.sizes;
+    match measure {
+        Measure::Handshake => {
+            let before = procfs::sample(pids)?;
+            let load = ctx.runtime.block_on(super::client::handshakes(
+                server.addr,
+                ctx.tls.clone(),
+                "/1k",
+                sz.handshakes,
+                sz.handshake_concurrency,
+            ))?;
+            let after = procfs::sample(pids)?;
+            if load.resumed != 0 {
+                bail!("{} of {} handshakes were resumed", load.resumed, load.done);
+            }
+            let cpu = procfs::cpu_seconds(&before, &after, ctx.ticks);
+            let mut figures = vec![
+                ("cpu_us", cpu * 1e6 / load.done as f64),
+                ("per_s", load.done as f64 / load.elapsed.as_secs_f64()),
+            ];
+            figures.extend(procfs::sys_percent(&before, &after).map(|p| ("sys_pct", p)));
+            Ok(figures)
+        }
+        Measure::H2 => {
+            let argv = h2load_argv(&url(server, "/1k"), sz.h2_requests);
+            let before = procfs::sample(pids)?;
+            let out = run_tool(&argv)?;
+            let after = procfs::sample(pids)?;
+            let h =
+                parse_h2load(&out).with_context(|| format!("unreadable h2load output:\n{out}"))?;
+            if h.protocol != "h2" || h.failed != 0 || h.succeeded != sz.h2_requests as u64 {
+                bail!(
+                    "h2load: protocol {:?}, {} failed:\n{out}",
+                    h.protocol,
+                    h.failed
+                );
+            }
+            if h.cipher != "TLS_AES_128_GCM_SHA256" {
+                bail!("h2load negotiated {:?}", h.cipher);
+            }
+            let cpu = procfs::cpu_seconds(&before, &after, ctx.ticks);
+            let mut figures = vec![
+                ("cpu_us", cpu * 1e6 / h.succeeded as f64),
+                ("per_s", h.per_s),
+            ];
+            figures.extend(procfs::sys_percent(&before, &after).map(|p| ("sys_pct", p)));
+            Ok(figures)
+        }
+        Measure::Bulk => {
+            let mut argv = curl_tls_args();
+            argv.extend(["--http1.1", "-w", "%{size_download} %{time_total}"].map(String::from));
+            argv.push(url(server, "/1g"));
+            let before = procfs::sample(pids)?;
+            let out = run_tool(&argv)?;
+            let after = procfs::sample(pids)?;
+            let f = parse_floats(&out).context("curl -w output")?;
+            let (&[size, secs] | &[size, secs, ..]) = f.as_slice() else {
+                bail!("curl -w output: {out:?}");
+            };
+            if size as u64 != ctx.bulk_bytes || secs <= 0.0 {
+                bail!("curl downloaded {size} of {} bytes", ctx.bulk_bytes);
+            }
+            let cpu = procfs::cpu_seconds(&before, &after, ctx.ticks);
+            Ok(vec![
+                ("gb_s", size / secs / 1e9),
+                ("cpu_s_gib", cpu / (size / (1u64 << 30) as f64)),
+            ])
+        }
+        Measure::IdleMemory => {
+            let before = procfs::sample(pids)?;
+            let open = ctx.runtime.block_on(super::client::open_idle(
+                server.addr,
+                ctx.tls.clone(),
+                "/1k",
+                sz.idle_connections,
+                16,
+            ))?;
+            // Let the server finish each response and go idle.
+            std::thread::sleep(Duration::from_millis(500));
+            let after = procfs::sample(pids)?;
+            let n = open.len() as f64;
+            drop(open);
+            Ok(vec![
+                (
+                    "pss_kib",
+                    after.pss_kib.saturating_sub(before.pss_kib) as f64 / n,
+                ),
+                (
+                    "rss_kib",
+                    after.rss_kib.saturating_sub(before.rss_kib) as f64 / n,
+                ),
+            ])
+        }
+        Measure::Ttfb => {
+            let mut argv = curl_tls_args();
+            argv.extend(
+                ["--http2", "-w", "%{time_appconnect} %{time_starttransfer}"].map(String::from),
+            );
+            argv.push(url(server, "/1k"));
+            let mut ms = Vec::with_capacity(sz.ttfb_fetches);
+            for _ in 0..sz.ttfb_fetches {
+                let out = run_tool(&argv)?;
+                match parse_floats(&out).as_deref() {
+                    Some(&[app, first]) => ms.push((first - app) * 1e3),
+                    _ => bail!("curl -w output: {out:?}"),
+                }
+            }
+            let (median, max, stalls) = ttfb_figures(&ms).context("no fetches")?;
+            Ok(vec![
+                ("median_ms", median),
+                ("max_ms", max),
+                ("stalls", stalls),
+            ])
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const H2LOAD: &str = "starting benchmark...
+spawning thread #0: 32 total client(s). 100000 total requests
+TLS Protocol: TLSv1.3
+Cipher: TLS_AES_128_GCM_SHA256
+Server Temp Key: X25519 253 bits
+Application protocol: h2
+progress: 10% done
+
+finished in 412.06ms, 242681.12 req/s, 262.80MB/s
+requests: 100000 total, 100000 started, 100000 done, 99998 succeeded, 1 failed, 1 errored, 0 timeout
+status codes: 100000 2xx, 0 3xx, 0 4xx, 0 5xx
+";
+
+    #[test]
+    fn h2load_summary_lines() {
+        let h = parse_h2load(H2LOAD).expect("parses");
+        assert_eq!(h.per_s, 242_681.12);
+        assert_eq!((h.succeeded, h.failed), (99_998, 2));
+        assert_eq!(h.protocol, "h2");
+        assert_eq!(h.cipher, "TLS_AES_128_GCM_SHA256");
+        assert!(parse_h2load("finished in 1s, 5 req/s, 1MB/s\n").is_none());
+    }
+
+    #[test]
+    fn curl_write_out_floats() {
+        assert_eq!(
+            parse_floats("1073741824 0.512345\n"),
+            Some(vec![1_073_741_824.0, 0.512345])
+        );
+        assert_eq!(parse_floats("0.001 x"), None);
+    }
+
+    #[test]
+    fn ttfb_counts_stalls_at_30_ms() {
+        let (median, max, stalls) = ttfb_figures(&[0.1, 0.2, 41.0, 30.0, 0.15]).expect("values");
+        assert_eq!((median, max, stalls), (0.2, 41.0, 2.0));
+        assert!(ttfb_figures(&[]).is_none());
+    }
+
+    #[test]
+    fn metrics_cover_every_measure_with_unique_keys() {
+        for measure in Measure::ALL {
+            assert!(METRICS.iter().any(|m| m.measure == measure), "{measure:?}");
+        }
+        for (i, a) in METRICS.iter().enumerate() {
+            for b in &METRICS[i + 1..] {
+                assert!(a.measure != b.measure || a.key != b.key);
+            }
+        }
+    }
+
+    #[test]
+    fn h2load_runs_the_issue_load() {
+        let argv = h2load_argv("https://127.0.0.1:1/1k", 100_000);
+        assert_eq!(argv[1..7], ["-n", "100000", "-c", "32", "-m", "10"]);
+        assert_eq!(
+            argv.last().map(String::as_str),
+            Some("https://127.0.0.1:1/1k")
+        );
+    }
+}
