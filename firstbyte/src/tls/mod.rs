@@ -28,6 +28,7 @@ mod selfsigned;
 mod server;
 mod sessions;
 mod store;
+pub mod stream;
 #[cfg(test)]
 mod testutil;
 mod tickets;

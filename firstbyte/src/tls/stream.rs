@@ -1,0 +1,774 @@
+//! firstbyte's own TLS stream: rustls' `ServerConnection` driven directly over the socket,
+//! with the record-size policy and the first-response hold built in.
+//!
+//! Owning the connection (rather than wrapping tokio-rustls) decides three things that set
+//! the first byte's time and the bulk rate:
+//!
+//! - **Records.** Plaintext is gathered into records as nginx does with `ssl_buffer_size`: the
+//!   policy ([`RecordPolicy`]) chooses each record's size when its first byte arrives; small
+//!   writes (headers, then body) share a record; a flush closes the open record at once; a
+//!   write of a whole record while none is open goes to rustls with no copy. rustls' buffer
+//!   limit is lifted, so every record is encrypted whole — never cut by back-pressure.
+//! - **Batching.** Encrypted records wait in rustls' queue and leave on flush with one
+//!   `writev` (rustls hands up to 64 records at once), not one syscall per record; above
+//!   [`PUSH_AT`] queued bytes they are pushed without waiting for a flush, so memory stays
+//!   bounded and a long body keeps the socket busy.
+//! - **The first flight.** The handshake writes every flight as soon as rustls makes it —
+//!   ServerHello through Finished in one write whatever the certificate chain size. When a
+//!   TLS 1.3 handshake completes, rustls queues the session tickets: they are *not* written
+//!   then. They wait (at most [`MAX_HOLD`]) for the first response, signalled through
+//!   [`Release`], and leave in the same `writev` as its first records, so a 10 KB answer fits
+//!   the initial congestion window. TLS 1.2's last flight (tickets, ChangeCipherSpec,
+//!   Finished) is part of the handshake and is always written at once.
+
+use std::future::Future;
+use std::io::{self, IoSlice, Read, Write};
+use std::pin::Pin;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::task::{Context, Poll};
+use std::time::{Duration, Instant};
+
+use rustls::server::{Accepted, Acceptor};
+use rustls::ServerConnection;
+use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt, ReadBuf};
+
+use crate::record::{RecordPolicy, TcpInfoSource, MAX_RECORD_SIZE};
+
+/// The longest the TLS 1.3 tickets wait for the first response: 10 ms, far below a WAN round
+/// trip (what waiting saves) and far above the time a static response takes to produce (what
+/// it waits for). A slow first response (a proxied upstream) gets its tickets on time.
+pub const MAX_HOLD: Duration = Duration::from_millis(10);
+
+/// Encrypted bytes queued before they are pushed to the socket without a flush: 64 KB, four
+/// full records — one `writev` per 64 KB of a long body.
+pub const PUSH_AT: usize = 64 * 1024;
+
+/// Lets the HTTP layer say its first response is ready.
+#[derive(Debug, Clone, Default)]
+pub struct Release(Arc<AtomicBool>);
+
+impl Release {
+    /// A fresh signal.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// The first response is ready: the next flush after it has written sends what is held.
+    pub fn release(&self) {
+        self.0.store(true, Ordering::Release);
+    }
+
+    fn released(&self) -> bool {
+        self.0.load(Ordering::Acquire)
+    }
+}
+
+/// `std::io` view of an async reader for rustls' `read_tls` (Pending → `WouldBlock`).
+struct SyncRead<'a, 'b, IO> {
+    io: &'a mut IO,
+    cx: &'a mut Context<'b>,
+}
+
+impl<IO: AsyncRead + Unpin> Read for SyncRead<'_, '_, IO> {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        let mut rb = ReadBuf::new(buf);
+        match Pin::new(&mut *self.io).poll_read(self.cx, &mut rb) {
+            Poll::Ready(Ok(())) => Ok(rb.filled().len()),
+            Poll::Ready(Err(e)) => Err(e),
+            Poll::Pending => Err(io::ErrorKind::WouldBlock.into()),
+        }
+    }
+}
+
+/// `std::io` view of an async writer for rustls' `write_tls` (vectored: one `writev` for
+/// everything queued).
+struct SyncWrite<'a, 'b, IO> {
+    io: &'a mut IO,
+    cx: &'a mut Context<'b>,
+}
+
+impl<IO: AsyncWrite + Unpin> Write for SyncWrite<'_, '_, IO> {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        match Pin::new(&mut *self.io).poll_write(self.cx, buf) {
+            Poll::Ready(r) => r,
+            Poll::Pending => Err(io::ErrorKind::WouldBlock.into()),
+        }
+    }
+
+    fn write_vectored(&mut self, bufs: &[IoSlice<'_>]) -> io::Result<usize> {
+        match Pin::new(&mut *self.io).poll_write_vectored(self.cx, bufs) {
+            Poll::Ready(r) => r,
+            Poll::Pending => Err(io::ErrorKind::WouldBlock.into()),
+        }
+    }
+
+    fn flush(&mut self) -> io::Result<()> {
+        Ok(())
+    }
+}
+
+/// Writes everything rustls has queued; `Ready(Ok)` when the queue is empty.
+fn poll_write_tls<IO: AsyncWrite + Unpin>(
+    conn: &mut ServerConnection,
+    io: &mut IO,
+    cx: &mut Context<'_>,
+) -> Poll<io::Result<()>> {
+    while conn.wants_write() {
+        match conn.write_tls(&mut SyncWrite { io, cx }) {
+            Ok(0) => return Poll::Ready(Err(io::ErrorKind::WriteZero.into())),
+            Ok(_) => {}
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Poll::Pending,
+            Err(e) => return Poll::Ready(Err(e)),
+        }
+    }
+    Poll::Ready(Ok(()))
+}
+
+/// Reads once from `io` into rustls and processes what arrived. `Ready(Ok(false))` at EOF.
+fn poll_read_tls<IO: AsyncRead + AsyncWrite + Unpin>(
+    conn: &mut ServerConnection,
+    io: &mut IO,
+    cx: &mut Context<'_>,
+) -> Poll<io::Result<bool>> {
+    let n = match conn.read_tls(&mut SyncRead { io, cx }) {
+        Ok(n) => n,
+        Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Poll::Pending,
+        Err(e) => return Poll::Ready(Err(e)),
+    };
+    if let Err(e) = conn.process_new_packets() {
+        // Tell the peer why (the alert rustls queued), best effort, then fail.
+        let _ = poll_write_tls(conn, io, cx);
+        return Poll::Ready(Err(io::Error::new(io::ErrorKind::InvalidData, e)));
+    }
+    Poll::Ready(Ok(n > 0))
+}
+
+/// Reads the ClientHello. The caller chooses a config from it and calls [`handshake`].
+pub async fn read_client_hello<IO: AsyncRead + AsyncWrite + Unpin>(
+    io: &mut IO,
+) -> io::Result<Accepted> {
+    let mut acceptor = Acceptor::default();
+    std::future::poll_fn(|cx| loop {
+        match acceptor.read_tls(&mut SyncRead { io, cx }) {
+            Ok(0) => return Poll::Ready(Err(io::ErrorKind::UnexpectedEof.into())),
+            Ok(_) => {}
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Poll::Pending,
+            Err(e) => return Poll::Ready(Err(e)),
+        }
+        match acceptor.accept() {
+            Ok(Some(accepted)) => return Poll::Ready(Ok(accepted)),
+            Ok(None) => continue,
+            Err((e, mut alert)) => {
+                let mut out = Vec::new();
+                let _ = alert.write_all(&mut out);
+                let _ = Pin::new(&mut *io).poll_write(cx, &out);
+                return Poll::Ready(Err(io::Error::new(io::ErrorKind::InvalidData, e)));
+            }
+        }
+    })
+    .await
+}
+
+/// Completes the handshake on `conn` (from `Accepted::into_connection`) and returns the
+/// stream. Every handshake flight is written whole as soon as it exists; TLS 1.3 tickets are
+/// left queued for the first response.
+pub async fn handshake<IO, T>(
+    mut io: IO,
+    mut conn: ServerConnection,
+    policy: RecordPolicy,
+    source: T,
+    release: Release,
+) -> io::Result<TlsStream<IO, T>>
+where
+    IO: AsyncRead + AsyncWrite + Unpin,
+    T: TcpInfoSource,
+{
+    std::future::poll_fn(|cx| {
+        while conn.is_handshaking() {
+            if conn.wants_write() {
+                std::task::ready!(poll_write_tls(&mut conn, &mut io, cx))?;
+                continue;
+            }
+            if !std::task::ready!(poll_read_tls(&mut conn, &mut io, cx))? {
+                return Poll::Ready(Err(io::Error::from(io::ErrorKind::UnexpectedEof)));
+            }
+        }
+        Poll::Ready(Ok::<(), io::Error>(()))
+    })
+    .await?;
+    let tls13 = conn.protocol_version() == Some(rustls::ProtocolVersion::TLSv1_3);
+    if !tls13 {
+        // TLS 1.2's final flight is the handshake's: the client waits for it.
+        std::future::poll_fn(|cx| poll_write_tls(&mut conn, &mut io, cx)).await?;
+        io.flush().await?;
+    }
+    // Records are encrypted whole; queued ciphertext is bounded by PUSH_AT instead.
+    conn.set_buffer_limit(None);
+    let mut policy = policy;
+    if tls13 {
+        policy.set_record_overhead(crate::record::TLS13_RECORD_OVERHEAD);
+    }
+    let hold = if tls13 && conn.wants_write() {
+        Some(Box::pin(tokio::time::sleep(MAX_HOLD)))
+    } else {
+        None
+    };
+    Ok(TlsStream {
+        io,
+        conn,
+        policy,
+        source,
+        plain: Vec::new(),
+        limit: None,
+        queued: 0,
+        hold,
+        release,
+        wrote_after_release: false,
+        eof: false,
+        close_sent: false,
+    })
+}
+
+/// A server TLS connection after its handshake (see the module docs).
+pub struct TlsStream<IO, T> {
+    io: IO,
+    conn: ServerConnection,
+    policy: RecordPolicy,
+    source: T,
+    /// Plaintext of the record being gathered.
+    plain: Vec<u8>,
+    /// The size decided for the open record (`None` before its first byte).
+    limit: Option<usize>,
+    /// Plaintext bytes handed to rustls since the queue was last written.
+    queued: usize,
+    /// TLS 1.3 tickets waiting for the first response, with their deadline.
+    hold: Option<Pin<Box<tokio::time::Sleep>>>,
+    release: Release,
+    /// Whether response bytes were written after the release (the hold ends at their flush).
+    wrote_after_release: bool,
+    eof: bool,
+    close_sent: bool,
+}
+
+impl<IO, T> TlsStream<IO, T> {
+    /// The rustls connection (version, suite, ALPN, SNI, resumption).
+    pub fn connection(&self) -> &ServerConnection {
+        &self.conn
+    }
+
+    /// The socket.
+    pub fn get_ref(&self) -> &IO {
+        &self.io
+    }
+
+    /// The record policy (its name is what the built-in page shows).
+    pub fn policy(&self) -> &RecordPolicy {
+        &self.policy
+    }
+
+    /// Whether the TLS 1.3 tickets are still held.
+    pub fn holding(&self) -> bool {
+        self.hold.is_some()
+    }
+}
+
+impl<IO: AsyncRead + AsyncWrite + Unpin, T: TcpInfoSource> TlsStream<IO, T> {
+    /// The open record's size, deciding it now if none is open.
+    fn decide(&mut self) -> usize {
+        if let Some(l) = self.limit {
+            return l;
+        }
+        let tcp = if self.policy.wants_tcp_info() {
+            self.source.tcp_info()
+        } else {
+            None
+        };
+        let l = crate::record::clamp_size(self.policy.next_size(Instant::now(), tcp.as_ref()));
+        self.limit = Some(l);
+        l
+    }
+
+    /// Hands `bytes` (at most one record) to rustls as one record.
+    fn emit(&mut self, bytes: &[u8]) -> io::Result<()> {
+        // With the buffer limit lifted rustls takes everything; a record of ≤ 16 KB is one
+        // record.
+        self.conn.writer().write_all(bytes)?;
+        self.policy.on_record(Instant::now(), bytes.len());
+        self.limit = None;
+        self.queued += bytes.len();
+        if self.hold.is_some() && self.release.released() {
+            self.wrote_after_release = true;
+        }
+        Ok(())
+    }
+
+    /// Closes the open record, if any.
+    fn emit_open(&mut self) -> io::Result<()> {
+        if self.plain.is_empty() {
+            return Ok(());
+        }
+        let plain = std::mem::take(&mut self.plain);
+        let r = self.emit(&plain);
+        self.plain = plain;
+        self.plain.clear();
+        r
+    }
+
+    /// Whether held tickets may go now: the first response has been written, or the deadline
+    /// passed (which also arms the deadline's waker on this task).
+    fn hold_over(&mut self, cx: &mut Context<'_>, flushing: bool) -> bool {
+        match &mut self.hold {
+            None => true,
+            Some(deadline) => {
+                let over =
+                    (flushing && self.wrote_after_release) || deadline.as_mut().poll(cx).is_ready();
+                if over {
+                    self.hold = None;
+                }
+                over
+            }
+        }
+    }
+
+    /// Writes rustls' queue to the socket unless the tickets are held.
+    fn poll_send(&mut self, cx: &mut Context<'_>, flushing: bool) -> Poll<io::Result<()>> {
+        if !self.hold_over(cx, flushing) {
+            return Poll::Ready(Ok(()));
+        }
+        std::task::ready!(poll_write_tls(&mut self.conn, &mut self.io, cx))?;
+        self.queued = 0;
+        Poll::Ready(Ok(()))
+    }
+}
+
+impl<IO: AsyncRead + AsyncWrite + Unpin, T: TcpInfoSource + Unpin> AsyncRead for TlsStream<IO, T> {
+    fn poll_read(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<io::Result<()>> {
+        let this = self.get_mut();
+        // A connection waiting for input is where held tickets meet their deadline.
+        if this.hold.is_some() {
+            if let Poll::Ready(Err(e)) = this.poll_send(cx, false) {
+                return Poll::Ready(Err(e));
+            }
+        }
+        loop {
+            match this.conn.reader().read(buf.initialize_unfilled()) {
+                Ok(n) => {
+                    buf.advance(n);
+                    return Poll::Ready(Ok(()));
+                }
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {}
+                // The peer closed without close_notify: EOF, as most servers treat it.
+                Err(e) if e.kind() == io::ErrorKind::UnexpectedEof => return Poll::Ready(Ok(())),
+                Err(e) => return Poll::Ready(Err(e)),
+            }
+            if this.eof {
+                return Poll::Ready(Ok(()));
+            }
+            match std::task::ready!(poll_read_tls(&mut this.conn, &mut this.io, cx)) {
+                Ok(true) => {}
+                Ok(false) => this.eof = true,
+                Err(e) => return Poll::Ready(Err(e)),
+            }
+            // Post-handshake messages (a KeyUpdate) may want an answer; send it if the queue
+            // is not held.
+            if this.conn.wants_write() && this.hold.is_none() {
+                if let Poll::Ready(Err(e)) = poll_write_tls(&mut this.conn, &mut this.io, cx) {
+                    return Poll::Ready(Err(e));
+                }
+            }
+        }
+    }
+}
+
+impl<IO: AsyncRead + AsyncWrite + Unpin, T: TcpInfoSource + Unpin> TlsStream<IO, T> {
+    fn write_slices(
+        &mut self,
+        cx: &mut Context<'_>,
+        bufs: &[IoSlice<'_>],
+    ) -> Poll<io::Result<usize>> {
+        // Back-pressure: with a large queue, the socket must take some before more is accepted.
+        if self.queued >= PUSH_AT {
+            std::task::ready!(self.poll_send(cx, false))?;
+        }
+        let mut taken = 0;
+        for b in bufs {
+            let mut b: &[u8] = b;
+            while !b.is_empty() {
+                let limit = self.decide();
+                if self.plain.is_empty() && b.len() >= limit {
+                    // A whole record in the caller's slice: no copy.
+                    self.emit(&b[..limit])?;
+                    taken += limit;
+                    b = &b[limit..];
+                    continue;
+                }
+                if self.plain.capacity() == 0 {
+                    self.plain.reserve_exact(MAX_RECORD_SIZE);
+                }
+                let k = (limit - self.plain.len()).min(b.len());
+                self.plain.extend_from_slice(&b[..k]);
+                taken += k;
+                b = &b[k..];
+                if self.plain.len() >= limit {
+                    self.emit_open()?;
+                }
+            }
+            if self.queued >= PUSH_AT {
+                break;
+            }
+        }
+        Poll::Ready(Ok(taken))
+    }
+}
+
+impl<IO: AsyncRead + AsyncWrite + Unpin, T: TcpInfoSource + Unpin> AsyncWrite for TlsStream<IO, T> {
+    fn poll_write(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<io::Result<usize>> {
+        self.get_mut().write_slices(cx, &[IoSlice::new(buf)])
+    }
+
+    fn poll_write_vectored(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        bufs: &[IoSlice<'_>],
+    ) -> Poll<io::Result<usize>> {
+        self.get_mut().write_slices(cx, bufs)
+    }
+
+    fn is_write_vectored(&self) -> bool {
+        true
+    }
+
+    fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        let this = self.get_mut();
+        this.emit_open()?;
+        std::task::ready!(this.poll_send(cx, true))?;
+        if this.hold.is_some() {
+            // Held on purpose: the tickets (and anything written before the first response)
+            // leave with the response.
+            return Poll::Ready(Ok(()));
+        }
+        Pin::new(&mut this.io).poll_flush(cx)
+    }
+
+    fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        let this = self.get_mut();
+        this.emit_open()?;
+        this.hold = None;
+        if !this.close_sent {
+            this.conn.send_close_notify();
+            this.close_sent = true;
+        }
+        std::task::ready!(poll_write_tls(&mut this.conn, &mut this.io, cx))?;
+        Pin::new(&mut this.io).poll_shutdown(cx)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::record::{DynRecMode, RecordSettings};
+    use crate::tls::testutil::{client_config, ecdsa_pem, provider, AnyServerCert};
+    use rustls_pki_types::pem::PemObject;
+    use rustls_pki_types::{CertificateDer, PrivateKeyDer, ServerName};
+    use std::sync::Mutex;
+    use tokio::io::{AsyncReadExt, DuplexStream};
+
+    /// The server's socket: records every write call's bytes.
+    struct Tap {
+        inner: DuplexStream,
+        writes: Arc<Mutex<Vec<Vec<u8>>>>,
+    }
+
+    impl AsyncRead for Tap {
+        fn poll_read(
+            self: Pin<&mut Self>,
+            cx: &mut Context<'_>,
+            buf: &mut ReadBuf<'_>,
+        ) -> Poll<io::Result<()>> {
+            Pin::new(&mut self.get_mut().inner).poll_read(cx, buf)
+        }
+    }
+
+    impl AsyncWrite for Tap {
+        fn poll_write(
+            self: Pin<&mut Self>,
+            cx: &mut Context<'_>,
+            buf: &[u8],
+        ) -> Poll<io::Result<usize>> {
+            let this = self.get_mut();
+            let r = Pin::new(&mut this.inner).poll_write(cx, buf);
+            if let Poll::Ready(Ok(n)) = &r {
+                this.writes.lock().unwrap().push(buf[..*n].to_vec());
+            }
+            r
+        }
+        fn poll_write_vectored(
+            self: Pin<&mut Self>,
+            cx: &mut Context<'_>,
+            bufs: &[IoSlice<'_>],
+        ) -> Poll<io::Result<usize>> {
+            let all: Vec<u8> = bufs.iter().flat_map(|b| b.iter().copied()).collect();
+            self.poll_write(cx, &all)
+        }
+        fn is_write_vectored(&self) -> bool {
+            true
+        }
+        fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+            Pin::new(&mut self.get_mut().inner).poll_flush(cx)
+        }
+        fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+            Pin::new(&mut self.get_mut().inner).poll_shutdown(cx)
+        }
+    }
+
+    fn server_config() -> Arc<rustls::ServerConfig> {
+        let (cert, key) = ecdsa_pem(&["localhost"]);
+        let chain = vec![CertificateDer::from_pem_slice(cert.as_bytes()).unwrap()];
+        let key = PrivateKeyDer::from_pem_slice(key.as_bytes()).unwrap();
+        Arc::new(
+            rustls::ServerConfig::builder_with_provider(Arc::new(provider()))
+                .with_safe_default_protocol_versions()
+                .unwrap()
+                .with_no_client_auth()
+                .with_single_cert(chain, key)
+                .unwrap(),
+        )
+    }
+
+    fn no_tcp_info() -> Option<crate::net::TcpInfo> {
+        None
+    }
+
+    type Server = TlsStream<Tap, fn() -> Option<crate::net::TcpInfo>>;
+
+    /// A connected pair: our server stream and a tokio-rustls client.
+    async fn pair(
+        version: &'static rustls::SupportedProtocolVersion,
+        settings: RecordSettings,
+        release: Release,
+    ) -> (
+        Server,
+        tokio_rustls::client::TlsStream<DuplexStream>,
+        Arc<Mutex<Vec<Vec<u8>>>>,
+    ) {
+        let (c, s) = tokio::io::duplex(1 << 22);
+        let writes = Arc::new(Mutex::new(Vec::new()));
+        let tap = Tap {
+            inner: s,
+            writes: writes.clone(),
+        };
+        let client_cfg = Arc::new(client_config(provider(), &[version], AnyServerCert::all()));
+        let client = tokio::spawn(async move {
+            tokio_rustls::TlsConnector::from(client_cfg)
+                .connect(ServerName::try_from("localhost").unwrap(), c)
+                .await
+                .unwrap()
+        });
+        let mut tap = tap;
+        let accepted = read_client_hello(&mut tap).await.unwrap();
+        let conn = accepted
+            .into_connection(server_config())
+            .map_err(|(e, _)| e)
+            .unwrap();
+        let server = handshake(
+            tap,
+            conn,
+            settings.policy(),
+            no_tcp_info as fn() -> _,
+            release,
+        )
+        .await
+        .unwrap();
+        (server, client.await.unwrap(), writes)
+    }
+
+    /// Application-data records (type 23) in `bytes` after the handshake: their lengths.
+    fn app_records(bytes: &[u8]) -> Vec<usize> {
+        let mut out = Vec::new();
+        let mut i = 0;
+        while i + 5 <= bytes.len() {
+            let len = usize::from(u16::from_be_bytes([bytes[i + 3], bytes[i + 4]]));
+            if bytes[i] == 23 {
+                out.push(len);
+            }
+            i += 5 + len;
+        }
+        out
+    }
+
+    #[tokio::test]
+    async fn a_megabyte_of_odd_writes_arrives_intact() {
+        for version in [&rustls::version::TLS13, &rustls::version::TLS12] {
+            let (mut server, mut client, _) =
+                pair(version, RecordSettings::default(), Release::new()).await;
+            let data: Vec<u8> = (0..1_000_000u32).map(|i| (i * 31 % 251) as u8).collect();
+            let sent = data.clone();
+            let writer = tokio::spawn(async move {
+                let mut i = 0;
+                let mut step = 1;
+                while i < sent.len() {
+                    let n = step.min(sent.len() - i);
+                    server.write_all(&sent[i..i + n]).await.unwrap();
+                    if step % 3 == 0 {
+                        server.flush().await.unwrap();
+                    }
+                    i += n;
+                    step = step * 7 % 40_000 + 1;
+                }
+                server.shutdown().await.unwrap();
+            });
+            let mut got = Vec::new();
+            client.read_to_end(&mut got).await.unwrap();
+            writer.await.unwrap();
+            assert!(
+                got == data,
+                "{version:?}: {} of {} bytes",
+                got.len(),
+                data.len()
+            );
+        }
+    }
+
+    #[tokio::test]
+    async fn records_follow_the_policy() {
+        let settings = RecordSettings {
+            ssl_buffer_size: 4096,
+            ..RecordSettings::default()
+        };
+        let (mut server, mut client, writes) =
+            pair(&rustls::version::TLS12, settings, Release::new()).await;
+        let before = writes.lock().unwrap().len();
+        server.write_all(&vec![1u8; 100_000]).await.unwrap();
+        server.flush().await.unwrap();
+        let mut buf = vec![0u8; 100_000];
+        client.read_exact(&mut buf).await.unwrap();
+        let wire: Vec<u8> = writes.lock().unwrap()[before..].concat();
+        let recs = app_records(&wire);
+        // TLS 1.2 AES-GCM: length = plaintext + 24.
+        assert!(recs.iter().all(|&l| l <= 4096 + 24), "{recs:?}");
+        assert_eq!(recs.iter().map(|l| l - 24).sum::<usize>(), 100_000);
+        let calls = writes.lock().unwrap().len() - before;
+        assert!(
+            calls <= 3,
+            "25 records should leave in few writes, took {calls}"
+        );
+
+        let dynamic = RecordSettings {
+            ssl_dyn_rec_enable: DynRecMode::On,
+            ..RecordSettings::default()
+        };
+        let (mut server, mut client, writes) =
+            pair(&rustls::version::TLS12, dynamic, Release::new()).await;
+        let before = writes.lock().unwrap().len();
+        server.write_all(&vec![2u8; 300_000]).await.unwrap();
+        server.flush().await.unwrap();
+        let mut buf = vec![0u8; 300_000];
+        client.read_exact(&mut buf).await.unwrap();
+        let wire: Vec<u8> = writes.lock().unwrap()[before..].concat();
+        let plain: Vec<usize> = app_records(&wire).iter().map(|l| l - 24).collect();
+        assert!(plain[..41].iter().all(|&p| p == 1369), "{:?}", &plain[..45]);
+        assert!(
+            plain[41..81].iter().all(|&p| p == 4229),
+            "{:?}",
+            &plain[38..85]
+        );
+        assert_eq!(plain[81], 16384);
+    }
+
+    #[tokio::test]
+    async fn small_writes_share_a_record() {
+        let (mut server, mut client, writes) = pair(
+            &rustls::version::TLS12,
+            RecordSettings::default(),
+            Release::new(),
+        )
+        .await;
+        let before = writes.lock().unwrap().len();
+        server
+            .write_all(b"HTTP/1.1 200 OK\r\ncontent-length: 200\r\n\r\n")
+            .await
+            .unwrap();
+        server.write_all(&[b'x'; 200]).await.unwrap();
+        server.flush().await.unwrap();
+        let mut buf = vec![0u8; 240];
+        client.read_exact(&mut buf).await.unwrap();
+        let wire: Vec<u8> = writes.lock().unwrap()[before..].concat();
+        assert_eq!(app_records(&wire).len(), 1);
+    }
+
+    #[tokio::test]
+    async fn tls13_tickets_leave_with_the_first_response() {
+        let release = Release::new();
+        let (mut server, mut client, writes) = pair(
+            &rustls::version::TLS13,
+            RecordSettings::default(),
+            release.clone(),
+        )
+        .await;
+        assert!(server.holding(), "tickets are held after the handshake");
+        let after_handshake = writes.lock().unwrap().len();
+        // An HTTP/2 server preface before the response: held too.
+        server.write_all(b"settings").await.unwrap();
+        server.flush().await.unwrap();
+        assert_eq!(
+            writes.lock().unwrap().len(),
+            after_handshake,
+            "nothing written before the response"
+        );
+        release.release();
+        server.write_all(&vec![3u8; 10_000]).await.unwrap();
+        server.flush().await.unwrap();
+        assert!(!server.holding());
+        let w = writes.lock().unwrap().clone();
+        assert_eq!(
+            w.len(),
+            after_handshake + 1,
+            "tickets, preface and response in one write"
+        );
+        // The tickets (one record: rustls sends a flight's messages together), the preface
+        // (8 + 17 bytes) and the response (10,000 + 17).
+        let recs = app_records(&w[after_handshake]);
+        assert_eq!(recs.len(), 3, "{recs:?}");
+        assert_eq!(&recs[1..], [8 + 17, 10_000 + 17], "{recs:?}");
+        let mut buf = vec![0u8; 10_008];
+        client.read_exact(&mut buf).await.unwrap();
+        assert_eq!(&buf[..8], b"settings");
+    }
+
+    #[tokio::test]
+    async fn held_tickets_meet_their_deadline() {
+        let (mut server, _client, writes) = pair(
+            &rustls::version::TLS13,
+            RecordSettings::default(),
+            Release::new(),
+        )
+        .await;
+        let after_handshake = writes.lock().unwrap().len();
+        // The server waits for a request that does not come: the deadline sends the tickets.
+        let mut b = [0u8; 1];
+        let _ = tokio::time::timeout(MAX_HOLD * 3, server.read(&mut b)).await;
+        assert!(!server.holding());
+        assert_eq!(writes.lock().unwrap().len(), after_handshake + 1);
+    }
+
+    #[tokio::test]
+    async fn tls12_final_flight_is_not_held() {
+        let (server, _client, _) = pair(
+            &rustls::version::TLS12,
+            RecordSettings::default(),
+            Release::new(),
+        )
+        .await;
+        // The client's handshake completed in `pair`: it got the server's Finished at once.
+        assert!(!server.holding());
+    }
+}
