@@ -425,3 +425,214 @@ fn certificate_by_variable_at_handshake_time() {
         "{log}"
     );
 }
+
+/// An HTTPS upstream that requires a client certificate signed by the test CA and answers
+/// with the name of the test certificate it got (`a.test`, `b.test`, or `other`).
+fn upstream_reporting_client_cert() -> u16 {
+    use rustls::pki_types::pem::PemObject;
+    use rustls::pki_types::{CertificateDer, PrivateKeyDer};
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let c = certs();
+    let provider = Arc::new(rustls::crypto::aws_lc_rs::default_provider());
+    let mut roots = rustls::RootCertStore::empty();
+    roots
+        .add(CertificateDer::from_pem_file(c.ca()).expect("ca pem"))
+        .expect("ca");
+    let verifier = rustls::server::WebPkiClientVerifier::builder_with_provider(
+        Arc::new(roots),
+        provider.clone(),
+    )
+    .build()
+    .expect("verifier");
+    let chain: Vec<CertificateDer<'static>> = CertificateDer::pem_file_iter(c.cert("localhost"))
+        .expect("chain")
+        .map(|r| r.expect("cert"))
+        .collect();
+    let key = PrivateKeyDer::from_pem_file(c.key("localhost")).expect("key");
+    let cfg = rustls::ServerConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()
+        .expect("versions")
+        .with_client_cert_verifier(verifier)
+        .with_single_cert(chain, key)
+        .expect("server config");
+    let known: Arc<Vec<(&'static str, Vec<u8>)>> = Arc::new(
+        ["a.test", "b.test"]
+            .iter()
+            .map(|n| {
+                let d = CertificateDer::from_pem_file(c.cert(n)).expect("leaf");
+                (*n, d.as_ref().to_vec())
+            })
+            .collect(),
+    );
+    let l = TcpListener::bind("127.0.0.1:0").expect("bind");
+    let port = l.local_addr().expect("addr").port();
+    l.set_nonblocking(true).expect("nonblocking");
+    std::thread::spawn(move || {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .expect("runtime");
+        rt.block_on(async move {
+            let l = tokio::net::TcpListener::from_std(l).expect("listener");
+            let acceptor = tokio_rustls::TlsAcceptor::from(Arc::new(cfg));
+            while let Ok((tcp, _)) = l.accept().await {
+                let acceptor = acceptor.clone();
+                let known = known.clone();
+                tokio::spawn(async move {
+                    let Ok(mut tls) = acceptor.accept(tcp).await else {
+                        return;
+                    };
+                    let got = tls
+                        .get_ref()
+                        .1
+                        .peer_certificates()
+                        .and_then(|c| c.first())
+                        .and_then(|leaf| {
+                            known
+                                .iter()
+                                .find(|(_, d)| d == leaf.as_ref())
+                                .map(|(n, _)| *n)
+                        })
+                        .unwrap_or("other");
+                    let mut head = Vec::new();
+                    let mut buf = [0u8; 1024];
+                    while !head.ends_with(b"\r\n\r\n") {
+                        match tls.read(&mut buf).await {
+                            Ok(0) | Err(_) => return,
+                            Ok(n) => head.extend_from_slice(&buf[..n]),
+                        }
+                    }
+                    let resp = format!(
+                        "HTTP/1.1 200 OK\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{got}",
+                        got.len()
+                    );
+                    let _ = tls.write_all(resp.as_bytes()).await;
+                    let _ = tls.shutdown().await;
+                });
+            }
+        });
+    });
+    port
+}
+
+#[test]
+fn client_certificate_by_variable_per_request() {
+    let c = certs();
+    let up = upstream_reporting_client_cert();
+    let dir = tempdir("proxy-dyncert");
+    let port = free_port();
+    let pass = |cache: &str| {
+        format!(
+            "proxy_pass https://127.0.0.1:{up}; proxy_ssl_certificate {certs}/$host.crt; proxy_ssl_certificate_key {certs}/$host.key; proxy_ssl_certificate_cache {cache};",
+            certs = c.dir.display()
+        )
+    };
+    let conf = format!(
+        "pid {d}/fb.pid;\nerror_log {d}/error.log debug;\nevents {{}}\nhttp {{ access_log off;\n server {{ listen 127.0.0.1:{port};\n location /cached {{ {cached} }}\n location /off {{ {off} }} }} }}\n",
+        d = dir.display(),
+        cached = pass("max=10 inactive=1m valid=1m"),
+        off = pass("off"),
+    );
+    let _srv = Server::start_in(&dir, &conf, port);
+    let get = |path: &str, host: &str| {
+        read_all(request(
+            port,
+            &format!("GET {path} HTTP/1.1\r\nHost: {host}\r\nConnection: close\r\n\r\n"),
+        ))
+    };
+    let log = || std::fs::read_to_string(dir.join("error.log")).unwrap_or_default();
+    let loads = |name: &str| {
+        log()
+            .lines()
+            .filter(|l| l.contains(&format!("{name}.crt\" loaded")))
+            .count()
+    };
+    // Two hosts, two certificates; the repeat is a cache hit (no second load).
+    for host in ["a.test", "b.test", "a.test"] {
+        let r = get("/cached", host);
+        assert!(r.starts_with("HTTP/1.1 200"), "{host}: {r}");
+        assert!(r.ends_with(host), "{host} sent its own certificate: {r}");
+    }
+    assert_eq!(loads("a.test"), 1, "{}", log());
+    assert_eq!(loads("b.test"), 1, "{}", log());
+    // Without the cache every request reads the pair.
+    for _ in 0..2 {
+        let r = get("/off", "a.test");
+        assert!(r.ends_with("a.test"), "{r}");
+    }
+    assert_eq!(loads("a.test"), 3, "{}", log());
+    // No file for this host: that request fails with 502 and a logged reason.
+    let r = get("/cached", "nope.test");
+    assert!(r.starts_with("HTTP/1.1 502"), "{r}");
+    std::thread::sleep(Duration::from_millis(100));
+    let text = log();
+    assert!(
+        text.contains("nope.test.crt") && text.contains("while SSL handshaking to upstream"),
+        "{text}"
+    );
+    // And the server keeps serving.
+    assert!(get("/cached", "b.test").ends_with("b.test"));
+}
+
+#[test]
+fn send_timeout_fails_a_request_the_upstream_stops_reading() {
+    // An upstream that accepts with a tiny receive buffer and never reads.
+    let sock =
+        socket2::Socket::new(socket2::Domain::IPV4, socket2::Type::STREAM, None).expect("socket");
+    sock.set_recv_buffer_size(4096).expect("rcvbuf");
+    sock.bind(
+        &"127.0.0.1:0"
+            .parse::<std::net::SocketAddr>()
+            .expect("a")
+            .into(),
+    )
+    .expect("bind");
+    sock.listen(16).expect("listen");
+    let l: TcpListener = sock.into();
+    let up = l.local_addr().expect("addr").port();
+    std::thread::spawn(move || {
+        let mut held = Vec::new();
+        for s in l.incoming().flatten() {
+            held.push(s);
+        }
+    });
+    let dir = tempdir("proxy-sendtimeout");
+    let port = free_port();
+    let conf = front_conf(
+        &dir,
+        port,
+        &format!(
+            "proxy_pass http://127.0.0.1:{up}; proxy_send_timeout 1s; proxy_read_timeout 30s;"
+        ),
+        "client_max_body_size 0;",
+    );
+    let _srv = Server::start_in(&dir, &conf, port);
+    const BODY: usize = 64 << 20;
+    let s = request(
+        port,
+        &format!(
+            "POST / HTTP/1.1\r\nHost: x\r\nContent-Length: {BODY}\r\nConnection: close\r\n\r\n"
+        ),
+    );
+    let mut w = s.try_clone().expect("clone");
+    std::thread::spawn(move || {
+        let chunk = vec![b'x'; 64 << 10];
+        for _ in 0..BODY / chunk.len() {
+            if w.write_all(&chunk).is_err() {
+                return;
+            }
+        }
+    });
+    let t = Instant::now();
+    let text = read_all(s);
+    let took = t.elapsed();
+    assert!(text.starts_with("HTTP/1.1 504"), "{text}");
+    assert!(took < Duration::from_secs(8), "took {took:?}");
+    let log = std::fs::read_to_string(dir.join("error.log")).unwrap_or_default();
+    assert!(
+        log.contains(
+            "upstream timed out (110: Connection timed out) while sending request to upstream"
+        ),
+        "{log}"
+    );
+}

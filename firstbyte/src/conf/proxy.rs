@@ -118,15 +118,6 @@ impl ProxySettings {
         let Some(p) = &mut self.pass else {
             return Ok(());
         };
-        // The model and the cache take variables; the per-request client config does not yet.
-        if matches!(self.ssl_certificate, Some(CertArg::Dynamic(_)))
-            || matches!(self.ssl_certificate_key, Some(CertArg::Dynamic(_)))
-        {
-            return Err(ConfError::UnsupportedParam {
-                what: "a variable in \"proxy_ssl_certificate\"".into(),
-                pos: p.pos.clone(),
-            });
-        }
         if let Some(u) = cx.upstreams.get(&p.hostname) {
             p.target = Some(ProxyTarget::Upstream(u.clone()));
             return Ok(());

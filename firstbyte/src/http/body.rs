@@ -2,7 +2,12 @@
 //!
 //! Files are read with `pread` straight into the buffer handed to the TLS layer, in chunks
 //! of [`FILE_CHUNK`], on the connection's own task: for page-cached files this is what nginx
-//! does, and it avoids a thread hop per read.
+//! does, and it avoids a thread hop per read. On a connection that can `sendfile` (plain
+//! HTTP/1.1 with `sendfile on`), a file body reads nothing: each frame queues its file range
+//! with the connection's [`IoControl`] and yields a marker that the socket layer turns into a
+//! `sendfile(2)` call (see `net::SocketStream`).
+//!
+//! [`StallBody`] wraps a request body to enforce `client_body_timeout`.
 
 use std::fs::File;
 use std::os::unix::fs::FileExt;
@@ -10,8 +15,13 @@ use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{Context, Poll};
 
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
 use bytes::{Bytes, BytesMut};
 use http_body::{Frame, SizeHint};
+
+use crate::net::{FileRange, IoControl, StallTimer};
 
 /// Bytes read from a file per frame: 64 KiB, four full TLS records, few syscalls per MB.
 pub const FILE_CHUNK: usize = 64 * 1024;
@@ -51,7 +61,24 @@ impl Body {
             offset,
             remaining: len,
             chunk: FILE_CHUNK,
+            sendfile: None,
         })
+    }
+
+    /// Sends a file body with `sendfile` through `ctl`'s socket (no effect on other bodies).
+    /// `nopush`: `tcp_nopush on`, cork the head and the file together.
+    pub fn set_sendfile(&mut self, ctl: &Arc<IoControl>, nopush: bool) {
+        if let Body::File(f) = self {
+            f.sendfile = Some(SendfileTo {
+                ctl: ctl.clone(),
+                nopush,
+            });
+        }
+    }
+
+    /// Whether this is a file body that will be sent with `sendfile`.
+    pub fn uses_sendfile(&self) -> bool {
+        matches!(self, Body::File(f) if f.sendfile.is_some())
     }
 
     /// Sets the bytes read per frame of a file body (no effect on other bodies). HTTP/2 uses
@@ -71,6 +98,31 @@ pub struct FileBody {
     offset: u64,
     remaining: u64,
     chunk: usize,
+    sendfile: Option<SendfileTo>,
+}
+
+/// Where a `sendfile` body queues its ranges.
+struct SendfileTo {
+    ctl: Arc<IoControl>,
+    nopush: bool,
+}
+
+impl FileBody {
+    /// The next frame as a marker for the socket layer (no read).
+    fn marker_frame(&mut self) -> Option<Bytes> {
+        let to = self.sendfile.as_ref()?;
+        let n = self.remaining.min(crate::net::MARKER_LEN as u64);
+        to.ctl.push_range(FileRange {
+            file: self.file.clone(),
+            offset: self.offset,
+            len: n,
+            last: n == self.remaining,
+            nopush: to.nopush,
+        });
+        self.offset += n;
+        self.remaining -= n;
+        Some(crate::net::marker(n as usize))
+    }
 }
 
 impl http_body::Body for Body {
@@ -87,6 +139,9 @@ impl http_body::Body for Body {
             Body::File(f) => {
                 if f.remaining == 0 {
                     return Poll::Ready(None);
+                }
+                if let Some(m) = f.marker_frame() {
+                    return Poll::Ready(Some(Ok(Frame::data(m))));
                 }
                 let n = f.remaining.min(f.chunk as u64) as usize;
                 let mut buf = BytesMut::zeroed(n);
@@ -127,6 +182,69 @@ impl http_body::Body for Body {
     }
 }
 
+/// A request body that fails when the client sends nothing for `client_body_timeout`
+/// (between two successive reads, nginx's meaning), and says so in `timed_out`.
+pub struct StallBody<B> {
+    inner: B,
+    limit: Duration,
+    timer: StallTimer,
+    timed_out: Arc<AtomicBool>,
+}
+
+impl<B> StallBody<B> {
+    /// Wraps `inner`; `timed_out` is set when the limit passes (zero: no limit).
+    pub fn new(inner: B, limit: Duration, timed_out: Arc<AtomicBool>) -> Self {
+        Self {
+            inner,
+            limit,
+            timer: StallTimer::default(),
+            timed_out,
+        }
+    }
+}
+
+/// `client_body_timeout` passed.
+#[derive(Debug, thiserror::Error)]
+#[error("client timed out (110: Connection timed out) while reading client request body")]
+pub struct BodyTimeout;
+
+impl<B> http_body::Body for StallBody<B>
+where
+    B: http_body::Body + Unpin,
+    B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
+{
+    type Data = B::Data;
+    type Error = Box<dyn std::error::Error + Send + Sync>;
+
+    fn poll_frame(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<B::Data>, Self::Error>>> {
+        let this = self.get_mut();
+        match Pin::new(&mut this.inner).poll_frame(cx) {
+            Poll::Pending => {
+                if this.timer.expired(cx, this.limit) {
+                    this.timed_out.store(true, Ordering::Relaxed);
+                    return Poll::Ready(Some(Err(Box::new(BodyTimeout))));
+                }
+                Poll::Pending
+            }
+            Poll::Ready(r) => {
+                this.timer.progress();
+                Poll::Ready(r.map(|f| f.map_err(Into::into)))
+            }
+        }
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.inner.is_end_stream()
+    }
+
+    fn size_hint(&self) -> SizeHint {
+        self.inner.size_hint()
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -136,7 +254,7 @@ mod tests {
 
     #[tokio::test]
     async fn file_range_is_read_exactly() {
-        let mut tmp = tempfile_in_target();
+        let mut tmp = tempfile_in_target("range");
         let data: Vec<u8> = (0..200_000u32).map(|i| (i % 251) as u8).collect();
         tmp.0.write_all(&data).unwrap();
         let body = Body::file(Arc::new(File::open(&tmp.1).unwrap()), 1000, 150_000);
@@ -146,8 +264,60 @@ mod tests {
         let _ = std::fs::remove_file(&tmp.1);
     }
 
-    fn tempfile_in_target() -> (File, std::path::PathBuf) {
-        let p = std::env::temp_dir().join(format!("fb-body-{}", std::process::id()));
+    #[tokio::test]
+    async fn sendfile_bodies_queue_ranges_and_yield_markers() {
+        let mut tmp = tempfile_in_target("sendfile");
+        tmp.0.write_all(&[7u8; 100]).unwrap();
+        let ctl = Arc::new(IoControl::new(Duration::from_secs(60), true));
+        let mut body = Body::file(Arc::new(File::open(&tmp.1).unwrap()), 10, 80);
+        body.set_sendfile(&ctl, true);
+        assert!(body.uses_sendfile());
+        assert_eq!(body.size_hint().exact(), Some(80));
+        let got = body.collect().await.unwrap().to_bytes();
+        assert_eq!(got.len(), 80);
+        assert!(crate::net::is_marker(&got), "the file was read instead");
+        assert_eq!(ctl.queued(), 1);
+        // Other bodies are left alone.
+        let mut full = Body::full("x");
+        full.set_sendfile(&ctl, false);
+        assert!(!full.uses_sendfile());
+        let _ = std::fs::remove_file(&tmp.1);
+    }
+
+    /// A request body whose client sends one frame and then nothing.
+    struct OneThenSilence(Option<Bytes>);
+
+    impl http_body::Body for OneThenSilence {
+        type Data = Bytes;
+        type Error = std::io::Error;
+        fn poll_frame(
+            self: Pin<&mut Self>,
+            _: &mut Context<'_>,
+        ) -> Poll<Option<Result<Frame<Bytes>, std::io::Error>>> {
+            match self.get_mut().0.take() {
+                Some(b) => Poll::Ready(Some(Ok(Frame::data(b)))),
+                None => Poll::Pending,
+            }
+        }
+    }
+
+    #[tokio::test]
+    async fn stalled_request_bodies_time_out() {
+        let flag = Arc::new(AtomicBool::new(false));
+        let inner = OneThenSilence(Some(Bytes::from_static(b"ab")));
+        let mut body = StallBody::new(inner, Duration::from_millis(150), flag.clone());
+        let first = body.frame().await.unwrap().unwrap();
+        assert_eq!(first.into_data().unwrap(), "ab");
+        assert!(!flag.load(Ordering::Relaxed));
+        let start = std::time::Instant::now();
+        let e = body.frame().await.unwrap().unwrap_err();
+        assert!(e.is::<BodyTimeout>());
+        assert!(flag.load(Ordering::Relaxed));
+        assert!(start.elapsed() >= Duration::from_millis(150));
+    }
+
+    fn tempfile_in_target(tag: &str) -> (File, std::path::PathBuf) {
+        let p = std::env::temp_dir().join(format!("fb-body-{tag}-{}", std::process::id()));
         (File::create(&p).unwrap(), p)
     }
 }

@@ -53,6 +53,10 @@ pub struct ConnectionInfo {
     pub record_policy: String,
     /// Whether `TCP_NODELAY` is on for this socket (read back from the kernel).
     pub tcp_nodelay: bool,
+    /// `TCP_NOTSENT_LOWAT` of this socket in bytes, read back from the kernel (0: unset).
+    pub tcp_notsent_lowat: u32,
+    /// The socket's congestion control (`TCP_CONGESTION`, read back), e.g. `bbr`.
+    pub tcp_congestion: String,
     /// The client's address.
     pub client: String,
     /// `HTTP/2.0` or `HTTP/1.1`.
@@ -73,6 +77,8 @@ pub fn gather(conn: &Conn, protocol: &str) -> ConnectionInfo {
         cwnd: ti.snd_cwnd,
         record_policy: conn.facts.record_policy.to_string(),
         tcp_nodelay: crate::net::nodelay(conn.fd).unwrap_or(false),
+        tcp_notsent_lowat: crate::net::notsent_lowat(conn.fd).unwrap_or(0),
+        tcp_congestion: crate::net::congestion(conn.fd).unwrap_or_default(),
         client: conn
             .facts
             .peer
@@ -116,6 +122,8 @@ pub fn html(i: &ConnectionInfo) -> String {
     rows += &row("Congestion window", &format!("{} segments", i.cwnd));
     rows += &row("Record policy", &i.record_policy);
     rows += &row("TCP_NODELAY", if i.tcp_nodelay { "on" } else { "off" });
+    rows += &row("TCP_NOTSENT_LOWAT", &i.tcp_notsent_lowat.to_string());
+    rows += &row("TCP_CONGESTION", &i.tcp_congestion);
     rows += &row("HTTP", &i.protocol);
     rows += &row("Your address", &i.client);
     format!(
@@ -177,6 +185,8 @@ mod tests {
             cwnd: 10,
             record_policy: "static".into(),
             tcp_nodelay: true,
+            tcp_notsent_lowat: 16384,
+            tcp_congestion: "bbr".into(),
             client: "127.0.0.1".into(),
             protocol: String::new(),
         };
@@ -192,6 +202,8 @@ mod tests {
             "rtt_us",
             "cwnd",
             "record_policy",
+            "tcp_notsent_lowat",
+            "tcp_congestion",
         ] {
             assert!(j.get(k).is_some(), "{k}");
         }

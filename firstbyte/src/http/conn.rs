@@ -4,6 +4,13 @@
 //! The connection keeps the [`Site`] (configuration generation) it was accepted under until it
 //! ends; when a reload retires that generation, or the server drains, the connection finishes
 //! its requests in flight and closes (hyper's graceful shutdown), as nginx's old workers do.
+//!
+//! Below everything sits `net::SocketStream`: `send_timeout` for every connection, and
+//! `sendfile` for file bodies on plain HTTP/1.1 (hyper writes the head, the socket layer sends
+//! the file; see `net::stream`). On TLS the chain is socket → `tls::stream::TlsStream`
+//! (rustls driven directly: record policy, batched writes, tickets held for the first
+//! response) → hyper. HTTP/2 connections end with GOAWAY after `keepalive_requests`
+//! requests (HTTP/1.1 says `Connection: close` on the last response).
 
 use std::net::SocketAddr;
 use std::os::fd::{AsRawFd, RawFd};
@@ -14,10 +21,12 @@ use std::time::{Duration, Instant};
 use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
 use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::net::TcpStream;
+use tokio::sync::Notify;
 
 use super::reqvars::{ConnFacts, TlsFacts};
 use crate::conf::model::ServerConf;
 use crate::conf::vhosts::AddrServers;
+use crate::net::{IoControl, SocketStream};
 use crate::server::{Shared, Site};
 
 /// What a request needs to know about its connection.
@@ -42,10 +51,15 @@ pub struct Conn {
     /// TLS: one record minus the frame header).
     pub data_chunk: Option<usize>,
     /// Tells the socket layer the first response is ready (it then sends the held TLS 1.3
-    /// tickets together with it; see `net::HoldStream`).
-    pub first_response: crate::net::Release,
+    /// tickets together with it; see `tls::stream`).
+    pub first_response: crate::tls::stream::Release,
     /// The server block chosen by SNI, on TLS connections.
     pub sni_server: Option<Arc<ServerConf>>,
+    /// Shared with the socket layer: `send_timeout` and the `sendfile` queue.
+    pub io: Arc<IoControl>,
+    /// Signalled when an HTTP/2 connection has served `keepalive_requests` requests: the
+    /// connection then says GOAWAY and finishes the streams in flight.
+    pub last_request: Notify,
 }
 
 impl Conn {
@@ -173,8 +187,11 @@ pub async fn handle(
         record_policy: "static",
     };
 
+    let send_timeout = default.default_location.send_timeout;
     if !addr.ssl() {
         let http2 = addr.http2() || default.http2;
+        let io = Arc::new(IoControl::new(send_timeout, true));
+        let stream = SocketStream::new(stream, io.clone(), Some(peer));
         let conn = Arc::new(Conn {
             site: site.clone(),
             shared,
@@ -185,8 +202,10 @@ pub async fn handle(
             requests: AtomicU64::new(0),
             activity: Activity::new(),
             data_chunk: None,
-            first_response: crate::net::Release::new(),
+            first_response: crate::tls::stream::Release::new(),
             sni_server: None,
+            io,
+            last_request: Notify::new(),
         });
         serve_http(
             conn,
@@ -198,30 +217,35 @@ pub async fn handle(
         return;
     }
 
-    let release = crate::net::Release::new();
-    let stream = crate::net::HoldStream::new(stream, release.clone());
-    let acceptor =
-        tokio_rustls::LazyConfigAcceptor::new(rustls::server::Acceptor::default(), stream);
-    let start = match tokio::time::timeout(hs_timeout, acceptor).await {
-        Ok(Ok(s)) => s,
-        Ok(Err(e)) => {
-            crate::fblog!(
-                Info,
-                "SSL_do_handshake() failed ({e}) while SSL handshaking, client: {}",
-                peer.ip()
-            );
-            return;
-        }
-        Err(_) => {
-            crate::fblog!(
-                Info,
-                "client timed out while SSL handshaking, client: {}",
-                peer.ip()
-            );
-            return;
-        }
+    let release = crate::tls::stream::Release::new();
+    // Kernel TLS will make `sendfile` possible here too (the seam: `IoControl::new`'s flag).
+    let io = Arc::new(IoControl::new(send_timeout, false));
+    let mut stream = SocketStream::new(stream, io.clone(), Some(peer));
+    let handshake_failed = |e: &dyn std::fmt::Display| {
+        crate::fblog!(
+            Info,
+            "SSL_do_handshake() failed ({e}) while SSL handshaking, client: {}",
+            peer.ip()
+        );
     };
-    let sni = start
+    let timed_out = || {
+        crate::fblog!(
+            Info,
+            "client timed out while SSL handshaking, client: {}",
+            peer.ip()
+        );
+    };
+    let accepted = match tokio::time::timeout(
+        hs_timeout,
+        crate::tls::stream::read_client_hello(&mut stream),
+    )
+    .await
+    {
+        Ok(Ok(a)) => a,
+        Ok(Err(e)) => return handshake_failed(&e),
+        Err(_) => return timed_out(),
+    };
+    let sni = accepted
         .client_hello()
         .server_name()
         .map(str::to_ascii_lowercase);
@@ -239,26 +263,28 @@ pub async fn handle(
         );
         return;
     };
-    let tls = match tokio::time::timeout(hs_timeout, start.into_stream(cfg)).await {
-        Ok(Ok(t)) => t,
-        Ok(Err(e)) => {
-            crate::fblog!(
-                Info,
-                "SSL_do_handshake() failed ({e}) while SSL handshaking, client: {}",
-                peer.ip()
-            );
-            return;
-        }
-        Err(_) => {
-            crate::fblog!(
-                Info,
-                "client timed out while SSL handshaking, client: {}",
-                peer.ip()
-            );
-            return;
+    let tls_conn = match accepted.into_connection(cfg) {
+        Ok(c) => c,
+        Err((e, mut alert)) => {
+            let mut out = Vec::new();
+            let _ = alert.write_all(&mut out);
+            let _ = tokio::io::AsyncWriteExt::write_all(&mut stream, &out).await;
+            return handshake_failed(&e);
         }
     };
-    let sc = tls.get_ref().1;
+    let handshake = crate::tls::stream::handshake(
+        stream,
+        tls_conn,
+        server.record.policy(),
+        crate::record::SocketInfo(Some(fd)),
+        release.clone(),
+    );
+    let tls = match tokio::time::timeout(hs_timeout, handshake).await {
+        Ok(Ok(t)) => t,
+        Ok(Err(e)) => return handshake_failed(&e),
+        Err(_) => return timed_out(),
+    };
+    let sc = tls.connection();
     let alpn = sc
         .alpn_protocol()
         .map(|p| String::from_utf8_lossy(p).into_owned())
@@ -280,11 +306,7 @@ pub async fn handle(
         resumed: matches!(sc.handshake_kind(), Some(rustls::HandshakeKind::Resumed)),
         server_name: sni,
     });
-    let mut policy = server.record.policy();
-    if sc.protocol_version() == Some(rustls::ProtocolVersion::TLSv1_3) {
-        policy.set_record_overhead(crate::record::TLS13_RECORD_OVERHEAD);
-    }
-    facts.record_policy = policy.name();
+    facts.record_policy = tls.policy().name();
     let conn = Arc::new(Conn {
         site: site.clone(),
         shared,
@@ -297,10 +319,11 @@ pub async fn handle(
         data_chunk: (alpn == "h2").then(|| server.record.full_size() - H2_FRAME_HEADER),
         first_response: release,
         sni_server: Some(server.clone()),
+        io,
+        last_request: Notify::new(),
     });
     let proto = if alpn == "h2" { Proto::H2 } else { Proto::H1 };
-    let io = crate::record::RecordStream::new(tls, policy, Some(fd));
-    serve_http(conn, io, proto, server).await;
+    serve_http(conn, tls, proto, server).await;
 }
 
 /// Bytes of an HTTP/2 frame header (RFC 9113 §4.1).
@@ -339,6 +362,12 @@ where
                 .title_case_headers(true)
                 .header_read_timeout(None)
                 .max_buf_size(64 * 1024);
+            if conn.io.sendfile_capable() {
+                // Keep each body frame as its own slice: `sendfile` markers must reach the
+                // socket layer as they are. (On TLS the record layer gathers slices into
+                // records itself.)
+                b.writev(true);
+            }
             let c = b.serve_connection(io, svc).with_upgrades();
             tokio::pin!(c);
             tokio::select! {
@@ -358,6 +387,7 @@ where
             let idle_out = tokio::select! {
                 _ = &mut c => return,
                 _ = idle(&conn, first, keepalive_timeout) => true,
+                _ = conn.last_request.notified() => false,
                 _ = retired.wait_for(|r| *r) => false,
                 _ = draining.wait_for(|d| *d) => false,
             };
@@ -370,18 +400,242 @@ where
                 .timer(TokioTimer::new())
                 .keep_alive(keepalive)
                 .title_case_headers(true)
-                .header_read_timeout(None);
+                .header_read_timeout(None)
+                .writev(true);
             b.http2().timer(TokioTimer::new());
             let c = b.serve_connection_with_upgrades(io, svc);
             tokio::pin!(c);
             let idle_out = tokio::select! {
                 _ = &mut c => return,
                 _ = idle(&conn, first, keepalive_timeout) => true,
+                _ = conn.last_request.notified() => false,
                 _ = retired.wait_for(|r| *r) => false,
                 _ = draining.wait_for(|d| *d) => false,
             };
             c.as_mut().graceful_shutdown();
             finish_graceful(c, idle_out).await;
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::io::IoSlice;
+    use std::pin::Pin;
+    use std::sync::Mutex;
+    use std::task::{Context, Poll};
+
+    use rustls::client::danger::{HandshakeSignatureValid, ServerCertVerified, ServerCertVerifier};
+    use rustls::pki_types::{CertificateDer, PrivatePkcs8KeyDer, ServerName, UnixTime};
+    use rustls::{ClientConfig, DigitallySignedStruct, ServerConfig, SignatureScheme};
+    use tokio::io::{AsyncRead, AsyncWrite, DuplexStream, ReadBuf};
+
+    #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+    enum Event {
+        Read(usize),
+        Write(usize),
+    }
+
+    /// A socket that logs its read and write calls (a write takes every slice, as writev).
+    struct LoggingSocket {
+        inner: DuplexStream,
+        log: Arc<Mutex<Vec<Event>>>,
+    }
+
+    impl LoggingSocket {
+        fn push(&self, e: Event) {
+            self.log.lock().unwrap().push(e);
+        }
+    }
+
+    impl AsyncRead for LoggingSocket {
+        fn poll_read(
+            self: Pin<&mut Self>,
+            cx: &mut Context<'_>,
+            buf: &mut ReadBuf<'_>,
+        ) -> Poll<std::io::Result<()>> {
+            let this = self.get_mut();
+            let before = buf.filled().len();
+            let r = Pin::new(&mut this.inner).poll_read(cx, buf);
+            let n = buf.filled().len() - before;
+            if n > 0 {
+                this.push(Event::Read(n));
+            }
+            r
+        }
+    }
+
+    impl AsyncWrite for LoggingSocket {
+        fn poll_write(
+            self: Pin<&mut Self>,
+            cx: &mut Context<'_>,
+            b: &[u8],
+        ) -> Poll<std::io::Result<usize>> {
+            self.poll_write_vectored(cx, &[IoSlice::new(b)])
+        }
+        fn poll_write_vectored(
+            self: Pin<&mut Self>,
+            cx: &mut Context<'_>,
+            bufs: &[IoSlice<'_>],
+        ) -> Poll<std::io::Result<usize>> {
+            let this = self.get_mut();
+            let all: Vec<u8> = bufs.iter().flat_map(|b| b.iter().copied()).collect();
+            // The duplex buffer (1 MiB) takes any flight whole.
+            let r = Pin::new(&mut this.inner).poll_write(cx, &all);
+            if let Poll::Ready(Ok(n)) = r {
+                this.push(Event::Write(n));
+            }
+            r
+        }
+        fn is_write_vectored(&self) -> bool {
+            true
+        }
+        fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+            Pin::new(&mut self.get_mut().inner).poll_flush(cx)
+        }
+        fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+            Pin::new(&mut self.get_mut().inner).poll_shutdown(cx)
+        }
+    }
+
+    impl crate::net::Sendfile for LoggingSocket {
+        fn poll_sendfile(
+            &mut self,
+            _: &mut Context<'_>,
+            _: RawFd,
+            _: u64,
+            _: usize,
+        ) -> Poll<std::io::Result<usize>> {
+            Poll::Ready(Err(std::io::ErrorKind::Unsupported.into()))
+        }
+        fn raw_fd(&self) -> Option<RawFd> {
+            None
+        }
+    }
+
+    /// Accepts any server certificate; checks handshake signatures.
+    #[derive(Debug)]
+    struct AnyCert(Arc<rustls::crypto::CryptoProvider>);
+
+    impl ServerCertVerifier for AnyCert {
+        fn verify_server_cert(
+            &self,
+            _: &CertificateDer<'_>,
+            _: &[CertificateDer<'_>],
+            _: &ServerName<'_>,
+            _: &[u8],
+            _: UnixTime,
+        ) -> Result<ServerCertVerified, rustls::Error> {
+            Ok(ServerCertVerified::assertion())
+        }
+        fn verify_tls12_signature(
+            &self,
+            m: &[u8],
+            c: &CertificateDer<'_>,
+            d: &DigitallySignedStruct,
+        ) -> Result<HandshakeSignatureValid, rustls::Error> {
+            rustls::crypto::verify_tls12_signature(
+                m,
+                c,
+                d,
+                &self.0.signature_verification_algorithms,
+            )
+        }
+        fn verify_tls13_signature(
+            &self,
+            m: &[u8],
+            c: &CertificateDer<'_>,
+            d: &DigitallySignedStruct,
+        ) -> Result<HandshakeSignatureValid, rustls::Error> {
+            rustls::crypto::verify_tls13_signature(
+                m,
+                c,
+                d,
+                &self.0.signature_verification_algorithms,
+            )
+        }
+        fn supported_verify_schemes(&self) -> Vec<SignatureScheme> {
+            self.0.signature_verification_algorithms.supported_schemes()
+        }
+    }
+
+    /// The server's first flight (ServerHello..Finished in TLS 1.3, ServerHello..
+    /// ServerHelloDone in TLS 1.2) with a certificate over 6 KB goes to the socket in one
+    /// write call, through the connection's real stack (`TlsStream` over `SocketStream`).
+    #[tokio::test]
+    async fn first_flight_leaves_in_one_write() {
+        let names: Vec<String> = (0..400)
+            .map(|i| format!("host-{i:03}.first-flight.test"))
+            .collect();
+        let ck = rcgen::generate_simple_self_signed(names).unwrap();
+        let cert = ck.cert.der().clone();
+        assert!(cert.len() > 6 * 1024, "chain is {} bytes", cert.len());
+        let provider = crate::tls::provider();
+        for version in [&rustls::version::TLS13, &rustls::version::TLS12] {
+            let key = PrivatePkcs8KeyDer::from(ck.signing_key.serialize_der());
+            let server = Arc::new(
+                ServerConfig::builder_with_provider(provider.clone())
+                    .with_protocol_versions(&[version])
+                    .unwrap()
+                    .with_no_client_auth()
+                    .with_single_cert(vec![cert.clone()], key.into())
+                    .unwrap(),
+            );
+            let client = Arc::new(
+                ClientConfig::builder_with_provider(provider.clone())
+                    .with_protocol_versions(&[version])
+                    .unwrap()
+                    .dangerous()
+                    .with_custom_certificate_verifier(Arc::new(AnyCert(provider.clone())))
+                    .with_no_client_auth(),
+            );
+            let (client_io, server_io) = tokio::io::duplex(1 << 20);
+            let log = Arc::new(Mutex::new(Vec::new()));
+            let sock = LoggingSocket {
+                inner: server_io,
+                log: log.clone(),
+            };
+            let io = Arc::new(IoControl::new(Duration::from_secs(60), false));
+            let mut stream = SocketStream::new(sock, io, None);
+            let server_side = async {
+                let accepted = crate::tls::stream::read_client_hello(&mut stream)
+                    .await
+                    .expect("client hello");
+                let conn = accepted
+                    .into_connection(server)
+                    .map_err(|(e, _)| e)
+                    .expect("server connection");
+                crate::tls::stream::handshake(
+                    stream,
+                    conn,
+                    crate::record::RecordSettings::default().policy(),
+                    crate::record::SocketInfo(None),
+                    crate::tls::stream::Release::new(),
+                )
+                .await
+                .expect("server handshake")
+            };
+            let name = ServerName::try_from("host-001.first-flight.test").unwrap();
+            let client_side = tokio_rustls::TlsConnector::from(client).connect(name, client_io);
+            let (_s, c) = tokio::join!(server_side, client_side);
+            c.expect("client handshake");
+
+            let log = log.lock().unwrap().clone();
+            let first = log
+                .iter()
+                .position(|e| matches!(e, Event::Write(_)))
+                .expect("server wrote");
+            let next_read = log[first..]
+                .iter()
+                .position(|e| matches!(e, Event::Read(_)))
+                .map_or(log.len(), |i| first + i);
+            let flight = &log[first..next_read];
+            assert_eq!(flight.len(), 1, "{version:?}: flight in pieces: {log:?}");
+            assert!(
+                matches!(flight[0], Event::Write(n) if n > cert.len()),
+                "{version:?}: {log:?}"
+            );
         }
     }
 }

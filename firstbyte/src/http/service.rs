@@ -11,11 +11,17 @@
 //! upstream request (the client's body streamed through, never read here) and awaits
 //! `proxy::forward`. The static path runs the same code as before inside the same future: no
 //! extra allocation or boxing per static request.
+//!
+//! Connection-level duties decided here, per request: `sendfile` for a file body on plain
+//! HTTP/1.x (see `net::stream`), the location's `send_timeout` for the socket layer,
+//! `client_body_timeout` on a proxied request body (a stalled body answers 408), the HTTP/2
+//! GOAWAY after `keepalive_requests`, and nginx's 421 for a Host whose server block asks for
+//! other client-certificate checks than the handshake (chosen by SNI) made ([`misdirected`]).
 
 use std::convert::Infallible;
 use std::path::PathBuf;
 use std::pin::Pin;
-use std::sync::atomic::Ordering;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::task::{Context, Poll};
 use std::time::Instant;
@@ -25,7 +31,7 @@ use http::header::{self, HeaderValue};
 use http::{HeaderMap, Method, Request, Response, StatusCode};
 use http_body::{Frame, SizeHint};
 
-use super::body::Body;
+use super::body::{Body, StallBody};
 use super::conn::Conn;
 use super::pages::status_page;
 use super::reqvars::RequestVars;
@@ -45,7 +51,7 @@ pub type HttpResponse = Response<ResponseBody>;
 /// by `proxy_pass` and otherwise dropped.
 pub async fn serve<B>(conn: Arc<Conn>, req: Request<B>) -> Result<HttpResponse, Infallible>
 where
-    B: http_body::Body<Data = Bytes> + Send + 'static,
+    B: http_body::Body<Data = Bytes> + Send + Unpin + 'static,
     B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
 {
     conn.activity.begin();
@@ -155,7 +161,7 @@ fn protocol_of(v: http::Version) -> &'static str {
 
 async fn handle<B>(conn: &Conn, req: Request<B>) -> HttpResponse
 where
-    B: http_body::Body<Data = Bytes> + Send + 'static,
+    B: http_body::Body<Data = Bytes> + Send + Unpin + 'static,
     B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
 {
     let start = Instant::now();
@@ -208,6 +214,15 @@ where
             None => addr.find(None).clone(),
         },
     };
+    let sni = conn
+        .facts
+        .tls
+        .as_ref()
+        .and_then(|t| t.server_name.as_deref());
+    let misdirect = match (&conn.sni_server, &host) {
+        (Some(sni_server), Some(h)) => misdirected(sni, h, sni_server, &server),
+        _ => false,
+    };
     let mut r = Req {
         conn,
         method,
@@ -233,6 +248,18 @@ where
 
     let (path, query) = uri::split_target(request_uri);
     let (step, loc) = match (host, uri::normalize_path(path)) {
+        (Some(_), _) if misdirect => {
+            crate::fblog!(
+                Info,
+                "client attempted to request the server name different from the one that was negotiated, client: {}, server: {}, host: \"{}\"",
+                conn.facts.peer.map(|p| p.ip().to_string()).unwrap_or_default(),
+                server_name(&r.server),
+                r.host
+            );
+            let loc = r.server.default_location.clone();
+            let (resp, loc) = error(&mut r, 421, loc);
+            (Step::Done(resp), loc)
+        }
         (Some(_), Ok(u)) => {
             r.uri = u;
             r.args = query.map(str::to_string);
@@ -245,10 +272,25 @@ where
     };
     let (resp, loc) = match step {
         Step::Done(resp) => (resp, loc),
-        Step::Proxy(conf) => match proxy(&r, &loc, &conf, body, &mut extensions).await {
-            Ok(resp) => (resp, loc),
-            Err(code) => error(&mut r, code, loc),
-        },
+        Step::Proxy(conf) => {
+            let timed_out = Arc::new(AtomicBool::new(false));
+            let body = StallBody::new(body, loc.client_body_timeout, timed_out.clone());
+            match proxy(&r, &loc, &conf, body, &mut extensions).await {
+                Ok(resp) => (resp, loc),
+                // nginx: "the request is terminated with the 408 (Request Time-out) error".
+                Err(_) if timed_out.load(Ordering::Relaxed) => {
+                    crate::fblog!(
+                        Info,
+                        "client timed out (110: Connection timed out) while reading client request body, client: {}, request: \"{} {}\"",
+                        conn.facts.peer.map(|p| p.ip().to_string()).unwrap_or_default(),
+                        r.method,
+                        r.request_uri
+                    );
+                    error(&mut r, 408, loc)
+                }
+                Err(code) => error(&mut r, code, loc),
+            }
+        }
     };
     finish(&r, resp, &loc, parts.headers)
 }
@@ -286,7 +328,7 @@ where
         &r.uri,
         r.args.as_deref(),
     );
-    let headers = {
+    let (headers, client_cert) = {
         let forwarded_for = ph::add_x_forwarded_for(r.headers, remote.as_deref());
         let inner = r.vars();
         let vars = ph::ProxyVars {
@@ -294,7 +336,8 @@ where
             proxy_host: &conf.host,
             forwarded_for: &forwarded_for,
         };
-        ph::request_headers(conf, r.headers, &vars)
+        let cert = px::client_cert_paths(&conf.ssl, &vars);
+        (ph::request_headers(conf, r.headers, &vars), cert)
     };
     let version = if conf.http11 {
         http::Version::HTTP_11
@@ -306,6 +349,9 @@ where
     *req.version_mut() = version;
     *req.uri_mut() = target.parse().map_err(|_| 500u16)?;
     *req.headers_mut() = headers;
+    if let Some(c) = client_cert {
+        req.extensions_mut().insert(c);
+    }
     let upgrade = if req.headers().contains_key(header::UPGRADE) {
         extensions.remove::<hyper::upgrade::OnUpgrade>()
     } else {
@@ -739,6 +785,44 @@ fn stub_status(conn: &Conn) -> Response<Body> {
     r
 }
 
+/// nginx's 421 Misdirected Request: on a TLS connection whose SNI chose `sni_server`, a
+/// request whose Host chose `host_server` is refused when that server asks for client
+/// certificates in a way the handshake did not (`ssl_verify_client` or
+/// `ssl_client_certificate` differ): otherwise a client could pass the handshake of a server
+/// without client checks and then ask a protected one.
+///
+/// nginx 1.22 refuses whenever the Host (not equal to the SNI name) selects a server with
+/// `ssl_verify_client` other than off, even the SNI's own server block. firstbyte refuses
+/// only when the requirements differ: the same block, or one with the same checks, was
+/// verified by the handshake already. No SNI, no Host, or a Host equal to the SNI name: no
+/// check (as nginx).
+pub fn misdirected(
+    sni: Option<&str>,
+    host: &str,
+    sni_server: &Arc<ServerConf>,
+    host_server: &Arc<ServerConf>,
+) -> bool {
+    let Some(sni) = sni else {
+        return false;
+    };
+    if host.is_empty() || sni.eq_ignore_ascii_case(host) || Arc::ptr_eq(sni_server, host_server) {
+        return false;
+    }
+    client_checks(host_server) != crate::conf::model::VerifyClient::Off
+        && (client_checks(host_server), client_ca(host_server))
+            != (client_checks(sni_server), client_ca(sni_server))
+}
+
+fn client_checks(s: &ServerConf) -> crate::conf::model::VerifyClient {
+    s.tls
+        .as_ref()
+        .map_or(crate::conf::model::VerifyClient::Off, |t| t.verify_client)
+}
+
+fn client_ca(s: &ServerConf) -> Option<&std::path::Path> {
+    s.tls.as_ref().and_then(|t| t.client_certificate.as_deref())
+}
+
 fn add_header_applies(code: u16) -> bool {
     matches!(
         code,
@@ -787,10 +871,22 @@ fn finish(
     if !h.contains_key(header::DATE) {
         h.insert(header::DATE, crate::log::now().http_date.clone());
     }
-    if r.protocol != "HTTP/2.0"
-        && (loc.keepalive_timeout.is_zero() || r.nreq >= u64::from(loc.keepalive_requests))
-    {
+    let last = r.nreq >= u64::from(loc.keepalive_requests);
+    if r.version == http::Version::HTTP_2 {
+        if last {
+            r.conn.last_request.notify_one();
+        }
+    } else if loc.keepalive_timeout.is_zero() || last {
         h.insert(header::CONNECTION, HeaderValue::from_static("close"));
+    }
+    r.conn.io.set_send_timeout(loc.send_timeout);
+    // HTTP/2 frames its DATA itself: sendfile is for HTTP/1.x on a socket that carries the
+    // bytes as they are (plain TCP now, kernel TLS later).
+    if loc.sendfile
+        && r.conn.io.sendfile_capable()
+        && matches!(r.version, http::Version::HTTP_11 | http::Version::HTTP_10)
+    {
+        resp.body_mut().set_sendfile(&r.conn.io, loc.tcp_nopush);
     }
     let log = match &loc.access_log {
         AccessLog::Off => None,
@@ -989,6 +1085,42 @@ mod tests {
         assert!(allowed(&rules, Some(ip("127.0.0.1"))));
         assert!(!allowed(&rules, Some(ip("192.0.2.1"))));
         assert!(allowed(&[], Some(ip("192.0.2.1"))));
+    }
+
+    #[test]
+    fn misdirected_when_host_asks_for_other_client_checks() {
+        let conf = crate::conf::load_str(
+            r#"
+events {}
+http {
+    server { listen 127.0.0.1:8443 ssl; server_name a.test; ssl_certificate x.crt; ssl_certificate_key x.key; }
+    server { listen 127.0.0.1:8443 ssl; server_name b.test; ssl_certificate x.crt; ssl_certificate_key x.key;
+             ssl_verify_client on; ssl_client_certificate ca.crt; }
+    server { listen 127.0.0.1:8443 ssl; server_name c.test d.test; ssl_certificate x.crt; ssl_certificate_key x.key;
+             ssl_verify_client on; ssl_client_certificate ca.crt; }
+    server { listen 127.0.0.1:8443 ssl; server_name e.test; ssl_certificate x.crt; ssl_certificate_key x.key;
+             ssl_verify_client optional; ssl_client_certificate other-ca.crt; }
+}
+"#,
+            std::path::Path::new("/tmp/misdirected.conf"),
+            std::path::Path::new("/tmp"),
+        )
+        .expect("config");
+        let servers = &conf.http.as_ref().expect("http").servers;
+        let (a, b, c, e) = (&servers[0], &servers[1], &servers[2], &servers[3]);
+        // Handshake without client checks, Host needing them: refused.
+        assert!(misdirected(Some("a.test"), "b.test", a, b));
+        // Different CA or mode than the handshake checked: refused.
+        assert!(misdirected(Some("b.test"), "e.test", b, e));
+        assert!(misdirected(Some("e.test"), "b.test", e, b));
+        // Same checks (same mode and CA), the same block, or a Host with no checks: served.
+        assert!(!misdirected(Some("b.test"), "c.test", b, c));
+        assert!(!misdirected(Some("c.test"), "d.test", c, c));
+        assert!(!misdirected(Some("b.test"), "a.test", b, a));
+        // No SNI, no Host, or Host equal to SNI (any case): no check, as nginx.
+        assert!(!misdirected(None, "b.test", a, b));
+        assert!(!misdirected(Some("a.test"), "", a, b));
+        assert!(!misdirected(Some("B.test"), "b.test", a, b));
     }
 
     #[test]

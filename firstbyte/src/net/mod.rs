@@ -10,9 +10,12 @@ use std::os::fd::{AsRawFd, RawFd};
 
 use socket2::{Domain, Protocol, Socket, Type};
 
-mod hold;
+mod stream;
 
-pub use hold::{HoldStream, Release, MAX_HOLD};
+pub use stream::{
+    is_marker, marker, plan, FileRange, IoControl, Sendfile, SocketStream, StallTimer, WritePlan,
+    MARKER_LEN,
+};
 
 /// What a listening socket needs (from `listen`).
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -15,16 +15,15 @@
 //!
 //! Data flow: the runtime turns the merged directives into a [`RecordSettings`] (one per server
 //! block) and calls [`RecordSettings::policy`] once per connection; the [`RecordPolicy`] goes
-//! into a [`RecordStream`] that sits between hyper (or h2) and the TLS stream. Before each
-//! record the stream asks the policy for the record's size ([`RecordPolicy::next_size`], with
-//! `TCP_INFO` only if [`RecordPolicy::wants_tcp_info`]), gathers that much plaintext, hands it to
-//! the TLS stream as one write (rustls makes exactly one record of it), and reports it back
-//! ([`RecordPolicy::on_record`]).
+//! into the connection's TLS stream (`tls::stream::TlsStream`). Before each record the stream
+//! asks the policy for the record's size ([`RecordPolicy::next_size`], with `TCP_INFO` from a
+//! [`TcpInfoSource`] only if [`RecordPolicy::wants_tcp_info`]), gathers that much plaintext,
+//! hands it to rustls as one record, and reports it back ([`RecordPolicy::on_record`]).
 
 mod adaptive;
 mod dynamic;
 mod fixed;
-mod stream;
+mod source;
 
 use std::fmt;
 use std::time::{Duration, Instant};
@@ -32,7 +31,7 @@ use std::time::{Duration, Instant};
 pub use adaptive::{Adaptive, RECORDS_PER_WINDOW, TCP_INFO_REFRESH_RECORDS};
 pub use dynamic::Dynamic;
 pub use fixed::Fixed;
-pub use stream::{RecordStream, SocketInfo, TcpInfoSource};
+pub use source::{SocketInfo, TcpInfoSource};
 
 use crate::net::TcpInfo;
 

@@ -95,71 +95,112 @@ impl ResolvesClientCert for OneClientCert {
     }
 }
 
-/// The client config for `ssl` (a static client certificate, if any). `client` overrides
-/// the certificate (a `proxy_ssl_certificate` with variables, loaded per request).
+/// What every client config of one `proxy_ssl_*` setting shares: protocols, the verifier
+/// (trusted certificates and CRLs read once, through the load's store), SNI and resumption.
+/// A `proxy_ssl_certificate` with variables makes one config per evaluated pair from it at
+/// request time, with no file read but the pair's own.
+#[derive(Clone)]
+pub struct ClientBase {
+    provider: Arc<CryptoProvider>,
+    versions: Vec<&'static rustls::SupportedProtocolVersion>,
+    verifier: Arc<dyn ServerCertVerifier>,
+    sni: bool,
+    session_reuse: bool,
+}
+
+impl fmt::Debug for ClientBase {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("ClientBase")
+            .field("versions", &self.versions.len())
+            .field("sni", &self.sni)
+            .field("session_reuse", &self.session_reuse)
+            .finish_non_exhaustive()
+    }
+}
+
+impl ClientBase {
+    /// The shared part of `ssl`'s client configs; CA and CRL files go through `store`.
+    pub fn new(ssl: &ProxySsl, store: &mut ObjectStore) -> Result<ClientBase, TlsError> {
+        let provider = store.provider().clone();
+        let mut versions = Vec::with_capacity(2);
+        if ssl.protocols.contains(&TlsVersion::Tls13) {
+            versions.push(&rustls::version::TLS13);
+        }
+        if ssl.protocols.contains(&TlsVersion::Tls12) {
+            versions.push(&rustls::version::TLS12);
+        }
+        if versions.is_empty() {
+            return Err(TlsError::NoProtocols);
+        }
+        let verifier: Arc<dyn ServerCertVerifier> = if ssl.verify {
+            let roots = match &ssl.trusted_certificate {
+                Some(p) => store.roots(p)?,
+                None => Arc::new(RootCertStore::empty()),
+            };
+            let mut vb = WebPkiServerVerifier::builder_with_provider(roots, provider.clone());
+            if let Some(crl) = &ssl.crl {
+                vb = vb.with_crls(store.crls(crl)?.iter().cloned());
+            }
+            vb.build()
+                .map_err(|e| TlsError::Rustls(rustls::Error::General(e.to_string())))?
+        } else {
+            Arc::new(AnyServerCert(provider.clone()))
+        };
+        Ok(ClientBase {
+            provider,
+            versions,
+            verifier,
+            sni: ssl.server_name,
+            session_reuse: ssl.session_reuse,
+        })
+    }
+
+    /// A client config offering `client` as the client certificate (none: no client auth).
+    pub fn config(&self, client: Option<Arc<CertifiedKey>>) -> Result<Arc<ClientConfig>, TlsError> {
+        let builder = ClientConfig::builder_with_provider(self.provider.clone())
+            .with_protocol_versions(&self.versions)?
+            .dangerous()
+            .with_custom_certificate_verifier(self.verifier.clone());
+        let mut config = match client {
+            Some(ck) => builder.with_client_cert_resolver(Arc::new(OneClientCert(ck))),
+            None => builder.with_no_client_auth(),
+        };
+        config.enable_sni = self.sni;
+        if !self.session_reuse {
+            config.resumption = Resumption::disabled();
+        }
+        Ok(Arc::new(config))
+    }
+
+    /// The crypto provider (aws-lc-rs).
+    pub fn provider(&self) -> &Arc<CryptoProvider> {
+        &self.provider
+    }
+}
+
+/// The client config for `ssl` with its static client certificate, if any (a
+/// `proxy_ssl_certificate` with variables is loaded per request: see [`ClientBase`]).
 pub fn client_config(
     ssl: &ProxySsl,
-    client: Option<Arc<CertifiedKey>>,
     store: &mut ObjectStore,
 ) -> Result<Arc<ClientConfig>, TlsError> {
-    let provider = store.provider().clone();
-    let mut versions = Vec::with_capacity(2);
-    if ssl.protocols.contains(&TlsVersion::Tls13) {
-        versions.push(&rustls::version::TLS13);
-    }
-    if ssl.protocols.contains(&TlsVersion::Tls12) {
-        versions.push(&rustls::version::TLS12);
-    }
-    if versions.is_empty() {
-        return Err(TlsError::NoProtocols);
-    }
-    let builder =
-        ClientConfig::builder_with_provider(provider.clone()).with_protocol_versions(&versions)?;
-    let builder = if ssl.verify {
-        let roots = match &ssl.trusted_certificate {
-            Some(p) => store.roots(p)?,
-            None => Arc::new(RootCertStore::empty()),
-        };
-        let mut vb = WebPkiServerVerifier::builder_with_provider(roots, provider.clone());
-        if let Some(crl) = &ssl.crl {
-            vb = vb.with_crls(store.crls(crl)?.iter().cloned());
-        }
-        let verifier = vb
-            .build()
-            .map_err(|e| TlsError::Rustls(rustls::Error::General(e.to_string())))?;
-        builder.with_webpki_verifier(verifier)
-    } else {
-        builder
-            .dangerous()
-            .with_custom_certificate_verifier(Arc::new(AnyServerCert(provider)))
-    };
-    let client = match client {
-        Some(c) => Some(c),
-        None => match (&ssl.certificate, &ssl.certificate_key) {
-            (Some(cert), Some(key)) => Some(store.certified_key(
-                &CertKey {
-                    cert: cert.clone(),
-                    key: key.clone(),
-                    pos: Pos {
-                        file: Arc::new(std::path::PathBuf::new()),
-                        line: 0,
-                    },
+    let base = ClientBase::new(ssl, store)?;
+    let client = match (&ssl.certificate, &ssl.certificate_key) {
+        (Some(cert), Some(key)) => Some(store.certified_key(
+            &CertKey {
+                cert: cert.clone(),
+                key: key.clone(),
+                pos: Pos {
+                    file: Arc::new(std::path::PathBuf::new()),
+                    line: 0,
                 },
-                ssl.password_file.as_deref(),
-                None,
-            )?),
-            _ => None,
-        },
+            },
+            ssl.password_file.as_deref(),
+            None,
+        )?),
+        _ => None,
     };
-    let mut config = match client {
-        Some(ck) => builder.with_client_cert_resolver(Arc::new(OneClientCert(ck))),
-        None => builder.with_no_client_auth(),
-    };
-    config.enable_sni = ssl.server_name;
-    if !ssl.session_reuse {
-        config.resumption = Resumption::disabled();
-    }
-    Ok(Arc::new(config))
+    base.config(client)
 }
 
 /// The name the upstream's certificate is checked against (and sent as SNI when enabled):
@@ -225,12 +266,12 @@ mod tests {
         );
         assert!(upstream_server_name(&s, "[::1]:443").is_ok());
         let mut store = ObjectStore::new();
-        let c = client_config(&s, None, &mut store).expect("config");
+        let c = client_config(&s, &mut store).expect("config");
         assert!(!c.enable_sni, "proxy_ssl_server_name off by default");
         assert!(!c.client_auth_cert_resolver.has_certs());
         let mut v = ssl();
         v.verify = true;
         v.trusted_certificate = Some("/nonexistent/ca.pem".into());
-        assert!(client_config(&v, None, &mut store).is_err());
+        assert!(client_config(&v, &mut store).is_err());
     }
 }

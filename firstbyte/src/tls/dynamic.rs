@@ -25,8 +25,8 @@ use super::{certs, client::file_source};
 use crate::conf::model::{CertificateCache, DynamicCertKey, Source, TlsConf};
 use crate::conf::vars::Vars;
 
-/// The stamps of a pair's two files.
-type PairStamp = (Option<FileStamp>, Option<FileStamp>);
+/// The stamps of a pair's two files (certificate, key); `None` for `data:` or unreadable.
+pub type PairStamp = (Option<FileStamp>, Option<FileStamp>);
 
 /// Variables known at handshake time.
 pub struct HandshakeVars<'a> {
@@ -115,7 +115,8 @@ impl DynamicResolver {
     }
 }
 
-fn stamp_of(path: &str) -> Option<FileStamp> {
+/// The current stamp of an evaluated certificate or key path (`None` for `data:`).
+pub fn stamp_of(path: &str) -> Option<FileStamp> {
     match file_source(path) {
         Source::File(p) => FileStamp::current(&p),
         Source::Data(_) => None,

@@ -109,6 +109,9 @@ pub struct ObjectStore {
     entries: HashMap<EntryKey, Entry>,
     previous: HashMap<EntryKey, Entry>,
     pairs: HashMap<PairKey, Arc<CertifiedKey>>,
+    /// The previous load's pairs: one whose chain is equal and whose key is the very object
+    /// this load got (reused) is taken whole, skipping the copy and the key/certificate check.
+    previous_pairs: HashMap<PairKey, Arc<CertifiedKey>>,
     parses: usize,
     reused: usize,
     shared: usize,
@@ -160,6 +163,7 @@ impl ObjectStore {
             entries: HashMap::new(),
             previous: HashMap::new(),
             pairs: HashMap::new(),
+            previous_pairs: HashMap::new(),
             parses: 0,
             reused: 0,
             shared: 0,
@@ -173,18 +177,22 @@ impl ObjectStore {
     /// encrypted keys are never taken over, and nothing is when `previous` was marked
     /// `ssl_object_cache_inheritable off`.
     pub fn inherit(previous: &ObjectStore) -> Self {
-        let entries = if previous.inheritable {
-            previous
-                .entries
-                .iter()
-                .filter(|(_, e)| e.inheritable)
-                .map(|(k, e)| (k.clone(), e.clone()))
-                .collect()
+        let (entries, pairs) = if previous.inheritable {
+            (
+                previous
+                    .entries
+                    .iter()
+                    .filter(|(_, e)| e.inheritable)
+                    .map(|(k, e)| (k.clone(), e.clone()))
+                    .collect(),
+                previous.pairs.clone(),
+            )
         } else {
-            HashMap::new()
+            (HashMap::new(), HashMap::new())
         };
         Self {
             previous: entries,
+            previous_pairs: pairs,
             ..Self::new()
         }
     }
@@ -391,6 +399,29 @@ impl ObjectStore {
         }
         let chain = self.chain(&pair.cert)?;
         let key = self.key(&pair.key, password_file)?;
+        let ocsp = match ocsp_file {
+            Some(path) => {
+                let fail = |reason| TlsError::StaplingFile {
+                    name: path.display().to_string(),
+                    reason,
+                };
+                let der = self.bytes(path).map_err(|e| fail(LoadReason::Io(e)))?;
+                if der.is_empty() {
+                    return Err(fail(LoadReason::Empty));
+                }
+                Some(der)
+            }
+            None => None,
+        };
+        if let Some(prev) = self.previous_pairs.remove(&pk) {
+            // Same key object (so inherited, never an encrypted one), same certificates and
+            // OCSP bytes: the checked pair of the previous load is this load's pair.
+            let same_key = std::ptr::addr_eq(Arc::as_ptr(&prev.key), Arc::as_ptr(&key));
+            if same_key && prev.cert == *chain && prev.ocsp.as_deref() == ocsp.as_deref() {
+                self.pairs.insert(pk, prev.clone());
+                return Ok(prev);
+            }
+        }
         let mut ck = CertifiedKey::new(chain.as_ref().clone(), key);
         if ck.keys_match().is_err() {
             return Err(TlsError::KeyMismatch {
@@ -398,17 +429,7 @@ impl ObjectStore {
                 key: source_name(&pair.key),
             });
         }
-        if let Some(path) = ocsp_file {
-            let fail = |reason| TlsError::StaplingFile {
-                name: path.display().to_string(),
-                reason,
-            };
-            let der = self.bytes(path).map_err(|e| fail(LoadReason::Io(e)))?;
-            if der.is_empty() {
-                return Err(fail(LoadReason::Empty));
-            }
-            ck.ocsp = Some(der.to_vec());
-        }
+        ck.ocsp = ocsp.map(|d| d.to_vec());
         let ck = Arc::new(ck);
         self.pairs.insert(pk, ck.clone());
         Ok(ck)
@@ -504,6 +525,34 @@ mod tests {
         let b = store.certified_key(&p, None, None).expect("b");
         assert!(Arc::ptr_eq(&a, &b));
         assert_eq!(store.parses(), 2);
+    }
+
+    #[test]
+    fn reload_reuses_whole_pairs_until_a_file_changes() {
+        let d = dir("pairs");
+        let p = pair(&d, "a");
+        let mut first = ObjectStore::new();
+        let a1 = first.certified_key(&p, None, None).expect("a");
+        let mut second = ObjectStore::inherit(&first);
+        let a2 = second.certified_key(&p, None, None).expect("a again");
+        assert!(Arc::ptr_eq(&a1, &a2), "unchanged pair taken whole");
+        assert_eq!(second.counts().parsed, 0);
+        // A new key (and certificate) under the same names: a new, checked pair.
+        let _ = pair(&d, "a");
+        let mut third = ObjectStore::inherit(&second);
+        let a3 = third.certified_key(&p, None, None).expect("a changed");
+        assert!(!Arc::ptr_eq(&a2, &a3));
+        assert_eq!(third.counts().parsed, 2);
+        // Certificate replaced by one of another key: the mismatch is still caught.
+        let other = pair(&d, "b");
+        std::fs::copy(d.join("b.crt"), d.join("a.crt.new")).expect("copy");
+        std::fs::rename(d.join("a.crt.new"), d.join("a.crt")).expect("rename");
+        let mut fourth = ObjectStore::inherit(&third);
+        assert!(matches!(
+            fourth.certified_key(&p, None, None),
+            Err(TlsError::KeyMismatch { .. })
+        ));
+        drop(other);
     }
 
     #[test]

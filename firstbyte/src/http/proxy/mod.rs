@@ -14,6 +14,7 @@
 //! answer to an upgrade joins the two connections (WebSocket).
 
 mod balance;
+mod client_cert;
 pub mod headers;
 mod upstream;
 
@@ -28,10 +29,13 @@ use http_body_util::BodyExt;
 use hyper_util::rt::TokioIo;
 
 pub use balance::Balancer;
+pub use client_cert::{
+    paths as client_cert_paths, ClientCertCounts, ClientCertPaths, DynamicClient,
+};
 pub use upstream::{connect, os_text, ConnectError, Pool, ReqBody, UpstreamTls};
 
 use super::body::Body;
-use crate::conf::model::{HttpConf, LocationConf, Locations, ProxyConf, ProxyTarget};
+use crate::conf::model::{HttpConf, LocationConf, Locations, ProxyConf, ProxySsl, ProxyTarget};
 use crate::tls::{ObjectStore, TlsError};
 
 /// One location's way to its upstream.
@@ -41,6 +45,8 @@ pub struct Route {
     peers: Arc<Vec<SocketAddr>>,
     balancer: Arc<Mutex<Balancer>>,
     tls: Option<UpstreamTls>,
+    /// `proxy_ssl_certificate` with variables: the client config is chosen per request.
+    dynamic: Option<Arc<DynamicClient>>,
     /// `keepalive N` of the upstream (0: no pool).
     keepalive: usize,
 }
@@ -64,6 +70,7 @@ impl Proxies {
             out: Proxies::default(),
             balancers: HashMap::new(),
             configs: HashMap::new(),
+            dynamics: HashMap::new(),
         };
         for s in &http.servers {
             b.location(&s.default_location, store)?;
@@ -88,19 +95,59 @@ impl Proxies {
     }
 }
 
+impl Route {
+    /// Loads and cache hits of the route's per-request client certificates (`None`: the
+    /// client certificate is static or absent).
+    pub fn client_cert_counts(&self) -> Option<ClientCertCounts> {
+        self.dynamic.as_ref().map(|d| d.counts())
+    }
+}
+
 type Shared = (Arc<Vec<SocketAddr>>, Arc<Mutex<Balancer>>, usize);
 
-struct Builder {
+/// `proxy_ssl_*` settings as a map key: equal settings share a client config. Hashing the
+/// fields directly (not a formatted string) keeps 10,000 locations cheap to build.
+struct SslKey<'a>(&'a ProxySsl);
+
+impl PartialEq for SslKey<'_> {
+    fn eq(&self, other: &Self) -> bool {
+        self.0 == other.0
+    }
+}
+
+impl Eq for SslKey<'_> {}
+
+impl std::hash::Hash for SslKey<'_> {
+    fn hash<H: std::hash::Hasher>(&self, h: &mut H) {
+        let s = self.0;
+        s.certificate.hash(h);
+        s.certificate_key.hash(h);
+        s.password_file.hash(h);
+        s.trusted_certificate.hash(h);
+        s.crl.hash(h);
+        (s.verify, s.server_name, s.session_reuse).hash(h);
+        s.name.hash(h);
+        s.protocols.len().hash(h);
+        // The variable pair has no Hash; equal keys still compare it in full.
+        s.dynamic.is_some().hash(h);
+        s.certificate_cache.hash(h);
+    }
+}
+
+struct Builder<'a> {
     out: Proxies,
     /// Balancers by upstream block, so locations naming one upstream share its state.
     balancers: HashMap<usize, Shared>,
     /// Client configs made so far, by their settings (as their debug text, which covers every
     /// field): equal settings share one config and its session cache.
-    configs: HashMap<String, Arc<rustls::ClientConfig>>,
+    configs: HashMap<SslKey<'a>, Arc<rustls::ClientConfig>>,
+    /// Per-request client certificates by settings, likewise: locations inheriting one
+    /// `proxy_ssl_certificate_cache` share it.
+    dynamics: HashMap<SslKey<'a>, Arc<DynamicClient>>,
 }
 
-impl Builder {
-    fn locations(&mut self, l: &Locations, store: &mut ObjectStore) -> Result<(), TlsError> {
+impl<'a> Builder<'a> {
+    fn locations(&mut self, l: &'a Locations, store: &mut ObjectStore) -> Result<(), TlsError> {
         for c in l.exact.values().chain(l.named.values()) {
             self.location(c, store)?;
         }
@@ -113,7 +160,7 @@ impl Builder {
         Ok(())
     }
 
-    fn location(&mut self, loc: &LocationConf, store: &mut ObjectStore) -> Result<(), TlsError> {
+    fn location(&mut self, loc: &'a LocationConf, store: &mut ObjectStore) -> Result<(), TlsError> {
         if let Some(p) = &loc.proxy {
             let (peers, balancer, keepalive) = match &p.target {
                 ProxyTarget::Upstream(u) => self
@@ -133,16 +180,27 @@ impl Builder {
                     0,
                 ),
             };
+            let mut dynamic = None;
             let tls = if p.tls {
-                let key = format!("{:?}", p.ssl);
-                let config = match self.configs.get(&key) {
+                let config = match self.configs.get(&SslKey(&p.ssl)) {
                     Some(c) => c.clone(),
                     None => {
-                        let c = crate::tls::client_config(&p.ssl, None, store)?;
-                        self.configs.insert(key, c.clone());
+                        let c = crate::tls::client_config(&p.ssl, store)?;
+                        self.configs.insert(SslKey(&p.ssl), c.clone());
                         c
                     }
                 };
+                if let Some(pair) = &p.ssl.dynamic {
+                    dynamic = Some(match self.dynamics.get(&SslKey(&p.ssl)) {
+                        Some(d) => d.clone(),
+                        None => {
+                            let base = crate::tls::ClientBase::new(&p.ssl, store)?;
+                            let d = Arc::new(DynamicClient::new(&p.ssl, pair.clone(), base));
+                            self.dynamics.insert(SslKey(&p.ssl), d.clone());
+                            d
+                        }
+                    });
+                }
                 Some(UpstreamTls {
                     config,
                     name: crate::tls::upstream_server_name(&p.ssl, &p.host)?,
@@ -155,6 +213,7 @@ impl Builder {
                 peers,
                 balancer,
                 tls,
+                dynamic,
                 keepalive,
             };
             self.out.routes.insert(ptr(p), Arc::new(route));
@@ -226,6 +285,47 @@ pub async fn forward(
     let scheme = if conf.tls { "https" } else { "http" };
     let uri = req.uri().to_string();
     let cfg_key = route.tls.as_ref().map_or(0, |t| ptr(&t.config));
+    // A variable client certificate: this request's config (cached or read now).
+    let mut cert_key: Option<Arc<str>> = None;
+    let mut request_tls: Option<UpstreamTls> = None;
+    if let (Some(d), Some(t)) = (&route.dynamic, &route.tls) {
+        let Some(paths) = req.extensions_mut().remove::<ClientCertPaths>() else {
+            crate::fblog!(
+                Error,
+                "{}",
+                log.line(
+                    &"no evaluated \"proxy_ssl_certificate\" for the request",
+                    scheme,
+                    None,
+                    &uri
+                )
+            );
+            return Err(Failure::BadGateway);
+        };
+        match d.config(&paths, Instant::now()) {
+            Ok(config) => {
+                cert_key = Some(paths.joined().into());
+                request_tls = Some(UpstreamTls {
+                    config,
+                    name: t.name.clone(),
+                });
+            }
+            Err(e) => {
+                crate::fblog!(
+                    Error,
+                    "{}",
+                    log.line(
+                        &format!("{e} while SSL handshaking to upstream"),
+                        scheme,
+                        None,
+                        &uri
+                    )
+                );
+                return Err(Failure::BadGateway);
+            }
+        }
+    }
+    let tls = request_tls.as_ref().or(route.tls.as_ref());
     let mut tried: Vec<usize> = Vec::new();
     let mut last = Failure::BadGateway;
     let (peer_index, peer, key, mut sender) = loop {
@@ -253,9 +353,9 @@ pub async fn forward(
         let Some(&addr) = route.peers.get(i) else {
             return Err(Failure::BadGateway);
         };
-        let key = (addr, cfg_key);
+        let key = (addr, cfg_key, cert_key.clone());
         if route.keepalive > 0 {
-            if let Some(mut s) = pool.checkout(key) {
+            if let Some(mut s) = pool.checkout(&key) {
                 // A pooled connection the upstream closed meanwhile gives the request back.
                 match s.try_send_request(req).await {
                     Ok(resp) => {
@@ -269,23 +369,15 @@ pub async fn forward(
                             continue;
                         }
                         None => {
-                            crate::fblog!(
-                                Error,
-                                "{}",
-                                log.line(
-                                    &format!("upstream prematurely closed connection while reading response header from upstream ({})", e.into_error()),
-                                    scheme,
-                                    Some(addr),
-                                    &uri
-                                )
-                            );
-                            return Err(Failure::BadGateway);
+                            let (reason, failure) = send_failure(&e.into_error());
+                            crate::fblog!(Error, "{}", log.line(&reason, scheme, Some(addr), &uri));
+                            return Err(failure);
                         }
                     },
                 }
             }
         }
-        match connect(addr, route.tls.as_ref(), conf.connect_timeout).await {
+        match connect(addr, tls, conf.connect_timeout, conf.send_timeout).await {
             Ok(s) => break (i, addr, key, s),
             Err(e) => {
                 crate::fblog!(Error, "{}", log.line(&e, scheme, Some(addr), &uri));
@@ -304,17 +396,14 @@ pub async fn forward(
     let resp = match sent {
         Ok(Ok(r)) => r,
         Ok(Err(e)) => {
-            crate::fblog!(
-                Error,
-                "{}",
-                log.line(
-                    &format!("upstream prematurely closed connection while reading response header from upstream ({e})"),
-                    scheme,
-                    Some(peer),
-                    &uri
-                )
-            );
-            return Err(Failure::BadGateway);
+            let (reason, failure) = send_failure(&e);
+            crate::fblog!(Error, "{}", log.line(&reason, scheme, Some(peer), &uri));
+            if failure == Failure::Timeout {
+                if let Ok(mut b) = route.balancer.lock() {
+                    b.failed(peer_index, Instant::now());
+                }
+            }
+            return Err(failure);
         }
         Err(_) => {
             crate::fblog!(
@@ -343,6 +432,24 @@ pub async fn forward(
         &uri,
     )
     .await
+}
+
+/// The log reason and answer for a request that failed on its way to the upstream or while
+/// waiting for the response header: `proxy_send_timeout` passing while the upstream did not
+/// take the request is nginx's 504 "while sending request to upstream".
+fn send_failure(e: &hyper::Error) -> (String, Failure) {
+    if upstream::is_send_timeout(e) {
+        (
+            "upstream timed out (110: Connection timed out) while sending request to upstream"
+                .to_string(),
+            Failure::Timeout,
+        )
+    } else {
+        (
+            format!("upstream prematurely closed connection while reading response header from upstream ({e})"),
+            Failure::BadGateway,
+        )
+    }
 }
 
 async fn respond(
@@ -380,6 +487,7 @@ async fn respond(
     // The client's protocol, not the upstream's, goes on the status line.
     parts.version = http::Version::default();
     headers::response_headers(conf, &mut parts.headers, false);
+    let peer = key.0;
     let back = (route.keepalive > 0 && conf.http11).then(|| upstream::Return {
         pool: pool.clone(),
         key,
@@ -399,7 +507,7 @@ async fn respond(
                             "upstream prematurely closed connection while reading upstream ({e})"
                         ),
                         if conf.tls { "https" } else { "http" },
-                        Some(key.0),
+                        Some(peer),
                         uri
                     )
                 );

@@ -2,6 +2,12 @@
 //! handshake through hyper's `client::conn`, the keepalive pool, and the body wrappers that
 //! enforce `proxy_read_timeout` and hand a finished connection back to the pool.
 //!
+//! `proxy_send_timeout` is enforced under TLS and hyper, on the TCP stream ([`SendTimeout`]):
+//! nginx's meaning, the longest time a write may wait for the upstream to take bytes — a
+//! write that stays pending that long fails the connection with `TimedOut`, which the
+//! request sees as "upstream timed out ... while sending request to upstream" (504). A slow
+//! client body is not the upstream's fault: no write is pending then, so no timer runs.
+//!
 //! The pool is a list of idle `SendRequest`s per (peer address, TLS config), at most
 //! `keepalive N` per key (nginx's per-worker cache). A connection goes back only after its
 //! response body ended and hyper says it is ready for another request; a closed one is
@@ -31,8 +37,9 @@ pub type ReqBody = http_body_util::combinators::UnsyncBoxBody<Bytes, io::Error>;
 /// A connection to an upstream, ready for a request.
 pub type Sender = SendRequest<ReqBody>;
 
-/// What identifies interchangeable connections: the peer, and the TLS config (0 for plain).
-pub type PoolKey = (SocketAddr, usize);
+/// What identifies interchangeable connections: the peer, the route's TLS config (0 for
+/// plain), and the evaluated client certificate paths when they come from variables.
+pub type PoolKey = (SocketAddr, usize, Option<Arc<str>>);
 
 /// Why connecting failed, in nginx's words (`... while connecting to upstream`).
 #[derive(Debug, thiserror::Error)]
@@ -82,17 +89,20 @@ pub struct UpstreamTls {
 }
 
 /// Connects to `addr` within `timeout`, with TLS when `tls` is given, and spawns the
-/// connection's task (upgrades allowed, for WebSocket).
+/// connection's task (upgrades allowed, for WebSocket). Writes that wait longer than
+/// `send_timeout` fail the connection.
 pub async fn connect(
     addr: SocketAddr,
     tls: Option<&UpstreamTls>,
     timeout: Duration,
+    send_timeout: Duration,
 ) -> Result<Sender, ConnectError> {
     let work = async {
         let tcp = TcpStream::connect(addr)
             .await
             .map_err(ConnectError::Connect)?;
         let _ = tcp.set_nodelay(true);
+        let tcp = SendTimeout::new(tcp, send_timeout);
         match tls {
             None => handshake(tcp).await,
             Some(t) => {
@@ -125,6 +135,110 @@ where
     Ok(sender)
 }
 
+/// The message of the error a [`SendTimeout`] gives.
+const SEND_TIMED_OUT: &str = "proxy_send_timeout expired";
+
+/// A stream whose writes fail with `TimedOut` once one has waited `timeout` for the peer
+/// (`proxy_send_timeout`). Reads pass through.
+pub struct SendTimeout<S> {
+    inner: S,
+    timeout: Duration,
+    /// Set while a write (or flush) is pending: when it started waiting.
+    timer: Option<Pin<Box<Sleep>>>,
+}
+
+impl<S> SendTimeout<S> {
+    /// Wraps `inner`.
+    pub fn new(inner: S, timeout: Duration) -> Self {
+        Self {
+            inner,
+            timeout,
+            timer: None,
+        }
+    }
+
+    /// Runs the timer of a write that returned `r`.
+    fn watch<T>(&mut self, cx: &mut Context<'_>, r: Poll<io::Result<T>>) -> Poll<io::Result<T>> {
+        match r {
+            Poll::Ready(v) => {
+                self.timer = None;
+                Poll::Ready(v)
+            }
+            Poll::Pending => {
+                let timeout = self.timeout;
+                let t = self.timer.get_or_insert_with(|| Box::pin(sleep(timeout)));
+                if t.as_mut().poll(cx).is_ready() {
+                    return Poll::Ready(Err(io::Error::new(
+                        io::ErrorKind::TimedOut,
+                        SEND_TIMED_OUT,
+                    )));
+                }
+                Poll::Pending
+            }
+        }
+    }
+}
+
+impl<S: tokio::io::AsyncRead + Unpin> tokio::io::AsyncRead for SendTimeout<S> {
+    fn poll_read(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut tokio::io::ReadBuf<'_>,
+    ) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.get_mut().inner).poll_read(cx, buf)
+    }
+}
+
+impl<S: tokio::io::AsyncWrite + Unpin> tokio::io::AsyncWrite for SendTimeout<S> {
+    fn poll_write(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<io::Result<usize>> {
+        let this = self.get_mut();
+        let r = Pin::new(&mut this.inner).poll_write(cx, buf);
+        this.watch(cx, r)
+    }
+
+    fn poll_write_vectored(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        bufs: &[io::IoSlice<'_>],
+    ) -> Poll<io::Result<usize>> {
+        let this = self.get_mut();
+        let r = Pin::new(&mut this.inner).poll_write_vectored(cx, bufs);
+        this.watch(cx, r)
+    }
+
+    fn is_write_vectored(&self) -> bool {
+        self.inner.is_write_vectored()
+    }
+
+    fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        let this = self.get_mut();
+        let r = Pin::new(&mut this.inner).poll_flush(cx);
+        this.watch(cx, r)
+    }
+
+    fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.get_mut().inner).poll_shutdown(cx)
+    }
+}
+
+/// Whether hyper's error `e` comes from a [`SendTimeout`] that expired.
+pub fn is_send_timeout(e: &hyper::Error) -> bool {
+    let mut source: Option<&(dyn std::error::Error + 'static)> = std::error::Error::source(e);
+    while let Some(s) = source {
+        if let Some(io) = s.downcast_ref::<io::Error>() {
+            if io.kind() == io::ErrorKind::TimedOut && io.to_string() == SEND_TIMED_OUT {
+                return true;
+            }
+        }
+        source = s.source();
+    }
+    false
+}
+
 /// Idle upstream connections of one load.
 #[derive(Default)]
 pub struct Pool {
@@ -135,9 +249,9 @@ pub struct Pool {
 
 impl Pool {
     /// An idle, still-open connection for `key`.
-    pub fn checkout(&self, key: PoolKey) -> Option<Sender> {
+    pub fn checkout(&self, key: &PoolKey) -> Option<Sender> {
         let mut idle = self.idle.lock().ok()?;
-        let list = idle.get_mut(&key)?;
+        let list = idle.get_mut(key)?;
         while let Some(s) = list.pop() {
             if !s.is_closed() && s.is_ready() {
                 self.reused
@@ -312,6 +426,7 @@ mod tests {
         let r = connect(
             "127.0.0.1:1".parse().expect("addr"),
             None,
+            Duration::from_secs(5),
             Duration::from_secs(5),
         )
         .await;
