@@ -6,9 +6,12 @@
 //!   loopback, server CPU per operation.
 //! - `firstbyte-bench records [--rounds N] [--size BYTES]`: single-connection throughput of each
 //!   TLS record policy.
+//! - `firstbyte-bench sslcache [--quick] [--out DIR]`: the SSL object cache (`-t` and reloads
+//!   beside nginx, handshakes with certificates by variable).
 
 mod loopback;
 mod records;
+mod sslcache;
 mod wan;
 
 fn main() {
@@ -17,10 +20,12 @@ fn main() {
         Some("run") => wan::main(&args[1..]),
         Some("loopback") => loopback::main(&args[1..]),
         Some("records") => records::main(&args[1..]),
+        Some("sslcache") => sslcache::main(&args[1..]),
         _ => {
             eprintln!("usage: firstbyte-bench run PLAN.toml [--quick] [--out DIR]");
             eprintln!("       firstbyte-bench loopback [--quick] [--out DIR]");
             eprintln!("       firstbyte-bench records [--rounds N] [--size BYTES]");
+            eprintln!("       firstbyte-bench sslcache [--quick] [--out DIR] [--rounds N]");
             2
         }
     };

@@ -402,12 +402,7 @@ fn run(source: Source, banner: Option<&str>) -> i32 {
         }
     };
     crate::server::print_warnings(&config);
-    let workers = match config.main.worker_processes {
-        crate::conf::model::WorkerProcesses::Count(n) => n.max(1),
-        crate::conf::model::WorkerProcesses::Auto => std::thread::available_parallelism()
-            .map(|n| n.get())
-            .unwrap_or(1),
-    };
+    let workers = config.main.worker_processes.threads();
     let daemon = config.main.daemon;
     let pid_path = config.main.pid.clone();
     let site = match Site::build(config, &shared, None) {
@@ -437,12 +432,17 @@ fn run(source: Source, banner: Option<&str>) -> i32 {
             }
         }
     }
-    if daemon {
-        if let Err(e) = crate::daemon::daemonize() {
-            stderr(LogLevel::Emerg, format!("daemon() failed ({e})"));
-            return 1;
+    let ready = if daemon {
+        match crate::daemon::daemonize() {
+            Ok(r) => Some(r),
+            Err(e) => {
+                stderr(LogLevel::Emerg, format!("daemon() failed ({e})"));
+                return 1;
+            }
         }
-    }
+    } else {
+        None
+    };
     let rt = if workers == 1 {
         tokio::runtime::Builder::new_current_thread()
             .enable_all()
@@ -486,6 +486,9 @@ fn run(source: Source, banner: Option<&str>) -> i32 {
             }
         };
         drop(caps);
+        if let Some(r) = ready {
+            r.done();
+        }
         crate::log::set_error_logs(error_logs);
         if let Some(b) = banner {
             println!("{b}");

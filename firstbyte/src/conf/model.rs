@@ -88,6 +88,26 @@ pub enum WorkerProcesses {
     Count(usize),
 }
 
+impl WorkerProcesses {
+    /// The number of event-loop threads this means on this machine.
+    pub fn threads(self) -> usize {
+        match self {
+            WorkerProcesses::Count(n) => n.max(1),
+            WorkerProcesses::Auto => std::thread::available_parallelism()
+                .map(|n| n.get())
+                .unwrap_or(1),
+        }
+    }
+}
+
+impl MainConf {
+    /// Client connections served at once: `worker_connections` per event-loop thread, as
+    /// nginx's limit is per worker process.
+    pub fn max_connections(&self) -> u64 {
+        u64::from(self.worker_connections) * self.worker_processes.threads() as u64
+    }
+}
+
 /// Severity of a log line, nginx's levels.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
 pub enum LogLevel {

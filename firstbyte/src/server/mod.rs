@@ -365,6 +365,22 @@ async fn accept_loop(
                 let Some(idx) = site.vhosts.sockets().iter().position(|s| s.addr == addr) else {
                     continue;
                 };
+                let limit = site.config.main.max_connections();
+                if shared
+                    .stats
+                    .active
+                    .load(std::sync::atomic::Ordering::Relaxed)
+                    >= limit
+                {
+                    // nginx's words; the connection is closed at once, as nginx does.
+                    crate::fblog!(
+                        Alert,
+                        "{} worker_connections are not enough",
+                        site.config.main.worker_connections
+                    );
+                    drop(stream);
+                    continue;
+                }
                 tokio::spawn(crate::http::conn::handle(
                     site,
                     shared.clone(),
