@@ -776,23 +776,11 @@ pub(crate) fn types(s: &mut LocSettings, d: &Directive, cx: &mut Cx) -> R {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::conf::model::Pos;
-    use std::path::PathBuf;
+
+    use crate::conf::testutil::cx;
 
     fn dir(name: &str, args: &[&str]) -> Directive {
-        Directive {
-            name: name.into(),
-            args: args.iter().map(|a| a.to_string()).collect(),
-            pos: Pos {
-                file: Arc::new(PathBuf::from("/t.conf")),
-                line: 3,
-            },
-            block: None,
-        }
-    }
-
-    fn cx() -> Cx {
-        Cx::new(PathBuf::from("/p"), PathBuf::from("/c"), true)
+        crate::conf::testutil::directive(name, args, 3)
     }
 
     #[test]

@@ -104,3 +104,5 @@ pub(crate) fn load_text(
 
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod testutil;

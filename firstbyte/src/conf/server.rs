@@ -241,23 +241,11 @@ pub(crate) fn server_name(h: &mut ServerHead, d: &Directive, _: &mut Cx) -> R {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::path::PathBuf;
-    use std::sync::Arc;
+
+    use crate::conf::testutil::cx;
 
     fn dir(name: &str, args: &[&str]) -> Directive {
-        Directive {
-            name: name.into(),
-            args: args.iter().map(|a| a.to_string()).collect(),
-            pos: Pos {
-                file: Arc::new(PathBuf::from("/t.conf")),
-                line: 2,
-            },
-            block: None,
-        }
-    }
-
-    fn cx() -> Cx {
-        Cx::new(PathBuf::from("/p"), PathBuf::from("/c"), true)
+        crate::conf::testutil::directive(name, args, 2)
     }
 
     #[test]

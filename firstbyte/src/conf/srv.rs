@@ -354,24 +354,11 @@ pub(crate) fn http2(s: &mut SrvSettings, d: &Directive, _: &mut Cx) -> R {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::conf::model::Pos;
-    use std::path::PathBuf;
-    use std::sync::Arc;
+
+    use crate::conf::testutil::cx;
 
     fn dir(name: &str, args: &[&str]) -> Directive {
-        Directive {
-            name: name.into(),
-            args: args.iter().map(|a| a.to_string()).collect(),
-            pos: Pos {
-                file: Arc::new(PathBuf::from("/t.conf")),
-                line: 3,
-            },
-            block: None,
-        }
-    }
-
-    fn cx() -> Cx {
-        Cx::new(PathBuf::from("/p"), PathBuf::from("/c"), true)
+        crate::conf::testutil::directive(name, args, 3)
     }
 
     #[test]
