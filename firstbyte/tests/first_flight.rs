@@ -42,11 +42,12 @@ fn ip(args: &[&str]) {
 }
 
 impl Netns {
-    fn new() -> Netns {
+    /// `tag`: one letter per test, so tests running at once get their own names.
+    fn new(tag: char) -> Netns {
         let id = std::process::id() % 100_000;
         let n = Netns {
-            server: format!("fbff-s{id}"),
-            client: format!("fbff-c{id}"),
+            server: format!("fbff-{tag}s{id}"),
+            client: format!("fbff-{tag}c{id}"),
         };
         let _ = Command::new("ip")
             .args(["netns", "del", &n.server])
@@ -56,7 +57,7 @@ impl Netns {
             .output();
         ip(&["netns", "add", &n.server]);
         ip(&["netns", "add", &n.client]);
-        let (vs, vc) = (format!("fbs{id}"), format!("fbc{id}"));
+        let (vs, vc) = (format!("fb{tag}s{id}"), format!("fb{tag}c{id}"));
         ip(&["link", "add", &vs, "type", "veth", "peer", "name", &vc]);
         ip(&["link", "set", &vs, "netns", &n.server]);
         ip(&["link", "set", &vc, "netns", &n.client]);
@@ -247,6 +248,117 @@ fn answer_segments(server_ns: &str, client_ns: &str, h2: bool, path: &str, body_
     orig_data_sent(&server_ns) - before
 }
 
+/// One cold connection: how many bytes the server sent after our Finished before the first
+/// byte of the response could be decrypted (the end of the record holding it).
+fn bytes_before_first_byte(client_ns: &str, h2: bool, path: &str) -> usize {
+    let alpn: &[u8] = if h2 { b"h2" } else { b"http/1.1" };
+    let cfg = client_config(alpn);
+    let (mut sock, mut conn) = in_netns(client_ns, move || {
+        let sock = TcpStream::connect(("198.18.200.1", 8443)).expect("connect");
+        sock.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+        let conn = rustls::ClientConnection::new(cfg, ServerName::try_from("localhost").unwrap())
+            .expect("client");
+        (sock, conn)
+    });
+    let request = if h2 {
+        h2_request(path, "localhost")
+    } else {
+        format!("GET {path} HTTP/1.1\r\nHost: localhost\r\n\r\n").into_bytes()
+    };
+    conn.writer().write_all(&request).unwrap();
+    conn.write_tls(&mut sock).unwrap();
+    while conn.is_handshaking() {
+        conn.read_tls(&mut sock).expect("server flight");
+        conn.process_new_packets().expect("handshake");
+    }
+    while conn.wants_write() {
+        conn.write_tls(&mut sock).unwrap();
+    }
+    // Feed rustls one whole record at a time, counting the bytes.
+    let mut raw: Vec<u8> = Vec::new();
+    let mut fed = 0;
+    let mut buf = vec![0u8; 65536];
+    let deadline = Instant::now() + Duration::from_secs(5);
+    loop {
+        assert!(Instant::now() < deadline, "no response");
+        while raw.len() - fed >= 5 {
+            let len = usize::from(u16::from_be_bytes([raw[fed + 3], raw[fed + 4]]));
+            if raw.len() - fed < 5 + len {
+                break;
+            }
+            let mut rec = &raw[fed..fed + 5 + len];
+            while !rec.is_empty() {
+                conn.read_tls(&mut rec).unwrap();
+            }
+            fed += 5 + len;
+            let state = conn.process_new_packets().expect("tls");
+            let mut plain = vec![0u8; state.plaintext_bytes_to_read()];
+            conn.reader().read_exact(&mut plain).unwrap();
+            // HTTP/1.1: any plaintext is the response. HTTP/2: a HEADERS frame (type 1) on
+            // stream 1 somewhere in what arrived.
+            let head = if h2 {
+                plain
+                    .windows(9)
+                    .any(|w| w[3] == 1 && w[5..9] == [0, 0, 0, 1])
+            } else {
+                !plain.is_empty()
+            };
+            if head {
+                return fed;
+            }
+        }
+        let n = sock.read(&mut buf).expect("read");
+        assert!(n > 0, "server closed");
+        raw.extend_from_slice(&buf[..n]);
+    }
+}
+
+#[test]
+fn the_first_byte_arrives_in_the_first_window_with_16k_records() {
+    let ns = Netns::new('b');
+    let dir = tempdir("first-byte-16k");
+    std::fs::create_dir_all(dir.join("html")).unwrap();
+    std::fs::write(dir.join("html/f100k.bin"), vec![0x5a; 100 * 1024]).unwrap();
+    let conf = dir.join("firstbyte.conf");
+    let text = render(CONF, &dir, &[]).replace("root", "ssl_buffer_size 16k;\n        root");
+    std::fs::write(&conf, text).unwrap();
+    let _server = Running(
+        Command::new("ip")
+            .args(["netns", "exec", &ns.server])
+            .arg(bin())
+            .arg("-c")
+            .arg(&conf)
+            .stdout(Stdio::null())
+            .spawn()
+            .expect("start firstbyte"),
+    );
+    wait_listening(&ns.client);
+    // Ten 1448-byte segments: the initial congestion window.
+    let window = 10 * 1448;
+    for h2 in [false, true] {
+        let n = bytes_before_first_byte(&ns.client, h2, "/f100k.bin");
+        eprintln!("first response byte decryptable after {n} bytes (h2: {h2})");
+        assert!(
+            n <= window,
+            "the response head's record ends at byte {n}, past the initial window (h2: {h2})"
+        );
+    }
+}
+
+fn wait_listening(client_ns: &str) {
+    let up = in_netns(client_ns, || {
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while Instant::now() < deadline {
+            if TcpStream::connect(("198.18.200.1", 8443)).is_ok() {
+                return true;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        false
+    });
+    assert!(up, "firstbyte did not listen in the namespace");
+}
+
 const CONF: &str = r#"
 pid off;
 error_log {dir}/error.log;
@@ -276,7 +388,7 @@ impl Drop for Running {
 
 #[test]
 fn ten_kilobytes_with_tickets_fit_the_initial_window() {
-    let ns = Netns::new();
+    let ns = Netns::new('a');
     let dir = tempdir("first-flight");
     std::fs::create_dir_all(dir.join("html")).unwrap();
     std::fs::write(dir.join("html/f10k.bin"), vec![0x5a; 10 * 1024]).unwrap();

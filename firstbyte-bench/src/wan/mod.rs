@@ -1,7 +1,449 @@
-//! (being written)
+//! `firstbyte-bench run PLAN.toml [--quick] [--out DIR]`: the controlled WAN benchmark.
+//!
+//! Data flow: the plan file (`plan`) is checked and saved into DIR (a run refuses to resume
+//! into a directory holding another plan); `servers` writes the files, certificates and one
+//! firstbyte and one nginx config with a `server {}` per condition; then ONE
+//! `firstbyte-netem` invocation carries the whole run: the servers start in its server
+//! namespace pinned to the server CPU, and this same program, re-run as
+//! `run --worker --out DIR`, is its client command (`runner`), pinned to the client CPU,
+//! making every request of the seeded shuffle as a cold connection (`client`) and appending
+//! rows to `results.csv` (`results`). Afterwards `summary` computes percentiles with
+//! bootstrap intervals (`stats`) into `summary.md` (also printed) and `svg` draws `plot.svg`.
+//! An interrupted run resumes by running the same command again: same plan and seed, same
+//! order, rows already present skipped.
 
-/// Entry point of the `wan` subcommand; returns the exit code.
-pub fn main(_args: &[String]) -> i32 {
-    eprintln!("firstbyte-bench: not built yet");
-    2
+mod client;
+mod plan;
+mod results;
+mod rng;
+mod runner;
+mod servers;
+mod stats;
+mod summary;
+mod svg;
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use plan::{Plan, ServerKind};
+
+/// Parsed command line.
+#[derive(Debug, Clone, PartialEq)]
+struct Args {
+    plan: Option<PathBuf>,
+    quick: bool,
+    out: Option<PathBuf>,
+    worker: bool,
+    report: bool,
+}
+
+const USAGE: &str = "usage: firstbyte-bench run PLAN.toml [--quick] [--out DIR] [--report]";
+
+fn parse_args(args: &[String]) -> Result<Args, String> {
+    let mut a = Args {
+        plan: None,
+        quick: false,
+        out: None,
+        worker: false,
+        report: false,
+    };
+    let mut it = args.iter();
+    while let Some(arg) = it.next() {
+        match arg.as_str() {
+            "--quick" => a.quick = true,
+            "--worker" => a.worker = true,
+            "--report" => a.report = true,
+            "--out" => a.out = Some(it.next().ok_or("--out needs a directory")?.into()),
+            s if s.starts_with('-') => return Err(format!("unknown option {s}")),
+            s if a.plan.is_none() => a.plan = Some(s.into()),
+            s => return Err(format!("unexpected argument {s}")),
+        }
+    }
+    if a.worker && a.out.is_none() {
+        return Err("--worker needs --out".into());
+    }
+    if !a.worker && a.plan.is_none() {
+        return Err("missing PLAN.toml".into());
+    }
+    if a.report && a.out.is_none() {
+        return Err("--report needs --out".into());
+    }
+    Ok(a)
+}
+
+/// `YYYYMMDD-HHMMSS` in UTC from Unix seconds (Howard Hinnant's civil-from-days).
+fn utc_stamp(unix_s: u64) -> String {
+    let days = (unix_s / 86400) as i64;
+    let secs = unix_s % 86400;
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z - era * 146_097;
+    let yoe = (doe - doe / 1460 + doe / 36524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let d = doy - (153 * mp + 2) / 5 + 1;
+    let m = if mp < 10 { mp + 3 } else { mp - 9 };
+    let y = yoe + era * 400 + i64::from(m <= 2);
+    format!(
+        "{y:04}{m:02}{d:02}-{:02}{:02}{:02}",
+        secs / 3600,
+        (secs % 3600) / 60,
+        secs % 60
+    )
+}
+
+/// The saved run description: the plan text and whether it is a quick run.
+fn run_marker(quick: bool) -> String {
+    format!("quick = {quick}\n")
+}
+
+fn command_line(cmd: &str, args: &[&str]) -> String {
+    match Command::new(cmd).args(args).output() {
+        Ok(o) => {
+            let text = format!(
+                "{}{}",
+                String::from_utf8_lossy(&o.stdout),
+                String::from_utf8_lossy(&o.stderr)
+            );
+            text.lines().next().unwrap_or("").trim().to_string()
+        }
+        Err(e) => format!("({cmd}: {e})"),
+    }
+}
+
+/// Facts about the machine and the programs, for the results' record.
+fn machine_facts(bins: &servers::Binaries) -> String {
+    let cpu = std::fs::read_to_string("/proc/cpuinfo")
+        .ok()
+        .and_then(|t| {
+            t.lines()
+                .find(|l| l.starts_with("model name"))
+                .map(|l| l.to_string())
+        })
+        .unwrap_or_default();
+    let cpus = std::thread::available_parallelism().map_or(0, |n| n.get());
+    format!(
+        "# Machine facts\n\n- kernel: {}\n- cpu: {}\n- cpus: {cpus}\n- curl: {}\n- nginx: {}\n- firstbyte: {} ({})\n- firstbyte git: {}\n- netem: {}\n",
+        command_line("uname", &["-srvm"]),
+        cpu.split(':').nth(1).unwrap_or("").trim(),
+        command_line("curl", &["--version"]),
+        command_line(&bins.nginx.display().to_string(), &["-v"]),
+        command_line(&bins.firstbyte.display().to_string(), &["-v"]),
+        bins.firstbyte.display(),
+        command_line("git", &["-C", env!("CARGO_MANIFEST_DIR"), "rev-parse", "--short", "HEAD"]),
+        bins.netem.display(),
+    )
+}
+
+/// The link section of the summary, from the emulator's last `--stats-json`.
+fn link_section(out: &Path) -> String {
+    let mut files: Vec<PathBuf> = std::fs::read_dir(out)
+        .map(|d| d.filter_map(|e| e.ok().map(|e| e.path())).collect())
+        .unwrap_or_default();
+    files.retain(|p| {
+        p.file_name()
+            .and_then(|n| n.to_str())
+            .is_some_and(|n| n.starts_with("netem-") && n.ends_with(".json"))
+    });
+    files.sort();
+    let mut s = String::from("## Link (emulator counters, per session of the run)\n\n");
+    for f in files {
+        let Ok(text) = std::fs::read_to_string(&f) else {
+            continue;
+        };
+        let Ok(v) = serde_json::from_str::<serde_json::Value>(&text) else {
+            continue;
+        };
+        s.push_str(&format!(
+            "- {}: {:.0} s",
+            f.file_name().and_then(|n| n.to_str()).unwrap_or(""),
+            v["elapsed_s"].as_f64().unwrap_or(0.0)
+        ));
+        for dir in ["client_to_server", "server_to_client"] {
+            let d = &v[dir];
+            s.push_str(&format!(
+                "; {dir}: {} packets, {} lost, {} queue drops, lateness p99 {} µs max {} µs",
+                d["packets_in"],
+                d["dropped_loss"],
+                d["dropped_queue"],
+                d["lateness"]["p99_us"],
+                d["lateness"]["max_us"]
+            ));
+        }
+        s.push('\n');
+    }
+    s
+}
+
+fn summary_header(plan: &Plan, plan_path: &Path, quick: bool) -> String {
+    let conds: Vec<String> = plan
+        .conditions
+        .iter()
+        .map(|c| {
+            format!(
+                "- `{}` ({}, port {}): `{}`",
+                c.name,
+                c.server.name(),
+                c.port,
+                c.config.trim()
+            )
+        })
+        .collect();
+    format!(
+        "# WAN bench: {}\n\n{}\n\nn = {} per cell{}, seed {}, clients {}, sizes {}. Link: `firstbyte-netem {}`. \
+         TLS: `ssl_protocols {}`, certificate `{}`. Cold connections (new TCP + full TLS handshake per request), \
+         shuffled order, servers on CPU {} and client on CPU {}. Baseline: `{}`.\n\nConditions:\n\n{}\n",
+        plan_path.display(),
+        plan.description.trim(),
+        plan.n,
+        if quick { " (--quick)" } else { "" },
+        plan.seed,
+        plan.clients.iter().map(|c| c.name()).collect::<Vec<_>>().join(", "),
+        plan.sizes.iter().map(|&s| plan::size_label(s)).collect::<Vec<_>>().join(", "),
+        plan.network.netem_args().join(" "),
+        plan.tls.protocols,
+        plan.tls.chain,
+        plan.server_cpu,
+        plan.client_cpu,
+        plan.conditions[plan.baseline].name,
+        conds.join("\n")
+    )
+}
+
+fn fail(msg: impl std::fmt::Display) -> i32 {
+    eprintln!("firstbyte-bench: {msg}");
+    1
+}
+
+/// Prepares the servers and runs the remaining requests through one emulator; returns the
+/// emulator's exit code and the certificate chain's size, or the exit code of a failure.
+fn execute(plan: &Plan, out: &Path, results_path: &Path) -> Result<(i32, usize), i32> {
+    let bins = servers::Binaries::locate();
+    let mut missing = Vec::new();
+    if plan.uses(ServerKind::Firstbyte) && !bins.firstbyte.is_file() {
+        missing.push(format!(
+            "{} (cargo build --release -p firstbyte, or set FB_BENCH_FIRSTBYTE)",
+            bins.firstbyte.display()
+        ));
+    }
+    if plan.uses(ServerKind::Nginx) && !bins.nginx.is_file() {
+        missing.push(format!(
+            "{} (apt-get install nginx, or set FB_BENCH_NGINX)",
+            bins.nginx.display()
+        ));
+    }
+    if !bins.netem.is_file() {
+        missing.push(format!(
+            "{} (cargo build --release -p firstbyte-netem, or set FB_BENCH_NETEM)",
+            bins.netem.display()
+        ));
+    }
+    if plan.clients.iter().any(|c| c.needs_curl())
+        && Command::new("curl").arg("--version").output().is_err()
+    {
+        missing.push("curl (apt-get install curl)".into());
+    }
+    if !missing.is_empty() {
+        return Err(fail(format!("missing: {}", missing.join("; "))));
+    }
+    let prepared = match servers::prepare(plan, out, &bins) {
+        Ok(p) => p,
+        Err(e) => return Err(fail(e)),
+    };
+    let _ = std::fs::write(out.join("facts.md"), machine_facts(&bins));
+    let rows = match results::read(results_path) {
+        Ok(r) => r,
+        Err(e) => return Err(fail(e)),
+    };
+    let todo = runner::remaining(plan, &rows).len();
+    let mut code = 0;
+    if todo > 0 {
+        let me = match std::env::current_exe() {
+            Ok(p) => p,
+            Err(e) => return Err(fail(format!("cannot find this program: {e}"))),
+        };
+        let done = rows.len();
+        let mut cmd = Command::new(&bins.netem);
+        cmd.args(plan.network.netem_args())
+            .arg("--seed")
+            .arg((plan.seed ^ done as u64).to_string())
+            .arg("--stats-json")
+            .arg(out.join(format!("netem-{done:06}.json")))
+            .arg("--server")
+            .arg(&prepared.server_cmd)
+            .arg("--wait-port")
+            .arg(plan.conditions[0].port.to_string())
+            .arg("--")
+            .arg(me)
+            .args(["run", "--worker", "--out"])
+            .arg(out);
+        eprintln!(
+            "firstbyte-bench: {todo} requests through {}",
+            bins.netem.display()
+        );
+        code = match cmd.status() {
+            Ok(s) => s.code().unwrap_or(1),
+            Err(e) => return Err(fail(format!("{}: {e}", bins.netem.display()))),
+        };
+        if code != 0 {
+            eprintln!("firstbyte-bench: the run stopped (exit {code}); run the same command again to resume");
+        }
+    }
+    Ok((code, prepared.chain_bytes))
+}
+
+/// Entry point of the `run` subcommand; returns the exit code.
+pub fn main(args: &[String]) -> i32 {
+    let args = match parse_args(args) {
+        Ok(a) => a,
+        Err(e) => {
+            eprintln!("firstbyte-bench: {e}\n{USAGE}");
+            return 2;
+        }
+    };
+    if args.worker {
+        let out = args.out.unwrap_or_default();
+        let quick = std::fs::read_to_string(out.join("run.toml"))
+            .map(|t| t == run_marker(true))
+            .unwrap_or(false);
+        let plan = match std::fs::read_to_string(out.join("plan.toml"))
+            .map_err(|e| e.to_string())
+            .and_then(|t| Plan::parse(&t, quick).map_err(|e| e.to_string()))
+        {
+            Ok(p) => p,
+            Err(e) => return fail(format!("{}: {e}", out.join("plan.toml").display())),
+        };
+        return runner::worker(&plan, &out);
+    }
+    let plan_path = args.plan.unwrap_or_default();
+    let text = match std::fs::read_to_string(&plan_path) {
+        Ok(t) => t,
+        Err(e) => return fail(format!("{}: {e}", plan_path.display())),
+    };
+    let plan = match Plan::parse(&text, args.quick) {
+        Ok(p) => p,
+        Err(e) => return fail(format!("{}: {e}", plan_path.display())),
+    };
+    let out = args.out.unwrap_or_else(|| {
+        let now = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_secs());
+        PathBuf::from("bench/out").join(utc_stamp(now))
+    });
+    if let Err(e) = std::fs::create_dir_all(&out) {
+        return fail(format!("{}: {e}", out.display()));
+    }
+    // Configs and the worker name files by absolute path (servers run with another cwd).
+    let out = match std::path::absolute(&out) {
+        Ok(p) => p,
+        Err(e) => return fail(format!("{}: {e}", out.display())),
+    };
+    // A directory belongs to one plan: resuming with another would mix incomparable rows.
+    let saved_plan = out.join("plan.toml");
+    let saved_run = out.join("run.toml");
+    match (
+        std::fs::read_to_string(&saved_plan),
+        std::fs::read_to_string(&saved_run),
+    ) {
+        (Ok(p), Ok(r)) if p != text || r != run_marker(args.quick) => {
+            return fail(format!(
+                "{} holds a run of another plan (or --quick setting); use another --out",
+                out.display()
+            ))
+        }
+        (Ok(_), Ok(_)) => eprintln!("firstbyte-bench: resuming the run in {}", out.display()),
+        _ => {
+            if let Err(e) = std::fs::write(&saved_plan, &text)
+                .and_then(|()| std::fs::write(&saved_run, run_marker(args.quick)))
+            {
+                return fail(format!("{}: {e}", out.display()));
+            }
+        }
+    }
+    let results_path = out.join("results.csv");
+    let mut code = 0;
+    let chain_bytes = if args.report {
+        // Summarize the rows so far (e.g. of a run still going); run nothing.
+        servers::chain_bytes(&out.join("work/tls/chain.pem")).ok()
+    } else {
+        match execute(&plan, &out, &results_path) {
+            Ok((c, b)) => {
+                code = c;
+                Some(b)
+            }
+            Err(c) => return c,
+        }
+    };
+    let rows = match results::read(&results_path) {
+        Ok(r) => r,
+        Err(e) => return fail(e),
+    };
+    let mut md = summary::render(
+        &plan,
+        &rows,
+        &summary_header(&plan, &plan_path, args.quick),
+        chain_bytes,
+    );
+    md.push_str(&link_section(&out));
+    if let Err(e) = std::fs::write(out.join("summary.md"), &md)
+        .and_then(|()| std::fs::write(out.join("plot.svg"), svg::render(&plan, &rows)))
+    {
+        return fail(format!("{}: {e}", out.display()));
+    }
+    println!("{md}");
+    eprintln!(
+        "firstbyte-bench: {} rows; wrote {}/{{results.csv,summary.md,plot.svg}}",
+        rows.len(),
+        out.display()
+    );
+    code
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn s(v: &[&str]) -> Vec<String> {
+        v.iter().map(|x| x.to_string()).collect()
+    }
+
+    #[test]
+    fn args() {
+        let a = parse_args(&s(&["p.toml", "--quick", "--out", "o"])).expect("args");
+        assert_eq!(
+            a,
+            Args {
+                plan: Some("p.toml".into()),
+                quick: true,
+                out: Some("o".into()),
+                worker: false,
+                report: false,
+            }
+        );
+        assert!(parse_args(&s(&[])).is_err());
+        assert!(parse_args(&s(&["--worker"])).is_err());
+        assert!(
+            parse_args(&s(&["--worker", "--out", "o"]))
+                .expect("worker")
+                .worker
+        );
+        assert!(parse_args(&s(&["p", "--bogus"])).is_err());
+        assert!(parse_args(&s(&["p", "q"])).is_err());
+        assert!(
+            parse_args(&s(&["p", "--report"])).is_err(),
+            "--report needs --out"
+        );
+        assert!(
+            parse_args(&s(&["p", "--report", "--out", "o"]))
+                .expect("report")
+                .report
+        );
+    }
+
+    #[test]
+    fn utc_stamps() {
+        assert_eq!(utc_stamp(0), "19700101-000000");
+        assert_eq!(utc_stamp(951_782_400), "20000229-000000");
+        assert_eq!(utc_stamp(1_795_312_649), "20261122-015729");
+    }
 }

@@ -11,11 +11,20 @@
 //! (rustls driven directly: record policy, batched writes, tickets held for the first
 //! response) → hyper. HTTP/2 connections end with GOAWAY after `keepalive_requests`
 //! requests (HTTP/1.1 says `Connection: close` on the last response).
+//!
+//! The task stays small while a connection idles: the handshake runs in a box freed when it
+//! ends, and the stream and hyper's connection are boxed. An HTTP/2 connection over TLS runs
+//! its streams inside its own task ([`StreamSet`], no spawn per request) and its TLS stream
+//! puts flushes off to the task's next turn, so the responses of one turn leave in one
+//! `writev`.
 
+use std::future::Future;
 use std::net::SocketAddr;
 use std::os::fd::{AsRawFd, RawFd};
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::Arc;
+use std::pin::Pin;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::task::{Context, Poll, Wake, Waker};
 use std::time::{Duration, Instant};
 
 use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
@@ -28,6 +37,7 @@ use crate::conf::model::ServerConf;
 use crate::conf::vhosts::AddrServers;
 use crate::net::{IoControl, SocketStream};
 use crate::server::{Shared, Site};
+use crate::tls::stream::Turns;
 
 /// What a request needs to know about its connection.
 pub struct Conn {
@@ -179,7 +189,7 @@ pub async fn handle(
     let default = addr.default_server().clone();
     apply_socket_options(fd, &default);
     let hs_timeout = default.client_header_timeout;
-    let mut facts = ConnFacts {
+    let facts = ConnFacts {
         peer: Some(peer),
         local: Some(local),
         id,
@@ -212,11 +222,60 @@ pub async fn handle(
             stream,
             if http2 { Proto::Auto } else { Proto::H1 },
             default,
+            Turns::default(),
         )
         .await;
         return;
     }
 
+    // The handshake's state (ClientHello, rustls' handshake, its timers) lives in a box
+    // that is freed when it ends: the long-lived task keeps only what serving needs.
+    let Some((tls, conn, proto, server, turns)) = Box::pin(accept_tls(
+        &site,
+        shared,
+        socket,
+        stream,
+        peer,
+        local,
+        fd,
+        facts,
+        send_timeout,
+        hs_timeout,
+    ))
+    .await
+    else {
+        return;
+    };
+    serve_http(conn, tls, proto, server, turns).await;
+}
+
+/// A TLS connection after its handshake, ready for HTTP.
+/// The stream is boxed so the serving task holds a pointer, not the rustls connection.
+type TlsReady = (
+    Box<crate::tls::stream::TlsStream<SocketStream<TcpStream>, crate::record::SocketInfo>>,
+    Arc<Conn>,
+    Proto,
+    Arc<ServerConf>,
+    Turns,
+);
+
+/// The TLS part of [`handle`]: ClientHello, server block by SNI, handshake. `None` when the
+/// connection ends here (the reason is logged).
+#[allow(clippy::too_many_arguments)]
+async fn accept_tls(
+    site: &Arc<Site>,
+    shared: Arc<Shared>,
+    socket: usize,
+    stream: TcpStream,
+    peer: SocketAddr,
+    local: SocketAddr,
+    fd: RawFd,
+    mut facts: ConnFacts,
+    send_timeout: Duration,
+    hs_timeout: Duration,
+) -> Option<TlsReady> {
+    let addr = site.vhosts.addr_servers(socket, local);
+    let default = addr.default_server().clone();
     let release = crate::tls::stream::Release::new();
     // Kernel TLS will make `sendfile` possible here too (the seam: `IoControl::new`'s flag).
     let io = Arc::new(IoControl::new(send_timeout, false));
@@ -242,8 +301,14 @@ pub async fn handle(
     .await
     {
         Ok(Ok(a)) => a,
-        Ok(Err(e)) => return handshake_failed(&e),
-        Err(_) => return timed_out(),
+        Ok(Err(e)) => {
+            handshake_failed(&e);
+            return None;
+        }
+        Err(_) => {
+            timed_out();
+            return None;
+        }
     };
     let sni = accepted
         .client_hello()
@@ -261,7 +326,7 @@ pub async fn handle(
             sni.as_deref().unwrap_or(""),
             peer.ip()
         );
-        return;
+        return None;
     };
     let tls_conn = match accepted.into_connection(cfg) {
         Ok(c) => c,
@@ -269,20 +334,28 @@ pub async fn handle(
             let mut out = Vec::new();
             let _ = alert.write_all(&mut out);
             let _ = tokio::io::AsyncWriteExt::write_all(&mut stream, &out).await;
-            return handshake_failed(&e);
+            handshake_failed(&e);
+            return None;
         }
     };
-    let handshake = crate::tls::stream::handshake(
+    // Boxed: the handshake's state is freed when it ends instead of widening the task.
+    let handshake = Box::pin(crate::tls::stream::handshake(
         stream,
         tls_conn,
         server.record.policy(),
         crate::record::SocketInfo(Some(fd)),
         release.clone(),
-    );
-    let tls = match tokio::time::timeout(hs_timeout, handshake).await {
+    ));
+    let mut tls = match tokio::time::timeout(hs_timeout, handshake).await {
         Ok(Ok(t)) => t,
-        Ok(Err(e)) => return handshake_failed(&e),
-        Err(_) => return timed_out(),
+        Ok(Err(e)) => {
+            handshake_failed(&e);
+            return None;
+        }
+        Err(_) => {
+            timed_out();
+            return None;
+        }
     };
     let sc = tls.connection();
     let alpn = sc
@@ -322,8 +395,182 @@ pub async fn handle(
         io,
         last_request: Notify::new(),
     });
-    let proto = if alpn == "h2" { Proto::H2 } else { Proto::H1 };
-    serve_http(conn, tls, proto, server).await;
+    let (proto, turns) = if alpn == "h2" {
+        (Proto::H2, tls.batch_flushes())
+    } else {
+        (Proto::H1, Turns::default())
+    };
+    Some((Box::new(tls), conn, proto, server, turns))
+}
+
+/// A future run by [`StreamSet`].
+type StreamFuture = Pin<Box<dyn Future<Output = ()> + Send>>;
+
+/// hyper's executor for one HTTP/2 connection: instead of a tokio task per stream (a spawn,
+/// a task allocation, a future copy and a cross-task wake per request), the stream futures
+/// live in the connection's own task and are polled by [`StreamSet::drive`] right after the
+/// connection, only when woken. Responses produced in one turn are then written in the
+/// next together (see `tls::stream::TlsStream::batch_flushes`).
+#[derive(Clone, Default)]
+pub struct StreamSet(Arc<SetShared>);
+
+/// One place in a [`StreamSet`].
+enum Slot {
+    Free,
+    /// Taken out for a poll (the lock is not held while a stream runs: a stream may start
+    /// another, e.g. an upgraded CONNECT stream).
+    Running,
+    /// A future with its waker (made once per stream, not per poll).
+    Parked(StreamFuture, Arc<SlotWaker>, Waker),
+}
+
+#[derive(Default)]
+struct SetShared {
+    slots: Mutex<Vec<Slot>>,
+    /// Slots woken since the last drive (a slot may appear twice; polling is idempotent).
+    ready: Mutex<Vec<usize>>,
+    /// The connection task's waker.
+    task: Mutex<Option<Waker>>,
+}
+
+/// Wakes one slot: queues it and wakes the connection task.
+struct SlotWaker {
+    set: Arc<SetShared>,
+    slot: usize,
+    queued: AtomicBool,
+}
+
+impl Wake for SlotWaker {
+    fn wake(self: Arc<Self>) {
+        self.wake_by_ref();
+    }
+
+    fn wake_by_ref(self: &Arc<Self>) {
+        if !self.queued.swap(true, Ordering::AcqRel) {
+            lock(&self.set.ready).push(self.slot);
+        }
+        if let Some(w) = lock(&self.set.task).as_ref() {
+            w.wake_by_ref();
+        }
+    }
+}
+
+/// A poisoned lock (a panic while it was held) still holds consistent data here: every
+/// change under it is one push, take or assignment.
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+impl<F> hyper::rt::Executor<F> for StreamSet
+where
+    F: Future<Output = ()> + Send + 'static,
+{
+    fn execute(&self, fut: F) {
+        let mut slots = lock(&self.0.slots);
+        let slot = slots
+            .iter()
+            .position(|s| matches!(s, Slot::Free))
+            .unwrap_or_else(|| {
+                slots.push(Slot::Free);
+                slots.len() - 1
+            });
+        let flag = Arc::new(SlotWaker {
+            set: self.0.clone(),
+            slot,
+            queued: AtomicBool::new(true),
+        });
+        let waker = Waker::from(flag.clone());
+        slots[slot] = Slot::Parked(Box::pin(fut), flag, waker);
+        drop(slots);
+        lock(&self.0.ready).push(slot);
+        if let Some(w) = lock(&self.0.task).as_ref() {
+            w.wake_by_ref();
+        }
+    }
+}
+
+impl StreamSet {
+    /// `conn`, with the set's streams polled after it on every poll.
+    pub fn drive<F: Future + Unpin>(&self, conn: F) -> Driven<'_, F> {
+        Driven { set: self, conn }
+    }
+
+    /// Futures in the set.
+    pub fn len(&self) -> usize {
+        lock(&self.0.slots)
+            .iter()
+            .filter(|s| !matches!(s, Slot::Free))
+            .count()
+    }
+
+    /// Whether the set is empty.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Polls every woken stream once; whether any was polled.
+    fn run_ready(&self, cx: &Context<'_>) -> bool {
+        {
+            let mut task = lock(&self.0.task);
+            if !task.as_ref().is_some_and(|w| w.will_wake(cx.waker())) {
+                *task = Some(cx.waker().clone());
+            }
+        }
+        let ready = std::mem::take(&mut *lock(&self.0.ready));
+        if ready.is_empty() {
+            return false;
+        }
+        for slot in ready {
+            let (mut fut, flag, waker) = {
+                let mut slots = lock(&self.0.slots);
+                let Some(place) = slots.get_mut(slot) else {
+                    continue;
+                };
+                match std::mem::replace(place, Slot::Running) {
+                    Slot::Parked(f, flag, waker) => (f, flag, waker),
+                    other => {
+                        *place = other;
+                        continue;
+                    }
+                }
+            };
+            // Cleared before the poll: a wake during or after it queues the slot again.
+            flag.queued.store(false, Ordering::Release);
+            let done = fut
+                .as_mut()
+                .poll(&mut Context::from_waker(&waker))
+                .is_ready();
+            lock(&self.0.slots)[slot] = if done {
+                Slot::Free
+            } else {
+                Slot::Parked(fut, flag, waker)
+            };
+        }
+        true
+    }
+}
+
+/// A connection future driven together with its [`StreamSet`].
+pub struct Driven<'a, F> {
+    set: &'a StreamSet,
+    conn: F,
+}
+
+impl<F: Future + Unpin> Future for Driven<'_, F> {
+    type Output = F::Output;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<F::Output> {
+        let this = self.get_mut();
+        if let Poll::Ready(out) = Pin::new(&mut this.conn).poll(cx) {
+            return Poll::Ready(out);
+        }
+        // Streams opened or woken: run them, then let the connection take their frames in
+        // this same turn.
+        if this.set.run_ready(cx) {
+            return Pin::new(&mut this.conn).poll(cx);
+        }
+        Poll::Pending
+    }
 }
 
 /// Bytes of an HTTP/2 frame header (RFC 9113 §4.1).
@@ -338,7 +585,21 @@ enum Proto {
     Auto,
 }
 
-async fn serve_http<I>(conn: Arc<Conn>, io: I, proto: Proto, server: Arc<ServerConf>)
+/// `turns` counts the HTTP/2 connection's polls for a TLS stream in batching mode
+/// (`TlsStream::batch_flushes`).
+/// Resolves once the site was retired by a reload and the connection has started a request.
+/// A connection accepted just before the reload has not sent its request yet: closing it then
+/// would fail that request, so it serves one on the configuration it was accepted under first.
+async fn retired_and_started(conn: &Conn, retired: &mut tokio::sync::watch::Receiver<bool>) {
+    if retired.wait_for(|r| *r).await.is_err() {
+        return std::future::pending().await;
+    }
+    while conn.requests.load(Ordering::Relaxed) == 0 {
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+}
+
+async fn serve_http<I>(conn: Arc<Conn>, io: I, proto: Proto, server: Arc<ServerConf>, turns: Turns)
 where
     I: AsyncRead + AsyncWrite + Unpin + Send + 'static,
 {
@@ -369,30 +630,34 @@ where
                 b.writev(true);
             }
             let c = b.serve_connection(io, svc).with_upgrades();
-            tokio::pin!(c);
+            // Boxed: only the protocol in use is allocated, and the task stays small.
+            let mut c = Box::pin(c);
             tokio::select! {
                 _ = &mut c => return,
                 _ = idle(&conn, first, keepalive_timeout) => return,
-                _ = retired.wait_for(|r| *r) => {}
+                _ = retired_and_started(&conn, &mut retired) => {}
                 _ = draining.wait_for(|d| *d) => {}
             }
             c.as_mut().graceful_shutdown();
             let _ = c.await;
         }
         Proto::H2 => {
-            let mut b = hyper::server::conn::http2::Builder::new(TokioExecutor::new());
+            // Streams run inside this task (no spawn, no cross-task wake per request).
+            let streams = StreamSet::default();
+            let mut b = hyper::server::conn::http2::Builder::new(streams.clone());
             b.timer(TokioTimer::new());
             let c = b.serve_connection(io, svc);
-            tokio::pin!(c);
+            // Boxed: only the protocol in use is allocated, and the task stays small.
+            let mut c = Box::pin(c);
             let idle_out = tokio::select! {
-                _ = &mut c => return,
+                _ = turns.count(streams.drive(&mut c)) => return,
                 _ = idle(&conn, first, keepalive_timeout) => true,
                 _ = conn.last_request.notified() => false,
-                _ = retired.wait_for(|r| *r) => false,
+                _ = retired_and_started(&conn, &mut retired) => false,
                 _ = draining.wait_for(|d| *d) => false,
             };
             c.as_mut().graceful_shutdown();
-            finish_graceful(c, idle_out).await;
+            finish_graceful(turns.count(streams.drive(c)), idle_out).await;
         }
         Proto::Auto => {
             let mut b = hyper_util::server::conn::auto::Builder::new(TokioExecutor::new());
@@ -404,12 +669,13 @@ where
                 .writev(true);
             b.http2().timer(TokioTimer::new());
             let c = b.serve_connection_with_upgrades(io, svc);
-            tokio::pin!(c);
+            // Boxed: only the protocol in use is allocated, and the task stays small.
+            let mut c = Box::pin(c);
             let idle_out = tokio::select! {
                 _ = &mut c => return,
                 _ = idle(&conn, first, keepalive_timeout) => true,
                 _ = conn.last_request.notified() => false,
-                _ = retired.wait_for(|r| *r) => false,
+                _ = retired_and_started(&conn, &mut retired) => false,
                 _ = draining.wait_for(|d| *d) => false,
             };
             c.as_mut().graceful_shutdown();
@@ -558,6 +824,44 @@ mod tests {
         fn supported_verify_schemes(&self) -> Vec<SignatureScheme> {
             self.0.signature_verification_algorithms.supported_schemes()
         }
+    }
+
+    /// Streams run inside the driving task: each is polled when woken, finished ones free
+    /// their slot, and a stream may start another while it runs.
+    #[tokio::test]
+    async fn stream_set_runs_streams_in_the_driving_task() {
+        let set = StreamSet::default();
+        let done = Arc::new(AtomicU64::new(0));
+        let (tx, rx) = tokio::sync::oneshot::channel::<()>();
+        let d = done.clone();
+        hyper::rt::Executor::execute(&set, async move {
+            let _ = rx.await;
+            d.fetch_add(1, Ordering::Relaxed);
+        });
+        let (d, inner_set) = (done.clone(), set.clone());
+        hyper::rt::Executor::execute(&set, async move {
+            let d2 = d.clone();
+            hyper::rt::Executor::execute(&inner_set, async move {
+                d2.fetch_add(10, Ordering::Relaxed);
+            });
+            d.fetch_add(1, Ordering::Relaxed);
+        });
+        assert_eq!(set.len(), 2);
+        let mut conn = Box::pin(std::future::pending::<()>());
+        let r = tokio::time::timeout(Duration::from_millis(20), set.drive(&mut conn)).await;
+        assert!(r.is_err(), "the connection is still pending");
+        assert_eq!(
+            done.load(Ordering::Relaxed),
+            11,
+            "second stream and its child ran"
+        );
+        assert_eq!(set.len(), 1, "only the waiting stream is left");
+        tx.send(()).unwrap();
+        let _ = tokio::time::timeout(Duration::from_millis(20), set.drive(&mut conn)).await;
+        assert_eq!(done.load(Ordering::Relaxed), 12, "woken stream finished");
+        assert!(set.is_empty());
+        let mut finished = Box::pin(async { 7 });
+        assert_eq!(set.drive(&mut finished).await, 7);
     }
 
     /// The server's first flight (ServerHello..Finished in TLS 1.3, ServerHello..

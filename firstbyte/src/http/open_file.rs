@@ -18,8 +18,10 @@ use std::os::fd::{AsRawFd, FromRawFd, RawFd};
 use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::MetadataExt;
 use std::path::{Component, Path, PathBuf};
-use std::sync::{Arc, Mutex, MutexGuard};
-use std::time::{Duration, Instant};
+use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
+use std::time::{Duration, Instant, UNIX_EPOCH};
+
+use http::HeaderValue;
 
 use crate::conf::model::DisableSymlinks;
 
@@ -81,6 +83,64 @@ pub struct OpenFile {
     pub file: Arc<File>,
     /// Its metadata.
     pub meta: FileMeta,
+    /// Header values made from `meta`, at the first response (see [`OpenFile::headers`]).
+    headers: OnceLock<FileHeaders>,
+}
+
+impl OpenFile {
+    /// The response header values that depend only on the file's metadata, made once per
+    /// open: a cached file then answers without formatting a date, an ETag or a length, nor
+    /// allocating for them (a `HeaderValue` clone shares its bytes). A revalidation that
+    /// finds the file changed opens it again, so these never describe stale metadata.
+    pub fn headers(&self) -> &FileHeaders {
+        self.headers.get_or_init(|| FileHeaders::of(&self.meta))
+    }
+}
+
+/// Header values of a file's responses (see [`OpenFile::headers`]).
+#[derive(Debug)]
+pub struct FileHeaders {
+    /// nginx's ETag, `"<mtime hex>-<size hex>"`.
+    pub etag: String,
+    /// `etag` as a header value.
+    pub etag_value: Option<HeaderValue>,
+    /// `Last-Modified`, an HTTP date.
+    pub last_modified: Option<HeaderValue>,
+    /// `Content-Length` of the whole file.
+    pub content_length: HeaderValue,
+    /// The first `Content-Type` asked for, with its value (the type depends on the
+    /// location's `types`, not on the file alone; another type is made per response).
+    content_type: OnceLock<(String, HeaderValue)>,
+}
+
+impl FileHeaders {
+    fn of(meta: &FileMeta) -> Self {
+        let etag = format!("\"{:x}-{:x}\"", meta.mtime.max(0), meta.len);
+        let modified = UNIX_EPOCH + Duration::from_secs(meta.mtime.max(0) as u64);
+        FileHeaders {
+            etag_value: HeaderValue::from_str(&etag).ok(),
+            etag,
+            last_modified: HeaderValue::from_str(&httpdate::fmt_http_date(modified)).ok(),
+            content_length: HeaderValue::from(meta.len),
+            content_type: OnceLock::new(),
+        }
+    }
+
+    /// `ctype` as a header value, shared when it is the file's usual type.
+    pub fn content_type(&self, ctype: &str) -> Option<HeaderValue> {
+        let (t, v) = match self.content_type.get() {
+            Some(cached) => cached,
+            None => {
+                let v = HeaderValue::from_str(ctype).ok()?;
+                self.content_type.get_or_init(|| (ctype.to_string(), v))
+            }
+        };
+        if t == ctype {
+            Some(v.clone())
+        } else {
+            HeaderValue::from_str(ctype).ok()
+        }
+    }
 }
 
 /// Flags of the last open: read-only, never blocking on a fifo, never becoming a controlling
@@ -128,6 +188,7 @@ fn open_last(dir: RawFd, name: &OsStr, extra: libc::c_int) -> io::Result<OpenFil
     Ok(OpenFile {
         file: Arc::new(file),
         meta,
+        headers: OnceLock::new(),
     })
 }
 
@@ -407,6 +468,26 @@ mod tests {
         fn drop(&mut self) {
             let _ = std::fs::remove_dir_all(&self.0);
         }
+    }
+
+    #[test]
+    fn file_headers_are_made_once_from_the_metadata() {
+        let d = TempDir::new("headers");
+        let p = d.file("f.html", &[b'x'; 1234]);
+        let f = open_path(&p, DisableSymlinks::Off).unwrap();
+        let h = f.headers();
+        let expect = format!("\"{:x}-{:x}\"", f.meta.mtime, 1234);
+        assert_eq!(h.etag, expect);
+        assert_eq!(h.etag_value.as_ref().unwrap(), expect.as_str());
+        assert_eq!(h.content_length, "1234");
+        let modified = UNIX_EPOCH + Duration::from_secs(f.meta.mtime as u64);
+        let date = httpdate::fmt_http_date(modified);
+        assert_eq!(h.last_modified.as_ref().unwrap(), date.as_str());
+        assert!(std::ptr::eq(h, f.headers()), "made once");
+        assert_eq!(h.content_type("text/html").unwrap(), "text/html");
+        assert_eq!(h.content_type("text/html").unwrap(), "text/html");
+        assert_eq!(h.content_type("text/plain").unwrap(), "text/plain");
+        assert!(h.content_type("bad\nvalue").is_none());
     }
 
     #[test]

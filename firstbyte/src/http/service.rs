@@ -275,7 +275,8 @@ where
         Step::Proxy(conf) => {
             let timed_out = Arc::new(AtomicBool::new(false));
             let body = StallBody::new(body, loc.client_body_timeout, timed_out.clone());
-            match proxy(&r, &loc, &conf, body, &mut extensions).await {
+            // Boxed: the proxy state is large and rare; the common request future stays small.
+            match Box::pin(proxy(&r, &loc, &conf, body, &mut extensions)).await {
                 Ok(resp) => (resp, loc),
                 // nginx: "the request is terminated with the 408 (Request Time-out) error".
                 Err(_) if timed_out.load(Ordering::Relaxed) => {

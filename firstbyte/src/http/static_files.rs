@@ -45,7 +45,7 @@ use std::io;
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Component, Path, PathBuf};
 use std::sync::Arc;
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::{SystemTime, UNIX_EPOCH};
 
 use http::header::{
     HeaderValue, ACCEPT_RANGES, CONTENT_ENCODING, CONTENT_LENGTH, CONTENT_RANGE, CONTENT_TYPE,
@@ -259,19 +259,20 @@ fn respond(
     vary: bool,
 ) -> FileOutcome {
     let meta = &file.meta;
-    let etag = etag_for(meta);
-    let mut headers = HeaderMap::new();
-    if let Ok(v) = HeaderValue::from_str(&etag) {
-        headers.insert(ETAG, v);
+    let cached = file.headers();
+    let etag = cached.etag.as_str();
+    // Sized for a file response's headers plus `finish`'s (Server, Date): no regrowth.
+    let mut headers = HeaderMap::with_capacity(12);
+    if let Some(v) = &cached.etag_value {
+        headers.insert(ETAG, v.clone());
     }
-    let modified = UNIX_EPOCH + Duration::from_secs(meta.mtime.max(0) as u64);
-    if let Ok(v) = HeaderValue::from_str(&httpdate::fmt_http_date(modified)) {
-        headers.insert(LAST_MODIFIED, v);
+    if let Some(v) = &cached.last_modified {
+        headers.insert(LAST_MODIFIED, v.clone());
     }
     if vary {
         headers.insert(VARY, HeaderValue::from_static("Accept-Encoding"));
     }
-    match preconditions(req.headers, &etag, meta.mtime) {
+    match preconditions(req.headers, etag, meta.mtime) {
         Precondition::Failed => return FileOutcome::Status(StatusCode::PRECONDITION_FAILED),
         Precondition::NotModified => {
             return FileOutcome::Response(response(StatusCode::NOT_MODIFIED, headers, Body::Empty))
@@ -279,7 +280,7 @@ fn respond(
         Precondition::Proceed => {}
     }
     let ctype = content_type(req.loc, path);
-    if let Ok(v) = HeaderValue::from_str(ctype) {
+    if let Some(v) = cached.content_type(ctype) {
         headers.insert(CONTENT_TYPE, v);
     }
     if let Some(enc) = encoding {
@@ -293,7 +294,7 @@ fn respond(
     };
     if range != ByteRange::Full {
         if let Some(if_range) = req.headers.get(IF_RANGE) {
-            if !if_range_matches(if_range, &etag, meta.mtime) {
+            if !if_range_matches(if_range, etag, meta.mtime) {
                 range = ByteRange::Full;
             }
         }
@@ -317,7 +318,12 @@ fn respond(
             return FileOutcome::Response(r);
         }
     };
-    headers.insert(CONTENT_LENGTH, HeaderValue::from(count));
+    let length = if count == len {
+        cached.content_length.clone()
+    } else {
+        HeaderValue::from(count)
+    };
+    headers.insert(CONTENT_LENGTH, length);
     let body = if *req.method == Method::HEAD || count == 0 {
         Body::Empty
     } else {
@@ -331,11 +337,6 @@ fn response(status: StatusCode, headers: HeaderMap, body: Body) -> Response<Body
     *r.status_mut() = status;
     *r.headers_mut() = headers;
     r
-}
-
-/// nginx's ETag: `"<mtime hex>-<size hex>"`.
-fn etag_for(meta: &FileMeta) -> String {
-    format!("\"{:x}-{:x}\"", meta.mtime.max(0), meta.len)
 }
 
 /// `types` by the lower-cased extension (the text after the last `.` of the file name),
@@ -531,6 +532,7 @@ mod tests {
     use std::ffi::CString;
     use std::os::unix::fs::MetadataExt;
     use std::sync::atomic::{AtomicUsize, Ordering};
+    use std::time::Duration;
 
     /// A directory under the system temp dir, removed at the end of the test.
     struct TempDir(PathBuf);

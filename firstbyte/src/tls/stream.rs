@@ -20,11 +20,15 @@
 //!   [`Release`], and leave in the same `writev` as its first records, so a 10 KB answer fits
 //!   the initial congestion window. TLS 1.2's last flight (tickets, ChangeCipherSpec,
 //!   Finished) is part of the handshake and is always written at once.
+//! - **Batching mode** (HTTP/2, [`TlsStream::batch_flushes`]): a flush only marks the stream
+//!   and wakes the task; whatever was written by then leaves with the first read, write or
+//!   flush of the task's next turn ([`Turns`] tells turns apart), in one record where it fits
+//!   and one `writev`.
 
 use std::future::Future;
 use std::io::{self, IoSlice, Read, Write};
 use std::pin::Pin;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
@@ -43,6 +47,40 @@ pub const MAX_HOLD: Duration = Duration::from_millis(10);
 /// Encrypted bytes queued before they are pushed to the socket without a flush: 64 KB, four
 /// full records — one `writev` per 64 KB of a long body.
 pub const PUSH_AT: usize = 64 * 1024;
+
+/// Counts the polls ("turns") of a connection's task, so that a stream in batching mode can
+/// tell a flush later in the same turn from one in a later turn. The connection's driver
+/// wraps its protocol future in [`Turns::count`]; see [`TlsStream::batch_flushes`].
+#[derive(Debug, Clone, Default)]
+pub struct Turns(Arc<AtomicU64>);
+
+impl Turns {
+    /// The current turn.
+    fn now(&self) -> u64 {
+        self.0.load(Ordering::Relaxed)
+    }
+
+    /// `fut`, counting a turn each time it is polled.
+    pub fn count<F: Future + Unpin>(&self, fut: F) -> Counted<'_, F> {
+        Counted { turns: self, fut }
+    }
+}
+
+/// A future that counts its polls (see [`Turns::count`]).
+pub struct Counted<'a, F> {
+    turns: &'a Turns,
+    fut: F,
+}
+
+impl<F: Future + Unpin> Future for Counted<'_, F> {
+    type Output = F::Output;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<F::Output> {
+        let this = self.get_mut();
+        this.turns.0.fetch_add(1, Ordering::Relaxed);
+        Pin::new(&mut this.fut).poll(cx)
+    }
+}
 
 /// Lets the HTTP layer say its first response is ready.
 #[derive(Debug, Clone, Default)]
@@ -144,6 +182,32 @@ fn poll_read_tls<IO: AsyncRead + AsyncWrite + Unpin>(
     Poll::Ready(Ok(n > 0))
 }
 
+/// Copies received plaintext into `buf` without initializing its unfilled part first (the
+/// caller's buffer, hyper's 8 KB read buffer, is then touched only as far as data arrives:
+/// no memset per read, no resident pages for an idle connection's empty buffer). `Ok` with
+/// nothing copied is a clean close (or a full `buf`); `WouldBlock` when nothing is
+/// decrypted yet.
+fn read_plain(conn: &mut ServerConnection, buf: &mut ReadBuf<'_>) -> io::Result<()> {
+    use std::io::BufRead;
+    let mut reader = conn.reader();
+    let mut got = false;
+    while buf.remaining() > 0 {
+        let chunk = match reader.fill_buf() {
+            Ok(c) => c,
+            Err(_) if got => break,
+            Err(e) => return Err(e),
+        };
+        if chunk.is_empty() {
+            break;
+        }
+        let n = chunk.len().min(buf.remaining());
+        buf.put_slice(&chunk[..n]);
+        reader.consume(n);
+        got = true;
+    }
+    Ok(())
+}
+
 /// Reads the ClientHello. The caller chooses a config from it and calls [`handshake`].
 pub async fn read_client_hello<IO: AsyncRead + AsyncWrite + Unpin>(
     io: &mut IO,
@@ -225,8 +289,12 @@ where
         hold,
         release,
         wrote_after_release: false,
+        head_record: true,
+        head_cap: None,
         eof: false,
         close_sent: false,
+        batch: None,
+        deferred: None,
     })
 }
 
@@ -245,10 +313,19 @@ pub struct TlsStream<IO, T> {
     /// TLS 1.3 tickets waiting for the first response, with their deadline.
     hold: Option<Pin<Box<tokio::time::Sleep>>>,
     release: Release,
-    /// Whether response bytes were written after the release (the hold ends at their flush).
+    /// Whether bytes were written after the release (the hold ends at their flush).
     wrote_after_release: bool,
+    /// Whether the record that starts the first response is still to come (it is kept
+    /// within one segment; see `head_cap`).
+    head_record: bool,
+    /// That record's size, once computed.
+    head_cap: Option<usize>,
     eof: bool,
     close_sent: bool,
+    /// Batching mode ([`TlsStream::batch_flushes`]): the task's turn counter.
+    batch: Option<Turns>,
+    /// The turn in which a flush was put off, until it is done.
+    deferred: Option<u64>,
 }
 
 impl<IO, T> TlsStream<IO, T> {
@@ -271,12 +348,43 @@ impl<IO, T> TlsStream<IO, T> {
     pub fn holding(&self) -> bool {
         self.hold.is_some()
     }
+
+    /// Puts every flush off to the task's next turn: a flush only marks the stream and wakes
+    /// the task; the records gathered by then leave in one `writev` at the first read, write
+    /// or flush of a later turn. HTTP/2 flushes after each DATA frame it chains (h2's
+    /// `FramedWrite`), so without this every response of a batch costs a record and a
+    /// syscall; with it, all responses produced in one turn share them (h2o flushes once per
+    /// event-loop turn too). The caller must poll its protocol future through
+    /// [`Turns::count`] with the returned counter.
+    pub fn batch_flushes(&mut self) -> Turns {
+        let turns = Turns::default();
+        self.batch = Some(turns.clone());
+        turns
+    }
+
+    /// Whether a flush put off in an earlier turn is due.
+    fn deferred_due(&self) -> bool {
+        match (&self.batch, self.deferred) {
+            (Some(turns), Some(t)) => turns.now() != t,
+            _ => false,
+        }
+    }
 }
 
 impl<IO: AsyncRead + AsyncWrite + Unpin, T: TcpInfoSource> TlsStream<IO, T> {
     /// The open record's size, deciding it now if none is open.
     fn decide(&mut self) -> usize {
+        let capped = self.head_record && self.release.released();
         if let Some(l) = self.limit {
+            if capped {
+                // A record opened before the release (an HTTP/2 preface) that the response
+                // now joins: cut it at the head cap too.
+                let c = self.head_cap().max(self.plain.len()).max(1);
+                if c < l {
+                    self.limit = Some(c);
+                    return c;
+                }
+            }
             return l;
         }
         let tcp = if self.policy.wants_tcp_info() {
@@ -284,9 +392,33 @@ impl<IO: AsyncRead + AsyncWrite + Unpin, T: TcpInfoSource> TlsStream<IO, T> {
         } else {
             None
         };
-        let l = crate::record::clamp_size(self.policy.next_size(Instant::now(), tcp.as_ref()));
+        let mut l = crate::record::clamp_size(self.policy.next_size(Instant::now(), tcp.as_ref()));
+        if capped {
+            l = l.min(self.head_cap());
+        }
         self.limit = Some(l);
         l
+    }
+
+    /// The size of the record that starts the first response: it carries the response head
+    /// and must arrive within the first round trip's window whatever the policy, or the first
+    /// byte waits a round trip (a 16 KB record after the tickets overflows an initial window
+    /// of ten 1448-byte segments). One segment's payload (from `TCP_INFO`'s MSS, read once);
+    /// later records follow the policy.
+    fn head_cap(&mut self) -> usize {
+        if let Some(c) = self.head_cap {
+            return c;
+        }
+        let c = self
+            .source
+            .tcp_info()
+            .map(|t| t.snd_mss as usize)
+            .filter(|&m| m > crate::record::MAX_RECORD_OVERHEAD)
+            .map_or(crate::record::DEFAULT_SIZE_LO, |m| {
+                m - crate::record::MAX_RECORD_OVERHEAD
+            });
+        self.head_cap = Some(c);
+        c
     }
 
     /// Hands `bytes` (at most one record) to rustls as one record.
@@ -294,12 +426,15 @@ impl<IO: AsyncRead + AsyncWrite + Unpin, T: TcpInfoSource> TlsStream<IO, T> {
         // With the buffer limit lifted rustls takes everything; a record of ≤ 16 KB is one
         // record.
         self.conn.writer().write_all(bytes)?;
+        // The cap is spent by the first record it actually cut (the start of a response
+        // longer than a segment); small records written meanwhile (an HTTP/2 SETTINGS ack,
+        // WINDOW_UPDATE, a short response) do not spend it.
+        if self.head_record && self.release.released() && Some(bytes.len()) == self.limit {
+            self.head_record = false;
+        }
         self.policy.on_record(Instant::now(), bytes.len());
         self.limit = None;
         self.queued += bytes.len();
-        if self.hold.is_some() && self.release.released() {
-            self.wrote_after_release = true;
-        }
         Ok(())
     }
 
@@ -349,6 +484,13 @@ impl<IO: AsyncRead + AsyncWrite + Unpin, T: TcpInfoSource + Unpin> AsyncRead for
         buf: &mut ReadBuf<'_>,
     ) -> Poll<io::Result<()>> {
         let this = self.get_mut();
+        // A flush put off in an earlier turn goes out before the task waits for input (a
+        // write that would block is retried when the socket is writable).
+        if this.deferred_due() {
+            if let Poll::Ready(Err(e)) = this.flush_now(cx) {
+                return Poll::Ready(Err(e));
+            }
+        }
         // A connection waiting for input is where held tickets meet their deadline.
         if this.hold.is_some() {
             if let Poll::Ready(Err(e)) = this.poll_send(cx, false) {
@@ -356,11 +498,8 @@ impl<IO: AsyncRead + AsyncWrite + Unpin, T: TcpInfoSource + Unpin> AsyncRead for
             }
         }
         loop {
-            match this.conn.reader().read(buf.initialize_unfilled()) {
-                Ok(n) => {
-                    buf.advance(n);
-                    return Poll::Ready(Ok(()));
-                }
+            match read_plain(&mut this.conn, buf) {
+                Ok(()) => return Poll::Ready(Ok(())),
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => {}
                 // The peer closed without close_notify: EOF, as most servers treat it.
                 Err(e) if e.kind() == io::ErrorKind::UnexpectedEof => return Poll::Ready(Ok(())),
@@ -394,6 +533,12 @@ impl<IO: AsyncRead + AsyncWrite + Unpin, T: TcpInfoSource + Unpin> TlsStream<IO,
         // Back-pressure: with a large queue, the socket must take some before more is accepted.
         if self.queued >= PUSH_AT {
             std::task::ready!(self.poll_send(cx, false))?;
+        }
+        // Counted when the bytes arrive, not when their record closes: bytes written before
+        // the release (an HTTP/2 SETTINGS ack) but flushed after it must not end the hold
+        // before the response itself is written.
+        if self.hold.is_some() && self.release.released() && bufs.iter().any(|b| !b.is_empty()) {
+            self.wrote_after_release = true;
         }
         let mut taken = 0;
         for b in bufs {
@@ -449,18 +594,23 @@ impl<IO: AsyncRead + AsyncWrite + Unpin, T: TcpInfoSource + Unpin> AsyncWrite fo
 
     fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
         let this = self.get_mut();
-        this.emit_open()?;
-        std::task::ready!(this.poll_send(cx, true))?;
-        if this.hold.is_some() {
-            // Held on purpose: the tickets (and anything written before the first response)
-            // leave with the response.
-            return Poll::Ready(Ok(()));
+        if let Some(turns) = &this.batch {
+            match this.deferred {
+                Some(t) if t != turns.now() => {}
+                Some(_) => return Poll::Ready(Ok(())),
+                None => {
+                    this.deferred = Some(turns.now());
+                    cx.waker().wake_by_ref();
+                    return Poll::Ready(Ok(()));
+                }
+            }
         }
-        Pin::new(&mut this.io).poll_flush(cx)
+        this.flush_now(cx)
     }
 
     fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
         let this = self.get_mut();
+        this.deferred = None;
         this.emit_open()?;
         this.hold = None;
         if !this.close_sent {
@@ -469,6 +619,31 @@ impl<IO: AsyncRead + AsyncWrite + Unpin, T: TcpInfoSource + Unpin> AsyncWrite fo
         }
         std::task::ready!(poll_write_tls(&mut this.conn, &mut this.io, cx))?;
         Pin::new(&mut this.io).poll_shutdown(cx)
+    }
+}
+
+impl<IO: AsyncRead + AsyncWrite + Unpin, T: TcpInfoSource + Unpin> TlsStream<IO, T> {
+    /// Closes the open record and writes everything queued (a flush, not put off).
+    fn flush_now(&mut self, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        let this = self;
+        this.emit_open()?;
+        this.deferred = None;
+        if this.poll_send(cx, true)?.is_pending() {
+            // Retried on a later turn (the socket wakes the task when writable).
+            this.deferred = this.batch.as_ref().map(Turns::now);
+            return Poll::Pending;
+        }
+        // Nothing is gathered between flushes: give the record buffer back, so an idle
+        // connection holds no plaintext buffer (a keep-alive connection idles after a flush).
+        if this.plain.capacity() > 0 {
+            this.plain = Vec::new();
+        }
+        if this.hold.is_some() {
+            // Held on purpose: the tickets (and anything written before the first response)
+            // leave with the response.
+            return Poll::Ready(Ok(()));
+        }
+        Pin::new(&mut this.io).poll_flush(cx)
     }
 }
 
@@ -735,10 +910,15 @@ mod tests {
             "tickets, preface and response in one write"
         );
         // The tickets (one record: rustls sends a flight's messages together), the preface
-        // (8 + 17 bytes) and the response (10,000 + 17).
+        // (8 + 17 bytes), then the response: its first record within one segment (no
+        // TCP_INFO here: 1369 bytes), the rest by the policy (16k).
         let recs = app_records(&w[after_handshake]);
-        assert_eq!(recs.len(), 3, "{recs:?}");
-        assert_eq!(&recs[1..], [8 + 17, 10_000 + 17], "{recs:?}");
+        assert_eq!(recs.len(), 4, "{recs:?}");
+        assert_eq!(
+            &recs[1..],
+            [8 + 17, 1369 + 17, 10_000 - 1369 + 17],
+            "{recs:?}"
+        );
         let mut buf = vec![0u8; 10_008];
         client.read_exact(&mut buf).await.unwrap();
         assert_eq!(&buf[..8], b"settings");
@@ -758,6 +938,77 @@ mod tests {
         let _ = tokio::time::timeout(MAX_HOLD * 3, server.read(&mut b)).await;
         assert!(!server.holding());
         assert_eq!(writes.lock().unwrap().len(), after_handshake + 1);
+    }
+
+    #[tokio::test]
+    async fn batched_flushes_leave_together_on_a_later_turn() {
+        let (mut server, mut client, writes) = pair(
+            &rustls::version::TLS12,
+            RecordSettings::default(),
+            Release::new(),
+        )
+        .await;
+        let turns = server.batch_flushes();
+        let before = writes.lock().unwrap().len();
+        server.write_all(b"first").await.unwrap();
+        server.flush().await.unwrap();
+        server.write_all(b"second").await.unwrap();
+        server.flush().await.unwrap();
+        assert_eq!(
+            writes.lock().unwrap().len(),
+            before,
+            "flushes of one turn wait"
+        );
+        assert!(
+            server.plain.len() == 11,
+            "both writes gathered in the open record"
+        );
+        // The task's next turn: its first flush (or read) writes everything.
+        turns.0.fetch_add(1, Ordering::Relaxed);
+        server.flush().await.unwrap();
+        let w = writes.lock().unwrap()[before..].to_vec();
+        assert_eq!(w.len(), 1, "one write");
+        assert_eq!(app_records(&w[0]), [11 + 24], "one record");
+        let mut buf = [0u8; 11];
+        client.read_exact(&mut buf).await.unwrap();
+        assert_eq!(&buf, b"firstsecond");
+        assert!(server.deferred.is_none());
+    }
+
+    /// HTTP/2 in batching mode: a SETTINGS ack written before the release and flushed on a
+    /// later turn must not send the tickets ahead of the response.
+    #[tokio::test]
+    async fn batched_hold_waits_for_bytes_written_after_the_release() {
+        let release = Release::new();
+        let (mut server, mut client, writes) = pair(
+            &rustls::version::TLS13,
+            RecordSettings::default(),
+            release.clone(),
+        )
+        .await;
+        let turns = server.batch_flushes();
+        let after_handshake = writes.lock().unwrap().len();
+        server.write_all(b"ack").await.unwrap();
+        server.flush().await.unwrap();
+        release.release();
+        turns.0.fetch_add(1, Ordering::Relaxed);
+        server.flush().await.unwrap();
+        assert!(server.holding(), "no response yet: still held");
+        assert_eq!(writes.lock().unwrap().len(), after_handshake);
+        server.write_all(&[4u8; 1000]).await.unwrap();
+        server.flush().await.unwrap();
+        turns.0.fetch_add(1, Ordering::Relaxed);
+        server.flush().await.unwrap();
+        assert!(!server.holding());
+        let w = writes.lock().unwrap().clone();
+        assert_eq!(
+            w.len(),
+            after_handshake + 1,
+            "tickets, ack, response: one write"
+        );
+        let mut buf = vec![0u8; 1003];
+        client.read_exact(&mut buf).await.unwrap();
+        assert_eq!(&buf[..3], b"ack");
     }
 
     #[tokio::test]

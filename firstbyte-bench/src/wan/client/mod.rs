@@ -1,0 +1,141 @@
+//! The bench's HTTP clients: each makes one request on a new connection and times it.
+//!
+//! A `Fetcher` takes a `Target` (address, port, path) and returns a `Fetched`: connect,
+//! TLS handshake done ("appconnect"), first response byte and end of body, all in ms from the
+//! start of the connection, as curl's `time_connect`, `time_appconnect`,
+//! `time_starttransfer` and `time_total`. Every request is a cold connection: a new TCP
+//! connection and a full TLS handshake, no session resumption.
+//!
+//! - `curl`: runs `curl --http2` (as the seed did) or `--http1.1`, one process per request.
+//! - `rust`: hyper over tokio-rustls (aws-lc-rs), in this process. HTTP/3 fits as another
+//!   `ClientKind` whose "connect" is the QUIC handshake's first flight and whose
+//!   "appconnect" is the handshake's completion.
+
+pub mod curl;
+pub mod rust;
+
+use std::net::SocketAddr;
+
+/// Most a single request may take before it is recorded as failed, in seconds: far above a
+/// 1 MB transfer on a lossy 100 ms link (~3 s), below a stuck connection's patience.
+pub const REQUEST_TIMEOUT_S: u64 = 60;
+
+/// A client of the bench.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum ClientKind {
+    /// `curl --http2`.
+    CurlH2,
+    /// `curl --http1.1`.
+    CurlH1,
+    /// The built-in client, HTTP/2.
+    RustH2,
+    /// The built-in client, HTTP/1.1.
+    RustH1,
+}
+
+impl ClientKind {
+    /// Every client, in table order.
+    pub const ALL: [ClientKind; 4] = [
+        ClientKind::CurlH2,
+        ClientKind::CurlH1,
+        ClientKind::RustH2,
+        ClientKind::RustH1,
+    ];
+
+    /// Its name in plans and results.csv.
+    pub fn name(self) -> &'static str {
+        match self {
+            ClientKind::CurlH2 => "curl-h2",
+            ClientKind::CurlH1 => "curl-h1",
+            ClientKind::RustH2 => "rust-h2",
+            ClientKind::RustH1 => "rust-h1",
+        }
+    }
+
+    /// The client with this name.
+    pub fn from_name(name: &str) -> Option<ClientKind> {
+        Self::ALL.into_iter().find(|k| k.name() == name)
+    }
+
+    /// Whether it needs the `curl` program.
+    pub fn needs_curl(self) -> bool {
+        matches!(self, ClientKind::CurlH2 | ClientKind::CurlH1)
+    }
+}
+
+/// What to fetch.
+#[derive(Debug, Clone)]
+pub struct Target {
+    /// Server address and port (in the server namespace).
+    pub addr: SocketAddr,
+    /// Request path, e.g. `/f-10240.bin`.
+    pub path: String,
+}
+
+impl Target {
+    /// The URL of the target.
+    pub fn url(&self) -> String {
+        format!("https://{}{}", self.addr, self.path)
+    }
+}
+
+/// The timings of one request, in ms from the start of the connection.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Fetched {
+    /// TCP connection established.
+    pub connect_ms: f64,
+    /// TLS handshake complete.
+    pub appconnect_ms: f64,
+    /// First byte of the response.
+    pub ttfb_ms: f64,
+    /// Last byte of the body.
+    pub total_ms: f64,
+    /// `2`, `1.1`, or empty when it failed before a response.
+    pub http_version: String,
+    /// HTTP status; 0 when the request failed.
+    pub status: u16,
+    /// Body bytes received.
+    pub body_bytes: u64,
+    /// Why it failed, when it did.
+    pub error: Option<String>,
+}
+
+/// A client able to make one cold request.
+pub trait Fetcher {
+    /// Opens a new connection, fetches `target`, closes it, and times it.
+    fn fetch(&mut self, target: &Target) -> Fetched;
+}
+
+/// The fetcher for a client kind.
+pub fn fetcher(kind: ClientKind) -> std::io::Result<Box<dyn Fetcher>> {
+    Ok(match kind {
+        ClientKind::CurlH2 => Box::new(curl::Curl { http2: true }),
+        ClientKind::CurlH1 => Box::new(curl::Curl { http2: false }),
+        ClientKind::RustH2 => Box::new(rust::RustClient::new(true)?),
+        ClientKind::RustH1 => Box::new(rust::RustClient::new(false)?),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_round_trip() {
+        for k in ClientKind::ALL {
+            assert_eq!(ClientKind::from_name(k.name()), Some(k));
+        }
+        assert_eq!(ClientKind::from_name("curl"), None);
+        assert!(ClientKind::CurlH1.needs_curl());
+        assert!(!ClientKind::RustH2.needs_curl());
+    }
+
+    #[test]
+    fn url_of_target() {
+        let t = Target {
+            addr: "198.18.0.1:9400".parse().expect("addr"),
+            path: "/f.bin".into(),
+        };
+        assert_eq!(t.url(), "https://198.18.0.1:9400/f.bin");
+    }
+}

@@ -1,0 +1,258 @@
+//! `results.csv`: one row per request, appended as the run goes, read back to resume and
+//! to summarize.
+//!
+//! The header is fixed (other tools read it):
+//! `condition,server,size_bytes,client,seq,connect_ms,appconnect_ms,ttfb_ms,total_ms,syn_retransmits,http_version,status`.
+//! Times are ms from the start of the connection, three decimals. A failed request is a row
+//! with status 0 (it is done; resuming does not retry it, and the summary counts it).
+//! A torn last line (the run was killed mid-write) is ignored when reading.
+
+use std::collections::HashSet;
+use std::io::Write;
+use std::path::Path;
+
+/// The header line, exactly.
+pub const HEADER: &str = "condition,server,size_bytes,client,seq,connect_ms,appconnect_ms,ttfb_ms,total_ms,syn_retransmits,http_version,status";
+
+/// One request's result.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Row {
+    /// Condition name.
+    pub condition: String,
+    /// Server kind (`firstbyte`, `nginx`).
+    pub server: String,
+    /// Response size requested.
+    pub size_bytes: u64,
+    /// Client name (`curl-h2`, ...).
+    pub client: String,
+    /// Repetition within the cell.
+    pub seq: u32,
+    /// TCP connected, ms.
+    pub connect_ms: f64,
+    /// TLS done, ms.
+    pub appconnect_ms: f64,
+    /// First response byte, ms.
+    pub ttfb_ms: f64,
+    /// Body done, ms.
+    pub total_ms: f64,
+    /// SYNs the client retransmitted for this connection (the client namespace's
+    /// `TcpExt: TCPSynRetrans` counter before and after).
+    pub syn_retransmits: u32,
+    /// `2`, `1.1`, or empty.
+    pub http_version: String,
+    /// HTTP status, 0 for a failed request.
+    pub status: u16,
+}
+
+/// The identity of a request within a run: (condition, size, client, seq).
+pub type Key = (String, u64, String, u32);
+
+impl Row {
+    /// Its identity, to skip it on resume.
+    pub fn key(&self) -> Key {
+        (
+            self.condition.clone(),
+            self.size_bytes,
+            self.client.clone(),
+            self.seq,
+        )
+    }
+
+    /// The CSV line (no newline).
+    pub fn to_csv(&self) -> String {
+        format!(
+            "{},{},{},{},{},{:.3},{:.3},{:.3},{:.3},{},{},{}",
+            self.condition,
+            self.server,
+            self.size_bytes,
+            self.client,
+            self.seq,
+            self.connect_ms,
+            self.appconnect_ms,
+            self.ttfb_ms,
+            self.total_ms,
+            self.syn_retransmits,
+            self.http_version,
+            self.status
+        )
+    }
+
+    /// Parses one CSV line; `None` if it is not a complete row.
+    pub fn from_csv(line: &str) -> Option<Row> {
+        let f: Vec<&str> = line.trim_end_matches(['\r', '\n']).split(',').collect();
+        if f.len() != 12 {
+            return None;
+        }
+        let num = |i: usize| f[i].parse::<f64>().ok().filter(|v| v.is_finite());
+        Some(Row {
+            condition: f[0].to_string(),
+            server: f[1].to_string(),
+            size_bytes: f[2].parse().ok()?,
+            client: f[3].to_string(),
+            seq: f[4].parse().ok()?,
+            connect_ms: num(5)?,
+            appconnect_ms: num(6)?,
+            ttfb_ms: num(7)?,
+            total_ms: num(8)?,
+            syn_retransmits: f[9].parse().ok()?,
+            http_version: f[10].to_string(),
+            status: f[11].parse().ok()?,
+        })
+    }
+
+    /// Whether the request succeeded (2xx).
+    pub fn ok(&self) -> bool {
+        (200..300).contains(&self.status)
+    }
+}
+
+/// Errors reading results.csv.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum ResultsError {
+    /// The file could not be read or written.
+    #[error("{0}: {1}")]
+    Io(String, std::io::Error),
+    /// The first line is not `HEADER`.
+    #[error("{0}: first line is not the results header")]
+    Header(String),
+}
+
+/// Parses a results.csv text: the rows, skipping a torn or malformed line.
+pub fn parse(text: &str) -> Result<Vec<Row>, &'static str> {
+    let mut lines = text.lines();
+    match lines.next() {
+        None => return Ok(Vec::new()),
+        Some(h) if h.trim_end() == HEADER => {}
+        Some(_) => return Err("header"),
+    }
+    Ok(lines.filter_map(Row::from_csv).collect())
+}
+
+/// Reads results.csv; a missing file is an empty run.
+pub fn read(path: &Path) -> Result<Vec<Row>, ResultsError> {
+    let name = path.display().to_string();
+    match std::fs::read_to_string(path) {
+        Ok(text) => parse(&text).map_err(|_| ResultsError::Header(name)),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(Vec::new()),
+        Err(e) => Err(ResultsError::Io(name, e)),
+    }
+}
+
+/// The keys of the rows already recorded.
+pub fn done_keys(rows: &[Row]) -> HashSet<Key> {
+    rows.iter().map(Row::key).collect()
+}
+
+/// An append-only writer: writes the header to a new (or empty) file, cuts a torn last line,
+/// and flushes every row so an interrupted run loses at most the request in flight.
+pub struct Writer {
+    file: std::fs::File,
+}
+
+impl Writer {
+    /// Opens `path` for appending.
+    pub fn open(path: &Path) -> Result<Writer, ResultsError> {
+        let name = path.display().to_string();
+        let existing = match std::fs::read_to_string(path) {
+            Ok(t) => t,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => String::new(),
+            Err(e) => return Err(ResultsError::Io(name, e)),
+        };
+        if !existing.is_empty() && !existing.ends_with('\n') {
+            // A torn last line: keep everything up to the last complete line.
+            let keep = existing.rfind('\n').map_or(0, |i| i + 1);
+            let f = std::fs::OpenOptions::new().write(true).open(path);
+            f.and_then(|f| f.set_len(keep as u64))
+                .map_err(|e| ResultsError::Io(name.clone(), e))?;
+        }
+        let mut file = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(path)
+            .map_err(|e| ResultsError::Io(name.clone(), e))?;
+        let len = file
+            .metadata()
+            .map_err(|e| ResultsError::Io(name.clone(), e))?
+            .len();
+        if len == 0 {
+            writeln!(file, "{HEADER}").map_err(|e| ResultsError::Io(name, e))?;
+        }
+        Ok(Writer { file })
+    }
+
+    /// Appends one row and flushes it.
+    pub fn append(&mut self, row: &Row) -> std::io::Result<()> {
+        writeln!(self.file, "{}", row.to_csv())?;
+        self.file.flush()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn row(seq: u32) -> Row {
+        Row {
+            condition: "baseline-16k".into(),
+            server: "firstbyte".into(),
+            size_bytes: 10240,
+            client: "curl-h2".into(),
+            seq,
+            connect_ms: 100.25,
+            appconnect_ms: 200.5,
+            ttfb_ms: 305.125,
+            total_ms: 306.0,
+            syn_retransmits: 1,
+            http_version: "2".into(),
+            status: 200,
+        }
+    }
+
+    #[test]
+    fn csv_round_trip() {
+        let r = row(3);
+        assert_eq!(Row::from_csv(&r.to_csv()), Some(r.clone()));
+        assert_eq!(r.to_csv().split(',').count(), HEADER.split(',').count());
+        assert!(Row::from_csv("a,b,c").is_none());
+        assert!(Row::from_csv(&r.to_csv().replace(",200", ",2x0")).is_none());
+    }
+
+    #[test]
+    fn file_round_trip_resume_and_torn_line() {
+        let dir = std::env::temp_dir().join(format!("fb-bench-results-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).expect("tmp dir");
+        let path = dir.join("results.csv");
+        let _ = std::fs::remove_file(&path);
+        assert!(read(&path).expect("missing file is empty").is_empty());
+        {
+            let mut w = Writer::open(&path).expect("open");
+            w.append(&row(0)).expect("append");
+            w.append(&row(1)).expect("append");
+        }
+        // Simulate a kill mid-write.
+        let mut text = std::fs::read_to_string(&path).expect("read");
+        text.push_str("baseline-16k,firstbyte,10240,cu");
+        std::fs::write(&path, &text).expect("write");
+        let rows = read(&path).expect("read back");
+        assert_eq!(rows, vec![row(0), row(1)]);
+        let done = done_keys(&rows);
+        assert!(done.contains(&row(1).key()));
+        assert!(!done.contains(&row(2).key()));
+        // Reopening cuts the torn line and does not repeat the header.
+        {
+            let mut w = Writer::open(&path).expect("reopen");
+            w.append(&row(2)).expect("append");
+        }
+        let text = std::fs::read_to_string(&path).expect("read");
+        assert_eq!(text.matches(HEADER).count(), 1);
+        assert_eq!(read(&path).expect("read").len(), 3);
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    #[test]
+    fn wrong_header_is_an_error() {
+        assert!(parse("cond,size\nx,1\n").is_err());
+        assert_eq!(parse("").map(|r| r.len()), Ok(0));
+    }
+}

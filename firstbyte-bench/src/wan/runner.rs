@@ -1,0 +1,352 @@
+//! The request loop: runs inside the emulator's client namespace, pinned to the client CPU.
+//!
+//! `firstbyte-bench run --worker --out DIR` is the emulator's client command. It reloads the
+//! plan saved in DIR, rebuilds the same shuffled job list, skips the jobs already in
+//! `results.csv`, waits until every condition's port answers, then makes each remaining
+//! request as a cold connection, appending one row per request. Around each request it
+//! reads the namespace's `TcpExt: TCPSynRetrans` counter (`/proc/net/netstat`): the client
+//! namespace holds only the bench's connections, so the difference is exactly the SYNs this
+//! connection retransmitted. Progress and an ETA go to stderr.
+
+use std::collections::hash_map::Entry;
+use std::collections::HashMap;
+use std::net::{IpAddr, SocketAddr};
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use super::client::{fetcher, ClientKind, Fetcher, Target};
+use super::plan::{Job, Plan};
+use super::results::{self, Row, Writer};
+use super::servers::file_name;
+
+/// Pause between requests, in ms: lets the previous connection's FIN exchange finish so it
+/// never shares the link with the next SYN (a 10 ms gap is 0.5% of a 2 s request).
+pub const PAUSE_MS: u64 = 10;
+
+/// Most time to wait for every server port to answer, in s: servers start in well under a
+/// second; 30 s covers a loaded machine.
+pub const PORT_WAIT_S: u64 = 30;
+
+/// One counter of a `/proc/net/netstat` (or `/proc/net/snmp`) text: lines come in pairs,
+/// `Prefix: name name ...` then `Prefix: value value ...`.
+pub fn netstat_counter(text: &str, prefix: &str, name: &str) -> Option<u64> {
+    let lines: Vec<&str> = text.lines().collect();
+    for pair in lines.windows(2) {
+        let (names, values) = (pair[0], pair[1]);
+        let (Some(n), Some(v)) = (names.strip_prefix(prefix), values.strip_prefix(prefix)) else {
+            continue;
+        };
+        let (Some(n), Some(v)) = (n.strip_prefix(':'), v.strip_prefix(':')) else {
+            continue;
+        };
+        if n.split_whitespace()
+            .next()
+            .and_then(|f| f.parse::<u64>().ok())
+            .is_some()
+        {
+            continue; // a values line paired with the next names line
+        }
+        let idx = n.split_whitespace().position(|f| f == name)?;
+        return v.split_whitespace().nth(idx).and_then(|f| f.parse().ok());
+    }
+    None
+}
+
+fn syn_retransmits_now() -> u64 {
+    std::fs::read_to_string("/proc/net/netstat")
+        .ok()
+        .and_then(|t| netstat_counter(&t, "TcpExt", "TCPSynRetrans"))
+        .unwrap_or(0)
+}
+
+/// Progress and ETA from counts and elapsed time (pure).
+pub fn progress_line(done: usize, total: usize, done_here: usize, elapsed_s: f64) -> String {
+    let pct = if total > 0 {
+        100.0 * done as f64 / total as f64
+    } else {
+        100.0
+    };
+    let eta = if done_here > 0 {
+        let per = elapsed_s / done_here as f64;
+        format!(
+            "{} ({:.2} s/request)",
+            fmt_duration(per * (total - done) as f64),
+            per
+        )
+    } else {
+        "?".into()
+    };
+    format!(
+        "[{done}/{total}] {pct:.1}%  elapsed {}  ETA {eta}",
+        fmt_duration(elapsed_s)
+    )
+}
+
+/// `3h05m`, `12m30s`, `45s`.
+pub fn fmt_duration(s: f64) -> String {
+    let s = s.max(0.0).round() as u64;
+    if s >= 3600 {
+        format!("{}h{:02}m", s / 3600, (s % 3600) / 60)
+    } else if s >= 60 {
+        format!("{}m{:02}s", s / 60, s % 60)
+    } else {
+        format!("{s}s")
+    }
+}
+
+/// Pins this process (and what it starts afterwards) to one CPU.
+pub fn pin_to_cpu(cpu: usize) -> std::io::Result<()> {
+    // SAFETY: cpu_set_t is plain data; zeroed is the empty set, CPU_SET writes inside it.
+    let mut set: libc::cpu_set_t = unsafe { std::mem::zeroed() };
+    if cpu >= libc::CPU_SETSIZE as usize {
+        return Err(std::io::Error::from_raw_os_error(libc::EINVAL));
+    }
+    // SAFETY: cpu is below CPU_SETSIZE (checked above).
+    unsafe { libc::CPU_SET(cpu, &mut set) };
+    // SAFETY: a valid set of the size passed; pid 0 is the calling thread, which is the
+    // only thread when this runs (before any runtime starts).
+    let rc = unsafe { libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set) };
+    if rc == 0 {
+        Ok(())
+    } else {
+        Err(std::io::Error::last_os_error())
+    }
+}
+
+fn wait_for_ports(ip: IpAddr, ports: &[u16]) -> Result<(), String> {
+    let deadline = Instant::now() + Duration::from_secs(PORT_WAIT_S);
+    for &port in ports {
+        let addr = SocketAddr::new(ip, port);
+        loop {
+            if std::net::TcpStream::connect_timeout(&addr, Duration::from_secs(3)).is_ok() {
+                break;
+            }
+            if Instant::now() > deadline {
+                return Err(format!(
+                    "no server answered on {addr} within {PORT_WAIT_S} s"
+                ));
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    }
+    Ok(())
+}
+
+/// The jobs not yet in the results, in run order.
+pub fn remaining(plan: &Plan, rows: &[Row]) -> Vec<Job> {
+    let done = results::done_keys(rows);
+    plan.jobs()
+        .into_iter()
+        .filter(|j| {
+            let key = (
+                plan.conditions[j.condition].name.clone(),
+                j.size,
+                j.client.name().to_string(),
+                j.seq,
+            );
+            !done.contains(&key)
+        })
+        .collect()
+}
+
+/// The worker: returns the exit code.
+pub fn worker(plan: &Plan, out: &Path) -> i32 {
+    if let Err(e) = pin_to_cpu(plan.client_cpu) {
+        eprintln!(
+            "firstbyte-bench: cannot pin the client to CPU {}: {e}",
+            plan.client_cpu
+        );
+        return 1;
+    }
+    let Some(ip) = std::env::var("FB_SERVER_ADDR")
+        .ok()
+        .and_then(|a| a.parse::<IpAddr>().ok())
+    else {
+        eprintln!("firstbyte-bench: --worker runs inside firstbyte-netem (FB_SERVER_ADDR unset)");
+        return 2;
+    };
+    let ports: Vec<u16> = plan.conditions.iter().map(|c| c.port).collect();
+    if let Err(e) = wait_for_ports(ip, &ports) {
+        eprintln!("firstbyte-bench: {e}");
+        return 1;
+    }
+    let path = out.join("results.csv");
+    let rows = match results::read(&path) {
+        Ok(r) => r,
+        Err(e) => {
+            eprintln!("firstbyte-bench: {e}");
+            return 1;
+        }
+    };
+    let todo = remaining(plan, &rows);
+    let total = plan.jobs().len();
+    let mut done = total - todo.len();
+    let mut writer = match Writer::open(&path) {
+        Ok(w) => w,
+        Err(e) => {
+            eprintln!("firstbyte-bench: {e}");
+            return 1;
+        }
+    };
+    let mut fetchers: HashMap<ClientKind, Box<dyn Fetcher>> = HashMap::new();
+    let started = Instant::now();
+    let mut last_print = Instant::now();
+    eprintln!(
+        "firstbyte-bench: {} requests to go ({} already in {})",
+        todo.len(),
+        done,
+        path.display()
+    );
+    for (i, job) in todo.iter().enumerate() {
+        let cond = &plan.conditions[job.condition];
+        let target = Target {
+            addr: SocketAddr::new(ip, cond.port),
+            path: format!("/{}", file_name(job.size)),
+        };
+        let f = match fetchers.entry(job.client) {
+            Entry::Occupied(e) => e.into_mut(),
+            Entry::Vacant(v) => match fetcher(job.client) {
+                Ok(mut f) => {
+                    // One unrecorded request first: the first TLS handshake of a process
+                    // pays one-time library set-up (~70 ms seen here) that is not the server's.
+                    let _ = f.fetch(&target);
+                    v.insert(f)
+                }
+                Err(e) => {
+                    eprintln!(
+                        "firstbyte-bench: cannot start client {}: {e}",
+                        job.client.name()
+                    );
+                    return 1;
+                }
+            },
+        };
+        let before = syn_retransmits_now();
+        let got = f.fetch(&target);
+        let syn = syn_retransmits_now().saturating_sub(before);
+        let mut status = got.status;
+        if status == 200 && got.body_bytes != job.size {
+            eprintln!(
+                "firstbyte-bench: {} {} seq {}: body {} bytes, expected {}",
+                cond.name, job.size, job.seq, got.body_bytes, job.size
+            );
+            status = 0;
+        }
+        if let Some(e) = &got.error {
+            eprintln!(
+                "firstbyte-bench: {} {} {} seq {}: {e}",
+                cond.name,
+                job.size,
+                job.client.name(),
+                job.seq
+            );
+        }
+        let row = Row {
+            condition: cond.name.clone(),
+            server: cond.server.name().to_string(),
+            size_bytes: job.size,
+            client: job.client.name().to_string(),
+            seq: job.seq,
+            connect_ms: got.connect_ms,
+            appconnect_ms: got.appconnect_ms,
+            ttfb_ms: got.ttfb_ms,
+            total_ms: got.total_ms,
+            syn_retransmits: u32::try_from(syn).unwrap_or(u32::MAX),
+            http_version: got.http_version.clone(),
+            status,
+        };
+        if let Err(e) = writer.append(&row) {
+            eprintln!("firstbyte-bench: {}: {e}", path.display());
+            return 1;
+        }
+        done += 1;
+        if i + 1 == todo.len() || last_print.elapsed() >= Duration::from_secs(15) || i < 3 {
+            eprintln!(
+                "{}",
+                progress_line(done, total, i + 1, started.elapsed().as_secs_f64())
+            );
+            last_print = Instant::now();
+        }
+        std::thread::sleep(Duration::from_millis(PAUSE_MS));
+    }
+    0
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const NETSTAT: &str = "TcpExt: SyncookiesSent SyncookiesRecv TCPSynRetrans TCPOrigDataSent\n\
+                           TcpExt: 0 0 7 1234\n\
+                           IpExt: InNoRoutes InTruncatedPkts\n\
+                           IpExt: 0 0\n";
+
+    #[test]
+    fn reads_tcp_syn_retrans() {
+        assert_eq!(netstat_counter(NETSTAT, "TcpExt", "TCPSynRetrans"), Some(7));
+        assert_eq!(
+            netstat_counter(NETSTAT, "TcpExt", "TCPOrigDataSent"),
+            Some(1234)
+        );
+        assert_eq!(
+            netstat_counter(NETSTAT, "IpExt", "InTruncatedPkts"),
+            Some(0)
+        );
+        assert_eq!(netstat_counter(NETSTAT, "TcpExt", "Nope"), None);
+        assert_eq!(netstat_counter("", "TcpExt", "TCPSynRetrans"), None);
+        // This machine's own file has the counter (the kernel has had it since 3.x).
+        let real = std::fs::read_to_string("/proc/net/netstat").unwrap_or_default();
+        assert!(netstat_counter(&real, "TcpExt", "TCPSynRetrans").is_some());
+    }
+
+    #[test]
+    fn progress_and_eta() {
+        assert_eq!(fmt_duration(45.2), "45s");
+        assert_eq!(fmt_duration(750.0), "12m30s");
+        assert_eq!(fmt_duration(11100.0), "3h05m");
+        let l = progress_line(150, 200, 50, 100.0);
+        assert!(l.starts_with("[150/200] 75.0%"), "{l}");
+        assert!(l.contains("ETA 1m40s (2.00 s/request)"), "{l}");
+        assert!(progress_line(0, 10, 0, 0.0).contains("ETA ?"));
+    }
+
+    #[test]
+    fn remaining_skips_recorded_jobs_and_keeps_order() {
+        let plan = Plan::parse(
+            r#"seed = 5
+            n = 3
+            sizes = ["1k", "2k"]
+            clients = ["curl-h2"]
+            baseline = "a"
+            [[condition]]
+            name = "a"
+            server = "firstbyte"
+            [[condition]]
+            name = "b"
+            server = "nginx""#,
+            false,
+        )
+        .expect("plan");
+        let all = plan.jobs();
+        let done: Vec<Row> = all[..5]
+            .iter()
+            .map(|j| Row {
+                condition: plan.conditions[j.condition].name.clone(),
+                server: "x".into(),
+                size_bytes: j.size,
+                client: j.client.name().into(),
+                seq: j.seq,
+                connect_ms: 1.0,
+                appconnect_ms: 2.0,
+                ttfb_ms: 3.0,
+                total_ms: 4.0,
+                syn_retransmits: 0,
+                http_version: "2".into(),
+                status: 200,
+            })
+            .collect();
+        let rest = remaining(&plan, &done);
+        assert_eq!(rest, all[5..].to_vec());
+        assert!(remaining(&plan, &[]).len() == 12);
+    }
+}

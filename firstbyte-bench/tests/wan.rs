@@ -1,0 +1,164 @@
+//! End to end: `firstbyte-bench run` on a tiny plan through the real emulator (as root),
+//! against the real firstbyte and nginx; then a resume after losing the last rows.
+//!
+//! Prerequisites fail loudly rather than skip: root, curl, nginx (`bash scripts/test`
+//! installs them), and the debug `firstbyte` and `firstbyte-netem` binaries next to this
+//! crate's binary (`cargo build -p firstbyte -p firstbyte-netem`; `cargo test --workspace`
+//! builds them).
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+const HEADER: &str = "condition,server,size_bytes,client,seq,connect_ms,appconnect_ms,ttfb_ms,total_ms,syn_retransmits,http_version,status";
+
+const PLAN: &str = r#"
+seed = 7
+n = 2
+sizes = ["10k"]
+clients = ["curl-h2", "rust-h2"]
+baseline = "fb-16k"
+[network]
+delay = "5ms"
+[[condition]]
+name = "fb-16k"
+server = "firstbyte"
+config = "ssl_buffer_size 16k;"
+[[condition]]
+name = "nginx-4k"
+server = "nginx"
+config = "ssl_buffer_size 4k;"
+"#;
+
+fn bench() -> PathBuf {
+    PathBuf::from(env!("CARGO_BIN_EXE_firstbyte-bench"))
+}
+
+fn check_prerequisites() {
+    // SAFETY: geteuid has no preconditions.
+    assert_eq!(
+        unsafe { libc::geteuid() },
+        0,
+        "the WAN bench test needs root (network namespaces)"
+    );
+    let dir = bench().parent().map(Path::to_path_buf).expect("binary dir");
+    for name in ["firstbyte", "firstbyte-netem"] {
+        assert!(
+            dir.join(name).is_file(),
+            "{} missing: run `cargo build -p firstbyte -p firstbyte-netem` first",
+            dir.join(name).display()
+        );
+    }
+    assert!(
+        Path::new("/usr/sbin/nginx").is_file(),
+        "nginx missing: apt-get install nginx"
+    );
+    assert!(
+        Command::new("curl").arg("--version").output().is_ok(),
+        "curl missing: apt-get install curl"
+    );
+}
+
+fn run(plan: &Path, out: &Path) -> String {
+    let o = Command::new(bench())
+        .arg("run")
+        .arg(plan)
+        .arg("--out")
+        .arg(out)
+        .env_remove("FB_BENCH_FIRSTBYTE")
+        .env_remove("FB_BENCH_NETEM")
+        .output()
+        .expect("run firstbyte-bench");
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr)
+    );
+    assert!(o.status.success(), "firstbyte-bench failed: {text}");
+    text
+}
+
+fn rows(out: &Path) -> Vec<Vec<String>> {
+    let text = std::fs::read_to_string(out.join("results.csv")).expect("results.csv");
+    let mut lines = text.lines();
+    assert_eq!(lines.next(), Some(HEADER));
+    lines
+        .map(|l| l.split(',').map(str::to_string).collect())
+        .collect()
+}
+
+#[test]
+fn tiny_plan_end_to_end_and_resume() {
+    check_prerequisites();
+    let dir = std::env::temp_dir().join(format!("fb-bench-wan-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).expect("tmp dir");
+    let plan = dir.join("plan.toml");
+    std::fs::write(&plan, PLAN).expect("plan");
+    let out = dir.join("out");
+
+    let printed = run(&plan, &out);
+    let r = rows(&out);
+    assert_eq!(r.len(), 2 * 2 * 2, "2 conditions × 2 clients × n=2");
+    for row in &r {
+        assert_eq!(row.len(), 12, "{row:?}");
+        assert_eq!(row[11], "200", "{row:?}");
+        assert_eq!(row[10], "2", "HTTP/2 negotiated: {row:?}");
+        let t: Vec<f64> = row[5..9]
+            .iter()
+            .map(|v| v.parse().expect("number"))
+            .collect();
+        // connect ≥ 1 RTT (10 ms), then appconnect, TTFB, total in order.
+        assert!(
+            t[0] >= 9.0 && t[0] <= t[1] && t[1] <= t[2] && t[2] <= t[3],
+            "{row:?}"
+        );
+        assert!(t[2] >= 25.0, "TTFB is at least ~3 RTT: {row:?}");
+    }
+    let servers: std::collections::HashSet<&str> = r.iter().map(|x| x[1].as_str()).collect();
+    assert_eq!(servers, ["firstbyte", "nginx"].into_iter().collect());
+    let summary = std::fs::read_to_string(out.join("summary.md")).expect("summary.md");
+    assert!(summary.contains("### 10 KB — curl-h2"), "{summary}");
+    assert!(summary.contains("### 10 KB — rust-h2"), "{summary}");
+    assert!(
+        summary.contains("| fb-16k | firstbyte | 2 | 0 |"),
+        "{summary}"
+    );
+    assert!(
+        summary.contains("| nginx-4k | nginx | 2 | 0 |"),
+        "{summary}"
+    );
+    assert!(printed.contains("After connect"));
+    let svg = std::fs::read_to_string(out.join("plot.svg")).expect("plot.svg");
+    assert!(svg.starts_with("<svg") && svg.contains("<path"));
+
+    // Resume: lose the last three rows (one torn), run again: the same rows come back.
+    let text = std::fs::read_to_string(out.join("results.csv")).expect("results");
+    let lines: Vec<&str> = text.lines().collect();
+    let mut cut = lines[..lines.len() - 3].join("\n");
+    cut.push('\n');
+    cut.push_str(&lines[lines.len() - 3][..10]);
+    std::fs::write(out.join("results.csv"), cut).expect("cut");
+    let printed = run(&plan, &out);
+    assert!(printed.contains("resuming"), "{printed}");
+    assert!(printed.contains("3 requests to go"), "{printed}");
+    let again = rows(&out);
+    let key = |x: &Vec<String>| (x[0].clone(), x[3].clone(), x[4].clone());
+    let mut a: Vec<_> = r.iter().map(key).collect();
+    let mut b: Vec<_> = again.iter().map(key).collect();
+    a.sort();
+    b.sort();
+    assert_eq!(a, b, "same requests after resuming");
+
+    // Another plan into the same directory is refused.
+    std::fs::write(&plan, PLAN.replace("seed = 7", "seed = 8")).expect("plan");
+    let o = Command::new(bench())
+        .arg("run")
+        .arg(&plan)
+        .arg("--out")
+        .arg(&out)
+        .output()
+        .expect("run");
+    assert!(!o.status.success());
+    assert!(String::from_utf8_lossy(&o.stderr).contains("another plan"));
+    let _ = std::fs::remove_dir_all(&dir);
+}
