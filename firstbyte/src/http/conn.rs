@@ -73,6 +73,34 @@ pub struct Conn {
 }
 
 impl Conn {
+    /// A connection's state as accepted: no request yet, plain-text defaults (no SNI server,
+    /// default file chunks); the TLS path sets its own fields over these.
+    fn new(
+        site: Arc<Site>,
+        shared: Arc<Shared>,
+        socket: usize,
+        local: SocketAddr,
+        facts: ConnFacts,
+        fd: RawFd,
+        io: Arc<IoControl>,
+    ) -> Conn {
+        Conn {
+            site,
+            shared,
+            socket,
+            local,
+            facts,
+            fd,
+            requests: AtomicU64::new(0),
+            activity: Activity::new(),
+            data_chunk: None,
+            first_response: crate::tls::stream::Release::new(),
+            sni_server: None,
+            io,
+            last_request: Notify::new(),
+        }
+    }
+
     /// The servers listening on this connection's address.
     pub fn addr_servers(&self) -> &AddrServers {
         self.site.vhosts.addr_servers(self.socket, self.local)
@@ -202,21 +230,15 @@ pub async fn handle(
         let http2 = addr.http2() || default.http2;
         let io = Arc::new(IoControl::new(send_timeout, true));
         let stream = SocketStream::new(stream, io.clone(), Some(peer));
-        let conn = Arc::new(Conn {
-            site: site.clone(),
+        let conn = Arc::new(Conn::new(
+            site.clone(),
             shared,
             socket,
             local,
             facts,
             fd,
-            requests: AtomicU64::new(0),
-            activity: Activity::new(),
-            data_chunk: None,
-            first_response: crate::tls::stream::Release::new(),
-            sni_server: None,
             io,
-            last_request: Notify::new(),
-        });
+        ));
         serve_http(
             conn,
             stream,
@@ -381,19 +403,10 @@ async fn accept_tls(
     });
     facts.record_policy = tls.policy().name();
     let conn = Arc::new(Conn {
-        site: site.clone(),
-        shared,
-        socket,
-        local,
-        facts,
-        fd,
-        requests: AtomicU64::new(0),
-        activity: Activity::new(),
         data_chunk: (alpn == "h2").then(|| server.record.full_size() - H2_FRAME_HEADER),
         first_response: release,
         sni_server: Some(server.clone()),
-        io,
-        last_request: Notify::new(),
+        ..Conn::new(site.clone(), shared, socket, local, facts, fd, io)
     });
     let (proto, turns) = if alpn == "h2" {
         (Proto::H2, tls.batch_flushes())

@@ -13,28 +13,9 @@
 use std::borrow::Cow;
 
 use http::header::{self, HeaderMap, HeaderName, HeaderValue};
-use percent_encoding::{utf8_percent_encode, AsciiSet, CONTROLS};
 
 use crate::conf::model::ProxyConf;
 use crate::conf::vars::{ComplexValue, Vars};
-
-/// Bytes escaped when a decoded `$uri` goes back on the wire (nginx's `ngx_escape_uri` for
-/// a URI: controls, space, `"`, `#`, `%`, `<`, `>`, `?`, backquote, `{`, `}`, `|`, `\`, `^`).
-const URI_ESCAPE: &AsciiSet = &CONTROLS
-    .add(b' ')
-    .add(b'"')
-    .add(b'#')
-    .add(b'%')
-    .add(b'<')
-    .add(b'>')
-    .add(b'?')
-    .add(b'`')
-    .add(b'{')
-    .add(b'}')
-    .add(b'|')
-    .add(b'\\')
-    .add(b'^')
-    .add(0x7f);
 
 /// Request headers nginx sets by default (an empty value: not passed).
 const DEFAULTS: [(&str, &str); 6] = [
@@ -62,10 +43,11 @@ pub fn upstream_uri(
     let (path, rebuilt) = match &conf.uri {
         Some(base) => {
             let rest = uri.strip_prefix(prefix).unwrap_or(uri);
-            let rest = utf8_percent_encode(rest, URI_ESCAPE).to_string();
+            // A decoded `$uri` goes back on the wire escaped (nginx's `ngx_escape_uri`).
+            let rest = crate::http::uri::encode_path(rest);
             (format!("{base}{rest}"), true)
         }
-        None if internal => (utf8_percent_encode(uri, URI_ESCAPE).to_string(), true),
+        None if internal => (crate::http::uri::encode_path(uri), true),
         None => (request_uri.to_string(), false),
     };
     match args {
