@@ -118,6 +118,17 @@ impl ProxySettings {
         let Some(p) = &mut self.pass else {
             return Ok(());
         };
+        // nginx's check (`ngx_http_proxy_set_ssl`): a client certificate for an https
+        // upstream needs its key; a key alone is ignored.
+        if let (true, Some(c), None) = (p.tls, &self.ssl_certificate, &self.ssl_certificate_key) {
+            return Err(ConfError::other(
+                format!(
+                    "no \"proxy_ssl_certificate_key\" is defined for certificate \"{}\"",
+                    cert_text(c)
+                ),
+                &p.pos,
+            ));
+        }
         if let Some(u) = cx.upstreams.get(&p.hostname) {
             p.target = Some(ProxyTarget::Upstream(u.clone()));
             return Ok(());
@@ -185,6 +196,18 @@ impl ProxySettings {
             },
         })
     }
+}
+
+/// The argument as written, for messages.
+fn cert_text(a: &CertArg) -> String {
+    cert_value(a)
+        .parts()
+        .iter()
+        .map(|p| match p {
+            crate::conf::vars::Part::Lit(t) => t.clone(),
+            crate::conf::vars::Part::Var(v) => format!("${{{v}}}"),
+        })
+        .collect()
 }
 
 fn cert_value(a: &CertArg) -> ComplexValue {

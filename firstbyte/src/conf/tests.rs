@@ -133,6 +133,10 @@ fn errors_are_worded_as_nginx() {
             "http {\n ssl_certificate a.pem;\n server { listen 443 ssl; }\n}",
             "no \"ssl_certificate_key\" is defined for certificate \"a.pem\" in /t/x.conf:2",
         ),
+        (
+            "http {\n proxy_ssl_certificate /c/$ssl_server_name.pem;\n server { location / {\n  proxy_pass https://127.0.0.1:9; } }\n}",
+            "no \"proxy_ssl_certificate_key\" is defined for certificate \"/c/${ssl_server_name}.pem\" in /t/x.conf:4",
+        ),
         ("events {}\nevents {}", "\"events\" directive is duplicate in /t/x.conf:2"),
         ("http { log_format combined x; }", "duplicate \"log_format\" name \"combined\" in /t/x.conf:1"),
         ("http { access_log /x nope; }", "unknown log format \"nope\" in /t/x.conf:1"),
@@ -847,4 +851,16 @@ http {
     assert!(prefix_loc(&s.locations, "/").connection_info);
     assert!(!s.default_location.connection_info);
     assert!(matches!(s.default_location.access_log, AccessLog::Off));
+}
+
+#[test]
+fn proxy_client_certificate_needs_its_key_only_for_https() {
+    // A key alone, or a certificate for a plain-http upstream, is accepted as nginx does.
+    ok("http { server { location / { proxy_ssl_certificate_key k.pem; proxy_pass https://127.0.0.1:9; } } }");
+    ok("http { server { location / { proxy_ssl_certificate c.pem; proxy_pass http://127.0.0.1:9; } } }");
+    let e = err("http { proxy_ssl_certificate c.pem; server { location / { proxy_pass https://127.0.0.1:9; } } }");
+    assert!(
+        e.starts_with("no \"proxy_ssl_certificate_key\" is defined for certificate \"/t/c.pem\""),
+        "{e}"
+    );
 }

@@ -362,6 +362,14 @@ impl<IO, T> TlsStream<IO, T> {
         turns
     }
 
+    /// Whether a flush now would write anything: an open record, or records rustls queued
+    /// that the ticket hold does not keep back (held tickets leave with the first response
+    /// or at the deadline, which `poll_read` arms).
+    fn has_output(&self) -> bool {
+        !self.plain.is_empty()
+            || (self.conn.wants_write() && (self.hold.is_none() || self.wrote_after_release))
+    }
+
     /// Whether a flush put off in an earlier turn is due.
     fn deferred_due(&self) -> bool {
         match (&self.batch, self.deferred) {
@@ -598,6 +606,10 @@ impl<IO: AsyncRead + AsyncWrite + Unpin, T: TcpInfoSource + Unpin> AsyncWrite fo
             match this.deferred {
                 Some(t) if t != turns.now() => {}
                 Some(_) => return Poll::Ready(Ok(())),
+                // Nothing would leave: no wake-up. hyper's HTTP/2 connection flushes on every
+                // poll, so deferring an empty flush re-polled an idle connection forever
+                // (a whole core per idle HTTP/2 connection).
+                None if !this.has_output() => return Poll::Ready(Ok(())),
                 None => {
                     this.deferred = Some(turns.now());
                     cx.waker().wake_by_ref();
@@ -973,6 +985,41 @@ mod tests {
         client.read_exact(&mut buf).await.unwrap();
         assert_eq!(&buf, b"firstsecond");
         assert!(server.deferred.is_none());
+    }
+
+    /// hyper's HTTP/2 connection flushes on every poll: a flush with nothing to send must
+    /// not wake the task, or an idle connection is polled forever (it spun a whole core).
+    #[tokio::test]
+    async fn batched_flush_with_nothing_to_send_does_not_wake() {
+        struct Count(std::sync::atomic::AtomicUsize);
+        impl std::task::Wake for Count {
+            fn wake(self: Arc<Self>) {
+                self.0.fetch_add(1, Ordering::Relaxed);
+            }
+        }
+        let (mut server, _client, _) = pair(
+            &rustls::version::TLS12,
+            RecordSettings::default(),
+            Release::new(),
+        )
+        .await;
+        let turns = server.batch_flushes();
+        let count = Arc::new(Count(std::sync::atomic::AtomicUsize::new(0)));
+        let waker = std::task::Waker::from(count.clone());
+        let mut cx = Context::from_waker(&waker);
+        for _ in 0..3 {
+            assert!(Pin::new(&mut server).poll_flush(&mut cx).is_ready());
+            turns.0.fetch_add(1, Ordering::Relaxed);
+        }
+        assert_eq!(
+            count.0.load(Ordering::Relaxed),
+            0,
+            "idle flushes woke the task"
+        );
+        // With bytes to send, the flush is put off to the next turn: one wake-up.
+        assert!(Pin::new(&mut server).poll_write(&mut cx, b"x").is_ready());
+        assert!(Pin::new(&mut server).poll_flush(&mut cx).is_ready());
+        assert_eq!(count.0.load(Ordering::Relaxed), 1);
     }
 
     /// HTTP/2 in batching mode: a SETTINGS ack written before the release and flushed on a

@@ -184,8 +184,11 @@ mod tests {
         DynamicClient::new(&s, pair, base)
     }
 
-    fn dir() -> PathBuf {
-        let d = std::env::temp_dir().join(format!("firstbyte-pxcert-{}", std::process::id()));
+    /// A directory of this test's own: tests run in parallel threads of one process, and
+    /// two of them rewriting one pair made a certificate meet the other test's key.
+    fn dir(test: &str) -> PathBuf {
+        let d =
+            std::env::temp_dir().join(format!("firstbyte-pxcert-{}-{test}", std::process::id()));
         std::fs::create_dir_all(&d).expect("dir");
         let ck = rcgen::generate_simple_self_signed(vec!["a.test".to_string()]).expect("rcgen");
         std::fs::write(d.join("a.test.crt"), ck.cert.pem()).expect("w");
@@ -195,7 +198,7 @@ mod tests {
 
     #[test]
     fn paths_follow_the_request() {
-        let d = dir();
+        let d = dir("paths");
         let s = ssl(&d, CertificateCache::Off);
         let p = paths(&s, &Host("a.test")).expect("dynamic");
         assert_eq!(&*p.cert, format!("{}/a.test.crt", d.display()));
@@ -207,7 +210,7 @@ mod tests {
 
     #[test]
     fn cache_serves_repeats_and_off_reads_each_time() {
-        let d = dir();
+        let d = dir("cache");
         let t = Instant::now();
         let cached = client(
             &d,

@@ -356,6 +356,7 @@ pub async fn forward(
         let key = (addr, cfg_key, cert_key.clone());
         if route.keepalive > 0 {
             if let Some(mut s) = pool.checkout(&key) {
+                s.set_send_timeout(conf.send_timeout);
                 // A pooled connection the upstream closed meanwhile gives the request back.
                 match s.try_send_request(req).await {
                     Ok(resp) => {

@@ -34,8 +34,57 @@ use tokio::time::{sleep, Instant as TokioInstant, Sleep};
 /// The request body type sent upstream (the client's body, streamed).
 pub type ReqBody = http_body_util::combinators::UnsyncBoxBody<Bytes, io::Error>;
 
-/// A connection to an upstream, ready for a request.
-pub type Sender = SendRequest<ReqBody>;
+/// A connection to an upstream, ready for a request, with the `proxy_send_timeout` its
+/// writes run under: a pooled connection takes the timeout of the location that reuses it.
+pub struct Sender {
+    send: SendRequest<ReqBody>,
+    send_timeout: SharedTimeout,
+}
+
+impl Sender {
+    /// Sets the send timeout for the requests that follow.
+    pub fn set_send_timeout(&self, timeout: Duration) {
+        self.send_timeout.set(timeout);
+    }
+}
+
+impl std::ops::Deref for Sender {
+    type Target = SendRequest<ReqBody>;
+    fn deref(&self) -> &Self::Target {
+        &self.send
+    }
+}
+
+impl std::ops::DerefMut for Sender {
+    fn deref_mut(&mut self) -> &mut Self::Target {
+        &mut self.send
+    }
+}
+
+/// A timeout shared by a [`Sender`] and the [`SendTimeout`] under its connection, in
+/// milliseconds (nginx's resolution).
+#[derive(Debug, Clone, Default)]
+pub struct SharedTimeout(Arc<std::sync::atomic::AtomicU64>);
+
+impl SharedTimeout {
+    /// A timeout of `d`.
+    pub fn new(d: Duration) -> Self {
+        let t = Self::default();
+        t.set(d);
+        t
+    }
+
+    /// Sets it to `d`.
+    pub fn set(&self, d: Duration) {
+        let ms = u64::try_from(d.as_millis()).unwrap_or(u64::MAX);
+        self.0.store(ms, std::sync::atomic::Ordering::Relaxed);
+    }
+
+    /// The current value.
+    pub fn get(&self) -> Duration {
+        Duration::from_millis(self.0.load(std::sync::atomic::Ordering::Relaxed))
+    }
+}
 
 /// What identifies interchangeable connections: the peer, the route's TLS config (0 for
 /// plain), and the evaluated client certificate paths when they come from variables.
@@ -102,16 +151,17 @@ pub async fn connect(
             .await
             .map_err(ConnectError::Connect)?;
         let _ = tcp.set_nodelay(true);
-        let tcp = SendTimeout::new(tcp, send_timeout);
+        let shared = SharedTimeout::new(send_timeout);
+        let tcp = SendTimeout::new(tcp, shared.clone());
         match tls {
-            None => handshake(tcp).await,
+            None => handshake(tcp, shared).await,
             Some(t) => {
                 let c = tokio_rustls::TlsConnector::from(t.config.clone());
                 let s = c
                     .connect(t.name.clone(), tcp)
                     .await
                     .map_err(ConnectError::Tls)?;
-                handshake(s).await
+                handshake(s, shared).await
             }
         }
     };
@@ -121,7 +171,7 @@ pub async fn connect(
     }
 }
 
-async fn handshake<S>(io: S) -> Result<Sender, ConnectError>
+async fn handshake<S>(io: S, send_timeout: SharedTimeout) -> Result<Sender, ConnectError>
 where
     S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
 {
@@ -132,7 +182,10 @@ where
     tokio::spawn(async move {
         let _ = conn.with_upgrades().await;
     });
-    Ok(sender)
+    Ok(Sender {
+        send: sender,
+        send_timeout,
+    })
 }
 
 /// The message of the error a [`SendTimeout`] gives.
@@ -142,14 +195,14 @@ const SEND_TIMED_OUT: &str = "proxy_send_timeout expired";
 /// (`proxy_send_timeout`). Reads pass through.
 pub struct SendTimeout<S> {
     inner: S,
-    timeout: Duration,
+    timeout: SharedTimeout,
     /// Set while a write (or flush) is pending: when it started waiting.
     timer: Option<Pin<Box<Sleep>>>,
 }
 
 impl<S> SendTimeout<S> {
     /// Wraps `inner`.
-    pub fn new(inner: S, timeout: Duration) -> Self {
+    pub fn new(inner: S, timeout: SharedTimeout) -> Self {
         Self {
             inner,
             timeout,
@@ -165,7 +218,7 @@ impl<S> SendTimeout<S> {
                 Poll::Ready(v)
             }
             Poll::Pending => {
-                let timeout = self.timeout;
+                let timeout = self.timeout.get();
                 let t = self.timer.get_or_insert_with(|| Box::pin(sleep(timeout)));
                 if t.as_mut().poll(cx).is_ready() {
                     return Poll::Ready(Err(io::Error::new(
@@ -407,6 +460,24 @@ impl http_body::Body for UpstreamBody {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A pooled connection's writes run under the timeout set last (the reusing location's
+    /// `proxy_send_timeout`), not the one it was opened with.
+    #[tokio::test]
+    async fn send_timeout_follows_the_shared_value() {
+        use tokio::io::AsyncWriteExt;
+        let (a, _peer_never_reads) = tokio::io::duplex(64);
+        let shared = SharedTimeout::new(Duration::from_secs(60));
+        let mut s = SendTimeout::new(a, shared.clone());
+        shared.set(Duration::from_millis(200));
+        assert_eq!(shared.get(), Duration::from_millis(200));
+        // Opened with 60 s: a build that ignored the change would still be waiting at 20 s.
+        let r = tokio::time::timeout(Duration::from_secs(20), s.write_all(&[0u8; 1024])).await;
+        let e = r
+            .expect("the write timed out on the value set last")
+            .expect_err("the peer never reads");
+        assert_eq!(e.kind(), io::ErrorKind::TimedOut);
+    }
 
     #[test]
     fn errors_in_nginx_words() {
