@@ -462,6 +462,18 @@ fn run(source: Source, banner: Option<&str>) -> i32 {
     };
     rt.block_on(async move {
         let error_logs = site.error_logs.clone();
+        // Handlers first: a signal that arrives once the port answers must not end the
+        // process (the default action of SIGHUP and SIGUSR1).
+        let signals = match crate::server::Signals::install() {
+            Ok(s) => s,
+            Err(e) => {
+                stderr(
+                    LogLevel::Emerg,
+                    format!("cannot install signal handlers: {e}"),
+                );
+                return 1;
+            }
+        };
         let caps = crate::privileges::Elevated::raise();
         let server = match Server::start(source, site, shared) {
             Ok(s) => s,
@@ -494,7 +506,7 @@ fn run(source: Source, banner: Option<&str>) -> i32 {
             println!("{b}");
         }
         crate::fblog!(Notice, "firstbyte/{} started", env!("CARGO_PKG_VERSION"));
-        server.run_signals().await;
+        server.run_signals(signals).await;
         0
     })
 }

@@ -309,18 +309,14 @@ impl Server {
     }
 
     /// Runs until a signal says stop.
-    pub async fn run_signals(self: &Arc<Self>) {
-        use tokio::signal::unix::{signal, SignalKind};
-        let (Ok(mut hup), Ok(mut quit), Ok(mut term), Ok(mut int), Ok(mut usr1)) = (
-            signal(SignalKind::hangup()),
-            signal(SignalKind::quit()),
-            signal(SignalKind::terminate()),
-            signal(SignalKind::interrupt()),
-            signal(SignalKind::user_defined1()),
-        ) else {
-            crate::fblog!(Emerg, "cannot install signal handlers");
-            return;
-        };
+    pub async fn run_signals(self: &Arc<Self>, signals: Signals) {
+        let Signals {
+            mut hup,
+            mut quit,
+            mut term,
+            mut int,
+            mut usr1,
+        } = signals;
         loop {
             tokio::select! {
                 _ = hup.recv() => {
@@ -349,6 +345,31 @@ impl Server {
                 }
             }
         }
+    }
+}
+
+/// The signals firstbyte answers (`-s reload|reopen|quit|stop`, and SIGINT), registered
+/// before any socket is bound, as nginx does: SIGHUP's and SIGUSR1's default action ends the
+/// process, so one sent as soon as the port answers must already be handled.
+pub struct Signals {
+    hup: tokio::signal::unix::Signal,
+    quit: tokio::signal::unix::Signal,
+    term: tokio::signal::unix::Signal,
+    int: tokio::signal::unix::Signal,
+    usr1: tokio::signal::unix::Signal,
+}
+
+impl Signals {
+    /// Registers the handlers (inside the runtime).
+    pub fn install() -> std::io::Result<Self> {
+        use tokio::signal::unix::{signal, SignalKind};
+        Ok(Self {
+            hup: signal(SignalKind::hangup())?,
+            quit: signal(SignalKind::quit())?,
+            term: signal(SignalKind::terminate())?,
+            int: signal(SignalKind::interrupt())?,
+            usr1: signal(SignalKind::user_defined1())?,
+        })
     }
 }
 
