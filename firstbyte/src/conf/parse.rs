@@ -70,6 +70,12 @@ impl<'a> Lexer<'a> {
 
     fn word(&self, start: usize, end: usize) -> Result<String, ConfError> {
         let raw = &self.text[start..end];
+        if !raw.contains(&b'\\') {
+            // Most words have no escapes: one check and one copy.
+            return std::str::from_utf8(raw)
+                .map(str::to_owned)
+                .map_err(|_| ConfError::other("invalid UTF-8 in a word", &self.pos(self.line)));
+        }
         let mut out = Vec::with_capacity(raw.len());
         let mut i = 0;
         while i < raw.len() {
@@ -107,7 +113,8 @@ impl<'a> Lexer<'a> {
 
     /// Reads the next statement, as `ngx_conf_read_token` does.
     fn next(&mut self) -> Result<Stmt, ConfError> {
-        let mut words = Vec::new();
+        // Most statements are a name and one to three arguments: no regrowth for those.
+        let mut words = Vec::with_capacity(4);
         let mut first_line = self.line;
         let mut last_space = true;
         let mut need_space = false;

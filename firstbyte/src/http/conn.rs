@@ -13,7 +13,9 @@
 //! requests (HTTP/1.1 says `Connection: close` on the last response).
 //!
 //! The task stays small while a connection idles: the handshake runs in a box freed when it
-//! ends, and the stream and hyper's connection are boxed. An HTTP/2 connection over TLS runs
+//! ends, and the stream and hyper's connection are boxed. An idle HTTP/1.1 connection holds
+//! no hyper connection at all: between requests it is taken apart and built again when the
+//! next request's first byte arrives ([`serve_h1`]), so its ~19 KB of buffers are freed. An HTTP/2 connection over TLS runs
 //! its streams inside its own task ([`StreamSet`], no spawn per request) and its TLS stream
 //! puts flushes off to the task's next turn, so the responses of one turn leave in one
 //! `writev`.
@@ -70,6 +72,8 @@ pub struct Conn {
     /// Signalled when an HTTP/2 connection has served `keepalive_requests` requests: the
     /// connection then says GOAWAY and finishes the streams in flight.
     pub last_request: Notify,
+    /// What the socket under an HTTP/1.1 connection has seen of hyper (see [`parkable`]).
+    h1: H1Watch,
 }
 
 impl Conn {
@@ -98,6 +102,7 @@ impl Conn {
             sni_server: None,
             io,
             last_request: Notify::new(),
+            h1: H1Watch::default(),
         }
     }
 
@@ -135,6 +140,11 @@ impl Activity {
         self.last_ms
             .store(self.born.elapsed().as_millis() as u64, Ordering::Relaxed);
         self.inflight.fetch_sub(1, Ordering::Relaxed);
+    }
+
+    /// Requests whose response is not finished.
+    fn inflight(&self) -> u64 {
+        self.inflight.load(Ordering::Relaxed)
     }
 
     fn idle_since(&self) -> Option<Instant> {
@@ -618,13 +628,12 @@ async fn retired_and_started(conn: &Conn, retired: &mut tokio::sync::watch::Rece
 
 async fn serve_http<I>(conn: Arc<Conn>, io: I, proto: Proto, server: Arc<ServerConf>, turns: Turns)
 where
-    I: AsyncRead + AsyncWrite + Unpin + Send + 'static,
+    I: AsyncRead + AsyncWrite + WaitInput + Unpin + Send + 'static,
 {
     let mut retired = conn.site.retired();
     let mut draining = conn.shared.draining();
     let svc_conn = conn.clone();
     let svc = hyper::service::service_fn(move |req| super::service::serve(svc_conn.clone(), req));
-    let io = TokioIo::new(io);
     let loc = &server.default_location;
     let keepalive = !loc.keepalive_timeout.is_zero();
     let keepalive_timeout = loc.keepalive_timeout.max(Duration::from_millis(1));
@@ -646,57 +655,395 @@ where
                 // records itself.)
                 b.writev(true);
             }
-            let c = b.serve_connection(io, svc).with_upgrades();
-            // Boxed: only the protocol in use is allocated, and the task stays small.
-            let mut c = Box::pin(c);
-            tokio::select! {
-                _ = &mut c => return,
-                _ = idle(&conn, first, keepalive_timeout) => return,
-                _ = retired_and_started(&conn, &mut retired) => {}
-                _ = draining.wait_for(|d| *d) => {}
-            }
-            c.as_mut().graceful_shutdown();
-            let _ = c.await;
+            let timers = H1Timers {
+                first,
+                keepalive: keepalive_timeout,
+            };
+            serve_h1(&conn, &b, io, timers, &mut retired, &mut draining).await;
         }
         Proto::H2 => {
-            // Streams run inside this task (no spawn, no cross-task wake per request).
-            let streams = StreamSet::default();
-            let mut b = hyper::server::conn::http2::Builder::new(streams.clone());
-            b.timer(TokioTimer::new());
-            let c = b.serve_connection(io, svc);
-            // Boxed: only the protocol in use is allocated, and the task stays small.
-            let mut c = Box::pin(c);
-            let idle_out = tokio::select! {
-                _ = turns.count(streams.drive(&mut c)) => return,
-                _ = idle(&conn, first, keepalive_timeout) => true,
-                _ = conn.last_request.notified() => false,
-                _ = retired_and_started(&conn, &mut retired) => false,
-                _ = draining.wait_for(|d| *d) => false,
-            };
-            c.as_mut().graceful_shutdown();
-            finish_graceful(turns.count(streams.drive(c)), idle_out).await;
+            // Boxed: an HTTP/1.1 connection's task does not carry this arm's state.
+            Box::pin(async move {
+                // Streams run inside this task (no spawn, no cross-task wake per request).
+                let streams = StreamSet::default();
+                let mut b = hyper::server::conn::http2::Builder::new(streams.clone());
+                b.timer(TokioTimer::new());
+                let c = b.serve_connection(TokioIo::new(io), svc);
+                // Boxed: only the protocol in use is allocated, and the task stays small.
+                let mut c = Box::pin(c);
+                let idle_out = tokio::select! {
+                    _ = turns.count(streams.drive(&mut c)) => return,
+                    _ = idle(&conn, first, keepalive_timeout) => true,
+                    _ = conn.last_request.notified() => false,
+                    _ = retired_and_started(&conn, &mut retired) => false,
+                    _ = draining.wait_for(|d| *d) => false,
+                };
+                c.as_mut().graceful_shutdown();
+                finish_graceful(turns.count(streams.drive(c)), idle_out).await;
+            })
+            .await;
         }
         Proto::Auto => {
-            let mut b = hyper_util::server::conn::auto::Builder::new(TokioExecutor::new());
-            b.http1()
-                .timer(TokioTimer::new())
-                .keep_alive(keepalive)
-                .title_case_headers(true)
-                .header_read_timeout(None)
-                .writev(true);
-            b.http2().timer(TokioTimer::new());
-            let c = b.serve_connection_with_upgrades(io, svc);
-            // Boxed: only the protocol in use is allocated, and the task stays small.
-            let mut c = Box::pin(c);
-            let idle_out = tokio::select! {
-                _ = &mut c => return,
-                _ = idle(&conn, first, keepalive_timeout) => true,
-                _ = conn.last_request.notified() => false,
-                _ = retired_and_started(&conn, &mut retired) => false,
-                _ = draining.wait_for(|d| *d) => false,
-            };
-            c.as_mut().graceful_shutdown();
-            finish_graceful(c, idle_out).await;
+            // Boxed: an HTTP/1.1 connection's task does not carry this arm's state.
+            Box::pin(async move {
+                let mut b = hyper_util::server::conn::auto::Builder::new(TokioExecutor::new());
+                b.http1()
+                    .timer(TokioTimer::new())
+                    .keep_alive(keepalive)
+                    .title_case_headers(true)
+                    .header_read_timeout(None)
+                    .writev(true);
+                b.http2().timer(TokioTimer::new());
+                let c = b.serve_connection_with_upgrades(TokioIo::new(io), svc);
+                // Boxed: only the protocol in use is allocated, and the task stays small.
+                let mut c = Box::pin(c);
+                let idle_out = tokio::select! {
+                    _ = &mut c => return,
+                    _ = idle(&conn, first, keepalive_timeout) => true,
+                    _ = conn.last_request.notified() => false,
+                    _ = retired_and_started(&conn, &mut retired) => false,
+                    _ = draining.wait_for(|d| *d) => false,
+                };
+                c.as_mut().graceful_shutdown();
+                finish_graceful(c, idle_out).await;
+            })
+            .await;
+        }
+    }
+}
+
+/// The idle timers of an HTTP/1.1 connection (see [`idle`]).
+#[derive(Clone, Copy)]
+struct H1Timers {
+    first: Duration,
+    keepalive: Duration,
+}
+
+/// How an HTTP/1.1 connection's hyper turn ended.
+enum H1Turn {
+    /// The connection is over (closed, failed, or upgraded and handed off).
+    Done,
+    /// hyper waits between requests: take it apart.
+    Park,
+    /// A reload retired the site, or the server drains.
+    Shutdown,
+}
+
+/// Serves HTTP/1.1 on `io`, holding hyper's connection only while a request is in progress.
+///
+/// An idle keep-alive connection costs what its buffers cost: hyper's HTTP/1.1 connection
+/// holds an 8 KB read buffer, an 8 KB head buffer, the last response's header map and the
+/// service future's box (about 19 KB) for as long as it lives. So between requests — hyper
+/// blocked on a read with nothing in flight, everything written and flushed (see
+/// [`parkable`]) — the connection is taken apart (`into_parts`): the socket, the bytes read
+/// but not parsed, and the service are kept; the rest is freed. The task then waits for
+/// input with no buffer ([`WaitInput`]) and builds a new hyper connection when it comes, as
+/// nginx frees a keep-alive connection's buffers and allocates them again per request.
+/// The first request waits the same way: no hyper connection before its first byte.
+async fn serve_h1<I>(
+    conn: &Arc<Conn>,
+    b: &hyper::server::conn::http1::Builder,
+    io: I,
+    timers: H1Timers,
+    retired: &mut tokio::sync::watch::Receiver<bool>,
+    draining: &mut tokio::sync::watch::Receiver<bool>,
+) where
+    I: AsyncRead + AsyncWrite + WaitInput + Unpin + Send + 'static,
+{
+    use tokio::io::AsyncWriteExt;
+    let svc_conn = conn.clone();
+    let mut svc = hyper::service::service_fn(move |req: hyper::Request<hyper::body::Incoming>| {
+        let c = svc_conn.clone();
+        let req = req.map(|body| ReqBody::new(body, &c));
+        super::service::serve(c, req)
+    });
+    let mut io = Watched {
+        io,
+        prefix: bytes::Bytes::new(),
+        conn: conn.clone(),
+    };
+    loop {
+        // Parked: no hyper connection until input arrives.
+        let input = std::future::poll_fn(|cx| io.io.poll_input(cx));
+        let closing = tokio::select! {
+            r = input => {
+                if r.is_err() {
+                    return;
+                }
+                false
+            }
+            _ = idle(conn, timers.first, timers.keepalive) => return,
+            _ = retired_and_started(conn, retired) => true,
+            _ = draining.wait_for(|d| *d) => true,
+        };
+        if closing {
+            // What hyper's graceful shutdown does to an idle connection: close it.
+            let _ = tokio::time::timeout(Duration::from_secs(1), io.shutdown()).await;
+            return;
+        }
+        io.conn.h1.reset();
+        // Boxed: the task stays small; freed when the connection parks.
+        let mut c = Box::new(b.serve_connection(TokioIo::new(io), svc).with_upgrades());
+        let turn = std::future::poll_fn(|cx| match Pin::new(&mut *c).poll(cx) {
+            Poll::Ready(_) => Poll::Ready(H1Turn::Done),
+            Poll::Pending if parkable(conn.h1.moves(conn.activity.inflight())) => {
+                Poll::Ready(H1Turn::Park)
+            }
+            Poll::Pending => Poll::Pending,
+        });
+        let turn = tokio::select! {
+            t = turn => t,
+            _ = idle(conn, timers.first, timers.keepalive) => return,
+            _ = retired_and_started(conn, retired) => H1Turn::Shutdown,
+            _ = draining.wait_for(|d| *d) => H1Turn::Shutdown,
+        };
+        match turn {
+            H1Turn::Done => return,
+            H1Turn::Shutdown => {
+                let mut c = Pin::new(&mut *c);
+                c.as_mut().graceful_shutdown();
+                let _ = c.await;
+                return;
+            }
+            H1Turn::Park => {
+                let Some(parts) = (*c).into_parts() else {
+                    return;
+                };
+                conn.h1.parks.fetch_add(1, Ordering::Relaxed);
+                io = parts.io.into_inner();
+                // `read_buf` shares hyper's whole read buffer: keep a copy of what it holds
+                // (at most an incomplete request head), so the buffer itself is freed.
+                io.prefix = if parts.read_buf.is_empty() {
+                    bytes::Bytes::new()
+                } else {
+                    bytes::Bytes::copy_from_slice(&parts.read_buf)
+                };
+                svc = parts.service;
+            }
+        }
+    }
+}
+
+/// What the socket under an HTTP/1.1 connection has seen hyper do, and the request bodies
+/// hyper may still be reading: the inputs of [`parkable`].
+#[derive(Default)]
+struct H1Watch {
+    /// hyper's last read found nothing (it waits for input).
+    read_blocked: AtomicBool,
+    /// hyper wrote since its last completed flush.
+    unflushed: AtomicBool,
+    /// hyper shut the socket down.
+    closing: AtomicBool,
+    /// Request bodies not read to their end.
+    open_bodies: AtomicU64,
+    /// A request body was dropped before its end: hyper drains it or stops reading, so
+    /// this connection is never parked again.
+    abandoned: AtomicBool,
+    /// Times the connection was parked.
+    parks: AtomicU64,
+}
+
+impl H1Watch {
+    /// A new hyper connection starts with nothing read or written.
+    fn reset(&self) {
+        self.read_blocked.store(false, Ordering::Relaxed);
+        self.unflushed.store(false, Ordering::Relaxed);
+    }
+
+    fn moves(&self, inflight: u64) -> H1Moves {
+        H1Moves {
+            read_blocked: self.read_blocked.load(Ordering::Relaxed),
+            unflushed: self.unflushed.load(Ordering::Relaxed),
+            closing: self.closing.load(Ordering::Relaxed),
+            abandoned: self.abandoned.load(Ordering::Relaxed),
+            open_bodies: self.open_bodies.load(Ordering::Relaxed),
+            inflight,
+        }
+    }
+}
+
+/// A snapshot of an HTTP/1.1 connection for the parking decision.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+struct H1Moves {
+    read_blocked: bool,
+    unflushed: bool,
+    closing: bool,
+    abandoned: bool,
+    open_bodies: u64,
+    inflight: u64,
+}
+
+/// Whether hyper's HTTP/1.1 connection (which has just returned `Pending`) is between
+/// requests, so that taking it apart loses nothing:
+///
+/// - its last read found nothing: whatever it holds unparsed is an incomplete request head
+///   (returned by `into_parts` and given back to the next connection), never a whole one,
+///   since hyper parses before it reads again and reads only with an empty buffer while a
+///   response is written;
+/// - no response is unfinished (every response body was dropped, so hyper has encoded its
+///   end) and everything hyper wrote was flushed (hyper flushes the socket only once its
+///   own buffer is empty);
+/// - no request body is being read, and none was abandoned (hyper may still be draining it);
+/// - hyper is not closing the connection.
+fn parkable(m: H1Moves) -> bool {
+    m.read_blocked
+        && !m.unflushed
+        && !m.closing
+        && !m.abandoned
+        && m.open_bodies == 0
+        && m.inflight == 0
+}
+
+/// A stream an idle HTTP/1.1 connection waits on with no read buffer.
+trait WaitInput {
+    /// `Ready` when a read would return data or EOF at once (or the stream failed).
+    fn poll_input(&mut self, cx: &mut Context<'_>) -> Poll<std::io::Result<()>>;
+}
+
+impl WaitInput for SocketStream<TcpStream> {
+    fn poll_input(&mut self, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        self.poll_read_ready(cx)
+    }
+}
+
+impl<IO, T> WaitInput for Box<crate::tls::stream::TlsStream<IO, T>>
+where
+    IO: AsyncRead + AsyncWrite + Unpin,
+    T: crate::record::TcpInfoSource + Unpin,
+{
+    fn poll_input(&mut self, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        (**self).poll_input(cx)
+    }
+}
+
+/// hyper's socket on an HTTP/1.1 connection: the stream, the bytes an earlier hyper
+/// connection read but did not parse (read first), and a record of hyper's moves in
+/// [`H1Watch`].
+struct Watched<I> {
+    io: I,
+    prefix: bytes::Bytes,
+    conn: Arc<Conn>,
+}
+
+impl<I: AsyncRead + Unpin> AsyncRead for Watched<I> {
+    fn poll_read(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut tokio::io::ReadBuf<'_>,
+    ) -> Poll<std::io::Result<()>> {
+        let this = self.get_mut();
+        if !this.prefix.is_empty() {
+            let n = this.prefix.len().min(buf.remaining());
+            buf.put_slice(&this.prefix.split_to(n));
+            this.conn.h1.read_blocked.store(false, Ordering::Relaxed);
+            return Poll::Ready(Ok(()));
+        }
+        let r = Pin::new(&mut this.io).poll_read(cx, buf);
+        this.conn
+            .h1
+            .read_blocked
+            .store(r.is_pending(), Ordering::Relaxed);
+        r
+    }
+}
+
+impl<I: AsyncWrite + Unpin> AsyncWrite for Watched<I> {
+    fn poll_write(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<std::io::Result<usize>> {
+        let this = self.get_mut();
+        this.conn.h1.unflushed.store(true, Ordering::Relaxed);
+        Pin::new(&mut this.io).poll_write(cx, buf)
+    }
+
+    fn poll_write_vectored(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        bufs: &[std::io::IoSlice<'_>],
+    ) -> Poll<std::io::Result<usize>> {
+        let this = self.get_mut();
+        this.conn.h1.unflushed.store(true, Ordering::Relaxed);
+        Pin::new(&mut this.io).poll_write_vectored(cx, bufs)
+    }
+
+    fn is_write_vectored(&self) -> bool {
+        self.io.is_write_vectored()
+    }
+
+    fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        let this = self.get_mut();
+        let r = Pin::new(&mut this.io).poll_flush(cx);
+        if let Poll::Ready(Ok(())) = r {
+            this.conn.h1.unflushed.store(false, Ordering::Relaxed);
+        }
+        r
+    }
+
+    fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        let this = self.get_mut();
+        this.conn.h1.closing.store(true, Ordering::Relaxed);
+        Pin::new(&mut this.io).poll_shutdown(cx)
+    }
+}
+
+/// A request body on an HTTP/1.1 connection, counted open (in [`H1Watch`]) until its end:
+/// hyper is not parked while it may still be reading one.
+struct ReqBody {
+    inner: hyper::body::Incoming,
+    open: Option<Arc<Conn>>,
+}
+
+impl ReqBody {
+    fn new(inner: hyper::body::Incoming, conn: &Arc<Conn>) -> Self {
+        use http_body::Body as _;
+        let open = (!inner.is_end_stream()).then(|| {
+            conn.h1.open_bodies.fetch_add(1, Ordering::Relaxed);
+            conn.clone()
+        });
+        Self { inner, open }
+    }
+}
+
+impl http_body::Body for ReqBody {
+    type Data = bytes::Bytes;
+    type Error = hyper::Error;
+
+    fn poll_frame(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<http_body::Frame<bytes::Bytes>, hyper::Error>>> {
+        let this = self.get_mut();
+        let r = std::task::ready!(Pin::new(&mut this.inner).poll_frame(cx));
+        let ended = match &r {
+            None => true,
+            Some(Ok(_)) => this.inner.is_end_stream(),
+            // hyper stops reading after a body error; the drop below marks it abandoned.
+            Some(Err(_)) => false,
+        };
+        if ended {
+            if let Some(c) = this.open.take() {
+                c.h1.open_bodies.fetch_sub(1, Ordering::Relaxed);
+            }
+        }
+        Poll::Ready(r)
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.inner.is_end_stream()
+    }
+
+    fn size_hint(&self) -> http_body::SizeHint {
+        self.inner.size_hint()
+    }
+}
+
+impl Drop for ReqBody {
+    fn drop(&mut self) {
+        if let Some(c) = self.open.take() {
+            c.h1.abandoned.store(true, Ordering::Relaxed);
+            c.h1.open_bodies.fetch_sub(1, Ordering::Relaxed);
         }
     }
 }
@@ -708,6 +1055,7 @@ mod tests {
     use std::pin::Pin;
     use std::sync::Mutex;
     use std::task::{Context, Poll};
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
     use rustls::client::danger::{HandshakeSignatureValid, ServerCertVerified, ServerCertVerifier};
     use rustls::pki_types::{CertificateDer, PrivatePkcs8KeyDer, ServerName, UnixTime};
@@ -958,5 +1306,191 @@ mod tests {
                 "{version:?}: {log:?}"
             );
         }
+    }
+
+    #[test]
+    fn parks_only_between_requests() {
+        let idle = H1Moves {
+            read_blocked: true,
+            ..H1Moves::default()
+        };
+        assert!(parkable(idle));
+        for busy in [
+            H1Moves {
+                read_blocked: false,
+                ..idle
+            },
+            H1Moves {
+                unflushed: true,
+                ..idle
+            },
+            H1Moves {
+                closing: true,
+                ..idle
+            },
+            H1Moves {
+                abandoned: true,
+                ..idle
+            },
+            H1Moves {
+                open_bodies: 1,
+                ..idle
+            },
+            H1Moves {
+                inflight: 1,
+                ..idle
+            },
+        ] {
+            assert!(!parkable(busy), "{busy:?}");
+        }
+    }
+
+    /// A duplex stream that can wait for input: one byte of lookahead.
+    struct Peekable {
+        inner: DuplexStream,
+        ahead: Option<u8>,
+    }
+
+    impl WaitInput for Peekable {
+        fn poll_input(&mut self, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+            if self.ahead.is_some() {
+                return Poll::Ready(Ok(()));
+            }
+            let mut b = [0u8; 1];
+            let mut rb = ReadBuf::new(&mut b);
+            std::task::ready!(Pin::new(&mut self.inner).poll_read(cx, &mut rb))?;
+            if !rb.filled().is_empty() {
+                self.ahead = Some(b[0]);
+            }
+            Poll::Ready(Ok(()))
+        }
+    }
+
+    impl AsyncRead for Peekable {
+        fn poll_read(
+            self: Pin<&mut Self>,
+            cx: &mut Context<'_>,
+            buf: &mut ReadBuf<'_>,
+        ) -> Poll<std::io::Result<()>> {
+            let this = self.get_mut();
+            if let Some(b) = this.ahead.take() {
+                buf.put_slice(&[b]);
+                return Poll::Ready(Ok(()));
+            }
+            Pin::new(&mut this.inner).poll_read(cx, buf)
+        }
+    }
+
+    impl AsyncWrite for Peekable {
+        fn poll_write(
+            self: Pin<&mut Self>,
+            cx: &mut Context<'_>,
+            b: &[u8],
+        ) -> Poll<std::io::Result<usize>> {
+            Pin::new(&mut self.get_mut().inner).poll_write(cx, b)
+        }
+        fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+            Pin::new(&mut self.get_mut().inner).poll_flush(cx)
+        }
+        fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+            Pin::new(&mut self.get_mut().inner).poll_shutdown(cx)
+        }
+    }
+
+    /// A connection of a site whose every answer is `return 200 "ok"`.
+    fn test_conn() -> Arc<Conn> {
+        let text =
+            "error_log stderr;\nevents {}\nhttp { access_log off;\n server { listen 127.0.0.1:1; \
+                    location / { return 200 \"ok\"; } } }\n";
+        let dir = std::env::temp_dir();
+        let config = crate::conf::load_str(text, &dir.join("park.conf"), &dir).expect("config");
+        let shared = Arc::new(Shared::new().expect("shared"));
+        let site = Arc::new(crate::server::Site::build(config, &shared, None).expect("site"));
+        let local: SocketAddr = "127.0.0.1:1".parse().unwrap();
+        let facts = ConnFacts {
+            peer: None,
+            local: Some(local),
+            id: 1,
+            tls: None,
+            record_policy: "static",
+        };
+        let io = Arc::new(IoControl::new(Duration::from_secs(60), false));
+        Arc::new(Conn::new(site, shared, 0, local, facts, -1, io))
+    }
+
+    /// Reads until `n` responses ("ok" bodies) have arrived.
+    async fn responses(c: &mut DuplexStream, n: usize) -> String {
+        let mut got = String::new();
+        let mut buf = [0u8; 4096];
+        while got.matches("\r\n\r\nok").count() < n {
+            let k = tokio::time::timeout(Duration::from_secs(5), c.read(&mut buf))
+                .await
+                .expect("response in time")
+                .unwrap();
+            assert!(k > 0, "closed after {got:?}");
+            got.push_str(&String::from_utf8_lossy(&buf[..k]));
+        }
+        got
+    }
+
+    /// Between requests hyper's connection is taken apart and built again when input
+    /// comes; pipelined requests, a head split across a park and a request body read to its
+    /// end all still get their answers.
+    #[tokio::test]
+    async fn idle_http1_parks_and_resumes() {
+        let conn = test_conn();
+        let (mut client, server) = tokio::io::duplex(1 << 16);
+        let io = Peekable {
+            inner: server,
+            ahead: None,
+        };
+        let mut b = hyper::server::conn::http1::Builder::new();
+        b.timer(TokioTimer::new());
+        let (mut retired, mut draining) = (conn.site.retired(), conn.shared.draining());
+        let timers = H1Timers {
+            first: Duration::from_secs(60),
+            keepalive: Duration::from_secs(60),
+        };
+        let c2 = conn.clone();
+        let task = tokio::spawn(async move {
+            serve_h1(&c2, &b, io, timers, &mut retired, &mut draining).await;
+        });
+        let settle = || tokio::time::sleep(Duration::from_millis(30));
+        let parks = |c: &Conn| c.h1.parks.load(Ordering::Relaxed);
+        settle().await;
+        assert_eq!(parks(&conn), 0, "no hyper connection before the first byte");
+
+        let get = "GET / HTTP/1.1\r\nHost: a\r\n\r\n";
+        client.write_all(get.as_bytes()).await.unwrap();
+        responses(&mut client, 1).await;
+        settle().await;
+        assert_eq!(parks(&conn), 1, "parked after the response");
+
+        client.write_all(get.repeat(3).as_bytes()).await.unwrap();
+        responses(&mut client, 3).await;
+        settle().await;
+        assert_eq!(parks(&conn), 2, "pipelined requests, then one park");
+
+        client.write_all(&get.as_bytes()[..7]).await.unwrap();
+        settle().await;
+        assert_eq!(parks(&conn), 3, "parked holding half a request head");
+        client.write_all(&get.as_bytes()[7..]).await.unwrap();
+        responses(&mut client, 1).await;
+
+        client
+            .write_all(b"POST / HTTP/1.1\r\nHost: a\r\nContent-Length: 4\r\n\r\nbody")
+            .await
+            .unwrap();
+        responses(&mut client, 1).await;
+        client.write_all(get.as_bytes()).await.unwrap();
+        responses(&mut client, 1).await;
+        settle().await;
+        assert_eq!(conn.h1.open_bodies.load(Ordering::Relaxed), 0);
+        assert!(!task.is_finished(), "the connection lives on");
+        drop(client);
+        tokio::time::timeout(Duration::from_secs(5), task)
+            .await
+            .expect("closed at EOF")
+            .unwrap();
     }
 }

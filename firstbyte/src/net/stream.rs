@@ -282,6 +282,14 @@ impl<S> SocketStream<S> {
     }
 }
 
+impl SocketStream<TcpStream> {
+    /// Waits until the socket is readable (data or EOF) without reading: an idle
+    /// keep-alive connection waits here with no read buffer (see `http::conn`).
+    pub fn poll_read_ready(&self, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        self.inner.poll_read_ready(cx)
+    }
+}
+
 impl<S: AsyncWrite + Sendfile + Unpin> SocketStream<S> {
     /// Corks before the head when the file that follows asks for `tcp_nopush`.
     fn cork_for_next_range(&mut self) {

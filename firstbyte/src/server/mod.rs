@@ -277,6 +277,10 @@ impl Server {
         let old = self.current.swap(built.clone());
         self.activate(fresh, &built);
         old.retire();
+        // Tearing down a big site (thousands of configs, names, objects) is a few ms of
+        // frees: off the runtime thread, so "reconfiguration done" does not wait for it.
+        // Connections still on it keep it alive; the last of them drops it instead.
+        drop(tokio::task::spawn_blocking(move || drop(old)));
         Ok(())
     }
 

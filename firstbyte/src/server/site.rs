@@ -4,7 +4,9 @@
 //! Building a site is all the work of a load (`-t`, start, reload); serving only reads it.
 //! Every certificate, key and CA file named anywhere (server blocks, `proxy_ssl_*`) goes
 //! through one `tls::ObjectStore`, made from the previous site's on reload; its counts
-//! (parsed, reused, shared) are logged at `info` once per load.
+//! (parsed, reused, shared) are logged at `info` once per load. A server block whose TLS
+//! settings and files are unchanged keeps the previous site's rustls config
+//! (`tls::ServerConfigs`).
 //! A site is replaced whole on reload; connections keep the one they started with.
 
 use std::collections::HashMap;
@@ -44,6 +46,8 @@ pub struct Site {
     pub vhosts: VirtualHosts,
     /// rustls config of each TLS server block, keyed by the block's address.
     tls: HashMap<usize, Arc<rustls::ServerConfig>>,
+    /// The same configs with what they were built from, for the next load to reuse.
+    configs: crate::tls::ServerConfigs,
     /// Access log files by path.
     access_logs: HashMap<PathBuf, Arc<LogFile>>,
     /// Error log targets.
@@ -74,12 +78,13 @@ impl Site {
             Some(p) => crate::tls::ObjectStore::inherit(&p.store),
             None => crate::tls::ObjectStore::new(),
         };
-        let mut tls = HashMap::new();
+        let mut tls = HashMap::with_capacity(http.servers.len());
+        let mut configs = crate::tls::ServerConfigs::new();
         let mut cc_checked: Vec<&str> = Vec::new();
         for s in &http.servers {
-            if let Some(t) = &s.tls {
-                let h2 = s.http2 || s.listen.iter().any(|l| l.http2);
-                let cfg = crate::tls::server_config(t, h2, &shared.tls, &mut store)?;
+            let h2 = s.http2 || s.listen.iter().any(|l| l.http2);
+            let previous = prev.map(|p| &p.configs);
+            if let Some(cfg) = configs.config_for(s, h2, &shared.tls, &mut store, previous)? {
                 tls.insert(key(s), cfg);
             }
             if let Some(cc) = &s.socket.congestion {
@@ -96,6 +101,7 @@ impl Site {
         }
         let proxies = crate::http::proxy::Proxies::build(&http, &mut store)?;
         store.set_inheritable(config.main.ssl_object_cache_inheritable);
+        store.finish();
         crate::fblog!(Info, "{}", store.counts());
         let mut access_logs = HashMap::new();
         for s in &http.servers {
@@ -127,6 +133,7 @@ impl Site {
             config: Arc::new(config),
             vhosts,
             tls,
+            configs,
             access_logs,
             error_logs,
             store,

@@ -44,7 +44,8 @@ pub use error::{source_name, LoadReason, TlsError};
 pub use names::{cipher_name, group_name, protocol_name};
 pub use selfsigned::self_signed;
 pub use server::{
-    alpn_protocols, choose_certificate, early_data_size, server_config, DEFAULT_NUM_TICKETS,
+    alpn_protocols, choose_certificate, early_data_size, server_config, ServerConfigs,
+    DEFAULT_NUM_TICKETS,
 };
 pub use sessions::TimedSessions;
 pub use store::{FileStamp, ObjectStore, StoreCounts};

@@ -5,9 +5,13 @@
 //! ticket keys and session caches of [`TlsShared`]. The runtime calls it once per server block
 //! per load and, after reading a ClientHello's SNI, serves that block's config. Inside a
 //! config, [`choose_certificate`] picks among several pairs (ECDSA + RSA) per ClientHello.
+//! [`ServerConfigs`] keeps one load's configs with what they were made from: on reload a
+//! server whose settings are equal and whose files the store reused unchanged gets its
+//! previous config back instead of a rebuild.
 
+use std::collections::HashMap;
 use std::fmt;
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 
 use rustls::client::danger::HandshakeSignatureValid;
 use rustls::crypto::CryptoProvider;
@@ -18,8 +22,8 @@ use rustls::server::{
 };
 use rustls::sign::CertifiedKey;
 use rustls::{
-    CipherSuite, DigitallySignedStruct, DistinguishedName, ServerConfig, SignatureAlgorithm,
-    SignatureScheme, SupportedCipherSuite,
+    CipherSuite, DigitallySignedStruct, DistinguishedName, RootCertStore, ServerConfig,
+    SignatureAlgorithm, SignatureScheme, SupportedCipherSuite,
 };
 
 use super::ciphers;
@@ -27,7 +31,7 @@ use super::sessions::TimedSessions;
 use super::store::ObjectStore;
 use super::tickets::{Ticketer, TlsShared};
 use super::TlsError;
-use crate::conf::model::{SessionCache, TlsConf, TlsVersion, VerifyClient};
+use crate::conf::model::{ServerConf, SessionCache, Source, TlsConf, TlsVersion, VerifyClient};
 
 /// OpenSSL's (and so nginx's) number of TLS 1.3 tickets per full handshake: 2.
 pub const DEFAULT_NUM_TICKETS: u32 = 2;
@@ -56,6 +60,22 @@ pub fn server_config(
     shared: &TlsShared,
     store: &mut ObjectStore,
 ) -> Result<Arc<ServerConfig>, TlsError> {
+    let parts = check(tls)?;
+    let inputs = load(tls, store)?;
+    assemble(tls, alpn_h2, shared, parts, &inputs)
+}
+
+/// What settings alone decide: versions, suites, groups.
+struct Parts {
+    tls12: bool,
+    tls13: bool,
+    suites12: Vec<SupportedCipherSuite>,
+    suites13: Vec<SupportedCipherSuite>,
+    provider: Arc<CryptoProvider>,
+}
+
+/// Validates the settings and maps them to rustls' terms.
+fn check(tls: &TlsConf) -> Result<Parts, TlsError> {
     let tls12 = tls.protocols.contains(&TlsVersion::Tls12);
     let tls13 = tls.protocols.contains(&TlsVersion::Tls13);
     if !tls12 && !tls13 {
@@ -76,16 +96,49 @@ pub fn server_config(
     if tls12 {
         provider.cipher_suites.extend(suites12.iter().copied());
     }
-    let provider = Arc::new(provider);
+    Ok(Parts {
+        tls12,
+        tls13,
+        suites12,
+        suites13,
+        provider: Arc::new(provider),
+    })
+}
 
-    let mut versions = Vec::with_capacity(2);
-    if tls13 {
-        versions.push(&rustls::version::TLS13);
-    }
-    if tls12 {
-        versions.push(&rustls::version::TLS12);
-    }
+/// The objects a server's config is made from, as the load's store handed them out: equal
+/// settings and the very same objects make the very same config.
+struct Inputs {
+    certs: Vec<Arc<CertifiedKey>>,
+    /// `ssl_client_certificate`, when `ssl_verify_client` is `on` or `optional`.
+    roots: Option<Arc<RootCertStore>>,
+    /// `ssl_session_ticket_key` files (name, bytes), when tickets are on.
+    tickets: Vec<(String, Arc<[u8]>)>,
+}
 
+impl Inputs {
+    fn same_objects(&self, other: &Inputs) -> bool {
+        self.certs.len() == other.certs.len()
+            && self
+                .certs
+                .iter()
+                .zip(&other.certs)
+                .all(|(a, b)| Arc::ptr_eq(a, b))
+            && match (&self.roots, &other.roots) {
+                (None, None) => true,
+                (Some(a), Some(b)) => Arc::ptr_eq(a, b),
+                _ => false,
+            }
+            && self.tickets.len() == other.tickets.len()
+            && self
+                .tickets
+                .iter()
+                .zip(&other.tickets)
+                .all(|((_, a), (_, b))| Arc::ptr_eq(a, b))
+    }
+}
+
+/// Reads (or reuses, through the store) every file the config needs.
+fn load(tls: &TlsConf, store: &mut ObjectStore) -> Result<Inputs, TlsError> {
     let ocsp = if tls.stapling {
         tls.stapling_file.as_deref()
     } else {
@@ -95,18 +148,69 @@ pub fn server_config(
     for pair in &tls.certificates {
         certs.push(store.certified_key(pair, tls.password_file.as_deref(), ocsp)?);
     }
+    let roots = match tls.verify_client {
+        VerifyClient::Off | VerifyClient::OptionalNoCa => None,
+        VerifyClient::On | VerifyClient::Optional => {
+            let path = tls
+                .client_certificate
+                .as_deref()
+                .ok_or(TlsError::NoClientCertificate)?;
+            Some(store.roots(path)?)
+        }
+    };
+    let mut tickets = Vec::new();
+    if tls.session_tickets {
+        tickets.reserve(tls.session_ticket_keys.len());
+        for path in &tls.session_ticket_keys {
+            let name = path.display().to_string();
+            let bytes = store.bytes(path).map_err(|error| TlsError::TicketKeyFile {
+                name: name.clone(),
+                error,
+            })?;
+            tickets.push((name, bytes));
+        }
+    }
+    Ok(Inputs {
+        certs,
+        roots,
+        tickets,
+    })
+}
+
+/// Puts a config together from checked settings and loaded objects.
+fn assemble(
+    tls: &TlsConf,
+    alpn_h2: bool,
+    shared: &TlsShared,
+    parts: Parts,
+    inputs: &Inputs,
+) -> Result<Arc<ServerConfig>, TlsError> {
+    let Parts {
+        tls12,
+        tls13,
+        suites12,
+        suites13,
+        provider,
+    } = parts;
+    let mut versions = Vec::with_capacity(2);
+    if tls13 {
+        versions.push(&rustls::version::TLS13);
+    }
+    if tls12 {
+        versions.push(&rustls::version::TLS12);
+    }
     // `ssl_certificate` with variables: loaded per handshake (tls::dynamic).
-    let resolver: Arc<dyn ResolvesServerCert> = if certs.is_empty() {
+    let resolver: Arc<dyn ResolvesServerCert> = if inputs.certs.is_empty() {
         Arc::new(super::DynamicResolver::new(tls, provider.clone()))
     } else {
         Arc::new(CertResolver::new(
-            certs,
+            inputs.certs.clone(),
             if tls13 { suites13 } else { Vec::new() },
             if tls12 { suites12 } else { Vec::new() },
         ))
     };
 
-    let verifier = client_verifier(tls, store, &provider)?;
+    let verifier = client_verifier(tls, inputs.roots.clone(), &provider)?;
     let mut config = ServerConfig::builder_with_provider(provider)
         .with_protocol_versions(&versions)?
         .with_client_cert_verifier(verifier)
@@ -127,29 +231,183 @@ pub fn server_config(
         )),
     };
     if tls.session_tickets {
-        let ticketer = if tls.session_ticket_keys.is_empty() {
+        let ticketer = if inputs.tickets.is_empty() {
             shared.generated_ticketer(tls.session_timeout)
         } else {
-            let mut files = Vec::with_capacity(tls.session_ticket_keys.len());
-            for path in &tls.session_ticket_keys {
-                let name = path.display().to_string();
-                let bytes = store.bytes(path).map_err(|error| TlsError::TicketKeyFile {
-                    name: name.clone(),
-                    error,
-                })?;
-                files.push((name, bytes));
-            }
-            Ticketer::from_files(&files, tls.session_timeout)?
+            Ticketer::from_files(&inputs.tickets, tls.session_timeout)?
         };
         config.ticketer = Arc::new(ticketer);
     }
     Ok(Arc::new(config))
 }
 
-/// `ssl_verify_client` (+ `ssl_client_certificate`) as a rustls client verifier.
+/// Whether two servers' TLS settings make the same config, certificates aside (those are
+/// compared as loaded objects). Where a directive was written does not matter. Every field is
+/// named, so a new `TlsConf` field does not compile here until it is considered.
+fn same_settings(a: &TlsConf, b: &TlsConf) -> bool {
+    let TlsConf {
+        certificates,
+        password_file,
+        protocols,
+        ciphers,
+        ciphersuites,
+        num_tickets,
+        prefer_server_ciphers,
+        ecdh_curve,
+        session_tickets,
+        session_ticket_keys,
+        session_timeout,
+        session_cache,
+        verify_client,
+        client_certificate,
+        stapling,
+        stapling_file,
+        dynamic_certificates,
+        certificate_cache,
+    } = a;
+    certificates.len() == b.certificates.len()
+        && certificates
+            .iter()
+            .zip(&b.certificates)
+            .all(|(x, y)| x.cert == y.cert && x.key == y.key)
+        && *password_file == b.password_file
+        && *protocols == b.protocols
+        && *ciphers == b.ciphers
+        && *ciphersuites == b.ciphersuites
+        && *num_tickets == b.num_tickets
+        && *prefer_server_ciphers == b.prefer_server_ciphers
+        && *ecdh_curve == b.ecdh_curve
+        && *session_tickets == b.session_tickets
+        && *session_ticket_keys == b.session_ticket_keys
+        && *session_timeout == b.session_timeout
+        && *session_cache == b.session_cache
+        && *verify_client == b.verify_client
+        && *client_certificate == b.client_certificate
+        && *stapling == b.stapling
+        && *stapling_file == b.stapling_file
+        // Handshake-time certificates keep a cache in their resolver: never carried over.
+        && dynamic_certificates.is_empty()
+        && b.dynamic_certificates.is_empty()
+        && *certificate_cache == b.certificate_cache
+}
+
+/// One built config and what it was built from.
+struct Built {
+    /// The server block (its `tls` settings are what `same_settings` compares).
+    server: Arc<ServerConf>,
+    alpn_h2: bool,
+    inputs: Inputs,
+    config: Arc<ServerConfig>,
+}
+
+/// The rustls configs one load built, in server order, kept for the next load: a server
+/// whose settings are equal and whose certificates, keys, CA bundle and ticket key files are
+/// the very objects the store reused (files unchanged) gets the previous config itself,
+/// skipping the rebuild (and the old one's teardown). Anything changed builds afresh.
+#[derive(Default)]
+pub struct ServerConfigs {
+    built: Vec<Built>,
+    /// Index of `built` by first certificate, made on the first server the next load does
+    /// not find at the same position (servers added, removed or moved).
+    by_cert: OnceLock<HashMap<Source, Vec<usize>>>,
+    reused: usize,
+}
+
+impl fmt::Debug for ServerConfigs {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("ServerConfigs")
+            .field("built", &self.built.len())
+            .field("reused", &self.reused)
+            .finish_non_exhaustive()
+    }
+}
+
+impl ServerConfigs {
+    /// None built yet.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// How many configs were taken whole from the previous load.
+    pub fn reused(&self) -> usize {
+        self.reused
+    }
+
+    /// The rustls config of `server` (which must have `tls` settings: `None` otherwise):
+    /// `previous`'s when nothing it was made from changed, else a new one (as
+    /// [`server_config`]). Files are checked through `store` either way.
+    pub fn config_for(
+        &mut self,
+        server: &Arc<ServerConf>,
+        alpn_h2: bool,
+        shared: &TlsShared,
+        store: &mut ObjectStore,
+        previous: Option<&ServerConfigs>,
+    ) -> Result<Option<Arc<ServerConfig>>, TlsError> {
+        let Some(tls) = server.tls.as_ref() else {
+            return Ok(None);
+        };
+        if let Some(p) = previous.filter(|_| self.built.is_empty()) {
+            self.built.reserve(p.built.len());
+        }
+        let candidate = previous.and_then(|p| p.candidate(self.built.len(), tls, alpn_h2));
+        let (config, inputs) = match candidate {
+            // Equal settings built before, so they check; only the files can differ.
+            Some(prev) => {
+                let inputs = load(tls, store)?;
+                if inputs.same_objects(&prev.inputs) {
+                    self.reused += 1;
+                    (prev.config.clone(), inputs)
+                } else {
+                    let parts = check(tls)?;
+                    (assemble(tls, alpn_h2, shared, parts, &inputs)?, inputs)
+                }
+            }
+            None => {
+                let parts = check(tls)?;
+                let inputs = load(tls, store)?;
+                (assemble(tls, alpn_h2, shared, parts, &inputs)?, inputs)
+            }
+        };
+        self.built.push(Built {
+            server: server.clone(),
+            alpn_h2,
+            inputs,
+            config: config.clone(),
+        });
+        Ok(Some(config))
+    }
+
+    /// A config built for equal settings: the one at the same position, else any.
+    fn candidate(&self, index: usize, tls: &TlsConf, alpn_h2: bool) -> Option<&Built> {
+        let fits = |b: &Built| {
+            b.alpn_h2 == alpn_h2 && b.server.tls.as_ref().is_some_and(|t| same_settings(t, tls))
+        };
+        if let Some(b) = self.built.get(index).filter(|b| fits(b)) {
+            return Some(b);
+        }
+        let first = &tls.certificates.first()?.cert;
+        let by_cert = self.by_cert.get_or_init(|| {
+            let mut m: HashMap<Source, Vec<usize>> = HashMap::new();
+            for (i, b) in self.built.iter().enumerate() {
+                if let Some(c) = b.server.tls.as_ref().and_then(|t| t.certificates.first()) {
+                    m.entry(c.cert.clone()).or_default().push(i);
+                }
+            }
+            m
+        });
+        by_cert
+            .get(first)?
+            .iter()
+            .filter_map(|&i| self.built.get(i))
+            .find(|b| fits(b))
+    }
+}
+
+/// `ssl_verify_client` (+ `ssl_client_certificate`, loaded as `roots`) as a rustls client verifier.
 fn client_verifier(
     tls: &TlsConf,
-    store: &mut ObjectStore,
+    roots: Option<Arc<RootCertStore>>,
     provider: &Arc<CryptoProvider>,
 ) -> Result<Arc<dyn ClientCertVerifier>, TlsError> {
     let required = match tls.verify_client {
@@ -162,11 +420,7 @@ fn client_verifier(
         VerifyClient::On => true,
         VerifyClient::Optional => false,
     };
-    let path = tls
-        .client_certificate
-        .as_deref()
-        .ok_or(TlsError::NoClientCertificate)?;
-    let roots = store.roots(path)?;
+    let roots = roots.ok_or(TlsError::NoClientCertificate)?;
     let builder = WebPkiClientVerifier::builder_with_provider(roots, provider.clone());
     let builder = if required {
         builder
@@ -718,6 +972,111 @@ mod tests {
         let c = client_config(provider(), BOTH, verifier.clone());
         handshake(cfg, Arc::new(c)).expect("handshake");
         assert_eq!(verifier.last_ocsp(), response);
+    }
+
+    /// The TLS servers of a configuration text.
+    fn servers(text: &str) -> Vec<Arc<ServerConf>> {
+        let c = crate::conf::load_str(text, Path::new("/t.conf"), Path::new("/")).expect("conf");
+        c.http.expect("http").servers
+    }
+
+    fn server_text(d: &Path, names: &[&str], extra: &str) -> String {
+        let mut s = String::from("events {} http {\n");
+        for n in names {
+            s.push_str(&format!(
+                "server {{ listen 127.0.0.1:8443 ssl; server_name {n}; \
+                 ssl_certificate {0}/{n}.crt; ssl_certificate_key {0}/{n}.key; {extra} }}\n",
+                d.display()
+            ));
+        }
+        s.push('}');
+        s
+    }
+
+    /// One load: each server's config, and the store and configs kept for the next.
+    fn load_all(
+        servers: &[Arc<ServerConf>],
+        shared: &TlsShared,
+        prev: Option<&(ObjectStore, ServerConfigs)>,
+    ) -> (Vec<Arc<ServerConfig>>, (ObjectStore, ServerConfigs)) {
+        let mut store = prev.map_or_else(ObjectStore::new, |(s, _)| ObjectStore::inherit(s));
+        let mut configs = ServerConfigs::new();
+        let out = servers
+            .iter()
+            .map(|s| {
+                configs
+                    .config_for(s, true, shared, &mut store, prev.map(|(_, c)| c))
+                    .expect("config")
+                    .expect("tls server")
+            })
+            .collect();
+        store.finish();
+        (out, (store, configs))
+    }
+
+    #[test]
+    fn unchanged_server_keeps_its_config_changed_one_gets_a_new_one() {
+        let d = dir("reuse");
+        for n in ["a", "b"] {
+            write_pair(&d, n, ecdsa_pem(&["localhost"]));
+        }
+        let shared = TlsShared::new().expect("shared");
+        let text = server_text(&d, &["a", "b"], "");
+        let (first, kept) = load_all(&servers(&text), &shared, None);
+        assert_eq!(kept.1.reused(), 0);
+
+        // Nothing changed: the very same configs.
+        let (second, kept) = load_all(&servers(&text), &shared, Some(&kept));
+        assert!(Arc::ptr_eq(&first[0], &second[0]));
+        assert!(Arc::ptr_eq(&first[1], &second[1]));
+        assert_eq!(kept.1.reused(), 2);
+
+        // b's certificate and key replaced: a new config for b only, serving the new one.
+        write_pair(&d, "b", ecdsa_pem(&["localhost"]));
+        let (third, kept) = load_all(&servers(&text), &shared, Some(&kept));
+        assert!(Arc::ptr_eq(&second[0], &third[0]));
+        assert!(!Arc::ptr_eq(&second[1], &third[1]));
+        assert_eq!(kept.1.reused(), 1);
+        let (c, _) = handshake(third[1].clone(), Arc::new(client(BOTH))).expect("handshake");
+        let der = std::fs::read(d.join("b.crt")).expect("read");
+        let want = rustls_pki_types::CertificateDer::from_pem_slice(&der).expect("der");
+        assert_eq!(c.peer_certificates().expect("certs")[0], want);
+
+        // A setting changed: a new config, with the setting.
+        let text2 = server_text(&d, &["a", "b"], "ssl_prefer_server_ciphers on;");
+        let (fourth, kept) = load_all(&servers(&text2), &shared, Some(&kept));
+        assert!(!Arc::ptr_eq(&third[0], &fourth[0]));
+        assert!(fourth[0].ignore_client_order);
+        assert_eq!(kept.1.reused(), 0);
+    }
+
+    #[test]
+    fn moved_servers_still_reuse_and_inheritable_off_rebuilds() {
+        let d = dir("reuse-moved");
+        for n in ["a", "b", "c"] {
+            write_pair(&d, n, ecdsa_pem(&["localhost"]));
+        }
+        let shared = TlsShared::new().expect("shared");
+        let (first, kept) = load_all(&servers(&server_text(&d, &["a", "b"], "")), &shared, None);
+        // A server added in front: the others are found by their certificate.
+        let (second, mut kept) = load_all(
+            &servers(&server_text(&d, &["c", "a", "b"], "")),
+            &shared,
+            Some(&kept),
+        );
+        assert!(Arc::ptr_eq(&first[0], &second[1]));
+        assert!(Arc::ptr_eq(&first[1], &second[2]));
+        assert_eq!(kept.1.reused(), 2);
+        // `ssl_object_cache_inheritable off`: every object is read again, so no config is kept.
+        kept.0.set_inheritable(false);
+        let (third, kept) = load_all(
+            &servers(&server_text(&d, &["c", "a", "b"], "")),
+            &shared,
+            Some(&kept),
+        );
+        assert!(!Arc::ptr_eq(&second[0], &third[0]));
+        assert_eq!(kept.1.reused(), 0);
+        assert_eq!(kept.0.counts().reused, 0);
     }
 
     #[test]

@@ -6,8 +6,10 @@
 //! are keyed by what determines their content — the [`Source`], plus the password file for a
 //! key — and remember the metadata ([`FileStamp`]: device, inode, size, mtime, ctime) of every
 //! file they were made from. On reload, [`ObjectStore::inherit`] offers the previous load's
-//! entries: one whose files all still have the same stamps is reused without reading; any
-//! change means a fresh parse. A key read with one password file is never handed to a server
+//! entries (shared, not copied, until [`ObjectStore::finish`] ends the load): one whose files
+//! all still have the same stamps is reused without reading; any change means a fresh parse.
+//! Keys carry their hash, computed once per reference, since a reload looks each up in both
+//! loads' maps. A key read with one password file is never handed to a server
 //! with another, and an encrypted key is never inherited by the next load (nginx 1.27.4: a
 //! reference to a decrypted key must not outlive the `ssl_password_file` context that opened
 //! it). `data:` values are keyed by their content, so they are always inherited.
@@ -20,6 +22,7 @@
 use std::collections::HashMap;
 use std::fmt;
 use std::fs::File;
+use std::hash::{BuildHasherDefault, Hash, Hasher};
 use std::io::{self, Read};
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
@@ -79,6 +82,66 @@ enum EntryKey {
     Bytes(PathBuf),
 }
 
+/// A map key with its hash computed once: a reload looks each key up several times (this
+/// load's cache, the previous load's, then an insert), and hashing a path walks its
+/// components every time.
+#[derive(Debug, Clone)]
+struct Hashed<K> {
+    hash: u64,
+    key: K,
+}
+
+impl<K: Hash> Hashed<K> {
+    fn new(key: K) -> Self {
+        // Fixed keys are fine: the keys come from the configuration, not from peers.
+        let mut h = std::hash::DefaultHasher::new();
+        key.hash(&mut h);
+        Self {
+            hash: h.finish(),
+            key,
+        }
+    }
+}
+
+impl<K> Hash for Hashed<K> {
+    fn hash<H: Hasher>(&self, state: &mut H) {
+        state.write_u64(self.hash);
+    }
+}
+
+impl<K: PartialEq> PartialEq for Hashed<K> {
+    fn eq(&self, other: &Self) -> bool {
+        self.hash == other.hash && self.key == other.key
+    }
+}
+
+impl<K: Eq> Eq for Hashed<K> {}
+
+/// Hands a [`Hashed`] key's stored hash to the map unchanged.
+#[derive(Default)]
+struct PassHasher(u64);
+
+impl Hasher for PassHasher {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+
+    fn write(&mut self, bytes: &[u8]) {
+        // Only `write_u64` is used by `Hashed`; anything else still hashes (FxHash's step).
+        for b in bytes {
+            self.0 =
+                (self.0.rotate_left(5) ^ u64::from(*b)).wrapping_mul(0x51_7c_c1_b7_27_22_0a_95);
+        }
+    }
+
+    fn write_u64(&mut self, n: u64) {
+        self.0 = n;
+    }
+}
+
+/// A map of [`Hashed`] keys.
+type Map<K, V> = HashMap<Hashed<K>, V, BuildHasherDefault<PassHasher>>;
+
 /// A parsed object.
 #[derive(Clone)]
 enum Object {
@@ -98,20 +161,30 @@ struct Entry {
     inheritable: bool,
 }
 
-/// The files an entry was made from, with their stamps then.
-type Stamps = Vec<(PathBuf, FileStamp)>;
+/// A file an entry was made from, with its stamp then.
+type Stamp = (PathBuf, FileStamp);
+
+/// The files an entry was made from (shared, so handing an entry to the next load copies
+/// nothing).
+type Stamps = Arc<[Stamp]>;
 
 /// The key of a certificate/key pair with its OCSP response.
 type PairKey = (Source, Source, Option<PathBuf>, Option<PathBuf>);
 
+/// What one load made, shared with the next load while that one is being built.
+type Entries = Arc<Map<EntryKey, Entry>>;
+/// Checked certificate/key pairs of one load, each with the chain object it was made from
+/// (so the next load compares chains by identity, not byte by byte).
+type Pairs = Arc<Map<PairKey, (Arc<CertifiedKey>, Arc<Vec<CertificateDer<'static>>>)>>;
+
 /// Parsed certificates, keys, CA bundles and small files of one config load.
 pub struct ObjectStore {
-    entries: HashMap<EntryKey, Entry>,
-    previous: HashMap<EntryKey, Entry>,
-    pairs: HashMap<PairKey, Arc<CertifiedKey>>,
-    /// The previous load's pairs: one whose chain is equal and whose key is the very object
-    /// this load got (reused) is taken whole, skipping the copy and the key/certificate check.
-    previous_pairs: HashMap<PairKey, Arc<CertifiedKey>>,
+    entries: Entries,
+    pairs: Pairs,
+    /// The previous load's entries and pairs (during a reload, until [`ObjectStore::finish`]).
+    /// A pair whose chain is equal and whose key is the very object this load got (reused) is
+    /// taken whole, skipping the copy and the key/certificate check.
+    previous: Option<(Entries, Pairs)>,
     parses: usize,
     reused: usize,
     shared: usize,
@@ -144,7 +217,10 @@ impl fmt::Debug for ObjectStore {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("ObjectStore")
             .field("entries", &self.entries.len())
-            .field("previous", &self.previous.len())
+            .field(
+                "previous",
+                &self.previous.as_ref().map_or(0, |(e, _)| e.len()),
+            )
             .field("parses", &self.parses)
             .finish_non_exhaustive()
     }
@@ -160,10 +236,9 @@ impl ObjectStore {
     /// An empty store (the first load).
     pub fn new() -> Self {
         Self {
-            entries: HashMap::new(),
-            previous: HashMap::new(),
-            pairs: HashMap::new(),
-            previous_pairs: HashMap::new(),
+            entries: Arc::default(),
+            pairs: Arc::default(),
+            previous: None,
             parses: 0,
             reused: 0,
             shared: 0,
@@ -173,28 +248,32 @@ impl ObjectStore {
     }
 
     /// A store for a reload: entries `previous` used whose files are unchanged are reused.
-    /// Entries the previous load did not use are dropped, so removed files are not kept;
-    /// encrypted keys are never taken over, and nothing is when `previous` was marked
-    /// `ssl_object_cache_inheritable off`.
+    /// Entries the previous load did not use are let go at [`ObjectStore::finish`], so removed
+    /// files are not kept; encrypted keys are never taken over, and nothing is when `previous`
+    /// was marked `ssl_object_cache_inheritable off`. Nothing is copied here: the previous
+    /// load's maps are shared until this load ends.
     pub fn inherit(previous: &ObjectStore) -> Self {
-        let (entries, pairs) = if previous.inheritable {
-            (
-                previous
-                    .entries
-                    .iter()
-                    .filter(|(_, e)| e.inheritable)
-                    .map(|(k, e)| (k.clone(), e.clone()))
-                    .collect(),
-                previous.pairs.clone(),
-            )
-        } else {
-            (HashMap::new(), HashMap::new())
-        };
+        // Sized like the previous load, so a reload of the same config never regrows them.
+        let hasher = BuildHasherDefault::<PassHasher>::default();
         Self {
-            previous: entries,
-            previous_pairs: pairs,
+            entries: Arc::new(HashMap::with_capacity_and_hasher(
+                previous.entries.len(),
+                hasher.clone(),
+            )),
+            pairs: Arc::new(HashMap::with_capacity_and_hasher(
+                previous.pairs.len(),
+                hasher,
+            )),
+            previous: previous
+                .inheritable
+                .then(|| (previous.entries.clone(), previous.pairs.clone())),
             ..Self::new()
         }
+    }
+
+    /// Ends the load: lets go of the previous load's objects this load did not take.
+    pub fn finish(&mut self) {
+        self.previous = None;
     }
 
     /// `ssl_object_cache_inheritable on|off`: whether the next load may reuse this store's
@@ -222,33 +301,48 @@ impl ObjectStore {
         &self.provider
     }
 
-    /// The cached entry for `key`, or a still-valid inherited one.
-    fn lookup(&mut self, key: &EntryKey) -> Option<Object> {
-        if let Some(e) = self.entries.get(key) {
+    /// The cached entry for `key`, or a still-valid inherited one; on a miss, `key` back
+    /// for the insert that follows the parse.
+    fn lookup(&mut self, key: Hashed<EntryKey>) -> Result<Object, Hashed<EntryKey>> {
+        if let Some(e) = self.entries.get(&key) {
             self.shared += 1;
-            return Some(e.object.clone());
+            return Ok(e.object.clone());
         }
-        let e = self.previous.remove(key)?;
+        let Some(e) = self
+            .previous
+            .as_ref()
+            .and_then(|(entries, _)| entries.get(&key))
+            .filter(|e| e.inheritable)
+        else {
+            return Err(key);
+        };
         let unchanged = e
             .stamps
             .iter()
             .all(|(path, stamp)| FileStamp::current(path) == Some(*stamp));
         if !unchanged {
-            return None;
+            return Err(key);
         }
+        let e = e.clone();
         let object = e.object.clone();
         self.reused += 1;
-        self.entries.insert(key.clone(), e);
-        Some(object)
+        Arc::make_mut(&mut self.entries).insert(key, e);
+        Ok(object)
     }
 
-    fn insert(&mut self, key: EntryKey, object: Object, stamps: Stamps) {
+    fn insert(&mut self, key: Hashed<EntryKey>, object: Object, stamps: Stamps) {
         self.insert_with(key, object, stamps, true);
     }
 
-    fn insert_with(&mut self, key: EntryKey, object: Object, stamps: Stamps, inheritable: bool) {
+    fn insert_with(
+        &mut self,
+        key: Hashed<EntryKey>,
+        object: Object,
+        stamps: Stamps,
+        inheritable: bool,
+    ) {
         self.parses += 1;
-        self.entries.insert(
+        Arc::make_mut(&mut self.entries).insert(
             key,
             Entry {
                 object,
@@ -263,17 +357,18 @@ impl ObjectStore {
         &mut self,
         source: &Source,
     ) -> Result<Arc<Vec<CertificateDer<'static>>>, TlsError> {
-        let key = EntryKey::Chain(source.clone());
-        if let Some(Object::Chain(c)) = self.lookup(&key) {
-            return Ok(c);
-        }
+        let key = match self.lookup(Hashed::new(EntryKey::Chain(source.clone()))) {
+            Ok(Object::Chain(c)) => return Ok(c),
+            Ok(_) => Hashed::new(EntryKey::Chain(source.clone())),
+            Err(key) => key,
+        };
         let fail = |reason| TlsError::Certificate {
             name: source_name(source),
             reason,
         };
         let (bytes, stamps) = read_source(source).map_err(|e| fail(LoadReason::Io(e)))?;
         let chain = Arc::new(certs::parse_chain(&bytes).map_err(fail)?);
-        self.insert(key, Object::Chain(chain.clone()), stamps);
+        self.insert(key, Object::Chain(chain.clone()), stamps.into());
         Ok(chain)
     }
 
@@ -283,13 +378,17 @@ impl ObjectStore {
         source: &Source,
         password_file: Option<&Path>,
     ) -> Result<Arc<dyn SigningKey>, TlsError> {
-        let key = EntryKey::PrivateKey {
-            source: source.clone(),
-            password_file: password_file.map(Path::to_path_buf),
+        let entry_key = || {
+            Hashed::new(EntryKey::PrivateKey {
+                source: source.clone(),
+                password_file: password_file.map(Path::to_path_buf),
+            })
         };
-        if let Some(Object::Key(k)) = self.lookup(&key) {
-            return Ok(k);
-        }
+        let key = match self.lookup(entry_key()) {
+            Ok(Object::Key(k)) => return Ok(k),
+            Ok(_) => entry_key(),
+            Err(key) => key,
+        };
         let fail = |reason| TlsError::CertificateKey {
             name: source_name(source),
             reason,
@@ -309,16 +408,17 @@ impl ObjectStore {
         let encrypted = certs::needs_password(&bytes);
         let signing =
             certs::parse_key(&bytes, passwords.as_deref(), &self.provider).map_err(fail)?;
-        self.insert_with(key, Object::Key(signing.clone()), stamps, !encrypted);
+        self.insert_with(key, Object::Key(signing.clone()), stamps.into(), !encrypted);
         Ok(signing)
     }
 
     /// A CA bundle (`ssl_client_certificate`).
     pub fn roots(&mut self, path: &Path) -> Result<Arc<RootCertStore>, TlsError> {
-        let key = EntryKey::Roots(path.to_path_buf());
-        if let Some(Object::Roots(r)) = self.lookup(&key) {
-            return Ok(r);
-        }
+        let key = match self.lookup(Hashed::new(EntryKey::Roots(path.to_path_buf()))) {
+            Ok(Object::Roots(r)) => return Ok(r),
+            Ok(_) => Hashed::new(EntryKey::Roots(path.to_path_buf())),
+            Err(key) => key,
+        };
         let fail = |reason| TlsError::ClientCertificate {
             name: path.display().to_string(),
             reason,
@@ -328,7 +428,7 @@ impl ObjectStore {
         self.insert(
             key,
             Object::Roots(roots.clone()),
-            vec![(path.to_path_buf(), stamp)],
+            Arc::new([(path.to_path_buf(), stamp)]),
         );
         Ok(roots)
     }
@@ -338,10 +438,11 @@ impl ObjectStore {
         &mut self,
         path: &Path,
     ) -> Result<Arc<Vec<CertificateRevocationListDer<'static>>>, TlsError> {
-        let key = EntryKey::Crls(path.to_path_buf());
-        if let Some(Object::Crls(c)) = self.lookup(&key) {
-            return Ok(c);
-        }
+        let key = match self.lookup(Hashed::new(EntryKey::Crls(path.to_path_buf()))) {
+            Ok(Object::Crls(c)) => return Ok(c),
+            Ok(_) => Hashed::new(EntryKey::Crls(path.to_path_buf())),
+            Err(key) => key,
+        };
         let fail = |reason| TlsError::Crl {
             name: path.display().to_string(),
             reason,
@@ -358,23 +459,24 @@ impl ObjectStore {
         self.insert(
             key,
             Object::Crls(crls.clone()),
-            vec![(path.to_path_buf(), stamp)],
+            Arc::new([(path.to_path_buf(), stamp)]),
         );
         Ok(crls)
     }
 
     /// A file's bytes, unparsed (`ssl_stapling_file`, `ssl_session_ticket_key`).
     pub fn bytes(&mut self, path: &Path) -> io::Result<Arc<[u8]>> {
-        let key = EntryKey::Bytes(path.to_path_buf());
-        if let Some(Object::Bytes(b)) = self.lookup(&key) {
-            return Ok(b);
-        }
+        let key = match self.lookup(Hashed::new(EntryKey::Bytes(path.to_path_buf()))) {
+            Ok(Object::Bytes(b)) => return Ok(b),
+            Ok(_) => Hashed::new(EntryKey::Bytes(path.to_path_buf())),
+            Err(key) => key,
+        };
         let (bytes, stamp) = read_file(path)?;
         let bytes: Arc<[u8]> = bytes.into();
         self.insert(
             key,
             Object::Bytes(bytes.clone()),
-            vec![(path.to_path_buf(), stamp)],
+            Arc::new([(path.to_path_buf(), stamp)]),
         );
         Ok(bytes)
     }
@@ -387,13 +489,13 @@ impl ObjectStore {
         password_file: Option<&Path>,
         ocsp_file: Option<&Path>,
     ) -> Result<Arc<CertifiedKey>, TlsError> {
-        let pk: PairKey = (
+        let pk = Hashed::new((
             pair.cert.clone(),
             pair.key.clone(),
             password_file.map(Path::to_path_buf),
             ocsp_file.map(Path::to_path_buf),
-        );
-        if let Some(ck) = self.pairs.get(&pk) {
+        ));
+        if let Some((ck, _)) = self.pairs.get(&pk) {
             self.shared += 1;
             return Ok(ck.clone());
         }
@@ -413,12 +515,15 @@ impl ObjectStore {
             }
             None => None,
         };
-        if let Some(prev) = self.previous_pairs.remove(&pk) {
+        let previous = self.previous.as_ref().and_then(|(_, p)| p.get(&pk));
+        if let Some((prev, prev_chain)) = previous {
             // Same key object (so inherited, never an encrypted one), same certificates and
             // OCSP bytes: the checked pair of the previous load is this load's pair.
             let same_key = std::ptr::addr_eq(Arc::as_ptr(&prev.key), Arc::as_ptr(&key));
-            if same_key && prev.cert == *chain && prev.ocsp.as_deref() == ocsp.as_deref() {
-                self.pairs.insert(pk, prev.clone());
+            let same_chain = Arc::ptr_eq(prev_chain, &chain) || prev.cert == *chain;
+            if same_key && same_chain && prev.ocsp.as_deref() == ocsp.as_deref() {
+                let prev = prev.clone();
+                Arc::make_mut(&mut self.pairs).insert(pk, (prev.clone(), chain));
                 return Ok(prev);
             }
         }
@@ -431,13 +536,13 @@ impl ObjectStore {
         }
         ck.ocsp = ocsp.map(|d| d.to_vec());
         let ck = Arc::new(ck);
-        self.pairs.insert(pk, ck.clone());
+        Arc::make_mut(&mut self.pairs).insert(pk, (ck.clone(), chain));
         Ok(ck)
     }
 }
 
 /// The bytes of a source and the stamps of the files read.
-fn read_source(source: &Source) -> io::Result<(Vec<u8>, Stamps)> {
+fn read_source(source: &Source) -> io::Result<(Vec<u8>, Vec<Stamp>)> {
     match source {
         Source::File(path) => {
             let (bytes, stamp) = read_file(path)?;

@@ -492,19 +492,7 @@ impl<IO: AsyncRead + AsyncWrite + Unpin, T: TcpInfoSource + Unpin> AsyncRead for
         buf: &mut ReadBuf<'_>,
     ) -> Poll<io::Result<()>> {
         let this = self.get_mut();
-        // A flush put off in an earlier turn goes out before the task waits for input (a
-        // write that would block is retried when the socket is writable).
-        if this.deferred_due() {
-            if let Poll::Ready(Err(e)) = this.flush_now(cx) {
-                return Poll::Ready(Err(e));
-            }
-        }
-        // A connection waiting for input is where held tickets meet their deadline.
-        if this.hold.is_some() {
-            if let Poll::Ready(Err(e)) = this.poll_send(cx, false) {
-                return Poll::Ready(Err(e));
-            }
-        }
+        this.before_read(cx)?;
         loop {
             match read_plain(&mut this.conn, buf) {
                 Ok(()) => return Poll::Ready(Ok(())),
@@ -516,19 +504,63 @@ impl<IO: AsyncRead + AsyncWrite + Unpin, T: TcpInfoSource + Unpin> AsyncRead for
             if this.eof {
                 return Poll::Ready(Ok(()));
             }
-            match std::task::ready!(poll_read_tls(&mut this.conn, &mut this.io, cx)) {
-                Ok(true) => {}
-                Ok(false) => this.eof = true,
+            std::task::ready!(this.poll_more(cx))?;
+        }
+    }
+}
+
+impl<IO: AsyncRead + AsyncWrite + Unpin, T: TcpInfoSource + Unpin> TlsStream<IO, T> {
+    /// Waits until plaintext can be read, or the peer has closed, without taking any: an
+    /// idle keep-alive connection waits here while the HTTP layer above it holds no read
+    /// buffer (`http::conn` parks HTTP/1.1 that way). `Ready(Ok)` then means the next
+    /// `poll_read` returns data or EOF at once; `Ready(Err)` is a failed connection.
+    pub fn poll_input(&mut self, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        use std::io::BufRead;
+        self.before_read(cx)?;
+        loop {
+            match self.conn.reader().fill_buf() {
+                // Data, or close_notify (an empty chunk).
+                Ok(_) => return Poll::Ready(Ok(())),
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {}
+                Err(e) if e.kind() == io::ErrorKind::UnexpectedEof => return Poll::Ready(Ok(())),
                 Err(e) => return Poll::Ready(Err(e)),
             }
-            // Post-handshake messages (a KeyUpdate) may want an answer; send it if the queue
-            // is not held.
-            if this.conn.wants_write() && this.hold.is_none() {
-                if let Poll::Ready(Err(e)) = poll_write_tls(&mut this.conn, &mut this.io, cx) {
-                    return Poll::Ready(Err(e));
-                }
+            if self.eof {
+                return Poll::Ready(Ok(()));
+            }
+            std::task::ready!(self.poll_more(cx))?;
+        }
+    }
+
+    /// What a read does before it waits: a flush put off in an earlier turn goes out (a
+    /// write that would block is retried when the socket is writable), and held tickets
+    /// meet their deadline.
+    fn before_read(&mut self, cx: &mut Context<'_>) -> io::Result<()> {
+        if self.deferred_due() {
+            if let Poll::Ready(Err(e)) = self.flush_now(cx) {
+                return Err(e);
             }
         }
+        if self.hold.is_some() {
+            if let Poll::Ready(Err(e)) = self.poll_send(cx, false) {
+                return Err(e);
+            }
+        }
+        Ok(())
+    }
+
+    /// Reads once from the socket into rustls (noting EOF), and answers post-handshake
+    /// messages (a KeyUpdate) if the queue is not held.
+    fn poll_more(&mut self, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        if !std::task::ready!(poll_read_tls(&mut self.conn, &mut self.io, cx))? {
+            self.eof = true;
+        }
+        if self.conn.wants_write() && self.hold.is_none() {
+            if let Poll::Ready(Err(e)) = poll_write_tls(&mut self.conn, &mut self.io, cx) {
+                return Poll::Ready(Err(e));
+            }
+        }
+        Poll::Ready(Ok(()))
     }
 }
 
@@ -1068,5 +1100,38 @@ mod tests {
         .await;
         // The client's handshake completed in `pair`: it got the server's Finished at once.
         assert!(!server.holding());
+    }
+
+    #[tokio::test]
+    async fn poll_input_waits_for_plaintext_without_taking_it() {
+        let (mut server, mut client, _) = pair(
+            &rustls::version::TLS13,
+            RecordSettings::default(),
+            Release::new(),
+        )
+        .await;
+        let waiting =
+            std::future::poll_fn(|cx| Poll::Ready(server.poll_input(cx).is_pending())).await;
+        assert!(waiting, "no input yet");
+        client.write_all(b"hello").await.unwrap();
+        client.flush().await.unwrap();
+        tokio::time::timeout(
+            Duration::from_secs(5),
+            std::future::poll_fn(|cx| server.poll_input(cx)),
+        )
+        .await
+        .expect("input arrives")
+        .unwrap();
+        let mut b = [0u8; 5];
+        server.read_exact(&mut b).await.unwrap();
+        assert_eq!(&b, b"hello", "the input is still there to read");
+        drop(client);
+        tokio::time::timeout(
+            Duration::from_secs(5),
+            std::future::poll_fn(|cx| server.poll_input(cx)),
+        )
+        .await
+        .expect("EOF is input too")
+        .unwrap();
     }
 }
