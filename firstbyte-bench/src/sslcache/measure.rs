@@ -18,6 +18,8 @@ pub struct TestRun {
     pub wall: Duration,
     /// Peak resident set, KiB (`ru_maxrss`).
     pub maxrss_kib: u64,
+    /// User + system CPU time (`ru_utime + ru_stime`).
+    pub cpu: Duration,
 }
 
 /// Runs `argv` to completion (stdout and stderr to `log`), with its wall time and peak RSS
@@ -49,9 +51,13 @@ pub fn run_test(argv: &[String], log: &Path) -> Result<TestRun> {
         let tail: String = text.lines().rev().take(5).collect::<Vec<_>>().join(" | ");
         bail!("{} failed (status {status}): {tail}", argv[0]);
     }
+    let tv = |t: libc::timeval| {
+        Duration::from_secs(t.tv_sec.max(0) as u64) + Duration::from_micros(t.tv_usec.max(0) as u64)
+    };
     Ok(TestRun {
         wall,
         maxrss_kib: usage.ru_maxrss.max(0) as u64,
+        cpu: tv(usage.ru_utime) + tv(usage.ru_stime),
     })
 }
 
@@ -69,6 +75,70 @@ pub fn callgrind(argv: &[String], work: &Path, tag: &str) -> Result<u64> {
     // The profile is large and only its total is needed.
     let _ = std::fs::remove_file(&out);
     callgrind_total(&text).context("no totals: line in the callgrind output")
+}
+
+/// Instructions per no-change reload of a server started from `argv` under callgrind: the
+/// counters are zeroed once it listens on `port` (`callgrind_control -z`), `n` SIGHUPs are
+/// each waited for ("reconfiguration done" in `log`, then 200 ms for the old site's teardown
+/// on its blocking thread), and the dump (`callgrind_control -d`) is divided by `n`.
+pub fn callgrind_reloads(
+    argv: &[String],
+    port: u16,
+    log: &Path,
+    work: &Path,
+    n: usize,
+) -> Result<u64> {
+    let prefix = work.join("callgrind.reload");
+    let mut full = vec![
+        "valgrind".to_string(),
+        "--tool=callgrind".into(),
+        format!("--callgrind-out-file={}.%p", prefix.display()),
+    ];
+    full.extend(argv.iter().cloned());
+    let mut server = Running::start(&full, port, log, &work.join("callgrind.reload.log"))?;
+    let pid = server.pid();
+    let control = |flag: &str| -> Result<()> {
+        let st = Command::new("callgrind_control")
+            .args([flag, &pid.to_string()])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .status()
+            .context("run callgrind_control")?;
+        if !st.success() {
+            bail!("callgrind_control {flag} {pid} failed: {st}");
+        }
+        Ok(())
+    };
+    control("-z")?;
+    for _ in 0..n.max(1) {
+        server.reload()?;
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    control("-d")?;
+    // The dump is written by the process itself: wait for it.
+    let dump = std::path::PathBuf::from(format!("{}.{pid}.1", prefix.display()));
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let total = loop {
+        if let Some(t) = std::fs::read_to_string(&dump)
+            .ok()
+            .as_deref()
+            .and_then(callgrind_total)
+        {
+            break t;
+        }
+        if Instant::now() > deadline {
+            bail!("no callgrind dump at {}", dump.display());
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    server.stop();
+    for f in [
+        dump,
+        std::path::PathBuf::from(format!("{}.{pid}", prefix.display())),
+    ] {
+        let _ = std::fs::remove_file(f);
+    }
+    Ok(total / n.max(1) as u64)
 }
 
 /// The `totals:` (or `summary:`) count of a callgrind output file.

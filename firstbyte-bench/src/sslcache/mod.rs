@@ -342,6 +342,7 @@ fn run(o: &Options, args: &[String]) -> Result<()> {
     }
     // 3. Reloads.
     report.reloads = reloads(o, &fb, &work, &certs)?;
+
     // 4. Handshakes.
     report.handshakes = handshake_bench(o, &fb, &work)?;
     report.cold_reference = report
@@ -349,6 +350,15 @@ fn run(o: &Options, args: &[String]) -> Result<()> {
         .last()
         .map(|r| r.median_wall(Kind::Firstbyte))
         .unwrap_or_default();
+    report.cold_cpu = report
+        .tests
+        .last()
+        .map(|r| r.median_cpu(Kind::Firstbyte))
+        .unwrap_or_default();
+    // 5. Instructions of a no-change reload, against a cold `-t` of the same config.
+    if !o.no_callgrind {
+        report.reload_instructions = Some(reload_instructions(o, &fb, &work)?);
+    }
     let table = report.table();
     println!("{table}");
     report.write(&out, &table)?;
@@ -394,24 +404,32 @@ fn reloads(o: &Options, fb: &Path, work: &Path, certs: &Path) -> Result<Vec<Relo
         ReloadRow::new("reload, every file touched"),
     ];
     rows[0].times.push(start);
+    // A reload's CPU: every thread's, read 200 ms after "reconfiguration done" so that the
+    // old site's teardown (on a blocking thread, after the notice) is counted too.
+    let timed = |row: &mut ReloadRow| -> Result<()> {
+        let before = measure::cpu_ns(server.pid())?;
+        row.times.push(server.reload()?);
+        std::thread::sleep(Duration::from_millis(200));
+        let after = measure::cpu_ns(server.pid())?;
+        row.cpu
+            .push(Duration::from_nanos(after.saturating_sub(before)));
+        row.cache_line = server.last_cache_line();
+        Ok(())
+    };
     for round in 0..o.rounds {
-        let d = server.reload()?;
-        rows[1].times.push(d);
-        rows[1].cache_line = server.last_cache_line();
+        timed(&mut rows[1])?;
         // One certificate replaced by a copy (new inode, as a deploy does).
         let (c, _) = fixtures::pair(&dir, round % o.servers);
         let tmp = dir.join("replace.tmp");
         std::fs::copy(&c, &tmp)?;
         std::fs::rename(&tmp, &c)?;
-        rows[2].times.push(server.reload()?);
-        rows[2].cache_line = server.last_cache_line();
+        timed(&mut rows[2])?;
         for i in 0..o.servers {
             let (c, k) = fixtures::pair(&dir, i);
             touch(&c)?;
             touch(&k)?;
         }
-        rows[3].times.push(server.reload()?);
-        rows[3].cache_line = server.last_cache_line();
+        timed(&mut rows[3])?;
         eprintln!(
             "sslcache: reload round {round}: none {:.1} ms, one {:.1} ms, all {:.1} ms",
             rows[1].times[round].as_secs_f64() * 1e3,
@@ -420,6 +438,30 @@ fn reloads(o: &Options, fb: &Path, work: &Path, certs: &Path) -> Result<Vec<Relo
         );
     }
     Ok(rows)
+}
+
+/// Instructions of one no-change reload of the reload config (the average of 3 under
+/// callgrind), and of a cold `-t` of the same config.
+fn reload_instructions(o: &Options, fb: &Path, work: &Path) -> Result<(u64, u64)> {
+    let dir = work.join("reload");
+    let port = free_port()?;
+    let conf = dir.join("servers-cg.conf");
+    std::fs::write(&conf, fixtures::servers_conf(&dir, &dir, port, o.servers))?;
+    let argv = vec![
+        fb.display().to_string(),
+        "-c".into(),
+        conf.display().to_string(),
+    ];
+    let t = std::time::Instant::now();
+    let reload = measure::callgrind_reloads(&argv, port, &dir.join("error.log"), work, 3)?;
+    let mut test = argv.clone();
+    test.insert(1, "-t".into());
+    let cold = measure::callgrind(&test, work, "reload-cold")?;
+    eprintln!(
+        "sslcache: callgrind no-change reload {reload} Ir, cold -t {cold} Ir ({:.0} s)",
+        t.elapsed().as_secs_f64()
+    );
+    Ok((reload, cold))
 }
 
 fn pin_self(cpu: usize) {

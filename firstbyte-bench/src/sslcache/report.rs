@@ -80,6 +80,16 @@ impl TestRow {
         Duration::from_secs_f64(median(&v))
     }
 
+    /// Median CPU time (user + system) of `kind`.
+    pub fn median_cpu(&self, kind: Kind) -> Duration {
+        let v: Vec<f64> = self
+            .runs(kind)
+            .iter()
+            .map(|r| r.cpu.as_secs_f64())
+            .collect();
+        Duration::from_secs_f64(median(&v))
+    }
+
     /// Median peak RSS of `kind`, MiB.
     pub fn median_rss_mib(&self, kind: Kind) -> f64 {
         let v: Vec<f64> = self
@@ -97,6 +107,8 @@ pub struct ReloadRow {
     pub label: String,
     /// One per round.
     pub times: Vec<Duration>,
+    /// The server's CPU time per round (all threads, the old site's teardown included).
+    pub cpu: Vec<Duration>,
     /// The load's "ssl object cache" log line.
     pub cache_line: Option<String>,
 }
@@ -107,6 +119,7 @@ impl ReloadRow {
         Self {
             label: label.to_string(),
             times: Vec::new(),
+            cpu: Vec::new(),
             cache_line: None,
         }
     }
@@ -114,6 +127,11 @@ impl ReloadRow {
     /// Median, ms.
     pub fn median_ms(&self) -> f64 {
         median(&self.times.iter().map(|d| ms(*d)).collect::<Vec<_>>())
+    }
+
+    /// Median CPU, ms.
+    pub fn median_cpu_ms(&self) -> f64 {
+        median(&self.cpu.iter().map(|d| ms(*d)).collect::<Vec<_>>())
     }
 }
 
@@ -178,6 +196,11 @@ pub struct Report {
     pub handshakes: Vec<HandshakeRow>,
     /// firstbyte's `-t` of the server config (a cold load).
     pub cold_reference: Duration,
+    /// Its CPU time.
+    pub cold_cpu: Duration,
+    /// Instructions of one no-change reload of the server config (callgrind), and of a cold
+    /// `-t` of the same config.
+    pub reload_instructions: Option<(u64, u64)>,
 }
 
 fn pct(a: f64, b: f64) -> f64 {
@@ -210,6 +233,8 @@ impl Report {
             reloads: Vec::new(),
             handshakes: Vec::new(),
             cold_reference: Duration::ZERO,
+            cold_cpu: Duration::ZERO,
+            reload_instructions: None,
         }
     }
 
@@ -253,14 +278,34 @@ impl Report {
                 "\n### Reloads of the server config (SIGHUP to \"reconfiguration done\", median of {} rounds)\n",
                 self.rounds
             );
-            s.push_str("| what | median ms | ssl object cache line |\n|---|---:|---|\n");
+            s.push_str(
+                "| what | median ms | server CPU ms | ssl object cache line |\n|---|---:|---:|---|\n",
+            );
             for r in &self.reloads {
                 let line = r
                     .cache_line
                     .as_deref()
                     .and_then(|l| l.split("ssl object cache: ").nth(1))
                     .unwrap_or("");
-                let _ = writeln!(s, "| {} | {:.1} | {line} |", r.label, r.median_ms());
+                let cpu = if r.cpu.is_empty() {
+                    "—".to_string()
+                } else {
+                    format!("{:.1}", r.median_cpu_ms())
+                };
+                let _ = writeln!(s, "| {} | {:.1} | {cpu} | {line} |", r.label, r.median_ms());
+            }
+            let _ = writeln!(
+                s,
+                "\nA cold `firstbyte -t` of the same config: {:.1} ms wall, {:.1} ms CPU (median).",
+                ms(self.cold_reference),
+                ms(self.cold_cpu)
+            );
+            if let Some((reload, cold)) = self.reload_instructions {
+                let _ = writeln!(
+                    s,
+                    "Instructions (callgrind): one no-change reload {reload} Ir, a cold `-t` {cold} Ir ({:.1}%).",
+                    pct(reload as f64, cold as f64)
+                );
             }
         }
         if self.handshakes.len() == 2 {
@@ -358,11 +403,27 @@ impl Report {
             let all = self.reloads[3].median_ms();
             let cold = ms(self.cold_reference);
             v.push(format!(
-                "no-change reload ≤ 10% of a cold load: {none:.1} ms = {:.1}% of a reload that parses every file ({all:.1} ms), {:.1}% of `firstbyte -t` ({cold:.1} ms) — {}",
-                pct(none, all),
+                "no-change reload ≤ 10% of a cold load, by wall time: {none:.1} ms = {:.1}% of `firstbyte -t` ({cold:.1} ms), {:.1}% of a reload that parses every file ({all:.1} ms) — {}",
                 pct(none, cold),
-                verdict(pct(none, all) <= 10.0)
+                pct(none, all),
+                verdict(pct(none, cold) <= 10.0)
             ));
+            if !self.reloads[1].cpu.is_empty() && !self.cold_cpu.is_zero() {
+                let cpu = self.reloads[1].median_cpu_ms();
+                let cold = ms(self.cold_cpu);
+                v.push(format!(
+                    "the same by CPU time: {cpu:.1} ms = {:.1}% of `-t`'s {cold:.1} ms — {}",
+                    pct(cpu, cold),
+                    verdict(pct(cpu, cold) <= 10.0)
+                ));
+            }
+            if let Some((reload, cold)) = self.reload_instructions {
+                let p = pct(reload as f64, cold as f64);
+                v.push(format!(
+                    "the same by instructions: {reload} Ir = {p:.1}% of `-t`'s {cold} Ir — {}",
+                    verdict(p <= 10.0)
+                ));
+            }
         }
         if self.handshakes.len() == 2 {
             let (s, d) = (&self.handshakes[0], &self.handshakes[1]);
@@ -390,7 +451,7 @@ impl Report {
                 let runs = |k: Kind| -> Vec<_> {
                     r.runs(k)
                         .iter()
-                        .map(|t| json!({"wall_ms": ms(t.wall), "maxrss_kib": t.maxrss_kib}))
+                        .map(|t| json!({"wall_ms": ms(t.wall), "cpu_ms": ms(t.cpu), "maxrss_kib": t.maxrss_kib}))
                         .collect()
                 };
                 json!({"config": r.label, "references": r.references, "unique": r.unique,
@@ -405,7 +466,7 @@ impl Report {
         let reloads: Vec<_> = self
             .reloads
             .iter()
-            .map(|r| json!({"what": r.label, "ms": r.times.iter().map(|d| ms(*d)).collect::<Vec<_>>(), "cache_line": r.cache_line}))
+            .map(|r| json!({"what": r.label, "ms": r.times.iter().map(|d| ms(*d)).collect::<Vec<_>>(), "cpu_ms": r.cpu.iter().map(|d| ms(*d)).collect::<Vec<_>>(), "cache_line": r.cache_line}))
             .collect();
         let handshakes: Vec<_> = self
             .handshakes
@@ -422,6 +483,8 @@ impl Report {
             "instructions": instructions,
             "reloads": reloads,
             "firstbyte_t_servers_ms": ms(self.cold_reference),
+            "firstbyte_t_servers_cpu_ms": ms(self.cold_cpu),
+            "reload_instructions": self.reload_instructions.map(|(r, c)| json!({"no_change_reload_ir": r, "cold_t_ir": c})),
             "handshakes": handshakes,
             "targets": self.targets(),
         });
