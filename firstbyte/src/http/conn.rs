@@ -213,14 +213,22 @@ pub async fn handle(
     socket: usize,
     stream: TcpStream,
     peer: SocketAddr,
+    listen: SocketAddr,
 ) {
     shared.stats.accepts.fetch_add(1, Ordering::Relaxed);
     shared.stats.handled.fetch_add(1, Ordering::Relaxed);
     shared.stats.active.fetch_add(1, Ordering::Relaxed);
     let _guard = ActiveGuard(shared.clone());
     let id = shared.stats.accepts.load(Ordering::Relaxed);
-    let Ok(local) = stream.local_addr() else {
-        return;
+    // A listener on one address is the connection's local address: no `getsockname` (nginx
+    // asks the kernel only for wildcard listeners too).
+    let local = if listen.ip().is_unspecified() {
+        match stream.local_addr() {
+            Ok(a) => a,
+            Err(_) => return,
+        }
+    } else {
+        listen
     };
     let fd = stream.as_raw_fd();
     let addr = site.vhosts.addr_servers(socket, local);

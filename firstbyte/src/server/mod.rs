@@ -412,6 +412,7 @@ async fn accept_loop(
                     idx,
                     stream,
                     peer,
+                    addr,
                 ));
             }
             Err(e) => {

@@ -236,7 +236,8 @@ pub async fn read_client_hello<IO: AsyncRead + AsyncWrite + Unpin>(
 
 /// Completes the handshake on `conn` (from `Accepted::into_connection`) and returns the
 /// stream. Every handshake flight is written whole as soon as it exists; TLS 1.3 tickets are
-/// left queued for the first response.
+/// left queued for the first response (HTTP/1.1) or the first flush (HTTP/2, whose server
+/// preface is written at once).
 pub async fn handshake<IO, T>(
     mut io: IO,
     mut conn: ServerConnection,
@@ -273,7 +274,10 @@ where
     if tls13 {
         policy.set_record_overhead(crate::record::TLS13_RECORD_OVERHEAD);
     }
-    let hold = if tls13 && conn.wants_write() {
+    // HTTP/2 servers speak first (SETTINGS): the tickets go with that, so no hold and no
+    // timer (whose arming wakes tokio's driver once per connection).
+    let h2 = conn.alpn_protocol() == Some(b"h2".as_slice());
+    let hold = if tls13 && conn.wants_write() && !h2 {
         Some(Box::pin(tokio::time::sleep(MAX_HOLD)))
     } else {
         None
