@@ -64,6 +64,8 @@ pub struct Options {
     pub handshakes: usize,
     /// Concurrent client connections (default 4).
     pub concurrency: usize,
+    /// Only the handshake comparison (static vs `$ssl_server_name` certificates).
+    pub handshakes_only: bool,
 }
 
 fn number(it: &mut std::slice::Iter<'_, String>, flag: &str) -> Result<usize> {
@@ -86,6 +88,7 @@ pub fn parse_args(args: &[String]) -> Result<Options> {
         no_callgrind: false,
         handshakes: if quick { 500 } else { 3_000 },
         concurrency: 4,
+        handshakes_only: false,
     };
     let mut it = args.iter();
     while let Some(a) = it.next() {
@@ -100,6 +103,7 @@ pub fn parse_args(args: &[String]) -> Result<Options> {
             "--no-callgrind" => o.no_callgrind = true,
             "--handshakes" => o.handshakes = number(&mut it, a)?,
             "--concurrency" => o.concurrency = number(&mut it, a)?,
+            "--handshakes-only" => o.handshakes_only = true,
             _ => bail!("unknown option {a:?}"),
         }
     }
@@ -115,7 +119,8 @@ pub fn main(args: &[String]) -> i32 {
             eprintln!(
                 "usage: firstbyte-bench sslcache [--quick] [--out DIR] [--rounds N] \
                  [--locations N] [--servers N] [--callgrind-locations N] \
-                 [--callgrind-servers N] [--no-callgrind] [--handshakes N] [--concurrency N]"
+                 [--callgrind-servers N] [--no-callgrind] [--handshakes N] [--concurrency N] \
+                 [--handshakes-only]"
             );
             return 2;
         }
@@ -286,6 +291,14 @@ fn run(o: &Options, args: &[String]) -> Result<()> {
     fixtures::ensure_pairs(&certs, need)?;
 
     let mut report = Report::new(args, &fb, o);
+    if o.handshakes_only {
+        report.handshakes = handshake_bench(o, &fb, &work)?;
+        let table = report.table();
+        println!("{table}");
+        report.write(&out, &table)?;
+        eprintln!("sslcache: results in {}", out.display());
+        return Ok(());
+    }
     // 1. -t, interleaved.
     let cases = write_cases(&work, &certs, o.locations, o.servers, "t")?;
     for case in &cases {
@@ -551,5 +564,11 @@ mod tests {
         assert_eq!(q.out, Some(PathBuf::from("/x")));
         assert!(parse_args(&args(&["--rounds", "0"])).is_err());
         assert!(parse_args(&args(&["--bogus"])).is_err());
+        assert!(
+            parse_args(&args(&["--handshakes-only"]))
+                .unwrap()
+                .handshakes_only
+        );
+        assert!(!parse_args(&args(&[])).unwrap().handshakes_only);
     }
 }
