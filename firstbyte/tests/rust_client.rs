@@ -58,6 +58,20 @@ async fn connect(
         .unwrap()
 }
 
+/// An HTTP/2 client on `tls`, its connection driven by a task of its own.
+async fn h2_sender(
+    tls: tokio_rustls::client::TlsStream<TcpStream>,
+) -> hyper::client::conn::http2::SendRequest<Empty<Bytes>> {
+    let (send, conn) = hyper::client::conn::http2::handshake(
+        hyper_util::rt::TokioExecutor::new(),
+        hyper_util::rt::TokioIo::new(tls),
+    )
+    .await
+    .unwrap();
+    tokio::spawn(conn);
+    send
+}
+
 #[tokio::test]
 async fn http2_and_http11_with_a_rust_client() {
     let (_server, ports) = Server::start("rust-client", CONF, 1);
@@ -67,13 +81,7 @@ async fn http2_and_http11_with_a_rust_client() {
     let cfg = client_config(&[b"h2", b"http/1.1"]);
     let tls = connect(port, cfg.clone()).await;
     assert_eq!(tls.get_ref().1.alpn_protocol(), Some(&b"h2"[..]));
-    let (mut send, conn) = hyper::client::conn::http2::handshake(
-        hyper_util::rt::TokioExecutor::new(),
-        hyper_util::rt::TokioIo::new(tls),
-    )
-    .await
-    .unwrap();
-    tokio::spawn(conn);
+    let mut send = h2_sender(tls).await;
     for _ in 0..3 {
         let req = http::Request::get("https://localhost/")
             .body(Empty::<Bytes>::new())
@@ -139,13 +147,7 @@ fn cpu_ticks(pid: u32) -> u64 {
 async fn idle_http2_connection_costs_no_cpu() {
     let (server, ports) = Server::start("rust-client-idle", CONF, 1);
     let tls = connect(ports[0], client_config(&[b"h2"])).await;
-    let (mut send, conn) = hyper::client::conn::http2::handshake(
-        hyper_util::rt::TokioExecutor::new(),
-        hyper_util::rt::TokioIo::new(tls),
-    )
-    .await
-    .unwrap();
-    tokio::spawn(conn);
+    let mut send = h2_sender(tls).await;
     let req = http::Request::get("https://localhost/")
         .body(Empty::<Bytes>::new())
         .unwrap();

@@ -398,14 +398,7 @@ fn reloads(o: &Options, fb: &Path, work: &Path, certs: &Path) -> Result<Vec<Relo
         std::fs::copy(&c, &dc)?;
         std::fs::copy(&k, &dk)?;
     }
-    let port = free_port()?;
-    let conf = dir.join("servers.conf");
-    std::fs::write(&conf, fixtures::servers_conf(&dir, &dir, port, o.servers))?;
-    let argv = vec![
-        fb.display().to_string(),
-        "-c".into(),
-        conf.display().to_string(),
-    ];
+    let (port, argv) = reload_server(o, fb, &dir, "servers.conf")?;
     let t = std::time::Instant::now();
     let server =
         measure::Running::start(&argv, port, &dir.join("error.log"), &dir.join("stderr.log"))?;
@@ -453,18 +446,25 @@ fn reloads(o: &Options, fb: &Path, work: &Path, certs: &Path) -> Result<Vec<Relo
     Ok(rows)
 }
 
-/// Instructions of one no-change reload of the reload config (the average of 3 under
-/// callgrind), and of a cold `-t` of the same config.
-fn reload_instructions(o: &Options, fb: &Path, work: &Path) -> Result<(u64, u64)> {
-    let dir = work.join("reload");
+/// Writes `dir/name`, the server config of the reloads on a free port, and returns the port
+/// and the command line that runs it.
+fn reload_server(o: &Options, fb: &Path, dir: &Path, name: &str) -> Result<(u16, Vec<String>)> {
     let port = free_port()?;
-    let conf = dir.join("servers-cg.conf");
-    std::fs::write(&conf, fixtures::servers_conf(&dir, &dir, port, o.servers))?;
+    let conf = dir.join(name);
+    std::fs::write(&conf, fixtures::servers_conf(dir, dir, port, o.servers))?;
     let argv = vec![
         fb.display().to_string(),
         "-c".into(),
         conf.display().to_string(),
     ];
+    Ok((port, argv))
+}
+
+/// Instructions of one no-change reload of the reload config (the average of 3 under
+/// callgrind), and of a cold `-t` of the same config.
+fn reload_instructions(o: &Options, fb: &Path, work: &Path) -> Result<(u64, u64)> {
+    let dir = work.join("reload");
+    let (port, argv) = reload_server(o, fb, &dir, "servers-cg.conf")?;
     let t = std::time::Instant::now();
     let reload = measure::callgrind_reloads(&argv, port, &dir.join("error.log"), work, 3)?;
     let mut test = argv.clone();

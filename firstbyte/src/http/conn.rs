@@ -1472,12 +1472,10 @@ mod tests {
         got
     }
 
-    /// A connection with requests one after another keeps its hyper connection: it parks
-    /// only after `park_after` without a request.
-    #[tokio::test]
-    async fn busy_http1_does_not_park_within_the_grace() {
+    /// `serve_h1` on an in-memory pipe: the connection, the client's end, the serving task.
+    fn start_h1(park_after: Duration) -> (Arc<Conn>, DuplexStream, tokio::task::JoinHandle<()>) {
         let conn = test_conn();
-        let (mut client, server) = tokio::io::duplex(1 << 16);
+        let (client, server) = tokio::io::duplex(1 << 16);
         let io = Peekable {
             inner: server,
             ahead: None,
@@ -1488,12 +1486,20 @@ mod tests {
         let timers = H1Timers {
             first: Duration::from_secs(60),
             keepalive: Duration::from_secs(60),
-            park_after: Duration::from_millis(300),
+            park_after,
         };
         let c2 = conn.clone();
         let task = tokio::spawn(async move {
             serve_h1(&c2, &b, io, timers, &mut retired, &mut draining).await;
         });
+        (conn, client, task)
+    }
+
+    /// A connection with requests one after another keeps its hyper connection: it parks
+    /// only after `park_after` without a request.
+    #[tokio::test]
+    async fn busy_http1_does_not_park_within_the_grace() {
+        let (conn, mut client, task) = start_h1(Duration::from_millis(300));
         let get = "GET / HTTP/1.1\r\nHost: a\r\n\r\n";
         // 600 ms of requests 60 ms apart: longer than the grace, which each request renews.
         for _ in 0..10 {
@@ -1524,24 +1530,7 @@ mod tests {
     /// end all still get their answers.
     #[tokio::test]
     async fn idle_http1_parks_and_resumes() {
-        let conn = test_conn();
-        let (mut client, server) = tokio::io::duplex(1 << 16);
-        let io = Peekable {
-            inner: server,
-            ahead: None,
-        };
-        let mut b = hyper::server::conn::http1::Builder::new();
-        b.timer(TokioTimer::new());
-        let (mut retired, mut draining) = (conn.site.retired(), conn.shared.draining());
-        let timers = H1Timers {
-            first: Duration::from_secs(60),
-            keepalive: Duration::from_secs(60),
-            park_after: Duration::from_millis(5),
-        };
-        let c2 = conn.clone();
-        let task = tokio::spawn(async move {
-            serve_h1(&c2, &b, io, timers, &mut retired, &mut draining).await;
-        });
+        let (conn, mut client, task) = start_h1(Duration::from_millis(5));
         let settle = || tokio::time::sleep(Duration::from_millis(30));
         let parks = |c: &Conn| c.h1.parks.load(Ordering::Relaxed);
         settle().await;
