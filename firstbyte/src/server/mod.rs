@@ -58,13 +58,22 @@ pub struct Shared {
 impl Shared {
     /// Fresh process state (fails only if the system's random source does).
     pub fn new() -> Result<Self, crate::tls::TlsError> {
-        Ok(Self {
+        Ok(Self::with_tls(crate::tls::TlsShared::new()?))
+    }
+
+    /// The state `firstbyte -t` loads a configuration with: nothing random is made.
+    pub fn for_test() -> Self {
+        Self::with_tls(crate::tls::TlsShared::for_test())
+    }
+
+    fn with_tls(tls: crate::tls::TlsShared) -> Self {
+        Self {
             stats: Stats::default(),
             files: OpenFileCache::new(Duration::from_secs(1)),
-            tls: crate::tls::TlsShared::new()?,
+            tls,
             log_files: Mutex::new(HashMap::new()),
             draining: watch::channel(false).0,
-        })
+        }
     }
 
     /// The open log file at `path` (opened once, shared by every generation that names it).

@@ -147,7 +147,8 @@ pub struct KeyRing {
 
 /// The keys of a [`KeyRing`] at one time.
 struct RingState {
-    current: Arc<TicketKey>,
+    /// `None` until a lazy ring's first use.
+    current: Option<Arc<TicketKey>>,
     previous: Option<Arc<TicketKey>>,
     next_switch: u64,
 }
@@ -167,7 +168,7 @@ impl KeyRing {
         let current = Arc::new(TicketKey::random(&rng)?);
         Ok(Self {
             state: RwLock::new(RingState {
-                current,
+                current: Some(current),
                 previous: None,
                 next_switch: now.saturating_add(period),
             }),
@@ -176,26 +177,41 @@ impl KeyRing {
         })
     }
 
+    /// A ring that makes its first key at its first use. `firstbyte -t` builds every
+    /// server's ticketer but never issues a ticket: the random source is never touched, and
+    /// aws-lc's one-time entropy seeding (~30 ms of CPU here) is not paid for a test.
+    pub fn lazy(period: u64) -> Self {
+        Self {
+            state: RwLock::new(RingState {
+                current: None,
+                previous: None,
+                next_switch: 0,
+            }),
+            period,
+            rng: SystemRandom::new(),
+        }
+    }
+
     /// The keys valid at `now`, rotating first when due. A key older than two periods is
     /// gone. If making a new key fails, the old ones stay (the next call tries again).
     fn keys(&self, now: u64) -> Option<(Arc<TicketKey>, Option<Arc<TicketKey>>)> {
         {
             let s = self.state.read().ok()?;
-            if now < s.next_switch {
-                return Some((s.current.clone(), s.previous.clone()));
+            if let (Some(current), true) = (&s.current, now < s.next_switch) {
+                return Some((current.clone(), s.previous.clone()));
             }
         }
         let fresh = TicketKey::random(&self.rng).ok().map(Arc::new);
         let mut s = self.state.write().ok()?;
-        if now >= s.next_switch {
+        if s.current.is_none() || now >= s.next_switch {
             if let Some(fresh) = fresh {
                 let stale = now >= s.next_switch.saturating_add(self.period);
-                let old = std::mem::replace(&mut s.current, fresh);
-                s.previous = if stale { None } else { Some(old) };
+                let old = s.current.replace(fresh);
+                s.previous = if stale { None } else { old };
                 s.next_switch = now.saturating_add(self.period);
             }
         }
-        Some((s.current.clone(), s.previous.clone()))
+        Some((s.current.clone()?, s.previous.clone()))
     }
 }
 
@@ -342,6 +358,15 @@ impl TlsShared {
         })
     }
 
+    /// For `firstbyte -t`: the ticket key is made only if a ticket is ever issued
+    /// ([`KeyRing::lazy`]).
+    pub fn for_test() -> Self {
+        Self {
+            ring: Arc::new(KeyRing::lazy(ROTATION_SECS)),
+            caches: Mutex::new(HashMap::new()),
+        }
+    }
+
     /// A ticketer over the generated keys with this server's lifetime.
     pub fn generated_ticketer(&self, lifetime: Duration) -> Ticketer {
         Ticketer::from_ring(self.ring.clone(), lifetime)
@@ -439,6 +464,28 @@ mod tests {
     fn wrong_sized_key_file_is_an_error() {
         let e = Ticketer::from_files(&[file_key(6, 47)], Duration::from_secs(1)).expect_err("err");
         assert_eq!(e.to_string(), "\"/k6\" must be 48 or 80 bytes (has 47)");
+    }
+
+    #[test]
+    fn lazy_ring_makes_its_key_at_first_use_then_rotates() {
+        let ring = Arc::new(KeyRing::lazy(100));
+        assert!(
+            ring.state.read().unwrap().current.is_none(),
+            "no key before use"
+        );
+        let tk = Ticketer::from_ring(ring.clone(), Duration::from_secs(1000));
+        let t = tk.encrypt_at(b"s", T0).expect("ticket");
+        assert!(ring.state.read().unwrap().current.is_some());
+        assert_eq!(tk.decrypt_at(&t, T0 + 50).as_deref(), Some(&b"s"[..]));
+        // The first key is not discarded at once: it rotates one period after its use.
+        let t2 = tk.encrypt_at(b"s", T0 + 50).expect("ticket");
+        assert_eq!(t[..16], t2[..16], "same key within the period");
+        let t3 = tk.encrypt_at(b"s", T0 + 150).expect("ticket");
+        assert_ne!(t[..16], t3[..16]);
+        assert!(
+            tk.decrypt_at(&t, T0 + 150).is_some(),
+            "previous key still decrypts"
+        );
     }
 
     #[test]
