@@ -427,10 +427,6 @@ async fn accept_tls(
         ..Conn::new(site.clone(), shared, socket, local, facts, fd, io)
     });
     let (proto, turns) = if alpn == "h2" {
-        // HTTP/2 servers speak first (SETTINGS), and clients such as curl wait for it before
-        // sending the request: the preface's flush releases the held tickets with it, as
-        // nginx and h2o send theirs. HTTP/1.1 keeps the hold until the first response.
-        conn.first_response.release();
         (Proto::H2, tls.batch_flushes())
     } else {
         (Proto::H1, Turns::default())

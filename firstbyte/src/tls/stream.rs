@@ -274,8 +274,10 @@ where
     if tls13 {
         policy.set_record_overhead(crate::record::TLS13_RECORD_OVERHEAD);
     }
-    // HTTP/2 servers speak first (SETTINGS): the tickets go with that, so no hold and no
-    // timer (whose arming wakes tokio's driver once per connection).
+    // HTTP/2 servers speak first (SETTINGS), and clients such as curl wait for it before
+    // sending the request: the tickets leave with the preface's flush, as nginx and h2o send
+    // theirs, so no hold and no timer (whose arming wakes tokio's driver). HTTP/1.1 keeps
+    // the hold until the first response.
     let h2 = conn.alpn_protocol() == Some(b"h2".as_slice());
     let hold = if tls13 && conn.wants_write() && !h2 {
         Some(Box::pin(tokio::time::sleep(MAX_HOLD)))
