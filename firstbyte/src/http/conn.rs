@@ -354,12 +354,15 @@ async fn accept_tls(
         .client_hello()
         .server_name()
         .map(str::to_ascii_lowercase);
-    let server = addr.find(sni.as_deref()).clone();
-    let Some(cfg) = site
-        .tls_for(&server)
-        .or_else(|| site.tls_for(&default))
-        .cloned()
-    else {
+    // The block whose config makes the handshake (the SNI's, or the default's when the SNI's
+    // has no certificate): its client checks are the connection's.
+    let sni_block = addr.find(sni.as_deref()).clone();
+    let server = if site.tls_for(&sni_block).is_some() {
+        sni_block
+    } else {
+        default.clone()
+    };
+    let Some(cfg) = site.tls_for(&server).cloned() else {
         crate::fblog!(
             Error,
             "no \"ssl_certificate\" is defined for server \"{}\", client: {}",
@@ -418,6 +421,14 @@ async fn accept_tls(
         alpn: alpn.clone(),
         resumed: matches!(sc.handshake_kind(), Some(rustls::HandshakeKind::Resumed)),
         server_name: sni,
+        client: server.tls.as_ref().and_then(|t| {
+            crate::tls::peer::verify(
+                t.verify_client,
+                site.client_verifier_for(&server),
+                sc.peer_certificates(),
+                rustls::pki_types::UnixTime::now(),
+            )
+        }),
     });
     facts.record_policy = tls.policy().name();
     let conn = Arc::new(Conn {

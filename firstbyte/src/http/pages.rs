@@ -17,8 +17,34 @@ pub fn reason(code: u16) -> &'static str {
     }
 }
 
+/// nginx's own codes 494–497 are answered as 400 (with a page naming the real cause); the
+/// code stays what `error_page` matches and the access log records.
+pub fn wire_status(code: u16) -> u16 {
+    if (494..=497).contains(&code) {
+        400
+    } else {
+        code
+    }
+}
+
+/// The text nginx's page for 494–497 gives below "400 Bad Request".
+fn bad_request_cause(code: u16) -> Option<&'static str> {
+    Some(match code {
+        494 => "Request Header Or Cookie Too Large",
+        495 => "The SSL certificate error",
+        496 => "No required SSL certificate was sent",
+        497 => "The plain HTTP request was sent to HTTPS port",
+        _ => return None,
+    })
+}
+
 /// The HTML page nginx sends for a status without a body of its own.
 pub fn status_page(code: u16) -> Bytes {
+    if let Some(cause) = bad_request_cause(code) {
+        return Bytes::from(format!(
+            "<html>\r\n<head><title>400 {cause}</title></head>\r\n<body>\r\n<center><h1>400 Bad Request</h1></center>\r\n<center>{cause}</center>\r\n<hr><center>firstbyte</center>\r\n</body>\r\n</html>\r\n"
+        ));
+    }
     Bytes::from(format!(
         "<html>\r\n<head><title>{code} {r}</title></head>\r\n<body>\r\n<center><h1>{code} {r}</h1></center>\r\n<hr><center>firstbyte</center>\r\n</body>\r\n</html>\r\n",
         r = reason(code)
@@ -36,5 +62,16 @@ mod tests {
         assert!(s.contains("<title>404 Not Found</title>"));
         assert!(s.contains("<center>firstbyte</center>"));
         assert_eq!(reason(497), "HTTP Request Sent to HTTPS Port");
+    }
+
+    #[test]
+    fn certificate_errors_are_400_pages_naming_the_cause() {
+        assert_eq!(wire_status(496), 400);
+        assert_eq!(wire_status(495), 400);
+        assert_eq!(wire_status(404), 404);
+        let p = status_page(496);
+        let s = std::str::from_utf8(&p).unwrap();
+        assert!(s.contains("<title>400 No required SSL certificate was sent</title>"));
+        assert!(s.contains("<h1>400 Bad Request</h1>"));
     }
 }

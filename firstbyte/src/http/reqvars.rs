@@ -42,6 +42,9 @@ pub struct TlsFacts {
     pub resumed: bool,
     /// SNI sent by the client.
     pub server_name: Option<String>,
+    /// The client's certificate and its verification, when the handshake's server block
+    /// asked for one and the client sent it.
+    pub client: Option<crate::tls::peer::PeerCert>,
 }
 
 /// Everything a variable of one request can be computed from.
@@ -113,6 +116,11 @@ fn cookie<'a>(h: &'a HeaderMap, name: &str) -> Option<Cow<'a, str>> {
     })
 }
 
+/// The client's leaf certificate, when it sent one.
+fn client_leaf(tls: Option<&TlsFacts>) -> Option<&rustls::pki_types::CertificateDer<'static>> {
+    tls?.client.as_ref()?.chain.first()
+}
+
 impl Vars for RequestVars<'_> {
     fn get(&self, name: &str) -> Option<Cow<'_, str>> {
         let s = |v: &str| Some(Cow::Owned(v.to_string()));
@@ -180,6 +188,31 @@ impl Vars for RequestVars<'_> {
             "ssl_session_reused" => tls.map(|t| Cow::Borrowed(if t.resumed { "r" } else { "." })),
             "ssl_alpn_protocol" => tls.map(|t| Cow::Borrowed(t.alpn.as_str())),
             "ssl_early_data" => None,
+            "ssl_client_verify" => tls.map(|t| {
+                Cow::Owned(t.client.as_ref().map_or_else(
+                    || crate::tls::peer::ClientVerify::None.as_var(),
+                    |c| c.verify.as_var(),
+                ))
+            }),
+            "ssl_client_s_dn" => client_leaf(tls)
+                .and_then(crate::tls::peer::subject_dn)
+                .map(Cow::Owned),
+            "ssl_client_i_dn" => client_leaf(tls)
+                .and_then(crate::tls::peer::issuer_dn)
+                .map(Cow::Owned),
+            "ssl_client_serial" => client_leaf(tls)
+                .and_then(crate::tls::peer::serial)
+                .map(Cow::Owned),
+            "ssl_client_fingerprint" => {
+                client_leaf(tls).map(|c| Cow::Owned(crate::tls::peer::fingerprint(c)))
+            }
+            "ssl_client_raw_cert" => client_leaf(tls).map(|c| Cow::Owned(crate::tls::peer::pem(c))),
+            "ssl_client_escaped_cert" => {
+                client_leaf(tls).map(|c| Cow::Owned(crate::tls::peer::escaped_pem(c)))
+            }
+            "ssl_client_cert" => {
+                client_leaf(tls).map(|c| Cow::Owned(crate::tls::peer::tabbed_pem(c)))
+            }
             "http2" => match (self.protocol, tls.is_some()) {
                 ("HTTP/2.0", true) => Some(Cow::Borrowed("h2")),
                 ("HTTP/2.0", false) => Some(Cow::Borrowed("h2c")),

@@ -219,9 +219,9 @@ where
         .tls
         .as_ref()
         .and_then(|t| t.server_name.as_deref());
-    let misdirect = match (&conn.sni_server, &host) {
-        (Some(sni_server), Some(h)) => misdirected(sni, h, sni_server, &server),
-        _ => false,
+    let misdirect = match &conn.sni_server {
+        Some(hs_server) => misdirected(sni, hs_server, &server),
+        None => false,
     };
     let mut r = Req {
         conn,
@@ -258,6 +258,26 @@ where
             );
             let loc = r.server.default_location.clone();
             let (resp, loc) = error(&mut r, 421, loc);
+            (Step::Done(resp), loc)
+        }
+        (Some(_), _) if client_refusal(&r).is_some() => {
+            let code = client_refusal(&r).unwrap_or(400);
+            crate::fblog!(
+                Info,
+                "{}, client: {}, server: {}",
+                if code == 496 {
+                    "client sent no required SSL certificate while reading client request headers"
+                } else {
+                    "client SSL certificate verify error while reading client request headers"
+                },
+                conn.facts
+                    .peer
+                    .map(|p| p.ip().to_string())
+                    .unwrap_or_default(),
+                server_name(&r.server),
+            );
+            let loc = r.server.default_location.clone();
+            let (resp, loc) = error(&mut r, code, loc);
             (Step::Done(resp), loc)
         }
         (Some(_), Ok(u)) => {
@@ -743,7 +763,8 @@ fn do_return(r: &mut Req, ret: &crate::conf::model::Return) -> Out {
 
 /// nginx's page for a status.
 pub fn status_response(code: u16) -> Response<Body> {
-    let status = StatusCode::from_u16(code).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
+    let status = StatusCode::from_u16(super::pages::wire_status(code))
+        .unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
     if matches!(code, 204 | 304) || code < 200 {
         let mut r = Response::new(Body::Empty);
         *r.status_mut() = status;
@@ -786,32 +807,43 @@ fn stub_status(conn: &Conn) -> Response<Body> {
     r
 }
 
-/// nginx's 421 Misdirected Request: on a TLS connection whose SNI chose `sni_server`, a
-/// request whose Host chose `host_server` is refused when that server asks for client
-/// certificates in a way the handshake did not (`ssl_verify_client` or
-/// `ssl_client_certificate` differ): otherwise a client could pass the handshake of a server
-/// without client checks and then ask a protected one.
+/// nginx's 421 Misdirected Request, for client certificates: on a TLS connection whose
+/// handshake was made with `hs_server`'s settings (the block chosen by SNI), a request whose
+/// Host chose `host_server` is refused when that server checks client certificates
+/// (`ssl_verify_client` other than off) and the handshake did not make the same checks
+/// (`ssl_verify_client` or `ssl_client_certificate` differ), or there was no SNI at all:
+/// otherwise a client could pass the handshake of a server without client checks (or connect
+/// by IP address) and then ask a protected one.
 ///
 /// nginx 1.22 refuses whenever the Host (not equal to the SNI name) selects a server with
-/// `ssl_verify_client` other than off, even the SNI's own server block. firstbyte refuses
-/// only when the requirements differ: the same block, or one with the same checks, was
-/// verified by the handshake already. No SNI, no Host, or a Host equal to the SNI name: no
-/// check (as nginx).
+/// `ssl_verify_client` other than off, even the SNI's own server block, and without SNI
+/// answers 400 ("No required SSL certificate was sent") when no certificate came. firstbyte
+/// refuses only when the requirements differ (the same block, or one with the same checks,
+/// was verified by the handshake already), and always without SNI.
 pub fn misdirected(
     sni: Option<&str>,
-    host: &str,
-    sni_server: &Arc<ServerConf>,
+    hs_server: &Arc<ServerConf>,
     host_server: &Arc<ServerConf>,
 ) -> bool {
-    let Some(sni) = sni else {
-        return false;
-    };
-    if host.is_empty() || sni.eq_ignore_ascii_case(host) || Arc::ptr_eq(sni_server, host_server) {
+    if Arc::ptr_eq(hs_server, host_server)
+        || client_checks(host_server) == crate::conf::model::VerifyClient::Off
+    {
         return false;
     }
-    client_checks(host_server) != crate::conf::model::VerifyClient::Off
-        && (client_checks(host_server), client_ca(host_server))
-            != (client_checks(sni_server), client_ca(sni_server))
+    sni.is_none()
+        || (client_checks(host_server), client_ca(host_server))
+            != (client_checks(hs_server), client_ca(hs_server))
+}
+
+/// nginx's check of every request to a server with `ssl_verify_client`: 495 for a
+/// certificate that failed verification, 496 for none where one is required.
+fn client_refusal(r: &Req) -> Option<u16> {
+    let tls = r.conn.facts.tls.as_ref()?;
+    let verify = tls
+        .client
+        .as_ref()
+        .map_or(crate::tls::peer::ClientVerify::None, |c| c.verify.clone());
+    crate::tls::peer::refusal(client_checks(&r.server), &verify)
 }
 
 fn client_checks(s: &ServerConf) -> crate::conf::model::VerifyClient {
@@ -1110,18 +1142,19 @@ http {
         let servers = &conf.http.as_ref().expect("http").servers;
         let (a, b, c, e) = (&servers[0], &servers[1], &servers[2], &servers[3]);
         // Handshake without client checks, Host needing them: refused.
-        assert!(misdirected(Some("a.test"), "b.test", a, b));
+        assert!(misdirected(Some("a.test"), a, b));
         // Different CA or mode than the handshake checked: refused.
-        assert!(misdirected(Some("b.test"), "e.test", b, e));
-        assert!(misdirected(Some("e.test"), "b.test", e, b));
+        assert!(misdirected(Some("b.test"), b, e));
+        assert!(misdirected(Some("e.test"), e, b));
         // Same checks (same mode and CA), the same block, or a Host with no checks: served.
-        assert!(!misdirected(Some("b.test"), "c.test", b, c));
-        assert!(!misdirected(Some("c.test"), "d.test", c, c));
-        assert!(!misdirected(Some("b.test"), "a.test", b, a));
-        // No SNI, no Host, or Host equal to SNI (any case): no check, as nginx.
-        assert!(!misdirected(None, "b.test", a, b));
-        assert!(!misdirected(Some("a.test"), "", a, b));
-        assert!(!misdirected(Some("B.test"), "b.test", a, b));
+        assert!(!misdirected(Some("b.test"), b, c));
+        assert!(!misdirected(Some("c.test"), c, c));
+        assert!(!misdirected(Some("b.test"), b, a));
+        // No SNI (a client connecting by IP address): a server that checks clients is
+        // reached only if the handshake was its own.
+        assert!(misdirected(None, a, b));
+        assert!(!misdirected(None, b, b));
+        assert!(!misdirected(None, b, a));
     }
 
     #[test]

@@ -46,6 +46,8 @@ pub struct Site {
     pub vhosts: VirtualHosts,
     /// rustls config of each TLS server block, keyed by the block's address.
     tls: HashMap<usize, Arc<rustls::ServerConfig>>,
+    /// The strict client-certificate verifier of blocks with `ssl_verify_client on|optional`.
+    client_verifiers: HashMap<usize, Arc<dyn rustls::server::danger::ClientCertVerifier>>,
     /// The same configs with what they were built from, for the next load to reuse.
     configs: crate::tls::ServerConfigs,
     /// Access log files by path.
@@ -79,6 +81,7 @@ impl Site {
             None => crate::tls::ObjectStore::new(),
         };
         let mut tls = HashMap::with_capacity(http.servers.len());
+        let mut client_verifiers = HashMap::new();
         let mut configs = crate::tls::ServerConfigs::new();
         let mut cc_checked: Vec<&str> = Vec::new();
         for s in &http.servers {
@@ -86,6 +89,9 @@ impl Site {
             let previous = prev.map(|p| &p.configs);
             if let Some(cfg) = configs.config_for(s, h2, &shared.tls, &mut store, previous)? {
                 tls.insert(key(s), cfg);
+                if let Some(v) = configs.last_client_verifier() {
+                    client_verifiers.insert(key(s), v);
+                }
             }
             if let Some(cc) = &s.socket.congestion {
                 if !cc_checked.contains(&cc.as_str()) {
@@ -133,6 +139,7 @@ impl Site {
             config: Arc::new(config),
             vhosts,
             tls,
+            client_verifiers,
             configs,
             access_logs,
             error_logs,
@@ -145,6 +152,14 @@ impl Site {
     /// The rustls config of a TLS server block.
     pub fn tls_for(&self, s: &Arc<ServerConf>) -> Option<&Arc<rustls::ServerConfig>> {
         self.tls.get(&key(s))
+    }
+
+    /// The strict client-certificate verifier of a block with `ssl_verify_client on|optional`.
+    pub fn client_verifier_for(
+        &self,
+        s: &Arc<ServerConf>,
+    ) -> Option<&Arc<dyn rustls::server::danger::ClientCertVerifier>> {
+        self.client_verifiers.get(&key(s))
     }
 
     /// Appends to an access log.

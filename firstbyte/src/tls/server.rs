@@ -27,6 +27,7 @@ use rustls::{
 };
 
 use super::ciphers;
+use super::context::SessionContext;
 use super::sessions::TimedSessions;
 use super::store::ObjectStore;
 use super::tickets::{Ticketer, TlsShared};
@@ -221,14 +222,16 @@ fn assemble(
     config.max_early_data_size = early_data_size(tls);
     config.send_tls13_tickets =
         usize::try_from(tls.num_tickets.unwrap_or(DEFAULT_NUM_TICKETS)).unwrap_or(usize::MAX);
+    // Sessions resume only on servers with the same certificates and client checks.
+    let context = SessionContext::of(tls, &inputs.certs, inputs.roots.as_deref());
     config.session_storage = match tls.session_cache {
         SessionCache::Off | SessionCache::None | SessionCache::Sessions(0) => {
             Arc::new(NoServerSessionStorage {})
         }
-        SessionCache::Sessions(n) => Arc::new(TimedSessions::new(
-            shared.session_cache(n),
-            tls.session_timeout.as_secs(),
-        )),
+        SessionCache::Sessions(n) => Arc::new(
+            TimedSessions::new(shared.session_cache(n), tls.session_timeout.as_secs())
+                .with_context(context),
+        ),
     };
     if tls.session_tickets {
         let ticketer = if inputs.tickets.is_empty() {
@@ -236,7 +239,7 @@ fn assemble(
         } else {
             Ticketer::from_files(&inputs.tickets, tls.session_timeout)?
         };
-        config.ticketer = Arc::new(ticketer);
+        config.ticketer = Arc::new(ticketer.with_context(context));
     }
     Ok(Arc::new(config))
 }
@@ -298,6 +301,8 @@ struct Built {
     alpn_h2: bool,
     inputs: Inputs,
     config: Arc<ServerConfig>,
+    /// The strict verifier of `ssl_verify_client on|optional` (see `tls::peer`).
+    client_verifier: Option<Arc<dyn ClientCertVerifier>>,
 }
 
 /// The rustls configs one load built, in server order, kept for the next load: a server
@@ -351,22 +356,24 @@ impl ServerConfigs {
             self.built.reserve(p.built.len());
         }
         let candidate = previous.and_then(|p| p.candidate(self.built.len(), tls, alpn_h2));
-        let (config, inputs) = match candidate {
+        let (config, inputs, client_verifier) = match candidate {
             // Equal settings built before, so they check; only the files can differ.
             Some(prev) => {
                 let inputs = load(tls, store)?;
                 if inputs.same_objects(&prev.inputs) {
                     self.reused += 1;
-                    (prev.config.clone(), inputs)
+                    (prev.config.clone(), inputs, prev.client_verifier.clone())
                 } else {
                     let parts = check(tls)?;
-                    (assemble(tls, alpn_h2, shared, parts, &inputs)?, inputs)
+                    let v = strict_client_verifier(tls, inputs.roots.clone(), &parts.provider)?;
+                    (assemble(tls, alpn_h2, shared, parts, &inputs)?, inputs, v)
                 }
             }
             None => {
                 let parts = check(tls)?;
                 let inputs = load(tls, store)?;
-                (assemble(tls, alpn_h2, shared, parts, &inputs)?, inputs)
+                let v = strict_client_verifier(tls, inputs.roots.clone(), &parts.provider)?;
+                (assemble(tls, alpn_h2, shared, parts, &inputs)?, inputs, v)
             }
         };
         self.built.push(Built {
@@ -374,8 +381,15 @@ impl ServerConfigs {
             alpn_h2,
             inputs,
             config: config.clone(),
+            client_verifier,
         });
         Ok(Some(config))
+    }
+
+    /// The strict client verifier of the server last given to [`Self::config_for`] (`on` and
+    /// `optional` only): what `tls::peer::verify` checks a client's chain with.
+    pub fn last_client_verifier(&self) -> Option<Arc<dyn ClientCertVerifier>> {
+        self.built.last()?.client_verifier.clone()
     }
 
     /// A config built for equal settings: the one at the same position, else any.
@@ -404,39 +418,53 @@ impl ServerConfigs {
     }
 }
 
-/// `ssl_verify_client` (+ `ssl_client_certificate`, loaded as `roots`) as a rustls client verifier.
+/// `ssl_verify_client` (+ `ssl_client_certificate`, loaded as `roots`) as the handshake's
+/// client verifier: `on` accepts only a chain that verifies (stricter than nginx, which
+/// answers 400 later); `optional` and `optional_no_ca` accept any certificate whose key the
+/// client proves it holds, and the chain is checked after the handshake
+/// ([`strict_client_verifier`], `tls::peer`), so a request gets nginx's 495 page.
 fn client_verifier(
     tls: &TlsConf,
     roots: Option<Arc<RootCertStore>>,
     provider: &Arc<CryptoProvider>,
 ) -> Result<Arc<dyn ClientCertVerifier>, TlsError> {
-    let required = match tls.verify_client {
-        VerifyClient::Off => return Ok(WebPkiClientVerifier::no_client_auth()),
-        VerifyClient::OptionalNoCa => {
-            return Ok(Arc::new(AnyClientCert {
-                provider: provider.clone(),
-            }))
+    match tls.verify_client {
+        VerifyClient::Off => Ok(WebPkiClientVerifier::no_client_auth()),
+        VerifyClient::OptionalNoCa | VerifyClient::Optional => Ok(Arc::new(AnyClientCert {
+            provider: provider.clone(),
+            hints: roots.map(|r| r.subjects()).unwrap_or_default(),
+        })),
+        VerifyClient::On => {
+            strict_client_verifier(tls, roots, provider)?.ok_or(TlsError::NoClientCertificate)
         }
-        VerifyClient::On => true,
-        VerifyClient::Optional => false,
-    };
+    }
+}
+
+/// The verifier a client's chain must pass for `ssl_verify_client on` or `optional`: the
+/// chain leads to a certificate of `ssl_client_certificate`. `None` for `off` and
+/// `optional_no_ca`.
+fn strict_client_verifier(
+    tls: &TlsConf,
+    roots: Option<Arc<RootCertStore>>,
+    provider: &Arc<CryptoProvider>,
+) -> Result<Option<Arc<dyn ClientCertVerifier>>, TlsError> {
+    if !matches!(tls.verify_client, VerifyClient::On | VerifyClient::Optional) {
+        return Ok(None);
+    }
     let roots = roots.ok_or(TlsError::NoClientCertificate)?;
-    let builder = WebPkiClientVerifier::builder_with_provider(roots, provider.clone());
-    let builder = if required {
-        builder
-    } else {
-        builder.allow_unauthenticated()
-    };
-    builder
+    WebPkiClientVerifier::builder_with_provider(roots, provider.clone())
         .build()
+        .map(Some)
         .map_err(|e| TlsError::Rustls(rustls::Error::General(e.to_string())))
 }
 
-/// `ssl_verify_client optional_no_ca`: ask for a certificate, accept any (the handshake
-/// signature is still checked, proving the client holds the key).
+/// `ssl_verify_client optional` / `optional_no_ca` at the handshake: ask for a certificate
+/// (naming the CA's subjects, if any), accept any; the handshake signature is still checked,
+/// proving the client holds the key.
 #[derive(Debug)]
 struct AnyClientCert {
     provider: Arc<CryptoProvider>,
+    hints: Vec<DistinguishedName>,
 }
 
 impl ClientCertVerifier for AnyClientCert {
@@ -445,7 +473,7 @@ impl ClientCertVerifier for AnyClientCert {
     }
 
     fn root_hint_subjects(&self) -> &[DistinguishedName] {
-        &[]
+        &self.hints
     }
 
     fn verify_client_cert(
@@ -947,7 +975,11 @@ mod tests {
         let (stranger_cert, stranger_key) = ecdsa_pem(&["stranger"]);
         assert!(handshake(on, with_cert(&stranger_cert, &stranger_key)).is_err());
         assert!(handshake(optional.clone(), anon()).is_ok());
-        assert!(handshake(optional, with_cert(&stranger_cert, &stranger_key)).is_err());
+        // `optional` completes the handshake with any certificate; its chain is checked
+        // after it (tls::peer), so the request can get nginx's 495 page.
+        let (_, s) = handshake(optional, with_cert(&stranger_cert, &stranger_key))
+            .expect("optional takes any certificate at the handshake");
+        assert!(s.peer_certificates().is_some());
         let (_, s) =
             handshake(no_ca.clone(), with_cert(&stranger_cert, &stranger_key)).expect("no_ca");
         assert!(s.peer_certificates().is_some());

@@ -11,6 +11,7 @@ use std::sync::Arc;
 
 use rustls::server::{ServerSessionMemoryCache, StoresServerSessions};
 
+use super::context::SessionContext;
 use super::tickets::unix_now;
 
 /// Length of the store-time prefix.
@@ -20,6 +21,8 @@ const STAMP_LEN: usize = 8;
 pub struct TimedSessions {
     cache: Arc<ServerSessionMemoryCache>,
     timeout: u64,
+    /// In front of every key: a session is found only in the context that stored it.
+    context: SessionContext,
     clock: fn() -> u64,
 }
 
@@ -37,8 +40,15 @@ impl TimedSessions {
         Self {
             cache,
             timeout: timeout_secs,
+            context: SessionContext::default(),
             clock: unix_now,
         }
+    }
+
+    /// Binds this view's sessions to a server block's [`SessionContext`].
+    pub fn with_context(mut self, context: SessionContext) -> Self {
+        self.context = context;
+        self
     }
 
     /// Splits a stored value and checks its age at `now`.
@@ -52,7 +62,7 @@ impl TimedSessions {
         let mut stored = Vec::with_capacity(STAMP_LEN + value.len());
         stored.extend_from_slice(&now.to_be_bytes());
         stored.extend_from_slice(&value);
-        self.cache.put(key, stored)
+        self.cache.put(self.context.prefix(&key), stored)
     }
 }
 
@@ -62,11 +72,11 @@ impl StoresServerSessions for TimedSessions {
     }
 
     fn get(&self, key: &[u8]) -> Option<Vec<u8>> {
-        self.fresh(self.cache.get(key)?, (self.clock)())
+        self.fresh(self.cache.get(&self.context.prefix(key))?, (self.clock)())
     }
 
     fn take(&self, key: &[u8]) -> Option<Vec<u8>> {
-        self.fresh(self.cache.take(key)?, (self.clock)())
+        self.fresh(self.cache.take(&self.context.prefix(key))?, (self.clock)())
     }
 
     fn can_cache(&self) -> bool {
@@ -84,7 +94,10 @@ mod tests {
         let short = TimedSessions::new(cache.clone(), 10);
         let long = TimedSessions::new(cache, 100);
         assert!(short.put_at(b"k".to_vec(), b"v".to_vec(), 1000));
-        let stored = short.cache.get(b"k").expect("stored");
+        let stored = short
+            .cache
+            .get(&short.context.prefix(b"k"))
+            .expect("stored");
         assert_eq!(
             short.fresh(stored.clone(), 1010).as_deref(),
             Some(&b"v"[..])
@@ -108,5 +121,20 @@ mod tests {
         assert_eq!(s.get(&[2]), Some(vec![2]));
         assert_eq!(s.take(&[1]), Some(vec![1]));
         assert!(s.get(&[1]).is_none());
+    }
+
+    /// A session stored by one server block is not found by another context sharing the
+    /// cache (a block without client certificates vs one that requires them).
+    #[test]
+    fn sessions_are_found_only_in_their_context() {
+        let cache = ServerSessionMemoryCache::new(8);
+        let a = TimedSessions::new(cache.clone(), 300).with_context(SessionContext([1; 16]));
+        let b = TimedSessions::new(cache.clone(), 300).with_context(SessionContext([2; 16]));
+        let a2 = TimedSessions::new(cache, 300).with_context(SessionContext([1; 16]));
+        assert!(a.put(b"id".to_vec(), b"session".to_vec()));
+        assert!(b.get(b"id").is_none());
+        assert!(b.take(b"id").is_none());
+        assert_eq!(a2.get(b"id").as_deref(), Some(&b"session"[..]));
+        assert_eq!(a2.take(b"id").as_deref(), Some(&b"session"[..]));
     }
 }

@@ -23,6 +23,7 @@ use aws_lc_rs::hkdf;
 use aws_lc_rs::rand::{SecureRandom, SystemRandom};
 use rustls::server::{ProducesTickets, ServerSessionMemoryCache};
 
+use super::context::SessionContext;
 use super::TlsError;
 
 /// Generated keys encrypt for 6 hours, then decrypt only for 6 more: rustls' own `Ticketer`
@@ -228,6 +229,8 @@ enum Keys {
 pub struct Ticketer {
     keys: Keys,
     lifetime: u64,
+    /// Sealed in front of every session: a ticket opens only in the context that made it.
+    context: SessionContext,
     rng: SystemRandom,
     clock: fn() -> u64,
 }
@@ -237,6 +240,7 @@ impl fmt::Debug for Ticketer {
         f.debug_struct("Ticketer")
             .field("keys", &self.keys)
             .field("lifetime", &self.lifetime)
+            .field("context", &self.context)
             .finish_non_exhaustive()
     }
 }
@@ -261,9 +265,16 @@ impl Ticketer {
         Self {
             keys,
             lifetime: lifetime.as_secs().min(MAX_LIFETIME_SECS),
+            context: SessionContext::default(),
             rng: SystemRandom::new(),
             clock: unix_now,
         }
+    }
+
+    /// Binds this ticketer's tickets to a server block's [`SessionContext`].
+    pub fn with_context(mut self, context: SessionContext) -> Self {
+        self.context = context;
+        self
     }
 
     /// Seconds a ticket is good for, as told to clients: `ssl_session_timeout`, no more than
@@ -279,14 +290,16 @@ impl Ticketer {
 
     /// Encrypts a session at `now` with the current key.
     pub fn encrypt_at(&self, plain: &[u8], now: u64) -> Option<Vec<u8>> {
+        let plain = self.context.prefix(plain);
         match &self.keys {
-            Keys::Ring(ring) => ring.keys(now)?.0.seal(plain, now, &self.rng),
-            Keys::Fixed(keys) => keys.first()?.seal(plain, now, &self.rng),
+            Keys::Ring(ring) => ring.keys(now)?.0.seal(&plain, now, &self.rng),
+            Keys::Fixed(keys) => keys.first()?.seal(&plain, now, &self.rng),
         }
     }
 
-    /// Decrypts a ticket at `now`: `None` for an unknown key, a bad tag, or a ticket older
-    /// than the lifetime (or issued implausibly far in the future).
+    /// Decrypts a ticket at `now`: `None` for an unknown key, a bad tag, a ticket older
+    /// than the lifetime (or issued implausibly far in the future), or one made in another
+    /// session context.
     pub fn decrypt_at(&self, ticket: &[u8], now: u64) -> Option<Vec<u8>> {
         let name = ticket.get(..NAME_LEN)?;
         let opened = match &self.keys {
@@ -303,7 +316,10 @@ impl Ticketer {
         let (issued, session) = opened?;
         let fresh = issued <= now.saturating_add(CLOCK_SKEW_SECS)
             && now.saturating_sub(issued) <= self.lifetime;
-        fresh.then_some(session)
+        if !fresh {
+            return None;
+        }
+        self.context.strip(&session).map(<[u8]>::to_vec)
     }
 }
 
@@ -532,5 +548,25 @@ mod tests {
             t2.decrypt_at(&t, now).is_some(),
             "one ring for every server"
         );
+    }
+
+    /// A ticket sealed in one session context does not open in another, even under the same
+    /// key (the same file, or the process's generated ring).
+    #[test]
+    fn tickets_open_only_in_their_context() {
+        use super::super::context::SessionContext;
+        let life = Duration::from_secs(300);
+        let a = Ticketer::from_files(&[file_key(9, 80)], life)
+            .expect("a")
+            .with_context(SessionContext([1; 16]));
+        let b = Ticketer::from_files(&[file_key(9, 80)], life)
+            .expect("b")
+            .with_context(SessionContext([2; 16]));
+        let a2 = Ticketer::from_files(&[file_key(9, 80)], life)
+            .expect("a2")
+            .with_context(SessionContext([1; 16]));
+        let t = a.encrypt_at(b"session", 1000).expect("sealed");
+        assert_eq!(a2.decrypt_at(&t, 1001).as_deref(), Some(&b"session"[..]));
+        assert!(b.decrypt_at(&t, 1001).is_none(), "other context");
     }
 }
