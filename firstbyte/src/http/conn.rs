@@ -473,6 +473,8 @@ struct SetShared {
     ready: Mutex<Vec<usize>>,
     /// The connection task's waker.
     task: Mutex<Option<Waker>>,
+    /// Signalled when a stream starts (the send watchdog sleeps while there is none).
+    started: Notify,
 }
 
 /// Wakes one slot: queues it and wakes the connection task.
@@ -480,6 +482,8 @@ struct SlotWaker {
     set: Arc<SetShared>,
     slot: usize,
     queued: AtomicBool,
+    /// The stream's response progress, for `send_timeout` (see `send_watch`).
+    progress: Arc<super::send_watch::Progress>,
 }
 
 impl Wake for SlotWaker {
@@ -520,6 +524,7 @@ where
             set: self.0.clone(),
             slot,
             queued: AtomicBool::new(true),
+            progress: Arc::default(),
         });
         let waker = Waker::from(flag.clone());
         slots[slot] = Slot::Parked(Box::pin(fut), flag, waker);
@@ -528,6 +533,7 @@ where
         if let Some(w) = lock(&self.0.task).as_ref() {
             w.wake_by_ref();
         }
+        self.0.started.notify_one();
     }
 }
 
@@ -578,10 +584,11 @@ impl StreamSet {
             };
             // Cleared before the poll: a wake during or after it queues the slot again.
             flag.queued.store(false, Ordering::Release);
-            let done = fut
-                .as_mut()
-                .poll(&mut Context::from_waker(&waker))
-                .is_ready();
+            let done = super::send_watch::enter(&flag.progress, || {
+                fut.as_mut()
+                    .poll(&mut Context::from_waker(&waker))
+                    .is_ready()
+            });
             lock(&self.0.slots)[slot] = if done {
                 Slot::Free
             } else {
@@ -589,6 +596,60 @@ impl StreamSet {
             };
         }
         true
+    }
+}
+
+impl StreamSet {
+    /// Drops the streams whose response has waited on the client for its whole
+    /// `send_timeout` (h2 then resets them); returns how many, and the earliest deadline of
+    /// the others.
+    fn drop_stalled(&self, now: u64) -> (usize, Option<u64>) {
+        let mut dropped = Vec::new();
+        let mut next: Option<u64> = None;
+        {
+            let mut slots = lock(&self.0.slots);
+            for place in slots.iter_mut() {
+                let Slot::Parked(_, flag, _) = place else {
+                    continue;
+                };
+                if flag.progress.stalled_at(now) {
+                    dropped.push(std::mem::replace(place, Slot::Free));
+                } else if let Some(d) = flag.progress.deadline() {
+                    next = Some(next.map_or(d, |n| n.min(d)));
+                }
+            }
+        }
+        // Dropped outside the lock: a stream's drop may wake others.
+        let n = dropped.len();
+        drop(dropped);
+        (n, next)
+    }
+
+    /// The send watchdog of one HTTP/2 connection: sleeps while no stream exists, else until
+    /// the earliest deadline (at most a second later: deadlines move as streams progress),
+    /// and drops stalled streams. Never returns.
+    pub async fn watch_sends(&self, peer: Option<SocketAddr>) {
+        loop {
+            if self.is_empty() {
+                self.0.started.notified().await;
+                continue;
+            }
+            let now = super::send_watch::now_ms();
+            let (dropped, next) = self.drop_stalled(now);
+            if dropped > 0 {
+                crate::fblog!(
+                    Info,
+                    "client timed out (110: Connection timed out) while sending response to client, client: {}, streams reset: {dropped}",
+                    peer.map(|p| p.ip().to_string()).unwrap_or_default()
+                );
+                // The connection polls again: h2 sends the resets.
+                if let Some(w) = lock(&self.0.task).as_ref() {
+                    w.wake_by_ref();
+                }
+            }
+            let wait = next.map_or(1000, |d| d.saturating_sub(now).clamp(10, 1000));
+            tokio::time::sleep(Duration::from_millis(wait)).await;
+        }
     }
 }
 
@@ -689,13 +750,21 @@ where
                 let mut c = Box::pin(c);
                 let idle_out = tokio::select! {
                     _ = turns.count(streams.drive(&mut c)) => return,
+                    _ = streams.watch_sends(conn.facts.peer) => false,
                     _ = idle(&conn, first, keepalive_timeout) => true,
                     _ = conn.last_request.notified() => false,
                     _ = retired_and_started(&conn, &mut retired) => false,
                     _ = draining.wait_for(|d| *d) => false,
                 };
                 c.as_mut().graceful_shutdown();
-                finish_graceful(turns.count(streams.drive(c)), idle_out).await;
+                // Draining still bounds stalled streams.
+                let drain = async {
+                    tokio::select! {
+                        _ = turns.count(streams.drive(c)) => {}
+                        _ = streams.watch_sends(conn.facts.peer) => {}
+                    }
+                };
+                finish_graceful(drain, idle_out).await;
             })
             .await;
         }

@@ -8,6 +8,7 @@ pub mod open_file;
 mod pages;
 pub mod proxy;
 pub mod reqvars;
+mod send_watch;
 pub mod service;
 pub mod static_files;
 pub mod uri;

@@ -61,6 +61,11 @@ where
         resp.body_mut().inner.set_chunk(n);
     }
     conn.first_response.release();
+    // HTTP/2: the stream's send_timeout watch starts now (see `send_watch`).
+    if let Some(p) = super::send_watch::current() {
+        p.response_ready(conn.io.send_timeout());
+        resp.body_mut().progress = Some(p);
+    }
     resp.body_mut().busy = Some(conn);
     Ok(resp)
 }
@@ -950,6 +955,7 @@ fn finish(
             sent: 0,
             log,
             busy: None,
+            progress: None,
         },
     )
 }
@@ -1041,6 +1047,8 @@ pub struct ResponseBody {
     log: Option<Box<LogOnDone>>,
     /// The connection whose request this answers: marked idle again when the body is done.
     busy: Option<Arc<Conn>>,
+    /// The HTTP/2 stream's progress for `send_timeout`.
+    progress: Option<Arc<super::send_watch::Progress>>,
 }
 
 impl ResponseBody {
@@ -1051,6 +1059,7 @@ impl ResponseBody {
             sent: 0,
             log: None,
             busy: None,
+            progress: None,
         }
     }
 }
@@ -1081,6 +1090,9 @@ impl http_body::Body for ResponseBody {
             if let Some(d) = f.data_ref() {
                 this.sent += d.len() as u64;
             }
+        }
+        if let Some(progress) = &this.progress {
+            progress.touch(matches!(p, Poll::Ready(Some(Ok(_)))));
         }
         p
     }
