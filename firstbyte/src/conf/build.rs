@@ -438,6 +438,8 @@ fn finish_server(
         client_header_timeout: srv
             .client_header_timeout
             .unwrap_or(std::time::Duration::from_secs(60)),
+        underscores_in_headers: srv.underscores_in_headers.unwrap_or(false),
+        ignore_invalid_headers: srv.ignore_invalid_headers.unwrap_or(true),
         http2,
         locations,
         default_location: Arc::new(default_location),

@@ -171,6 +171,12 @@ pub struct ServerConf {
     pub record: crate::record::RecordSettings,
     /// `client_header_timeout` (http, server). Default 60s.
     pub client_header_timeout: Duration,
+    /// `underscores_in_headers on|off` (http, server). Default off, as nginx: a header name
+    /// with `_` is invalid.
+    pub underscores_in_headers: bool,
+    /// `ignore_invalid_headers on|off` (http, server). Default on, as nginx: invalid headers
+    /// are dropped.
+    pub ignore_invalid_headers: bool,
     /// `http2 on|off` (http, server). Default off, as nginx; `listen ... http2` also turns it on.
     pub http2: bool,
     /// The locations of this server, ready to match.

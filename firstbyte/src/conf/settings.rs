@@ -487,6 +487,8 @@ pub(crate) struct SrvSettings {
     pub notsent_lowat: Option<u32>,
     pub congestion: Option<String>,
     pub client_header_timeout: Option<Duration>,
+    pub underscores_in_headers: Option<bool>,
+    pub ignore_invalid_headers: Option<bool>,
     pub http2: Option<bool>,
     pub ssl_buffer_size: Option<usize>,
     pub dyn_rec_enable: Option<crate::record::DynRecMode>,
@@ -503,6 +505,8 @@ impl SrvSettings {
         or(&mut self.notsent_lowat, &p.notsent_lowat);
         or(&mut self.congestion, &p.congestion);
         or(&mut self.client_header_timeout, &p.client_header_timeout);
+        or(&mut self.underscores_in_headers, &p.underscores_in_headers);
+        or(&mut self.ignore_invalid_headers, &p.ignore_invalid_headers);
         or(&mut self.http2, &p.http2);
         or(&mut self.ssl_buffer_size, &p.ssl_buffer_size);
         or(&mut self.dyn_rec_enable, &p.dyn_rec_enable);

@@ -337,6 +337,20 @@ pub(crate) fn tcp_congestion(s: &mut SrvSettings, d: &Directive, _: &mut Cx) -> 
     Ok(())
 }
 
+/// `underscores_in_headers on|off`.
+pub(crate) fn underscores_in_headers(s: &mut SrvSettings, d: &Directive, _: &mut Cx) -> R {
+    once(&s.underscores_in_headers, d)?;
+    s.underscores_in_headers = Some(flag(d)?);
+    Ok(())
+}
+
+/// `ignore_invalid_headers on|off`.
+pub(crate) fn ignore_invalid_headers(s: &mut SrvSettings, d: &Directive, _: &mut Cx) -> R {
+    once(&s.ignore_invalid_headers, d)?;
+    s.ignore_invalid_headers = Some(flag(d)?);
+    Ok(())
+}
+
 /// `client_header_timeout TIME`.
 pub(crate) fn client_header_timeout(s: &mut SrvSettings, d: &Directive, _: &mut Cx) -> R {
     once(&s.client_header_timeout, d)?;

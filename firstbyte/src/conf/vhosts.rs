@@ -605,6 +605,8 @@ mod tests {
             socket: SocketConf::default(),
             record: Default::default(),
             client_header_timeout: Duration::from_secs(60),
+            underscores_in_headers: false,
+            ignore_invalid_headers: true,
             http2: false,
             locations: Locations::default(),
             default_location: Arc::new(location("", Locations::default())),

@@ -177,10 +177,23 @@ where
         method,
         uri: parts_uri,
         version,
-        headers: parts_headers,
+        headers: mut parts_headers,
         mut extensions,
         ..
     } = parts;
+    // nginx reads the headers under the server the connection found before Host (SNI's, or
+    // the address's default): its underscores_in_headers and ignore_invalid_headers apply.
+    let header_server = conn
+        .sni_server
+        .as_ref()
+        .unwrap_or_else(|| conn.addr_servers().default_server());
+    if header_server.ignore_invalid_headers {
+        drop_invalid_headers(
+            &mut parts_headers,
+            header_server.underscores_in_headers,
+            conn,
+        );
+    }
     let parts = PartsRef {
         uri: &parts_uri,
         version,
@@ -319,6 +332,46 @@ where
         }
     };
     finish(&r, resp, &loc, parts.headers)
+}
+
+/// Whether nginx takes a header name as valid: letters, digits and `-`, and `_` with
+/// `underscores_in_headers on`. Anything else hyper let through (`.`, `~`, `!`, ...) is invalid.
+pub fn valid_header_name(name: &str, underscores: bool) -> bool {
+    !name.is_empty()
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b == b'-' || (b == b'_' && underscores))
+}
+
+/// `ignore_invalid_headers on` (nginx's default): invalid headers are dropped before anything
+/// reads them, so `X_Real_IP` never reaches an upstream beside `X-Real-IP` (applications
+/// that map both to `HTTP_X_REAL_IP` would take either).
+fn drop_invalid_headers(h: &mut HeaderMap, underscores: bool, conn: &Conn) {
+    if h.keys().all(|k| valid_header_name(k.as_str(), underscores)) {
+        return;
+    }
+    let old = std::mem::take(h);
+    let mut name = None;
+    for (k, v) in old {
+        // `None` continues the previous name's values.
+        if let Some(k) = k {
+            name = Some(k);
+        }
+        let Some(k) = &name else { continue };
+        if valid_header_name(k.as_str(), underscores) {
+            h.append(k.clone(), v);
+        } else {
+            crate::fblog!(
+                Info,
+                "client sent invalid header line: \"{}\", client: {}",
+                k.as_str(),
+                conn.facts
+                    .peer
+                    .map(|p| p.ip().to_string())
+                    .unwrap_or_default()
+            );
+        }
+    }
 }
 
 /// The request line's parts the pipeline borrows.
@@ -1167,6 +1220,16 @@ http {
         assert!(misdirected(None, a, b));
         assert!(!misdirected(None, b, b));
         assert!(!misdirected(None, b, a));
+    }
+
+    #[test]
+    fn header_names_as_nginx_validates_them() {
+        assert!(valid_header_name("x-real-ip", false));
+        assert!(!valid_header_name("x_real_ip", false));
+        assert!(valid_header_name("x_real_ip", true));
+        assert!(!valid_header_name("x.real", true));
+        assert!(!valid_header_name("x~y", true));
+        assert!(!valid_header_name("", true));
     }
 
     #[test]
