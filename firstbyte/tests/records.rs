@@ -213,3 +213,42 @@ fn record_sizes_follow_each_policy() {
         assert!(r[0] > 200, "{r:?}");
     }
 }
+
+/// Every `ssl_buffer_size` nginx accepts works, over HTTP/2 too (below 9 bytes a DATA frame
+/// header no longer fits a record: the frame size once underflowed there).
+#[test]
+fn tiny_record_sizes_serve_http2_and_http11() {
+    let conf = r#"
+pid off;
+error_log {dir}/error.log;
+events {}
+http {
+    access_log off;
+    ssl_certificate {certs}/localhost.crt;
+    ssl_certificate_key {certs}/localhost.key;
+    root {dir}/html;
+    http2 on;
+    server { listen 127.0.0.1:{port0} ssl; ssl_buffer_size 1; }
+    server { listen 127.0.0.1:{port1} ssl; ssl_buffer_size 8; }
+    server { listen 127.0.0.1:{port2} ssl; ssl_buffer_size 9; }
+}
+"#;
+    let (s, ports) = Server::start("tiny-records", conf, 3);
+    let body: Vec<u8> = (0..20_000u32).map(|i| (i % 251) as u8).collect();
+    std::fs::write(s.dir.join("html/f.bin"), &body).unwrap();
+    for port in ports {
+        for proto in ["--http2", "--http1.1"] {
+            let out = curl(&[proto, &format!("https://localhost:{port}/f.bin")]);
+            assert!(
+                out.status.success(),
+                "{port} {proto}: {}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+            assert!(
+                out.stdout == body,
+                "{port} {proto}: {} bytes",
+                out.stdout.len()
+            );
+        }
+    }
+}

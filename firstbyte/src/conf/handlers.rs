@@ -543,6 +543,12 @@ loc_flag! {
     tcp_nodelay => tcp_nodelay;
     /// `tcp_nopush on|off`.
     tcp_nopush => tcp_nopush;
+    /// `absolute_redirect on|off`.
+    absolute_redirect => absolute_redirect;
+    /// `server_name_in_redirect on|off`.
+    server_name_in_redirect => server_name_in_redirect;
+    /// `port_in_redirect on|off`.
+    port_in_redirect => port_in_redirect;
     /// `gzip on|off`.
     gzip => gzip;
     /// `gzip_vary on|off`.

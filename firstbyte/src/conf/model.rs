@@ -457,6 +457,14 @@ pub struct LocationConf {
     pub sendfile: bool,
     /// `tcp_nodelay on|off`. Default on.
     pub tcp_nodelay: bool,
+    /// `absolute_redirect on|off`. Default on: redirects firstbyte makes carry
+    /// `scheme://host[:port]`.
+    pub absolute_redirect: bool,
+    /// `server_name_in_redirect on|off`. Default off: the host is the request's (validated)
+    /// Host, else the server's first name.
+    pub server_name_in_redirect: bool,
+    /// `port_in_redirect on|off`. Default on: the listening port, unless the scheme's own.
+    pub port_in_redirect: bool,
     /// `tcp_nopush on|off`. Default off.
     pub tcp_nopush: bool,
     /// `keepalive_timeout TIME`. Default 75s; 0 disables keep-alive.

@@ -160,6 +160,9 @@ pub(crate) struct LocSettings {
     pub access_log: Option<AccessLogSet>,
     pub sendfile: Option<bool>,
     pub tcp_nodelay: Option<bool>,
+    pub absolute_redirect: Option<bool>,
+    pub server_name_in_redirect: Option<bool>,
+    pub port_in_redirect: Option<bool>,
     pub tcp_nopush: Option<bool>,
     pub keepalive_timeout: Option<Duration>,
     pub keepalive_requests: Option<u32>,
@@ -203,6 +206,12 @@ impl LocSettings {
         or(&mut self.access_log, &p.access_log);
         or(&mut self.sendfile, &p.sendfile);
         or(&mut self.tcp_nodelay, &p.tcp_nodelay);
+        or(&mut self.absolute_redirect, &p.absolute_redirect);
+        or(
+            &mut self.server_name_in_redirect,
+            &p.server_name_in_redirect,
+        );
+        or(&mut self.port_in_redirect, &p.port_in_redirect);
         or(&mut self.tcp_nopush, &p.tcp_nopush);
         or(&mut self.keepalive_timeout, &p.keepalive_timeout);
         or(&mut self.keepalive_requests, &p.keepalive_requests);
@@ -283,6 +292,9 @@ impl LocSettings {
             // Defaults below are nginx's.
             sendfile: self.sendfile.unwrap_or(false),
             tcp_nodelay: self.tcp_nodelay.unwrap_or(true),
+            absolute_redirect: self.absolute_redirect.unwrap_or(true),
+            server_name_in_redirect: self.server_name_in_redirect.unwrap_or(false),
+            port_in_redirect: self.port_in_redirect.unwrap_or(true),
             tcp_nopush: self.tcp_nopush.unwrap_or(false),
             // 75 s
             keepalive_timeout: self.keepalive_timeout.unwrap_or(Duration::from_secs(75)),

@@ -769,23 +769,52 @@ fn serve_static(r: &mut Req, loc: &Arc<LocationConf>, path: PathBuf) -> Out {
     }
 }
 
-/// `scheme://host` + a path, as nginx's `absolute_redirect on`.
+/// The `Location` of a redirect firstbyte makes (a directory's trailing slash, `return 30x`
+/// with a path), as nginx: with `absolute_redirect on`, `scheme://host[:port]` + the path,
+/// where the host is the request's validated Host (never the raw header) or, with
+/// `server_name_in_redirect on` or no Host, the server's first name; the port is the one the
+/// connection came to (`port_in_redirect`), left out when it is the scheme's own.
 fn absolute(r: &Req, path: &str) -> String {
     if path.starts_with("http://") || path.starts_with("https://") {
         return path.to_string();
     }
-    let scheme = if r.conn.facts.tls.is_some() {
-        "https"
+    let loc = r
+        .server
+        .locations
+        .find(&r.uri)
+        .map(|m| m.conf.clone())
+        .unwrap_or_else(|| r.server.default_location.clone());
+    if !loc.absolute_redirect {
+        return path.to_string();
+    }
+    let tls = r.conn.facts.tls.is_some();
+    let name = server_name(&r.server);
+    let host = if loc.server_name_in_redirect || r.host.is_empty() {
+        name
     } else {
-        "http"
+        r.host.as_str()
     };
-    let host = r
-        .headers
-        .get(header::HOST)
-        .and_then(|h| h.to_str().ok())
-        .map(str::to_string)
-        .unwrap_or_else(|| r.host.clone());
-    format!("{scheme}://{host}{path}")
+    let port = r
+        .conn
+        .facts
+        .local
+        .map(|a| a.port())
+        .filter(|&p| loc.port_in_redirect && !(tls && p == 443) && !(!tls && p == 80));
+    redirect_target(tls, host, port, path)
+}
+
+/// `scheme://host[:port]path`, with an IPv6 literal in brackets.
+fn redirect_target(tls: bool, host: &str, port: Option<u16>, path: &str) -> String {
+    let scheme = if tls { "https" } else { "http" };
+    let host = if host.contains(':') && !host.starts_with('[') {
+        format!("[{host}]")
+    } else {
+        host.to_string()
+    };
+    match port {
+        Some(p) => format!("{scheme}://{host}:{p}{path}"),
+        None => format!("{scheme}://{host}{path}"),
+    }
 }
 
 fn do_return(r: &mut Req, ret: &crate::conf::model::Return) -> Out {
