@@ -432,7 +432,9 @@ async fn accept_tls(
     });
     facts.record_policy = tls.policy().name();
     let conn = Arc::new(Conn {
-        data_chunk: (alpn == "h2").then(|| server.record.full_size() - H2_FRAME_HEADER),
+        data_chunk: (alpn == "h2")
+            .then(|| h2_data_chunk(server.record.full_size()))
+            .flatten(),
         first_response: release,
         sni_server: Some(server.clone()),
         ..Conn::new(site.clone(), shared, socket, local, facts, fd, io)
@@ -678,6 +680,17 @@ impl<F: Future + Unpin> Future for Driven<'_, F> {
 
 /// Bytes of an HTTP/2 frame header (RFC 9113 §4.1).
 const H2_FRAME_HEADER: usize = 9;
+
+/// Records smaller than this are not worth fitting DATA frames into: a frame then spans
+/// several records, and frames stay the default size (1 KB = a few frame headers' worth).
+const MIN_FITTED_RECORD: usize = 1024;
+
+/// HTTP/2 DATA payload per frame so that frame header + payload fill one record of
+/// `record` bytes; `None` (the default chunk) when records are smaller than
+/// [`MIN_FITTED_RECORD`] — any `ssl_buffer_size` nginx accepts works, down to 1 byte.
+fn h2_data_chunk(record: usize) -> Option<usize> {
+    (record >= MIN_FITTED_RECORD).then(|| record - H2_FRAME_HEADER)
+}
 
 /// Which HTTP to speak.
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -1420,6 +1433,15 @@ mod tests {
                 matches!(flight[0], Event::Write(n) if n > cert.len()),
                 "{version:?}: {log:?}"
             );
+        }
+    }
+
+    #[test]
+    fn data_frames_fit_records_only_when_records_are_big_enough() {
+        assert_eq!(h2_data_chunk(16384), Some(16375));
+        assert_eq!(h2_data_chunk(1024), Some(1015));
+        for tiny in [1, 8, 9, 10, 1023] {
+            assert_eq!(h2_data_chunk(tiny), None, "{tiny}");
         }
     }
 

@@ -799,7 +799,7 @@ fn absolute(r: &Req, path: &str) -> String {
         .facts
         .local
         .map(|a| a.port())
-        .filter(|&p| loc.port_in_redirect && !(tls && p == 443) && !(!tls && p == 80));
+        .filter(|&p| loc.port_in_redirect && !(tls && p == 443) && (tls || p != 80));
     redirect_target(tls, host, port, path)
 }
 
