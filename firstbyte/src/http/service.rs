@@ -31,7 +31,7 @@ use http::header::{self, HeaderValue};
 use http::{HeaderMap, Method, Request, Response, StatusCode};
 use http_body::{Frame, SizeHint};
 
-use super::body::{Body, StallBody};
+use super::body::{Body, LimitBody, StallBody};
 use super::conn::Conn;
 use super::pages::status_page;
 use super::reqvars::RequestVars;
@@ -274,10 +274,23 @@ where
         Step::Done(resp) => (resp, loc),
         Step::Proxy(conf) => {
             let timed_out = Arc::new(AtomicBool::new(false));
+            let too_large = Arc::new(AtomicBool::new(false));
             let body = StallBody::new(body, loc.client_body_timeout, timed_out.clone());
+            let body = LimitBody::new(body, loc.client_max_body_size, too_large.clone());
             // Boxed: the proxy state is large and rare; the common request future stays small.
             match Box::pin(proxy(&r, &loc, &conf, body, &mut extensions)).await {
                 Ok(resp) => (resp, loc),
+                Err(_) if too_large.load(Ordering::Relaxed) => {
+                    crate::fblog!(
+                        Error,
+                        "client intended to send too large body: more than {} bytes, client: {}, request: \"{} {}\"",
+                        loc.client_max_body_size,
+                        conn.facts.peer.map(|p| p.ip().to_string()).unwrap_or_default(),
+                        r.method,
+                        r.request_uri
+                    );
+                    error(&mut r, 413, loc)
+                }
                 // nginx: "the request is terminated with the 408 (Request Time-out) error".
                 Err(_) if timed_out.load(Ordering::Relaxed) => {
                     crate::fblog!(

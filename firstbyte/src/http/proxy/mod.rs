@@ -34,7 +34,7 @@ pub use client_cert::{
 };
 pub use upstream::{connect, os_text, ConnectError, Pool, ReqBody, UpstreamTls};
 
-use super::body::Body;
+use super::body::{is_client_body_error, Body};
 use crate::conf::model::{HttpConf, LocationConf, Locations, ProxyConf, ProxySsl, ProxyTarget};
 use crate::tls::{ObjectStore, TlsError};
 
@@ -260,6 +260,9 @@ pub enum Failure {
     BadGateway,
     /// 504 Gateway Time-out.
     Timeout,
+    /// The client's body failed (too large, stalled): the caller knows which and answers
+    /// 413 or 408; 400 otherwise. Not the upstream's fault: nothing is logged against it.
+    ClientBody,
 }
 
 impl Failure {
@@ -268,6 +271,7 @@ impl Failure {
         match self {
             Failure::BadGateway => 502,
             Failure::Timeout => 504,
+            Failure::ClientBody => 400,
         }
     }
 }
@@ -370,7 +374,11 @@ pub async fn forward(
                             continue;
                         }
                         None => {
-                            let (reason, failure) = send_failure(&e.into_error());
+                            let e = e.into_error();
+                            if is_client_body_error(&e) {
+                                return Err(Failure::ClientBody);
+                            }
+                            let (reason, failure) = send_failure(&e);
                             crate::fblog!(Error, "{}", log.line(&reason, scheme, Some(addr), &uri));
                             return Err(failure);
                         }
@@ -396,6 +404,7 @@ pub async fn forward(
     let sent = tokio::time::timeout(conf.read_timeout, sender.send_request(req)).await;
     let resp = match sent {
         Ok(Ok(r)) => r,
+        Ok(Err(e)) if is_client_body_error(&e) => return Err(Failure::ClientBody),
         Ok(Err(e)) => {
             let (reason, failure) = send_failure(&e);
             crate::fblog!(Error, "{}", log.line(&reason, scheme, Some(peer), &uri));
@@ -540,5 +549,6 @@ mod tests {
     fn failure_statuses() {
         assert_eq!(Failure::BadGateway.status(), 502);
         assert_eq!(Failure::Timeout.status(), 504);
+        assert_eq!(Failure::ClientBody.status(), 400);
     }
 }

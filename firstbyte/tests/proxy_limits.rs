@@ -1,0 +1,297 @@
+//! Reverse proxy limits end to end: `client_max_body_size` on the bytes that arrive (chunked
+//! HTTP/1.1, HTTP/2 without a length), the timeouts on reused keepalive connections, HTTP/2
+//! resets while a request waits on its upstream, request bodies over `proxy_http_version
+//! 1.0`, upstream framing, WebSocket tunnels, and `proxy_buffering on` with temp files.
+
+mod support;
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::{TcpListener, TcpStream};
+use std::pin::Pin;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::task::{Context, Poll};
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use http_body::Frame;
+use support::*;
+
+/// A one-thread-per-connection upstream on an ephemeral port; `handler` gets each connection.
+/// Returns the port and the number of connections accepted.
+fn upstream(handler: impl Fn(TcpStream) + Send + Sync + 'static) -> (u16, Arc<AtomicUsize>) {
+    let l = TcpListener::bind("127.0.0.1:0").expect("bind upstream");
+    let port = l.local_addr().expect("addr").port();
+    let accepted = Arc::new(AtomicUsize::new(0));
+    let count = accepted.clone();
+    let handler = Arc::new(handler);
+    std::thread::spawn(move || {
+        for s in l.incoming().flatten() {
+            count.fetch_add(1, Ordering::SeqCst);
+            let h = handler.clone();
+            std::thread::spawn(move || h(s));
+        }
+    });
+    (port, accepted)
+}
+
+/// Reads one request head; None at EOF.
+fn read_head(r: &mut BufReader<TcpStream>) -> Option<String> {
+    let mut head = String::new();
+    loop {
+        let mut line = String::new();
+        match r.read_line(&mut line) {
+            Ok(0) | Err(_) => return None,
+            Ok(_) => {}
+        }
+        head.push_str(&line);
+        if line == "\r\n" {
+            return Some(head);
+        }
+    }
+}
+
+fn conf(dir: &std::path::Path, port: u16, location: &str, extra: &str) -> String {
+    format!(
+        "pid {d}/fb.pid;\nerror_log {d}/error.log info;\nevents {{}}\nhttp {{\n access_log off;\n {extra}\n server {{ listen 127.0.0.1:{port}; http2 on;\n location / {{ {location} }}\n location = /status {{ stub_status; }}\n }}\n}}\n",
+        d = dir.display()
+    )
+}
+
+#[allow(dead_code)]
+fn wait_until(within: Duration, mut f: impl FnMut() -> bool) -> bool {
+    let deadline = Instant::now() + within;
+    while Instant::now() < deadline {
+        if f() {
+            return true;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    f()
+}
+
+/// What an upstream received of one request body: raw bytes after the head, and whether the
+/// request was complete (the chunked terminator or the declared length).
+#[derive(Debug, Default, Clone)]
+struct Received {
+    head: String,
+    bytes: Vec<u8>,
+    complete: bool,
+}
+
+/// An upstream that reads one request with its body (chunked or Content-Length), records it,
+/// and answers 200 "ok" only once the body is complete.
+fn recording_upstream() -> (u16, Arc<Mutex<Vec<Received>>>) {
+    let seen: Arc<Mutex<Vec<Received>>> = Arc::default();
+    let log = seen.clone();
+    let (port, _) = upstream(move |s| {
+        let mut r = BufReader::new(s.try_clone().expect("clone"));
+        let Some(head) = read_head(&mut r) else {
+            return;
+        };
+        let lower = head.to_ascii_lowercase();
+        let length: Option<usize> = lower
+            .lines()
+            .find_map(|l| l.strip_prefix("content-length:"))
+            .and_then(|v| v.trim().parse().ok());
+        let chunked = lower.contains("transfer-encoding: chunked");
+        let idx = {
+            let mut v = log.lock().expect("lock");
+            v.push(Received {
+                head: head.clone(),
+                ..Received::default()
+            });
+            v.len() - 1
+        };
+        let mut buf = [0u8; 65536];
+        let complete = loop {
+            let done = {
+                let v = log.lock().expect("lock");
+                let b = &v[idx].bytes;
+                if chunked {
+                    b.ends_with(b"\r\n0\r\n\r\n") || b == b"0\r\n\r\n"
+                } else {
+                    b.len() >= length.unwrap_or(0)
+                }
+            };
+            if done {
+                break true;
+            }
+            match r.read(&mut buf) {
+                Ok(0) | Err(_) => break false,
+                Ok(n) => log.lock().expect("lock")[idx]
+                    .bytes
+                    .extend_from_slice(&buf[..n]),
+            }
+        };
+        log.lock().expect("lock")[idx].complete = complete;
+        if complete {
+            let mut w = s;
+            let _ = w.write_all(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok");
+        }
+    });
+    (port, seen)
+}
+
+/// Sends a chunked POST of `total` bytes in 16 KB chunks from a thread (write errors end it:
+/// the server may answer and close first) and returns the response text.
+fn chunked_post(port: u16, path: &str, total: usize) -> String {
+    let mut s = TcpStream::connect(("127.0.0.1", port)).expect("connect");
+    s.set_read_timeout(Some(Duration::from_secs(15))).ok();
+    let head = format!(
+        "POST {path} HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\nConnection: close\r\n\r\n"
+    );
+    s.write_all(head.as_bytes()).expect("head");
+    let mut w = s.try_clone().expect("clone");
+    let writer = std::thread::spawn(move || {
+        let chunk = vec![b'a'; 16 << 10];
+        let mut sent = 0;
+        while sent < total {
+            let n = chunk.len().min(total - sent);
+            let frame = [format!("{n:x}\r\n").as_bytes(), &chunk[..n], b"\r\n"].concat();
+            if w.write_all(&frame).is_err() {
+                return;
+            }
+            sent += n;
+        }
+        let _ = w.write_all(b"0\r\n\r\n");
+    });
+    let mut out = Vec::new();
+    let _ = s.read_to_end(&mut out);
+    drop(s);
+    let _ = writer.join();
+    String::from_utf8_lossy(&out).into_owned()
+}
+
+/// A request body of `frames` frames of 16 KB with no length (HTTP/2: no content-length).
+struct Unsized {
+    frames: usize,
+}
+
+impl http_body::Body for Unsized {
+    type Data = Bytes;
+    type Error = std::io::Error;
+    fn poll_frame(
+        self: Pin<&mut Self>,
+        _: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, std::io::Error>>> {
+        let this = self.get_mut();
+        if this.frames == 0 {
+            return Poll::Ready(None);
+        }
+        this.frames -= 1;
+        Poll::Ready(Some(Ok(Frame::data(Bytes::from(vec![b'b'; 16 << 10])))))
+    }
+}
+
+fn runtime() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("runtime")
+}
+
+/// An h2c connection (prior knowledge) to 127.0.0.1:`port`.
+async fn h2c(port: u16) -> hyper::client::conn::http2::SendRequest<Unsized> {
+    let tcp = tokio::net::TcpStream::connect(("127.0.0.1", port))
+        .await
+        .expect("connect");
+    let (send, conn) = hyper::client::conn::http2::handshake(
+        hyper_util::rt::TokioExecutor::new(),
+        hyper_util::rt::TokioIo::new(tcp),
+    )
+    .await
+    .expect("h2 handshake");
+    tokio::spawn(conn);
+    send
+}
+
+/// A chunked HTTP/1.1 body over `client_max_body_size` (default 1m) is answered 413 and
+/// the upstream never gets the excess nor a complete request; one under it passes whole.
+#[test]
+fn chunked_body_over_client_max_body_size_is_413() {
+    let (up, seen) = recording_upstream();
+    let dir = tempdir("limits-chunked");
+    let port = free_port();
+    let c = conf(
+        &dir,
+        port,
+        &format!("proxy_pass http://127.0.0.1:{up}; proxy_http_version 1.1;"),
+        "",
+    );
+    let _srv = Server::start_in(&dir, &c, port);
+
+    let small = chunked_post(port, "/small", 100 << 10);
+    assert!(small.starts_with("HTTP/1.1 200"), "{small}");
+    assert!(small.ends_with("ok"), "{small}");
+
+    let big = chunked_post(port, "/big", 3 << 20);
+    assert!(big.starts_with("HTTP/1.1 413"), "{big}");
+    std::thread::sleep(Duration::from_millis(300));
+    let v = seen.lock().expect("lock").clone();
+    let r = v
+        .iter()
+        .find(|r| r.head.starts_with("POST /big"))
+        .expect("the big request reached the upstream");
+    assert!(!r.complete, "the upstream got a complete request");
+    assert!(
+        r.bytes.len() <= (1 << 20) + (16 << 10),
+        "the upstream got {} bytes (limit 1 MiB)",
+        r.bytes.len()
+    );
+    let log = std::fs::read_to_string(dir.join("error.log")).unwrap_or_default();
+    assert!(
+        log.contains("client intended to send too large body"),
+        "{log}"
+    );
+}
+
+/// The same over HTTP/2 with no content-length.
+#[test]
+fn h2_body_without_length_over_client_max_body_size_is_413() {
+    let (up, seen) = recording_upstream();
+    let dir = tempdir("limits-h2");
+    let port = free_port();
+    let c = conf(
+        &dir,
+        port,
+        &format!("proxy_pass http://127.0.0.1:{up}; proxy_http_version 1.1;"),
+        "client_max_body_size 512k;",
+    );
+    let _srv = Server::start_in(&dir, &c, port);
+    let rt = runtime();
+    let statuses = rt.block_on(async move {
+        let mut send = h2c(port).await;
+        let mut out = Vec::new();
+        // 160 KB passes; 3 MB (192 frames) does not.
+        for (path, frames) in [("/small", 10), ("/big", 192)] {
+            let req = http::Request::post(format!("http://127.0.0.1:{port}{path}"))
+                .body(Unsized { frames })
+                .expect("request");
+            let resp = tokio::time::timeout(Duration::from_secs(15), send.send_request(req))
+                .await
+                .expect("an answer within 15 s");
+            out.push(resp.map(|r| r.status().as_u16()).unwrap_or(0));
+            send = h2c(port).await;
+        }
+        out
+    });
+    assert_eq!(statuses, vec![200, 413]);
+    std::thread::sleep(Duration::from_millis(300));
+    let v = seen.lock().expect("lock").clone();
+    let small = v
+        .iter()
+        .find(|r| r.head.starts_with("POST /small"))
+        .expect("small");
+    assert!(small.complete);
+    let big = v
+        .iter()
+        .find(|r| r.head.starts_with("POST /big"))
+        .expect("the big request reached the upstream");
+    assert!(!big.complete, "the upstream got a complete request");
+    assert!(
+        big.bytes.len() <= (512 << 10) + (16 << 10),
+        "the upstream got {} bytes (limit 512 KiB)",
+        big.bytes.len()
+    );
+}
