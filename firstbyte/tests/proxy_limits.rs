@@ -295,3 +295,145 @@ fn h2_body_without_length_over_client_max_body_size_is_413() {
         big.bytes.len()
     );
 }
+
+/// `proxy_read_timeout` holds on a reused keepalive connection: the upstream answers the
+/// first request (keep-alive) and never answers the second on the same connection; nginx
+/// answers 504 after the timeout (2 s here), never waits forever.
+#[test]
+fn read_timeout_applies_to_a_reused_keepalive_connection() {
+    let (up, accepted) = upstream(|s| {
+        let mut r = BufReader::new(s.try_clone().expect("clone"));
+        let mut w = s;
+        if read_head(&mut r).is_none() {
+            return;
+        }
+        let _ = w.write_all(b"HTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\nfirst");
+        // The second request: read, then stall (hold the connection open) for 30 s at most.
+        let _ = read_head(&mut r);
+        std::thread::sleep(Duration::from_secs(30));
+    });
+    let dir = tempdir("limits-ka-timeout");
+    let port = free_port();
+    let c = conf(
+        &dir,
+        port,
+        "proxy_pass http://backend; proxy_http_version 1.1; proxy_set_header Connection \"\"; proxy_read_timeout 2s;",
+        &format!("upstream backend {{ server 127.0.0.1:{up}; keepalive 2; }}"),
+    );
+    let _srv = Server::start_in(&dir, &c, port);
+    let get = || {
+        let mut s = TcpStream::connect(("127.0.0.1", port)).expect("connect");
+        s.set_read_timeout(Some(Duration::from_secs(20))).ok();
+        s.write_all(b"GET / HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+            .expect("write");
+        let mut out = Vec::new();
+        let _ = s.read_to_end(&mut out);
+        String::from_utf8_lossy(&out).into_owned()
+    };
+    let first = get();
+    assert!(
+        first.starts_with("HTTP/1.1 200") && first.ends_with("first"),
+        "{first}"
+    );
+    std::thread::sleep(Duration::from_millis(200));
+    let t = Instant::now();
+    let second = get();
+    let took = t.elapsed();
+    assert_eq!(
+        accepted.load(Ordering::SeqCst),
+        1,
+        "the second request reused the connection"
+    );
+    assert!(
+        second.starts_with("HTTP/1.1 504"),
+        "after {took:?}: {second:?}"
+    );
+    assert!(took < Duration::from_secs(10), "took {took:?}");
+    let log = std::fs::read_to_string(dir.join("error.log")).unwrap_or_default();
+    assert!(
+        log.contains("upstream timed out (110: Connection timed out) while reading response header from upstream"),
+        "{log}"
+    );
+}
+
+/// `proxy_send_timeout` holds on a reused keepalive connection too: the upstream answers the
+/// first request, then stops reading (a small receive buffer fills); a large second request
+/// body on that connection ends in 504 "while sending request to upstream".
+#[test]
+fn send_timeout_applies_to_a_reused_keepalive_connection() {
+    let sock =
+        socket2::Socket::new(socket2::Domain::IPV4, socket2::Type::STREAM, None).expect("socket");
+    sock.set_recv_buffer_size(4096).expect("rcvbuf");
+    let any: std::net::SocketAddr = "127.0.0.1:0".parse().expect("addr");
+    sock.bind(&any.into()).expect("bind");
+    sock.listen(16).expect("listen");
+    let l: TcpListener = sock.into();
+    let up = l.local_addr().expect("addr").port();
+    let accepted = Arc::new(AtomicUsize::new(0));
+    let count = accepted.clone();
+    std::thread::spawn(move || {
+        for s in l.incoming().flatten() {
+            count.fetch_add(1, Ordering::SeqCst);
+            std::thread::spawn(move || {
+                let mut r = BufReader::new(s.try_clone().expect("clone"));
+                let mut w = s;
+                if read_head(&mut r).is_some() {
+                    let _ = w.write_all(b"HTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\nfirst");
+                    // Never read again; hold the connection for 30 s at most.
+                    std::thread::sleep(Duration::from_secs(30));
+                }
+            });
+        }
+    });
+    let dir = tempdir("limits-ka-send");
+    let port = free_port();
+    let c = conf(
+        &dir,
+        port,
+        "proxy_pass http://backend; proxy_http_version 1.1; proxy_set_header Connection \"\"; proxy_send_timeout 1s; proxy_read_timeout 30s;",
+        &format!("upstream backend {{ server 127.0.0.1:{up}; keepalive 2; }} client_max_body_size 0;"),
+    );
+    let _srv = Server::start_in(&dir, &c, port);
+    let mut s = TcpStream::connect(("127.0.0.1", port)).expect("connect");
+    s.set_read_timeout(Some(Duration::from_secs(20))).ok();
+    s.write_all(b"GET / HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+        .expect("write");
+    let mut out = Vec::new();
+    let _ = s.read_to_end(&mut out);
+    assert!(String::from_utf8_lossy(&out).ends_with("first"));
+    std::thread::sleep(Duration::from_millis(200));
+
+    const BODY: usize = 64 << 20;
+    let mut s = TcpStream::connect(("127.0.0.1", port)).expect("connect");
+    s.set_read_timeout(Some(Duration::from_secs(20))).ok();
+    s.write_all(
+        format!(
+            "POST / HTTP/1.1\r\nHost: x\r\nContent-Length: {BODY}\r\nConnection: close\r\n\r\n"
+        )
+        .as_bytes(),
+    )
+    .expect("head");
+    let mut w = s.try_clone().expect("clone");
+    std::thread::spawn(move || {
+        let chunk = vec![b'x'; 64 << 10];
+        for _ in 0..BODY / chunk.len() {
+            if w.write_all(&chunk).is_err() {
+                return;
+            }
+        }
+    });
+    let t = Instant::now();
+    let mut out = Vec::new();
+    let _ = s.read_to_end(&mut out);
+    let took = t.elapsed();
+    let text = String::from_utf8_lossy(&out);
+    assert_eq!(
+        accepted.load(Ordering::SeqCst),
+        1,
+        "the second request reused the connection"
+    );
+    assert!(text.starts_with("HTTP/1.1 504"), "after {took:?}: {text}");
+    assert!(took < Duration::from_secs(10), "took {took:?}");
+    let log = std::fs::read_to_string(dir.join("error.log")).unwrap_or_default();
+    assert!(log.contains("while sending request to upstream"), "{log}");
+}

@@ -362,12 +362,14 @@ pub async fn forward(
             if let Some(mut s) = pool.checkout(&key) {
                 s.set_send_timeout(conf.send_timeout);
                 // A pooled connection the upstream closed meanwhile gives the request back.
-                match s.try_send_request(req).await {
-                    Ok(resp) => {
+                // `proxy_read_timeout` bounds the wait for the header here as on a new one.
+                match tokio::time::timeout(conf.read_timeout, s.try_send_request(req)).await {
+                    Err(_) => return Err(header_timeout(route, i, log, scheme, addr, &uri)),
+                    Ok(Ok(resp)) => {
                         return respond(route, pool, (i, key, s), resp, on_upgrade, log, &uri)
                             .await;
                     }
-                    Err(mut e) => match e.take_message() {
+                    Ok(Err(mut e)) => match e.take_message() {
                         Some(m) => {
                             req = m;
                             tried.pop();
@@ -415,22 +417,7 @@ pub async fn forward(
             }
             return Err(failure);
         }
-        Err(_) => {
-            crate::fblog!(
-                Error,
-                "{}",
-                log.line(
-                    &"upstream timed out (110: Connection timed out) while reading response header from upstream",
-                    scheme,
-                    Some(peer),
-                    &uri
-                )
-            );
-            if let Ok(mut b) = route.balancer.lock() {
-                b.failed(peer_index, Instant::now());
-            }
-            return Err(Failure::Timeout);
-        }
+        Err(_) => return Err(header_timeout(route, peer_index, log, scheme, peer, &uri)),
     };
     respond(
         route,
@@ -442,6 +429,32 @@ pub async fn forward(
         &uri,
     )
     .await
+}
+
+/// `proxy_read_timeout` passed before the response header: logged, the peer marked failed
+/// (nginx's `proxy_next_upstream timeout` counts it against `max_fails`), 504.
+fn header_timeout(
+    route: &Route,
+    peer_index: usize,
+    log: &LogContext<'_>,
+    scheme: &str,
+    peer: SocketAddr,
+    uri: &str,
+) -> Failure {
+    crate::fblog!(
+        Error,
+        "{}",
+        log.line(
+            &"upstream timed out (110: Connection timed out) while reading response header from upstream",
+            scheme,
+            Some(peer),
+            uri
+        )
+    );
+    if let Ok(mut b) = route.balancer.lock() {
+        b.failed(peer_index, Instant::now());
+    }
+    Failure::Timeout
 }
 
 /// The log reason and answer for a request that failed on its way to the upstream or while
