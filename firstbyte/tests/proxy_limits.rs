@@ -58,7 +58,6 @@ fn conf(dir: &std::path::Path, port: u16, location: &str, extra: &str) -> String
     )
 }
 
-#[allow(dead_code)]
 fn wait_until(within: Duration, mut f: impl FnMut() -> bool) -> bool {
     let deadline = Instant::now() + within;
     while Instant::now() < deadline {
@@ -436,4 +435,150 @@ fn send_timeout_applies_to_a_reused_keepalive_connection() {
     assert!(took < Duration::from_secs(10), "took {took:?}");
     let log = std::fs::read_to_string(dir.join("error.log")).unwrap_or_default();
     assert!(log.contains("while sending request to upstream"), "{log}");
+}
+
+/// An upstream that reads request heads and never answers; counts heads read and connections
+/// the proxy closed (EOF). Each connection is held 30 s at most.
+fn silent_upstream() -> (u16, Arc<AtomicUsize>, Arc<AtomicUsize>, Arc<AtomicUsize>) {
+    let heads = Arc::new(AtomicUsize::new(0));
+    let closed = Arc::new(AtomicUsize::new(0));
+    let (h, c) = (heads.clone(), closed.clone());
+    let (port, accepted) = upstream(move |s| {
+        s.set_read_timeout(Some(Duration::from_secs(30))).ok();
+        let mut r = BufReader::new(s);
+        if read_head(&mut r).is_some() {
+            h.fetch_add(1, Ordering::SeqCst);
+        }
+        let mut buf = [0u8; 1024];
+        loop {
+            match r.read(&mut buf) {
+                Ok(0) => {
+                    c.fetch_add(1, Ordering::SeqCst);
+                    return;
+                }
+                Ok(_) => {}
+                Err(_) => return,
+            }
+        }
+    });
+    (port, accepted, heads, closed)
+}
+
+/// stub_status's "Writing" figure, read over a new HTTP/1.1 connection.
+fn writing(port: u16) -> Option<u64> {
+    let mut s = TcpStream::connect(("127.0.0.1", port)).ok()?;
+    s.set_read_timeout(Some(Duration::from_secs(5))).ok();
+    s.write_all(b"GET /status HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+        .ok()?;
+    let mut out = String::new();
+    let _ = s.read_to_string(&mut out);
+    let at = out.find("Writing: ")? + "Writing: ".len();
+    out[at..].split_whitespace().next()?.parse().ok()
+}
+
+/// An h2 (crate) client connection over plain TCP, its connection task spawned.
+async fn h2_client(port: u16) -> h2::client::SendRequest<Bytes> {
+    let tcp = tokio::net::TcpStream::connect(("127.0.0.1", port))
+        .await
+        .expect("connect");
+    let (send, conn) = h2::client::handshake(tcp).await.expect("h2 handshake");
+    tokio::spawn(async move {
+        let _ = conn.await;
+    });
+    send.ready().await.expect("ready")
+}
+
+/// HTTP/2 streams reset while their requests wait on an upstream release what they held:
+/// stub_status "Writing" is back to 1 (the status request itself) and the upstream sees each
+/// of its connections closed; nothing is left counted as in flight.
+#[test]
+fn h2_resets_while_waiting_on_upstream_release_everything() {
+    const N: usize = 5;
+    let (up, accepted, heads, closed) = silent_upstream();
+    let dir = tempdir("limits-h2-reset");
+    let port = free_port();
+    let c = conf(
+        &dir,
+        port,
+        &format!("proxy_pass http://127.0.0.1:{up}; proxy_read_timeout 30s;"),
+        "",
+    );
+    let _srv = Server::start_in(&dir, &c, port);
+    let rt = runtime();
+    rt.block_on(async {
+        let mut send = h2_client(port).await;
+        let mut streams = Vec::new();
+        for i in 0..N {
+            let req = http::Request::get(format!("http://127.0.0.1:{port}/slow{i}"))
+                .body(())
+                .expect("request");
+            let (resp, stream) = send.send_request(req, true).expect("send");
+            streams.push((resp, stream));
+            send = send.ready().await.expect("ready");
+        }
+        // Every request reached the upstream and waits there.
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while heads.load(Ordering::SeqCst) < N && Instant::now() < deadline {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        assert_eq!(heads.load(Ordering::SeqCst), N, "requests waiting upstream");
+        for (_, stream) in &mut streams {
+            stream.send_reset(h2::Reason::CANCEL);
+        }
+        // Keep the client connection open while the server cleans up.
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while closed.load(Ordering::SeqCst) < N && Instant::now() < deadline {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        let w = tokio::task::spawn_blocking(move || {
+            wait_until(Duration::from_secs(5), || writing(port) == Some(1));
+            writing(port)
+        })
+        .await
+        .expect("join");
+        assert_eq!(w, Some(1), "stub_status Writing after {N} resets");
+        drop(send);
+    });
+    assert_eq!(accepted.load(Ordering::SeqCst), N);
+    assert_eq!(
+        closed.load(Ordering::SeqCst),
+        N,
+        "upstream connections closed"
+    );
+}
+
+/// A stream reset in the same flight as its HEADERS opens no upstream connection.
+#[test]
+fn h2_stream_reset_at_once_opens_no_upstream_connection() {
+    let (up, accepted, _, _) = silent_upstream();
+    let dir = tempdir("limits-h2-reset-early");
+    let port = free_port();
+    let c = conf(
+        &dir,
+        port,
+        &format!("proxy_pass http://127.0.0.1:{up}; proxy_read_timeout 30s;"),
+        "",
+    );
+    let _srv = Server::start_in(&dir, &c, port);
+    let rt = runtime();
+    rt.block_on(async {
+        let mut send = h2_client(port).await;
+        for i in 0..10 {
+            let req = http::Request::get(format!("http://127.0.0.1:{port}/gone{i}"))
+                .body(())
+                .expect("request");
+            // No await between the two: both frames leave in one write.
+            let (_resp, mut stream) = send.send_request(req, true).expect("send");
+            stream.send_reset(h2::Reason::CANCEL);
+            send = send.ready().await.expect("ready");
+        }
+        tokio::time::sleep(Duration::from_millis(500)).await;
+        drop(send);
+    });
+    assert_eq!(
+        accepted.load(Ordering::SeqCst),
+        0,
+        "upstream connections opened"
+    );
+    assert_eq!(writing(port), Some(1));
 }

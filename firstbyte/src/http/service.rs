@@ -54,15 +54,36 @@ where
     B: http_body::Body<Data = Bytes> + Send + Unpin + 'static,
     B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
 {
-    conn.activity.begin();
-    conn.shared.stats.writing.fetch_add(1, Ordering::Relaxed);
-    let mut resp = handle(&conn, req).await;
+    let busy = Busy::new(conn);
+    let conn = &busy.0;
+    let mut resp = handle(conn, req).await;
     if let Some(n) = conn.data_chunk {
         resp.body_mut().inner.set_chunk(n);
     }
     conn.first_response.release();
-    resp.body_mut().busy = Some(conn);
+    resp.body_mut().busy = Some(busy);
     Ok(resp)
+}
+
+/// A request in flight: counted in its connection's activity (the idle timer) and in
+/// stub_status "Writing" from its start until its response body is done or dropped. A guard,
+/// so that a request whose future hyper drops before it answers (an HTTP/2 stream the
+/// client reset while it waited on an upstream) is uncounted too.
+struct Busy(Arc<Conn>);
+
+impl Busy {
+    fn new(conn: Arc<Conn>) -> Self {
+        conn.activity.begin();
+        conn.shared.stats.writing.fetch_add(1, Ordering::Relaxed);
+        Busy(conn)
+    }
+}
+
+impl Drop for Busy {
+    fn drop(&mut self) {
+        self.0.activity.end();
+        self.0.shared.stats.writing.fetch_sub(1, Ordering::Relaxed);
+    }
 }
 
 /// The request's state as it moves through the phases.
@@ -1021,7 +1042,7 @@ pub struct ResponseBody {
     sent: u64,
     log: Option<Box<LogOnDone>>,
     /// The connection whose request this answers: marked idle again when the body is done.
-    busy: Option<Arc<Conn>>,
+    busy: Option<Busy>,
 }
 
 impl ResponseBody {
@@ -1041,10 +1062,8 @@ impl Drop for ResponseBody {
         if let Some(l) = self.log.take() {
             l.write(self.sent);
         }
-        if let Some(c) = self.busy.take() {
-            c.activity.end();
-            c.shared.stats.writing.fetch_sub(1, Ordering::Relaxed);
-        }
+        // After the log line: the request ends (uncounted) once it is logged.
+        drop(self.busy.take());
     }
 }
 

@@ -285,6 +285,11 @@ pub async fn forward(
     on_upgrade: Option<hyper::upgrade::OnUpgrade>,
     log: &LogContext<'_>,
 ) -> Result<Response<Body>, Failure> {
+    // One turn to the scheduler before any upstream work: an HTTP/2 stream the client reset
+    // right after its HEADERS is dropped by hyper at this first `Pending` (it checks for a
+    // reset only while the request's future is pending), so no upstream connection is opened
+    // or taken from the pool for it only to be thrown away.
+    tokio::task::yield_now().await;
     let conf = &route.conf;
     let scheme = if conf.tls { "https" } else { "http" };
     let uri = req.uri().to_string();
