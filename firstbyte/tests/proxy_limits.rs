@@ -582,3 +582,53 @@ fn h2_stream_reset_at_once_opens_no_upstream_connection() {
     );
     assert_eq!(writing(port), Some(1));
 }
+
+/// An upstream response with both Transfer-Encoding and Content-Length: the length is the
+/// chunked body's (RFC 9112 §6.3), and the client never sees the upstream's Content-Length.
+#[test]
+fn upstream_content_length_beside_transfer_encoding_is_dropped() {
+    let (up, _) = upstream(|s| {
+        let mut r = BufReader::new(s.try_clone().expect("clone"));
+        let mut w = s;
+        while read_head(&mut r).is_some() {
+            let _ = w.write_all(
+                b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\nContent-Length: 100\r\n\r\n5\r\nhello\r\n0\r\n\r\n",
+            );
+        }
+    });
+    let dir = tempdir("limits-te-cl");
+    let port = free_port();
+    let c = conf(
+        &dir,
+        port,
+        &format!("proxy_pass http://127.0.0.1:{up}; proxy_http_version 1.1;"),
+        "",
+    );
+    let _srv = Server::start_in(&dir, &c, port);
+    let mut s = TcpStream::connect(("127.0.0.1", port)).expect("connect");
+    s.set_read_timeout(Some(Duration::from_secs(5))).ok();
+    s.write_all(b"GET / HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+        .expect("write");
+    let mut out = Vec::new();
+    let t = Instant::now();
+    let _ = s.read_to_end(&mut out);
+    let (code, headers, body) = parse_response(&out);
+    assert_eq!(code, 200);
+    assert_ne!(
+        header(&headers, "content-length"),
+        Some("100"),
+        "{headers:?}"
+    );
+    let body = if header(&headers, "transfer-encoding") == Some("chunked") {
+        let text = String::from_utf8_lossy(&body).into_owned();
+        assert!(text.starts_with("5\r\nhello\r\n0\r\n"), "{text:?}");
+        "hello".to_string()
+    } else {
+        String::from_utf8_lossy(&body).into_owned()
+    };
+    assert_eq!(body, "hello");
+    assert!(
+        t.elapsed() < Duration::from_secs(4),
+        "the response ended at once"
+    );
+}
