@@ -632,3 +632,132 @@ fn upstream_content_length_beside_transfer_encoding_is_dropped() {
         "the response ended at once"
     );
 }
+
+/// A WebSocket upstream: answers the upgrade with 101 and echoes until EOF.
+fn echo_ws_upstream() -> u16 {
+    let (port, _) = upstream(|s| {
+        let mut r = BufReader::new(s.try_clone().expect("clone"));
+        if read_head(&mut r).is_none() {
+            return;
+        }
+        let mut w = s;
+        let _ = w.write_all(
+            b"HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n\r\n",
+        );
+        let mut buf = [0u8; 1024];
+        while let Ok(n) = r.read(&mut buf) {
+            if n == 0 || w.write_all(&buf[..n]).is_err() {
+                break;
+            }
+        }
+    });
+    port
+}
+
+const WS_LOCATION: &str = "proxy_http_version 1.1; proxy_set_header Upgrade $http_upgrade; proxy_set_header Connection \"upgrade\";";
+
+/// Opens a tunnel through the proxy; returns the client socket after the 101.
+fn open_tunnel(port: u16) -> (TcpStream, BufReader<TcpStream>) {
+    let mut s = TcpStream::connect(("127.0.0.1", port)).expect("connect");
+    s.set_read_timeout(Some(Duration::from_secs(10))).ok();
+    s.write_all(
+        b"GET /ws HTTP/1.1\r\nHost: x\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n\r\n",
+    )
+    .expect("write");
+    let mut r = BufReader::new(s.try_clone().expect("clone"));
+    let head = read_head(&mut r).expect("101 head");
+    assert!(head.starts_with("HTTP/1.1 101"), "{head}");
+    (s, r)
+}
+
+fn echo(s: &mut TcpStream, r: &mut BufReader<TcpStream>, msg: &[u8]) -> bool {
+    if s.write_all(msg).is_err() {
+        return false;
+    }
+    let mut buf = vec![0u8; msg.len()];
+    r.read_exact(&mut buf).is_ok() && buf == msg
+}
+
+/// Whether the server answers a new connection (it closes one over worker_connections at once).
+fn answered(port: u16) -> bool {
+    let Ok(mut s) = TcpStream::connect(("127.0.0.1", port)) else {
+        return false;
+    };
+    s.set_read_timeout(Some(Duration::from_secs(5))).ok();
+    if s.write_all(b"GET /status HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+        .is_err()
+    {
+        return false;
+    }
+    let mut out = Vec::new();
+    let _ = s.read_to_end(&mut out);
+    out.starts_with(b"HTTP/1.1 200")
+}
+
+/// A tunnel counts toward worker_connections while it lives: with 2 allowed, a tunnel and an
+/// idle connection leave no room for a third; once the tunnel ends there is room again.
+#[test]
+fn websocket_tunnel_counts_toward_worker_connections() {
+    let up = echo_ws_upstream();
+    let dir = tempdir("limits-ws-count");
+    let port = free_port();
+    let c = format!(
+        "worker_processes 1;\npid {d}/fb.pid;\nerror_log {d}/error.log info;\nevents {{ worker_connections 2; }}\nhttp {{\n access_log off;\n server {{ listen 127.0.0.1:{port};\n location /ws {{ proxy_pass http://127.0.0.1:{up}; {WS_LOCATION} }}\n location = /status {{ stub_status; }}\n }}\n}}\n",
+        d = dir.display()
+    );
+    let _srv = Server::start_in(&dir, &c, port);
+    std::thread::sleep(Duration::from_millis(200));
+    let (mut ws, mut wr) = open_tunnel(port);
+    assert!(echo(&mut ws, &mut wr, b"ping-1"));
+    let idle = TcpStream::connect(("127.0.0.1", port)).expect("idle connection");
+    std::thread::sleep(Duration::from_millis(300));
+    assert!(
+        !answered(port),
+        "a third connection was served beside a tunnel and an idle connection"
+    );
+    assert!(echo(&mut ws, &mut wr, b"ping-2"), "the tunnel still works");
+    drop(ws);
+    drop(wr);
+    drop(idle);
+    assert!(
+        wait_until(Duration::from_secs(5), || answered(port)),
+        "room again once the tunnel ended"
+    );
+}
+
+/// A tunnel idle in both directions for proxy_read_timeout is closed; traffic in either
+/// direction keeps it open past that.
+#[test]
+fn websocket_tunnel_obeys_proxy_read_timeout() {
+    let up = echo_ws_upstream();
+    let dir = tempdir("limits-ws-idle");
+    let port = free_port();
+    let c = conf(
+        &dir,
+        port,
+        &format!("proxy_pass http://127.0.0.1:{up}; {WS_LOCATION} proxy_read_timeout 1s;"),
+        "",
+    );
+    let _srv = Server::start_in(&dir, &c, port);
+    let (mut ws, mut wr) = open_tunnel(port);
+    // 2.5 s of traffic every 300 ms: longer than the timeout, never idle that long.
+    for i in 0..8 {
+        assert!(
+            echo(&mut ws, &mut wr, format!("m{i}").as_bytes()),
+            "message {i}"
+        );
+        std::thread::sleep(Duration::from_millis(300));
+    }
+    let t = Instant::now();
+    let mut buf = [0u8; 16];
+    let n = wr.read(&mut buf);
+    let took = t.elapsed();
+    assert!(
+        matches!(n, Ok(0)),
+        "the idle tunnel was closed: {n:?} after {took:?}"
+    );
+    assert!(took < Duration::from_secs(6), "closed after {took:?}");
+    std::thread::sleep(Duration::from_millis(100));
+    let log = std::fs::read_to_string(dir.join("error.log")).unwrap_or_default();
+    assert!(log.contains("while proxying upgraded connection"), "{log}");
+}

@@ -388,7 +388,12 @@ where
         req.extensions_mut().insert(c);
     }
     let upgrade = if req.headers().contains_key(header::UPGRADE) {
-        extensions.remove::<hyper::upgrade::OnUpgrade>()
+        extensions
+            .remove::<hyper::upgrade::OnUpgrade>()
+            .map(|on| px::ClientUpgrade {
+                on,
+                shared: r.conn.shared.clone(),
+            })
     } else {
         None
     };

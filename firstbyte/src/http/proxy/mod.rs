@@ -11,11 +11,12 @@
 //! left the answer is 502 (504 for a timeout) and the reason is logged in nginx's words. The
 //! response body streams to the client as it arrives (`proxy_buffering off`, firstbyte's
 //! default) or is read whole first (`on`, nginx's default). A `101 Switching Protocols`
-//! answer to an upgrade joins the two connections (WebSocket).
+//! answer to an upgrade joins the two connections (WebSocket, `tunnel`).
 
 mod balance;
 mod client_cert;
 pub mod headers;
+mod tunnel;
 mod upstream;
 
 use std::collections::HashMap;
@@ -26,12 +27,12 @@ use std::time::Instant;
 use bytes::Bytes;
 use http::{Request, Response, StatusCode};
 use http_body_util::BodyExt;
-use hyper_util::rt::TokioIo;
 
 pub use balance::Balancer;
 pub use client_cert::{
     paths as client_cert_paths, ClientCertCounts, ClientCertPaths, DynamicClient,
 };
+pub use tunnel::ClientUpgrade;
 pub use upstream::{connect, os_text, ConnectError, Pool, ReqBody, UpstreamTls};
 
 use super::body::{is_client_body_error, Body};
@@ -282,7 +283,7 @@ pub async fn forward(
     route: &Route,
     pool: &Arc<Pool>,
     mut req: Request<ReqBody>,
-    on_upgrade: Option<hyper::upgrade::OnUpgrade>,
+    on_upgrade: Option<ClientUpgrade>,
     log: &LogContext<'_>,
 ) -> Result<Response<Body>, Failure> {
     // One turn to the scheduler before any upstream work: an HTTP/2 stream the client reset
@@ -485,7 +486,7 @@ async fn respond(
     pool: &Arc<Pool>,
     (peer_index, key, sender): (usize, upstream::PoolKey, upstream::Sender),
     mut resp: Response<hyper::body::Incoming>,
-    on_upgrade: Option<hyper::upgrade::OnUpgrade>,
+    on_upgrade: Option<ClientUpgrade>,
     log: &LogContext<'_>,
     uri: &str,
 ) -> Result<Response<Body>, Failure> {
@@ -499,13 +500,7 @@ async fn respond(
             return Err(Failure::BadGateway);
         };
         let up = hyper::upgrade::on(&mut resp);
-        tokio::spawn(async move {
-            if let (Ok(c), Ok(u)) = (client.await, up.await) {
-                let mut c = TokioIo::new(c);
-                let mut u = TokioIo::new(u);
-                let _ = tokio::io::copy_bidirectional(&mut c, &mut u).await;
-            }
-        });
+        tunnel::spawn(client, up, conf.read_timeout);
         let (mut parts, _) = resp.into_parts();
         parts.version = http::Version::default();
         headers::response_headers(conf, &mut parts.headers, true);
