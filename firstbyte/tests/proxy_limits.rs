@@ -761,3 +761,110 @@ fn websocket_tunnel_obeys_proxy_read_timeout() {
     let log = std::fs::read_to_string(dir.join("error.log")).unwrap_or_default();
     assert!(log.contains("while proxying upgraded connection"), "{log}");
 }
+
+/// The resident memory of process `pid`, in KiB.
+fn vm_rss_kib(pid: u32) -> Option<u64> {
+    let s = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+    let line = s.lines().find(|l| l.starts_with("VmRSS:"))?;
+    line.split_whitespace().nth(1)?.parse().ok()
+}
+
+/// `proxy_buffering on` with a 64 MB response and a client that pauses: the upstream is read
+/// to its end while the client waits (the response goes to a temp file past the buffers), the
+/// process's memory stays far below the response size, the client gets every byte, and the
+/// temp directory is empty afterwards (the file was unlinked when made).
+#[test]
+fn buffered_response_spills_to_an_unlinked_temp_file() {
+    const SIZE: usize = 64 << 20;
+    let upstream_done = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let done = upstream_done.clone();
+    let (up, _) = upstream(move |s| {
+        let mut r = BufReader::new(s.try_clone().expect("clone"));
+        if read_head(&mut r).is_none() {
+            return;
+        }
+        let mut w = s;
+        let _ =
+            w.write_all(format!("HTTP/1.1 200 OK\r\nContent-Length: {SIZE}\r\n\r\n").as_bytes());
+        let chunk: Vec<u8> = (0..(1usize << 20)).map(|i| (i % 251) as u8).collect();
+        for _ in 0..SIZE / chunk.len() {
+            if w.write_all(&chunk).is_err() {
+                return;
+            }
+        }
+        done.store(true, Ordering::SeqCst);
+    });
+    let dir = tempdir("limits-buffering");
+    let temp = dir.join("ptemp");
+    let port = free_port();
+    let c = conf(
+        &dir,
+        port,
+        &format!(
+            "proxy_pass http://127.0.0.1:{up}; proxy_buffering on; proxy_temp_path {};",
+            temp.display()
+        ),
+        "",
+    );
+    let srv = Server::start_in(&dir, &c, port);
+    let pid = srv.child.id();
+    let base = vm_rss_kib(pid).expect("VmRSS");
+    let mut s = TcpStream::connect(("127.0.0.1", port)).expect("connect");
+    s.set_read_timeout(Some(Duration::from_secs(20))).ok();
+    s.write_all(b"GET /big HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+        .expect("write");
+    // The head and about 1 MB, then a pause with the client reading nothing.
+    let mut r = BufReader::with_capacity(1 << 16, s);
+    let head = read_head(&mut r).expect("head");
+    assert!(head.starts_with("HTTP/1.1 200"), "{head}");
+    let mut got: u64 = 0;
+    let mut buf = vec![0u8; 1 << 16];
+    let check = |data: &[u8], at: u64| {
+        for (i, b) in data.iter().enumerate() {
+            let pos = (at as usize + i) % (1 << 20);
+            assert_eq!(*b, (pos % 251) as u8, "byte {}", at as usize + i);
+        }
+    };
+    while got < 1 << 20 {
+        let n = r.read(&mut buf).expect("read");
+        assert!(n > 0);
+        check(&buf[..n], got);
+        got += n as u64;
+    }
+    let mut peak = 0;
+    let paused = wait_until(Duration::from_secs(20), || {
+        peak = peak.max(vm_rss_kib(pid).unwrap_or(0));
+        upstream_done.load(Ordering::SeqCst)
+    });
+    assert!(
+        paused,
+        "the upstream was not read to its end while the client paused"
+    );
+    peak = peak.max(vm_rss_kib(pid).unwrap_or(0));
+    loop {
+        let n = r.read(&mut buf).expect("read");
+        if n == 0 {
+            break;
+        }
+        check(&buf[..n], got);
+        got += n as u64;
+        peak = peak.max(vm_rss_kib(pid).unwrap_or(0));
+    }
+    assert_eq!(got, SIZE as u64, "every byte arrived");
+    let grew = peak.saturating_sub(base);
+    eprintln!("VmRSS {base} KiB before, peak {peak} KiB during a 64 MiB buffered response");
+    assert!(
+        grew < 24 << 10,
+        "resident memory grew by {grew} KiB (from {base}) for a 64 MiB response"
+    );
+    std::thread::sleep(Duration::from_millis(100));
+    let log = std::fs::read_to_string(dir.join("error.log")).unwrap_or_default();
+    assert!(
+        log.contains("an upstream response is buffered to a temporary file"),
+        "{log}"
+    );
+    let left: Vec<_> = std::fs::read_dir(&temp)
+        .map(|d| d.flatten().map(|e| e.path()).collect())
+        .unwrap_or_default();
+    assert!(left.is_empty(), "left in the temp dir: {left:?}");
+}

@@ -200,6 +200,7 @@ mod tests {
             host: "backend:8080".into(),
             uri: uri.map(str::to_string),
             target: ProxyTarget::Addrs(vec![]),
+            buffers: Default::default(),
             set_headers: set
                 .iter()
                 .map(|(n, v)| (n.to_string(), ComplexValue::parse(v).expect("value")))

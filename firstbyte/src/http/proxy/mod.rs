@@ -10,12 +10,14 @@
 //! failed and tries the next one (nginx's `proxy_next_upstream error timeout`); when none is
 //! left the answer is 502 (504 for a timeout) and the reason is logged in nginx's words. The
 //! response body streams to the client as it arrives (`proxy_buffering off`, firstbyte's
-//! default) or is read whole first (`on`, nginx's default). A `101 Switching Protocols`
+//! default) or is read as fast as the upstream sends into `proxy_buffers` and then a temp
+//! file (`on`, nginx's default; `spool`). A `101 Switching Protocols`
 //! answer to an upgrade joins the two connections (WebSocket, `tunnel`).
 
 mod balance;
 mod client_cert;
 pub mod headers;
+mod spool;
 mod tunnel;
 mod upstream;
 
@@ -32,6 +34,7 @@ pub use balance::Balancer;
 pub use client_cert::{
     paths as client_cert_paths, ClientCertCounts, ClientCertPaths, DynamicClient,
 };
+pub use spool::{Spool, SpoolBody};
 pub use tunnel::ClientUpgrade;
 pub use upstream::{connect, os_text, ConnectError, Pool, ReqBody, UpstreamTls};
 
@@ -519,24 +522,13 @@ async fn respond(
     });
     let body = upstream::UpstreamBody::new(incoming, conf.read_timeout, back);
     if conf.buffering {
-        return match body.collect().await {
-            Ok(c) => Ok(Response::from_parts(parts, Body::full(c.to_bytes()))),
-            Err(e) => {
-                crate::fblog!(
-                    Error,
-                    "{}",
-                    log.line(
-                        &format!(
-                            "upstream prematurely closed connection while reading upstream ({e})"
-                        ),
-                        if conf.tls { "https" } else { "http" },
-                        Some(peer),
-                        uri
-                    )
-                );
-                Err(Failure::BadGateway)
-            }
-        };
+        let scheme = if conf.tls { "https" } else { "http" };
+        let tail = log.line(&"", scheme, Some(peer), uri);
+        let body = spool::buffered(body, &conf.buffers, tail);
+        return Ok(Response::from_parts(
+            parts,
+            Body::Stream(body.boxed_unsync()),
+        ));
     }
     Ok(Response::from_parts(
         parts,
