@@ -868,3 +868,51 @@ fn buffered_response_spills_to_an_unlinked_temp_file() {
         .unwrap_or_default();
     assert!(left.is_empty(), "left in the temp dir: {left:?}");
 }
+
+/// A chunked request body over `proxy_http_version 1.0` (the default) reaches the upstream
+/// whole with its Content-Length (HTTP/1.0 has no chunked); one over the limit is still 413.
+#[test]
+fn chunked_body_over_http10_is_buffered_and_sent_with_its_length() {
+    let (up, seen) = recording_upstream();
+    let dir = tempdir("limits-http10");
+    let port = free_port();
+    let c = conf(
+        &dir,
+        port,
+        &format!(
+            "proxy_pass http://127.0.0.1:{up}; proxy_temp_path {}/ptemp;",
+            dir.display()
+        ),
+        "",
+    );
+    let _srv = Server::start_in(&dir, &c, port);
+    // 300 KB: past the 16k kept in memory, so the temp file is used too.
+    let total = 300 << 10;
+    let resp = chunked_post(port, "/ten", total);
+    assert!(
+        resp.starts_with("HTTP/1.1 200") && resp.ends_with("ok"),
+        "{resp}"
+    );
+    let v = seen.lock().expect("lock").clone();
+    let r = v
+        .iter()
+        .find(|r| r.head.starts_with("POST /ten"))
+        .expect("request");
+    assert!(r.head.starts_with("POST /ten HTTP/1.0\r\n"), "{}", r.head);
+    assert!(
+        r.head
+            .to_ascii_lowercase()
+            .contains(&format!("content-length: {total}\r\n")),
+        "{}",
+        r.head
+    );
+    assert!(r.complete);
+    assert_eq!(r.bytes.len(), total);
+    assert!(r.bytes.iter().all(|&b| b == b'a'));
+    let big = chunked_post(port, "/big", 3 << 20);
+    assert!(big.starts_with("HTTP/1.1 413"), "{big}");
+    let left: Vec<_> = std::fs::read_dir(dir.join("ptemp"))
+        .map(|d| d.flatten().map(|e| e.path()).collect())
+        .unwrap_or_default();
+    assert!(left.is_empty(), "left in the temp dir: {left:?}");
+}

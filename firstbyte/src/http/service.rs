@@ -379,7 +379,38 @@ where
     } else {
         http::Version::HTTP_10
     };
-    let mut req = Request::new(px::request_body(body));
+    let mut headers = headers;
+    let mut body = px::request_body(body);
+    // A body of unknown length (chunked, or HTTP/2 without content-length) is never dropped:
+    // hyper would send none over HTTP/1.0, or for a GET of unknown length.
+    if !headers.contains_key(header::CONTENT_LENGTH) && !http_body::Body::is_end_stream(&body) {
+        if conf.http11 {
+            headers.insert(
+                header::TRANSFER_ENCODING,
+                HeaderValue::from_static("chunked"),
+            );
+        } else {
+            // HTTP/1.0 has no chunked: read the body whole (client_max_body_size bounds it)
+            // and send its length, as nginx. Memory holds nginx's client_body_buffer_size
+            // (16k on x86_64), the rest goes to an unlinked temp file in proxy_temp_path.
+            use http_body_util::BodyExt;
+            let b = &conf.buffers;
+            let mut spool = px::Spool::new(
+                16 << 10,
+                b.temp_path.clone(),
+                u64::MAX,
+                b.temp_file_write_size,
+            );
+            while let Some(f) = body.frame().await {
+                if let Ok(d) = f.map_err(|_| 400u16)?.into_data() {
+                    spool.push(d).map_err(|_| 500u16)?;
+                }
+            }
+            headers.insert(header::CONTENT_LENGTH, HeaderValue::from(spool.len()));
+            body = px::SpoolBody(spool).boxed_unsync();
+        }
+    }
+    let mut req = Request::new(body);
     *req.method_mut() = r.method.clone();
     *req.version_mut() = version;
     *req.uri_mut() = target.parse().map_err(|_| 500u16)?;
