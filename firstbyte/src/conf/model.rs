@@ -573,12 +573,61 @@ pub struct ProxyConf {
     /// `proxy_buffering on|off`. firstbyte's default is **off** (stream: the upstream's first
     /// bytes reach the client at once); nginx buffers by default, `on` restores that.
     pub buffering: bool,
+    /// `proxy_buffers`, `proxy_buffer_size`, the temp file: how much of a response `proxy_buffering
+    /// on` holds, and where.
+    pub buffers: ProxyBuffers,
     /// `proxy_pass_header`: upstream headers passed that nginx hides by default (`Server`, `Date`).
     pub pass_headers: Vec<String>,
     /// `proxy_hide_header`: upstream headers not passed.
     pub hide_headers: Vec<String>,
     /// Upstream TLS (`proxy_ssl_*`), used when `tls`.
     pub ssl: ProxySsl,
+}
+
+/// What `proxy_buffering on` may hold of a response: `proxy_buffers` and `proxy_buffer_size`
+/// in memory, the rest in an unlinked temp file under `proxy_temp_path`. Defaults are nginx's
+/// on x86_64 Linux, where one memory page is 4 KiB (nginx: "8 4k|8k", one page per buffer).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ProxyBuffers {
+    /// `proxy_buffers NUMBER SIZE`: the count. Default 8.
+    pub count: usize,
+    /// `proxy_buffers NUMBER SIZE`: bytes each. Default 4k.
+    pub size: usize,
+    /// `proxy_buffer_size`: bytes for the response head. Default 4k.
+    pub buffer_size: usize,
+    /// `proxy_busy_buffers_size`: accepted (size checked); firstbyte sends from any
+    /// buffer as the client takes it. Default 8k.
+    pub busy_size: usize,
+    /// `proxy_temp_path`: where temp files go. Default `proxy_temp` under the prefix.
+    pub temp_path: PathBuf,
+    /// `proxy_max_temp_file_size`: largest temp file; 0: none (the upstream is read only as
+    /// fast as the client takes the response). Default 1024m.
+    pub max_temp_file_size: u64,
+    /// `proxy_temp_file_write_size`: largest write to the temp file at once. Default 8k.
+    pub temp_file_write_size: usize,
+}
+
+impl ProxyBuffers {
+    /// Bytes of a response held in memory at most.
+    pub fn memory(&self) -> usize {
+        self.count
+            .saturating_mul(self.size)
+            .saturating_add(self.buffer_size)
+    }
+}
+
+impl Default for ProxyBuffers {
+    fn default() -> Self {
+        Self {
+            count: 8,
+            size: 4096,
+            buffer_size: 4096,
+            busy_size: 8192,
+            temp_path: PathBuf::from("proxy_temp"),
+            max_temp_file_size: 1024 << 20,
+            temp_file_write_size: 8192,
+        }
+    }
 }
 
 /// `proxy_ssl_*` settings.

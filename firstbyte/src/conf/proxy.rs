@@ -14,10 +14,10 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use super::error::ConfError;
-use super::handlers::{arg0, flag, invalid, number, once, time, unsupported, value, R};
+use super::handlers::{arg0, flag, invalid, number, once, size, time, unsupported, value, R};
 use super::model::{
-    CertificateCache, DynamicCertKey, Pos, ProxyConf, ProxySsl, ProxyTarget, Source, TlsVersion,
-    Upstream, UpstreamServer,
+    CertificateCache, DynamicCertKey, Pos, ProxyBuffers, ProxyConf, ProxySsl, ProxyTarget, Source,
+    TlsVersion, Upstream, UpstreamServer,
 };
 use super::parse::Directive;
 use super::settings::{Cx, LocSettings};
@@ -65,6 +65,12 @@ pub(crate) struct ProxySettings {
     pub read_timeout: Option<Duration>,
     pub send_timeout: Option<Duration>,
     pub buffering: Option<bool>,
+    pub buffers: Option<(usize, usize)>,
+    pub buffer_size: Option<usize>,
+    pub busy_buffers_size: Option<usize>,
+    pub temp_path: Option<PathBuf>,
+    pub max_temp_file_size: Option<u64>,
+    pub temp_file_write_size: Option<usize>,
     pub pass_headers: Option<Vec<String>>,
     pub hide_headers: Option<Vec<String>>,
     pub ssl_certificate: Option<CertArg>,
@@ -95,6 +101,12 @@ impl ProxySettings {
         or(&mut self.read_timeout, &p.read_timeout);
         or(&mut self.send_timeout, &p.send_timeout);
         or(&mut self.buffering, &p.buffering);
+        or(&mut self.buffers, &p.buffers);
+        or(&mut self.buffer_size, &p.buffer_size);
+        or(&mut self.busy_buffers_size, &p.busy_buffers_size);
+        or(&mut self.temp_path, &p.temp_path);
+        or(&mut self.max_temp_file_size, &p.max_temp_file_size);
+        or(&mut self.temp_file_write_size, &p.temp_file_write_size);
         or(&mut self.pass_headers, &p.pass_headers);
         or(&mut self.hide_headers, &p.hide_headers);
         or(&mut self.ssl_certificate, &p.ssl_certificate);
@@ -111,6 +123,24 @@ impl ProxySettings {
         or(&mut self.ssl_session_reuse, &p.ssl_session_reuse);
         or(&mut self.ssl_protocols, &p.ssl_protocols);
         or(&mut self.ssl_certificate_cache, &p.ssl_certificate_cache);
+    }
+
+    /// The buffer settings with nginx's defaults for what nobody set.
+    fn buffers_conf(&self, cx: &Cx) -> ProxyBuffers {
+        let d = ProxyBuffers::default();
+        let (count, size) = self.buffers.unwrap_or((d.count, d.size));
+        ProxyBuffers {
+            count,
+            size,
+            buffer_size: self.buffer_size.unwrap_or(d.buffer_size),
+            busy_size: self.busy_buffers_size.unwrap_or(d.busy_size),
+            temp_path: self
+                .temp_path
+                .clone()
+                .unwrap_or_else(|| cx.prefixed("proxy_temp")),
+            max_temp_file_size: self.max_temp_file_size.unwrap_or(d.max_temp_file_size),
+            temp_file_write_size: self.temp_file_write_size.unwrap_or(d.temp_file_write_size),
+        }
     }
 
     /// Resolves `proxy_pass`: an `upstream` of that name, else the host's addresses now.
@@ -141,7 +171,7 @@ impl ProxySettings {
     }
 
     /// The model's proxy settings when this level has a resolved `proxy_pass`.
-    pub fn finish(&self) -> Option<ProxyConf> {
+    pub fn finish(&self, cx: &Cx) -> Option<ProxyConf> {
         let p = self.pass.as_ref()?;
         let target = p.target.clone()?;
         let (certificate, certificate_key, dynamic) =
@@ -174,6 +204,7 @@ impl ProxySettings {
             // off: firstbyte streams (seed 001: never hold back bytes that could be sent);
             // nginx's default is on.
             buffering: self.buffering.unwrap_or(false),
+            buffers: self.buffers_conf(cx),
             pass_headers: self.pass_headers.clone().unwrap_or_default(),
             hide_headers: self.hide_headers.clone().unwrap_or_default(),
             ssl: ProxySsl {
@@ -483,6 +514,72 @@ proxy_time! {
     proxy_read_timeout => read_timeout;
     /// `proxy_send_timeout TIME`.
     proxy_send_timeout => send_timeout;
+}
+
+fn nth(d: &Directive, i: usize) -> &str {
+    d.args.get(i).map(String::as_str).unwrap_or("")
+}
+
+/// A size that must fit memory and be above zero.
+fn buffer_bytes(d: &Directive, s: &str) -> Result<usize, ConfError> {
+    let n = size(d, s)?;
+    match usize::try_from(n) {
+        Ok(n) if n > 0 => Ok(n),
+        _ => Err(invalid(d)),
+    }
+}
+
+/// `proxy_buffers NUMBER SIZE`.
+pub(crate) fn proxy_buffers(s: &mut LocSettings, d: &Directive, _: &mut Cx) -> R {
+    once(&s.proxy.buffers, d)?;
+    let n: usize = number(d, arg0(d))?;
+    let size = buffer_bytes(d, nth(d, 1))?;
+    // nginx: "there must be at least 2 proxy_buffers".
+    if n < 2 {
+        return Err(invalid(d));
+    }
+    s.proxy.buffers = Some((n, size));
+    Ok(())
+}
+
+macro_rules! proxy_buffer_size {
+    ($($(#[$m:meta])* $fn:ident => $field:ident;)*) => {$(
+        $(#[$m])*
+        pub(crate) fn $fn(s: &mut LocSettings, d: &Directive, _: &mut Cx) -> R {
+            once(&s.proxy.$field, d)?;
+            s.proxy.$field = Some(buffer_bytes(d, arg0(d))?);
+            Ok(())
+        }
+    )*};
+}
+
+proxy_buffer_size! {
+    /// `proxy_buffer_size SIZE`.
+    proxy_buffer_size => buffer_size;
+    /// `proxy_busy_buffers_size SIZE`.
+    proxy_busy_buffers_size => busy_buffers_size;
+    /// `proxy_temp_file_write_size SIZE`.
+    proxy_temp_file_write_size => temp_file_write_size;
+}
+
+/// `proxy_max_temp_file_size SIZE` (0: no temp file).
+pub(crate) fn proxy_max_temp_file_size(s: &mut LocSettings, d: &Directive, _: &mut Cx) -> R {
+    once(&s.proxy.max_temp_file_size, d)?;
+    s.proxy.max_temp_file_size = Some(size(d, arg0(d))?);
+    Ok(())
+}
+
+/// `proxy_temp_path PATH [LEVEL1 [LEVEL2 [LEVEL3]]]`: levels are checked as nginx (1 or 2
+/// each) and otherwise unused: a temp file is unlinked as soon as it is made.
+pub(crate) fn proxy_temp_path(s: &mut LocSettings, d: &Directive, cx: &mut Cx) -> R {
+    once(&s.proxy.temp_path, d)?;
+    for i in 1..d.args.len() {
+        if !matches!(nth(d, i), "1" | "2") {
+            return Err(invalid(d));
+        }
+    }
+    s.proxy.temp_path = Some(cx.prefixed(arg0(d)));
+    Ok(())
 }
 
 macro_rules! proxy_flag {

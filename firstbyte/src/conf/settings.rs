@@ -329,7 +329,7 @@ impl LocSettings {
             disable_symlinks: self.disable_symlinks.unwrap_or(DisableSymlinks::Off),
             internal: self.internal.unwrap_or(false),
             connection_info: self.connection_info.unwrap_or(false),
-            proxy: self.proxy.finish().map(Arc::new),
+            proxy: self.proxy.finish(cx).map(Arc::new),
             locations,
             pos,
         }

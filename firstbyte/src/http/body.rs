@@ -7,7 +7,9 @@
 //! with the connection's [`IoControl`] and yields a marker that the socket layer turns into a
 //! `sendfile(2)` call (see `net::SocketStream`).
 //!
-//! [`StallBody`] wraps a request body to enforce `client_body_timeout`.
+//! [`StallBody`] wraps a request body to enforce `client_body_timeout`; [`LimitBody`] counts
+//! the bytes that arrive against `client_max_body_size` (a chunked or HTTP/2 body declares no
+//! length, so the header check alone cannot see them).
 
 use std::fs::File;
 use std::os::fd::AsRawFd;
@@ -269,6 +271,98 @@ where
     }
 }
 
+/// A request body that fails as soon as more than `limit` bytes of data arrived
+/// (`client_max_body_size` counted on the bytes, nginx's "client intended to send too large
+/// body"): the frame that crosses the limit is not passed on, so the upstream never sees it,
+/// and `exceeded` says why the body failed. A limit of 0 is no limit.
+pub struct LimitBody<B> {
+    inner: B,
+    limit: u64,
+    seen: u64,
+    exceeded: Arc<AtomicBool>,
+}
+
+impl<B> LimitBody<B> {
+    /// Wraps `inner`.
+    pub fn new(inner: B, limit: u64, exceeded: Arc<AtomicBool>) -> Self {
+        Self {
+            inner,
+            limit,
+            seen: 0,
+            exceeded,
+        }
+    }
+}
+
+/// `client_max_body_size` passed while the body arrived.
+#[derive(Debug, thiserror::Error)]
+#[error("client intended to send too large body")]
+pub struct BodyTooLarge;
+
+/// Whether `e` (an error from a request body, through any wrappers) is the client's fault:
+/// its body was too large or stalled ([`BodyTooLarge`], [`BodyTimeout`]).
+pub fn is_client_body_error(e: &(dyn std::error::Error + 'static)) -> bool {
+    let mut cur: Option<&(dyn std::error::Error + 'static)> = Some(e);
+    while let Some(err) = cur {
+        if err.is::<BodyTooLarge>() || err.is::<BodyTimeout>() {
+            return true;
+        }
+        // `io::Error::other(e)` hides `e` from `source()` (it returns `e`'s own source).
+        if let Some(inner) = err
+            .downcast_ref::<std::io::Error>()
+            .and_then(|io| io.get_ref())
+        {
+            if inner.is::<BodyTooLarge>() || inner.is::<BodyTimeout>() {
+                return true;
+            }
+        }
+        cur = err.source();
+    }
+    false
+}
+
+impl<B> http_body::Body for LimitBody<B>
+where
+    B: http_body::Body + Unpin,
+    B::Data: bytes::Buf,
+    B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
+{
+    type Data = B::Data;
+    type Error = Box<dyn std::error::Error + Send + Sync>;
+
+    fn poll_frame(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<B::Data>, Self::Error>>> {
+        let this = self.get_mut();
+        if this.exceeded.load(Ordering::Relaxed) {
+            return Poll::Ready(Some(Err(Box::new(BodyTooLarge))));
+        }
+        match Pin::new(&mut this.inner).poll_frame(cx) {
+            Poll::Ready(Some(Ok(f))) => {
+                if let Some(d) = f.data_ref() {
+                    this.seen = this.seen.saturating_add(bytes::Buf::remaining(d) as u64);
+                    if this.limit > 0 && this.seen > this.limit {
+                        this.exceeded.store(true, Ordering::Relaxed);
+                        return Poll::Ready(Some(Err(Box::new(BodyTooLarge))));
+                    }
+                }
+                Poll::Ready(Some(Ok(f)))
+            }
+            Poll::Ready(r) => Poll::Ready(r.map(|f| f.map_err(Into::into))),
+            Poll::Pending => Poll::Pending,
+        }
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.inner.is_end_stream()
+    }
+
+    fn size_hint(&self) -> SizeHint {
+        self.inner.size_hint()
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -338,6 +432,70 @@ mod tests {
         assert!(e.is::<BodyTimeout>());
         assert!(flag.load(Ordering::Relaxed));
         assert!(start.elapsed() >= Duration::from_millis(150));
+    }
+
+    /// A request body of these frames.
+    struct Frames(std::collections::VecDeque<Bytes>);
+
+    impl http_body::Body for Frames {
+        type Data = Bytes;
+        type Error = std::io::Error;
+        fn poll_frame(
+            self: Pin<&mut Self>,
+            _: &mut Context<'_>,
+        ) -> Poll<Option<Result<Frame<Bytes>, std::io::Error>>> {
+            Poll::Ready(self.get_mut().0.pop_front().map(|b| Ok(Frame::data(b))))
+        }
+    }
+
+    fn frames(sizes: &[usize]) -> Frames {
+        Frames(sizes.iter().map(|&n| Bytes::from(vec![b'x'; n])).collect())
+    }
+
+    #[tokio::test]
+    async fn limit_body_stops_at_the_frame_that_crosses() {
+        let flag = Arc::new(AtomicBool::new(false));
+        let mut body = LimitBody::new(frames(&[4, 6, 1, 5]), 10, flag.clone());
+        assert_eq!(
+            body.frame()
+                .await
+                .unwrap()
+                .unwrap()
+                .into_data()
+                .unwrap()
+                .len(),
+            4
+        );
+        // 4 + 6 = 10: exactly the limit passes.
+        assert_eq!(
+            body.frame()
+                .await
+                .unwrap()
+                .unwrap()
+                .into_data()
+                .unwrap()
+                .len(),
+            6
+        );
+        assert!(!flag.load(Ordering::Relaxed));
+        let e = body.frame().await.unwrap().unwrap_err();
+        assert!(e.is::<BodyTooLarge>());
+        assert!(flag.load(Ordering::Relaxed));
+        // Nothing after the crossing frame comes through.
+        assert!(body.frame().await.unwrap().is_err());
+        // Through the wrappers the proxy puts around it, it is still recognised.
+        let wrapped = std::io::Error::other(e);
+        assert!(is_client_body_error(&wrapped));
+        assert!(!is_client_body_error(&std::io::Error::other("upstream")));
+    }
+
+    #[tokio::test]
+    async fn limit_zero_is_no_limit() {
+        let flag = Arc::new(AtomicBool::new(false));
+        let body = LimitBody::new(frames(&[1 << 20, 1 << 20, 1 << 20]), 0, flag.clone());
+        let got = body.collect().await.unwrap().to_bytes();
+        assert_eq!(got.len(), 3 << 20);
+        assert!(!flag.load(Ordering::Relaxed));
     }
 
     #[test]

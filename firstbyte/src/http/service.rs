@@ -31,7 +31,7 @@ use http::header::{self, HeaderValue};
 use http::{HeaderMap, Method, Request, Response, StatusCode};
 use http_body::{Frame, SizeHint};
 
-use super::body::{Body, StallBody};
+use super::body::{Body, LimitBody, StallBody};
 use super::conn::Conn;
 use super::pages::status_page;
 use super::reqvars::RequestVars;
@@ -54,9 +54,9 @@ where
     B: http_body::Body<Data = Bytes> + Send + Unpin + 'static,
     B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
 {
-    conn.activity.begin();
-    conn.shared.stats.writing.fetch_add(1, Ordering::Relaxed);
-    let mut resp = handle(&conn, req).await;
+    let busy = Busy::new(conn);
+    let conn = &busy.0;
+    let mut resp = handle(conn, req).await;
     if let Some(n) = conn.data_chunk {
         resp.body_mut().inner.set_chunk(n);
     }
@@ -66,8 +66,29 @@ where
         p.response_ready(conn.io.send_timeout());
         resp.body_mut().progress = Some(p);
     }
-    resp.body_mut().busy = Some(conn);
+    resp.body_mut().busy = Some(busy);
     Ok(resp)
+}
+
+/// A request in flight: counted in its connection's activity (the idle timer) and in
+/// stub_status "Writing" from its start until its response body is done or dropped. A guard,
+/// so that a request whose future hyper drops before it answers (an HTTP/2 stream the
+/// client reset while it waited on an upstream) is uncounted too.
+struct Busy(Arc<Conn>);
+
+impl Busy {
+    fn new(conn: Arc<Conn>) -> Self {
+        conn.activity.begin();
+        conn.shared.stats.writing.fetch_add(1, Ordering::Relaxed);
+        Busy(conn)
+    }
+}
+
+impl Drop for Busy {
+    fn drop(&mut self) {
+        self.0.activity.end();
+        self.0.shared.stats.writing.fetch_sub(1, Ordering::Relaxed);
+    }
 }
 
 /// The request's state as it moves through the phases.
@@ -312,10 +333,23 @@ where
         Step::Done(resp) => (resp, loc),
         Step::Proxy(conf) => {
             let timed_out = Arc::new(AtomicBool::new(false));
+            let too_large = Arc::new(AtomicBool::new(false));
             let body = StallBody::new(body, loc.client_body_timeout, timed_out.clone());
+            let body = LimitBody::new(body, loc.client_max_body_size, too_large.clone());
             // Boxed: the proxy state is large and rare; the common request future stays small.
             match Box::pin(proxy(&r, &loc, &conf, body, &mut extensions)).await {
                 Ok(resp) => (resp, loc),
+                Err(_) if too_large.load(Ordering::Relaxed) => {
+                    crate::fblog!(
+                        Error,
+                        "client intended to send too large body: more than {} bytes, client: {}, request: \"{} {}\"",
+                        loc.client_max_body_size,
+                        conn.facts.peer.map(|p| p.ip().to_string()).unwrap_or_default(),
+                        r.method,
+                        r.request_uri
+                    );
+                    error(&mut r, 413, loc)
+                }
                 // nginx: "the request is terminated with the 408 (Request Time-out) error".
                 Err(_) if timed_out.load(Ordering::Relaxed) => {
                     crate::fblog!(
@@ -423,7 +457,38 @@ where
     } else {
         http::Version::HTTP_10
     };
-    let mut req = Request::new(px::request_body(body));
+    let mut headers = headers;
+    let mut body = px::request_body(body);
+    // A body of unknown length (chunked, or HTTP/2 without content-length) is never dropped:
+    // hyper would send none over HTTP/1.0, or for a GET of unknown length.
+    if !headers.contains_key(header::CONTENT_LENGTH) && !http_body::Body::is_end_stream(&body) {
+        if conf.http11 {
+            headers.insert(
+                header::TRANSFER_ENCODING,
+                HeaderValue::from_static("chunked"),
+            );
+        } else {
+            // HTTP/1.0 has no chunked: read the body whole (client_max_body_size bounds it)
+            // and send its length, as nginx. Memory holds nginx's client_body_buffer_size
+            // (16k on x86_64), the rest goes to an unlinked temp file in proxy_temp_path.
+            use http_body_util::BodyExt;
+            let b = &conf.buffers;
+            let mut spool = px::Spool::new(
+                16 << 10,
+                b.temp_path.clone(),
+                u64::MAX,
+                b.temp_file_write_size,
+            );
+            while let Some(f) = body.frame().await {
+                if let Ok(d) = f.map_err(|_| 400u16)?.into_data() {
+                    spool.push(d).map_err(|_| 500u16)?;
+                }
+            }
+            headers.insert(header::CONTENT_LENGTH, HeaderValue::from(spool.len()));
+            body = px::SpoolBody(spool).boxed_unsync();
+        }
+    }
+    let mut req = Request::new(body);
     *req.method_mut() = r.method.clone();
     *req.version_mut() = version;
     *req.uri_mut() = target.parse().map_err(|_| 500u16)?;
@@ -432,7 +497,12 @@ where
         req.extensions_mut().insert(c);
     }
     let upgrade = if req.headers().contains_key(header::UPGRADE) {
-        extensions.remove::<hyper::upgrade::OnUpgrade>()
+        extensions
+            .remove::<hyper::upgrade::OnUpgrade>()
+            .map(|on| px::ClientUpgrade {
+                on,
+                shared: r.conn.shared.clone(),
+            })
     } else {
         None
     };
@@ -1128,7 +1198,7 @@ pub struct ResponseBody {
     sent: u64,
     log: Option<Box<LogOnDone>>,
     /// The connection whose request this answers: marked idle again when the body is done.
-    busy: Option<Arc<Conn>>,
+    busy: Option<Busy>,
     /// The HTTP/2 stream's progress for `send_timeout`.
     progress: Option<Arc<super::send_watch::Progress>>,
 }
@@ -1151,10 +1221,8 @@ impl Drop for ResponseBody {
         if let Some(l) = self.log.take() {
             l.write(self.sent);
         }
-        if let Some(c) = self.busy.take() {
-            c.activity.end();
-            c.shared.stats.writing.fetch_sub(1, Ordering::Relaxed);
-        }
+        // After the log line: the request ends (uncounted) once it is logged.
+        drop(self.busy.take());
     }
 }
 

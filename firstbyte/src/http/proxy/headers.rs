@@ -160,6 +160,11 @@ fn hidden_by_default(name: &str) -> bool {
 /// Filters the upstream's response headers in place. `switching` keeps `Connection` and
 /// `Upgrade` for a 101 answer to an upgrade.
 pub fn response_headers(conf: &ProxyConf, headers: &mut HeaderMap, switching: bool) {
+    // RFC 9112 §6.3: with Transfer-Encoding, Content-Length is ignored (and must go: the
+    // body's length is the decoded one, not what the upstream declared beside it).
+    if headers.contains_key(header::TRANSFER_ENCODING) {
+        headers.remove(header::CONTENT_LENGTH);
+    }
     let names: Vec<HeaderName> = headers.keys().cloned().collect();
     for name in names {
         let n = name.as_str();
@@ -195,6 +200,7 @@ mod tests {
             host: "backend:8080".into(),
             uri: uri.map(str::to_string),
             target: ProxyTarget::Addrs(vec![]),
+            buffers: Default::default(),
             set_headers: set
                 .iter()
                 .map(|(n, v)| (n.to_string(), ComplexValue::parse(v).expect("value")))
@@ -320,5 +326,21 @@ mod tests {
         assert!(h.get("x-secret").is_none());
         assert!(h.get("transfer-encoding").is_none());
         assert_eq!(h["content-type"], "text/plain");
+    }
+
+    #[test]
+    fn content_length_beside_transfer_encoding_goes() {
+        let c = conf(None, &[]);
+        let mut h = HeaderMap::new();
+        h.insert("transfer-encoding", HeaderValue::from_static("chunked"));
+        h.insert("content-length", HeaderValue::from_static("100"));
+        response_headers(&c, &mut h, false);
+        assert!(h.get("content-length").is_none());
+        assert!(h.get("transfer-encoding").is_none());
+        // Alone, it stays.
+        let mut h = HeaderMap::new();
+        h.insert("content-length", HeaderValue::from_static("5"));
+        response_headers(&c, &mut h, false);
+        assert_eq!(h["content-length"], "5");
     }
 }

@@ -10,12 +10,15 @@
 //! failed and tries the next one (nginx's `proxy_next_upstream error timeout`); when none is
 //! left the answer is 502 (504 for a timeout) and the reason is logged in nginx's words. The
 //! response body streams to the client as it arrives (`proxy_buffering off`, firstbyte's
-//! default) or is read whole first (`on`, nginx's default). A `101 Switching Protocols`
-//! answer to an upgrade joins the two connections (WebSocket).
+//! default) or is read as fast as the upstream sends into `proxy_buffers` and then a temp
+//! file (`on`, nginx's default; `spool`). A `101 Switching Protocols`
+//! answer to an upgrade joins the two connections (WebSocket, `tunnel`).
 
 mod balance;
 mod client_cert;
 pub mod headers;
+mod spool;
+mod tunnel;
 mod upstream;
 
 use std::collections::HashMap;
@@ -26,15 +29,16 @@ use std::time::Instant;
 use bytes::Bytes;
 use http::{Request, Response, StatusCode};
 use http_body_util::BodyExt;
-use hyper_util::rt::TokioIo;
 
 pub use balance::Balancer;
 pub use client_cert::{
     paths as client_cert_paths, ClientCertCounts, ClientCertPaths, DynamicClient,
 };
+pub use spool::{Spool, SpoolBody};
+pub use tunnel::ClientUpgrade;
 pub use upstream::{connect, os_text, ConnectError, Pool, ReqBody, UpstreamTls};
 
-use super::body::Body;
+use super::body::{is_client_body_error, Body};
 use crate::conf::model::{HttpConf, LocationConf, Locations, ProxyConf, ProxySsl, ProxyTarget};
 use crate::tls::{ObjectStore, TlsError};
 
@@ -260,6 +264,9 @@ pub enum Failure {
     BadGateway,
     /// 504 Gateway Time-out.
     Timeout,
+    /// The client's body failed (too large, stalled): the caller knows which and answers
+    /// 413 or 408; 400 otherwise. Not the upstream's fault: nothing is logged against it.
+    ClientBody,
 }
 
 impl Failure {
@@ -268,6 +275,7 @@ impl Failure {
         match self {
             Failure::BadGateway => 502,
             Failure::Timeout => 504,
+            Failure::ClientBody => 400,
         }
     }
 }
@@ -278,9 +286,14 @@ pub async fn forward(
     route: &Route,
     pool: &Arc<Pool>,
     mut req: Request<ReqBody>,
-    on_upgrade: Option<hyper::upgrade::OnUpgrade>,
+    on_upgrade: Option<ClientUpgrade>,
     log: &LogContext<'_>,
 ) -> Result<Response<Body>, Failure> {
+    // One turn to the scheduler before any upstream work: an HTTP/2 stream the client reset
+    // right after its HEADERS is dropped by hyper at this first `Pending` (it checks for a
+    // reset only while the request's future is pending), so no upstream connection is opened
+    // or taken from the pool for it only to be thrown away.
+    tokio::task::yield_now().await;
     let conf = &route.conf;
     let scheme = if conf.tls { "https" } else { "http" };
     let uri = req.uri().to_string();
@@ -358,19 +371,25 @@ pub async fn forward(
             if let Some(mut s) = pool.checkout(&key) {
                 s.set_send_timeout(conf.send_timeout);
                 // A pooled connection the upstream closed meanwhile gives the request back.
-                match s.try_send_request(req).await {
-                    Ok(resp) => {
+                // `proxy_read_timeout` bounds the wait for the header here as on a new one.
+                match tokio::time::timeout(conf.read_timeout, s.try_send_request(req)).await {
+                    Err(_) => return Err(header_timeout(route, i, log, scheme, addr, &uri)),
+                    Ok(Ok(resp)) => {
                         return respond(route, pool, (i, key, s), resp, on_upgrade, log, &uri)
                             .await;
                     }
-                    Err(mut e) => match e.take_message() {
+                    Ok(Err(mut e)) => match e.take_message() {
                         Some(m) => {
                             req = m;
                             tried.pop();
                             continue;
                         }
                         None => {
-                            let (reason, failure) = send_failure(&e.into_error());
+                            let e = e.into_error();
+                            if is_client_body_error(&e) {
+                                return Err(Failure::ClientBody);
+                            }
+                            let (reason, failure) = send_failure(&e);
                             crate::fblog!(Error, "{}", log.line(&reason, scheme, Some(addr), &uri));
                             return Err(failure);
                         }
@@ -396,6 +415,7 @@ pub async fn forward(
     let sent = tokio::time::timeout(conf.read_timeout, sender.send_request(req)).await;
     let resp = match sent {
         Ok(Ok(r)) => r,
+        Ok(Err(e)) if is_client_body_error(&e) => return Err(Failure::ClientBody),
         Ok(Err(e)) => {
             let (reason, failure) = send_failure(&e);
             crate::fblog!(Error, "{}", log.line(&reason, scheme, Some(peer), &uri));
@@ -406,22 +426,7 @@ pub async fn forward(
             }
             return Err(failure);
         }
-        Err(_) => {
-            crate::fblog!(
-                Error,
-                "{}",
-                log.line(
-                    &"upstream timed out (110: Connection timed out) while reading response header from upstream",
-                    scheme,
-                    Some(peer),
-                    &uri
-                )
-            );
-            if let Ok(mut b) = route.balancer.lock() {
-                b.failed(peer_index, Instant::now());
-            }
-            return Err(Failure::Timeout);
-        }
+        Err(_) => return Err(header_timeout(route, peer_index, log, scheme, peer, &uri)),
     };
     respond(
         route,
@@ -433,6 +438,32 @@ pub async fn forward(
         &uri,
     )
     .await
+}
+
+/// `proxy_read_timeout` passed before the response header: logged, the peer marked failed
+/// (nginx's `proxy_next_upstream timeout` counts it against `max_fails`), 504.
+fn header_timeout(
+    route: &Route,
+    peer_index: usize,
+    log: &LogContext<'_>,
+    scheme: &str,
+    peer: SocketAddr,
+    uri: &str,
+) -> Failure {
+    crate::fblog!(
+        Error,
+        "{}",
+        log.line(
+            &"upstream timed out (110: Connection timed out) while reading response header from upstream",
+            scheme,
+            Some(peer),
+            uri
+        )
+    );
+    if let Ok(mut b) = route.balancer.lock() {
+        b.failed(peer_index, Instant::now());
+    }
+    Failure::Timeout
 }
 
 /// The log reason and answer for a request that failed on its way to the upstream or while
@@ -458,7 +489,7 @@ async fn respond(
     pool: &Arc<Pool>,
     (peer_index, key, sender): (usize, upstream::PoolKey, upstream::Sender),
     mut resp: Response<hyper::body::Incoming>,
-    on_upgrade: Option<hyper::upgrade::OnUpgrade>,
+    on_upgrade: Option<ClientUpgrade>,
     log: &LogContext<'_>,
     uri: &str,
 ) -> Result<Response<Body>, Failure> {
@@ -472,13 +503,7 @@ async fn respond(
             return Err(Failure::BadGateway);
         };
         let up = hyper::upgrade::on(&mut resp);
-        tokio::spawn(async move {
-            if let (Ok(c), Ok(u)) = (client.await, up.await) {
-                let mut c = TokioIo::new(c);
-                let mut u = TokioIo::new(u);
-                let _ = tokio::io::copy_bidirectional(&mut c, &mut u).await;
-            }
-        });
+        tunnel::spawn(client, up, conf.read_timeout);
         let (mut parts, _) = resp.into_parts();
         parts.version = http::Version::default();
         headers::response_headers(conf, &mut parts.headers, true);
@@ -497,24 +522,13 @@ async fn respond(
     });
     let body = upstream::UpstreamBody::new(incoming, conf.read_timeout, back);
     if conf.buffering {
-        return match body.collect().await {
-            Ok(c) => Ok(Response::from_parts(parts, Body::full(c.to_bytes()))),
-            Err(e) => {
-                crate::fblog!(
-                    Error,
-                    "{}",
-                    log.line(
-                        &format!(
-                            "upstream prematurely closed connection while reading upstream ({e})"
-                        ),
-                        if conf.tls { "https" } else { "http" },
-                        Some(peer),
-                        uri
-                    )
-                );
-                Err(Failure::BadGateway)
-            }
-        };
+        let scheme = if conf.tls { "https" } else { "http" };
+        let tail = log.line(&"", scheme, Some(peer), uri);
+        let body = spool::buffered(body, &conf.buffers, tail);
+        return Ok(Response::from_parts(
+            parts,
+            Body::Stream(body.boxed_unsync()),
+        ));
     }
     Ok(Response::from_parts(
         parts,
@@ -540,5 +554,6 @@ mod tests {
     fn failure_statuses() {
         assert_eq!(Failure::BadGateway.status(), 502);
         assert_eq!(Failure::Timeout.status(), 504);
+        assert_eq!(Failure::ClientBody.status(), 400);
     }
 }

@@ -385,6 +385,15 @@ impl UpstreamBody {
     }
 }
 
+impl UpstreamBody {
+    /// Starts the `proxy_read_timeout` wait again (after a pause that was the client's doing).
+    pub fn rearm(&mut self) {
+        self.timer
+            .as_mut()
+            .reset(TokioInstant::now() + self.timeout);
+    }
+}
+
 impl Drop for UpstreamBody {
     fn drop(&mut self) {
         if self.inner.is_end_stream() {
