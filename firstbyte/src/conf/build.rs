@@ -439,6 +439,8 @@ fn finish_server(
             .client_header_timeout
             .unwrap_or(std::time::Duration::from_secs(60)),
         http2,
+        // 128: nginx's default.
+        http2_max_concurrent_streams: srv.http2_max_concurrent_streams.unwrap_or(128),
         locations,
         default_location: Arc::new(default_location),
     })

@@ -488,6 +488,7 @@ pub(crate) struct SrvSettings {
     pub congestion: Option<String>,
     pub client_header_timeout: Option<Duration>,
     pub http2: Option<bool>,
+    pub http2_max_concurrent_streams: Option<u32>,
     pub ssl_buffer_size: Option<usize>,
     pub dyn_rec_enable: Option<crate::record::DynRecMode>,
     pub dyn_rec_size_lo: Option<usize>,
@@ -504,6 +505,10 @@ impl SrvSettings {
         or(&mut self.congestion, &p.congestion);
         or(&mut self.client_header_timeout, &p.client_header_timeout);
         or(&mut self.http2, &p.http2);
+        or(
+            &mut self.http2_max_concurrent_streams,
+            &p.http2_max_concurrent_streams,
+        );
         or(&mut self.ssl_buffer_size, &p.ssl_buffer_size);
         or(&mut self.dyn_rec_enable, &p.dyn_rec_enable);
         or(&mut self.dyn_rec_size_lo, &p.dyn_rec_size_lo);

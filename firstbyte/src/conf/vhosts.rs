@@ -606,6 +606,7 @@ mod tests {
             record: Default::default(),
             client_header_timeout: Duration::from_secs(60),
             http2: false,
+            http2_max_concurrent_streams: 128,
             locations: Locations::default(),
             default_location: Arc::new(location("", Locations::default())),
         })
