@@ -1,6 +1,7 @@
 //! HTTP/2 limits against the real binary, with the `h2` crate's client: rapid reset
 //! (CVE-2023-44487) ends the attacking connection with GOAWAY `ENHANCE_YOUR_CALM` while
-//! another connection is still served, and the SETTINGS the server sends carry
+//! another connection is still served, resets paced to dodge that limit still meet
+//! `keepalive_requests`, and the SETTINGS the server sends carry
 //! `http2_max_concurrent_streams` and the 32 KiB header list limit
 //! (`firstbyte/src/http/h2limits.rs`).
 
@@ -51,6 +52,15 @@ http {
         ssl_certificate {certs}/localhost.crt;
         ssl_certificate_key {certs}/localhost.key;
         location / { return 200 "ok\n"; }
+    }
+    server {
+        listen 127.0.0.1:{port2} ssl;
+        http2 on;
+        keepalive_requests 50;
+        server_name localhost;
+        ssl_certificate {certs}/localhost.crt;
+        ssl_certificate_key {certs}/localhost.key;
+        location /slow { proxy_pass http://127.0.0.1:{port3}; }
     }
 }
 "#;
@@ -256,7 +266,7 @@ async fn rapid_reset(
 /// within a few bursts; a client on another connection is answered before, during and after.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn rapid_reset_ends_the_connection_and_others_are_served() {
-    let (server, ports) = Server::start("h2-rapid-reset", CONF, 2);
+    let (server, ports) = Server::start("h2-rapid-reset", CONF, 4);
     let port = ports[0];
     let (mut normal, normal_conn) = client(tls(port).await).await;
     assert_eq!(fetch(&mut normal, port, "/r").await.expect("before"), 200);
@@ -283,12 +293,59 @@ async fn rapid_reset_ends_the_connection_and_others_are_served() {
     let _ = std::fs::remove_dir_all(dir);
 }
 
+/// A client that paces its resets (each stream reset only after the server has started it, so
+/// h2's burst limit never counts it) on a location that has not answered yet (an upstream that
+/// never does) still meets `keepalive_requests`: GOAWAY after 50 streams.
+#[tokio::test]
+async fn paced_resets_meet_keepalive_requests() {
+    let (server, ports) = Server::start("h2-paced-reset", CONF, 4);
+    let port = ports[2];
+    // The upstream: connections complete in the listen backlog and are never answered.
+    let _upstream = std::net::TcpListener::bind(("127.0.0.1", ports[3])).expect("upstream");
+    let (mut send, mut conn) = h2::client::handshake(tls(port).await)
+        .await
+        .expect("h2 handshake");
+    let mut ping = conn.ping_pong().expect("ping_pong");
+    let conn = tokio::spawn(conn);
+    let max = 2 * 50;
+    let mut resets = 0;
+    while resets < max {
+        let ready = std::future::poll_fn(|cx| send.poll_ready(cx)).await;
+        let Ok((_resp, mut stream)) =
+            ready.and_then(|()| send.send_request(get(port, "/slow"), true))
+        else {
+            break;
+        };
+        // The PONG comes back once the server has read the HEADERS and started the stream.
+        let pong = tokio::time::timeout(Duration::from_secs(10), ping.ping(h2::Ping::opaque()));
+        if pong.await.expect("a PONG or the connection's end").is_err() {
+            break;
+        }
+        stream.send_reset(Reason::CANCEL);
+        resets += 1;
+    }
+    drop(send);
+    let end = tokio::time::timeout(Duration::from_secs(10), conn)
+        .await
+        .expect("the connection ends")
+        .expect("connection task");
+    println!("paced resets: connection ended after {resets} streams: {end:?}");
+    assert!(resets < max, "{max} streams reset, no GOAWAY");
+    assert!(
+        resets >= 49,
+        "GOAWAY after {resets} streams, before keepalive_requests"
+    );
+    let dir = server.dir.clone();
+    drop(server);
+    let _ = std::fs::remove_dir_all(dir);
+}
+
 /// The server's SETTINGS carry `http2_max_concurrent_streams` (128 by default, 32 where set),
 /// and a request's headers may reach 32 KiB decoded (nginx's `large_client_header_buffers 4
 /// 8k`; hyper's default would refuse 20 KiB) but not more.
 #[tokio::test]
 async fn settings_carry_the_limits() {
-    let (server, ports) = Server::start("h2-settings", CONF, 2);
+    let (server, ports) = Server::start("h2-settings", CONF, 4);
     for (port, streams) in [(ports[0], 128), (ports[1], 32)] {
         let (mut send, conn) = client(tls(port).await).await;
         assert_eq!(fetch(&mut send, port, "/r").await.expect("request"), 200);
