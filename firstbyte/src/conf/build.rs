@@ -441,6 +441,8 @@ fn finish_server(
         underscores_in_headers: srv.underscores_in_headers.unwrap_or(false),
         ignore_invalid_headers: srv.ignore_invalid_headers.unwrap_or(true),
         http2,
+        // 128: nginx's default.
+        http2_max_concurrent_streams: srv.http2_max_concurrent_streams.unwrap_or(128),
         locations,
         default_location: Arc::new(default_location),
     })

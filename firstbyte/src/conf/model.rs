@@ -179,6 +179,9 @@ pub struct ServerConf {
     pub ignore_invalid_headers: bool,
     /// `http2 on|off` (http, server). Default off, as nginx; `listen ... http2` also turns it on.
     pub http2: bool,
+    /// `http2_max_concurrent_streams N` (http, server): streams one HTTP/2 connection may have
+    /// open at once (SETTINGS_MAX_CONCURRENT_STREAMS). Default 128, as nginx.
+    pub http2_max_concurrent_streams: u32,
     /// The locations of this server, ready to match.
     pub locations: Locations,
     /// Server-level settings: used when no location matches, and for connection-wide values

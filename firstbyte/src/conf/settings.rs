@@ -502,6 +502,7 @@ pub(crate) struct SrvSettings {
     pub underscores_in_headers: Option<bool>,
     pub ignore_invalid_headers: Option<bool>,
     pub http2: Option<bool>,
+    pub http2_max_concurrent_streams: Option<u32>,
     pub ssl_buffer_size: Option<usize>,
     pub dyn_rec_enable: Option<crate::record::DynRecMode>,
     pub dyn_rec_size_lo: Option<usize>,
@@ -520,6 +521,10 @@ impl SrvSettings {
         or(&mut self.underscores_in_headers, &p.underscores_in_headers);
         or(&mut self.ignore_invalid_headers, &p.ignore_invalid_headers);
         or(&mut self.http2, &p.http2);
+        or(
+            &mut self.http2_max_concurrent_streams,
+            &p.http2_max_concurrent_streams,
+        );
         or(&mut self.ssl_buffer_size, &p.ssl_buffer_size);
         or(&mut self.dyn_rec_enable, &p.dyn_rec_enable);
         or(&mut self.dyn_rec_size_lo, &p.dyn_rec_size_lo);

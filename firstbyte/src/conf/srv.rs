@@ -365,6 +365,13 @@ pub(crate) fn http2(s: &mut SrvSettings, d: &Directive, _: &mut Cx) -> R {
     Ok(())
 }
 
+/// `http2_max_concurrent_streams N`.
+pub(crate) fn http2_max_concurrent_streams(s: &mut SrvSettings, d: &Directive, _: &mut Cx) -> R {
+    once(&s.http2_max_concurrent_streams, d)?;
+    s.http2_max_concurrent_streams = Some(number(d, arg0(d))?);
+    Ok(())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

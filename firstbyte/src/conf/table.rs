@@ -263,6 +263,7 @@ pub(crate) static DIRECTIVES: &[Spec] = &[
     d("internal", LOCATION, 0, 0, "", Own, Loc(h::internal), "The location answers internal redirects only."),
     d("disable_symlinks", HSL, 1, 2, "off", Inherit, Loc(h::disable_symlinks), "`on`: refuse paths through symlinks; `if_not_owner`: unless owners match."),
     d("http2", HS, 1, 1, "off", Inherit, Srv(srv::http2), "Offer HTTP/2 (ALPN `h2`)."),
+    d("http2_max_concurrent_streams", HS, 1, 1, "128", Inherit, Srv(srv::http2_max_concurrent_streams), "Streams one HTTP/2 connection may have open at once (`SETTINGS_MAX_CONCURRENT_STREAMS`); more are refused with `REFUSED_STREAM`."),
     d("ssl_buffer_size", HS, 1, 1, "16k", Inherit, Srv(srv::ssl_buffer_size), "Plaintext bytes gathered into one TLS record (the most a record holds; small writes coalesce, a flush closes the record early)."),
     d("ssl_dyn_rec_enable", HS, 1, 1, "off", Inherit, Srv(srv::ssl_dyn_rec_enable), "Dynamic TLS records: `on` is Cloudflare's patch (small records first, full size after `2 x threshold` records, back to small after `timeout` idle); `adaptive` (firstbyte's own) sizes each record from the connection's live `TCP_INFO` window."),
     d("ssl_dyn_rec_size_lo", HS, 1, 1, "1369", Inherit, Srv(srv::ssl_dyn_rec_size_lo), "Record size of the first `threshold` records: 1369 = 1500 - 40 (IP) - 20 (TCP) - 10 (timestamps) - 61 (largest TLS overhead), one record in one segment."),

@@ -608,6 +608,7 @@ mod tests {
             underscores_in_headers: false,
             ignore_invalid_headers: true,
             http2: false,
+            http2_max_concurrent_streams: 128,
             locations: Locations::default(),
             default_location: Arc::new(location("", Locations::default())),
         })

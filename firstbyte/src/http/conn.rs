@@ -758,6 +758,7 @@ where
                 let streams = StreamSet::default();
                 let mut b = hyper::server::conn::http2::Builder::new(streams.clone());
                 b.timer(TokioTimer::new());
+                super::h2limits::apply_h2_limits!(b, &server);
                 let c = b.serve_connection(TokioIo::new(io), svc);
                 // Boxed: only the protocol in use is allocated, and the task stays small.
                 let mut c = Box::pin(c);
@@ -792,6 +793,7 @@ where
                     .header_read_timeout(None)
                     .writev(true);
                 b.http2().timer(TokioTimer::new());
+                super::h2limits::apply_h2_limits!(b.http2(), &server);
                 let c = b.serve_connection_with_upgrades(TokioIo::new(io), svc);
                 // Boxed: only the protocol in use is allocated, and the task stays small.
                 let mut c = Box::pin(c);

@@ -193,6 +193,19 @@ where
     let start = Instant::now();
     let nreq = conn.requests.fetch_add(1, Ordering::Relaxed) + 1;
     conn.shared.stats.requests.fetch_add(1, Ordering::Relaxed);
+    // HTTP/2: the stream that reaches the server's `keepalive_requests` asks for GOAWAY as it
+    // starts, as nginx decides when it creates the stream, so streams a client resets before
+    // their responses (rapid reset) count too. The location's own value applies again when the
+    // response is ready.
+    if req.version() == http::Version::HTTP_2 {
+        let server = conn
+            .sni_server
+            .as_ref()
+            .unwrap_or_else(|| conn.addr_servers().default_server());
+        if nreq >= u64::from(server.default_location.keepalive_requests) {
+            conn.last_request.notify_one();
+        }
+    }
     let (parts, body) = req.into_parts();
     let http::request::Parts {
         method,

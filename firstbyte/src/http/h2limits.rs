@@ -1,0 +1,113 @@
+//! The limits every HTTP/2 connection is served with, set explicitly on hyper's HTTP/2
+//! builder (TLS `h2`, and plain `h2c` with `http2 on`) rather than left to hyper's and h2's
+//! defaults, which may change between versions. Each says its unit, its value and why.
+//!
+//! Together they bound what one connection can make the server hold or do: streams open at
+//! once, header bytes per request, buffered request and response data, and the streams a client
+//! can open and reset (CVE-2023-44487, "rapid reset") or get the server to reset for protocol
+//! errors (CVE-2025-8671, "MadeYouReset") before the connection is closed with GOAWAY
+//! `ENHANCE_YOUR_CALM`. `keepalive_requests` (default 1000) ends every HTTP/2 connection with
+//! GOAWAY after that many requests besides.
+
+use crate::conf::model::ServerConf;
+
+/// Bytes of headers one request may carry, decoded (RFC 9113 §6.5.2: names + values + 32 per
+/// field), advertised as SETTINGS_MAX_HEADER_LIST_SIZE; a larger request is refused (431).
+/// 32 KiB: nginx's `large_client_header_buffers 4 8k`, the request header limit it has applied
+/// to HTTP/2 since 1.19.7 (hyper's default is 16 KiB).
+pub const MAX_HEADER_LIST_SIZE: u32 = 32 * 1024;
+
+/// Streams a client may reset before the server has taken them up (opened and reset in the
+/// same burst of input), counted at once, after which the connection ends with GOAWAY
+/// `ENHANCE_YOUR_CALM`: 20, the value h2 chose for its CVE-2023-44487 fix. The server takes a
+/// stream up as soon as it has read the burst that opened it, so only a client sending more
+/// than 20 open-and-reset pairs in one burst reaches it; one that paces its resets is served
+/// (each reset stream counts as a request) until `keepalive_requests`.
+pub const MAX_PENDING_ACCEPT_RESET_STREAMS: usize = 20;
+
+/// Streams the server may reset on one connection because the client broke the protocol on
+/// them (a bad WINDOW_UPDATE, DATA past `content-length`, ...), after which the connection
+/// ends with GOAWAY `ENHANCE_YOUR_CALM` (CVE-2025-8671): 128, one full set of concurrent
+/// streams. A well-behaved client causes none; hyper's default (1024) exceeds the 1000
+/// requests a connection serves by default, so it would never act.
+pub const MAX_LOCAL_ERROR_RESET_STREAMS: usize = 128;
+
+/// Response bytes h2 buffers per stream ahead of the socket, 128 KiB: eight full 16 KiB TLS
+/// records, enough to keep the socket fed, and with 128 streams at most 16 MiB per
+/// connection (hyper's default of ~400 KiB allows ~50 MiB).
+pub const MAX_SEND_BUF_SIZE: usize = 128 * 1024;
+
+/// Request-body bytes a client may send on one stream before the server reads them
+/// (SETTINGS_INITIAL_WINDOW_SIZE), 1 MiB: one upload can use the whole connection window.
+pub const INITIAL_STREAM_WINDOW: u32 = 1024 * 1024;
+
+/// Request-body bytes a client may send on the whole connection before the server reads them,
+/// 1 MiB: the most unread request data one connection holds in memory (a 100 ms round trip
+/// still allows 10 MB/s of upload). Also hyper's default.
+pub const INITIAL_CONNECTION_WINDOW: u32 = 1024 * 1024;
+
+// One upload may use the whole connection window; the error-reset limit acts before the 1000
+// requests (`keepalive_requests`) a connection serves by default.
+const _: () = assert!(INITIAL_STREAM_WINDOW <= INITIAL_CONNECTION_WINDOW);
+const _: () = assert!(MAX_LOCAL_ERROR_RESET_STREAMS < 1000);
+
+/// Applies the limits to a hyper HTTP/2 server builder (`hyper::server::conn::http2::Builder`
+/// or hyper-util's `Http2Builder`, which have the same setters). `$server`: the connection's
+/// server block (`http2_max_concurrent_streams`).
+macro_rules! apply_h2_limits {
+    ($b:expr, $server:expr) => {{
+        use $crate::http::h2limits as l;
+        $b.max_concurrent_streams(l::max_concurrent_streams($server))
+            .max_header_list_size(l::MAX_HEADER_LIST_SIZE)
+            .max_pending_accept_reset_streams(l::MAX_PENDING_ACCEPT_RESET_STREAMS)
+            .max_local_error_reset_streams(l::MAX_LOCAL_ERROR_RESET_STREAMS)
+            .max_send_buf_size(l::MAX_SEND_BUF_SIZE)
+            .initial_stream_window_size(l::INITIAL_STREAM_WINDOW)
+            .initial_connection_window_size(l::INITIAL_CONNECTION_WINDOW)
+            // Fixed windows: the limits above hold (BDP-probing windows would grow past them).
+            .adaptive_window(false)
+    }};
+}
+pub(crate) use apply_h2_limits;
+
+/// Streams one connection may have open at once (SETTINGS_MAX_CONCURRENT_STREAMS):
+/// `http2_max_concurrent_streams`, 128 by default as nginx (hyper's default is 200). More are
+/// refused with RST_STREAM `REFUSED_STREAM`.
+pub fn max_concurrent_streams(server: &ServerConf) -> u32 {
+    server.http2_max_concurrent_streams
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn server(extra: &str) -> std::sync::Arc<ServerConf> {
+        let text = format!("events {{}}\nhttp {{ {extra}\n server {{ listen 127.0.0.1:1; }} }}\n",);
+        let dir = std::env::temp_dir();
+        let c = crate::conf::load_str(&text, &dir.join("h2limits.conf"), &dir).expect("config");
+        c.http.expect("http block").servers[0].clone()
+    }
+
+    #[test]
+    fn concurrent_streams_default_and_directive() {
+        assert_eq!(max_concurrent_streams(&server("")), 128);
+        assert_eq!(
+            max_concurrent_streams(&server("http2_max_concurrent_streams 32;")),
+            32
+        );
+    }
+
+    /// The send buffers of every stream at once stay within 16 MiB, and both of hyper's
+    /// builders take the limits.
+    #[test]
+    fn limits_are_consistent() {
+        let streams = max_concurrent_streams(&server("")) as usize;
+        assert!(streams * MAX_SEND_BUF_SIZE <= 16 << 20);
+        // Both builders accept them.
+        let mut b = hyper::server::conn::http2::Builder::new(hyper_util::rt::TokioExecutor::new());
+        apply_h2_limits!(b, &server(""));
+        let mut a =
+            hyper_util::server::conn::auto::Builder::new(hyper_util::rt::TokioExecutor::new());
+        apply_h2_limits!(a.http2(), &server(""));
+    }
+}
