@@ -225,3 +225,60 @@ fn daemon_start_failure_is_reported_by_the_command() {
         "{err}"
     );
 }
+
+/// Not a test on its own: `servers_left_in_statics_die_with_the_test_process` runs it in a
+/// child test process, which starts a server, keeps it in a `static` (never dropped) and exits.
+#[test]
+#[ignore = "helper run in a child process by servers_left_in_statics_die_with_the_test_process"]
+fn helper_leaves_a_server_in_a_static() {
+    static LEFT: std::sync::OnceLock<std::sync::Mutex<Server>> = std::sync::OnceLock::new();
+    let out = std::env::var("FB_LEFT_PID").expect("FB_LEFT_PID names the pid file");
+    let dir = std::path::Path::new(&out).with_file_name("srv");
+    std::fs::create_dir_all(&dir).unwrap();
+    let port = free_port();
+    let server = Server::start_in(&dir, &plain_conf(&dir, port, "", ""), port);
+    std::fs::write(out, server.child.id().to_string()).unwrap();
+    let _ = LEFT.set(std::sync::Mutex::new(server));
+}
+
+/// A server started through the test support and never dropped (serve.rs keeps its shared
+/// server in a `static`) must not outlive the test process: `scripts/test` leaves no process.
+#[test]
+fn servers_left_in_statics_die_with_the_test_process() {
+    let dir = tempdir("left-parent");
+    let pid_file = dir.join("left.pid");
+    let out = Command::new(std::env::current_exe().unwrap())
+        .args([
+            "--exact",
+            "helper_leaves_a_server_in_a_static",
+            "--ignored",
+            "--test-threads",
+            "1",
+        ])
+        .env("FB_LEFT_PID", &pid_file)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stdout)
+    );
+    let pid: i32 = std::fs::read_to_string(&pid_file)
+        .expect("the helper ran")
+        .trim()
+        .parse()
+        .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(5);
+    // SAFETY: signal 0 only checks that the process exists.
+    while unsafe { libc::kill(pid, 0) } == 0 && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    // SAFETY: as above.
+    let alive = unsafe { libc::kill(pid, 0) } == 0;
+    if alive {
+        // SAFETY: the server the helper left; ours to end.
+        unsafe { libc::kill(pid, libc::SIGKILL) };
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+    assert!(!alive, "the server outlived its test process");
+}
