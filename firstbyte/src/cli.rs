@@ -230,6 +230,16 @@ fn test_config(source: &Source, dump: bool, quiet: bool) -> i32 {
     }
 }
 
+/// The pid in a pid file: a number above 1. 0, -1 and negative numbers would make `kill`
+/// signal a process group or every process, and 1 is init, so none of them is ever used.
+fn parse_pid(text: &str) -> Option<i32> {
+    let t = text.trim();
+    if !t.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    t.parse::<i32>().ok().filter(|p| *p > 1)
+}
+
 fn send_signal(source: &Source, sig: &str) -> i32 {
     let config = match source.load() {
         Ok(c) => c,
@@ -257,7 +267,7 @@ fn send_signal(source: &Source, sig: &str) -> i32 {
             return 1;
         }
     };
-    let Ok(pid) = text.trim().parse::<i32>() else {
+    let Some(pid) = parse_pid(&text) else {
         stderr(
             LogLevel::Error,
             format!(
@@ -409,6 +419,43 @@ fn run(source: Source, banner: Option<&str>) -> i32 {
     for w in &site.warnings {
         stderr(LogLevel::Warn, w);
     }
+    // Signals that arrive between the bind (the port answers) and the runtime's handlers
+    // wait, blocked, instead of taking their default action (SIGHUP, SIGUSR1 end a process).
+    let blocked = crate::server::Signals::block();
+    // As nginx: bind, detach and write the pid file as root, then give up root.
+    let fresh = match crate::server::bind_all(&site) {
+        Ok(f) => f,
+        Err(e) => {
+            stderr(LogLevel::Emerg, &e);
+            return 1;
+        }
+    };
+    let ready = if daemon {
+        match crate::daemon::daemonize() {
+            Ok(r) => Some(r),
+            Err(e) => {
+                stderr(LogLevel::Emerg, format!("daemon() failed ({e})"));
+                return 1;
+            }
+        }
+    } else {
+        None
+    };
+    let _pid = match PidFile::write(pid_path.as_deref()) {
+        Ok(p) => p,
+        Err(e) => {
+            stderr(
+                LogLevel::Emerg,
+                format!(
+                    "open() \"{}\" failed ({}: {})",
+                    pid_path.as_deref().unwrap_or(Path::new("")).display(),
+                    e.raw_os_error().unwrap_or(0),
+                    crate::server::strip_os_suffix(&e)
+                ),
+            );
+            return 1;
+        }
+    };
     if let Some(user) = &site.config.main.user {
         if !crate::privileges::is_root() {
             stderr(
@@ -426,17 +473,6 @@ fn run(source: Source, banner: Option<&str>) -> i32 {
             }
         }
     }
-    let ready = if daemon {
-        match crate::daemon::daemonize() {
-            Ok(r) => Some(r),
-            Err(e) => {
-                stderr(LogLevel::Emerg, format!("daemon() failed ({e})"));
-                return 1;
-            }
-        }
-    } else {
-        None
-    };
     let rt = if workers == 1 {
         tokio::runtime::Builder::new_current_thread()
             .enable_all()
@@ -456,8 +492,6 @@ fn run(source: Source, banner: Option<&str>) -> i32 {
     };
     rt.block_on(async move {
         let error_logs = site.error_logs.clone();
-        // Handlers first: a signal that arrives once the port answers must not end the
-        // process (the default action of SIGHUP and SIGUSR1).
         let signals = match crate::server::Signals::install() {
             Ok(s) => s,
             Err(e) => {
@@ -468,30 +502,8 @@ fn run(source: Source, banner: Option<&str>) -> i32 {
                 return 1;
             }
         };
-        let caps = crate::privileges::Elevated::raise();
-        let server = match Server::start(source, site, shared) {
-            Ok(s) => s,
-            Err(e) => {
-                stderr(LogLevel::Emerg, &e);
-                return 1;
-            }
-        };
-        let _pid = match PidFile::write(pid_path.as_deref()) {
-            Ok(p) => p,
-            Err(e) => {
-                stderr(
-                    LogLevel::Emerg,
-                    format!(
-                        "open() \"{}\" failed ({}: {})",
-                        pid_path.as_deref().unwrap_or(Path::new("")).display(),
-                        e.raw_os_error().unwrap_or(0),
-                        crate::server::strip_os_suffix(&e)
-                    ),
-                );
-                return 1;
-            }
-        };
-        drop(caps);
+        drop(blocked);
+        let server = Server::start(source, site, shared, fresh);
         if let Some(r) = ready {
             r.done();
         }
@@ -534,6 +546,25 @@ mod tests {
         assert_eq!(p(&["-c"]), Err(ArgError::Missing('c', "file name")));
         assert_eq!(p(&["-x"]), Err(ArgError::Invalid("-x".into())));
         assert_eq!(p(&["foo"]), Err(ArgError::Invalid("foo".into())));
+    }
+
+    #[test]
+    fn pid_files_name_one_process_above_init() {
+        assert_eq!(parse_pid("4242\n"), Some(4242));
+        assert_eq!(parse_pid(" 2 "), Some(2));
+        for bad in [
+            "0",
+            "1",
+            "-1",
+            "-4242",
+            "+5",
+            "",
+            "garbage",
+            "12x",
+            "99999999999",
+        ] {
+            assert_eq!(parse_pid(bad), None, "{bad:?}");
+        }
     }
 
     #[test]

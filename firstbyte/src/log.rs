@@ -77,8 +77,28 @@ impl LogFile {
     }
 }
 
+/// Opens a log file for append. In a directory the serving user can write, a symlink is not
+/// followed (`O_NOFOLLOW`), and anything but a regular file with one link is refused: root
+/// opens these files, and must not be led into appending to a file the user could not.
 fn open_append(path: &Path) -> std::io::Result<File> {
-    OpenOptions::new().create(true).append(true).open(path)
+    use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
+    let careful = crate::privileges::untrusted_dir(path);
+    let mut o = OpenOptions::new();
+    o.create(true).append(true);
+    if careful {
+        // O_NONBLOCK: opening a planted FIFO must not hang; no effect on a regular file.
+        o.custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK);
+    }
+    let f = o.open(path)?;
+    if careful {
+        let m = f.metadata()?;
+        if !m.file_type().is_file() || m.nlink() != 1 {
+            return Err(std::io::Error::other(
+                "not a regular file with one link, in a directory the \"user\" can write",
+            ));
+        }
+    }
+    Ok(f)
 }
 
 /// Where error-log lines go now.

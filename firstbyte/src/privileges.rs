@@ -95,6 +95,45 @@ pub fn resolve(u: &User) -> io::Result<Ids> {
     }
 }
 
+static WORKER: std::sync::OnceLock<Ids> = std::sync::OnceLock::new();
+
+/// The user and group requests are served as, when firstbyte started as root and switched.
+pub fn worker() -> Option<Ids> {
+    WORKER.get().copied()
+}
+
+/// Whether a directory with `mode`, owner `uid` and group `gid` lets `w` create or replace
+/// entries (write and search permission through owner, group or other bits).
+pub fn dir_writable_by(mode: u32, uid: u32, gid: u32, w: Ids) -> bool {
+    const WX: u32 = 0o3;
+    let bits = if uid == w.uid {
+        mode >> 6
+    } else if gid == w.gid {
+        mode >> 3
+    } else {
+        mode
+    };
+    w.uid == 0 || bits & WX == WX
+}
+
+/// Whether files in `path`'s directory must be opened with care (no symlink followed, no hard
+/// link or special file accepted): the serving user, who may be an attacker's after a
+/// compromise, can plant entries there, and root (start, reload, reopen) opens them.
+pub fn untrusted_dir(path: &std::path::Path) -> bool {
+    use std::os::unix::fs::MetadataExt;
+    let Some(w) = worker().filter(|w| w.uid != 0) else {
+        return false;
+    };
+    let dir = match path.parent() {
+        Some(d) if !d.as_os_str().is_empty() => d,
+        _ => std::path::Path::new("."),
+    };
+    match std::fs::metadata(dir) {
+        Ok(m) => dir_writable_by(m.mode(), m.uid(), m.gid(), w),
+        Err(_) => true,
+    }
+}
+
 /// Switches the process to `ids`, keeping the two capabilities permitted but not effective.
 /// Must run before any thread is started.
 pub fn drop_to(ids: Ids) -> io::Result<()> {
@@ -113,7 +152,9 @@ pub fn drop_to(ids: Ids) -> io::Result<()> {
             return Err(io::Error::last_os_error());
         }
     }
-    capset(0, KEPT)
+    capset(0, KEPT)?;
+    let _ = WORKER.set(ids);
+    Ok(())
 }
 
 /// While alive, this thread holds the kept capabilities in its effective set.
@@ -141,6 +182,30 @@ impl Drop for Elevated {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn writable_directories_for_the_worker() {
+        let w = Ids {
+            uid: 65534,
+            gid: 65534,
+        };
+        assert!(dir_writable_by(0o755, 65534, 0, w), "its own");
+        assert!(!dir_writable_by(0o555, 65534, 0, w), "its own, read-only");
+        assert!(dir_writable_by(0o775, 0, 65534, w), "its group's");
+        assert!(
+            !dir_writable_by(0o755, 0, 65534, w),
+            "its group's, not group-writable"
+        );
+        assert!(
+            dir_writable_by(0o1777, 0, 0, w),
+            "world-writable, sticky (/tmp)"
+        );
+        assert!(!dir_writable_by(0o755, 0, 0, w), "root's");
+        assert!(
+            !dir_writable_by(0o757, 0, 65534, w),
+            "group bits decide for the group"
+        );
+    }
 
     #[test]
     fn resolves_root_and_refuses_unknown() {

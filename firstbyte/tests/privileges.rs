@@ -151,3 +151,63 @@ fn serves_unprivileged_and_reloads_with_root_only_keys() {
         );
     }
 }
+
+/// The pid file is root's and not writable by the serving user (who could otherwise aim root's
+/// `-s stop` at any process); a log directory the serving user can write is opened without
+/// following symlinks, so a symlink planted there before `-s reopen` does not make root append
+/// to the file it points at.
+#[test]
+fn pid_file_is_roots_and_reopen_follows_no_planted_symlink() {
+    use std::os::unix::fs::MetadataExt;
+    // SAFETY: geteuid has no preconditions.
+    assert_eq!(unsafe { libc::geteuid() }, 0, "this test needs root");
+    let dir = tempdir("priv-files");
+    std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let logs = dir.join("logs");
+    std::fs::create_dir_all(&logs).unwrap();
+    // The serving user's own log directory, as with a package that chowns /var/log/NAME.
+    std::os::unix::fs::chown(&logs, Some(65534), Some(65534)).unwrap();
+    let target = dir.join("root-only.txt");
+    std::fs::write(&target, "untouched\n").unwrap();
+    std::fs::set_permissions(&target, std::fs::Permissions::from_mode(0o600)).unwrap();
+    let port = free_port();
+    let conf = format!(
+        "user nobody nogroup;\npid {d}/fb.pid;\nerror_log {d}/logs/error.log info;\nevents {{}}\nhttp {{ access_log off; server {{ listen 127.0.0.1:{port}; root {d}; }} }}\n",
+        d = dir.display()
+    );
+    let server = Server::start_in(&dir, &conf, port);
+
+    let pid = std::fs::metadata(dir.join("fb.pid")).unwrap();
+    assert_eq!(pid.uid(), 0, "the pid file belongs to root");
+    assert_eq!(pid.mode() & 0o022, 0, "mode {:o}", pid.mode());
+    assert_eq!(
+        std::fs::read_to_string(dir.join("fb.pid")).unwrap().trim(),
+        server.child.id().to_string()
+    );
+
+    // What a compromised worker could do: rotate the log away and plant a symlink.
+    std::fs::rename(logs.join("error.log"), logs.join("error.log.1")).unwrap();
+    std::os::unix::fs::symlink(&target, logs.join("error.log")).unwrap();
+    server.signal(libc::SIGUSR1);
+    let deadline = Instant::now() + Duration::from_secs(5);
+    let mut old = String::new();
+    while Instant::now() < deadline {
+        old = std::fs::read_to_string(logs.join("error.log.1")).unwrap_or_default();
+        if old.contains("reopen()") {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    // One more line after the reopen (a missing file is an [error]), wherever the log goes.
+    let _ = curl(&[&format!("http://127.0.0.1:{port}/missing")]);
+    std::thread::sleep(Duration::from_millis(200));
+    assert_eq!(
+        std::fs::read_to_string(&target).unwrap(),
+        "untouched\n",
+        "root appended through the planted symlink"
+    );
+    assert!(
+        old.contains("reopen()") && old.contains("failed"),
+        "the refused reopen is logged in the file still in use: {old}"
+    );
+}

@@ -168,6 +168,33 @@ pub struct Server {
     listeners: Mutex<Listeners>,
 }
 
+/// Binds every socket `site` names (at start, before the process gives up root).
+pub fn bind_all(site: &Site) -> Result<Vec<(SocketAddr, std::net::TcpListener)>, LoadError> {
+    bind_sockets(site, |_| false)
+}
+
+fn bind_sockets(
+    site: &Site,
+    open: impl Fn(&SocketAddr) -> bool,
+) -> Result<Vec<(SocketAddr, std::net::TcpListener)>, LoadError> {
+    let mut fresh = Vec::new();
+    for s in site.vhosts.sockets() {
+        if open(&s.addr) {
+            continue;
+        }
+        let std_l = crate::net::bind_listener(&crate::net::ListenOpts {
+            addr: s.addr,
+            reuseport: s.reuseport,
+            backlog: s.backlog,
+            fastopen: s.fastopen,
+            ipv6only: s.ipv6only,
+        })
+        .map_err(|e| bind_error(s.addr, &e))?;
+        fresh.push((s.addr, std_l));
+    }
+    Ok(fresh)
+}
+
 fn bind_error(addr: SocketAddr, e: &std::io::Error) -> LoadError {
     LoadError::Other(format!(
         "bind() to {addr} failed ({}: {})",
@@ -177,8 +204,13 @@ fn bind_error(addr: SocketAddr, e: &std::io::Error) -> LoadError {
 }
 
 impl Server {
-    /// Loads the configuration and binds its sockets (nothing is accepted yet).
-    pub fn start(source: Source, site: Site, shared: Arc<Shared>) -> Result<Arc<Self>, LoadError> {
+    /// Starts serving `site` on `fresh`, the sockets [`bind_all`] bound for it (inside the runtime).
+    pub fn start(
+        source: Source,
+        site: Site,
+        shared: Arc<Shared>,
+        fresh: Vec<(SocketAddr, std::net::TcpListener)>,
+    ) -> Arc<Self> {
         let server = Arc::new(Server {
             source,
             shared,
@@ -187,21 +219,14 @@ impl Server {
                 open: HashMap::new(),
             }),
         });
-        server.sync_listeners()?;
-        Ok(server)
+        let site = server.site();
+        server.activate(fresh, &site);
+        server
     }
 
     /// The current site.
     pub fn site(&self) -> Arc<Site> {
         self.current.load_full()
-    }
-
-    /// Opens sockets the current site names and closes the others.
-    fn sync_listeners(&self) -> Result<(), LoadError> {
-        let site = self.site();
-        let fresh = self.bind_new(&site)?;
-        self.activate(fresh, &site);
-        Ok(())
     }
 
     /// Binds the sockets `site` names that are not open yet. Nothing running changes, so a
@@ -211,22 +236,7 @@ impl Server {
             .listeners
             .lock()
             .map_err(|_| LoadError::Other("listener registry poisoned".into()))?;
-        let mut fresh = Vec::new();
-        for s in site.vhosts.sockets() {
-            if l.open.contains_key(&s.addr) {
-                continue;
-            }
-            let std_l = crate::net::bind_listener(&crate::net::ListenOpts {
-                addr: s.addr,
-                reuseport: s.reuseport,
-                backlog: s.backlog,
-                fastopen: s.fastopen,
-                ipv6only: s.ipv6only,
-            })
-            .map_err(|e| bind_error(s.addr, &e))?;
-            fresh.push((s.addr, std_l));
-        }
-        Ok(fresh)
+        bind_sockets(site, |a| l.open.contains_key(a))
     }
 
     /// Starts accepting on freshly bound sockets and closes those `site` no longer names.
@@ -372,7 +382,41 @@ pub struct Signals {
     usr1: tokio::signal::unix::Signal,
 }
 
+/// The answered signals held back from this thread (and the threads it starts) while alive.
+pub struct Blocked(libc::sigset_t);
+
+impl Drop for Blocked {
+    fn drop(&mut self) {
+        // SAFETY: the set was filled by sigemptyset/sigaddset; a null old-set pointer is allowed.
+        unsafe { libc::pthread_sigmask(libc::SIG_UNBLOCK, &self.0, std::ptr::null_mut()) };
+    }
+}
+
+/// The signals firstbyte answers.
+pub const ANSWERED: [libc::c_int; 5] = [
+    libc::SIGHUP,
+    libc::SIGQUIT,
+    libc::SIGTERM,
+    libc::SIGINT,
+    libc::SIGUSR1,
+];
+
 impl Signals {
+    /// Blocks the answered signals until the guard drops: one that arrives before the handlers
+    /// are installed stays pending and is handled then, instead of ending the process.
+    pub fn block() -> Blocked {
+        // SAFETY: sigset_t is plain data that sigemptyset initialises; the pointers are valid.
+        unsafe {
+            let mut set: libc::sigset_t = std::mem::zeroed();
+            libc::sigemptyset(&mut set);
+            for s in ANSWERED {
+                libc::sigaddset(&mut set, s);
+            }
+            libc::pthread_sigmask(libc::SIG_BLOCK, &set, std::ptr::null_mut());
+            Blocked(set)
+        }
+    }
+
     /// Registers the handlers (inside the runtime).
     pub fn install() -> std::io::Result<Self> {
         use tokio::signal::unix::{signal, SignalKind};
@@ -437,10 +481,21 @@ async fn accept_loop(
 pub struct PidFile(Option<PathBuf>);
 
 impl PidFile {
-    /// Writes `path` with this process's id.
+    /// Writes `path` with this process's id. Called as root before privileges are dropped,
+    /// so the file is root's, mode 0644: the serving user cannot rewrite it to aim `-s` (run
+    /// by root) at another process. A symlink at `path` is not followed.
     pub fn write(path: Option<&Path>) -> std::io::Result<Self> {
         if let Some(p) = path {
-            std::fs::write(p, format!("{}\n", std::process::id()))?;
+            use std::io::Write;
+            use std::os::unix::fs::OpenOptionsExt;
+            let mut f = std::fs::OpenOptions::new()
+                .write(true)
+                .create(true)
+                .truncate(true)
+                .mode(0o644)
+                .custom_flags(libc::O_NOFOLLOW)
+                .open(p)?;
+            f.write_all(format!("{}\n", std::process::id()).as_bytes())?;
         }
         Ok(Self(path.map(Path::to_path_buf)))
     }
