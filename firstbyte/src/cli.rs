@@ -300,37 +300,12 @@ fn send_signal(source: &Source, sig: &str) -> i32 {
     0
 }
 
-/// Serves the built-in site: a self-signed certificate made now, loopback only.
+/// Serves the built-in site: a self-signed certificate made now, loopback only. The
+/// certificate and its key stay in memory (`data:` values in the built-in configuration): no
+/// file holds the key, so no other local user can read or replace it.
 fn run_builtin() -> i32 {
-    let dir = std::env::temp_dir().join(format!("firstbyte-builtin-{}", std::process::id()));
-    let made = (|| -> Result<(PathBuf, PathBuf), String> {
-        let (chain, key) = crate::tls::self_signed(&["localhost", "127.0.0.1", "::1"])
-            .map_err(|e| e.to_string())?;
-        std::fs::create_dir_all(&dir).map_err(|e| e.to_string())?;
-        let cert_path = dir.join("cert.pem");
-        let key_path = dir.join("key.pem");
-        let mut pem = String::new();
-        for c in &chain {
-            pem += &pem_encode("CERTIFICATE", c.as_ref());
-        }
-        std::fs::write(&cert_path, pem).map_err(|e| e.to_string())?;
-        {
-            use std::io::Write;
-            use std::os::unix::fs::OpenOptionsExt;
-            let mut f = std::fs::OpenOptions::new()
-                .write(true)
-                .create(true)
-                .truncate(true)
-                .mode(0o600)
-                .open(&key_path)
-                .map_err(|e| e.to_string())?;
-            f.write_all(pem_encode("PRIVATE KEY", key.secret_der()).as_bytes())
-                .map_err(|e| e.to_string())?;
-        }
-        Ok((cert_path, key_path))
-    })();
-    let (cert, key) = match made {
-        Ok(p) => p,
+    let (chain, key) = match crate::tls::self_signed(&["localhost", "127.0.0.1", "::1"]) {
+        Ok(made) => made,
         Err(e) => {
             stderr(
                 LogLevel::Emerg,
@@ -339,21 +314,24 @@ fn run_builtin() -> i32 {
             return 1;
         }
     };
+    let mut cert = String::new();
+    for c in &chain {
+        cert += &pem_encode("CERTIFICATE", c.as_ref());
+    }
+    let key = pem_encode("PRIVATE KEY", key.secret_der());
     let text = crate::http::builtin::BUILTIN_CONF
-        .replace("{cert}", &cert.display().to_string())
-        .replace("{key}", &key.display().to_string());
+        .replace("{cert}", &format!("\"data:{cert}\""))
+        .replace("{key}", &format!("\"data:{key}\""));
     let source = Source {
         path: PathBuf::from("<built-in>"),
-        prefix: Some(dir.clone()),
+        prefix: None,
         globals: None,
         builtin: Some(text),
     };
-    let code = run(
+    run(
         source,
         Some("firstbyte: serving the built-in site on https://localhost:8443/ (no configuration file; see -c)"),
-    );
-    let _ = std::fs::remove_dir_all(&dir);
-    code
+    )
 }
 
 fn pem_encode(label: &str, der: &[u8]) -> String {

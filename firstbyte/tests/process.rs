@@ -21,7 +21,8 @@ fn builtin_site_without_a_config() {
 set -e
 ip link set lo up
 [ -d /etc/firstbyte ] && mount -t tmpfs tmpfs /etc/firstbyte
-{bin} > /tmp/fb-builtin.out 2>/tmp/fb-builtin.err &
+mount -t tmpfs tmpfs /tmp
+TMPDIR=/tmp {bin} > /tmp/fb-builtin.out 2>/tmp/fb-builtin.err &
 pid=$!
 i=0
 until curl -sk -o /dev/null https://127.0.0.1:8443/; do
@@ -35,6 +36,9 @@ echo ----
 curl -sk https://127.0.0.1:8443/ | head -c 200; echo
 echo ----
 cat /tmp/fb-builtin.out
+echo ----
+ls -A /tmp
+grep -rl "PRIVATE KEY" /tmp || true
 kill -TERM $pid; wait $pid || true
 "#,
         bin = bin().display()
@@ -72,6 +76,10 @@ kill -TERM $pid; wait $pid || true
         "the URL is printed on stdout: {}",
         parts[3]
     );
+    // The key lives in memory only: nothing in /tmp but the script's own two files.
+    let mut tmp: Vec<&str> = parts[4].lines().collect();
+    tmp.sort_unstable();
+    assert_eq!(tmp, ["fb-builtin.err", "fb-builtin.out"], "{}", parts[4]);
 }
 
 fn plain_conf(dir: &std::path::Path, port: u16, main: &str, events: &str) -> String {
