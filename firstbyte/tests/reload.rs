@@ -199,3 +199,73 @@ fn reopen_reopens_logs() {
     let old = std::fs::read_to_string(dir.join("error.log.1")).unwrap();
     assert!(old.contains("reopening logs"), "{old}");
 }
+
+/// A connection in the middle of a response, held open by its client: a 64 MiB download (a
+/// sparse file) that the client never reads, so the server waits on a full socket
+/// (`send_timeout` would wait a minute).
+fn held_connection(dir: &std::path::Path, port: u16) -> TcpStream {
+    let f = std::fs::File::create(dir.join("v1/big.bin")).unwrap();
+    f.set_len(64 << 20).unwrap();
+    let mut s = TcpStream::connect(("127.0.0.1", port)).unwrap();
+    s.write_all(b"GET /big.bin HTTP/1.1\r\nHost: x\r\n\r\n")
+        .unwrap();
+    let mut head = [0u8; 12];
+    s.read_exact(&mut head).unwrap();
+    assert_eq!(&head, b"HTTP/1.1 200");
+    std::thread::sleep(Duration::from_millis(200));
+    s
+}
+
+fn held_conf(dir: &std::path::Path, port: u16, main: &str) -> String {
+    format!(
+        "{main}\npid {d}/fb.pid;\nerror_log {d}/error.log info;\nevents {{}}\nhttp {{ access_log off; send_timeout 60s; server {{ listen 127.0.0.1:{port}; root {d}/v1; }} }}\n",
+        d = dir.display()
+    )
+}
+
+/// `worker_shutdown_timeout 1s`: `-s quit` closes what is still open after a second.
+#[test]
+fn quit_is_bounded_by_worker_shutdown_timeout() {
+    let (dir, port) = setup("quit-bounded");
+    let mut server = Server::start_in(
+        &dir,
+        &held_conf(&dir, port, "worker_shutdown_timeout 1s;"),
+        port,
+    );
+    let held = held_connection(&dir, port);
+    let started = Instant::now();
+    server.signal(libc::SIGQUIT);
+    // 1 s plus generous slack for a loaded machine; without the bound the drain waits for
+    // client_header_timeout (60 s).
+    let st = server
+        .wait_exit(Duration::from_secs(20))
+        .expect("exits after worker_shutdown_timeout");
+    assert!(st.success(), "{st}");
+    assert!(
+        started.elapsed() >= Duration::from_millis(900),
+        "closed before the timeout: {:?}",
+        started.elapsed()
+    );
+    drop(held);
+    let log = std::fs::read_to_string(dir.join("error.log")).unwrap_or_default();
+    assert!(log.contains("worker_shutdown_timeout: closing 1"), "{log}");
+}
+
+/// SIGTERM during a graceful shutdown stops at once.
+#[test]
+fn stop_after_quit_stops_at_once() {
+    let (dir, port) = setup("quit-stop");
+    let mut server = Server::start_in(&dir, &held_conf(&dir, port, ""), port);
+    let held = held_connection(&dir, port);
+    server.signal(libc::SIGQUIT);
+    assert!(
+        server.wait_exit(Duration::from_millis(500)).is_none(),
+        "the drain waits for the held connection"
+    );
+    server.signal(libc::SIGTERM);
+    let st = server
+        .wait_exit(Duration::from_secs(10))
+        .expect("SIGTERM after SIGQUIT stops at once");
+    assert!(st.success(), "{st}");
+    drop(held);
+}

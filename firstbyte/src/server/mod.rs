@@ -323,11 +323,27 @@ impl Server {
     }
 
     /// Graceful stop: no new connections, in-flight requests finish, idle connections close.
+    /// With `worker_shutdown_timeout`, connections still open when it runs out are closed (the
+    /// caller returns and the process exits), as nginx does.
     pub async fn drain(&self) {
         self.close_listeners();
         self.shared.draining.send_replace(true);
-        while self.shared.stats.active.load(Ordering::Relaxed) > 0 {
-            tokio::time::sleep(Duration::from_millis(20)).await;
+        let wait = async {
+            while self.shared.stats.active.load(Ordering::Relaxed) > 0 {
+                tokio::time::sleep(Duration::from_millis(20)).await;
+            }
+        };
+        match self.site().config.main.worker_shutdown_timeout {
+            None => wait.await,
+            Some(t) => {
+                if tokio::time::timeout(t, wait).await.is_err() {
+                    crate::fblog!(
+                        Notice,
+                        "worker_shutdown_timeout: closing {} connection(s)",
+                        self.shared.stats.active.load(Ordering::Relaxed)
+                    );
+                }
+            }
         }
     }
 
@@ -355,7 +371,16 @@ impl Server {
                 }
                 _ = quit.recv() => {
                     crate::fblog!(Notice, "signal 3 (SIGQUIT) received, shutting down gracefully");
-                    self.drain().await;
+                    // SIGTERM or SIGINT during the drain still stops at once.
+                    tokio::select! {
+                        _ = self.drain() => {}
+                        _ = term.recv() => {
+                            crate::fblog!(Notice, "signal 15 (SIGTERM) received, exiting");
+                        }
+                        _ = int.recv() => {
+                            crate::fblog!(Notice, "signal 2 (SIGINT) received, exiting");
+                        }
+                    }
                     return;
                 }
                 _ = term.recv() => {
