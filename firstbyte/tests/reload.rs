@@ -269,3 +269,43 @@ fn stop_after_quit_stops_at_once() {
     assert!(st.success(), "{st}");
     drop(held);
 }
+
+fn wait_log(dir: &std::path::Path, needle: &str) -> String {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let log = std::fs::read_to_string(dir.join("error.log")).unwrap_or_default();
+        if log.contains(needle) || Instant::now() > deadline {
+            return log;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// A configuration retired by a reload is freed as soon as its last connection ends, and not
+/// before: nothing else (the next generation, caches, the runtime) keeps it alive.
+#[test]
+fn retired_configurations_are_freed_after_their_last_connection() {
+    let (dir, port) = setup("reload-free");
+    let server = Server::start_in(&dir, &held_conf(&dir, port, ""), port);
+    let held = held_connection(&dir, port);
+    for generation in 2..=4 {
+        server.signal(libc::SIGHUP);
+        let log = wait_log(
+            &dir,
+            &format!("reconfiguration done: generation {generation},"),
+        );
+        assert!(log.contains(&format!("generation {generation},")), "{log}");
+    }
+    // Generations 2 and 3 had no connection: freed. Generation 1 serves the download.
+    let log = wait_log(&dir, "generation 3 freed");
+    assert!(log.contains("configuration generation 2 freed"), "{log}");
+    assert!(log.contains("configuration generation 3 freed"), "{log}");
+    assert!(!log.contains("generation 1 freed"), "{log}");
+    assert!(!log.contains("generation 4 freed"), "{log}");
+    drop(held);
+    let log = wait_log(&dir, "generation 1 freed");
+    assert!(
+        log.contains("configuration generation 1 freed, 1 live"),
+        "the first configuration outlived its connection: {log}"
+    );
+}

@@ -361,7 +361,12 @@ impl Server {
                 _ = hup.recv() => {
                     crate::fblog!(Notice, "signal 1 (SIGHUP) received, reconfiguring");
                     match self.reload().await {
-                        Ok(()) => crate::fblog!(Notice, "reconfiguration done"),
+                        Ok(()) => crate::fblog!(
+                            Notice,
+                            "reconfiguration done: generation {}, {} live",
+                            self.site().generation(),
+                            site::live_sites()
+                        ),
                         Err(e) => crate::fblog!(Emerg, "{e}; the previous configuration keeps serving"),
                     }
                 }
