@@ -387,6 +387,35 @@ fn run(source: Source, banner: Option<&str>) -> i32 {
     let workers = config.main.worker_processes.threads();
     let daemon = config.main.daemon;
     let pid_path = config.main.pid.clone();
+    // Root serves as `user`, by default nobody (as nginx); `user root` stays root.
+    let worker = match (&config.main.user, crate::privileges::is_root()) {
+        (Some(_), false) => {
+            stderr(
+                LogLevel::Warn,
+                "the \"user\" directive makes sense only if firstbyte runs with super-user privileges, ignored",
+            );
+            None
+        }
+        (None, false) => None,
+        (user, true) => {
+            crate::files::set_started_as_root();
+            let user = user.clone().unwrap_or_else(crate::privileges::default_user);
+            match crate::privileges::resolve(&user) {
+                Ok(ids) if ids.uid == 0 => None,
+                Ok(ids) => {
+                    crate::privileges::set_worker(ids);
+                    Some(ids)
+                }
+                Err(e) => {
+                    stderr(
+                        LogLevel::Emerg,
+                        format!("cannot switch to user \"{}\": {e}", user.name),
+                    );
+                    return 1;
+                }
+            }
+        }
+    };
     let site = match Site::build(config, &shared, None) {
         Ok(s) => s,
         Err(e) => {
@@ -419,7 +448,7 @@ fn run(source: Source, banner: Option<&str>) -> i32 {
     } else {
         None
     };
-    let _pid = match PidFile::write(pid_path.as_deref()) {
+    let mut _pid = match PidFile::write(pid_path.as_deref()) {
         Ok(p) => p,
         Err(e) => {
             stderr(
@@ -434,23 +463,35 @@ fn run(source: Source, banner: Option<&str>) -> i32 {
             return 1;
         }
     };
-    if let Some(user) = &site.config.main.user {
-        if !crate::privileges::is_root() {
-            stderr(
-                LogLevel::Warn,
-                "the \"user\" directive makes sense only if firstbyte runs with super-user privileges, ignored",
-            );
-        } else {
-            let dropped = crate::privileges::resolve(user).and_then(crate::privileges::drop_to);
-            if let Err(e) = dropped {
+    // The broker keeps root; this process gives it up for good.
+    let broker = match worker {
+        None => None,
+        Some(ids) => {
+            let broker = match crate::broker::Broker::spawn(
+                source.clone(),
+                pid_path.clone(),
+                shared.log_paths(),
+            ) {
+                Ok(b) => b,
+                Err(e) => {
+                    stderr(
+                        LogLevel::Emerg,
+                        format!("cannot start the privileged process: {e}"),
+                    );
+                    return 1;
+                }
+            };
+            _pid.disown();
+            if let Err(e) = crate::privileges::drop_all(ids) {
                 stderr(
                     LogLevel::Emerg,
-                    format!("cannot switch to user \"{}\": {e}", user.name),
+                    format!("cannot switch to the \"user\": {e}"),
                 );
                 return 1;
             }
+            Some(broker)
         }
-    }
+    };
     let rt = if workers == 1 {
         tokio::runtime::Builder::new_current_thread()
             .enable_all()
@@ -481,7 +522,7 @@ fn run(source: Source, banner: Option<&str>) -> i32 {
             }
         };
         drop(blocked);
-        let server = Server::start(source, site, shared, fresh);
+        let server = Server::start(source, site, shared, fresh, broker);
         if let Some(r) = ready {
             r.done();
         }
@@ -491,6 +532,7 @@ fn run(source: Source, banner: Option<&str>) -> i32 {
         }
         crate::fblog!(Notice, "firstbyte/{} started", env!("CARGO_PKG_VERSION"));
         server.run_signals(signals).await;
+        server.shutdown();
         0
     })
 }

@@ -117,6 +117,8 @@ fn worker_processes_sets_event_loop_threads() {
         &plain_conf(&dir, port, "worker_processes 3;", ""),
         port,
     );
+    // The port answers once bound, before the runtime starts: a response says it runs.
+    assert!(get(port).unwrap().starts_with("HTTP/1.1 200"));
     assert!(threads(three.child.id()) >= 4, "main + 3 workers");
 }
 

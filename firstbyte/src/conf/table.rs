@@ -217,7 +217,7 @@ const HASH: &str = "firstbyte sizes its hash tables itself";
 #[rustfmt::skip]
 pub(crate) static DIRECTIVES: &[Spec] = &[
     // core (main, events)
-    d("user", MAIN, 1, 2, "", Global, Main(h::user), "When started as root, serve as this user (and group; default: the user's name)."),
+    d("user", MAIN, 1, 2, "nobody nogroup", Global, Main(h::user), "When started as root, serve as this user (and group; default: the user's name) with no capability left; a root broker process reads files and binds sockets for reloads. Without it, nginx's default: `nobody`, group `nogroup` (or `nobody` where there is no `nogroup`); `user root` stays root."),
     d("worker_processes", MAIN, 1, 1, "1", Global, Main(h::worker_processes), "Number of event-loop threads; `auto`: one per available CPU."),
     d("error_log", MAIN | HSL, 1, 2, "stderr error", Global, Main(h::error_log), "Error log file (or `stderr`) and lowest level; several allowed. Only the main level's count: elsewhere it is accepted with a warning."),
     d("pid", MAIN, 1, 1, "/run/firstbyte.pid", Global, Main(h::pid), "File holding the process id, for `-s`; `off`: none."),

@@ -100,6 +100,30 @@ impl Shared {
         Ok(f)
     }
 
+    /// Swaps in the files the broker reopened; logs its failures as [`Shared::reopen_logs`].
+    pub fn replace_logs(&self, files: Vec<(PathBuf, std::io::Result<std::fs::File>)>) {
+        let Ok(m) = self.log_files.lock() else {
+            return;
+        };
+        for (path, r) in files {
+            let Some(f) = m.get(&path) else {
+                continue;
+            };
+            match r {
+                Ok(file) => f.replace(file),
+                Err(e) => crate::fblog!(Alert, "reopen() \"{}\" failed ({e})", path.display()),
+            }
+        }
+    }
+
+    /// Paths of the open log files.
+    pub fn log_paths(&self) -> Vec<PathBuf> {
+        self.log_files
+            .lock()
+            .map(|m| m.keys().cloned().collect())
+            .unwrap_or_default()
+    }
+
     /// Reopens every log file (`-s reopen`).
     pub fn reopen_logs(&self) {
         let files: Vec<_> = match self.log_files.lock() {
@@ -166,6 +190,7 @@ pub struct Server {
     shared: Arc<Shared>,
     current: Arc<ArcSwap<Site>>,
     listeners: Mutex<Listeners>,
+    broker: Option<crate::broker::Broker>,
 }
 
 /// Binds every socket `site` names (at start, before the process gives up root).
@@ -173,7 +198,8 @@ pub fn bind_all(site: &Site) -> Result<Vec<(SocketAddr, std::net::TcpListener)>,
     bind_sockets(site, |_| false)
 }
 
-fn bind_sockets(
+/// Binds the sockets `site` names except those `open` says are open.
+pub fn bind_sockets(
     site: &Site,
     open: impl Fn(&SocketAddr) -> bool,
 ) -> Result<Vec<(SocketAddr, std::net::TcpListener)>, LoadError> {
@@ -210,8 +236,10 @@ impl Server {
         site: Site,
         shared: Arc<Shared>,
         fresh: Vec<(SocketAddr, std::net::TcpListener)>,
+        broker: Option<crate::broker::Broker>,
     ) -> Arc<Self> {
         let server = Arc::new(Server {
+            broker,
             source,
             shared,
             current: Arc::new(ArcSwap::from_pointee(site)),
@@ -274,17 +302,31 @@ impl Server {
 
     /// Re-reads the configuration. On any failure the old configuration keeps serving.
     ///
-    /// The load runs on a blocking thread that holds the kept capabilities while it reads
-    /// files and binds sockets (see `privileges`); request threads never hold them.
+    /// With a broker (started as root), the broker reads the files, opens the logs and binds
+    /// the new sockets; this process builds the site from what it sent (`files::replaying`).
+    /// Without one, this process reads and binds itself.
     pub async fn reload(self: &Arc<Self>) -> Result<(), LoadError> {
         let this = self.clone();
         let (built, fresh) = tokio::task::spawn_blocking(move || {
-            let _caps = crate::privileges::Elevated::raise();
             let prev = this.site();
-            let config = this.source.load()?;
-            let site = Site::build(config, &this.shared, Some(&prev))?;
-            let fresh = this.bind_new(&site)?;
-            Ok::<_, LoadError>((site, fresh))
+            let Some(broker) = &this.broker else {
+                let config = this.source.load()?;
+                let site = Site::build(config, &this.shared, Some(&prev))?;
+                let fresh = this.bind_new(&site)?;
+                return Ok::<_, LoadError>((site, fresh));
+            };
+            let open: Vec<SocketAddr> = match this.listeners.lock() {
+                Ok(l) => l.open.keys().copied().collect(),
+                Err(_) => return Err(LoadError::Other("listener registry poisoned".into())),
+            };
+            let loaded = broker.reload(&open).map_err(LoadError::Other)?;
+            let site = crate::files::replaying(loaded.snapshot, || {
+                let config = this.source.load()?;
+                Site::build(config, &this.shared, Some(&prev))
+            })?;
+            let mut given = loaded.listeners;
+            let fresh = this.take_new(&site, &mut given)?;
+            Ok((site, fresh))
         })
         .await
         .map_err(|e| LoadError::Other(format!("reload task failed: {e}")))??;
@@ -303,14 +345,51 @@ impl Server {
         Ok(())
     }
 
-    /// Reopens log files (`-s reopen`), with the capabilities a root-owned log directory needs.
+    /// The sockets `site` needs that are not open, out of those the broker bound.
+    fn take_new(
+        &self,
+        site: &Site,
+        given: &mut Vec<(SocketAddr, std::net::TcpListener)>,
+    ) -> Result<Vec<(SocketAddr, std::net::TcpListener)>, LoadError> {
+        let l = self
+            .listeners
+            .lock()
+            .map_err(|_| LoadError::Other("listener registry poisoned".into()))?;
+        let mut fresh = Vec::new();
+        for s in site.vhosts.sockets() {
+            if l.open.contains_key(&s.addr) {
+                continue;
+            }
+            let Some(i) = given.iter().position(|(a, _)| *a == s.addr) else {
+                return Err(LoadError::Other(format!(
+                    "the privileged process bound no socket for {}",
+                    s.addr
+                )));
+            };
+            fresh.push(given.swap_remove(i));
+        }
+        Ok(fresh)
+    }
+
+    /// Reopens log files (`-s reopen`); with a broker, it opens them (a log directory may be
+    /// root's) and this process swaps the files in.
     pub async fn reopen_logs(self: &Arc<Self>) {
         let this = self.clone();
-        let _ = tokio::task::spawn_blocking(move || {
-            let _caps = crate::privileges::Elevated::raise();
-            this.shared.reopen_logs();
+        let _ = tokio::task::spawn_blocking(move || match &this.broker {
+            None => this.shared.reopen_logs(),
+            Some(b) => match b.reopen() {
+                Ok(files) => this.shared.replace_logs(files),
+                Err(e) => crate::fblog!(Alert, "reopening logs failed ({e})"),
+            },
         })
         .await;
+    }
+
+    /// The broker removes the pid file and exits (at the end of a run).
+    pub fn shutdown(&self) {
+        if let Some(b) = &self.broker {
+            b.shutdown();
+        }
     }
 
     /// Stops accepting and closes the listening sockets.
@@ -529,12 +608,16 @@ impl PidFile {
         }
         Ok(Self(path.map(Path::to_path_buf)))
     }
+
+    /// Someone else (the broker) removes the file.
+    pub fn disown(&mut self) {
+        self.0 = None;
+    }
 }
 
 impl Drop for PidFile {
     fn drop(&mut self) {
         if let Some(p) = &self.0 {
-            let _caps = crate::privileges::Elevated::raise();
             let _ = std::fs::remove_file(p);
         }
     }

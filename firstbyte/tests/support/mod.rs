@@ -130,6 +130,9 @@ cp a.test.crt a-enc.crt
 openssl ec -aes256 -passout pass:s3cret -in a.test.key -out a-legacy.key 2>/dev/null
 cp a.test.crt a-legacy.crt
 printf 'wrong\ns3cret\n' > passwords
+# Readable by the serving user (nobody when a test starts firstbyte as root without "user"):
+# certificates named by variables are read at handshake time, by the serving process, as nginx.
+chmod 644 *.key
 "#,
             &dir,
         );
