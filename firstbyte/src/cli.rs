@@ -230,6 +230,16 @@ fn test_config(source: &Source, dump: bool, quiet: bool) -> i32 {
     }
 }
 
+/// The pid in a pid file: a number above 1. 0, -1 and negative numbers would make `kill`
+/// signal a process group or every process, and 1 is init, so none of them is ever used.
+fn parse_pid(text: &str) -> Option<i32> {
+    let t = text.trim();
+    if !t.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    t.parse::<i32>().ok().filter(|p| *p > 1)
+}
+
 fn send_signal(source: &Source, sig: &str) -> i32 {
     let config = match source.load() {
         Ok(c) => c,
@@ -257,7 +267,7 @@ fn send_signal(source: &Source, sig: &str) -> i32 {
             return 1;
         }
     };
-    let Ok(pid) = text.trim().parse::<i32>() else {
+    let Some(pid) = parse_pid(&text) else {
         stderr(
             LogLevel::Error,
             format!(
@@ -290,37 +300,12 @@ fn send_signal(source: &Source, sig: &str) -> i32 {
     0
 }
 
-/// Serves the built-in site: a self-signed certificate made now, loopback only.
+/// Serves the built-in site: a self-signed certificate made now, loopback only. The
+/// certificate and its key stay in memory (`data:` values in the built-in configuration): no
+/// file holds the key, so no other local user can read or replace it.
 fn run_builtin() -> i32 {
-    let dir = std::env::temp_dir().join(format!("firstbyte-builtin-{}", std::process::id()));
-    let made = (|| -> Result<(PathBuf, PathBuf), String> {
-        let (chain, key) = crate::tls::self_signed(&["localhost", "127.0.0.1", "::1"])
-            .map_err(|e| e.to_string())?;
-        std::fs::create_dir_all(&dir).map_err(|e| e.to_string())?;
-        let cert_path = dir.join("cert.pem");
-        let key_path = dir.join("key.pem");
-        let mut pem = String::new();
-        for c in &chain {
-            pem += &pem_encode("CERTIFICATE", c.as_ref());
-        }
-        std::fs::write(&cert_path, pem).map_err(|e| e.to_string())?;
-        {
-            use std::io::Write;
-            use std::os::unix::fs::OpenOptionsExt;
-            let mut f = std::fs::OpenOptions::new()
-                .write(true)
-                .create(true)
-                .truncate(true)
-                .mode(0o600)
-                .open(&key_path)
-                .map_err(|e| e.to_string())?;
-            f.write_all(pem_encode("PRIVATE KEY", key.secret_der()).as_bytes())
-                .map_err(|e| e.to_string())?;
-        }
-        Ok((cert_path, key_path))
-    })();
-    let (cert, key) = match made {
-        Ok(p) => p,
+    let (chain, key) = match crate::tls::self_signed(&["localhost", "127.0.0.1", "::1"]) {
+        Ok(made) => made,
         Err(e) => {
             stderr(
                 LogLevel::Emerg,
@@ -329,21 +314,24 @@ fn run_builtin() -> i32 {
             return 1;
         }
     };
+    let mut cert = String::new();
+    for c in &chain {
+        cert += &pem_encode("CERTIFICATE", c.as_ref());
+    }
+    let key = pem_encode("PRIVATE KEY", key.secret_der());
     let text = crate::http::builtin::BUILTIN_CONF
-        .replace("{cert}", &cert.display().to_string())
-        .replace("{key}", &key.display().to_string());
+        .replace("{cert}", &format!("\"data:{cert}\""))
+        .replace("{key}", &format!("\"data:{key}\""));
     let source = Source {
         path: PathBuf::from("<built-in>"),
-        prefix: Some(dir.clone()),
+        prefix: None,
         globals: None,
         builtin: Some(text),
     };
-    let code = run(
+    run(
         source,
         Some("firstbyte: serving the built-in site on https://localhost:8443/ (no configuration file; see -c)"),
-    );
-    let _ = std::fs::remove_dir_all(&dir);
-    code
+    )
 }
 
 fn pem_encode(label: &str, der: &[u8]) -> String {
@@ -399,6 +387,35 @@ fn run(source: Source, banner: Option<&str>) -> i32 {
     let workers = config.main.worker_processes.threads();
     let daemon = config.main.daemon;
     let pid_path = config.main.pid.clone();
+    // Root serves as `user`, by default nobody (as nginx); `user root` stays root.
+    let worker = match (&config.main.user, crate::privileges::is_root()) {
+        (Some(_), false) => {
+            stderr(
+                LogLevel::Warn,
+                "the \"user\" directive makes sense only if firstbyte runs with super-user privileges, ignored",
+            );
+            None
+        }
+        (None, false) => None,
+        (user, true) => {
+            crate::files::set_started_as_root();
+            let user = user.clone().unwrap_or_else(crate::privileges::default_user);
+            match crate::privileges::resolve(&user) {
+                Ok(ids) if ids.uid == 0 => None,
+                Ok(ids) => {
+                    crate::privileges::set_worker(ids);
+                    Some(ids)
+                }
+                Err(e) => {
+                    stderr(
+                        LogLevel::Emerg,
+                        format!("cannot switch to user \"{}\": {e}", user.name),
+                    );
+                    return 1;
+                }
+            }
+        }
+    };
     let site = match Site::build(config, &shared, None) {
         Ok(s) => s,
         Err(e) => {
@@ -409,23 +426,17 @@ fn run(source: Source, banner: Option<&str>) -> i32 {
     for w in &site.warnings {
         stderr(LogLevel::Warn, w);
     }
-    if let Some(user) = &site.config.main.user {
-        if !crate::privileges::is_root() {
-            stderr(
-                LogLevel::Warn,
-                "the \"user\" directive makes sense only if firstbyte runs with super-user privileges, ignored",
-            );
-        } else {
-            let dropped = crate::privileges::resolve(user).and_then(crate::privileges::drop_to);
-            if let Err(e) = dropped {
-                stderr(
-                    LogLevel::Emerg,
-                    format!("cannot switch to user \"{}\": {e}", user.name),
-                );
-                return 1;
-            }
+    // Signals that arrive between the bind (the port answers) and the runtime's handlers
+    // wait, blocked, instead of taking their default action (SIGHUP, SIGUSR1 end a process).
+    let blocked = crate::server::Signals::block();
+    // As nginx: bind, detach and write the pid file as root, then give up root.
+    let fresh = match crate::server::bind_all(&site) {
+        Ok(f) => f,
+        Err(e) => {
+            stderr(LogLevel::Emerg, &e);
+            return 1;
         }
-    }
+    };
     let ready = if daemon {
         match crate::daemon::daemonize() {
             Ok(r) => Some(r),
@@ -436,6 +447,50 @@ fn run(source: Source, banner: Option<&str>) -> i32 {
         }
     } else {
         None
+    };
+    let mut _pid = match PidFile::write(pid_path.as_deref()) {
+        Ok(p) => p,
+        Err(e) => {
+            stderr(
+                LogLevel::Emerg,
+                format!(
+                    "open() \"{}\" failed ({}: {})",
+                    pid_path.as_deref().unwrap_or(Path::new("")).display(),
+                    e.raw_os_error().unwrap_or(0),
+                    crate::server::strip_os_suffix(&e)
+                ),
+            );
+            return 1;
+        }
+    };
+    // The broker keeps root; this process gives it up for good.
+    let broker = match worker {
+        None => None,
+        Some(ids) => {
+            let broker = match crate::broker::Broker::spawn(
+                source.clone(),
+                pid_path.clone(),
+                shared.log_paths(),
+            ) {
+                Ok(b) => b,
+                Err(e) => {
+                    stderr(
+                        LogLevel::Emerg,
+                        format!("cannot start the privileged process: {e}"),
+                    );
+                    return 1;
+                }
+            };
+            _pid.disown();
+            if let Err(e) = crate::privileges::drop_all(ids) {
+                stderr(
+                    LogLevel::Emerg,
+                    format!("cannot switch to the \"user\": {e}"),
+                );
+                return 1;
+            }
+            Some(broker)
+        }
     };
     let rt = if workers == 1 {
         tokio::runtime::Builder::new_current_thread()
@@ -456,8 +511,6 @@ fn run(source: Source, banner: Option<&str>) -> i32 {
     };
     rt.block_on(async move {
         let error_logs = site.error_logs.clone();
-        // Handlers first: a signal that arrives once the port answers must not end the
-        // process (the default action of SIGHUP and SIGUSR1).
         let signals = match crate::server::Signals::install() {
             Ok(s) => s,
             Err(e) => {
@@ -468,30 +521,8 @@ fn run(source: Source, banner: Option<&str>) -> i32 {
                 return 1;
             }
         };
-        let caps = crate::privileges::Elevated::raise();
-        let server = match Server::start(source, site, shared) {
-            Ok(s) => s,
-            Err(e) => {
-                stderr(LogLevel::Emerg, &e);
-                return 1;
-            }
-        };
-        let _pid = match PidFile::write(pid_path.as_deref()) {
-            Ok(p) => p,
-            Err(e) => {
-                stderr(
-                    LogLevel::Emerg,
-                    format!(
-                        "open() \"{}\" failed ({}: {})",
-                        pid_path.as_deref().unwrap_or(Path::new("")).display(),
-                        e.raw_os_error().unwrap_or(0),
-                        crate::server::strip_os_suffix(&e)
-                    ),
-                );
-                return 1;
-            }
-        };
-        drop(caps);
+        drop(blocked);
+        let server = Server::start(source, site, shared, fresh, broker);
         if let Some(r) = ready {
             r.done();
         }
@@ -501,6 +532,7 @@ fn run(source: Source, banner: Option<&str>) -> i32 {
         }
         crate::fblog!(Notice, "firstbyte/{} started", env!("CARGO_PKG_VERSION"));
         server.run_signals(signals).await;
+        server.shutdown();
         0
     })
 }
@@ -534,6 +566,25 @@ mod tests {
         assert_eq!(p(&["-c"]), Err(ArgError::Missing('c', "file name")));
         assert_eq!(p(&["-x"]), Err(ArgError::Invalid("-x".into())));
         assert_eq!(p(&["foo"]), Err(ArgError::Invalid("foo".into())));
+    }
+
+    #[test]
+    fn pid_files_name_one_process_above_init() {
+        assert_eq!(parse_pid("4242\n"), Some(4242));
+        assert_eq!(parse_pid(" 2 "), Some(2));
+        for bad in [
+            "0",
+            "1",
+            "-1",
+            "-4242",
+            "+5",
+            "",
+            "garbage",
+            "12x",
+            "99999999999",
+        ] {
+            assert_eq!(parse_pid(bad), None, "{bad:?}");
+        }
     }
 
     #[test]

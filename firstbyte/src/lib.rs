@@ -9,9 +9,11 @@
 //! - `server`: the runtime that ties them together (accept, handshake, serve, reload).
 #![warn(missing_docs)]
 
+mod broker;
 pub mod cli;
 pub mod conf;
 mod daemon;
+mod files;
 pub mod http;
 pub mod log;
 pub mod net;
@@ -19,3 +21,4 @@ mod privileges;
 pub mod record;
 pub mod server;
 pub mod tls;
+mod wire;

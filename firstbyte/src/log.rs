@@ -44,9 +44,10 @@ pub struct LogFile {
 }
 
 impl LogFile {
-    /// Opens `path` for append (creating it).
+    /// Opens `path` for append (creating it), or takes the file the privileged broker opened
+    /// (a load replayed from its snapshot).
     pub fn open(path: &Path) -> std::io::Result<Arc<Self>> {
-        let f = open_append(path)?;
+        let f = crate::files::open_log(path, open_append)?;
         Ok(Arc::new(Self {
             path: path.to_path_buf(),
             file: Mutex::new(Some(f)),
@@ -69,16 +70,40 @@ impl LogFile {
 
     /// Reopens the path (after log rotation). On failure the old file stays in use.
     pub fn reopen(&self) -> std::io::Result<()> {
-        let f = open_append(&self.path)?;
+        self.replace(open_append(&self.path)?);
+        Ok(())
+    }
+
+    /// Writes to `f` from now on (a file the broker reopened).
+    pub fn replace(&self, f: File) {
         if let Ok(mut g) = self.file.lock() {
             *g = Some(f);
         }
-        Ok(())
     }
 }
 
-fn open_append(path: &Path) -> std::io::Result<File> {
-    OpenOptions::new().create(true).append(true).open(path)
+/// Opens a log file for append. In a directory the serving user can write, a symlink is not
+/// followed (`O_NOFOLLOW`), and anything but a regular file with one link is refused: root
+/// opens these files, and must not be led into appending to a file the user could not.
+pub fn open_append(path: &Path) -> std::io::Result<File> {
+    use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
+    let careful = crate::privileges::untrusted_dir(path);
+    let mut o = OpenOptions::new();
+    o.create(true).append(true);
+    if careful {
+        // O_NONBLOCK: opening a planted FIFO must not hang; no effect on a regular file.
+        o.custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK);
+    }
+    let f = o.open(path)?;
+    if careful {
+        let m = f.metadata()?;
+        if !m.file_type().is_file() || m.nlink() != 1 {
+            return Err(std::io::Error::other(
+                "not a regular file with one link, in a directory the \"user\" can write",
+            ));
+        }
+    }
+    Ok(f)
 }
 
 /// Where error-log lines go now.

@@ -259,3 +259,48 @@ fn encrypted_keys_with_a_password_file() {
         stderr(&o)
     );
 }
+
+/// `-s` never signals a pid of 0, 1 or below (a process group, init, every process) or
+/// garbage: it is a clear error and no signal leaves. Run in a pid namespace and a process
+/// group of its own, with a shell as init that records any signal it gets and a canary
+/// process: a wrong `kill` could reach only them.
+#[test]
+fn signal_refuses_pids_that_are_not_one_process() {
+    use std::os::unix::process::CommandExt;
+    let dir = tempdir("bad-pid");
+    let conf = dir.join("firstbyte.conf");
+    std::fs::write(
+        &conf,
+        format!("pid {}/fb.pid;\nevents {{}}\n", dir.display()),
+    )
+    .unwrap();
+    let script = format!(
+        r#"
+trap 'echo signalled' HUP TERM QUIT USR1
+sleep 30 & canary=$!
+for v in 0 1 -1 garbage ''; do
+  printf '%s\n' "$v" > {d}/fb.pid
+  for s in stop reload; do
+    {bin} -s $s -c {conf} 2>>{d}/err; echo "rc=$?"
+  done
+done
+kill -0 $canary && echo canary-alive
+kill $canary
+"#,
+        d = dir.display(),
+        bin = bin().display(),
+        conf = conf.display()
+    );
+    let out = std::process::Command::new("unshare")
+        .args(["--pid", "--fork", "sh", "-c", &script])
+        .process_group(0)
+        .output()
+        .expect("unshare");
+    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    let err = std::fs::read_to_string(dir.join("err")).unwrap_or_default();
+    assert_eq!(text.matches("rc=1").count(), 10, "{text}\n{err}");
+    assert!(text.contains("canary-alive"), "{text}\n{err}");
+    assert!(!text.contains("signalled"), "{text}\n{err}");
+    assert_eq!(err.matches("invalid PID number").count(), 10, "{err}");
+    let _ = std::fs::remove_dir_all(&dir);
+}

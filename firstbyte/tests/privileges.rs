@@ -1,5 +1,6 @@
-//! `user NAME GROUP` when started as root: requests are served without privileges, while a
-//! reload can still read root-only keys and bind a privileged port.
+//! `user NAME GROUP` when started as root: the serving process holds no privilege at all (no
+//! capability in any set, no way to regain one), while a reload can still read root-only keys
+//! and bind a privileged port through the privileged broker process.
 
 mod support;
 
@@ -89,24 +90,14 @@ fn serves_unprivileged_and_reloads_with_root_only_keys() {
     let mut server = Server::start_in(&dir, &conf(&dir, port, ""), port);
     let pid = server.child.id();
 
-    // Every thread runs as nobody, with no effective capability; the two kept ones are
-    // permitted only.
-    let uid = status_field(pid, None, "Uid");
-    assert!(uid.split_whitespace().all(|u| u == "65534"), "Uid: {uid}");
-    for t in std::fs::read_dir(format!("/proc/{pid}/task")).unwrap() {
-        let t = t.unwrap().file_name().into_string().unwrap();
-        let eff = status_field(pid, Some(&t), "CapEff");
-        assert_eq!(
-            u64::from_str_radix(&eff, 16).unwrap(),
-            0,
-            "thread {t} CapEff {eff}"
-        );
-    }
-    let prm = u64::from_str_radix(&status_field(pid, None, "CapPrm"), 16).unwrap();
-    assert_eq!(
-        prm,
-        (1 << 1) | (1 << 10),
-        "CapPrm: DAC_OVERRIDE and NET_BIND_SERVICE only"
+    // Every thread runs as nobody with no capability, and cannot gain one.
+    assert_unprivileged(pid, "after start");
+    // The broker: a child that kept root, and goes when the server goes.
+    let broker = broker_of(pid);
+    let buid = status_field(broker, None, "Uid");
+    assert!(
+        buid.split_whitespace().all(|u| u == "0"),
+        "broker Uid: {buid}"
     );
 
     // Requests reach only what nobody may read.
@@ -140,14 +131,166 @@ fn serves_unprivileged_and_reloads_with_root_only_keys() {
     );
     server.wait_port(privileged);
     assert!(subject(privileged).contains("CN = b.test"));
-    // Still unprivileged afterwards.
-    for t in std::fs::read_dir(format!("/proc/{pid}/task")).unwrap() {
-        let t = t.unwrap().file_name().into_string().unwrap();
-        let eff = status_field(pid, Some(&t), "CapEff");
+    // Still unprivileged afterwards, with the threads the reload started.
+    assert_unprivileged(pid, "after reload");
+    // -s reopen goes through the broker too (the log directory is root's).
+    std::fs::rename(dir.join("error.log"), dir.join("error.log.1")).unwrap();
+    server.signal(libc::SIGUSR1);
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while !dir.join("error.log").exists() && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    assert!(dir.join("error.log").exists(), "error.log not reopened");
+    // The broker ends with the server, and leaves no pid behind.
+    server.signal(libc::SIGTERM);
+    assert!(server.wait_exit(Duration::from_secs(5)).is_some());
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while std::path::Path::new(&format!("/proc/{broker}")).exists() && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    assert!(
+        !std::path::Path::new(&format!("/proc/{broker}")).exists(),
+        "the broker outlived the server"
+    );
+}
+
+/// Uid nobody and every capability set empty in every thread of `pid`; no new privileges.
+fn assert_unprivileged(pid: u32, when: &str) {
+    let tasks: Vec<String> = std::fs::read_dir(format!("/proc/{pid}/task"))
+        .unwrap()
+        .map(|t| t.unwrap().file_name().into_string().unwrap())
+        .collect();
+    assert!(!tasks.is_empty());
+    for t in tasks {
+        let uid = status_field(pid, Some(&t), "Uid");
+        assert!(
+            uid.split_whitespace().all(|u| u == "65534"),
+            "{when}: thread {t} Uid {uid}"
+        );
+        for set in ["CapInh", "CapPrm", "CapEff", "CapBnd", "CapAmb"] {
+            let v = status_field(pid, Some(&t), set);
+            assert_eq!(
+                u64::from_str_radix(&v, 16).unwrap(),
+                0,
+                "{when}: thread {t} {set} {v}"
+            );
+        }
         assert_eq!(
-            u64::from_str_radix(&eff, 16).unwrap(),
-            0,
-            "after reload, thread {t}"
+            status_field(pid, Some(&t), "NoNewPrivs"),
+            "1",
+            "{when}: thread {t}"
         );
     }
+}
+
+/// The one child process of `pid` (the privileged broker).
+fn broker_of(pid: u32) -> u32 {
+    let kids: Vec<u32> = std::fs::read_dir("/proc")
+        .unwrap()
+        .filter_map(|e| e.ok()?.file_name().to_str()?.parse::<u32>().ok())
+        .filter(|p| {
+            let stat = std::fs::read_to_string(format!("/proc/{p}/stat")).unwrap_or_default();
+            // pid (comm) state ppid ...: the comm may hold spaces, so split after the ')'.
+            stat.rsplit_once(')')
+                .and_then(|(_, rest)| rest.split_whitespace().nth(1)?.parse::<u32>().ok())
+                == Some(pid)
+        })
+        .collect();
+    assert_eq!(kids.len(), 1, "one broker process: {kids:?}");
+    kids[0]
+}
+
+/// The pid file is root's and not writable by the serving user (who could otherwise aim root's
+/// `-s stop` at any process); a log directory the serving user can write is opened without
+/// following symlinks, so a symlink planted there before `-s reopen` does not make root append
+/// to the file it points at.
+#[test]
+fn pid_file_is_roots_and_reopen_follows_no_planted_symlink() {
+    use std::os::unix::fs::MetadataExt;
+    // SAFETY: geteuid has no preconditions.
+    assert_eq!(unsafe { libc::geteuid() }, 0, "this test needs root");
+    let dir = tempdir("priv-files");
+    std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let logs = dir.join("logs");
+    std::fs::create_dir_all(&logs).unwrap();
+    // The serving user's own log directory, as with a package that chowns /var/log/NAME.
+    std::os::unix::fs::chown(&logs, Some(65534), Some(65534)).unwrap();
+    let target = dir.join("root-only.txt");
+    std::fs::write(&target, "untouched\n").unwrap();
+    std::fs::set_permissions(&target, std::fs::Permissions::from_mode(0o600)).unwrap();
+    let port = free_port();
+    let conf = format!(
+        "user nobody nogroup;\npid {d}/fb.pid;\nerror_log {d}/logs/error.log info;\nevents {{}}\nhttp {{ access_log off; server {{ listen 127.0.0.1:{port}; root {d}; }} }}\n",
+        d = dir.display()
+    );
+    let server = Server::start_in(&dir, &conf, port);
+
+    let pid = std::fs::metadata(dir.join("fb.pid")).unwrap();
+    assert_eq!(pid.uid(), 0, "the pid file belongs to root");
+    assert_eq!(pid.mode() & 0o022, 0, "mode {:o}", pid.mode());
+    assert_eq!(
+        std::fs::read_to_string(dir.join("fb.pid")).unwrap().trim(),
+        server.child.id().to_string()
+    );
+
+    // What a compromised worker could do: rotate the log away and plant a symlink.
+    std::fs::rename(logs.join("error.log"), logs.join("error.log.1")).unwrap();
+    std::os::unix::fs::symlink(&target, logs.join("error.log")).unwrap();
+    server.signal(libc::SIGUSR1);
+    let deadline = Instant::now() + Duration::from_secs(5);
+    let mut old = String::new();
+    while Instant::now() < deadline {
+        old = std::fs::read_to_string(logs.join("error.log.1")).unwrap_or_default();
+        if old.contains("reopen()") {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    // One more line after the reopen (a missing file is an [error]), wherever the log goes.
+    let _ = curl(&[&format!("http://127.0.0.1:{port}/missing")]);
+    std::thread::sleep(Duration::from_millis(200));
+    assert_eq!(
+        std::fs::read_to_string(&target).unwrap(),
+        "untouched\n",
+        "root appended through the planted symlink"
+    );
+    assert!(
+        old.contains("reopen()") && old.contains("failed"),
+        "the refused reopen is logged in the file still in use: {old}"
+    );
+}
+
+/// Started as root without a `user` directive, firstbyte serves as nginx's default user,
+/// `nobody` (group `nogroup` on Debian), not as root.
+#[test]
+fn root_without_user_serves_as_nobody() {
+    // SAFETY: geteuid has no preconditions.
+    assert_eq!(unsafe { libc::geteuid() }, 0, "this test needs root");
+    let dir = tempdir("priv-default");
+    std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o755)).unwrap();
+    std::fs::write(dir.join("index.html"), "public\n").unwrap();
+    std::fs::write(dir.join("secret.txt"), "root only\n").unwrap();
+    std::fs::set_permissions(
+        dir.join("secret.txt"),
+        std::fs::Permissions::from_mode(0o600),
+    )
+    .unwrap();
+    let port = free_port();
+    let conf = format!(
+        "pid off;\nerror_log {d}/error.log;\nevents {{}}\nhttp {{ access_log off; server {{ listen 127.0.0.1:{port}; root {d}; }} }}\n",
+        d = dir.display()
+    );
+    let server = Server::start_in(&dir, &conf, port);
+    let pid = server.child.id();
+    for t in std::fs::read_dir(format!("/proc/{pid}/task")).unwrap() {
+        let t = t.unwrap().file_name().into_string().unwrap();
+        let uid = status_field(pid, Some(&t), "Uid");
+        assert!(uid.split_whitespace().all(|u| u == "65534"), "Uid: {uid}");
+        let gid = status_field(pid, Some(&t), "Gid");
+        assert!(gid.split_whitespace().all(|g| g == "65534"), "Gid: {gid}");
+    }
+    let (code, _, body) = curl_i(&[&format!("http://127.0.0.1:{port}/")]);
+    assert_eq!((code, body.as_slice()), (200, b"public\n".as_slice()));
+    let (code, _, _) = curl_i(&[&format!("http://127.0.0.1:{port}/secret.txt")]);
+    assert_eq!(code, 403, "a root-only file must not be served");
 }

@@ -21,7 +21,8 @@ fn builtin_site_without_a_config() {
 set -e
 ip link set lo up
 [ -d /etc/firstbyte ] && mount -t tmpfs tmpfs /etc/firstbyte
-{bin} > /tmp/fb-builtin.out 2>/tmp/fb-builtin.err &
+mount -t tmpfs tmpfs /tmp
+TMPDIR=/tmp {bin} > /tmp/fb-builtin.out 2>/tmp/fb-builtin.err &
 pid=$!
 i=0
 until curl -sk -o /dev/null https://127.0.0.1:8443/; do
@@ -35,6 +36,9 @@ echo ----
 curl -sk https://127.0.0.1:8443/ | head -c 200; echo
 echo ----
 cat /tmp/fb-builtin.out
+echo ----
+ls -A /tmp
+grep -rl "PRIVATE KEY" /tmp || true
 kill -TERM $pid; wait $pid || true
 "#,
         bin = bin().display()
@@ -72,6 +76,10 @@ kill -TERM $pid; wait $pid || true
         "the URL is printed on stdout: {}",
         parts[3]
     );
+    // The key lives in memory only: nothing in /tmp but the script's own two files.
+    let mut tmp: Vec<&str> = parts[4].lines().collect();
+    tmp.sort_unstable();
+    assert_eq!(tmp, ["fb-builtin.err", "fb-builtin.out"], "{}", parts[4]);
 }
 
 fn plain_conf(dir: &std::path::Path, port: u16, main: &str, events: &str) -> String {
@@ -109,6 +117,8 @@ fn worker_processes_sets_event_loop_threads() {
         &plain_conf(&dir, port, "worker_processes 3;", ""),
         port,
     );
+    // The port answers once bound, before the runtime starts: a response says it runs.
+    assert!(get(port).unwrap().starts_with("HTTP/1.1 200"));
     assert!(threads(three.child.id()) >= 4, "main + 3 workers");
 }
 
@@ -224,4 +234,61 @@ fn daemon_start_failure_is_reported_by_the_command() {
         err.contains(&format!("bind() to 127.0.0.1:{port} failed (98: ")),
         "{err}"
     );
+}
+
+/// Not a test on its own: `servers_left_in_statics_die_with_the_test_process` runs it in a
+/// child test process, which starts a server, keeps it in a `static` (never dropped) and exits.
+#[test]
+#[ignore = "helper run in a child process by servers_left_in_statics_die_with_the_test_process"]
+fn helper_leaves_a_server_in_a_static() {
+    static LEFT: std::sync::OnceLock<std::sync::Mutex<Server>> = std::sync::OnceLock::new();
+    let out = std::env::var("FB_LEFT_PID").expect("FB_LEFT_PID names the pid file");
+    let dir = std::path::Path::new(&out).with_file_name("srv");
+    std::fs::create_dir_all(&dir).unwrap();
+    let port = free_port();
+    let server = Server::start_in(&dir, &plain_conf(&dir, port, "", ""), port);
+    std::fs::write(out, server.child.id().to_string()).unwrap();
+    let _ = LEFT.set(std::sync::Mutex::new(server));
+}
+
+/// A server started through the test support and never dropped (serve.rs keeps its shared
+/// server in a `static`) must not outlive the test process: `scripts/test` leaves no process.
+#[test]
+fn servers_left_in_statics_die_with_the_test_process() {
+    let dir = tempdir("left-parent");
+    let pid_file = dir.join("left.pid");
+    let out = Command::new(std::env::current_exe().unwrap())
+        .args([
+            "--exact",
+            "helper_leaves_a_server_in_a_static",
+            "--ignored",
+            "--test-threads",
+            "1",
+        ])
+        .env("FB_LEFT_PID", &pid_file)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stdout)
+    );
+    let pid: i32 = std::fs::read_to_string(&pid_file)
+        .expect("the helper ran")
+        .trim()
+        .parse()
+        .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(5);
+    // SAFETY: signal 0 only checks that the process exists.
+    while unsafe { libc::kill(pid, 0) } == 0 && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    // SAFETY: as above.
+    let alive = unsafe { libc::kill(pid, 0) } == 0;
+    if alive {
+        // SAFETY: the server the helper left; ours to end.
+        unsafe { libc::kill(pid, libc::SIGKILL) };
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+    assert!(!alive, "the server outlived its test process");
 }

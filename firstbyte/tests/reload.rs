@@ -199,3 +199,113 @@ fn reopen_reopens_logs() {
     let old = std::fs::read_to_string(dir.join("error.log.1")).unwrap();
     assert!(old.contains("reopening logs"), "{old}");
 }
+
+/// A connection in the middle of a response, held open by its client: a 64 MiB download (a
+/// sparse file) that the client never reads, so the server waits on a full socket
+/// (`send_timeout` would wait a minute).
+fn held_connection(dir: &std::path::Path, port: u16) -> TcpStream {
+    let f = std::fs::File::create(dir.join("v1/big.bin")).unwrap();
+    f.set_len(64 << 20).unwrap();
+    let mut s = TcpStream::connect(("127.0.0.1", port)).unwrap();
+    s.write_all(b"GET /big.bin HTTP/1.1\r\nHost: x\r\n\r\n")
+        .unwrap();
+    let mut head = [0u8; 12];
+    s.read_exact(&mut head).unwrap();
+    assert_eq!(&head, b"HTTP/1.1 200");
+    std::thread::sleep(Duration::from_millis(200));
+    s
+}
+
+fn held_conf(dir: &std::path::Path, port: u16, main: &str) -> String {
+    format!(
+        "{main}\npid {d}/fb.pid;\nerror_log {d}/error.log info;\nevents {{}}\nhttp {{ access_log off; send_timeout 60s; server {{ listen 127.0.0.1:{port}; root {d}/v1; }} }}\n",
+        d = dir.display()
+    )
+}
+
+/// `worker_shutdown_timeout 1s`: `-s quit` closes what is still open after a second.
+#[test]
+fn quit_is_bounded_by_worker_shutdown_timeout() {
+    let (dir, port) = setup("quit-bounded");
+    let mut server = Server::start_in(
+        &dir,
+        &held_conf(&dir, port, "worker_shutdown_timeout 1s;"),
+        port,
+    );
+    let held = held_connection(&dir, port);
+    let started = Instant::now();
+    server.signal(libc::SIGQUIT);
+    // 1 s plus generous slack for a loaded machine; without the bound the drain waits for
+    // client_header_timeout (60 s).
+    let st = server
+        .wait_exit(Duration::from_secs(20))
+        .expect("exits after worker_shutdown_timeout");
+    assert!(st.success(), "{st}");
+    assert!(
+        started.elapsed() >= Duration::from_millis(900),
+        "closed before the timeout: {:?}",
+        started.elapsed()
+    );
+    drop(held);
+    let log = std::fs::read_to_string(dir.join("error.log")).unwrap_or_default();
+    assert!(log.contains("worker_shutdown_timeout: closing 1"), "{log}");
+}
+
+/// SIGTERM during a graceful shutdown stops at once.
+#[test]
+fn stop_after_quit_stops_at_once() {
+    let (dir, port) = setup("quit-stop");
+    let mut server = Server::start_in(&dir, &held_conf(&dir, port, ""), port);
+    let held = held_connection(&dir, port);
+    server.signal(libc::SIGQUIT);
+    assert!(
+        server.wait_exit(Duration::from_millis(500)).is_none(),
+        "the drain waits for the held connection"
+    );
+    server.signal(libc::SIGTERM);
+    let st = server
+        .wait_exit(Duration::from_secs(10))
+        .expect("SIGTERM after SIGQUIT stops at once");
+    assert!(st.success(), "{st}");
+    drop(held);
+}
+
+fn wait_log(dir: &std::path::Path, needle: &str) -> String {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let log = std::fs::read_to_string(dir.join("error.log")).unwrap_or_default();
+        if log.contains(needle) || Instant::now() > deadline {
+            return log;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// A configuration retired by a reload is freed as soon as its last connection ends, and not
+/// before: nothing else (the next generation, caches, the runtime) keeps it alive.
+#[test]
+fn retired_configurations_are_freed_after_their_last_connection() {
+    let (dir, port) = setup("reload-free");
+    let server = Server::start_in(&dir, &held_conf(&dir, port, ""), port);
+    let held = held_connection(&dir, port);
+    for generation in 2..=4 {
+        server.signal(libc::SIGHUP);
+        let log = wait_log(
+            &dir,
+            &format!("reconfiguration done: generation {generation},"),
+        );
+        assert!(log.contains(&format!("generation {generation},")), "{log}");
+    }
+    // Generations 2 and 3 had no connection: freed. Generation 1 serves the download.
+    let log = wait_log(&dir, "generation 3 freed");
+    assert!(log.contains("configuration generation 2 freed"), "{log}");
+    assert!(log.contains("configuration generation 3 freed"), "{log}");
+    assert!(!log.contains("generation 1 freed"), "{log}");
+    assert!(!log.contains("generation 4 freed"), "{log}");
+    drop(held);
+    let log = wait_log(&dir, "generation 1 freed");
+    assert!(
+        log.contains("configuration generation 1 freed, 1 live"),
+        "the first configuration outlived its connection: {log}"
+    );
+}

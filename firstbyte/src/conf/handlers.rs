@@ -193,6 +193,13 @@ pub(crate) fn pid(m: &mut MainSettings, d: &Directive, cx: &mut Cx) -> R {
     Ok(())
 }
 
+/// `worker_shutdown_timeout TIME`.
+pub(crate) fn worker_shutdown_timeout(m: &mut MainSettings, d: &Directive, _: &mut Cx) -> R {
+    once(&m.worker_shutdown_timeout, d)?;
+    m.worker_shutdown_timeout = Some(time(d, arg0(d))?);
+    Ok(())
+}
+
 /// `daemon on|off`.
 pub(crate) fn daemon(m: &mut MainSettings, d: &Directive, _: &mut Cx) -> R {
     once(&m.daemon, d)?;

@@ -42,7 +42,9 @@ pub fn load(
     globals: Option<&str>,
 ) -> Result<Config, ConfError> {
     let path = std::path::absolute(path).map_err(|e| ConfError::open(path, &e, None))?;
-    let text = std::fs::read(&path).map_err(|e| ConfError::open(&path, &e, None))?;
+    let text = crate::files::read(&path, MAX_FILE_BYTES)
+        .map_err(|e| ConfError::open(&path, &e, None))?
+        .0;
     let prefix = match prefix {
         Some(p) => Some(std::path::absolute(p).map_err(|e| ConfError::open(p, &e, None))?),
         None => None,
@@ -55,10 +57,15 @@ pub fn load_str(text: &str, name: &Path, prefix: &Path) -> Result<Config, ConfEr
     load_text(text.as_bytes(), name, Some(prefix), None, running_as_root())
 }
 
-/// Whether the process has root's privileges (the default `listen` port depends on it).
+/// Largest configuration file read: 64 MiB is far past any real one (a wrong path, such as
+/// `/dev/zero`, must not exhaust memory).
+pub(crate) const MAX_FILE_BYTES: u64 = 64 << 20;
+
+/// Whether the process has root's privileges (the default `listen` port depends on it), or
+/// started with them (the server that gave them up loads as the root process would).
 fn running_as_root() -> bool {
     // SAFETY: geteuid has no preconditions and cannot fail.
-    unsafe { libc::geteuid() == 0 }
+    crate::files::started_as_root() || unsafe { libc::geteuid() == 0 }
 }
 
 /// The loader proper: `text` is the main file's contents, `name` its path.

@@ -63,6 +63,9 @@ pub struct MainConf {
     pub pid: Option<PathBuf>,
     /// `daemon on|off`. Default off (foreground suits systemd and containers).
     pub daemon: bool,
+    /// `worker_shutdown_timeout TIME`: how long `-s quit` waits for connections before closing
+    /// them. `None` (nginx's default): as long as they take.
+    pub worker_shutdown_timeout: Option<std::time::Duration>,
     /// `worker_connections N` (events). Default 512, as nginx.
     pub worker_connections: u32,
     /// `ssl_object_cache_inheritable on|off` (main). Default on, as nginx 1.27.4: the next

@@ -303,7 +303,9 @@ impl Parser<'_> {
         from: Option<&Pos>,
         depth: usize,
     ) -> Result<Vec<Directive>, ConfError> {
-        let bytes = std::fs::read(path).map_err(|e| ConfError::open(path, &e, from))?;
+        let bytes = crate::files::read(path, super::MAX_FILE_BYTES)
+            .map_err(|e| ConfError::open(path, &e, from))?
+            .0;
         self.files.push(path.to_path_buf());
         self.text(&bytes, Arc::new(path.to_path_buf()), false, depth)
     }
@@ -398,19 +400,9 @@ impl Parser<'_> {
         }
         let pattern = path.to_string_lossy().into_owned();
         // As glob(3): `*` does not match a leading dot (editor backups, `.swp` files).
-        let options = glob::MatchOptions {
-            case_sensitive: true,
-            require_literal_separator: true,
-            require_literal_leading_dot: true,
-        };
-        let paths = glob::glob_with(&pattern, options).map_err(|e| {
-            ConfError::other(format!("invalid include pattern \"{arg}\": {}", e.msg), pos)
+        let matched = crate::files::glob(&pattern).map_err(|e| {
+            ConfError::other(format!("invalid include pattern \"{arg}\": {e}"), pos)
         })?;
-        let mut matched: Vec<PathBuf> = paths
-            .filter_map(Result::ok)
-            .filter(|p| !p.is_dir())
-            .collect();
-        matched.sort();
         for p in matched {
             out.extend(self.file(&p, Some(pos), depth)?);
         }

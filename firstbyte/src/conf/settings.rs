@@ -92,6 +92,7 @@ pub(crate) struct MainSettings {
     pub error_log: Vec<ErrorLog>,
     pub pid: Option<Option<PathBuf>>,
     pub daemon: Option<bool>,
+    pub worker_shutdown_timeout: Option<std::time::Duration>,
     pub worker_connections: Option<u32>,
     pub ssl_object_cache_inheritable: Option<bool>,
     /// An `events {}` was read (a second one is a duplicate).
@@ -112,6 +113,8 @@ impl MainSettings {
                 .unwrap_or_else(|| Some(PathBuf::from("/run/firstbyte.pid"))),
             // off: foreground suits systemd and containers (firstbyte's choice; nginx's is on).
             daemon: self.daemon.unwrap_or(false),
+            // None: wait for every connection, as nginx without the directive.
+            worker_shutdown_timeout: self.worker_shutdown_timeout,
             // 512 connections: nginx's default.
             worker_connections: self.worker_connections.unwrap_or(512),
             // on: nginx 1.27.4's default.

@@ -217,10 +217,11 @@ const HASH: &str = "firstbyte sizes its hash tables itself";
 #[rustfmt::skip]
 pub(crate) static DIRECTIVES: &[Spec] = &[
     // core (main, events)
-    d("user", MAIN, 1, 2, "", Global, Main(h::user), "When started as root, serve as this user (and group; default: the user's name)."),
+    d("user", MAIN, 1, 2, "nobody nogroup", Global, Main(h::user), "When started as root, serve as this user (and group; default: the user's name) with no capability left; a root broker process reads files and binds sockets for reloads. Without it, nginx's default: `nobody`, group `nogroup` (or `nobody` where there is no `nogroup`); `user root` stays root."),
     d("worker_processes", MAIN, 1, 1, "1", Global, Main(h::worker_processes), "Number of event-loop threads; `auto`: one per available CPU."),
     d("error_log", MAIN | HSL, 1, 2, "stderr error", Global, Main(h::error_log), "Error log file (or `stderr`) and lowest level; several allowed. Only the main level's count: elsewhere it is accepted with a warning."),
     d("pid", MAIN, 1, 1, "/run/firstbyte.pid", Global, Main(h::pid), "File holding the process id, for `-s`; `off`: none."),
+    d("worker_shutdown_timeout", MAIN, 1, 1, "", Global, Main(h::worker_shutdown_timeout), "How long a graceful shutdown (`-s quit`) waits for open connections before it closes them; unset: as long as they take."),
     d("daemon", MAIN, 1, 1, "off", Global, Main(h::daemon), "`on`: detach from the terminal. firstbyte's default is off (foreground suits systemd and containers)."),
     block("events", MAIN, 0, 0, Handler::Events, "Connection-processing settings."),
     d("worker_connections", EVENTS, 1, 1, "512", Global, Main(h::worker_connections), "Most simultaneous connections per worker thread."),
@@ -373,7 +374,7 @@ pub(crate) static UNSUPPORTED: &[&str] = &[
     "subrequest_output_buffer_size", "thread_pool", "timer_resolution",
     "uninitialized_variable_warn", "valid_referers", "worker_aio_requests",
     "worker_cpu_affinity", "worker_priority", "worker_rlimit_core", "worker_rlimit_nofile",
-    "worker_shutdown_timeout", "working_directory", "xml_entities", "zone",
+    "working_directory", "xml_entities", "zone",
     "google_perftools_profiles", "limit_except", "more_set_headers", "more_clear_headers",
 ];
 

@@ -642,6 +642,25 @@ fn globals_come_before_the_file() {
 }
 
 #[test]
+fn worker_shutdown_timeout_is_a_main_time() {
+    assert_eq!(ok("events {}").main.worker_shutdown_timeout, None);
+    assert_eq!(
+        ok("worker_shutdown_timeout 1m;")
+            .main
+            .worker_shutdown_timeout,
+        Some(std::time::Duration::from_secs(60))
+    );
+    assert_eq!(
+        err("worker_shutdown_timeout soon;"),
+        "\"worker_shutdown_timeout\" directive invalid value in /t/x.conf:1"
+    );
+    assert_eq!(
+        err("http { worker_shutdown_timeout 1s; }"),
+        "\"worker_shutdown_timeout\" directive is not allowed here in /t/x.conf:1"
+    );
+}
+
+#[test]
 fn main_settings() {
     let c = ok("user www-data;\nworker_processes auto;\npid off;\nerror_log /var/log/e.log info;\nerror_log stderr;\nevents { worker_connections 4096; }");
     let m = &c.main;

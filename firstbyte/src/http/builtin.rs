@@ -8,8 +8,9 @@ use serde::Serialize;
 use super::body::Body;
 use super::conn::Conn;
 
-/// The built-in site's configuration: `{cert}` and `{key}` are replaced by the paths of the
-/// certificate made at start. Bound to loopback only.
+/// The built-in site's configuration: `{cert}` and `{key}` are replaced by the certificate
+/// and key made at start, as quoted `data:` values (they are never written to a file). Bound
+/// to loopback only.
 pub const BUILTIN_CONF: &str = r#"# firstbyte's built-in site (no configuration file was found)
 worker_processes 1;
 pid off;

@@ -100,6 +100,30 @@ impl Shared {
         Ok(f)
     }
 
+    /// Swaps in the files the broker reopened; logs its failures as [`Shared::reopen_logs`].
+    pub fn replace_logs(&self, files: Vec<(PathBuf, std::io::Result<std::fs::File>)>) {
+        let Ok(m) = self.log_files.lock() else {
+            return;
+        };
+        for (path, r) in files {
+            let Some(f) = m.get(&path) else {
+                continue;
+            };
+            match r {
+                Ok(file) => f.replace(file),
+                Err(e) => crate::fblog!(Alert, "reopen() \"{}\" failed ({e})", path.display()),
+            }
+        }
+    }
+
+    /// Paths of the open log files.
+    pub fn log_paths(&self) -> Vec<PathBuf> {
+        self.log_files
+            .lock()
+            .map(|m| m.keys().cloned().collect())
+            .unwrap_or_default()
+    }
+
     /// Reopens every log file (`-s reopen`).
     pub fn reopen_logs(&self) {
         let files: Vec<_> = match self.log_files.lock() {
@@ -166,6 +190,35 @@ pub struct Server {
     shared: Arc<Shared>,
     current: Arc<ArcSwap<Site>>,
     listeners: Mutex<Listeners>,
+    broker: Option<crate::broker::Broker>,
+}
+
+/// Binds every socket `site` names (at start, before the process gives up root).
+pub fn bind_all(site: &Site) -> Result<Vec<(SocketAddr, std::net::TcpListener)>, LoadError> {
+    bind_sockets(site, |_| false)
+}
+
+/// Binds the sockets `site` names except those `open` says are open.
+pub fn bind_sockets(
+    site: &Site,
+    open: impl Fn(&SocketAddr) -> bool,
+) -> Result<Vec<(SocketAddr, std::net::TcpListener)>, LoadError> {
+    let mut fresh = Vec::new();
+    for s in site.vhosts.sockets() {
+        if open(&s.addr) {
+            continue;
+        }
+        let std_l = crate::net::bind_listener(&crate::net::ListenOpts {
+            addr: s.addr,
+            reuseport: s.reuseport,
+            backlog: s.backlog,
+            fastopen: s.fastopen,
+            ipv6only: s.ipv6only,
+        })
+        .map_err(|e| bind_error(s.addr, &e))?;
+        fresh.push((s.addr, std_l));
+    }
+    Ok(fresh)
 }
 
 fn bind_error(addr: SocketAddr, e: &std::io::Error) -> LoadError {
@@ -177,9 +230,16 @@ fn bind_error(addr: SocketAddr, e: &std::io::Error) -> LoadError {
 }
 
 impl Server {
-    /// Loads the configuration and binds its sockets (nothing is accepted yet).
-    pub fn start(source: Source, site: Site, shared: Arc<Shared>) -> Result<Arc<Self>, LoadError> {
+    /// Starts serving `site` on `fresh`, the sockets [`bind_all`] bound for it (inside the runtime).
+    pub fn start(
+        source: Source,
+        site: Site,
+        shared: Arc<Shared>,
+        fresh: Vec<(SocketAddr, std::net::TcpListener)>,
+        broker: Option<crate::broker::Broker>,
+    ) -> Arc<Self> {
         let server = Arc::new(Server {
+            broker,
             source,
             shared,
             current: Arc::new(ArcSwap::from_pointee(site)),
@@ -187,21 +247,14 @@ impl Server {
                 open: HashMap::new(),
             }),
         });
-        server.sync_listeners()?;
-        Ok(server)
+        let site = server.site();
+        server.activate(fresh, &site);
+        server
     }
 
     /// The current site.
     pub fn site(&self) -> Arc<Site> {
         self.current.load_full()
-    }
-
-    /// Opens sockets the current site names and closes the others.
-    fn sync_listeners(&self) -> Result<(), LoadError> {
-        let site = self.site();
-        let fresh = self.bind_new(&site)?;
-        self.activate(fresh, &site);
-        Ok(())
     }
 
     /// Binds the sockets `site` names that are not open yet. Nothing running changes, so a
@@ -211,22 +264,7 @@ impl Server {
             .listeners
             .lock()
             .map_err(|_| LoadError::Other("listener registry poisoned".into()))?;
-        let mut fresh = Vec::new();
-        for s in site.vhosts.sockets() {
-            if l.open.contains_key(&s.addr) {
-                continue;
-            }
-            let std_l = crate::net::bind_listener(&crate::net::ListenOpts {
-                addr: s.addr,
-                reuseport: s.reuseport,
-                backlog: s.backlog,
-                fastopen: s.fastopen,
-                ipv6only: s.ipv6only,
-            })
-            .map_err(|e| bind_error(s.addr, &e))?;
-            fresh.push((s.addr, std_l));
-        }
-        Ok(fresh)
+        bind_sockets(site, |a| l.open.contains_key(a))
     }
 
     /// Starts accepting on freshly bound sockets and closes those `site` no longer names.
@@ -264,17 +302,31 @@ impl Server {
 
     /// Re-reads the configuration. On any failure the old configuration keeps serving.
     ///
-    /// The load runs on a blocking thread that holds the kept capabilities while it reads
-    /// files and binds sockets (see `privileges`); request threads never hold them.
+    /// With a broker (started as root), the broker reads the files, opens the logs and binds
+    /// the new sockets; this process builds the site from what it sent (`files::replaying`).
+    /// Without one, this process reads and binds itself.
     pub async fn reload(self: &Arc<Self>) -> Result<(), LoadError> {
         let this = self.clone();
         let (built, fresh) = tokio::task::spawn_blocking(move || {
-            let _caps = crate::privileges::Elevated::raise();
             let prev = this.site();
-            let config = this.source.load()?;
-            let site = Site::build(config, &this.shared, Some(&prev))?;
-            let fresh = this.bind_new(&site)?;
-            Ok::<_, LoadError>((site, fresh))
+            let Some(broker) = &this.broker else {
+                let config = this.source.load()?;
+                let site = Site::build(config, &this.shared, Some(&prev))?;
+                let fresh = this.bind_new(&site)?;
+                return Ok::<_, LoadError>((site, fresh));
+            };
+            let open: Vec<SocketAddr> = match this.listeners.lock() {
+                Ok(l) => l.open.keys().copied().collect(),
+                Err(_) => return Err(LoadError::Other("listener registry poisoned".into())),
+            };
+            let loaded = broker.reload(&open).map_err(LoadError::Other)?;
+            let site = crate::files::replaying(loaded.snapshot, || {
+                let config = this.source.load()?;
+                Site::build(config, &this.shared, Some(&prev))
+            })?;
+            let mut given = loaded.listeners;
+            let fresh = this.take_new(&site, &mut given)?;
+            Ok((site, fresh))
         })
         .await
         .map_err(|e| LoadError::Other(format!("reload task failed: {e}")))??;
@@ -293,14 +345,51 @@ impl Server {
         Ok(())
     }
 
-    /// Reopens log files (`-s reopen`), with the capabilities a root-owned log directory needs.
+    /// The sockets `site` needs that are not open, out of those the broker bound.
+    fn take_new(
+        &self,
+        site: &Site,
+        given: &mut Vec<(SocketAddr, std::net::TcpListener)>,
+    ) -> Result<Vec<(SocketAddr, std::net::TcpListener)>, LoadError> {
+        let l = self
+            .listeners
+            .lock()
+            .map_err(|_| LoadError::Other("listener registry poisoned".into()))?;
+        let mut fresh = Vec::new();
+        for s in site.vhosts.sockets() {
+            if l.open.contains_key(&s.addr) {
+                continue;
+            }
+            let Some(i) = given.iter().position(|(a, _)| *a == s.addr) else {
+                return Err(LoadError::Other(format!(
+                    "the privileged process bound no socket for {}",
+                    s.addr
+                )));
+            };
+            fresh.push(given.swap_remove(i));
+        }
+        Ok(fresh)
+    }
+
+    /// Reopens log files (`-s reopen`); with a broker, it opens them (a log directory may be
+    /// root's) and this process swaps the files in.
     pub async fn reopen_logs(self: &Arc<Self>) {
         let this = self.clone();
-        let _ = tokio::task::spawn_blocking(move || {
-            let _caps = crate::privileges::Elevated::raise();
-            this.shared.reopen_logs();
+        let _ = tokio::task::spawn_blocking(move || match &this.broker {
+            None => this.shared.reopen_logs(),
+            Some(b) => match b.reopen() {
+                Ok(files) => this.shared.replace_logs(files),
+                Err(e) => crate::fblog!(Alert, "reopening logs failed ({e})"),
+            },
         })
         .await;
+    }
+
+    /// The broker removes the pid file and exits (at the end of a run).
+    pub fn shutdown(&self) {
+        if let Some(b) = &self.broker {
+            b.shutdown();
+        }
     }
 
     /// Stops accepting and closes the listening sockets.
@@ -313,11 +402,27 @@ impl Server {
     }
 
     /// Graceful stop: no new connections, in-flight requests finish, idle connections close.
+    /// With `worker_shutdown_timeout`, connections still open when it runs out are closed (the
+    /// caller returns and the process exits), as nginx does.
     pub async fn drain(&self) {
         self.close_listeners();
         self.shared.draining.send_replace(true);
-        while self.shared.stats.active.load(Ordering::Relaxed) > 0 {
-            tokio::time::sleep(Duration::from_millis(20)).await;
+        let wait = async {
+            while self.shared.stats.active.load(Ordering::Relaxed) > 0 {
+                tokio::time::sleep(Duration::from_millis(20)).await;
+            }
+        };
+        match self.site().config.main.worker_shutdown_timeout {
+            None => wait.await,
+            Some(t) => {
+                if tokio::time::timeout(t, wait).await.is_err() {
+                    crate::fblog!(
+                        Notice,
+                        "worker_shutdown_timeout: closing {} connection(s)",
+                        self.shared.stats.active.load(Ordering::Relaxed)
+                    );
+                }
+            }
         }
     }
 
@@ -335,7 +440,12 @@ impl Server {
                 _ = hup.recv() => {
                     crate::fblog!(Notice, "signal 1 (SIGHUP) received, reconfiguring");
                     match self.reload().await {
-                        Ok(()) => crate::fblog!(Notice, "reconfiguration done"),
+                        Ok(()) => crate::fblog!(
+                            Notice,
+                            "reconfiguration done: generation {}, {} live",
+                            self.site().generation(),
+                            site::live_sites()
+                        ),
                         Err(e) => crate::fblog!(Emerg, "{e}; the previous configuration keeps serving"),
                     }
                 }
@@ -345,7 +455,16 @@ impl Server {
                 }
                 _ = quit.recv() => {
                     crate::fblog!(Notice, "signal 3 (SIGQUIT) received, shutting down gracefully");
-                    self.drain().await;
+                    // SIGTERM or SIGINT during the drain still stops at once.
+                    tokio::select! {
+                        _ = self.drain() => {}
+                        _ = term.recv() => {
+                            crate::fblog!(Notice, "signal 15 (SIGTERM) received, exiting");
+                        }
+                        _ = int.recv() => {
+                            crate::fblog!(Notice, "signal 2 (SIGINT) received, exiting");
+                        }
+                    }
                     return;
                 }
                 _ = term.recv() => {
@@ -372,7 +491,41 @@ pub struct Signals {
     usr1: tokio::signal::unix::Signal,
 }
 
+/// The answered signals held back from this thread (and the threads it starts) while alive.
+pub struct Blocked(libc::sigset_t);
+
+impl Drop for Blocked {
+    fn drop(&mut self) {
+        // SAFETY: the set was filled by sigemptyset/sigaddset; a null old-set pointer is allowed.
+        unsafe { libc::pthread_sigmask(libc::SIG_UNBLOCK, &self.0, std::ptr::null_mut()) };
+    }
+}
+
+/// The signals firstbyte answers.
+pub const ANSWERED: [libc::c_int; 5] = [
+    libc::SIGHUP,
+    libc::SIGQUIT,
+    libc::SIGTERM,
+    libc::SIGINT,
+    libc::SIGUSR1,
+];
+
 impl Signals {
+    /// Blocks the answered signals until the guard drops: one that arrives before the handlers
+    /// are installed stays pending and is handled then, instead of ending the process.
+    pub fn block() -> Blocked {
+        // SAFETY: sigset_t is plain data that sigemptyset initialises; the pointers are valid.
+        unsafe {
+            let mut set: libc::sigset_t = std::mem::zeroed();
+            libc::sigemptyset(&mut set);
+            for s in ANSWERED {
+                libc::sigaddset(&mut set, s);
+            }
+            libc::pthread_sigmask(libc::SIG_BLOCK, &set, std::ptr::null_mut());
+            Blocked(set)
+        }
+    }
+
     /// Registers the handlers (inside the runtime).
     pub fn install() -> std::io::Result<Self> {
         use tokio::signal::unix::{signal, SignalKind};
@@ -437,19 +590,34 @@ async fn accept_loop(
 pub struct PidFile(Option<PathBuf>);
 
 impl PidFile {
-    /// Writes `path` with this process's id.
+    /// Writes `path` with this process's id. Called as root before privileges are dropped,
+    /// so the file is root's, mode 0644: the serving user cannot rewrite it to aim `-s` (run
+    /// by root) at another process. A symlink at `path` is not followed.
     pub fn write(path: Option<&Path>) -> std::io::Result<Self> {
         if let Some(p) = path {
-            std::fs::write(p, format!("{}\n", std::process::id()))?;
+            use std::io::Write;
+            use std::os::unix::fs::OpenOptionsExt;
+            let mut f = std::fs::OpenOptions::new()
+                .write(true)
+                .create(true)
+                .truncate(true)
+                .mode(0o644)
+                .custom_flags(libc::O_NOFOLLOW)
+                .open(p)?;
+            f.write_all(format!("{}\n", std::process::id()).as_bytes())?;
         }
         Ok(Self(path.map(Path::to_path_buf)))
+    }
+
+    /// Someone else (the broker) removes the file.
+    pub fn disown(&mut self) {
+        self.0 = None;
     }
 }
 
 impl Drop for PidFile {
     fn drop(&mut self) {
         if let Some(p) = &self.0 {
-            let _caps = crate::privileges::Elevated::raise();
             let _ = std::fs::remove_file(p);
         }
     }

@@ -11,6 +11,7 @@
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 
 use tokio::sync::watch;
@@ -62,6 +63,39 @@ pub struct Site {
     /// server names, `fastopen=` on a kernel that allows it to clients only.
     pub warnings: Vec<String>,
     retired: watch::Sender<bool>,
+    live: Live,
+}
+
+/// Sites alive in this process: the current one, retired ones that still have connections,
+/// and one being built or torn down. A retired site holds every certificate, key and config of
+/// its generation, so nothing but its connections may keep it: the count says so at `info`.
+static LIVE: AtomicUsize = AtomicUsize::new(0);
+static GENERATIONS: AtomicUsize = AtomicUsize::new(0);
+
+/// Counts one site; logs when it is freed.
+struct Live(usize);
+
+impl Live {
+    fn new() -> Self {
+        LIVE.fetch_add(1, Ordering::Relaxed);
+        Live(GENERATIONS.fetch_add(1, Ordering::Relaxed) + 1)
+    }
+}
+
+impl Drop for Live {
+    fn drop(&mut self) {
+        let left = LIVE.fetch_sub(1, Ordering::Relaxed) - 1;
+        crate::fblog!(
+            Info,
+            "configuration generation {} freed, {left} live",
+            self.0
+        );
+    }
+}
+
+/// How many sites are alive in this process.
+pub fn live_sites() -> usize {
+    LIVE.load(Ordering::Relaxed)
 }
 
 fn key(s: &Arc<ServerConf>) -> usize {
@@ -146,6 +180,7 @@ impl Site {
             store,
             proxies,
             retired,
+            live: Live::new(),
         })
     }
 
@@ -175,6 +210,11 @@ impl Site {
                 }
             }
         }
+    }
+
+    /// This site's generation: 1 for the first built in this process, then counting up.
+    pub fn generation(&self) -> usize {
+        self.live.0
     }
 
     /// Signals connections of this generation to finish and close (after a reload).

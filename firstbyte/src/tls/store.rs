@@ -21,10 +21,8 @@
 
 use std::collections::HashMap;
 use std::fmt;
-use std::fs::File;
 use std::hash::{BuildHasherDefault, Hash, Hasher};
-use std::io::{self, Read};
-use std::os::unix::fs::MetadataExt;
+use std::io;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
@@ -42,32 +40,7 @@ use crate::conf::model::{CertKey, Source};
 /// response, and keeps a wrong path (a disk image, `/dev/zero`) from exhausting memory.
 const MAX_FILE_BYTES: u64 = 16 << 20;
 
-/// What identifies a file's content without reading it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct FileStamp {
-    dev: u64,
-    ino: u64,
-    len: u64,
-    mtime: (i64, i64),
-    ctime: (i64, i64),
-}
-
-impl FileStamp {
-    fn of(meta: &std::fs::Metadata) -> Self {
-        Self {
-            dev: meta.dev(),
-            ino: meta.ino(),
-            len: meta.len(),
-            mtime: (meta.mtime(), meta.mtime_nsec()),
-            ctime: (meta.ctime(), meta.ctime_nsec()),
-        }
-    }
-
-    /// The stamp of `path` now, if it can be read.
-    pub fn current(path: &Path) -> Option<Self> {
-        std::fs::metadata(path).ok().map(|m| Self::of(&m))
-    }
-}
+pub use crate::files::FileStamp;
 
 /// What an entry is keyed by.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
@@ -563,25 +536,10 @@ pub(super) fn read_source_stamped(source: &Source) -> io::Result<(Vec<u8>, Optio
     }
 }
 
-/// Reads a whole file, with the stamp of the very file read.
+/// Reads a whole file, with the stamp of the very file read (through the load's file source:
+/// the disk, or the privileged broker's snapshot).
 fn read_file(path: &Path) -> io::Result<(Vec<u8>, FileStamp)> {
-    let mut file = File::open(path)?;
-    let meta = file.metadata()?;
-    if meta.len() > MAX_FILE_BYTES {
-        return Err(io::Error::other(format!(
-            "file is larger than {MAX_FILE_BYTES} bytes"
-        )));
-    }
-    let mut bytes = Vec::with_capacity(usize::try_from(meta.len()).unwrap_or(0));
-    file.by_ref()
-        .take(MAX_FILE_BYTES + 1)
-        .read_to_end(&mut bytes)?;
-    if bytes.len() as u64 > MAX_FILE_BYTES {
-        return Err(io::Error::other(format!(
-            "file is larger than {MAX_FILE_BYTES} bytes"
-        )));
-    }
-    Ok((bytes, FileStamp::of(&meta)))
+    crate::files::read(path, MAX_FILE_BYTES)
 }
 
 #[cfg(test)]

@@ -130,6 +130,9 @@ cp a.test.crt a-enc.crt
 openssl ec -aes256 -passout pass:s3cret -in a.test.key -out a-legacy.key 2>/dev/null
 cp a.test.crt a-legacy.crt
 printf 'wrong\ns3cret\n' > passwords
+# Readable by the serving user (nobody when a test starts firstbyte as root without "user"):
+# certificates named by variables are read at handshake time, by the serving process, as nginx.
+chmod 644 *.key
 "#,
             &dir,
         );
@@ -172,6 +175,7 @@ impl Server {
             .stderr(Stdio::piped())
             .spawn()
             .expect("start firstbyte");
+        reap_at_exit(child.id());
         let stderr = Arc::new(std::sync::Mutex::new(Vec::new()));
         let mut err = child.stderr.take().expect("stderr");
         let sink = stderr.clone();
@@ -266,6 +270,45 @@ impl Drop for Server {
     fn drop(&mut self) {
         let _ = self.child.kill();
         let _ = self.child.wait();
+        forget_at_exit(self.child.id());
+    }
+}
+
+/// Servers still running: killed when the test process exits, for those that are never
+/// dropped (a server in a `static` fixture lives until the process ends, and Rust runs no
+/// destructor for statics).
+static LIVE: std::sync::Mutex<Vec<u32>> = std::sync::Mutex::new(Vec::new());
+
+extern "C" fn kill_live_servers() {
+    let pids = match LIVE.lock() {
+        Ok(mut l) => std::mem::take(&mut *l),
+        Err(_) => return,
+    };
+    for pid in pids {
+        // SAFETY: plain syscalls on a child of this process; a null status pointer is allowed.
+        unsafe {
+            libc::kill(pid as i32, libc::SIGKILL);
+            libc::waitpid(pid as i32, std::ptr::null_mut(), 0);
+        }
+    }
+}
+
+/// Kills `pid` at process exit unless [`forget_at_exit`] is called first.
+pub fn reap_at_exit(pid: u32) {
+    static HOOK: std::sync::Once = std::sync::Once::new();
+    // SAFETY: registers a plain extern "C" function with no arguments.
+    HOOK.call_once(|| unsafe {
+        libc::atexit(kill_live_servers);
+    });
+    if let Ok(mut l) = LIVE.lock() {
+        l.push(pid);
+    }
+}
+
+/// `pid` was reaped by its owner.
+pub fn forget_at_exit(pid: u32) {
+    if let Ok(mut l) = LIVE.lock() {
+        l.retain(|p| *p != pid);
     }
 }
 
