@@ -49,6 +49,11 @@ pub struct DynamicResolver {
     password_file: Option<PathBuf>,
     provider: Arc<CryptoProvider>,
     cache: Option<Mutex<CertCache<Arc<CertifiedKey>, PairStamp>>>,
+    /// Names whose files failed to load, under the same limits but apart from `cache`, so
+    /// that a client cycling through unknown names neither costs a file read and a log line
+    /// per handshake nor evicts the certificates that exist. An entry is retried when a
+    /// file's stamp changes (it appears, or is replaced) or after `valid`.
+    failed: Option<Mutex<CertCache<(), PairStamp>>>,
 }
 
 impl fmt::Debug for DynamicResolver {
@@ -84,6 +89,7 @@ impl DynamicResolver {
             password_file: tls.password_file.clone(),
             provider,
             cache: cache_limits(tls.certificate_cache).map(|l| Mutex::new(CertCache::new(l))),
+            failed: cache_limits(tls.certificate_cache).map(|l| Mutex::new(CertCache::new(l))),
         }
     }
 
@@ -105,7 +111,26 @@ impl DynamicResolver {
                 }
             }
         }
-        let (ck, stamp) = load_pair(&cert, &key, self.password_file.as_deref(), &self.provider)?;
+        let stamp_now = || (stamp_of(&cert), stamp_of(&key));
+        if let Some(f) = &self.failed {
+            if let Ok(mut f) = f.lock() {
+                if let Lookup::Hit(()) = f.get(&cache_key, now, || Some(stamp_now())) {
+                    return Err(TlsError::KnownFailure);
+                }
+            }
+        }
+        let (ck, stamp) =
+            match load_pair(&cert, &key, self.password_file.as_deref(), &self.provider) {
+                Ok(loaded) => loaded,
+                Err(e) => {
+                    if let Some(f) = &self.failed {
+                        if let Ok(mut f) = f.lock() {
+                            f.insert(cache_key, (), stamp_now(), now);
+                        }
+                    }
+                    return Err(e);
+                }
+            };
         if let Some(c) = &self.cache {
             if let Ok(mut c) = c.lock() {
                 c.insert(cache_key, ck.clone(), stamp, now);
@@ -181,6 +206,8 @@ impl ResolvesServerCert for DynamicResolver {
         for pair in &self.pairs {
             match self.load(pair, &vars) {
                 Ok(ck) => return Some(ck),
+                // Logged when it first failed.
+                Err(TlsError::KnownFailure) => {}
                 Err(e) => crate::fblog!(Error, "{e} while SSL handshaking, server name: \"{sni}\""),
             }
         }
@@ -217,6 +244,7 @@ mod tests {
             password_file: None,
             provider: super::super::provider(),
             cache: cache_limits(cache).map(|l| Mutex::new(CertCache::new(l))),
+            failed: cache_limits(cache).map(|l| Mutex::new(CertCache::new(l))),
         }
     }
 
@@ -248,6 +276,31 @@ mod tests {
         };
         let e = r.load(&r.pairs[0], &missing).expect_err("no file");
         assert!(e.to_string().contains("two.test.crt"), "{e}");
+        // The failure is remembered: no file read (and no log line) for the next handshake
+        // with the same unknown name...
+        let again = r.load(&r.pairs[0], &missing).expect_err("still no file");
+        assert!(matches!(again, TlsError::KnownFailure), "{again}");
+        // ...until its files appear (seen at the first lookup after `valid`).
+        let quick = resolver(
+            &d,
+            CertificateCache::On {
+                max: 10,
+                inactive: Duration::from_secs(10),
+                valid: Duration::ZERO,
+            },
+        );
+        let three = HandshakeVars {
+            server_name: "three.test",
+        };
+        quick.load(&quick.pairs[0], &three).expect_err("no file");
+        let again = quick.load(&quick.pairs[0], &three).expect_err("unchanged");
+        assert!(matches!(again, TlsError::KnownFailure), "{again}");
+        let (c3, k3) = ecdsa_pem(&["three.test"]);
+        std::fs::write(d.join("three.test.crt"), c3).expect("w");
+        std::fs::write(d.join("three.test.key"), k3).expect("w");
+        quick
+            .load(&quick.pairs[0], &three)
+            .expect("the new files are loaded");
 
         let uncached = resolver(&d, CertificateCache::Off);
         let x = uncached.load(&uncached.pairs[0], &one).expect("x");

@@ -30,6 +30,10 @@ pub enum TlsError {
         /// What went wrong.
         reason: LoadReason,
     },
+    /// A certificate named with variables failed to load a moment ago and its files have
+    /// not changed since (`ssl_certificate_cache` keeps the failure; it was logged then).
+    #[error("certificate failed to load before and its files are unchanged")]
+    KnownFailure,
     /// The key does not belong to the certificate.
     #[error("SSL_CTX_use_PrivateKey(\"{key}\") failed (key values mismatch with certificate \"{cert}\")")]
     KeyMismatch {
