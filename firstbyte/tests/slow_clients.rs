@@ -47,8 +47,21 @@ http {
 }
 "#;
 
+/// A running server whose directory is removed when it is dropped.
+struct Cleaned(Option<Server>);
+
+impl Drop for Cleaned {
+    fn drop(&mut self) {
+        if let Some(s) = self.0.take() {
+            let dir = s.dir.clone();
+            drop(s);
+            let _ = std::fs::remove_dir_all(dir);
+        }
+    }
+}
+
 /// A server on a TLS port whose `/up` goes to an upstream that reads and never answers.
-fn server(tag: &str) -> (Server, u16) {
+fn server(tag: &str) -> (Cleaned, u16) {
     let upstream = TcpListener::bind("127.0.0.1:0").unwrap();
     let up_port = upstream.local_addr().unwrap().port();
     std::thread::spawn(move || {
@@ -62,7 +75,7 @@ fn server(tag: &str) -> (Server, u16) {
     });
     let conf = CONF.replace("{upstream}", &up_port.to_string());
     let (s, ports) = Server::start(tag, &conf, 1);
-    (s, ports[0])
+    (Cleaned(Some(s)), ports[0])
 }
 
 fn client_config(alpn: &[u8]) -> Arc<rustls::ClientConfig> {
