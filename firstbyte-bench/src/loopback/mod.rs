@@ -12,12 +12,12 @@
 //! `results.json`, `summary.md` and `machine.md` ([`report`]) in the output directory, with
 //! each server's config and logs under `servers/`.
 
-mod client;
+pub(crate) mod client;
 mod measures;
-mod procfs;
-mod report;
-mod servers;
-mod stats;
+pub(crate) mod procfs;
+pub(crate) mod report;
+pub(crate) mod servers;
+pub(crate) mod stats;
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -149,7 +149,7 @@ pub fn main(args: &[String]) -> i32 {
     }
 }
 
-fn workspace_dir() -> PathBuf {
+pub(crate) fn workspace_dir() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))
         .parent()
         .map_or_else(|| PathBuf::from("."), Path::to_path_buf)
@@ -157,7 +157,7 @@ fn workspace_dir() -> PathBuf {
 
 /// The firstbyte binary: `FB_BENCH_FIRSTBYTE` (as the WAN bench), else the one beside this
 /// binary (a release bench runs a release server), else `target/release/firstbyte`.
-fn firstbyte_bin() -> PathBuf {
+pub(crate) fn firstbyte_bin() -> PathBuf {
     if let Some(path) = std::env::var_os("FB_BENCH_FIRSTBYTE") {
         return PathBuf::from(path);
     }
@@ -171,7 +171,7 @@ fn firstbyte_bin() -> PathBuf {
 }
 
 /// Raises the open-file limit to its hard limit (1,000 idle connections and more).
-fn raise_nofile() {
+pub(crate) fn raise_nofile() {
     let mut lim = libc::rlimit {
         rlim_cur: 0,
         rlim_max: 0,
@@ -322,7 +322,7 @@ fn run(opts: &Options) -> Result<usize> {
 }
 
 /// The 1-minute load average from `/proc/loadavg`.
-fn load_average() -> Option<f64> {
+pub(crate) fn load_average() -> Option<f64> {
     let text = std::fs::read_to_string("/proc/loadavg").ok()?;
     text.split_whitespace().next()?.parse().ok()
 }
@@ -351,7 +351,7 @@ fn one_run(
     result
 }
 
-fn tool_version(argv: &[&str]) -> String {
+pub(crate) fn tool_version(argv: &[&str]) -> String {
     match Command::new(argv[0]).args(&argv[1..]).output() {
         Ok(o) => {
             let text = format!(

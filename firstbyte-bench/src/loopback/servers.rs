@@ -147,10 +147,23 @@ pub struct Running {
 impl Running {
     /// Writes the config, starts the server pinned to `cpu`, and waits until it accepts.
     pub fn start(kind: Kind, paths: &Paths, firstbyte: &Path, cpu: usize) -> Result<Running> {
+        Self::start_with(kind, paths, firstbyte, cpu, |port| {
+            render(kind, paths, port)
+        })
+    }
+
+    /// [`Running::start`] with the config text `conf(port)` instead of [`render`]'s.
+    pub fn start_with(
+        kind: Kind,
+        paths: &Paths,
+        firstbyte: &Path,
+        cpu: usize,
+        conf_text: impl FnOnce(u16) -> String,
+    ) -> Result<Running> {
         std::fs::create_dir_all(&paths.work)?;
         let port = free_port()?;
         let conf = paths.work.join(format!("{}.conf", kind.name()));
-        std::fs::write(&conf, render(kind, paths, port))?;
+        std::fs::write(&conf, conf_text(port))?;
         let argv = command_line(kind, firstbyte, &conf, &paths.work);
         let log = std::fs::File::create(paths.work.join("stderr.log"))?;
         let child = Command::new("taskset")

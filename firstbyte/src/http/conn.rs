@@ -112,21 +112,38 @@ impl Conn {
     }
 }
 
-/// Requests in flight on a connection, and when it was last busy: what the idle timer
-/// (`client_header_timeout` before the first request, `keepalive_timeout` after) reads.
+/// Requests in flight on a connection, and when it was last busy: what the idle timer reads.
+///
+/// nginx's timers: `client_header_timeout` from the accept until the first request (the TLS
+/// handshake included: nginx sets one read timer at accept), `keepalive_timeout` from the end
+/// of the last request, and, once the first byte of a later request's head arrives,
+/// `client_header_timeout` from that byte (nginx's keep-alive handler deletes the keep-alive
+/// timer when data comes and the header reader sets its own).
 pub struct Activity {
     born: Instant,
     inflight: AtomicU64,
     /// Milliseconds since `born` when the last request ended.
     last_ms: AtomicU64,
+    /// Milliseconds since `born` when a byte of the next request's head arrived with no
+    /// request in flight; [`NO_HEAD`] since the last request ended.
+    head_ms: AtomicU64,
 }
+
+/// [`Activity::head_ms`] when no head has begun.
+const NO_HEAD: u64 = u64::MAX;
 
 impl Activity {
     fn new() -> Self {
+        Self::since(Instant::now())
+    }
+
+    /// A connection accepted at `born`.
+    fn since(born: Instant) -> Self {
         Self {
-            born: Instant::now(),
+            born,
             inflight: AtomicU64::new(0),
             last_ms: AtomicU64::new(0),
+            head_ms: AtomicU64::new(NO_HEAD),
         }
     }
 
@@ -139,7 +156,19 @@ impl Activity {
     pub fn end(&self) {
         self.last_ms
             .store(self.born.elapsed().as_millis() as u64, Ordering::Relaxed);
+        self.head_ms.store(NO_HEAD, Ordering::Relaxed);
         self.inflight.fetch_sub(1, Ordering::Relaxed);
+    }
+
+    /// Bytes arrived: with no request in flight, they begin the next request's head (the
+    /// first such byte starts its `client_header_timeout`).
+    fn input(&self) {
+        if self.inflight() == 0 && self.head_ms.load(Ordering::Relaxed) == NO_HEAD {
+            let now = self.born.elapsed().as_millis() as u64;
+            let _ =
+                self.head_ms
+                    .compare_exchange(NO_HEAD, now, Ordering::Relaxed, Ordering::Relaxed);
+        }
     }
 
     /// Requests whose response is not finished.
@@ -153,19 +182,61 @@ impl Activity {
         }
         Some(self.born + Duration::from_millis(self.last_ms.load(Ordering::Relaxed)))
     }
+
+    /// When the idle timer fires; `None` while a request is in flight.
+    fn deadline(&self, served: bool, first: Duration, keepalive: Duration) -> Option<Instant> {
+        let ms = idle_deadline_ms(
+            IdleState {
+                served,
+                inflight: self.inflight(),
+                last_ms: self.last_ms.load(Ordering::Relaxed),
+                head_ms: self.head_ms.load(Ordering::Relaxed),
+            },
+            first,
+            keepalive,
+        )?;
+        Some(self.born + Duration::from_millis(ms))
+    }
 }
 
-/// Resolves when the connection has had no request in flight for `first` (before any request)
-/// or `keepalive` (after one).
+/// A connection's activity, in milliseconds since it was accepted.
+#[derive(Debug, Clone, Copy)]
+struct IdleState {
+    /// A request has started on it.
+    served: bool,
+    inflight: u64,
+    last_ms: u64,
+    head_ms: u64,
+}
+
+/// The idle timer's deadline in milliseconds since the accept (see [`Activity`]); `None`
+/// while a request is in flight.
+fn idle_deadline_ms(s: IdleState, first: Duration, keepalive: Duration) -> Option<u64> {
+    let ms = |d: Duration| u64::try_from(d.as_millis()).unwrap_or(u64::MAX);
+    if s.inflight > 0 {
+        return None;
+    }
+    Some(if !s.served {
+        ms(first)
+    } else if s.head_ms != NO_HEAD {
+        s.head_ms.saturating_add(ms(first))
+    } else {
+        s.last_ms.saturating_add(ms(keepalive))
+    })
+}
+
+/// Resolves when the connection has been idle past its timer (see [`Activity`]).
 async fn idle(conn: &Conn, first: Duration, keepalive: Duration) {
     loop {
         let served = conn.requests.load(Ordering::Relaxed) > 0;
-        let limit = if served { keepalive } else { first };
-        match conn.activity.idle_since() {
-            Some(since) if since.elapsed() >= limit => return,
-            Some(since) => tokio::time::sleep_until((since + limit).into()).await,
+        match conn.activity.deadline(served, first, keepalive) {
+            Some(at) if Instant::now() >= at => return,
+            Some(at) => tokio::time::sleep_until(at.into()).await,
             // Busy: look again later; a response in flight is bounded by send_timeout.
-            None => tokio::time::sleep(limit.max(Duration::from_millis(100))).await,
+            None => {
+                let limit = if served { keepalive } else { first };
+                tokio::time::sleep(limit.max(Duration::from_millis(100))).await
+            }
         }
     }
 }
@@ -215,6 +286,7 @@ pub async fn handle(
     peer: SocketAddr,
     listen: SocketAddr,
 ) {
+    let accepted = Instant::now();
     shared.stats.accepts.fetch_add(1, Ordering::Relaxed);
     shared.stats.handled.fetch_add(1, Ordering::Relaxed);
     shared.stats.active.fetch_add(1, Ordering::Relaxed);
@@ -280,7 +352,7 @@ pub async fn handle(
         fd,
         facts,
         send_timeout,
-        hs_timeout,
+        (accepted, hs_timeout),
     ))
     .await
     else {
@@ -300,7 +372,9 @@ type TlsReady = (
 );
 
 /// The TLS part of [`handle`]: ClientHello, server block by SNI, handshake. `None` when the
-/// connection ends here (the reason is logged).
+/// connection ends here (the reason is logged). `timer` is the accept's time and
+/// `client_header_timeout`: one deadline for the whole handshake, and the first request's
+/// header timer runs on from the same accept (nginx's one read timer).
 #[allow(clippy::too_many_arguments)]
 async fn accept_tls(
     site: &Arc<Site>,
@@ -312,8 +386,10 @@ async fn accept_tls(
     fd: RawFd,
     mut facts: ConnFacts,
     send_timeout: Duration,
-    hs_timeout: Duration,
+    timer: (Instant, Duration),
 ) -> Option<TlsReady> {
+    let (accepted, hs_timeout) = timer;
+    let hs_deadline = tokio::time::Instant::from_std(accepted + hs_timeout);
     let addr = site.vhosts.addr_servers(socket, local);
     let default = addr.default_server().clone();
     let release = crate::tls::stream::Release::new();
@@ -334,8 +410,8 @@ async fn accept_tls(
             peer.ip()
         );
     };
-    let accepted = match tokio::time::timeout(
-        hs_timeout,
+    let hello = match tokio::time::timeout_at(
+        hs_deadline,
         crate::tls::stream::read_client_hello(&mut stream),
     )
     .await
@@ -350,7 +426,7 @@ async fn accept_tls(
             return None;
         }
     };
-    let sni = accepted
+    let sni = hello
         .client_hello()
         .server_name()
         .map(str::to_ascii_lowercase);
@@ -371,7 +447,7 @@ async fn accept_tls(
         );
         return None;
     };
-    let tls_conn = match accepted.into_connection(cfg) {
+    let tls_conn = match hello.into_connection(cfg) {
         Ok(c) => c,
         Err((e, mut alert)) => {
             let mut out = Vec::new();
@@ -389,7 +465,7 @@ async fn accept_tls(
         crate::record::SocketInfo(Some(fd)),
         release.clone(),
     ));
-    let mut tls = match tokio::time::timeout(hs_timeout, handshake).await {
+    let mut tls = match tokio::time::timeout_at(hs_deadline, handshake).await {
         Ok(Ok(t)) => t,
         Ok(Err(e)) => {
             handshake_failed(&e);
@@ -437,6 +513,7 @@ async fn accept_tls(
             .flatten(),
         first_response: release,
         sni_server: Some(server.clone()),
+        activity: Activity::since(accepted),
         ..Conn::new(site.clone(), shared, socket, local, facts, fd, io)
     });
     let (proto, turns) = if alpn == "h2" {
@@ -1068,11 +1145,15 @@ impl<I: AsyncRead + Unpin> AsyncRead for Watched<I> {
             this.conn.h1.read_blocked.store(false, Ordering::Relaxed);
             return Poll::Ready(Ok(()));
         }
+        let before = buf.filled().len();
         let r = Pin::new(&mut this.io).poll_read(cx, buf);
         this.conn
             .h1
             .read_blocked
             .store(r.is_pending(), Ordering::Relaxed);
+        if buf.filled().len() > before {
+            this.conn.activity.input();
+        }
         r
     }
 }
@@ -1436,6 +1517,56 @@ mod tests {
                 "{version:?}: {log:?}"
             );
         }
+    }
+
+    /// nginx's timers: the first request's header from the accept, keep-alive from the last
+    /// response, a later request's header from its first byte, none while a request runs.
+    #[test]
+    fn idle_deadline_follows_nginx_timers() {
+        let (first, keepalive) = (Duration::from_secs(2), Duration::from_secs(30));
+        let at = |served, inflight, last_ms, head_ms| {
+            idle_deadline_ms(
+                IdleState {
+                    served,
+                    inflight,
+                    last_ms,
+                    head_ms,
+                },
+                first,
+                keepalive,
+            )
+        };
+        // Before any request, input or not: client_header_timeout from the accept.
+        assert_eq!(at(false, 0, 0, NO_HEAD), Some(2_000));
+        assert_eq!(at(false, 0, 0, 1_500), Some(2_000));
+        // Busy.
+        assert_eq!(at(true, 1, 100, NO_HEAD), None);
+        // Idle after a request: keepalive_timeout from its end.
+        assert_eq!(at(true, 0, 5_000, NO_HEAD), Some(35_000));
+        // A later head began at 9 s: client_header_timeout from then, not keep-alive.
+        assert_eq!(at(true, 0, 5_000, 9_000), Some(11_000));
+    }
+
+    /// A byte with no request in flight starts a head once; the end of a request clears it.
+    #[test]
+    fn input_marks_the_next_head_once() {
+        let a = Activity::since(Instant::now() - Duration::from_secs(10));
+        a.begin();
+        a.input();
+        assert_eq!(a.head_ms.load(Ordering::Relaxed), NO_HEAD, "body bytes");
+        a.end();
+        a.input();
+        let head = a.head_ms.load(Ordering::Relaxed);
+        assert!((10_000..20_000).contains(&head), "{head}");
+        a.input();
+        assert_eq!(
+            a.head_ms.load(Ordering::Relaxed),
+            head,
+            "the first byte counts"
+        );
+        a.begin();
+        a.end();
+        assert_eq!(a.head_ms.load(Ordering::Relaxed), NO_HEAD);
     }
 
     #[test]
