@@ -12,6 +12,8 @@
 pub mod cli;
 pub mod conf;
 mod daemon;
+#[doc(hidden)]
+pub mod fuzzing;
 pub mod http;
 pub mod log;
 pub mod net;
