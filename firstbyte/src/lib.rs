@@ -14,6 +14,8 @@ pub mod cli;
 pub mod conf;
 mod daemon;
 mod files;
+#[doc(hidden)]
+pub mod fuzzing;
 pub mod http;
 pub mod log;
 pub mod net;

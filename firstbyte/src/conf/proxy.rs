@@ -302,11 +302,9 @@ pub(crate) fn split_url(url: &str) -> Option<(bool, String, u16, String, Option<
 }
 
 fn strip_prefix_ci<'a>(s: &'a str, p: &str) -> Option<&'a str> {
-    if s.len() >= p.len() && s[..p.len()].eq_ignore_ascii_case(p) {
-        Some(&s[p.len()..])
-    } else {
-        None
-    }
+    // `get`: `p.len()` may fall inside a multi-byte character of `s`.
+    let head = s.get(..p.len())?;
+    head.eq_ignore_ascii_case(p).then(|| &s[p.len()..])
 }
 
 // ---- handlers ----
@@ -763,5 +761,12 @@ mod tests {
         assert!(split_url("ftp://x").is_none());
         assert!(split_url("http://").is_none());
         assert!(split_url("http://x:notaport").is_none());
+    }
+
+    #[test]
+    fn url_scheme_cut_inside_a_character_is_refused() {
+        // Found by fuzz/ (config): "https://".len() falls inside the second U+FFFD.
+        assert!(split_url("http\u{FFFD}\u{FFFD}27.0.0.1:8080/a-a").is_none());
+        assert!(split_url("é").is_none());
     }
 }

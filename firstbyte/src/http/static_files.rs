@@ -354,8 +354,9 @@ fn content_type<'a>(loc: &'a LocationConf, path: &Path) -> &'a str {
 }
 
 /// The outcome of the conditional headers.
+#[doc(hidden)] // public for the fuzz targets only (`crate::fuzzing`)
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Precondition {
+pub enum Precondition {
     /// Send the file (or its range).
     Proceed,
     /// 304.
@@ -365,7 +366,8 @@ enum Precondition {
 }
 
 /// RFC 9110 §13.2.2's order, for a `GET`/`HEAD` of an existing file.
-fn preconditions(headers: &HeaderMap, etag: &str, mtime: i64) -> Precondition {
+#[doc(hidden)]
+pub fn preconditions(headers: &HeaderMap, etag: &str, mtime: i64) -> Precondition {
     if headers.contains_key(IF_MATCH) {
         if !etag_list_matches(headers, IF_MATCH, etag, false) {
             return Precondition::Failed;
@@ -437,7 +439,8 @@ impl<'a> Iterator for EntityTags<'a> {
 }
 
 /// `If-Range`: an entity tag compared strongly, or exactly the `Last-Modified` date.
-fn if_range_matches(value: &HeaderValue, etag: &str, mtime: i64) -> bool {
+#[doc(hidden)]
+pub fn if_range_matches(value: &HeaderValue, etag: &str, mtime: i64) -> bool {
     let Ok(v) = value.to_str() else { return false };
     let v = v.trim();
     if v.starts_with('"') || v.starts_with("W/") {
@@ -450,8 +453,9 @@ fn if_range_matches(value: &HeaderValue, etag: &str, mtime: i64) -> bool {
 }
 
 /// What a `Range` header asks of a file of a given length.
+#[doc(hidden)] // public for the fuzz targets only (`crate::fuzzing`)
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum ByteRange {
+pub enum ByteRange {
     /// The whole file (no usable range, or several ranges: no multipart yet).
     Full,
     /// Bytes `start..=end`.
@@ -467,7 +471,8 @@ enum ByteRange {
 
 /// Parses `Range` as nginx: another unit is ignored; a malformed `bytes=` set, or one with no
 /// satisfiable range, is 416; one satisfiable range is served; several give the whole file.
-fn parse_range(value: &str, len: u64) -> ByteRange {
+#[doc(hidden)]
+pub fn parse_range(value: &str, len: u64) -> ByteRange {
     let value = value.trim();
     let Some(set) = value
         .get(..6)
