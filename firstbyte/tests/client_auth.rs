@@ -11,31 +11,6 @@ use std::process::{Command, Stdio};
 
 use support::*;
 
-/// A client certificate signed by the test CA (`client.crt`), and one signed by nobody the
-/// server trusts (`stranger.crt`), in `dir`.
-fn client_certs(dir: &Path) {
-    let c = certs();
-    let script = format!(
-        r#"
-set -e
-cd {d}
-openssl req -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -subj "/O=Acme, Inc/CN=client one" -keyout client.key -out client.csr 2>/dev/null
-printf 'extendedKeyUsage=clientAuth\n' > client.ext
-openssl x509 -req -in client.csr -CA {ca} -CAkey {cakey} -CAcreateserial -CAserial ca.srl -days 2 -extfile client.ext -out client.crt 2>/dev/null
-openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -days 2 -subj /CN=stranger -keyout stranger.key -out stranger.crt 2>/dev/null
-"#,
-        d = dir.display(),
-        ca = c.ca().display(),
-        cakey = c.dir.join("ca.key").display()
-    );
-    let out = Command::new("sh").arg("-ec").arg(&script).output().unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-}
-
 /// The issue's four servers: a default block and `mtls.example` (client checks) on port0;
 /// `api.example` without checks on port1 and with them on port2. `{optional}` is [`OPTIONAL`]
 /// or nothing.

@@ -154,27 +154,8 @@ http {{
 
 #[test]
 fn client_certificates_are_required_and_verified() {
-    let c = certs();
     let dir = tempdir("client-cert");
-    let script = format!(
-        r#"
-set -e
-cd {d}
-openssl req -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -subj /CN=client -keyout client.key -out client.csr 2>/dev/null
-printf 'extendedKeyUsage=clientAuth\n' > client.ext
-openssl x509 -req -in client.csr -CA {ca} -CAkey {cakey} -CAcreateserial -CAserial ca.srl -days 2 -extfile client.ext -out client.crt 2>/dev/null
-openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -days 2 -subj /CN=stranger -keyout stranger.key -out stranger.crt 2>/dev/null
-"#,
-        d = dir.display(),
-        ca = c.ca().display(),
-        cakey = c.dir.join("ca.key").display()
-    );
-    let out = Command::new("sh").arg("-ec").arg(&script).output().unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    client_certs(&dir);
     let conf = r#"
 pid off;
 error_log {dir}/error.log;

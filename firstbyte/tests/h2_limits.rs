@@ -15,8 +15,7 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use h2::Reason;
-use rustls_pki_types::pem::PemObject;
-use rustls_pki_types::{CertificateDer, ServerName};
+use rustls_pki_types::ServerName;
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::net::TcpStream;
 
@@ -65,28 +64,13 @@ http {
 }
 "#;
 
-fn client_config() -> Arc<rustls::ClientConfig> {
-    let provider = Arc::new(rustls::crypto::aws_lc_rs::default_provider());
-    let mut roots = rustls::RootCertStore::empty();
-    for c in CertificateDer::pem_file_iter(certs().ca()).expect("ca") {
-        roots.add(c.expect("ca cert")).expect("add ca");
-    }
-    let mut c = rustls::ClientConfig::builder_with_provider(provider)
-        .with_safe_default_protocol_versions()
-        .expect("versions")
-        .with_root_certificates(roots)
-        .with_no_client_auth();
-    c.alpn_protocols = vec![b"h2".to_vec()];
-    Arc::new(c)
-}
-
 type Tls = tokio_rustls::client::TlsStream<TcpStream>;
 
 async fn tls(port: u16) -> Tls {
     let tcp = TcpStream::connect(("127.0.0.1", port))
         .await
         .expect("connect");
-    let tls = tokio_rustls::TlsConnector::from(client_config())
+    let tls = tokio_rustls::TlsConnector::from(rust_client_config(&[b"h2"]))
         .connect(ServerName::try_from("localhost").expect("name"), tcp)
         .await
         .expect("TLS handshake");

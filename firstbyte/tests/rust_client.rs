@@ -8,8 +8,7 @@ use std::sync::Arc;
 
 use http_body_util::{BodyExt, Empty};
 use hyper::body::Bytes;
-use rustls_pki_types::pem::PemObject;
-use rustls_pki_types::{CertificateDer, ServerName};
+use rustls_pki_types::ServerName;
 use tokio::net::TcpStream;
 
 use support::*;
@@ -31,21 +30,6 @@ http {
     }
 }
 "#;
-
-fn client_config(alpn: &[&[u8]]) -> Arc<rustls::ClientConfig> {
-    let provider = Arc::new(rustls::crypto::aws_lc_rs::default_provider());
-    let mut roots = rustls::RootCertStore::empty();
-    for c in CertificateDer::pem_file_iter(certs().ca()).unwrap() {
-        roots.add(c.unwrap()).unwrap();
-    }
-    let mut c = rustls::ClientConfig::builder_with_provider(provider)
-        .with_safe_default_protocol_versions()
-        .unwrap()
-        .with_root_certificates(roots)
-        .with_no_client_auth();
-    c.alpn_protocols = alpn.iter().map(|p| p.to_vec()).collect();
-    Arc::new(c)
-}
 
 async fn connect(
     port: u16,
@@ -78,7 +62,7 @@ async fn http2_and_http11_with_a_rust_client() {
     let port = ports[0];
 
     // HTTP/2: three requests on one connection.
-    let cfg = client_config(&[b"h2", b"http/1.1"]);
+    let cfg = rust_client_config(&[b"h2", b"http/1.1"]);
     let tls = connect(port, cfg.clone()).await;
     assert_eq!(tls.get_ref().1.alpn_protocol(), Some(&b"h2"[..]));
     let mut send = h2_sender(tls).await;
@@ -94,7 +78,7 @@ async fn http2_and_http11_with_a_rust_client() {
     }
 
     // HTTP/1.1 by ALPN.
-    let tls = connect(port, client_config(&[b"http/1.1"])).await;
+    let tls = connect(port, rust_client_config(&[b"http/1.1"])).await;
     assert_eq!(tls.get_ref().1.alpn_protocol(), Some(&b"http/1.1"[..]));
     let (mut send, conn) = hyper::client::conn::http1::handshake(hyper_util::rt::TokioIo::new(tls))
         .await
@@ -112,7 +96,7 @@ async fn http2_and_http11_with_a_rust_client() {
     assert_eq!(v["tls_version"], "TLSv1.3");
 
     // Resumption: the second connection with the same client config resumes.
-    let cfg = client_config(&[b"http/1.1"]);
+    let cfg = rust_client_config(&[b"http/1.1"]);
     for expect_resumed in [false, true] {
         let tls = connect(port, cfg.clone()).await;
         let (mut send, conn) =
@@ -146,7 +130,7 @@ fn cpu_ticks(pid: u32) -> u64 {
 #[tokio::test]
 async fn idle_http2_connection_costs_no_cpu() {
     let (server, ports) = Server::start("rust-client-idle", CONF, 1);
-    let tls = connect(ports[0], client_config(&[b"h2"])).await;
+    let tls = connect(ports[0], rust_client_config(&[b"h2"])).await;
     let mut send = h2_sender(tls).await;
     let req = http::Request::get("https://localhost/")
         .body(Empty::<Bytes>::new())

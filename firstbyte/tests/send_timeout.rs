@@ -5,13 +5,11 @@
 
 mod support;
 
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use http_body_util::{BodyExt, Empty};
 use hyper::body::Bytes;
-use rustls_pki_types::pem::PemObject;
-use rustls_pki_types::{CertificateDer, ServerName};
+use rustls_pki_types::ServerName;
 use tokio::net::TcpStream;
 
 use support::*;
@@ -36,25 +34,10 @@ http {
 }
 "#;
 
-fn client_config() -> Arc<rustls::ClientConfig> {
-    let provider = Arc::new(rustls::crypto::aws_lc_rs::default_provider());
-    let mut roots = rustls::RootCertStore::empty();
-    for c in CertificateDer::pem_file_iter(certs().ca()).unwrap() {
-        roots.add(c.unwrap()).unwrap();
-    }
-    let mut c = rustls::ClientConfig::builder_with_provider(provider)
-        .with_safe_default_protocol_versions()
-        .unwrap()
-        .with_root_certificates(roots)
-        .with_no_client_auth();
-    c.alpn_protocols = vec![b"h2".to_vec()];
-    Arc::new(c)
-}
-
 /// An HTTP/2 connection whose streams start with `window` bytes of flow-control credit.
 async fn h2(port: u16, window: u32) -> hyper::client::conn::http2::SendRequest<Empty<Bytes>> {
     let tcp = TcpStream::connect(("127.0.0.1", port)).await.unwrap();
-    let tls = tokio_rustls::TlsConnector::from(client_config())
+    let tls = tokio_rustls::TlsConnector::from(rust_client_config(&[b"h2"]))
         .connect(ServerName::try_from("localhost").unwrap(), tcp)
         .await
         .unwrap();

@@ -13,11 +13,9 @@ mod support;
 
 use std::io::{ErrorKind, Read, Write};
 use std::net::{TcpListener, TcpStream};
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use rustls_pki_types::pem::PemObject;
-use rustls_pki_types::{CertificateDer, ServerName};
+use rustls_pki_types::ServerName;
 
 use support::*;
 
@@ -78,21 +76,6 @@ fn server(tag: &str) -> (Cleaned, u16) {
     (Cleaned(Some(s)), ports[0])
 }
 
-fn client_config(alpn: &[u8]) -> Arc<rustls::ClientConfig> {
-    let provider = Arc::new(rustls::crypto::aws_lc_rs::default_provider());
-    let mut roots = rustls::RootCertStore::empty();
-    for c in CertificateDer::pem_file_iter(certs().ca()).unwrap() {
-        roots.add(c.unwrap()).unwrap();
-    }
-    let mut c = rustls::ClientConfig::builder_with_provider(provider)
-        .with_safe_default_protocol_versions()
-        .unwrap()
-        .with_root_certificates(roots)
-        .with_no_client_auth();
-    c.alpn_protocols = vec![alpn.to_vec()];
-    Arc::new(c)
-}
-
 type Tls = rustls::StreamOwned<rustls::ClientConnection, TcpStream>;
 
 /// A TLS connection with its handshake done; also returns when the TCP connect was made.
@@ -100,7 +83,7 @@ fn tls(port: u16, alpn: &[u8]) -> (Tls, Instant) {
     let tcp = TcpStream::connect(("127.0.0.1", port)).unwrap();
     let accepted = Instant::now();
     let name = ServerName::try_from("localhost").unwrap();
-    let conn = rustls::ClientConnection::new(client_config(alpn), name).unwrap();
+    let conn = rustls::ClientConnection::new(rust_client_config(&[alpn]), name).unwrap();
     let mut s = rustls::StreamOwned::new(conn, tcp);
     s.sock
         .set_read_timeout(Some(Duration::from_secs(5)))
@@ -170,7 +153,7 @@ fn assert_closed_at(what: &str, closed: Option<Duration>, timer: Duration, slack
 /// The first flight of a TLS 1.3 client: a real ClientHello.
 fn client_hello() -> Vec<u8> {
     let name = ServerName::try_from("localhost").unwrap();
-    let mut c = rustls::ClientConnection::new(client_config(b"http/1.1"), name).unwrap();
+    let mut c = rustls::ClientConnection::new(rust_client_config(&[b"http/1.1"]), name).unwrap();
     let mut out = Vec::new();
     while c.wants_write() {
         c.write_tls(&mut out).unwrap();
@@ -313,7 +296,7 @@ async fn stalled_h2_body_gets_408_at_the_body_timeout() {
     let tcp = tokio::net::TcpStream::connect(("127.0.0.1", port))
         .await
         .unwrap();
-    let tls = tokio_rustls::TlsConnector::from(client_config(b"h2"))
+    let tls = tokio_rustls::TlsConnector::from(rust_client_config(&[b"h2"]))
         .connect(ServerName::try_from("localhost").unwrap(), tcp)
         .await
         .unwrap();

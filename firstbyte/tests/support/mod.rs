@@ -1,7 +1,12 @@
 //! Shared test support: start the real `firstbyte` binary on loopback with a config written
 //! into a temporary directory, make certificates with `openssl`, and talk to it with curl,
 //! openssl s_client, or a Rust client.
-#![allow(dead_code)]
+#![allow(dead_code, unused_imports)]
+
+mod clients;
+mod upstreams;
+pub use clients::{client_certs, rust_client_config};
+pub use upstreams::{read_head, upstream};
 
 use std::io::Read;
 use std::net::{SocketAddr, TcpListener, TcpStream};

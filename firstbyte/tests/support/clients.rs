@@ -1,0 +1,54 @@
+//! Client-side credentials for tests: a rustls client trusting the test CA, and client
+//! certificates.
+
+use std::path::Path;
+use std::process::Command;
+use std::sync::Arc;
+
+use rustls_pki_types::pem::PemObject;
+use rustls_pki_types::CertificateDer;
+
+/// A rustls client (aws-lc-rs) trusting the test CA, offering `alpn`.
+pub fn rust_client_config(alpn: &[&[u8]]) -> Arc<rustls::ClientConfig> {
+    let provider = Arc::new(rustls::crypto::aws_lc_rs::default_provider());
+    let mut roots = rustls::RootCertStore::empty();
+    for c in CertificateDer::pem_file_iter(super::certs().ca()).expect("CA file") {
+        roots.add(c.expect("CA certificate")).expect("add CA");
+    }
+    let mut c = rustls::ClientConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()
+        .expect("versions")
+        .with_root_certificates(roots)
+        .with_no_client_auth();
+    c.alpn_protocols = alpn.iter().map(|p| p.to_vec()).collect();
+    Arc::new(c)
+}
+
+/// In `dir`: `client.crt`/`client.key` (subject `/O=Acme, Inc/CN=client one`, signed by the
+/// test CA, `clientAuth`), and `stranger.crt`/`stranger.key` (self-signed).
+pub fn client_certs(dir: &Path) {
+    let c = super::certs();
+    let script = format!(
+        r#"
+set -e
+cd {d}
+openssl req -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -subj "/O=Acme, Inc/CN=client one" -keyout client.key -out client.csr 2>/dev/null
+printf 'extendedKeyUsage=clientAuth\n' > client.ext
+openssl x509 -req -in client.csr -CA {ca} -CAkey {cakey} -CAcreateserial -CAserial ca.srl -days 2 -extfile client.ext -out client.crt 2>/dev/null
+openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -days 2 -subj /CN=stranger -keyout stranger.key -out stranger.crt 2>/dev/null
+"#,
+        d = dir.display(),
+        ca = c.ca().display(),
+        cakey = c.dir.join("ca.key").display()
+    );
+    let out = Command::new("sh")
+        .arg("-ec")
+        .arg(&script)
+        .output()
+        .expect("run sh");
+    assert!(
+        out.status.success(),
+        "client certificates: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
