@@ -482,6 +482,9 @@ fn run(source: Source, banner: Option<&str>) -> i32 {
                 }
             };
             _pid.disown();
+            if let Err(e) = crate::privileges::prepare_temp_dirs(&site.temp_paths(), ids) {
+                stderr(LogLevel::Crit, e);
+            }
             if let Err(e) = crate::privileges::drop_all(ids) {
                 stderr(
                     LogLevel::Emerg,

@@ -146,6 +146,26 @@ pub fn untrusted_dir(path: &std::path::Path) -> bool {
 
 /// Records who serves (before the first load, so log files in directories that user can
 /// write are opened with care from the start).
+/// As nginx at start: each temp directory (`proxy_temp_path`) is made (mode 0700) if
+/// missing and given to the serving user, so it can spill there after giving up root.
+/// A failure is returned with the path; the caller logs it (the proxy then passes responses
+/// at the client's pace, as when spilling fails later).
+pub fn prepare_temp_dirs(paths: &[std::path::PathBuf], ids: Ids) -> Result<(), String> {
+    use std::os::unix::fs::DirBuilderExt;
+    for p in paths {
+        if !p.is_dir() {
+            std::fs::DirBuilder::new()
+                .recursive(true)
+                .mode(0o700)
+                .create(p)
+                .map_err(|e| format!("mkdir() \"{}\" failed ({e})", p.display()))?;
+        }
+        std::os::unix::fs::chown(p, Some(ids.uid), Some(ids.gid))
+            .map_err(|e| format!("chown() \"{}\" failed ({e})", p.display()))?;
+    }
+    Ok(())
+}
+
 pub fn set_worker(ids: Ids) {
     let _ = WORKER.set(ids);
 }

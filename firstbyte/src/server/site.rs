@@ -217,6 +217,18 @@ impl Site {
         self.live.0
     }
 
+    /// Every `proxy_temp_path` the configuration names (deduplicated).
+    pub fn temp_paths(&self) -> Vec<PathBuf> {
+        let mut out: Vec<PathBuf> = Vec::new();
+        if let Some(http) = &self.config.http {
+            for s in &http.servers {
+                collect_temp_paths(&s.default_location, &mut out);
+                collect_temp_paths_in(&s.locations, &mut out);
+            }
+        }
+        out
+    }
+
     /// Signals connections of this generation to finish and close (after a reload).
     pub fn retire(&self) {
         self.retired.send_replace(true);
@@ -225,6 +237,27 @@ impl Site {
     /// Watches for [`Site::retire`].
     pub fn retired(&self) -> watch::Receiver<bool> {
         self.retired.subscribe()
+    }
+}
+
+fn collect_temp_paths(loc: &crate::conf::model::LocationConf, out: &mut Vec<PathBuf>) {
+    if let Some(p) = &loc.proxy {
+        if !out.contains(&p.buffers.temp_path) {
+            out.push(p.buffers.temp_path.clone());
+        }
+    }
+    collect_temp_paths_in(&loc.locations, out);
+}
+
+fn collect_temp_paths_in(l: &crate::conf::model::Locations, out: &mut Vec<PathBuf>) {
+    for c in l.exact.values().chain(l.named.values()) {
+        collect_temp_paths(c, out);
+    }
+    for c in &l.prefix {
+        collect_temp_paths(&c.conf, out);
+    }
+    for c in &l.regex {
+        collect_temp_paths(&c.conf, out);
     }
 }
 
