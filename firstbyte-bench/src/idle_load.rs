@@ -336,23 +336,6 @@ fn nofile_limit() -> u64 {
     }
 }
 
-/// Certificate, key and `/1k`.
-fn fixtures(dir: &Path) -> Result<(PathBuf, PathBuf, PathBuf, Vec<u8>)> {
-    let docroot = dir.join("www");
-    std::fs::create_dir_all(&docroot)?;
-    let key = rcgen::KeyPair::generate_for(&rcgen::PKCS_ECDSA_P256_SHA256)?;
-    let mut params = rcgen::CertificateParams::new(vec!["localhost".to_string()])?;
-    params
-        .subject_alt_names
-        .push(rcgen::SanType::IpAddress([127, 0, 0, 1].into()));
-    let cert = params.self_signed(&key)?;
-    let (cert_path, key_path) = (dir.join("cert.pem"), dir.join("key.pem"));
-    std::fs::write(&cert_path, cert.pem())?;
-    std::fs::write(&key_path, key.serialize_pem())?;
-    std::fs::write(docroot.join("1k"), vec![b'x'; 1024])?;
-    Ok((cert_path, key_path, docroot, cert.der().to_vec()))
-}
-
 fn open_fds(pid: i32) -> usize {
     std::fs::read_dir(format!("/proc/{pid}/fd")).map_or(0, |d| d.count())
 }
@@ -436,7 +419,8 @@ fn run(opts: &Options) -> Result<()> {
     std::fs::create_dir_all(&out).with_context(|| format!("create {}", out.display()))?;
     let out = std::fs::canonicalize(&out)?;
     let (cert, key, docroot, cert_der) =
-        fixtures(&std::env::temp_dir().join("firstbyte-bench-idle-load")).context("fixtures")?;
+        crate::loopback::small_fixtures(&std::env::temp_dir().join("firstbyte-bench-idle-load"))
+            .context("fixtures")?;
     let paths = Paths {
         cert,
         key,

@@ -185,8 +185,21 @@ pub(crate) fn raise_nofile() {
     }
 }
 
-/// Shared fixtures: certificate, key, document root.
+/// Shared fixtures: certificate, key, document root with `/1k` and the sparse `/1g`.
 fn fixtures(dir: &Path) -> Result<(PathBuf, PathBuf, PathBuf, Vec<u8>)> {
+    let (cert_path, key_path, docroot, der) = small_fixtures(dir)?;
+    let big = docroot.join("1g");
+    let f = std::fs::File::create(&big)?;
+    // Sparse: no disk space or write time; reads come from the page cache once warmed.
+    f.set_len(BULK_BYTES)?;
+    drop(f);
+    warm_page_cache(&big)?;
+    Ok((cert_path, key_path, docroot, der))
+}
+
+/// Certificate (ECDSA P-256 for `localhost` and 127.0.0.1), key, and a document root with
+/// `/1k`: what every bench server needs; returns the paths and the certificate's DER.
+pub(crate) fn small_fixtures(dir: &Path) -> Result<(PathBuf, PathBuf, PathBuf, Vec<u8>)> {
     let docroot = dir.join("www");
     std::fs::create_dir_all(&docroot)?;
     let key = rcgen::KeyPair::generate_for(&rcgen::PKCS_ECDSA_P256_SHA256)?;
@@ -199,12 +212,6 @@ fn fixtures(dir: &Path) -> Result<(PathBuf, PathBuf, PathBuf, Vec<u8>)> {
     std::fs::write(&cert_path, cert.pem())?;
     std::fs::write(&key_path, key.serialize_pem())?;
     std::fs::write(docroot.join("1k"), vec![b'x'; 1024])?;
-    let big = docroot.join("1g");
-    let f = std::fs::File::create(&big)?;
-    // Sparse: no disk space or write time; reads come from the page cache once warmed.
-    f.set_len(BULK_BYTES)?;
-    drop(f);
-    warm_page_cache(&big)?;
     Ok((cert_path, key_path, docroot, cert.der().to_vec()))
 }
 
