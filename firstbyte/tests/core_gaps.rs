@@ -6,7 +6,7 @@
 mod support;
 
 use std::io::{Read, Write};
-use std::net::{TcpListener, TcpStream};
+use std::net::TcpStream;
 use std::time::{Duration, Instant};
 
 use support::*;
@@ -204,17 +204,7 @@ fn stalled_reader(port: u16, status_port: u16) -> (Duration, usize) {
 #[test]
 fn send_timeout_and_client_body_timeout() {
     // An upstream that accepts and reads, and never answers.
-    let upstream = TcpListener::bind("127.0.0.1:0").unwrap();
-    let up_port = upstream.local_addr().unwrap().port();
-    std::thread::spawn(move || {
-        for c in upstream.incoming() {
-            let Ok(mut c) = c else { break };
-            std::thread::spawn(move || {
-                let mut b = [0u8; 4096];
-                while matches!(c.read(&mut b), Ok(n) if n > 0) {}
-            });
-        }
-    });
+    let up_port = silent_upstream();
     let conf = TIMEOUT_CONF.replace("{upstream}", &up_port.to_string());
     let (server, ports) = Server::start("sendtimeout", &conf, 2);
     let size = 64 * 1024 * 1024;

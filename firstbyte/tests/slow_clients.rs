@@ -12,7 +12,7 @@
 mod support;
 
 use std::io::{ErrorKind, Read, Write};
-use std::net::{TcpListener, TcpStream};
+use std::net::TcpStream;
 use std::time::{Duration, Instant};
 
 use rustls_pki_types::ServerName;
@@ -60,17 +60,7 @@ impl Drop for Cleaned {
 
 /// A server on a TLS port whose `/up` goes to an upstream that reads and never answers.
 fn server(tag: &str) -> (Cleaned, u16) {
-    let upstream = TcpListener::bind("127.0.0.1:0").unwrap();
-    let up_port = upstream.local_addr().unwrap().port();
-    std::thread::spawn(move || {
-        for c in upstream.incoming() {
-            let Ok(mut c) = c else { break };
-            std::thread::spawn(move || {
-                let mut b = [0u8; 4096];
-                while matches!(c.read(&mut b), Ok(n) if n > 0) {}
-            });
-        }
-    });
+    let up_port = silent_upstream();
     let conf = CONF.replace("{upstream}", &up_port.to_string());
     let (s, ports) = Server::start(tag, &conf, 1);
     (Cleaned(Some(s)), ports[0])

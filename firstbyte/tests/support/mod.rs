@@ -6,7 +6,7 @@
 mod clients;
 mod upstreams;
 pub use clients::{client_certs, rust_client_config};
-pub use upstreams::{read_head, upstream};
+pub use upstreams::{read_head, silent_upstream, upstream};
 
 use std::io::Read;
 use std::net::{SocketAddr, TcpListener, TcpStream};

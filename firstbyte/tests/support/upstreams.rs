@@ -1,7 +1,7 @@
 //! Plain-TCP upstreams for the proxy tests: a thread per connection, the handler reads what
 //! it wants and answers what it wants.
 
-use std::io::{BufRead, BufReader};
+use std::io::{BufRead, BufReader, Read};
 use std::net::{TcpListener, TcpStream};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
@@ -38,4 +38,13 @@ pub fn read_head(r: &mut BufReader<TcpStream>) -> Option<String> {
             return Some(head);
         }
     }
+}
+
+/// An upstream that accepts and reads everything, and never answers; its port.
+pub fn silent_upstream() -> u16 {
+    upstream(|mut c| {
+        let mut b = [0u8; 4096];
+        while matches!(c.read(&mut b), Ok(n) if n > 0) {}
+    })
+    .0
 }
