@@ -299,8 +299,9 @@ where
     }
 
     let (path, query) = uri::split_target(request_uri);
-    let (step, loc) = match (host, uri::normalize_path(path)) {
-        (Some(_), _) if misdirect => {
+    let refusal = client_refusal(&r);
+    let (step, loc) = match (host, uri::normalize_path(path), refusal) {
+        (Some(_), _, _) if misdirect => {
             crate::fblog!(
                 Info,
                 "client attempted to request the server name different from the one that was negotiated, client: {}, server: {}, host: \"{}\"",
@@ -312,8 +313,7 @@ where
             let (resp, loc) = error(&mut r, 421, loc);
             (Step::Done(resp), loc)
         }
-        (Some(_), _) if client_refusal(&r).is_some() => {
-            let code = client_refusal(&r).unwrap_or(400);
+        (Some(_), _, Some(code)) => {
             crate::fblog!(
                 Info,
                 "{}, client: {}, server: {}",
@@ -332,7 +332,7 @@ where
             let (resp, loc) = error(&mut r, code, loc);
             (Step::Done(resp), loc)
         }
-        (Some(_), Ok(u)) => {
+        (Some(_), Ok(u), None) => {
             r.uri = u;
             r.args = query.map(str::to_string);
             run(&mut r)
