@@ -145,14 +145,16 @@ impl Site {
         crate::fblog!(Info, "{}", store.counts());
         let mut access_logs = HashMap::new();
         for s in &http.servers {
-            collect_logs(&s.default_location, &mut |p| {
-                if !access_logs.contains_key(p) {
-                    let f = shared
-                        .log_file(p)
-                        .map_err(|e| LoadError::Other(e.to_string()))?;
-                    access_logs.insert(p.to_path_buf(), f);
+            each_location(s, &mut |loc| {
+                for p in access_log_files(loc) {
+                    if !access_logs.contains_key(p) {
+                        let f = shared
+                            .log_file(p)
+                            .map_err(|e| LoadError::Other(e.to_string()))?;
+                        access_logs.insert(p.to_path_buf(), f);
+                    }
                 }
-                Ok(())
+                Ok::<(), LoadError>(())
             })?;
         }
         let error_logs =
@@ -222,8 +224,14 @@ impl Site {
         let mut out: Vec<PathBuf> = Vec::new();
         if let Some(http) = &self.config.http {
             for s in &http.servers {
-                collect_temp_paths(&s.default_location, &mut out);
-                collect_temp_paths_in(&s.locations, &mut out);
+                let _ = each_location(s, &mut |loc| -> Result<(), ()> {
+                    if let Some(p) = &loc.proxy {
+                        if !out.contains(&p.buffers.temp_path) {
+                            out.push(p.buffers.temp_path.clone());
+                        }
+                    }
+                    Ok(())
+                });
             }
         }
         out
@@ -240,47 +248,41 @@ impl Site {
     }
 }
 
-fn collect_temp_paths(loc: &crate::conf::model::LocationConf, out: &mut Vec<PathBuf>) {
-    if let Some(p) = &loc.proxy {
-        if !out.contains(&p.buffers.temp_path) {
-            out.push(p.buffers.temp_path.clone());
+/// Calls `f` with every location of a server: its server-level settings, its locations
+/// and the locations nested in them.
+fn each_location<E>(
+    s: &ServerConf,
+    f: &mut impl FnMut(&crate::conf::model::LocationConf) -> Result<(), E>,
+) -> Result<(), E> {
+    fn nested<E>(
+        l: &crate::conf::model::Locations,
+        f: &mut impl FnMut(&crate::conf::model::LocationConf) -> Result<(), E>,
+    ) -> Result<(), E> {
+        let confs = l
+            .exact
+            .values()
+            .chain(l.named.values())
+            .chain(l.prefix.iter().map(|c| &c.conf))
+            .chain(l.regex.iter().map(|c| &c.conf));
+        for c in confs {
+            f(c)?;
+            nested(&c.locations, f)?;
         }
+        Ok(())
     }
-    collect_temp_paths_in(&loc.locations, out);
+    f(&s.default_location)?;
+    nested(&s.default_location.locations, f)?;
+    nested(&s.locations, f)
 }
 
-fn collect_temp_paths_in(l: &crate::conf::model::Locations, out: &mut Vec<PathBuf>) {
-    for c in l.exact.values().chain(l.named.values()) {
-        collect_temp_paths(c, out);
-    }
-    for c in &l.prefix {
-        collect_temp_paths(&c.conf, out);
-    }
-    for c in &l.regex {
-        collect_temp_paths(&c.conf, out);
-    }
-}
-
-fn collect_logs(
-    loc: &crate::conf::model::LocationConf,
-    f: &mut impl FnMut(&Path) -> Result<(), LoadError>,
-) -> Result<(), LoadError> {
-    if let AccessLog::Logs(ts) = &loc.access_log {
-        for t in ts {
-            if let LogTarget::File(p) = &t.target {
-                f(p)?;
-            }
-        }
-    }
-    let l = &loc.locations;
-    for c in l.exact.values().chain(l.named.values()) {
-        collect_logs(c, f)?;
-    }
-    for c in &l.prefix {
-        collect_logs(&c.conf, f)?;
-    }
-    for c in &l.regex {
-        collect_logs(&c.conf, f)?;
-    }
-    Ok(())
+/// The files of a location's `access_log` directives.
+fn access_log_files(loc: &crate::conf::model::LocationConf) -> impl Iterator<Item = &Path> {
+    let targets = match &loc.access_log {
+        AccessLog::Logs(ts) => ts.as_slice(),
+        _ => &[],
+    };
+    targets.iter().filter_map(|t| match &t.target {
+        LogTarget::File(p) => Some(p.as_path()),
+        LogTarget::Stderr => None,
+    })
 }
