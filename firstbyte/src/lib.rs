@@ -7,6 +7,10 @@
 //! - `http`: request routing, static files, compression, the built-in site.
 //! - `net`: listening sockets, socket options and `TCP_INFO`.
 //! - `server`: the runtime that ties them together (accept, handshake, serve, reload).
+//!
+//! Imports run one way: runtime (`server`, `cli`, the daemon) → `http` → `tls` → [`conf`] →
+//! `record` → `net`. `http` reads what the runtime built for it (`http::Site`, `http::Shared`,
+//! `http::conn::Conn`) and never names the runtime.
 #![warn(missing_docs)]
 
 mod broker;

@@ -66,8 +66,8 @@ pub struct ConnectionInfo {
 
 /// Gathers the facts of `conn` now.
 pub fn gather(conn: &Conn, protocol: &str) -> ConnectionInfo {
-    let tls = conn.facts.tls.as_ref();
-    let ti = crate::net::tcp_info(conn.fd).unwrap_or_default();
+    let tls = conn.facts().tls.as_ref();
+    let ti = crate::net::tcp_info(conn.fd()).unwrap_or_default();
     ConnectionInfo {
         tls_version: tls.map(|t| t.protocol.to_string()).unwrap_or_default(),
         cipher: tls.map(|t| t.cipher.to_string()).unwrap_or_default(),
@@ -76,15 +76,11 @@ pub fn gather(conn: &Conn, protocol: &str) -> ConnectionInfo {
         resumed: tls.is_some_and(|t| t.resumed),
         rtt_us: ti.rtt_us,
         cwnd: ti.snd_cwnd,
-        record_policy: conn.facts.record_policy.to_string(),
-        tcp_nodelay: crate::net::nodelay(conn.fd).unwrap_or(false),
-        tcp_notsent_lowat: crate::net::notsent_lowat(conn.fd).unwrap_or(0),
-        tcp_congestion: crate::net::congestion(conn.fd).unwrap_or_default(),
-        client: conn
-            .facts
-            .peer
-            .map(|p| p.ip().to_string())
-            .unwrap_or_default(),
+        record_policy: conn.facts().record_policy.to_string(),
+        tcp_nodelay: crate::net::nodelay(conn.fd()).unwrap_or(false),
+        tcp_notsent_lowat: crate::net::notsent_lowat(conn.fd()).unwrap_or(0),
+        tcp_congestion: crate::net::congestion(conn.fd()).unwrap_or_default(),
+        client: conn.client_ip(),
         protocol: protocol.to_string(),
     }
 }

@@ -11,50 +11,66 @@ use std::time::{Duration, Instant};
 use tokio::sync::Notify;
 
 use super::reqvars::ConnFacts;
+use super::{Shared, Site};
 use crate::conf::model::ServerConf;
 use crate::conf::vhosts::AddrServers;
 use crate::net::IoControl;
-use crate::server::{Shared, Site};
+use crate::tls::stream::Release;
 
-/// What a request needs to know about its connection.
+/// What a request knows about its connection. The runtime makes it at accept; requests read
+/// it and change it only through its methods (counters, the GOAWAY request, the first
+/// response's release, the socket's `send_timeout`).
 pub struct Conn {
     /// The configuration generation the connection was accepted under.
-    pub site: Arc<Site>,
-    /// Process-wide state (statistics, open-file cache, TLS session state).
-    pub shared: Arc<Shared>,
+    site: Arc<Site>,
+    /// Process-wide state (statistics, open-file cache).
+    shared: Arc<Shared>,
     /// Index of the listening socket in `site.vhosts.sockets()`.
-    pub socket: usize,
+    socket: usize,
     /// Local address (chooses the address's server set on wildcard sockets).
-    pub local: SocketAddr,
+    local: SocketAddr,
     /// Facts for variables and the built-in page.
-    pub facts: ConnFacts,
+    facts: ConnFacts,
     /// The socket's descriptor (for `TCP_INFO`), valid while the connection lives.
-    pub fd: RawFd,
+    fd: RawFd,
     /// Requests started on this connection.
-    pub requests: AtomicU64,
+    requests: AtomicU64,
     /// Activity for the idle timer: requests in flight and when the last one ended.
-    pub activity: Activity,
+    activity: Activity,
     /// Bytes per frame of file bodies, when not [`crate::http::body::FILE_CHUNK`] (HTTP/2 over
     /// TLS: one record minus the frame header).
-    pub data_chunk: Option<usize>,
+    data_chunk: Option<usize>,
     /// Tells the socket layer the first response is ready (it then sends the held TLS 1.3
     /// tickets together with it; see `tls::stream`).
-    pub first_response: crate::tls::stream::Release,
+    first_response: Release,
     /// The server block chosen by SNI, on TLS connections.
-    pub sni_server: Option<Arc<ServerConf>>,
+    sni_server: Option<Arc<ServerConf>>,
     /// Shared with the socket layer: `send_timeout` and the `sendfile` queue.
-    pub io: Arc<IoControl>,
+    io: Arc<IoControl>,
     /// Signalled when an HTTP/2 connection has served `keepalive_requests` requests: the
     /// connection then says GOAWAY and finishes the streams in flight.
-    pub last_request: Notify,
+    last_request: Notify,
     /// What the socket under an HTTP/1.1 connection has seen of hyper (see `server::conn::h1`).
-    pub(crate) h1: H1Watch,
+    h1: H1Watch,
+}
+
+/// What a TLS handshake settled for a connection's requests (see [`Conn::with_tls`]).
+pub struct TlsSettled {
+    /// The server block whose config made the handshake (chosen by SNI).
+    pub server: Arc<ServerConf>,
+    /// Bytes per DATA frame of file bodies, when HTTP/2 frames are fitted to records.
+    pub data_chunk: Option<usize>,
+    /// The socket layer's hold on TLS 1.3 tickets until the first response.
+    pub first_response: Release,
+    /// When the connection was accepted: its first request's header timer runs from then.
+    pub accepted: Instant,
 }
 
 impl Conn {
     /// A connection's state as accepted: no request yet, plain-text defaults (no SNI server,
-    /// default file chunks); the TLS path sets its own fields over these.
-    pub(crate) fn new(
+    /// default file chunks); a TLS connection adds what its handshake settled
+    /// ([`Conn::with_tls`]).
+    pub fn new(
         site: Arc<Site>,
         shared: Arc<Shared>,
         socket: usize,
@@ -73,7 +89,7 @@ impl Conn {
             requests: AtomicU64::new(0),
             activity: Activity::new(),
             data_chunk: None,
-            first_response: crate::tls::stream::Release::new(),
+            first_response: Release::new(),
             sni_server: None,
             io,
             last_request: Notify::new(),
@@ -81,9 +97,122 @@ impl Conn {
         }
     }
 
+    /// The connection after its TLS handshake.
+    pub fn with_tls(self, tls: TlsSettled) -> Conn {
+        Conn {
+            data_chunk: tls.data_chunk,
+            first_response: tls.first_response,
+            sni_server: Some(tls.server),
+            activity: Activity::since(tls.accepted),
+            ..self
+        }
+    }
+
     /// The servers listening on this connection's address.
     pub fn addr_servers(&self) -> &AddrServers {
         self.site.vhosts.addr_servers(self.socket, self.local)
+    }
+
+    /// The server block whose settings apply before the Host is known: the one chosen by SNI
+    /// on TLS, else the address's default.
+    pub fn first_server(&self) -> &Arc<ServerConf> {
+        self.sni_server
+            .as_ref()
+            .unwrap_or_else(|| self.addr_servers().default_server())
+    }
+
+    /// The server block chosen by SNI, on TLS connections.
+    pub fn sni_server(&self) -> Option<&Arc<ServerConf>> {
+        self.sni_server.as_ref()
+    }
+
+    /// The configuration generation the connection was accepted under.
+    pub fn site(&self) -> &Arc<Site> {
+        &self.site
+    }
+
+    /// Process-wide state (statistics, open-file cache).
+    pub fn shared(&self) -> &Arc<Shared> {
+        &self.shared
+    }
+
+    /// Facts for variables and the built-in page.
+    pub fn facts(&self) -> &ConnFacts {
+        &self.facts
+    }
+
+    /// The client's IP address as logs print it ("" when unknown).
+    pub fn client_ip(&self) -> String {
+        self.facts
+            .peer
+            .map(|p| p.ip().to_string())
+            .unwrap_or_default()
+    }
+
+    /// The socket's descriptor (for `TCP_INFO`), valid while the connection lives.
+    pub fn fd(&self) -> RawFd {
+        self.fd
+    }
+
+    /// Shared with the socket layer: `send_timeout` and the `sendfile` queue.
+    pub fn io(&self) -> &Arc<IoControl> {
+        &self.io
+    }
+
+    /// Bytes per frame of file bodies, when not the default.
+    pub fn data_chunk(&self) -> Option<usize> {
+        self.data_chunk
+    }
+
+    /// A response is ready: the socket layer may send the TLS 1.3 tickets it held.
+    pub fn release_first_response(&self) {
+        self.first_response.release();
+    }
+
+    /// Counts a request started on this connection (and in `stub_status`); its number on
+    /// the connection, from 1.
+    pub fn count_request(&self) -> u64 {
+        self.shared.stats.requests.fetch_add(1, Ordering::Relaxed);
+        self.requests.fetch_add(1, Ordering::Relaxed) + 1
+    }
+
+    /// Whether a request has started on this connection.
+    pub fn served(&self) -> bool {
+        self.requests.load(Ordering::Relaxed) > 0
+    }
+
+    /// A request's response is being made: busy for the idle timer, "Writing" in
+    /// `stub_status`, until [`Conn::end_response`].
+    pub fn begin_response(&self) {
+        self.activity.begin();
+        self.shared.stats.writing.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// A response was sent (or abandoned).
+    pub fn end_response(&self) {
+        self.activity.end();
+        self.shared.stats.writing.fetch_sub(1, Ordering::Relaxed);
+    }
+
+    /// HTTP/2: the connection has served its `keepalive_requests`; it says GOAWAY and
+    /// finishes the streams in flight.
+    pub fn request_goaway(&self) {
+        self.last_request.notify_one();
+    }
+
+    /// Resolves when [`Conn::request_goaway`] was called.
+    pub(crate) async fn goaway_requested(&self) {
+        self.last_request.notified().await
+    }
+
+    /// Activity for the idle timer.
+    pub(crate) fn activity(&self) -> &Activity {
+        &self.activity
+    }
+
+    /// What the socket under an HTTP/1.1 connection has seen of hyper.
+    pub(crate) fn h1(&self) -> &H1Watch {
+        &self.h1
     }
 }
 
@@ -108,12 +237,12 @@ pub struct Activity {
 const NO_HEAD: u64 = u64::MAX;
 
 impl Activity {
-    pub(crate) fn new() -> Self {
+    fn new() -> Self {
         Self::since(Instant::now())
     }
 
     /// A connection accepted at `born`.
-    pub(crate) fn since(born: Instant) -> Self {
+    fn since(born: Instant) -> Self {
         Self {
             born,
             inflight: AtomicU64::new(0),
@@ -123,12 +252,12 @@ impl Activity {
     }
 
     /// A request started.
-    pub fn begin(&self) {
+    fn begin(&self) {
         self.inflight.fetch_add(1, Ordering::Relaxed);
     }
 
     /// A request's response was sent (or abandoned).
-    pub fn end(&self) {
+    fn end(&self) {
         self.last_ms
             .store(self.born.elapsed().as_millis() as u64, Ordering::Relaxed);
         self.head_ms.store(NO_HEAD, Ordering::Relaxed);

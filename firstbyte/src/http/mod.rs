@@ -1,4 +1,8 @@
 //! HTTP: request routing, static files, compression, the built-in site.
+//!
+//! A request reads its connection ([`conn::Conn`]), its generation's [`Site`] and the
+//! process's [`Shared`] state; the runtime (`server`) builds them and calls
+//! [`pipeline::serve`]. Nothing here reaches back into the runtime.
 
 pub mod body;
 pub mod builtin;
@@ -11,5 +15,8 @@ pub mod pipeline;
 pub mod proxy;
 pub mod reqvars;
 pub(crate) mod send_watch;
+mod site;
 pub mod static_files;
 pub mod uri;
+
+pub use site::{Shared, Site, Stats};

@@ -16,7 +16,7 @@ pub use site::{LoadError, Site};
 use std::collections::HashMap;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -26,30 +26,12 @@ use tokio::sync::watch;
 use tokio::task::JoinHandle;
 
 use crate::conf::model::{Config, LogLevel};
-use crate::http::static_files::OpenFileCache;
 use crate::log::LogFile;
-
-/// Counters for `stub_status`.
-#[derive(Debug, Default)]
-pub struct Stats {
-    /// Open connections.
-    pub active: AtomicU64,
-    /// Connections accepted.
-    pub accepts: AtomicU64,
-    /// Connections handled.
-    pub handled: AtomicU64,
-    /// Requests started.
-    pub requests: AtomicU64,
-    /// Requests being answered.
-    pub writing: AtomicU64,
-}
 
 /// Process-wide state that outlives configuration generations.
 pub struct Shared {
-    /// `stub_status` counters.
-    pub stats: Stats,
-    /// Open files of static responses.
-    pub files: OpenFileCache,
+    /// What requests count in and read: `stub_status` counters, the open-file cache.
+    pub http: Arc<crate::http::Shared>,
     /// Ticket keys and session caches (kept across reloads so sessions stay resumable).
     pub tls: crate::tls::TlsShared,
     log_files: Mutex<HashMap<PathBuf, Arc<LogFile>>>,
@@ -69,8 +51,7 @@ impl Shared {
 
     fn with_tls(tls: crate::tls::TlsShared) -> Self {
         Self {
-            stats: Stats::default(),
-            files: OpenFileCache::new(Duration::from_secs(1)),
+            http: Arc::new(crate::http::Shared::new()),
             tls,
             log_files: Mutex::new(HashMap::new()),
             draining: watch::channel(false).0,
@@ -205,7 +186,7 @@ pub fn bind_sockets(
     open: impl Fn(&SocketAddr) -> bool,
 ) -> Result<Vec<(SocketAddr, std::net::TcpListener)>, LoadError> {
     let mut fresh = Vec::new();
-    for s in site.vhosts.sockets() {
+    for s in site.vhosts().sockets() {
         if open(&s.addr) {
             continue;
         }
@@ -287,7 +268,7 @@ impl Server {
                 Err(e) => crate::fblog!(Emerg, "{}", bind_error(addr, &e)),
             }
         }
-        let wanted = site.vhosts.sockets();
+        let wanted = site.vhosts().sockets();
         let gone: Vec<SocketAddr> = l
             .open
             .keys()
@@ -357,7 +338,7 @@ impl Server {
             .lock()
             .map_err(|_| LoadError::Other("listener registry poisoned".into()))?;
         let mut fresh = Vec::new();
-        for s in site.vhosts.sockets() {
+        for s in site.vhosts().sockets() {
             if l.open.contains_key(&s.addr) {
                 continue;
             }
@@ -409,7 +390,7 @@ impl Server {
         self.close_listeners();
         self.shared.draining.send_replace(true);
         let wait = async {
-            while self.shared.stats.active.load(Ordering::Relaxed) > 0 {
+            while self.shared.http.stats.active.load(Ordering::Relaxed) > 0 {
                 tokio::time::sleep(Duration::from_millis(20)).await;
             }
         };
@@ -420,7 +401,7 @@ impl Server {
                     crate::fblog!(
                         Notice,
                         "worker_shutdown_timeout: closing {} connection(s)",
-                        self.shared.stats.active.load(Ordering::Relaxed)
+                        self.shared.http.stats.active.load(Ordering::Relaxed)
                     );
                 }
             }
@@ -550,11 +531,12 @@ async fn accept_loop(
         match listener.accept().await {
             Ok((stream, peer)) => {
                 let site = current.load_full();
-                let Some(idx) = site.vhosts.sockets().iter().position(|s| s.addr == addr) else {
+                let Some(idx) = site.vhosts().sockets().iter().position(|s| s.addr == addr) else {
                     continue;
                 };
                 let limit = site.config.main.max_connections();
                 if shared
+                    .http
                     .stats
                     .active
                     .load(std::sync::atomic::Ordering::Relaxed)

@@ -1,5 +1,7 @@
-//! A [`Site`]: one loaded configuration generation, with everything built from it that
-//! requests use — virtual hosts, rustls configs per server block, open log files.
+//! A [`Site`]: one loaded configuration generation, with everything built from it — the
+//! request side (`http::Site`: virtual hosts, proxy routes, access log files) and what the
+//! runtime keeps for itself (rustls configs per server block, the TLS object store, error
+//! logs, the retire signal).
 //!
 //! Building a site is all the work of a load (`-t`, start, reload); serving only reads it.
 //! Every certificate, key and CA file named anywhere (server blocks, `proxy_ssl_*`) goes
@@ -43,22 +45,18 @@ pub enum LoadError {
 pub struct Site {
     /// The configuration.
     pub config: Arc<Config>,
-    /// Sockets and server selection.
-    pub vhosts: VirtualHosts,
+    /// What requests read: virtual hosts, `proxy_pass` routes, access log files.
+    http: Arc<crate::http::Site>,
     /// rustls config of each TLS server block, keyed by the block's address.
     tls: HashMap<usize, Arc<rustls::ServerConfig>>,
     /// The strict client-certificate verifier of blocks with `ssl_verify_client on|optional`.
     client_verifiers: HashMap<usize, Arc<dyn rustls::server::danger::ClientCertVerifier>>,
     /// The same configs with what they were built from, for the next load to reuse.
     configs: crate::tls::ServerConfigs,
-    /// Access log files by path.
-    access_logs: HashMap<PathBuf, Arc<LogFile>>,
     /// Error log targets.
     pub error_logs: Vec<(Option<Arc<LogFile>>, LogLevel)>,
     /// Parsed TLS objects of this load (reused by the next load when files are unchanged).
     pub store: crate::tls::ObjectStore,
-    /// Routes of the locations with `proxy_pass`, and the upstream connection pool.
-    pub proxies: crate::http::proxy::Proxies,
     /// Warnings found while building, beyond the config's own (`Config.warnings`): conflicting
     /// server names, `fastopen=` on a kernel that allows it to clients only.
     pub warnings: Vec<String>,
@@ -173,14 +171,12 @@ impl Site {
         Ok(Site {
             warnings,
             config: Arc::new(config),
-            vhosts,
+            http: Arc::new(crate::http::Site::new(vhosts, proxies, access_logs)),
             tls,
             client_verifiers,
             configs,
-            access_logs,
             error_logs,
             store,
-            proxies,
             retired,
             live: Live::new(),
         })
@@ -199,19 +195,14 @@ impl Site {
         self.client_verifiers.get(&key(s))
     }
 
-    /// Appends to an access log.
-    pub fn write_access_log(&self, target: &LogTarget, line: &[u8]) {
-        match target {
-            LogTarget::Stderr => {
-                use std::io::Write;
-                let _ = std::io::stderr().write_all(line);
-            }
-            LogTarget::File(p) => {
-                if let Some(f) = self.access_logs.get(p) {
-                    f.write(line);
-                }
-            }
-        }
+    /// What requests read of this generation.
+    pub fn http(&self) -> &Arc<crate::http::Site> {
+        &self.http
+    }
+
+    /// Sockets and server selection.
+    pub fn vhosts(&self) -> &VirtualHosts {
+        &self.http.vhosts
     }
 
     /// This site's generation: 1 for the first built in this process, then counting up.

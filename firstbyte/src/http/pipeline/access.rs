@@ -82,7 +82,7 @@ pub fn misdirected(
 /// nginx's check of every request to a server with `ssl_verify_client`: 495 for a
 /// certificate that failed verification, 496 for none where one is required.
 pub(super) fn client_refusal(r: &Req) -> Option<u16> {
-    let tls = r.conn.facts.tls.as_ref()?;
+    let tls = r.conn.facts().tls.as_ref()?;
     let verify = tls
         .client
         .as_ref()

@@ -25,11 +25,11 @@ where
     B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
 {
     use crate::http::proxy::{self as px, headers as ph};
-    let site = &r.conn.site;
+    let site = r.conn.site();
     let Some(route) = site.proxies.route(conf) else {
         return Err(502);
     };
-    let remote = r.conn.facts.peer.map(|p| p.ip().to_string());
+    let remote = r.conn.facts().peer.map(|p| p.ip().to_string());
     let target = ph::upstream_uri(
         conf,
         &loc.prefix,
@@ -98,7 +98,7 @@ where
             .remove::<hyper::upgrade::OnUpgrade>()
             .map(|on| px::ClientUpgrade {
                 on,
-                shared: r.conn.shared.clone(),
+                shared: r.conn.shared().clone(),
             })
     } else {
         None

@@ -36,10 +36,7 @@ pub(super) fn drop_invalid_headers(h: &mut HeaderMap, underscores: bool, conn: &
                 Info,
                 "client sent invalid header line: \"{}\", client: {}",
                 k.as_str(),
-                conn.facts
-                    .peer
-                    .map(|p| p.ip().to_string())
-                    .unwrap_or_default()
+                conn.client_ip()
             );
         }
     }

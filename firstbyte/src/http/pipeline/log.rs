@@ -12,7 +12,7 @@ use crate::http::reqvars::{ConnFacts, RequestVars};
 /// What the access log needs once the body is sent.
 pub(super) struct LogOnDone {
     pub(super) conn_facts: ConnFacts,
-    pub(super) site: Arc<crate::server::Site>,
+    pub(super) site: Arc<crate::http::Site>,
     pub(super) loc: Arc<LocationConf>,
     pub(super) method: String,
     pub(super) request_uri: String,

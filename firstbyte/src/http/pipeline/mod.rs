@@ -71,13 +71,13 @@ where
     let busy = Busy::new(conn);
     let conn = &busy.0;
     let mut resp = handle(conn, req).await;
-    if let Some(n) = conn.data_chunk {
+    if let Some(n) = conn.data_chunk() {
         resp.body_mut().inner.set_chunk(n);
     }
-    conn.first_response.release();
+    conn.release_first_response();
     // HTTP/2: the stream's send_timeout watch starts now (see `send_watch`).
     if let Some(p) = super::send_watch::current() {
-        p.response_ready(conn.io.send_timeout());
+        p.response_ready(conn.io().send_timeout());
         resp.body_mut().progress = Some(p);
     }
     resp.body_mut().busy = Some(busy);
@@ -92,16 +92,14 @@ struct Busy(Arc<Conn>);
 
 impl Busy {
     fn new(conn: Arc<Conn>) -> Self {
-        conn.activity.begin();
-        conn.shared.stats.writing.fetch_add(1, Ordering::Relaxed);
+        conn.begin_response();
         Busy(conn)
     }
 }
 
 impl Drop for Busy {
     fn drop(&mut self) {
-        self.0.activity.end();
-        self.0.shared.stats.writing.fetch_sub(1, Ordering::Relaxed);
+        self.0.end_response();
     }
 }
 
@@ -129,7 +127,7 @@ struct Req<'a> {
 impl Req<'_> {
     fn vars(&self) -> RequestVars<'_> {
         RequestVars {
-            conn: &self.conn.facts,
+            conn: self.conn.facts(),
             method: self.method.as_str(),
             request_uri: self.request_uri,
             uri: &self.uri,
@@ -191,20 +189,15 @@ where
     B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
 {
     let start = Instant::now();
-    let nreq = conn.requests.fetch_add(1, Ordering::Relaxed) + 1;
-    conn.shared.stats.requests.fetch_add(1, Ordering::Relaxed);
+    let nreq = conn.count_request();
     // HTTP/2: the stream that reaches the server's `keepalive_requests` asks for GOAWAY as it
     // starts, as nginx decides when it creates the stream, so streams a client resets before
     // their responses (rapid reset) count too. The location's own value applies again when the
     // response is ready.
-    if req.version() == http::Version::HTTP_2 {
-        let server = conn
-            .sni_server
-            .as_ref()
-            .unwrap_or_else(|| conn.addr_servers().default_server());
-        if nreq >= u64::from(server.default_location.keepalive_requests) {
-            conn.last_request.notify_one();
-        }
+    if req.version() == http::Version::HTTP_2
+        && nreq >= u64::from(conn.first_server().default_location.keepalive_requests)
+    {
+        conn.request_goaway();
     }
     let (parts, body) = req.into_parts();
     let http::request::Parts {
@@ -217,10 +210,7 @@ where
     } = parts;
     // nginx reads the headers under the server the connection found before Host (SNI's, or
     // the address's default): its underscores_in_headers and ignore_invalid_headers apply.
-    let header_server = conn
-        .sni_server
-        .as_ref()
-        .unwrap_or_else(|| conn.addr_servers().default_server());
+    let header_server = conn.first_server();
     if header_server.ignore_invalid_headers {
         headers::drop_invalid_headers(
             &mut parts_headers,
@@ -261,17 +251,17 @@ where
     };
     let server = match &host {
         Some(h) if !h.is_empty() => addr.find(Some(h.as_str())).clone(),
-        _ => match &conn.sni_server {
+        _ => match conn.sni_server() {
             Some(s) => s.clone(),
             None => addr.find(None).clone(),
         },
     };
     let sni = conn
-        .facts
+        .facts()
         .tls
         .as_ref()
         .and_then(|t| t.server_name.as_deref());
-    let misdirect = match &conn.sni_server {
+    let misdirect = match conn.sni_server() {
         Some(hs_server) => misdirected(sni, hs_server, &server),
         None => false,
     };
@@ -305,7 +295,7 @@ where
             crate::fblog!(
                 Info,
                 "client attempted to request the server name different from the one that was negotiated, client: {}, server: {}, host: \"{}\"",
-                conn.facts.peer.map(|p| p.ip().to_string()).unwrap_or_default(),
+                conn.client_ip(),
                 server_name(&r.server),
                 r.host
             );
@@ -322,10 +312,7 @@ where
                 } else {
                     "client SSL certificate verify error while reading client request headers"
                 },
-                conn.facts
-                    .peer
-                    .map(|p| p.ip().to_string())
-                    .unwrap_or_default(),
+                conn.client_ip(),
                 server_name(&r.server),
             );
             let loc = r.server.default_location.clone();
@@ -357,7 +344,7 @@ where
                         Error,
                         "client intended to send too large body: more than {} bytes, client: {}, request: \"{} {}\"",
                         loc.client_max_body_size,
-                        conn.facts.peer.map(|p| p.ip().to_string()).unwrap_or_default(),
+                        conn.client_ip(),
                         r.method,
                         r.request_uri
                     );
@@ -368,7 +355,7 @@ where
                     crate::fblog!(
                         Info,
                         "client timed out (110: Connection timed out) while reading client request body, client: {}, request: \"{} {}\"",
-                        conn.facts.peer.map(|p| p.ip().to_string()).unwrap_or_default(),
+                        conn.client_ip(),
                         r.method,
                         r.request_uri
                     );

@@ -187,15 +187,11 @@ fn in_location(r: &mut Req, loc: &Arc<LocationConf>) -> Out {
     if loc.internal && !r.internal {
         return Out::Status(404);
     }
-    if !allowed(&loc.access, r.conn.facts.peer.map(|p| p.ip())) {
+    if !allowed(&loc.access, r.conn.facts().peer.map(|p| p.ip())) {
         crate::fblog!(
             Error,
             "access forbidden by rule, client: {}, server: {}, request: \"{} {}\"",
-            r.conn
-                .facts
-                .peer
-                .map(|p| p.ip().to_string())
-                .unwrap_or_default(),
+            r.conn.client_ip(),
             server_name(&r.server),
             r.method,
             r.request_uri
@@ -284,7 +280,7 @@ fn serve_static(r: &mut Req, loc: &Arc<LocationConf>, path: PathBuf) -> Out {
         path: &path,
         loc,
     };
-    match static_files::serve(&fr, &r.conn.shared.files) {
+    match static_files::serve(&fr, &r.conn.shared().files) {
         static_files::FileOutcome::Response(resp) => Out::Response(resp),
         static_files::FileOutcome::Redirect(to) => {
             let abs = absolute(r, &to);
@@ -296,7 +292,7 @@ fn serve_static(r: &mut Req, loc: &Arc<LocationConf>, path: PathBuf) -> Out {
                     Error,
                     "open() \"{}\" failed (2: No such file or directory), client: {}, server: {}, request: \"{} {}\"",
                     path.display(),
-                    r.conn.facts.peer.map(|p| p.ip().to_string()).unwrap_or_default(),
+                    r.conn.client_ip(),
                     server_name(&r.server),
                     r.method,
                     r.request_uri

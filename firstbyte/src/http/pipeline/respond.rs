@@ -49,7 +49,7 @@ pub(super) fn redirect_response(code: u16, location: &str) -> Response<Body> {
 }
 
 pub(super) fn stub_status(conn: &Conn) -> Response<Body> {
-    let s = &conn.shared.stats;
+    let s = &conn.shared().stats;
     let active = s.active.load(Ordering::Relaxed);
     let writing = s.writing.load(Ordering::Relaxed);
     let text = format!(
@@ -85,7 +85,7 @@ pub(super) fn absolute(r: &Req, path: &str) -> String {
     if !loc.absolute_redirect {
         return path.to_string();
     }
-    let tls = r.conn.facts.tls.is_some();
+    let tls = r.conn.facts().tls.is_some();
     let name = server_name(&r.server);
     let host = if loc.server_name_in_redirect || r.host.is_empty() {
         name
@@ -94,7 +94,7 @@ pub(super) fn absolute(r: &Req, path: &str) -> String {
     };
     let port = r
         .conn
-        .facts
+        .facts()
         .local
         .map(|a| a.port())
         .filter(|&p| loc.port_in_redirect && !(tls && p == 443) && (tls || p != 80));
@@ -166,26 +166,26 @@ pub(super) fn finish(
     let last = r.nreq >= u64::from(loc.keepalive_requests);
     if r.version == http::Version::HTTP_2 {
         if last {
-            r.conn.last_request.notify_one();
+            r.conn.request_goaway();
         }
     } else if loc.keepalive_timeout.is_zero() || last {
         h.insert(header::CONNECTION, HeaderValue::from_static("close"));
     }
-    r.conn.io.set_send_timeout(loc.send_timeout);
+    r.conn.io().set_send_timeout(loc.send_timeout);
     // HTTP/2 frames its DATA itself: sendfile is for HTTP/1.x on a socket that carries the
     // bytes as they are (plain TCP now, kernel TLS later).
     if loc.sendfile
-        && r.conn.io.sendfile_capable()
+        && r.conn.io().sendfile_capable()
         && matches!(r.version, http::Version::HTTP_11 | http::Version::HTTP_10)
     {
-        resp.body_mut().set_sendfile(&r.conn.io, loc.tcp_nopush);
+        resp.body_mut().set_sendfile(r.conn.io(), loc.tcp_nopush);
     }
     let log = match &loc.access_log {
         AccessLog::Off => None,
         AccessLog::Logs(targets) if targets.is_empty() => None,
         AccessLog::Logs(_) => Some(Box::new(LogOnDone {
-            conn_facts: r.conn.facts.clone(),
-            site: r.conn.site.clone(),
+            conn_facts: r.conn.facts().clone(),
+            site: r.conn.site().clone(),
             loc: loc.clone(),
             method: r.method.to_string(),
             request_uri: r.request_uri.to_string(),

@@ -20,7 +20,7 @@ use hyper_util::rt::TokioIo;
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::time::Instant;
 
-use crate::server::Shared;
+use crate::http::Shared;
 
 /// The client side of an upgrade request, and the process state its tunnel counts in.
 pub struct ClientUpgrade {

@@ -11,7 +11,7 @@ use tokio::net::TcpStream;
 
 use super::Proto;
 use crate::conf::model::ServerConf;
-use crate::http::conn::{Activity, Conn};
+use crate::http::conn::{Conn, TlsSettled};
 use crate::http::reqvars::{ConnFacts, TlsFacts};
 use crate::net::{IoControl, SocketStream};
 use crate::server::{Shared, Site};
@@ -34,7 +34,7 @@ pub(super) type TlsReady = (
 #[allow(clippy::too_many_arguments)]
 pub(super) async fn accept_tls(
     site: &Arc<Site>,
-    shared: Arc<Shared>,
+    shared: &Shared,
     socket: usize,
     stream: TcpStream,
     peer: SocketAddr,
@@ -46,7 +46,7 @@ pub(super) async fn accept_tls(
 ) -> Option<TlsReady> {
     let (accepted, hs_timeout) = timer;
     let hs_deadline = tokio::time::Instant::from_std(accepted + hs_timeout);
-    let addr = site.vhosts.addr_servers(socket, local);
+    let addr = site.vhosts().addr_servers(socket, local);
     let default = addr.default_server().clone();
     let release = crate::tls::stream::Release::new();
     // Kernel TLS will make `sendfile` possible here too (the seam: `IoControl::new`'s flag).
@@ -163,15 +163,24 @@ pub(super) async fn accept_tls(
         }),
     });
     facts.record_policy = tls.policy().name();
-    let conn = Arc::new(Conn {
+    let conn = Conn::new(
+        site.http().clone(),
+        shared.http.clone(),
+        socket,
+        local,
+        facts,
+        fd,
+        io,
+    )
+    .with_tls(TlsSettled {
         data_chunk: (alpn == "h2")
             .then(|| super::h2::h2_data_chunk(server.record.full_size()))
             .flatten(),
         first_response: release,
-        sni_server: Some(server.clone()),
-        activity: Activity::since(accepted),
-        ..Conn::new(site.clone(), shared, socket, local, facts, fd, io)
+        server: server.clone(),
+        accepted,
     });
+    let conn = Arc::new(conn);
     let (proto, turns) = if alpn == "h2" {
         (Proto::H2, tls.batch_flushes())
     } else {

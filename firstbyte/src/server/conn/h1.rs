@@ -91,7 +91,7 @@ pub(super) async fn serve_h1<I>(
             let _ = tokio::time::timeout(Duration::from_secs(1), io.shutdown()).await;
             return;
         }
-        io.conn.h1.reset();
+        io.conn.h1().reset();
         // Boxed: the task stays small; freed when the connection parks.
         let mut c = Box::new(b.serve_connection(TokioIo::new(io), svc).with_upgrades());
         // The grace timer: `park_after` from the end of the last request (or from now, before
@@ -100,8 +100,8 @@ pub(super) async fn serve_h1<I>(
         let start = Instant::now();
         let turn = std::future::poll_fn(|cx| match Pin::new(&mut *c).poll(cx) {
             Poll::Ready(_) => Poll::Ready(H1Turn::Done),
-            Poll::Pending if parkable(moves(&conn.h1, conn.activity.inflight())) => {
-                let since = conn.activity.idle_since().unwrap_or(start).max(start);
+            Poll::Pending if parkable(moves(conn.h1(), conn.activity().inflight())) => {
+                let since = conn.activity().idle_since().unwrap_or(start).max(start);
                 let deadline = since + park_after;
                 let (at, t) = grace.get_or_insert_with(|| {
                     (
@@ -139,7 +139,7 @@ pub(super) async fn serve_h1<I>(
                 let Some(parts) = (*c).into_parts() else {
                     return;
                 };
-                conn.h1.parks.fetch_add(1, Ordering::Relaxed);
+                conn.h1().parks.fetch_add(1, Ordering::Relaxed);
                 io = parts.io.into_inner();
                 // `read_buf` shares hyper's whole read buffer: keep a copy of what it holds
                 // (at most an incomplete request head), so the buffer itself is freed.
@@ -239,17 +239,17 @@ impl<I: AsyncRead + Unpin> AsyncRead for Watched<I> {
         if !this.prefix.is_empty() {
             let n = this.prefix.len().min(buf.remaining());
             buf.put_slice(&this.prefix.split_to(n));
-            this.conn.h1.read_blocked.store(false, Ordering::Relaxed);
+            this.conn.h1().read_blocked.store(false, Ordering::Relaxed);
             return Poll::Ready(Ok(()));
         }
         let before = buf.filled().len();
         let r = Pin::new(&mut this.io).poll_read(cx, buf);
         this.conn
-            .h1
+            .h1()
             .read_blocked
             .store(r.is_pending(), Ordering::Relaxed);
         if buf.filled().len() > before {
-            this.conn.activity.input();
+            this.conn.activity().input();
         }
         r
     }
@@ -262,7 +262,7 @@ impl<I: AsyncWrite + Unpin> AsyncWrite for Watched<I> {
         buf: &[u8],
     ) -> Poll<std::io::Result<usize>> {
         let this = self.get_mut();
-        this.conn.h1.unflushed.store(true, Ordering::Relaxed);
+        this.conn.h1().unflushed.store(true, Ordering::Relaxed);
         Pin::new(&mut this.io).poll_write(cx, buf)
     }
 
@@ -272,7 +272,7 @@ impl<I: AsyncWrite + Unpin> AsyncWrite for Watched<I> {
         bufs: &[std::io::IoSlice<'_>],
     ) -> Poll<std::io::Result<usize>> {
         let this = self.get_mut();
-        this.conn.h1.unflushed.store(true, Ordering::Relaxed);
+        this.conn.h1().unflushed.store(true, Ordering::Relaxed);
         Pin::new(&mut this.io).poll_write_vectored(cx, bufs)
     }
 
@@ -284,14 +284,14 @@ impl<I: AsyncWrite + Unpin> AsyncWrite for Watched<I> {
         let this = self.get_mut();
         let r = Pin::new(&mut this.io).poll_flush(cx);
         if let Poll::Ready(Ok(())) = r {
-            this.conn.h1.unflushed.store(false, Ordering::Relaxed);
+            this.conn.h1().unflushed.store(false, Ordering::Relaxed);
         }
         r
     }
 
     fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
         let this = self.get_mut();
-        this.conn.h1.closing.store(true, Ordering::Relaxed);
+        this.conn.h1().closing.store(true, Ordering::Relaxed);
         Pin::new(&mut this.io).poll_shutdown(cx)
     }
 }
@@ -307,7 +307,7 @@ impl ReqBody {
     fn new(inner: hyper::body::Incoming, conn: &Arc<Conn>) -> Self {
         use http_body::Body as _;
         let open = (!inner.is_end_stream()).then(|| {
-            conn.h1.open_bodies.fetch_add(1, Ordering::Relaxed);
+            conn.h1().open_bodies.fetch_add(1, Ordering::Relaxed);
             conn.clone()
         });
         Self { inner, open }
@@ -332,7 +332,7 @@ impl http_body::Body for ReqBody {
         };
         if ended {
             if let Some(c) = this.open.take() {
-                c.h1.open_bodies.fetch_sub(1, Ordering::Relaxed);
+                c.h1().open_bodies.fetch_sub(1, Ordering::Relaxed);
             }
         }
         Poll::Ready(r)
@@ -350,8 +350,8 @@ impl http_body::Body for ReqBody {
 impl Drop for ReqBody {
     fn drop(&mut self) {
         if let Some(c) = self.open.take() {
-            c.h1.abandoned.store(true, Ordering::Relaxed);
-            c.h1.open_bodies.fetch_sub(1, Ordering::Relaxed);
+            c.h1().abandoned.store(true, Ordering::Relaxed);
+            c.h1().open_bodies.fetch_sub(1, Ordering::Relaxed);
         }
     }
 }
@@ -455,8 +455,9 @@ mod tests {
         }
     }
 
-    /// A connection of a site whose every answer is `return 200 "ok"`.
-    fn test_conn() -> Arc<Conn> {
+    /// A connection of a site whose every answer is `return 200 "ok"`, with what its
+    /// shutdown watches.
+    fn test_conn() -> (Arc<Conn>, Shutdown) {
         let text =
             "error_log stderr;\nevents {}\nhttp { access_log off;\n server { listen 127.0.0.1:1; \
                     location / { return 200 \"ok\"; } } }\n";
@@ -473,7 +474,18 @@ mod tests {
             record_policy: "static",
         };
         let io = Arc::new(IoControl::new(Duration::from_secs(60), false));
-        Arc::new(Conn::new(site, shared, 0, local, facts, -1, io))
+        let conn = Conn::new(
+            site.http().clone(),
+            shared.http.clone(),
+            0,
+            local,
+            facts,
+            -1,
+            io,
+        );
+        let minute = Duration::from_secs(60);
+        let stop = Shutdown::new(site, shared, minute, minute);
+        (Arc::new(conn), stop)
     }
 
     /// Reads until `n` responses ("ok" bodies) have arrived.
@@ -493,7 +505,7 @@ mod tests {
 
     /// `serve_h1` on an in-memory pipe: the connection, the client's end, the serving task.
     fn start_h1(park_after: Duration) -> (Arc<Conn>, DuplexStream, tokio::task::JoinHandle<()>) {
-        let conn = test_conn();
+        let (conn, stop) = test_conn();
         let (client, server) = tokio::io::duplex(1 << 16);
         let io = Peekable {
             inner: server,
@@ -501,7 +513,6 @@ mod tests {
         };
         let mut b = hyper::server::conn::http1::Builder::new();
         b.timer(TokioTimer::new());
-        let stop = Shutdown::new(&conn, Duration::from_secs(60), Duration::from_secs(60));
         let c2 = conn.clone();
         let task = tokio::spawn(async move {
             serve_h1(&c2, &b, io, park_after, stop).await;
@@ -522,16 +533,20 @@ mod tests {
             tokio::time::sleep(Duration::from_millis(60)).await;
         }
         assert_eq!(
-            conn.h1.parks.load(Ordering::Relaxed),
+            conn.h1().parks.load(Ordering::Relaxed),
             0,
             "parked between busy requests"
         );
         // Idle past the grace: parked once.
         let deadline = Instant::now() + Duration::from_secs(5);
-        while conn.h1.parks.load(Ordering::Relaxed) == 0 && Instant::now() < deadline {
+        while conn.h1().parks.load(Ordering::Relaxed) == 0 && Instant::now() < deadline {
             tokio::time::sleep(Duration::from_millis(20)).await;
         }
-        assert_eq!(conn.h1.parks.load(Ordering::Relaxed), 1, "parks once idle");
+        assert_eq!(
+            conn.h1().parks.load(Ordering::Relaxed),
+            1,
+            "parks once idle"
+        );
         drop(client);
         tokio::time::timeout(Duration::from_secs(5), task)
             .await
@@ -546,7 +561,7 @@ mod tests {
     async fn idle_http1_parks_and_resumes() {
         let (conn, mut client, task) = start_h1(Duration::from_millis(5));
         let settle = || tokio::time::sleep(Duration::from_millis(30));
-        let parks = |c: &Conn| c.h1.parks.load(Ordering::Relaxed);
+        let parks = |c: &Conn| c.h1().parks.load(Ordering::Relaxed);
         settle().await;
         assert_eq!(parks(&conn), 0, "no hyper connection before the first byte");
 
@@ -575,7 +590,7 @@ mod tests {
         client.write_all(get.as_bytes()).await.unwrap();
         responses(&mut client, 1).await;
         settle().await;
-        assert_eq!(conn.h1.open_bodies.load(Ordering::Relaxed), 0);
+        assert_eq!(conn.h1().open_bodies.load(Ordering::Relaxed), 0);
         assert!(!task.is_finished(), "the connection lives on");
         drop(client);
         tokio::time::timeout(Duration::from_secs(5), task)

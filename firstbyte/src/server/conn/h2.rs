@@ -47,7 +47,7 @@ pub(super) async fn serve_h2<I>(
     let mut c = Box::pin(c);
     let stopped = tokio::select! {
         _ = turns.count(streams.drive(&mut c)) => return,
-        never = streams.watch_sends(conn.facts.peer) => match never {},
+        never = streams.watch_sends(conn.facts().peer) => match never {},
         why = stop.until_shutdown(&conn) => why,
     };
     c.as_mut().graceful_shutdown();
@@ -55,7 +55,7 @@ pub(super) async fn serve_h2<I>(
     let drain = async {
         tokio::select! {
             _ = turns.count(streams.drive(c)) => {}
-            never = streams.watch_sends(conn.facts.peer) => match never {},
+            never = streams.watch_sends(conn.facts().peer) => match never {},
         }
     };
     shutdown::finish_graceful(drain, stopped == Stop::Idle).await;

@@ -54,7 +54,7 @@ struct ActiveGuard(Arc<Shared>);
 
 impl Drop for ActiveGuard {
     fn drop(&mut self) {
-        self.0.stats.active.fetch_sub(1, Ordering::Relaxed);
+        self.0.http.stats.active.fetch_sub(1, Ordering::Relaxed);
     }
 }
 
@@ -85,11 +85,11 @@ pub async fn handle(
     listen: SocketAddr,
 ) {
     let accepted = Instant::now();
-    shared.stats.accepts.fetch_add(1, Ordering::Relaxed);
-    shared.stats.handled.fetch_add(1, Ordering::Relaxed);
-    shared.stats.active.fetch_add(1, Ordering::Relaxed);
+    shared.http.stats.accepts.fetch_add(1, Ordering::Relaxed);
+    shared.http.stats.handled.fetch_add(1, Ordering::Relaxed);
+    shared.http.stats.active.fetch_add(1, Ordering::Relaxed);
     let _guard = ActiveGuard(shared.clone());
-    let id = shared.stats.accepts.load(Ordering::Relaxed);
+    let id = shared.http.stats.accepts.load(Ordering::Relaxed);
     // A listener on one address is the connection's local address: no `getsockname` (nginx
     // asks the kernel only for wildcard listeners too).
     let local = if listen.ip().is_unspecified() {
@@ -101,7 +101,7 @@ pub async fn handle(
         listen
     };
     let fd = stream.as_raw_fd();
-    let addr = site.vhosts.addr_servers(socket, local);
+    let addr = site.vhosts().addr_servers(socket, local);
     let default = addr.default_server().clone();
     apply_socket_options(fd, &default);
     let hs_timeout = default.client_header_timeout;
@@ -119,22 +119,17 @@ pub async fn handle(
         let io = Arc::new(IoControl::new(send_timeout, true));
         let stream = SocketStream::new(stream, io.clone(), Some(peer));
         let conn = Arc::new(Conn::new(
-            site.clone(),
-            shared,
+            site.http().clone(),
+            shared.http.clone(),
             socket,
             local,
             facts,
             fd,
             io,
         ));
-        serve_http(
-            conn,
-            stream,
-            if http2 { Proto::Auto } else { Proto::H1 },
-            default,
-            Turns::default(),
-        )
-        .await;
+        let proto = if http2 { Proto::Auto } else { Proto::H1 };
+        let stop = (site, shared);
+        serve_http(conn, stream, proto, default, Turns::default(), stop).await;
         return;
     }
 
@@ -142,7 +137,7 @@ pub async fn handle(
     // that is freed when it ends: the long-lived task keeps only what serving needs.
     let Some((tls, conn, proto, server, turns)) = Box::pin(accept::accept_tls(
         &site,
-        shared,
+        &shared,
         socket,
         stream,
         peer,
@@ -156,7 +151,7 @@ pub async fn handle(
     else {
         return;
     };
-    serve_http(conn, tls, proto, server, turns).await;
+    serve_http(conn, tls, proto, server, turns, (site, shared)).await;
 }
 
 /// Which HTTP to speak.
@@ -169,9 +164,16 @@ enum Proto {
 }
 
 /// Serves HTTP on `io` to the connection's end. `turns` counts the HTTP/2 connection's polls
-/// for a TLS stream in batching mode (`TlsStream::batch_flushes`).
-async fn serve_http<I>(conn: Arc<Conn>, io: I, proto: Proto, server: Arc<ServerConf>, turns: Turns)
-where
+/// for a TLS stream in batching mode (`TlsStream::batch_flushes`); `stop` is the generation
+/// the connection was accepted under and the process state (see [`Shutdown`]).
+async fn serve_http<I>(
+    conn: Arc<Conn>,
+    io: I,
+    proto: Proto,
+    server: Arc<ServerConf>,
+    turns: Turns,
+    stop: (Arc<Site>, Arc<Shared>),
+) where
     I: AsyncRead + AsyncWrite + WaitInput + Unpin + Send + 'static,
 {
     let loc = &server.default_location;
@@ -180,7 +182,13 @@ where
     // hyper's header timer would also run while a keep-alive connection idles; the idle timer
     // here gives nginx's meaning instead: client_header_timeout until the first request,
     // keepalive_timeout between requests.
-    let stop = Shutdown::new(&conn, server.client_header_timeout, keepalive_timeout);
+    let (site, shared) = stop;
+    let stop = Shutdown::new(
+        site,
+        shared,
+        server.client_header_timeout,
+        keepalive_timeout,
+    );
     match proto {
         Proto::H1 => {
             let mut b = hyper::server::conn::http1::Builder::new();
@@ -189,7 +197,7 @@ where
                 .title_case_headers(true)
                 .header_read_timeout(None)
                 .max_buf_size(64 * 1024);
-            if conn.io.sendfile_capable() {
+            if conn.io().sendfile_capable() {
                 // Keep each body frame as its own slice: `sendfile` markers must reach the
                 // socket layer as they are. (On TLS the record layer gathers slices into
                 // records itself.)

@@ -2,12 +2,13 @@
 //! `keepalive_requests`), its configuration retired by a reload, or the server draining.
 //! Every serving loop waits on the same four through [`Shutdown::until_shutdown`].
 
-use std::sync::atomic::Ordering;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use tokio::sync::watch;
 
 use crate::http::conn::Conn;
+use crate::server::{Shared, Site};
 
 /// Why a connection stops serving.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -26,8 +27,12 @@ pub(super) enum Stop {
 }
 
 /// What one connection watches to know when to stop: its idle timers and the reload and
-/// drain signals.
+/// drain signals. It holds what sends them: the connection's configuration generation (a
+/// retired one lives, certificates, keys and configs, until its last connection ends) and
+/// the process state.
 pub(super) struct Shutdown {
+    _site: Arc<Site>,
+    _shared: Arc<Shared>,
     retired: watch::Receiver<bool>,
     draining: watch::Receiver<bool>,
     /// `client_header_timeout`: until the first request, and from a later request's first byte.
@@ -37,11 +42,18 @@ pub(super) struct Shutdown {
 }
 
 impl Shutdown {
-    /// The signals of `conn`'s site and process, with its idle timers.
-    pub(super) fn new(conn: &Conn, first: Duration, keepalive: Duration) -> Self {
+    /// The retire signal of `site`, the drain signal of `shared`, and the idle timers.
+    pub(super) fn new(
+        site: Arc<Site>,
+        shared: Arc<Shared>,
+        first: Duration,
+        keepalive: Duration,
+    ) -> Self {
         Self {
-            retired: conn.site.retired(),
-            draining: conn.shared.draining(),
+            retired: site.retired(),
+            draining: shared.draining(),
+            _site: site,
+            _shared: shared,
             first,
             keepalive,
         }
@@ -51,7 +63,7 @@ impl Shutdown {
     pub(super) async fn until_shutdown(&mut self, conn: &Conn) -> Stop {
         tokio::select! {
             _ = idle(conn, self.first, self.keepalive) => Stop::Idle,
-            _ = conn.last_request.notified() => Stop::LastRequest,
+            _ = conn.goaway_requested() => Stop::LastRequest,
             _ = retired_and_started(conn, &mut self.retired) => Stop::Retired,
             _ = self.draining.wait_for(|d| *d) => Stop::Draining,
         }
@@ -63,8 +75,8 @@ impl Shutdown {
 /// [`Activity`]: crate::http::conn::Activity
 async fn idle(conn: &Conn, first: Duration, keepalive: Duration) {
     loop {
-        let served = conn.requests.load(Ordering::Relaxed) > 0;
-        match conn.activity.deadline(served, first, keepalive) {
+        let served = conn.served();
+        match conn.activity().deadline(served, first, keepalive) {
             Some(at) if Instant::now() >= at => return,
             Some(at) => tokio::time::sleep_until(at.into()).await,
             // Busy: look again later; a response in flight is bounded by send_timeout.
@@ -93,7 +105,7 @@ async fn retired_and_started(conn: &Conn, retired: &mut watch::Receiver<bool>) {
     if retired.wait_for(|r| *r).await.is_err() {
         return std::future::pending().await;
     }
-    while conn.requests.load(Ordering::Relaxed) == 0 {
+    while !conn.served() {
         tokio::time::sleep(Duration::from_millis(5)).await;
     }
 }

@@ -1,0 +1,98 @@
+//! What requests read beyond their own connection: per configuration generation, the
+//! [`Site`] (virtual hosts, `proxy_pass` routes and upstream pool, access log files); per
+//! process, the [`Shared`] state (`stub_status` counters, the open-file cache).
+//!
+//! The runtime (`server`) builds both and keeps, beside them, what only it needs: rustls
+//! configs, the TLS object store, error logs, the reload and drain signals.
+
+use std::collections::HashMap;
+use std::path::PathBuf;
+use std::sync::atomic::AtomicU64;
+use std::sync::Arc;
+use std::time::Duration;
+
+use super::proxy::Proxies;
+use super::static_files::OpenFileCache;
+use crate::conf::model::LogTarget;
+use crate::conf::vhosts::VirtualHosts;
+use crate::log::LogFile;
+
+/// The request side of one configuration generation.
+pub struct Site {
+    /// Sockets and server selection.
+    pub vhosts: VirtualHosts,
+    /// Routes of the locations with `proxy_pass`, and the upstream connection pool.
+    pub proxies: Proxies,
+    /// Access log files by path.
+    access_logs: HashMap<PathBuf, Arc<LogFile>>,
+}
+
+impl Site {
+    /// A generation's request side; `access_logs` holds every file its `access_log`
+    /// directives name, opened.
+    pub fn new(
+        vhosts: VirtualHosts,
+        proxies: Proxies,
+        access_logs: HashMap<PathBuf, Arc<LogFile>>,
+    ) -> Self {
+        Self {
+            vhosts,
+            proxies,
+            access_logs,
+        }
+    }
+
+    /// Appends to an access log.
+    pub fn write_access_log(&self, target: &LogTarget, line: &[u8]) {
+        match target {
+            LogTarget::Stderr => {
+                use std::io::Write;
+                let _ = std::io::stderr().write_all(line);
+            }
+            LogTarget::File(p) => {
+                if let Some(f) = self.access_logs.get(p) {
+                    f.write(line);
+                }
+            }
+        }
+    }
+}
+
+/// Counters for `stub_status`.
+#[derive(Debug, Default)]
+pub struct Stats {
+    /// Open connections.
+    pub active: AtomicU64,
+    /// Connections accepted.
+    pub accepts: AtomicU64,
+    /// Connections handled.
+    pub handled: AtomicU64,
+    /// Requests started.
+    pub requests: AtomicU64,
+    /// Requests being answered.
+    pub writing: AtomicU64,
+}
+
+/// Process-wide state requests count in and read, across configuration generations.
+pub struct Shared {
+    /// `stub_status` counters.
+    pub stats: Stats,
+    /// Open files of static responses.
+    pub files: OpenFileCache,
+}
+
+impl Shared {
+    /// Zero counters and an empty open-file cache whose entries are trusted for 1 s.
+    pub fn new() -> Self {
+        Self {
+            stats: Stats::default(),
+            files: OpenFileCache::new(Duration::from_secs(1)),
+        }
+    }
+}
+
+impl Default for Shared {
+    fn default() -> Self {
+        Self::new()
+    }
+}
