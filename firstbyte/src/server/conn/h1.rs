@@ -359,11 +359,7 @@ impl Drop for ReqBody {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::http::reqvars::ConnFacts;
-    use crate::net::IoControl;
-    use crate::server::Shared;
     use hyper_util::rt::TokioTimer;
-    use std::net::SocketAddr;
     use tokio::io::{AsyncReadExt, AsyncWriteExt, DuplexStream, ReadBuf};
 
     #[test]
@@ -455,39 +451,6 @@ mod tests {
         }
     }
 
-    /// A connection of a site whose every answer is `return 200 "ok"`, with what its
-    /// shutdown watches.
-    fn test_conn() -> (Arc<Conn>, Shutdown) {
-        let text =
-            "error_log stderr;\nevents {}\nhttp { access_log off;\n server { listen 127.0.0.1:1; \
-                    location / { return 200 \"ok\"; } } }\n";
-        let dir = std::env::temp_dir();
-        let config = crate::conf::load_str(text, &dir.join("park.conf"), &dir).expect("config");
-        let shared = Arc::new(Shared::new().expect("shared"));
-        let site = Arc::new(crate::server::Site::build(config, &shared, None).expect("site"));
-        let local: SocketAddr = "127.0.0.1:1".parse().unwrap();
-        let facts = ConnFacts {
-            peer: None,
-            local: Some(local),
-            id: 1,
-            tls: None,
-            record_policy: "static",
-        };
-        let io = Arc::new(IoControl::new(Duration::from_secs(60), false));
-        let conn = Conn::new(
-            site.http().clone(),
-            shared.http.clone(),
-            0,
-            local,
-            facts,
-            -1,
-            io,
-        );
-        let minute = Duration::from_secs(60);
-        let stop = Shutdown::new(site, shared, minute, minute);
-        (Arc::new(conn), stop)
-    }
-
     /// Reads until `n` responses ("ok" bodies) have arrived.
     async fn responses(c: &mut DuplexStream, n: usize) -> String {
         let mut got = String::new();
@@ -505,7 +468,8 @@ mod tests {
 
     /// `serve_h1` on an in-memory pipe: the connection, the client's end, the serving task.
     fn start_h1(park_after: Duration) -> (Arc<Conn>, DuplexStream, tokio::task::JoinHandle<()>) {
-        let (conn, stop) = test_conn();
+        let minute = Duration::from_secs(60);
+        let (conn, stop) = super::super::shutdown::test_conn(minute, minute);
         let (client, server) = tokio::io::duplex(1 << 16);
         let io = Peekable {
             inner: server,

@@ -109,3 +109,82 @@ async fn retired_and_started(conn: &Conn, retired: &mut watch::Receiver<bool>) {
         tokio::time::sleep(Duration::from_millis(5)).await;
     }
 }
+
+/// A connection of a site whose every answer is `return 200 "ok"`, with what its
+/// shutdown watches (for tests).
+#[cfg(test)]
+pub(super) fn test_conn(first: Duration, keepalive: Duration) -> (Arc<Conn>, Shutdown) {
+    let text =
+        "error_log stderr;\nevents {}\nhttp { access_log off;\n server { listen 127.0.0.1:1; \
+                location / { return 200 \"ok\"; } } }\n";
+    let dir = std::env::temp_dir();
+    let config = crate::conf::load_str(text, &dir.join("park.conf"), &dir).expect("config");
+    let shared = Arc::new(Shared::new().expect("shared"));
+    let site = Arc::new(crate::server::Site::build(config, &shared, None).expect("site"));
+    let local: std::net::SocketAddr = "127.0.0.1:1".parse().unwrap();
+    let facts = crate::http::reqvars::ConnFacts {
+        peer: None,
+        local: Some(local),
+        id: 1,
+        tls: None,
+        record_policy: "static",
+    };
+    let io = Arc::new(crate::net::IoControl::new(Duration::from_secs(60), false));
+    let conn = Conn::new(
+        site.http().clone(),
+        shared.http.clone(),
+        0,
+        local,
+        facts,
+        -1,
+        io,
+    );
+    let stop = Shutdown::new(site, shared, first, keepalive);
+    (Arc::new(conn), stop)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Resolves `until_shutdown` within `within`, or `None`.
+    async fn stop_within(stop: &mut Shutdown, conn: &Conn, within: Duration) -> Option<Stop> {
+        tokio::time::timeout(within, stop.until_shutdown(conn))
+            .await
+            .ok()
+    }
+
+    /// Each signal gives its own reason: a reload retires the connection only once it has
+    /// started a request; HTTP/2's last request, the drain and the idle timer at once.
+    #[tokio::test]
+    async fn until_shutdown_says_why() {
+        let (minute, short) = (Duration::from_secs(60), Duration::from_millis(50));
+        let wait = Duration::from_secs(5);
+
+        let (conn, mut stop) = test_conn(minute, minute);
+        stop._site.retire();
+        assert_eq!(stop_within(&mut stop, &conn, short * 2).await, None);
+        conn.count_request();
+        assert_eq!(
+            stop_within(&mut stop, &conn, wait).await,
+            Some(Stop::Retired)
+        );
+
+        let (conn, mut stop) = test_conn(minute, minute);
+        conn.request_goaway();
+        assert_eq!(
+            stop_within(&mut stop, &conn, wait).await,
+            Some(Stop::LastRequest)
+        );
+
+        let (conn, mut stop) = test_conn(minute, minute);
+        stop._shared.draining.send_replace(true);
+        assert_eq!(
+            stop_within(&mut stop, &conn, wait).await,
+            Some(Stop::Draining)
+        );
+
+        let (conn, mut stop) = test_conn(short, minute);
+        assert_eq!(stop_within(&mut stop, &conn, wait).await, Some(Stop::Idle));
+    }
+}
