@@ -24,6 +24,7 @@ mod client;
 mod context;
 mod dynamic;
 mod error;
+mod hkdf;
 mod names;
 pub mod peer;
 mod selfsigned;
