@@ -9,7 +9,7 @@ pub mod open_file;
 mod pages;
 pub mod proxy;
 pub mod reqvars;
-mod send_watch;
+pub(crate) mod send_watch;
 pub mod service;
 pub mod static_files;
 pub mod uri;

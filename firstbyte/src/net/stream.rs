@@ -284,7 +284,7 @@ impl<S> SocketStream<S> {
 
 impl SocketStream<TcpStream> {
     /// Waits until the socket is readable (data or EOF) without reading: an idle
-    /// keep-alive connection waits here with no read buffer (see `http::conn`).
+    /// keep-alive connection waits here with no read buffer (see `server::conn::h1`).
     pub fn poll_read_ready(&self, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
         self.inner.poll_read_ready(cx)
     }

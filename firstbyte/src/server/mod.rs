@@ -8,6 +8,7 @@
 //! becomes current, and the old one is retired: its connections finish what is in flight and
 //! close. `SIGQUIT` drains, `SIGTERM`/`SIGINT` stop at once, `SIGUSR1` reopens log files.
 
+mod conn;
 mod site;
 
 pub use site::{LoadError, Site};
@@ -568,14 +569,7 @@ async fn accept_loop(
                     drop(stream);
                     continue;
                 }
-                tokio::spawn(crate::http::conn::handle(
-                    site,
-                    shared.clone(),
-                    idx,
-                    stream,
-                    peer,
-                    addr,
-                ));
+                tokio::spawn(conn::handle(site, shared.clone(), idx, stream, peer, addr));
             }
             Err(e) => {
                 // EMFILE/ENFILE and friends: log, breathe, go on (nginx disables accept briefly).

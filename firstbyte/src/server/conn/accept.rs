@@ -1,0 +1,403 @@
+//! The TLS part of accepting a connection: read the ClientHello, choose the server block by
+//! its SNI (before any certificate is sent), run the handshake under one deadline, and note
+//! what it settled (protocol, cipher, ALPN, client certificate) for the requests.
+
+use std::net::SocketAddr;
+use std::os::fd::RawFd;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use tokio::net::TcpStream;
+
+use super::Proto;
+use crate::conf::model::ServerConf;
+use crate::http::conn::{Activity, Conn};
+use crate::http::reqvars::{ConnFacts, TlsFacts};
+use crate::net::{IoControl, SocketStream};
+use crate::server::{Shared, Site};
+use crate::tls::stream::Turns;
+
+/// A TLS connection after its handshake, ready for HTTP.
+/// The stream is boxed so the serving task holds a pointer, not the rustls connection.
+pub(super) type TlsReady = (
+    Box<crate::tls::stream::TlsStream<SocketStream<TcpStream>, crate::record::SocketInfo>>,
+    Arc<Conn>,
+    Proto,
+    Arc<ServerConf>,
+    Turns,
+);
+
+/// The TLS part of [`handle`](super::handle): ClientHello, server block by SNI, handshake. `None` when the
+/// connection ends here (the reason is logged). `timer` is the accept's time and
+/// `client_header_timeout`: one deadline for the whole handshake, and the first request's
+/// header timer runs on from the same accept (nginx's one read timer).
+#[allow(clippy::too_many_arguments)]
+pub(super) async fn accept_tls(
+    site: &Arc<Site>,
+    shared: Arc<Shared>,
+    socket: usize,
+    stream: TcpStream,
+    peer: SocketAddr,
+    local: SocketAddr,
+    fd: RawFd,
+    mut facts: ConnFacts,
+    send_timeout: Duration,
+    timer: (Instant, Duration),
+) -> Option<TlsReady> {
+    let (accepted, hs_timeout) = timer;
+    let hs_deadline = tokio::time::Instant::from_std(accepted + hs_timeout);
+    let addr = site.vhosts.addr_servers(socket, local);
+    let default = addr.default_server().clone();
+    let release = crate::tls::stream::Release::new();
+    // Kernel TLS will make `sendfile` possible here too (the seam: `IoControl::new`'s flag).
+    let io = Arc::new(IoControl::new(send_timeout, false));
+    let mut stream = SocketStream::new(stream, io.clone(), Some(peer));
+    let handshake_failed = |e: &dyn std::fmt::Display| {
+        crate::fblog!(
+            Info,
+            "SSL_do_handshake() failed ({e}) while SSL handshaking, client: {}",
+            peer.ip()
+        );
+    };
+    let timed_out = || {
+        crate::fblog!(
+            Info,
+            "client timed out while SSL handshaking, client: {}",
+            peer.ip()
+        );
+    };
+    let hello = match tokio::time::timeout_at(
+        hs_deadline,
+        crate::tls::stream::read_client_hello(&mut stream),
+    )
+    .await
+    {
+        Ok(Ok(a)) => a,
+        Ok(Err(e)) => {
+            handshake_failed(&e);
+            return None;
+        }
+        Err(_) => {
+            timed_out();
+            return None;
+        }
+    };
+    let sni = hello
+        .client_hello()
+        .server_name()
+        .map(str::to_ascii_lowercase);
+    // The block whose config makes the handshake (the SNI's, or the default's when the SNI's
+    // has no certificate): its client checks are the connection's.
+    let sni_block = addr.find(sni.as_deref()).clone();
+    let server = if site.tls_for(&sni_block).is_some() {
+        sni_block
+    } else {
+        default.clone()
+    };
+    let Some(cfg) = site.tls_for(&server).cloned() else {
+        crate::fblog!(
+            Error,
+            "no \"ssl_certificate\" is defined for server \"{}\", client: {}",
+            sni.as_deref().unwrap_or(""),
+            peer.ip()
+        );
+        return None;
+    };
+    let tls_conn = match hello.into_connection(cfg) {
+        Ok(c) => c,
+        Err((e, mut alert)) => {
+            let mut out = Vec::new();
+            let _ = alert.write_all(&mut out);
+            let _ = tokio::io::AsyncWriteExt::write_all(&mut stream, &out).await;
+            handshake_failed(&e);
+            return None;
+        }
+    };
+    // Boxed: the handshake's state is freed when it ends instead of widening the task.
+    let handshake = Box::pin(crate::tls::stream::handshake(
+        stream,
+        tls_conn,
+        server.record.policy(),
+        crate::record::SocketInfo(Some(fd)),
+        release.clone(),
+    ));
+    let mut tls = match tokio::time::timeout_at(hs_deadline, handshake).await {
+        Ok(Ok(t)) => t,
+        Ok(Err(e)) => {
+            handshake_failed(&e);
+            return None;
+        }
+        Err(_) => {
+            timed_out();
+            return None;
+        }
+    };
+    let sc = tls.connection();
+    let alpn = sc
+        .alpn_protocol()
+        .map(|p| String::from_utf8_lossy(p).into_owned())
+        .unwrap_or_default();
+    facts.tls = Some(TlsFacts {
+        protocol: sc
+            .protocol_version()
+            .map(crate::tls::protocol_name)
+            .unwrap_or(""),
+        cipher: sc
+            .negotiated_cipher_suite()
+            .map(|s| crate::tls::cipher_name(s.suite()))
+            .unwrap_or(""),
+        group: sc
+            .negotiated_key_exchange_group()
+            .map(|g| crate::tls::group_name(g.name()))
+            .unwrap_or(""),
+        alpn: alpn.clone(),
+        resumed: matches!(sc.handshake_kind(), Some(rustls::HandshakeKind::Resumed)),
+        server_name: sni,
+        client: server.tls.as_ref().and_then(|t| {
+            crate::tls::peer::verify(
+                t.verify_client,
+                site.client_verifier_for(&server),
+                sc.peer_certificates(),
+                rustls::pki_types::UnixTime::now(),
+            )
+        }),
+    });
+    facts.record_policy = tls.policy().name();
+    let conn = Arc::new(Conn {
+        data_chunk: (alpn == "h2")
+            .then(|| super::h2::h2_data_chunk(server.record.full_size()))
+            .flatten(),
+        first_response: release,
+        sni_server: Some(server.clone()),
+        activity: Activity::since(accepted),
+        ..Conn::new(site.clone(), shared, socket, local, facts, fd, io)
+    });
+    let (proto, turns) = if alpn == "h2" {
+        (Proto::H2, tls.batch_flushes())
+    } else {
+        (Proto::H1, Turns::default())
+    };
+    Some((Box::new(tls), conn, proto, server, turns))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::io::IoSlice;
+    use std::pin::Pin;
+    use std::sync::Mutex;
+    use std::task::{Context, Poll};
+
+    use rustls::client::danger::{HandshakeSignatureValid, ServerCertVerified, ServerCertVerifier};
+    use rustls::pki_types::{CertificateDer, PrivatePkcs8KeyDer, ServerName, UnixTime};
+    use rustls::{ClientConfig, DigitallySignedStruct, ServerConfig, SignatureScheme};
+    use tokio::io::{AsyncRead, AsyncWrite, DuplexStream, ReadBuf};
+
+    #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+    enum Event {
+        Read(usize),
+        Write(usize),
+    }
+
+    /// A socket that logs its read and write calls (a write takes every slice, as writev).
+    struct LoggingSocket {
+        inner: DuplexStream,
+        log: Arc<Mutex<Vec<Event>>>,
+    }
+
+    impl LoggingSocket {
+        fn push(&self, e: Event) {
+            self.log.lock().unwrap().push(e);
+        }
+    }
+
+    impl AsyncRead for LoggingSocket {
+        fn poll_read(
+            self: Pin<&mut Self>,
+            cx: &mut Context<'_>,
+            buf: &mut ReadBuf<'_>,
+        ) -> Poll<std::io::Result<()>> {
+            let this = self.get_mut();
+            let before = buf.filled().len();
+            let r = Pin::new(&mut this.inner).poll_read(cx, buf);
+            let n = buf.filled().len() - before;
+            if n > 0 {
+                this.push(Event::Read(n));
+            }
+            r
+        }
+    }
+
+    impl AsyncWrite for LoggingSocket {
+        fn poll_write(
+            self: Pin<&mut Self>,
+            cx: &mut Context<'_>,
+            b: &[u8],
+        ) -> Poll<std::io::Result<usize>> {
+            self.poll_write_vectored(cx, &[IoSlice::new(b)])
+        }
+        fn poll_write_vectored(
+            self: Pin<&mut Self>,
+            cx: &mut Context<'_>,
+            bufs: &[IoSlice<'_>],
+        ) -> Poll<std::io::Result<usize>> {
+            let this = self.get_mut();
+            let all: Vec<u8> = bufs.iter().flat_map(|b| b.iter().copied()).collect();
+            // The duplex buffer (1 MiB) takes any flight whole.
+            let r = Pin::new(&mut this.inner).poll_write(cx, &all);
+            if let Poll::Ready(Ok(n)) = r {
+                this.push(Event::Write(n));
+            }
+            r
+        }
+        fn is_write_vectored(&self) -> bool {
+            true
+        }
+        fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+            Pin::new(&mut self.get_mut().inner).poll_flush(cx)
+        }
+        fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+            Pin::new(&mut self.get_mut().inner).poll_shutdown(cx)
+        }
+    }
+
+    impl crate::net::Sendfile for LoggingSocket {
+        fn poll_sendfile(
+            &mut self,
+            _: &mut Context<'_>,
+            _: RawFd,
+            _: u64,
+            _: usize,
+        ) -> Poll<std::io::Result<usize>> {
+            Poll::Ready(Err(std::io::ErrorKind::Unsupported.into()))
+        }
+        fn raw_fd(&self) -> Option<RawFd> {
+            None
+        }
+    }
+
+    /// Accepts any server certificate; checks handshake signatures.
+    #[derive(Debug)]
+    struct AnyCert(Arc<rustls::crypto::CryptoProvider>);
+
+    impl ServerCertVerifier for AnyCert {
+        fn verify_server_cert(
+            &self,
+            _: &CertificateDer<'_>,
+            _: &[CertificateDer<'_>],
+            _: &ServerName<'_>,
+            _: &[u8],
+            _: UnixTime,
+        ) -> Result<ServerCertVerified, rustls::Error> {
+            Ok(ServerCertVerified::assertion())
+        }
+        fn verify_tls12_signature(
+            &self,
+            m: &[u8],
+            c: &CertificateDer<'_>,
+            d: &DigitallySignedStruct,
+        ) -> Result<HandshakeSignatureValid, rustls::Error> {
+            rustls::crypto::verify_tls12_signature(
+                m,
+                c,
+                d,
+                &self.0.signature_verification_algorithms,
+            )
+        }
+        fn verify_tls13_signature(
+            &self,
+            m: &[u8],
+            c: &CertificateDer<'_>,
+            d: &DigitallySignedStruct,
+        ) -> Result<HandshakeSignatureValid, rustls::Error> {
+            rustls::crypto::verify_tls13_signature(
+                m,
+                c,
+                d,
+                &self.0.signature_verification_algorithms,
+            )
+        }
+        fn supported_verify_schemes(&self) -> Vec<SignatureScheme> {
+            self.0.signature_verification_algorithms.supported_schemes()
+        }
+    }
+
+    /// The server's first flight (ServerHello..Finished in TLS 1.3, ServerHello..
+    /// ServerHelloDone in TLS 1.2) with a certificate over 6 KB goes to the socket in one
+    /// write call, through the connection's real stack (`TlsStream` over `SocketStream`).
+    #[tokio::test]
+    async fn first_flight_leaves_in_one_write() {
+        let names: Vec<String> = (0..400)
+            .map(|i| format!("host-{i:03}.first-flight.test"))
+            .collect();
+        let ck = rcgen::generate_simple_self_signed(names).unwrap();
+        let cert = ck.cert.der().clone();
+        assert!(cert.len() > 6 * 1024, "chain is {} bytes", cert.len());
+        let provider = crate::tls::provider();
+        for version in [&rustls::version::TLS13, &rustls::version::TLS12] {
+            let key = PrivatePkcs8KeyDer::from(ck.signing_key.serialize_der());
+            let server = Arc::new(
+                ServerConfig::builder_with_provider(provider.clone())
+                    .with_protocol_versions(&[version])
+                    .unwrap()
+                    .with_no_client_auth()
+                    .with_single_cert(vec![cert.clone()], key.into())
+                    .unwrap(),
+            );
+            let client = Arc::new(
+                ClientConfig::builder_with_provider(provider.clone())
+                    .with_protocol_versions(&[version])
+                    .unwrap()
+                    .dangerous()
+                    .with_custom_certificate_verifier(Arc::new(AnyCert(provider.clone())))
+                    .with_no_client_auth(),
+            );
+            let (client_io, server_io) = tokio::io::duplex(1 << 20);
+            let log = Arc::new(Mutex::new(Vec::new()));
+            let sock = LoggingSocket {
+                inner: server_io,
+                log: log.clone(),
+            };
+            let io = Arc::new(IoControl::new(Duration::from_secs(60), false));
+            let mut stream = SocketStream::new(sock, io, None);
+            let server_side = async {
+                let accepted = crate::tls::stream::read_client_hello(&mut stream)
+                    .await
+                    .expect("client hello");
+                let conn = accepted
+                    .into_connection(server)
+                    .map_err(|(e, _)| e)
+                    .expect("server connection");
+                crate::tls::stream::handshake(
+                    stream,
+                    conn,
+                    crate::record::RecordSettings::default().policy(),
+                    crate::record::SocketInfo(None),
+                    crate::tls::stream::Release::new(),
+                )
+                .await
+                .expect("server handshake")
+            };
+            let name = ServerName::try_from("host-001.first-flight.test").unwrap();
+            let client_side = tokio_rustls::TlsConnector::from(client).connect(name, client_io);
+            let (_s, c) = tokio::join!(server_side, client_side);
+            c.expect("client handshake");
+
+            let log = log.lock().unwrap().clone();
+            let first = log
+                .iter()
+                .position(|e| matches!(e, Event::Write(_)))
+                .expect("server wrote");
+            let next_read = log[first..]
+                .iter()
+                .position(|e| matches!(e, Event::Read(_)))
+                .map_or(log.len(), |i| first + i);
+            let flight = &log[first..next_read];
+            assert_eq!(flight.len(), 1, "{version:?}: flight in pieces: {log:?}");
+            assert!(
+                matches!(flight[0], Event::Write(n) if n > cert.len()),
+                "{version:?}: {log:?}"
+            );
+        }
+    }
+}
