@@ -1143,8 +1143,21 @@ mod tests {
     fn parent_dirs_counts_what_path_components_calls_parent() {
         use std::path::Component;
         for p in [
-            "", "/", "..", "../", "/..", "a/../b", "a/..b", "..a/b", "a/b/..", "a//..//..",
-            "/srv/./../x", "...", "a/.../b", "/data/images/../secret", "x..y/../..",
+            "",
+            "/",
+            "..",
+            "../",
+            "/..",
+            "a/../b",
+            "a/..b",
+            "..a/b",
+            "a/b/..",
+            "a//..//..",
+            "/srv/./../x",
+            "...",
+            "a/.../b",
+            "/data/images/../secret",
+            "x..y/../..",
         ] {
             let want = Path::new(p)
                 .components()

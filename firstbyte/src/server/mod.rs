@@ -214,6 +214,7 @@ pub fn bind_sockets(
             reuseport: s.reuseport,
             backlog: s.backlog,
             fastopen: s.fastopen,
+            deferred: s.deferred,
             ipv6only: s.ipv6only,
         })
         .map_err(|e| bind_error(s.addr, &e))?;
