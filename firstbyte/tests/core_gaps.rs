@@ -457,7 +457,7 @@ fn misdirected_request_421() {
             "{proto}"
         );
         // Same checks as the handshake made (same mode, same CA): served (nginx 1.22 would
-        // say 421; see `service::misdirected`).
+        // say 421; see `pipeline::misdirected`).
         assert_eq!(
             get(proto, "b.test", "c.a.test"),
             (200, "c\n".into()),

@@ -9,7 +9,7 @@
 //! ("The SSL certificate error") and `$ssl_client_verify` says `FAILED:reason`, as in nginx.
 //! The result is computed once per connection, against the CA of the server block whose
 //! handshake it was; a request whose `Host` selects a server with other client checks is
-//! refused with 421 before it is looked at (see `http::service::misdirected`).
+//! refused with 421 before it is looked at (see `http::pipeline::misdirected`).
 
 use std::sync::Arc;
 

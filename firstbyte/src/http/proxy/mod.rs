@@ -3,7 +3,7 @@
 //! At load, [`Proxies::build`] makes one [`Route`] per location with `proxy_pass`: its peers,
 //! the round-robin state it shares with every location naming the same `upstream`
 //! (`balance`), and its TLS client config (`tls::client_config`, files through the load's
-//! object store). Per request, the pipeline (`service`) evaluates the upstream URI and headers
+//! object store). Per request, the pipeline (`http::pipeline`) evaluates the upstream URI and headers
 //! (`headers`) and calls [`forward`]: pick a peer, take an idle connection from the pool or
 //! connect (`upstream`), send the request with the client's body streamed, and wait for the
 //! response header within `proxy_read_timeout`. A connect error or timeout marks the peer

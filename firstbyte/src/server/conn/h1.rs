@@ -64,7 +64,7 @@ pub(super) async fn serve_h1<I>(
     let mut svc = hyper::service::service_fn(move |req: hyper::Request<hyper::body::Incoming>| {
         let c = svc_conn.clone();
         let req = req.map(|body| ReqBody::new(body, &c));
-        crate::http::service::serve(c, req)
+        crate::http::pipeline::serve(c, req)
     });
     let mut io = Watched {
         io,

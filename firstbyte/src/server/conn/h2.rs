@@ -36,7 +36,7 @@ pub(super) async fn serve_h2<I>(
 {
     let svc_conn = conn.clone();
     let svc =
-        hyper::service::service_fn(move |req| crate::http::service::serve(svc_conn.clone(), req));
+        hyper::service::service_fn(move |req| crate::http::pipeline::serve(svc_conn.clone(), req));
     // Streams run inside this task (no spawn, no cross-task wake per request).
     let streams = StreamSet::default();
     let mut b = hyper::server::conn::http2::Builder::new(streams.clone());

@@ -216,7 +216,7 @@ async fn serve_auto<I>(
 {
     let svc_conn = conn.clone();
     let svc =
-        hyper::service::service_fn(move |req| crate::http::service::serve(svc_conn.clone(), req));
+        hyper::service::service_fn(move |req| crate::http::pipeline::serve(svc_conn.clone(), req));
     let mut b = hyper_util::server::conn::auto::Builder::new(TokioExecutor::new());
     b.http1()
         .timer(TokioTimer::new())

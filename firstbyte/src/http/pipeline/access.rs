@@ -1,0 +1,165 @@
+//! Who may be answered: `allow`/`deny` rules, the client-certificate checks of the Host's
+//! server block (495/496), and nginx's 421 when the Host asks for other client checks than
+//! the handshake made.
+
+use std::sync::Arc;
+
+use super::Req;
+use crate::conf::model::{AccessRule, Net, ServerConf};
+
+pub(super) fn allowed(rules: &[AccessRule], peer: Option<std::net::IpAddr>) -> bool {
+    for rule in rules {
+        let hit = match (rule.net, peer) {
+            (Net::All, _) => true,
+            (Net::Cidr(net, bits), Some(ip)) => cidr_contains(net, bits, ip),
+            (Net::Cidr(..), None) => false,
+        };
+        if hit {
+            return rule.allow;
+        }
+    }
+    true
+}
+
+fn cidr_contains(net: std::net::IpAddr, bits: u8, ip: std::net::IpAddr) -> bool {
+    use std::net::IpAddr;
+    let ip = match (net, ip) {
+        (IpAddr::V4(_), IpAddr::V6(v6)) => match v6.to_ipv4_mapped() {
+            Some(v4) => IpAddr::V4(v4),
+            None => return false,
+        },
+        _ => ip,
+    };
+    match (net, ip) {
+        (IpAddr::V4(n), IpAddr::V4(a)) => {
+            let mask = if bits == 0 {
+                0
+            } else {
+                u32::MAX << (32 - bits.min(32))
+            };
+            (u32::from(n) & mask) == (u32::from(a) & mask)
+        }
+        (IpAddr::V6(n), IpAddr::V6(a)) => {
+            let mask = if bits == 0 {
+                0
+            } else {
+                u128::MAX << (128 - bits.min(128))
+            };
+            (u128::from(n) & mask) == (u128::from(a) & mask)
+        }
+        _ => false,
+    }
+}
+
+/// nginx's 421 Misdirected Request, for client certificates: on a TLS connection whose
+/// handshake was made with `hs_server`'s settings (the block chosen by SNI), a request whose
+/// Host chose `host_server` is refused when that server checks client certificates
+/// (`ssl_verify_client` other than off) and the handshake did not make the same checks
+/// (`ssl_verify_client` or `ssl_client_certificate` differ), or there was no SNI at all:
+/// otherwise a client could pass the handshake of a server without client checks (or connect
+/// by IP address) and then ask a protected one.
+///
+/// nginx 1.22 refuses whenever the Host (not equal to the SNI name) selects a server with
+/// `ssl_verify_client` other than off, even the SNI's own server block, and without SNI
+/// answers 400 ("No required SSL certificate was sent") when no certificate came. firstbyte
+/// refuses only when the requirements differ (the same block, or one with the same checks,
+/// was verified by the handshake already), and always without SNI.
+pub fn misdirected(
+    sni: Option<&str>,
+    hs_server: &Arc<ServerConf>,
+    host_server: &Arc<ServerConf>,
+) -> bool {
+    if Arc::ptr_eq(hs_server, host_server)
+        || client_checks(host_server) == crate::conf::model::VerifyClient::Off
+    {
+        return false;
+    }
+    sni.is_none()
+        || (client_checks(host_server), client_ca(host_server))
+            != (client_checks(hs_server), client_ca(hs_server))
+}
+
+/// nginx's check of every request to a server with `ssl_verify_client`: 495 for a
+/// certificate that failed verification, 496 for none where one is required.
+pub(super) fn client_refusal(r: &Req) -> Option<u16> {
+    let tls = r.conn.facts.tls.as_ref()?;
+    let verify = tls
+        .client
+        .as_ref()
+        .map_or(crate::tls::peer::ClientVerify::None, |c| c.verify.clone());
+    crate::tls::peer::refusal(client_checks(&r.server), &verify)
+}
+
+fn client_checks(s: &ServerConf) -> crate::conf::model::VerifyClient {
+    s.tls
+        .as_ref()
+        .map_or(crate::conf::model::VerifyClient::Off, |t| t.verify_client)
+}
+
+fn client_ca(s: &ServerConf) -> Option<&std::path::Path> {
+    s.tls.as_ref().and_then(|t| t.client_certificate.as_deref())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn cidr_rules() {
+        let ip = |s: &str| s.parse::<std::net::IpAddr>().unwrap();
+        assert!(cidr_contains(ip("10.1.0.0"), 16, ip("10.1.200.3")));
+        assert!(!cidr_contains(ip("10.1.0.0"), 16, ip("10.2.0.1")));
+        assert!(cidr_contains(ip("127.0.0.1"), 32, ip("::ffff:127.0.0.1")));
+        assert!(cidr_contains(ip("2001:db8::"), 32, ip("2001:db8:1::1")));
+        let rules = vec![
+            AccessRule {
+                allow: true,
+                net: Net::Cidr(ip("127.0.0.1"), 32),
+            },
+            AccessRule {
+                allow: false,
+                net: Net::All,
+            },
+        ];
+        assert!(allowed(&rules, Some(ip("127.0.0.1"))));
+        assert!(!allowed(&rules, Some(ip("192.0.2.1"))));
+        assert!(allowed(&[], Some(ip("192.0.2.1"))));
+    }
+
+    #[test]
+    fn misdirected_when_host_asks_for_other_client_checks() {
+        let conf = crate::conf::load_str(
+            r#"
+events {}
+http {
+    server { listen 127.0.0.1:8443 ssl; server_name a.test; ssl_certificate x.crt; ssl_certificate_key x.key; }
+    server { listen 127.0.0.1:8443 ssl; server_name b.test; ssl_certificate x.crt; ssl_certificate_key x.key;
+             ssl_verify_client on; ssl_client_certificate ca.crt; }
+    server { listen 127.0.0.1:8443 ssl; server_name c.test d.test; ssl_certificate x.crt; ssl_certificate_key x.key;
+             ssl_verify_client on; ssl_client_certificate ca.crt; }
+    server { listen 127.0.0.1:8443 ssl; server_name e.test; ssl_certificate x.crt; ssl_certificate_key x.key;
+             ssl_verify_client optional; ssl_client_certificate other-ca.crt; }
+}
+"#,
+            std::path::Path::new("/tmp/misdirected.conf"),
+            std::path::Path::new("/tmp"),
+        )
+        .expect("config");
+        let servers = &conf.http.as_ref().expect("http").servers;
+        let (a, b, c, e) = (&servers[0], &servers[1], &servers[2], &servers[3]);
+        // Handshake without client checks, Host needing them: refused.
+        assert!(misdirected(Some("a.test"), a, b));
+        // Different CA or mode than the handshake checked: refused.
+        assert!(misdirected(Some("b.test"), b, e));
+        assert!(misdirected(Some("e.test"), e, b));
+        // Same checks (same mode and CA), the same block, or a Host with no checks: served.
+        assert!(!misdirected(Some("b.test"), b, c));
+        assert!(!misdirected(Some("c.test"), c, c));
+        assert!(!misdirected(Some("b.test"), b, a));
+        // No SNI (a client connecting by IP address): a server that checks clients is
+        // reached only if the handshake was its own.
+        assert!(misdirected(None, a, b));
+        assert!(!misdirected(None, b, b));
+        assert!(!misdirected(None, b, a));
+    }
+}

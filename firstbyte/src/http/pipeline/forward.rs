@@ -1,0 +1,116 @@
+//! The proxied request: the upstream URI and headers evaluated for the location's
+//! `proxy_pass`, the client's body streamed through (or spooled for HTTP/1.0), an upgrade
+//! carried over, then `proxy::forward`.
+
+use std::sync::Arc;
+
+use bytes::Bytes;
+use http::header::{self, HeaderValue};
+use http::{Request, Response};
+
+use super::{server_name, Req};
+use crate::conf::model::{LocationConf, ProxyConf};
+use crate::http::body::Body;
+
+/// Builds the upstream request and forwards it; `Err` is the status to answer.
+pub(super) async fn proxy<B>(
+    r: &Req<'_>,
+    loc: &Arc<LocationConf>,
+    conf: &Arc<ProxyConf>,
+    body: B,
+    extensions: &mut http::Extensions,
+) -> Result<Response<Body>, u16>
+where
+    B: http_body::Body<Data = Bytes> + Send + 'static,
+    B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
+{
+    use crate::http::proxy::{self as px, headers as ph};
+    let site = &r.conn.site;
+    let Some(route) = site.proxies.route(conf) else {
+        return Err(502);
+    };
+    let remote = r.conn.facts.peer.map(|p| p.ip().to_string());
+    let target = ph::upstream_uri(
+        conf,
+        &loc.prefix,
+        r.internal,
+        r.request_uri,
+        &r.uri,
+        r.args.as_deref(),
+    );
+    let (headers, client_cert) = {
+        let forwarded_for = ph::add_x_forwarded_for(r.headers, remote.as_deref());
+        let inner = r.vars();
+        let vars = ph::ProxyVars {
+            inner: &inner,
+            proxy_host: &conf.host,
+            forwarded_for: &forwarded_for,
+        };
+        let cert = px::client_cert_paths(&conf.ssl, &vars);
+        (ph::request_headers(conf, r.headers, &vars), cert)
+    };
+    let version = if conf.http11 {
+        http::Version::HTTP_11
+    } else {
+        http::Version::HTTP_10
+    };
+    let mut headers = headers;
+    let mut body = px::request_body(body);
+    // A body of unknown length (chunked, or HTTP/2 without content-length) is never dropped:
+    // hyper would send none over HTTP/1.0, or for a GET of unknown length.
+    if !headers.contains_key(header::CONTENT_LENGTH) && !http_body::Body::is_end_stream(&body) {
+        if conf.http11 {
+            headers.insert(
+                header::TRANSFER_ENCODING,
+                HeaderValue::from_static("chunked"),
+            );
+        } else {
+            // HTTP/1.0 has no chunked: read the body whole (client_max_body_size bounds it)
+            // and send its length, as nginx. Memory holds nginx's client_body_buffer_size
+            // (16k on x86_64), the rest goes to an unlinked temp file in proxy_temp_path.
+            use http_body_util::BodyExt;
+            let b = &conf.buffers;
+            let mut spool = px::Spool::new(
+                16 << 10,
+                b.temp_path.clone(),
+                u64::MAX,
+                b.temp_file_write_size,
+            );
+            while let Some(f) = body.frame().await {
+                if let Ok(d) = f.map_err(|_| 400u16)?.into_data() {
+                    spool.push(d).map_err(|_| 500u16)?;
+                }
+            }
+            headers.insert(header::CONTENT_LENGTH, HeaderValue::from(spool.len()));
+            body = px::SpoolBody(spool).boxed_unsync();
+        }
+    }
+    let mut req = Request::new(body);
+    *req.method_mut() = r.method.clone();
+    *req.version_mut() = version;
+    *req.uri_mut() = target.parse().map_err(|_| 500u16)?;
+    *req.headers_mut() = headers;
+    if let Some(c) = client_cert {
+        req.extensions_mut().insert(c);
+    }
+    let upgrade = if req.headers().contains_key(header::UPGRADE) {
+        extensions
+            .remove::<hyper::upgrade::OnUpgrade>()
+            .map(|on| px::ClientUpgrade {
+                on,
+                shared: r.conn.shared.clone(),
+            })
+    } else {
+        None
+    };
+    let request_line = format!("{} {} {}", r.method, r.request_uri, r.protocol);
+    let log = px::LogContext {
+        client: remote.as_deref().unwrap_or(""),
+        server: server_name(&r.server),
+        request_line: &request_line,
+        host: &r.host,
+    };
+    px::forward(route, &site.proxies.pool, req, upgrade, &log)
+        .await
+        .map_err(|f| f.status())
+}

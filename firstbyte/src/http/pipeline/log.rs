@@ -1,0 +1,105 @@
+//! The access log: what a request leaves behind for its line ([`LogOnDone`]), written once
+//! the response body is sent, and the escaping of variables in a line.
+
+use std::sync::Arc;
+use std::time::Instant;
+
+use http::HeaderMap;
+
+use crate::conf::model::{AccessLog, LocationConf, LogEscape};
+use crate::http::reqvars::{ConnFacts, RequestVars};
+
+/// What the access log needs once the body is sent.
+pub(super) struct LogOnDone {
+    pub(super) conn_facts: ConnFacts,
+    pub(super) site: Arc<crate::server::Site>,
+    pub(super) loc: Arc<LocationConf>,
+    pub(super) method: String,
+    pub(super) request_uri: String,
+    pub(super) uri: String,
+    pub(super) args: Option<String>,
+    pub(super) protocol: &'static str,
+    pub(super) headers: HeaderMap,
+    pub(super) host: String,
+    pub(super) server_name: String,
+    pub(super) status: u16,
+    pub(super) response_headers: HeaderMap,
+    pub(super) start: Instant,
+    pub(super) nreq: u64,
+}
+
+impl LogOnDone {
+    pub(super) fn write(&self, sent: u64) {
+        let AccessLog::Logs(targets) = &self.loc.access_log else {
+            return;
+        };
+        let vars = RequestVars {
+            conn: &self.conn_facts,
+            method: &self.method,
+            request_uri: &self.request_uri,
+            uri: &self.uri,
+            args: self.args.as_deref(),
+            protocol: self.protocol,
+            headers: &self.headers,
+            host: &self.host,
+            server_name: &self.server_name,
+            document_root: None,
+            request_filename: None,
+            status: self.status,
+            response_headers: Some(&self.response_headers),
+            body_bytes_sent: sent,
+            start: self.start,
+            connection_requests: self.nreq,
+            captures: &[],
+        };
+        for t in targets {
+            let mut line = t.format.value.eval_log(&vars, t.format.escape, log_escape);
+            line.push('\n');
+            self.site.write_access_log(&t.target, line.as_bytes());
+        }
+    }
+}
+
+/// Escapes a variable's value for a log line (`escape=default|json|none`).
+pub fn log_escape(mode: LogEscape, v: &str, out: &mut String) {
+    match mode {
+        LogEscape::None => out.push_str(v),
+        LogEscape::Default => {
+            for b in v.bytes() {
+                if b == b'"' || b == b'\\' || !(0x20..0x7f).contains(&b) {
+                    out.push_str(&format!("\\x{b:02X}"));
+                } else {
+                    out.push(b as char);
+                }
+            }
+        }
+        LogEscape::Json => {
+            for c in v.chars() {
+                match c {
+                    '"' => out.push_str("\\\""),
+                    '\\' => out.push_str("\\\\"),
+                    '\n' => out.push_str("\\n"),
+                    '\r' => out.push_str("\\r"),
+                    '\t' => out.push_str("\\t"),
+                    c if (c as u32) < 0x20 => out.push_str(&format!("\\u{:04x}", c as u32)),
+                    c => out.push(c),
+                }
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn default_log_escape() {
+        let mut s = String::new();
+        log_escape(LogEscape::Default, "a\"b\\c\x01é", &mut s);
+        assert_eq!(s, "a\\x22b\\x5Cc\\x01\\xC3\\xA9");
+        let mut j = String::new();
+        log_escape(LogEscape::Json, "a\"\n", &mut j);
+        assert_eq!(j, "a\\\"\\n");
+    }
+}

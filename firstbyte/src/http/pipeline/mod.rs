@@ -1,0 +1,389 @@
+//! The request pipeline: one request in, one response out, nginx's phases in order.
+//!
+//! Host → server block; `$uri` normalized; server-level `return`; location match; `internal`,
+//! `allow`/`deny`, body size; location `return`; `stub_status` / `connection_info`;
+//! `try_files`; static files. A status with an `error_page` becomes an internal redirect
+//! (once: nginx's `recursive_error_pages off`). Then `add_header`, compression, `Server`,
+//! `Date`, and the access log once the body has been sent.
+//!
+//! Everything up to the content phase is synchronous. A location with `proxy_pass` is the one
+//! place the pipeline awaits: the phases decide `Step::Proxy`, and `handle` then builds the
+//! upstream request (the client's body streamed through, never read here) and awaits
+//! `proxy::forward`. The static path runs the same code as before inside the same future: no
+//! extra allocation or boxing per static request.
+//!
+//! Connection-level duties decided here, per request: `sendfile` for a file body on plain
+//! HTTP/1.x (see `net::stream`), the location's `send_timeout` for the socket layer,
+//! `client_body_timeout` on a proxied request body (a stalled body answers 408), the HTTP/2
+//! GOAWAY after `keepalive_requests`, and nginx's 421 for a Host whose server block asks for
+//! other client-certificate checks than the handshake (chosen by SNI) made ([`misdirected`]).
+//!
+//! Files: this one takes the request in and runs the steps; `phases` (server `return`,
+//! location match, `internal`, access, `return`, `try_files`, static files, `error_page`) gives
+//! a `Step`; `access` (`allow`/`deny`, client certificates, 421); `headers` (invalid header
+//! names); `forward` (the proxied request); `respond` (status pages, redirects, `stub_status`,
+//! the headers every response gets, the body handed to hyper); `log` (the access log line).
+
+mod access;
+mod forward;
+mod headers;
+mod log;
+mod phases;
+mod respond;
+
+use std::convert::Infallible;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::Instant;
+
+use bytes::Bytes;
+use http::header;
+use http::{HeaderMap, Method, Request, Response};
+
+use super::body::{Body, LimitBody, StallBody};
+use super::conn::Conn;
+use super::reqvars::RequestVars;
+use super::uri;
+use crate::conf::model::{ProxyConf, ServerConf};
+use crate::conf::vars::ComplexValue;
+use access::client_refusal;
+use phases::error;
+use respond::{finish, status_response};
+
+pub use access::misdirected;
+pub use headers::valid_header_name;
+pub use log::log_escape;
+pub use respond::ResponseBody;
+
+/// Internal redirects allowed per request before a 500 (nginx: 10).
+const MAX_REDIRECTS: u8 = 10;
+
+/// What the pipeline hands back to hyper.
+pub type HttpResponse = Response<ResponseBody>;
+
+/// Serves one request. `B` is the request body (hyper's `Incoming`), streamed to an upstream
+/// by `proxy_pass` and otherwise dropped.
+pub async fn serve<B>(conn: Arc<Conn>, req: Request<B>) -> Result<HttpResponse, Infallible>
+where
+    B: http_body::Body<Data = Bytes> + Send + Unpin + 'static,
+    B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
+{
+    let busy = Busy::new(conn);
+    let conn = &busy.0;
+    let mut resp = handle(conn, req).await;
+    if let Some(n) = conn.data_chunk {
+        resp.body_mut().inner.set_chunk(n);
+    }
+    conn.first_response.release();
+    // HTTP/2: the stream's send_timeout watch starts now (see `send_watch`).
+    if let Some(p) = super::send_watch::current() {
+        p.response_ready(conn.io.send_timeout());
+        resp.body_mut().progress = Some(p);
+    }
+    resp.body_mut().busy = Some(busy);
+    Ok(resp)
+}
+
+/// A request in flight: counted in its connection's activity (the idle timer) and in
+/// stub_status "Writing" from its start until its response body is done or dropped. A guard,
+/// so that a request whose future hyper drops before it answers (an HTTP/2 stream the
+/// client reset while it waited on an upstream) is uncounted too.
+struct Busy(Arc<Conn>);
+
+impl Busy {
+    fn new(conn: Arc<Conn>) -> Self {
+        conn.activity.begin();
+        conn.shared.stats.writing.fetch_add(1, Ordering::Relaxed);
+        Busy(conn)
+    }
+}
+
+impl Drop for Busy {
+    fn drop(&mut self) {
+        self.0.activity.end();
+        self.0.shared.stats.writing.fetch_sub(1, Ordering::Relaxed);
+    }
+}
+
+/// The request's state as it moves through the phases.
+struct Req<'a> {
+    conn: &'a Conn,
+    method: Method,
+    headers: &'a HeaderMap,
+    request_uri: &'a str,
+    uri: String,
+    args: Option<String>,
+    protocol: &'static str,
+    version: http::Version,
+    host: String,
+    server: Arc<ServerConf>,
+    captures: Vec<Option<String>>,
+    internal: bool,
+    redirects: u8,
+    document_root: Option<String>,
+    request_filename: Option<String>,
+    start: Instant,
+    nreq: u64,
+}
+
+impl Req<'_> {
+    fn vars(&self) -> RequestVars<'_> {
+        RequestVars {
+            conn: &self.conn.facts,
+            method: self.method.as_str(),
+            request_uri: self.request_uri,
+            uri: &self.uri,
+            args: self.args.as_deref(),
+            protocol: self.protocol,
+            headers: self.headers,
+            host: &self.host,
+            server_name: server_name(&self.server),
+            document_root: self.document_root.as_deref(),
+            request_filename: self.request_filename.as_deref(),
+            status: 0,
+            response_headers: None,
+            body_bytes_sent: 0,
+            start: self.start,
+            connection_requests: self.nreq,
+            captures: &self.captures,
+        }
+    }
+
+    fn eval(&self, v: &ComplexValue) -> String {
+        match v.as_static() {
+            Some(s) => s.to_string(),
+            None => v.eval(&self.vars()),
+        }
+    }
+}
+
+fn server_name(s: &ServerConf) -> &str {
+    use crate::conf::model::ServerName;
+    match s.server_names.first() {
+        Some(ServerName::Exact(n)) => n,
+        Some(ServerName::LeadingWildcard(n)) => n,
+        Some(ServerName::TrailingWildcard(n)) => n,
+        _ => "",
+    }
+}
+
+/// What the synchronous phases decided: answer, or hand the request to `proxy_pass`.
+enum Step {
+    /// A response.
+    Done(Response<Body>),
+    /// Proxy with the location's settings (the location comes with the step).
+    Proxy(Arc<ProxyConf>),
+}
+
+fn protocol_of(v: http::Version) -> &'static str {
+    match v {
+        http::Version::HTTP_10 => "HTTP/1.0",
+        http::Version::HTTP_2 => "HTTP/2.0",
+        http::Version::HTTP_3 => "HTTP/3.0",
+        http::Version::HTTP_09 => "HTTP/0.9",
+        _ => "HTTP/1.1",
+    }
+}
+
+async fn handle<B>(conn: &Conn, req: Request<B>) -> HttpResponse
+where
+    B: http_body::Body<Data = Bytes> + Send + Unpin + 'static,
+    B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
+{
+    let start = Instant::now();
+    let nreq = conn.requests.fetch_add(1, Ordering::Relaxed) + 1;
+    conn.shared.stats.requests.fetch_add(1, Ordering::Relaxed);
+    // HTTP/2: the stream that reaches the server's `keepalive_requests` asks for GOAWAY as it
+    // starts, as nginx decides when it creates the stream, so streams a client resets before
+    // their responses (rapid reset) count too. The location's own value applies again when the
+    // response is ready.
+    if req.version() == http::Version::HTTP_2 {
+        let server = conn
+            .sni_server
+            .as_ref()
+            .unwrap_or_else(|| conn.addr_servers().default_server());
+        if nreq >= u64::from(server.default_location.keepalive_requests) {
+            conn.last_request.notify_one();
+        }
+    }
+    let (parts, body) = req.into_parts();
+    let http::request::Parts {
+        method,
+        uri: parts_uri,
+        version,
+        headers: mut parts_headers,
+        mut extensions,
+        ..
+    } = parts;
+    // nginx reads the headers under the server the connection found before Host (SNI's, or
+    // the address's default): its underscores_in_headers and ignore_invalid_headers apply.
+    let header_server = conn
+        .sni_server
+        .as_ref()
+        .unwrap_or_else(|| conn.addr_servers().default_server());
+    if header_server.ignore_invalid_headers {
+        headers::drop_invalid_headers(
+            &mut parts_headers,
+            header_server.underscores_in_headers,
+            conn,
+        );
+    }
+    let parts = PartsRef {
+        uri: &parts_uri,
+        version,
+        headers: &parts_headers,
+    };
+    let protocol = protocol_of(parts.version);
+    let request_uri = parts
+        .uri
+        .path_and_query()
+        .map(|p| p.as_str())
+        .unwrap_or("/");
+    let addr = conn.addr_servers();
+
+    // Host: HTTP/2's :authority, else the Host header; HTTP/1.1 requires one.
+    let host_raw = parts
+        .uri
+        .authority()
+        .map(|a| a.as_str().to_string())
+        .or_else(|| {
+            parts
+                .headers
+                .get(header::HOST)
+                .and_then(|h| h.to_str().ok())
+                .map(str::to_string)
+        });
+    let host = match host_raw.as_deref().map(crate::conf::vhosts::normalize_host) {
+        Some(Ok(h)) => Some(h.into_owned()),
+        Some(Err(_)) => None,
+        None if parts.version == http::Version::HTTP_11 => None,
+        None => Some(String::new()),
+    };
+    let server = match &host {
+        Some(h) if !h.is_empty() => addr.find(Some(h.as_str())).clone(),
+        _ => match &conn.sni_server {
+            Some(s) => s.clone(),
+            None => addr.find(None).clone(),
+        },
+    };
+    let sni = conn
+        .facts
+        .tls
+        .as_ref()
+        .and_then(|t| t.server_name.as_deref());
+    let misdirect = match &conn.sni_server {
+        Some(hs_server) => misdirected(sni, hs_server, &server),
+        None => false,
+    };
+    let mut r = Req {
+        conn,
+        method,
+        headers: parts.headers,
+        request_uri,
+        uri: String::new(),
+        args: None,
+        protocol,
+        version: parts.version,
+        host: host.clone().unwrap_or_default(),
+        server,
+        captures: Vec::new(),
+        internal: false,
+        redirects: 0,
+        document_root: None,
+        request_filename: None,
+        start,
+        nreq,
+    };
+    if r.host.is_empty() {
+        r.host = server_name(&r.server).to_string();
+    }
+
+    let (path, query) = uri::split_target(request_uri);
+    let refusal = client_refusal(&r);
+    let (step, loc) = match (host, uri::normalize_path(path), refusal) {
+        (Some(_), _, _) if misdirect => {
+            crate::fblog!(
+                Info,
+                "client attempted to request the server name different from the one that was negotiated, client: {}, server: {}, host: \"{}\"",
+                conn.facts.peer.map(|p| p.ip().to_string()).unwrap_or_default(),
+                server_name(&r.server),
+                r.host
+            );
+            let loc = r.server.default_location.clone();
+            let (resp, loc) = error(&mut r, 421, loc);
+            (Step::Done(resp), loc)
+        }
+        (Some(_), _, Some(code)) => {
+            crate::fblog!(
+                Info,
+                "{}, client: {}, server: {}",
+                if code == 496 {
+                    "client sent no required SSL certificate while reading client request headers"
+                } else {
+                    "client SSL certificate verify error while reading client request headers"
+                },
+                conn.facts
+                    .peer
+                    .map(|p| p.ip().to_string())
+                    .unwrap_or_default(),
+                server_name(&r.server),
+            );
+            let loc = r.server.default_location.clone();
+            let (resp, loc) = error(&mut r, code, loc);
+            (Step::Done(resp), loc)
+        }
+        (Some(_), Ok(u), None) => {
+            r.uri = u;
+            r.args = query.map(str::to_string);
+            phases::run(&mut r)
+        }
+        _ => (
+            Step::Done(status_response(400)),
+            r.server.default_location.clone(),
+        ),
+    };
+    let (resp, loc) = match step {
+        Step::Done(resp) => (resp, loc),
+        Step::Proxy(conf) => {
+            let timed_out = Arc::new(AtomicBool::new(false));
+            let too_large = Arc::new(AtomicBool::new(false));
+            let body = StallBody::new(body, loc.client_body_timeout, timed_out.clone());
+            let body = LimitBody::new(body, loc.client_max_body_size, too_large.clone());
+            // Boxed: the proxy state is large and rare; the common request future stays small.
+            match Box::pin(forward::proxy(&r, &loc, &conf, body, &mut extensions)).await {
+                Ok(resp) => (resp, loc),
+                Err(_) if too_large.load(Ordering::Relaxed) => {
+                    crate::fblog!(
+                        Error,
+                        "client intended to send too large body: more than {} bytes, client: {}, request: \"{} {}\"",
+                        loc.client_max_body_size,
+                        conn.facts.peer.map(|p| p.ip().to_string()).unwrap_or_default(),
+                        r.method,
+                        r.request_uri
+                    );
+                    error(&mut r, 413, loc)
+                }
+                // nginx: "the request is terminated with the 408 (Request Time-out) error".
+                Err(_) if timed_out.load(Ordering::Relaxed) => {
+                    crate::fblog!(
+                        Info,
+                        "client timed out (110: Connection timed out) while reading client request body, client: {}, request: \"{} {}\"",
+                        conn.facts.peer.map(|p| p.ip().to_string()).unwrap_or_default(),
+                        r.method,
+                        r.request_uri
+                    );
+                    error(&mut r, 408, loc)
+                }
+                Err(code) => error(&mut r, code, loc),
+            }
+        }
+    };
+    finish(&r, resp, &loc, parts.headers)
+}
+
+/// The request line's parts the pipeline borrows.
+struct PartsRef<'a> {
+    uri: &'a http::Uri,
+    version: http::Version,
+    headers: &'a HeaderMap,
+}

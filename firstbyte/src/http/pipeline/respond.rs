@@ -1,0 +1,279 @@
+//! Responses the pipeline builds: nginx's status pages, redirects with an absolute
+//! `Location`, `stub_status`; then what every response gets on its way out ([`finish`]:
+//! `add_header`, compression, `Server`, `Date`, keep-alive, `send_timeout`, `sendfile`, the
+//! access log) and the body handed to hyper ([`ResponseBody`]).
+
+use std::pin::Pin;
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::task::{Context, Poll};
+
+use bytes::Bytes;
+use http::header::{self, HeaderValue};
+use http::{HeaderMap, Response, StatusCode};
+use http_body::{Frame, SizeHint};
+
+use super::log::LogOnDone;
+use super::{server_name, Busy, HttpResponse, Req};
+use crate::conf::model::{AccessLog, LocationConf};
+use crate::http::body::Body;
+use crate::http::compress;
+use crate::http::conn::Conn;
+use crate::http::pages::status_page;
+
+/// nginx's page for a status.
+pub fn status_response(code: u16) -> Response<Body> {
+    let status = StatusCode::from_u16(crate::http::pages::wire_status(code))
+        .unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
+    if matches!(code, 204 | 304) || code < 200 {
+        let mut r = Response::new(Body::Empty);
+        *r.status_mut() = status;
+        return r;
+    }
+    let mut r = Response::new(Body::full(status_page(code)));
+    *r.status_mut() = status;
+    r.headers_mut()
+        .insert(header::CONTENT_TYPE, HeaderValue::from_static("text/html"));
+    r
+}
+
+pub(super) fn redirect_response(code: u16, location: &str) -> Response<Body> {
+    let mut r = status_response(code);
+    match HeaderValue::from_str(location) {
+        Ok(v) => {
+            r.headers_mut().insert(header::LOCATION, v);
+        }
+        Err(_) => return status_response(500),
+    }
+    r
+}
+
+pub(super) fn stub_status(conn: &Conn) -> Response<Body> {
+    let s = &conn.shared.stats;
+    let active = s.active.load(Ordering::Relaxed);
+    let writing = s.writing.load(Ordering::Relaxed);
+    let text = format!(
+        "Active connections: {active} \nserver accepts handled requests\n {} {} {} \nReading: 0 Writing: {writing} Waiting: {} \n",
+        s.accepts.load(Ordering::Relaxed),
+        s.handled.load(Ordering::Relaxed),
+        s.requests.load(Ordering::Relaxed),
+        active.saturating_sub(writing),
+    );
+    let mut r = Response::new(Body::full(text));
+    r.headers_mut()
+        .insert(header::CONTENT_TYPE, HeaderValue::from_static("text/plain"));
+    r.headers_mut()
+        .insert(header::CACHE_CONTROL, HeaderValue::from_static("no-cache"));
+    r
+}
+
+/// The `Location` of a redirect firstbyte makes (a directory's trailing slash, `return 30x`
+/// with a path), as nginx: with `absolute_redirect on`, `scheme://host[:port]` + the path,
+/// where the host is the request's validated Host (never the raw header) or, with
+/// `server_name_in_redirect on` or no Host, the server's first name; the port is the one the
+/// connection came to (`port_in_redirect`), left out when it is the scheme's own.
+pub(super) fn absolute(r: &Req, path: &str) -> String {
+    if path.starts_with("http://") || path.starts_with("https://") {
+        return path.to_string();
+    }
+    let loc = r
+        .server
+        .locations
+        .find(&r.uri)
+        .map(|m| m.conf.clone())
+        .unwrap_or_else(|| r.server.default_location.clone());
+    if !loc.absolute_redirect {
+        return path.to_string();
+    }
+    let tls = r.conn.facts.tls.is_some();
+    let name = server_name(&r.server);
+    let host = if loc.server_name_in_redirect || r.host.is_empty() {
+        name
+    } else {
+        r.host.as_str()
+    };
+    let port = r
+        .conn
+        .facts
+        .local
+        .map(|a| a.port())
+        .filter(|&p| loc.port_in_redirect && !(tls && p == 443) && (tls || p != 80));
+    redirect_target(tls, host, port, path)
+}
+
+/// `scheme://host[:port]path`, with an IPv6 literal in brackets.
+fn redirect_target(tls: bool, host: &str, port: Option<u16>, path: &str) -> String {
+    let scheme = if tls { "https" } else { "http" };
+    let host = if host.contains(':') && !host.starts_with('[') {
+        format!("[{host}]")
+    } else {
+        host.to_string()
+    };
+    match port {
+        Some(p) => format!("{scheme}://{host}:{p}{path}"),
+        None => format!("{scheme}://{host}{path}"),
+    }
+}
+
+fn add_header_applies(code: u16) -> bool {
+    matches!(
+        code,
+        200 | 201 | 204 | 206 | 301 | 302 | 303 | 304 | 307 | 308
+    )
+}
+
+/// Headers every response gets, compression, keep-alive, and the access log.
+pub(super) fn finish(
+    r: &Req,
+    mut resp: Response<Body>,
+    loc: &Arc<LocationConf>,
+    req_headers: &HeaderMap,
+) -> HttpResponse {
+    let code = resp.status().as_u16();
+    if !loc.add_header.is_empty() {
+        let applies = add_header_applies(code);
+        for h in &loc.add_header {
+            if h.always || applies {
+                let v = r.eval(&h.value);
+                if v.is_empty() {
+                    continue;
+                }
+                if let (Ok(n), Ok(v)) = (
+                    header::HeaderName::from_bytes(h.name.as_bytes()),
+                    HeaderValue::from_str(&v),
+                ) {
+                    resp.headers_mut().append(n, v);
+                }
+            }
+        }
+    }
+    if loc.compression.gzip || loc.compression.brotli {
+        let info = compress::RequestInfo {
+            method: &r.method,
+            version: r.version,
+            headers: req_headers,
+        };
+        resp = compress::apply(&info, resp, &loc.compression);
+    }
+    let h = resp.headers_mut();
+    // A proxied response keeps the upstream's own when `proxy_pass_header` lets it through.
+    if !h.contains_key(header::SERVER) {
+        h.insert(header::SERVER, HeaderValue::from_static("firstbyte"));
+    }
+    if !h.contains_key(header::DATE) {
+        h.insert(header::DATE, crate::log::now().http_date.clone());
+    }
+    let last = r.nreq >= u64::from(loc.keepalive_requests);
+    if r.version == http::Version::HTTP_2 {
+        if last {
+            r.conn.last_request.notify_one();
+        }
+    } else if loc.keepalive_timeout.is_zero() || last {
+        h.insert(header::CONNECTION, HeaderValue::from_static("close"));
+    }
+    r.conn.io.set_send_timeout(loc.send_timeout);
+    // HTTP/2 frames its DATA itself: sendfile is for HTTP/1.x on a socket that carries the
+    // bytes as they are (plain TCP now, kernel TLS later).
+    if loc.sendfile
+        && r.conn.io.sendfile_capable()
+        && matches!(r.version, http::Version::HTTP_11 | http::Version::HTTP_10)
+    {
+        resp.body_mut().set_sendfile(&r.conn.io, loc.tcp_nopush);
+    }
+    let log = match &loc.access_log {
+        AccessLog::Off => None,
+        AccessLog::Logs(targets) if targets.is_empty() => None,
+        AccessLog::Logs(_) => Some(Box::new(LogOnDone {
+            conn_facts: r.conn.facts.clone(),
+            site: r.conn.site.clone(),
+            loc: loc.clone(),
+            method: r.method.to_string(),
+            request_uri: r.request_uri.to_string(),
+            uri: r.uri.clone(),
+            args: r.args.clone(),
+            protocol: r.protocol,
+            headers: req_headers.clone(),
+            host: r.host.clone(),
+            server_name: server_name(&r.server).to_string(),
+            status: code,
+            response_headers: resp.headers().clone(),
+            start: r.start,
+            nreq: r.nreq,
+        })),
+    };
+    let (parts, body) = resp.into_parts();
+    Response::from_parts(
+        parts,
+        ResponseBody {
+            inner: body,
+            sent: 0,
+            log,
+            busy: None,
+            progress: None,
+        },
+    )
+}
+
+/// The body handed to hyper: counts bytes and writes the access log when done.
+pub struct ResponseBody {
+    pub(super) inner: Body,
+    sent: u64,
+    log: Option<Box<LogOnDone>>,
+    /// The connection whose request this answers: marked idle again when the body is done.
+    pub(super) busy: Option<Busy>,
+    /// The HTTP/2 stream's progress for `send_timeout`.
+    pub(super) progress: Option<Arc<crate::http::send_watch::Progress>>,
+}
+
+impl ResponseBody {
+    /// A body with no access log (connection-level answers).
+    pub fn plain(inner: Body) -> Self {
+        Self {
+            inner,
+            sent: 0,
+            log: None,
+            busy: None,
+            progress: None,
+        }
+    }
+}
+
+impl Drop for ResponseBody {
+    fn drop(&mut self) {
+        if let Some(l) = self.log.take() {
+            l.write(self.sent);
+        }
+        // After the log line: the request ends (uncounted) once it is logged.
+        drop(self.busy.take());
+    }
+}
+
+impl http_body::Body for ResponseBody {
+    type Data = Bytes;
+    type Error = std::io::Error;
+
+    fn poll_frame(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, std::io::Error>>> {
+        let this = self.get_mut();
+        let p = Pin::new(&mut this.inner).poll_frame(cx);
+        if let Poll::Ready(Some(Ok(f))) = &p {
+            if let Some(d) = f.data_ref() {
+                this.sent += d.len() as u64;
+            }
+        }
+        if let Some(progress) = &this.progress {
+            progress.touch(matches!(p, Poll::Ready(Some(Ok(_)))));
+        }
+        p
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.inner.is_end_stream()
+    }
+
+    fn size_hint(&self) -> SizeHint {
+        self.inner.size_hint()
+    }
+}
