@@ -15,6 +15,7 @@ mod idle_load;
 mod loopback;
 mod records;
 mod sslcache;
+mod tls;
 mod wan;
 
 fn main() {

@@ -41,7 +41,7 @@ use std::sync::Arc;
 pub use certcache::{CacheLimits, CertCache, Lookup};
 pub use certs::{needs_password, parse_chain, parse_key, parse_passwords, parse_roots};
 pub use ciphers::{kx_groups, tls12_suites, tls13_suites};
-pub use client::{client_config, file_source, upstream_server_name, ClientBase};
+pub use client::{client_config, file_source, upstream_server_name, AnyServerCert, ClientBase};
 pub use context::SessionContext;
 pub use dynamic::{cache_limits, load_pair, stamp_of, DynamicResolver, HandshakeVars, PairStamp};
 pub use error::{source_name, LoadReason, TlsError};

@@ -597,7 +597,7 @@ impl<IO: AsyncRead + AsyncWrite + Unpin, T: TcpInfoSource + Unpin> TlsStream<IO,
 mod tests {
     use super::*;
     use crate::record::{DynRecMode, RecordSettings};
-    use crate::tls::testutil::{client_config, ecdsa_pem, provider, AnyServerCert};
+    use crate::tls::testutil::{any_server_cert, client_config, ecdsa_pem, provider};
     use rustls_pki_types::pem::PemObject;
     use rustls_pki_types::{CertificateDer, PrivateKeyDer, ServerName};
     use std::sync::Mutex;
@@ -687,7 +687,7 @@ mod tests {
             inner: s,
             writes: writes.clone(),
         };
-        let client_cfg = Arc::new(client_config(provider(), &[version], AnyServerCert::all()));
+        let client_cfg = Arc::new(client_config(provider(), &[version], any_server_cert()));
         let client = tokio::spawn(async move {
             tokio_rustls::TlsConnector::from(client_cfg)
                 .connect(ServerName::try_from("localhost").unwrap(), c)
