@@ -24,8 +24,10 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use anyhow::{bail, Context, Result};
 use serde::Serialize;
 
+use crate::cli::{positive, Common};
 use crate::loopback::servers::{Kind, Paths, Running};
 use crate::loopback::{client, procfs, report, stats};
+use crate::progress::Progress;
 
 /// The CPU of the harness, h2load and the idle connections' holder.
 const CLIENT_CPU: usize = 0;
@@ -38,7 +40,23 @@ const H2_STREAMS: usize = 10;
 /// Handshakes in flight while the idle connections are opened.
 const OPEN_CONCURRENCY: usize = 64;
 
-/// Command-line options.
+/// Options of `firstbyte-bench idle-load`, as given.
+#[derive(Debug, Clone, PartialEq, Eq, clap::Args)]
+pub struct Args {
+    #[command(flatten)]
+    common: Common,
+    /// A/B rounds [default: 10, or 2 with --quick].
+    #[arg(long, value_name = "N", value_parser = positive)]
+    rounds: Option<usize>,
+    /// Idle TLS connections in condition B [default: 10000, or 2000 with --quick].
+    #[arg(long, value_name = "N", value_parser = positive)]
+    idle: Option<usize>,
+    /// h2load requests per run [default: 30000, or 10000 with --quick].
+    #[arg(long, value_name = "N", value_parser = positive)]
+    requests: Option<usize>,
+}
+
+/// What a run does: the arguments with the `--quick` defaults filled in.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Options {
     /// Fewer, shorter rounds.
@@ -53,43 +71,21 @@ pub struct Options {
     pub requests: usize,
 }
 
-/// Parses the subcommand's arguments.
-pub fn parse_args(args: &[String]) -> Result<Options> {
-    let mut o = Options {
-        quick: false,
-        out: None,
-        rounds: 0,
-        idle: 0,
-        requests: 0,
-    };
-    let mut it = args.iter();
-    let number = |it: &mut std::slice::Iter<'_, String>, what: &str| -> Result<usize> {
-        it.next()
-            .and_then(|n| n.replace('_', "").parse().ok())
-            .filter(|&n: &usize| n > 0)
-            .with_context(|| format!("{what} needs a positive number"))
-    };
-    while let Some(a) = it.next() {
-        match a.as_str() {
-            "--quick" => o.quick = true,
-            "--out" => o.out = Some(it.next().context("--out needs a directory")?.into()),
-            "--rounds" => o.rounds = number(&mut it, "--rounds")?,
-            "--idle" => o.idle = number(&mut it, "--idle")?,
-            "--requests" => o.requests = number(&mut it, "--requests")?,
-            other => bail!("unknown argument {other:?}"),
+impl From<Args> for Options {
+    fn from(a: Args) -> Self {
+        let quick = a.common.quick;
+        let pick =
+            |set: Option<usize>, q: usize, full: usize| set.unwrap_or(if quick { q } else { full });
+        Options {
+            quick,
+            out: a.common.out,
+            // 10 rounds: on a shared 2-core machine one run's p99 swings ±30%; five rounds
+            // left the medians' ratio anywhere from 0.95 to 1.05.
+            rounds: pick(a.rounds, 2, 10),
+            idle: pick(a.idle, 2_000, 10_000),
+            requests: pick(a.requests, 10_000, 30_000),
         }
     }
-    let pick = |set: usize, quick: usize, full: usize| match set {
-        0 if o.quick => quick,
-        0 => full,
-        n => n,
-    };
-    // 10 rounds: on a shared 2-core machine one run's p99 swings ±30%; five rounds left
-    // the medians' ratio anywhere from 0.95 to 1.05.
-    o.rounds = pick(o.rounds, 2, 10);
-    o.idle = pick(o.idle, 2_000, 10_000);
-    o.requests = pick(o.requests, 10_000, 30_000);
-    Ok(o)
 }
 
 /// firstbyte's config: the loopback bench's TLS settings, room for the idle connections, and
@@ -302,19 +298,8 @@ pub fn summary_markdown(opts: &Options, runs: &[Run], mem: &[Memory], v: &Verdic
 }
 
 /// Entry point of the `idle-load` subcommand; returns the exit code.
-pub fn main(args: &[String]) -> i32 {
-    let opts = match parse_args(args) {
-        Ok(o) => o,
-        Err(e) => {
-            eprintln!("firstbyte-bench idle-load: {e}");
-            eprintln!(
-                "usage: firstbyte-bench idle-load [--quick] [--out DIR] [--rounds N] \
-                 [--idle N] [--requests N]"
-            );
-            return 2;
-        }
-    };
-    match run(&opts) {
+pub fn main(args: Args) -> i32 {
+    match run(&Options::from(args)) {
         Ok(()) => 0,
         Err(e) => {
             eprintln!("firstbyte-bench idle-load: {e:#}");
@@ -443,6 +428,10 @@ fn run(opts: &Options) -> Result<()> {
     h2load(&url, opts.requests.min(5000), &log, &pids, 0, 0).context("warm-up")?;
     let base_fds = open_fds(server.pid);
     let (mut runs, mut mem) = (Vec::new(), Vec::new());
+    let mut progress = Progress::new(
+        "idle-load",
+        &[("A", opts.rounds), ("B with idle connections", opts.rounds)],
+    );
     for round in 1..=opts.rounds {
         let a = h2load(&url, opts.requests, &log, &pids, round, 0)?;
         eprintln!(
@@ -450,6 +439,7 @@ fn run(opts: &Options) -> Result<()> {
             a.p99_ms, a.per_s
         );
         runs.push(a);
+        progress.step("A");
 
         let pss_before_kib = procfs::sample(&pids)?.pss_kib;
         let t = Instant::now();
@@ -496,6 +486,7 @@ fn run(opts: &Options) -> Result<()> {
             }
             std::thread::sleep(Duration::from_millis(50));
         }
+        progress.step("B with idle connections");
     }
     server.stop();
     let _ = std::fs::remove_file(&log);
@@ -532,25 +523,30 @@ fn run(opts: &Options) -> Result<()> {
 mod tests {
     use super::*;
 
-    fn args(list: &[&str]) -> Vec<String> {
-        list.iter().map(|s| s.to_string()).collect()
+    fn parse(list: &[&str]) -> Result<Options, clap::Error> {
+        match crate::cli::parse(&[&["idle-load"], list].concat())? {
+            crate::cli::Command::IdleLoad(a) => Ok(a.into()),
+            other => panic!("{other:?}"),
+        }
     }
 
     #[test]
     fn defaults_quick_and_overrides() {
-        let o = parse_args(&[]).unwrap();
+        let o = parse(&[]).unwrap();
         assert_eq!((o.rounds, o.idle, o.requests), (10, 10_000, 30_000));
-        let o = parse_args(&args(&["--quick"])).unwrap();
+        let o = parse(&["--quick"]).unwrap();
         assert_eq!((o.rounds, o.idle, o.requests), (2, 2_000, 10_000));
-        let o = parse_args(&args(&["--quick", "--idle", "10_000", "--rounds", "3"])).unwrap();
+        let o = parse(&["--quick", "--idle", "10_000", "--rounds", "3"]).unwrap();
         assert_eq!((o.rounds, o.idle, o.requests), (3, 10_000, 10_000));
         for bad in [
             &["--idle"][..],
             &["--idle", "0"],
             &["--rounds", "x"],
+            &["--requests", "1e4"],
             &["--what"],
         ] {
-            assert!(parse_args(&args(bad)).is_err(), "{bad:?}");
+            let e = parse(bad).expect_err(&format!("{bad:?} accepted"));
+            assert_eq!(e.exit_code(), 2);
         }
     }
 
@@ -627,7 +623,7 @@ mod tests {
         assert_eq!((v.cpu_a_us, v.cpu_b_us), (10.0, 11.0));
         assert!(verdict(&runs[..1]).is_none(), "no B");
         let md = summary_markdown(
-            &parse_args(&[]).unwrap(),
+            &parse(&[]).unwrap(),
             &runs,
             &[Memory {
                 round: 1,

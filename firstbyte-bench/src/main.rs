@@ -10,31 +10,33 @@
 //!   beside nginx, handshakes with certificates by variable).
 //! - `firstbyte-bench idle-load [--quick] [--out DIR]`: request latency under h2load with and
 //!   without 10,000 idle TLS connections, interleaved rounds.
+//!
+//! One clap parser ([`cli`]) reads every subcommand's options (`firstbyte-bench SUBCOMMAND
+//! --help` lists them); a bad value exits with code 2. Long runs print progress with an ETA
+//! ([`progress`]).
 
+mod cli;
 mod idle_load;
 mod loopback;
+mod progress;
 mod records;
 mod sslcache;
+mod tls;
 mod wan;
 
+use clap::Parser;
+
+use cli::{Cli, Command};
+
 fn main() {
-    let args: Vec<String> = std::env::args().skip(1).collect();
-    let code = match args.first().map(String::as_str) {
-        Some("run") => wan::main(&args[1..]),
-        Some("loopback") => loopback::main(&args[1..]),
-        Some("records") => records::main(&args[1..]),
-        Some("sslcache") => sslcache::main(&args[1..]),
-        Some("idle-load") => idle_load::main(&args[1..]),
-        _ => {
-            eprintln!("usage: firstbyte-bench run PLAN.toml [--quick] [--out DIR]");
-            eprintln!("       firstbyte-bench loopback [--quick] [--out DIR]");
-            eprintln!("       firstbyte-bench records [--rounds N] [--size BYTES]");
-            eprintln!("       firstbyte-bench sslcache [--quick] [--out DIR] [--rounds N]");
-            eprintln!(
-                "       firstbyte-bench idle-load [--quick] [--out DIR] [--rounds N] [--idle N] [--requests N]"
-            );
-            2
-        }
+    // Usage errors exit with code 2, --help and --version with 0.
+    let cli = Cli::parse();
+    let code = match cli.command {
+        Command::Run(args) => wan::main(args),
+        Command::Loopback(args) => loopback::main(args),
+        Command::Records(args) => records::main(args),
+        Command::Sslcache(args) => sslcache::main(args),
+        Command::IdleLoad(args) => idle_load::main(args),
     };
     std::process::exit(code);
 }

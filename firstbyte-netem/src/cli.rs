@@ -3,15 +3,17 @@
 //! `firstbyte-netem [OPTIONS] -- CLIENT_CMD...` — everything before `--` (or before the first
 //! argument that is not an option) configures the link; the rest is the client's argv, passed
 //! through untouched (it may not even be UTF-8). Both `--delay 50ms` and `--delay=50ms` work.
+//! clap reads it: a value that does not parse is a usage error (exit code 2) naming the
+//! option and the value.
 
 use std::ffi::OsString;
 use std::path::PathBuf;
 
-use thiserror::Error;
+use clap::Parser;
 
 use crate::loss::LossSpec;
 use crate::sched::{LinkParams, DEFAULT_QUEUE_PACKETS};
-use crate::units::{parse_duration, parse_percent, parse_rate, UnitError};
+use crate::units::{parse_duration, parse_percent, parse_rate};
 
 /// Default MTU: 1500 bytes, Ethernet's, which is what WAN paths carry.
 pub const DEFAULT_MTU: u32 = 1500;
@@ -19,75 +21,6 @@ pub const DEFAULT_MTU: u32 = 1500;
 /// Default congestion control in the server namespace: cubic, what most servers run (this
 /// host defaults to bbr, which would flatter loss).
 pub const DEFAULT_CC: &str = "cubic";
-
-/// Default wait for `--wait-port`: 30 s, enough for a server to start on a busy machine even
-/// when lossy emulation costs the probe a few SYN retransmissions (1 s, 2 s, 4 s ...).
-pub const DEFAULT_WAIT_TIMEOUT_NS: u64 = 30_000_000_000;
-
-/// Usage text for `--help` and usage errors.
-pub const USAGE: &str = "\
-usage: firstbyte-netem [OPTIONS] -- CLIENT_CMD [ARGS...]
-
-Joins two fresh network namespaces (client and server side) through TUN devices and forwards
-packets between them in user space, applying per direction:
-  --delay D            fixed one-way delay (50ms gives a 100 ms RTT)          [0]
-  --jitter J           uniform extra delay in [-J, +J], without reordering     [0]
-  --reorder            let jitter reorder packets
-  --loss P%            Bernoulli loss per packet                               [0%]
-  --loss-model gilbert:p,r[,h,k]
-                       Gilbert-Elliott loss, in %: p = P(good->bad), r = P(bad->good),
-                       h = P(deliver in bad) [0], k = P(deliver in good) [100]
-  --rate R             bottleneck rate (100mbit, 10Mbit, 1gbit, 500kbit)       [none]
-  --queue PKTS         bottleneck queue with --rate, tail drop                 [1000]
-  --mtu BYTES          MTU of both TUN devices                                 [1500]
-  --cc NAME            net.ipv4.tcp_congestion_control in the server namespace [cubic]
-  --server 'SHELL CMD' run this with sh -c in the server namespace
-  --wait-port PORT     wait until FB_SERVER_ADDR:PORT accepts TCP (from the client side)
-  --wait-timeout D     give up waiting for --wait-port after D                 [30s]
-  --stats-json FILE    write the counters as JSON at exit
-  --seed N             seed for the loss and jitter draws                      [random]
-Both commands get FB_SERVER_ADDR and FB_CLIENT_ADDR. Exits with the client's exit code
-(125 if the emulator itself failed). Counters go to stderr at exit.
-";
-
-/// A command line the tool cannot run.
-#[derive(Debug, Clone, PartialEq, Error)]
-#[non_exhaustive]
-pub enum CliError {
-    /// An option the tool does not know.
-    #[error("unknown option \"{0}\"")]
-    UnknownOption(String),
-    /// An option given without its value.
-    #[error("option \"{0}\" needs a value")]
-    MissingValue(String),
-    /// An option whose value does not parse.
-    #[error("invalid value for \"{option}\": {source}")]
-    BadValue {
-        /// The option.
-        option: String,
-        /// What was wrong with the value.
-        source: UnitError,
-    },
-    /// An option whose value is out of range or malformed (message says which).
-    #[error("invalid value \"{value}\" for \"{option}\": {reason}")]
-    Invalid {
-        /// The option.
-        option: String,
-        /// The value given.
-        value: String,
-        /// What is allowed.
-        reason: &'static str,
-    },
-    /// `--loss` and `--loss-model` together.
-    #[error("\"--loss\" and \"--loss-model\" cannot be used together")]
-    TwoLossModels,
-    /// An option before `--` that is not UTF-8.
-    #[error("arguments before \"--\" must be UTF-8")]
-    NotUtf8,
-    /// Nothing to run.
-    #[error("no client command given after \"--\"")]
-    NoClient,
-}
 
 /// What the command line asked for.
 #[derive(Debug, Clone, PartialEq)]
@@ -112,160 +45,138 @@ pub struct Options {
     pub client: Vec<OsString>,
 }
 
-/// The result of parsing: run, or print help.
-#[derive(Debug, Clone, PartialEq)]
-pub enum Parsed {
-    /// Run the emulator.
-    Run(Box<Options>),
-    /// `--help` was asked for.
-    Help,
+/// What `--help` says before the options.
+const ABOUT: &str = "\
+Joins two fresh network namespaces (client and server side) through TUN devices and forwards
+packets between them in user space, applying a delay, jitter, loss and rate limit per
+direction.";
+
+/// What `--help` says after the options.
+const AFTER: &str = "\
+Both commands get FB_SERVER_ADDR and FB_CLIENT_ADDR. Exits with the client's exit code
+(125 if the emulator itself failed, 2 for a usage error). Counters go to stderr at exit.";
+
+/// The command line as clap reads it; [`parse`] turns it into [`Options`].
+#[derive(Debug, Parser)]
+#[command(
+    name = "firstbyte-netem",
+    version,
+    about = ABOUT,
+    after_help = AFTER,
+    override_usage = "firstbyte-netem [OPTIONS] [--] CLIENT_CMD [ARGS...]"
+)]
+struct Args {
+    /// Fixed one-way delay (50ms gives a 100 ms RTT).
+    #[arg(long, value_name = "D", default_value = "0ms", value_parser = parse_duration)]
+    delay: u64,
+    /// Uniform extra delay in [-J, +J], without reordering.
+    #[arg(long, value_name = "J", default_value = "0ms", value_parser = parse_duration)]
+    jitter: u64,
+    /// Let jitter reorder packets.
+    #[arg(long)]
+    reorder: bool,
+    /// Bernoulli loss per packet [default: 0%].
+    #[arg(long, value_name = "P%", value_parser = parse_percent, conflicts_with = "loss_model")]
+    loss: Option<f64>,
+    /// Gilbert-Elliott loss, in %: p = P(good->bad), r = P(bad->good), h = P(deliver in bad)
+    /// [0], k = P(deliver in good) [100].
+    #[arg(long, value_name = "gilbert:p,r[,h,k]", value_parser = gilbert_arg)]
+    loss_model: Option<LossSpec>,
+    /// Bottleneck rate (100mbit, 10Mbit, 1gbit, 500kbit) [default: none].
+    #[arg(long, value_name = "R", value_parser = parse_rate)]
+    rate: Option<u64>,
+    /// Bottleneck queue with --rate, tail drop, packets.
+    #[arg(long, value_name = "PKTS", default_value_t = DEFAULT_QUEUE_PACKETS, value_parser = queue_arg)]
+    queue: usize,
+    /// MTU of both TUN devices, bytes.
+    #[arg(long, value_name = "BYTES", default_value_t = DEFAULT_MTU,
+          value_parser = clap::value_parser!(u32).range(576..=65_535))]
+    mtu: u32,
+    /// net.ipv4.tcp_congestion_control in the server namespace.
+    #[arg(long, value_name = "NAME", default_value = DEFAULT_CC, value_parser = cc_arg)]
+    cc: String,
+    /// Run this with sh -c in the server namespace.
+    #[arg(long, value_name = "SHELL CMD")]
+    server: Option<String>,
+    /// Wait until FB_SERVER_ADDR:PORT accepts TCP (from the client side).
+    #[arg(long, value_name = "PORT", value_parser = clap::value_parser!(u16).range(1..))]
+    wait_port: Option<u16>,
+    /// Give up waiting for --wait-port after D.
+    // 30 s: enough for a server to start on a busy machine even when lossy emulation costs
+    // the probe a few SYN retransmissions (1 s, 2 s, 4 s ...).
+    #[arg(long, value_name = "D", default_value = "30s", value_parser = parse_duration)]
+    wait_timeout: u64,
+    /// Write the counters as JSON at exit.
+    #[arg(long, value_name = "FILE")]
+    stats_json: Option<PathBuf>,
+    /// Seed for the loss and jitter draws [default: random].
+    #[arg(long, value_name = "N")]
+    seed: Option<u64>,
+    /// The client command and its arguments, passed through untouched (everything from the
+    /// first argument that is not an option, or after `--`).
+    #[arg(
+        value_name = "CLIENT_CMD",
+        required = true,
+        num_args = 1..,
+        trailing_var_arg = true,
+        value_parser = clap::value_parser!(OsString)
+    )]
+    client: Vec<OsString>,
 }
 
-/// Parses the arguments after the program name.
-pub fn parse(args: &[OsString]) -> Result<Parsed, CliError> {
-    let mut link = LinkParams {
-        delay_ns: 0,
-        jitter_ns: 0,
-        loss: LossSpec::None,
-        rate_bps: None,
-        queue_limit: DEFAULT_QUEUE_PACKETS,
-        reorder: false,
-    };
-    let mut opts = Options {
-        link: link.clone(),
-        mtu: DEFAULT_MTU,
-        cc: DEFAULT_CC.to_string(),
-        server: None,
-        wait_port: None,
-        wait_timeout_ns: DEFAULT_WAIT_TIMEOUT_NS,
-        stats_json: None,
-        seed: None,
-        client: Vec::new(),
-    };
-    let (mut bernoulli, mut gilbert) = (None, None);
-    let mut i = 0;
-    while i < args.len() {
-        let arg = &args[i];
-        if arg == "--" {
-            opts.client = args[i + 1..].to_vec();
-            break;
-        }
-        let text = arg.to_str().ok_or(CliError::NotUtf8)?;
-        if !text.starts_with('-') {
-            opts.client = args[i..].to_vec();
-            break;
-        }
-        let (name, inline) = match text.split_once('=') {
-            Some((n, v)) if n.starts_with("--") => (n, Some(v.to_string())),
-            _ => (text, None),
-        };
-        match name {
-            "-h" | "--help" => return Ok(Parsed::Help),
-            "--reorder" => {
-                link.reorder = true;
-                i += 1;
-                continue;
-            }
-            _ => {}
-        }
-        let value = match inline {
-            Some(v) => v,
-            None => {
-                i += 1;
-                let v = args
-                    .get(i)
-                    .ok_or_else(|| CliError::MissingValue(name.to_string()))?;
-                v.to_str().ok_or(CliError::NotUtf8)?.to_string()
-            }
-        };
-        i += 1;
-        let unit = |r: Result<u64, UnitError>| {
-            r.map_err(|source| CliError::BadValue {
-                option: name.to_string(),
-                source,
-            })
-        };
-        let invalid = |reason| CliError::Invalid {
-            option: name.to_string(),
-            value: value.clone(),
-            reason,
-        };
-        match name {
-            "--delay" => link.delay_ns = unit(parse_duration(&value))?,
-            "--jitter" => link.jitter_ns = unit(parse_duration(&value))?,
-            "--wait-timeout" => opts.wait_timeout_ns = unit(parse_duration(&value))?,
-            "--rate" => link.rate_bps = Some(unit(parse_rate(&value))?),
-            "--loss" => {
-                let p = parse_percent(&value).map_err(|source| CliError::BadValue {
-                    option: name.to_string(),
-                    source,
-                })?;
-                bernoulli = Some(p);
-            }
-            "--loss-model" => {
-                gilbert = Some(parse_gilbert(&value).ok_or_else(|| {
-                    invalid("expected gilbert:p,r[,h,k] with percentages from 0 to 100")
-                })?)
-            }
-            "--queue" => {
-                link.queue_limit = value
-                    .parse()
-                    .ok()
-                    .filter(|&q| q >= 1)
-                    .ok_or_else(|| invalid("expected a number of packets, at least 1"))?
-            }
-            "--mtu" => {
-                opts.mtu = value
-                    .parse()
-                    .ok()
-                    .filter(|m| (576..=65_535).contains(m))
-                    .ok_or_else(|| invalid("expected a number of bytes from 576 to 65535"))?
-            }
-            "--cc" => {
-                let ok = !value.is_empty()
-                    && value.len() < 16
-                    && value
-                        .bytes()
-                        .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-');
-                if !ok {
-                    return Err(invalid(
-                        "expected a congestion control name like cubic or bbr",
-                    ));
-                }
-                opts.cc = value.clone();
-            }
-            "--server" => opts.server = Some(value.clone()),
-            "--wait-port" => {
-                opts.wait_port = Some(
-                    value
-                        .parse()
-                        .ok()
-                        .filter(|&p: &u16| p >= 1)
-                        .ok_or_else(|| invalid("expected a TCP port from 1 to 65535"))?,
-                )
-            }
-            "--stats-json" => opts.stats_json = Some(PathBuf::from(&value)),
-            "--seed" => {
-                opts.seed = Some(
-                    value
-                        .parse()
-                        .map_err(|_| invalid("expected an unsigned integer"))?,
-                )
-            }
-            _ => return Err(CliError::UnknownOption(name.to_string())),
-        }
+fn queue_arg(text: &str) -> Result<usize, String> {
+    text.parse()
+        .ok()
+        .filter(|&q| q >= 1)
+        .ok_or_else(|| "expected a number of packets, at least 1".into())
+}
+
+fn cc_arg(text: &str) -> Result<String, String> {
+    let ok = !text.is_empty()
+        && text.len() < 16
+        && text
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-');
+    if ok {
+        Ok(text.to_string())
+    } else {
+        Err("expected a congestion control name like cubic or bbr".into())
     }
-    link.loss = match (bernoulli, gilbert) {
-        (Some(_), Some(_)) => return Err(CliError::TwoLossModels),
-        (Some(p), None) if p > 0.0 => LossSpec::Bernoulli { p },
-        (None, Some(g)) => g,
+}
+
+fn gilbert_arg(text: &str) -> Result<LossSpec, String> {
+    parse_gilbert(text)
+        .ok_or_else(|| "expected gilbert:p,r[,h,k] with percentages from 0 to 100".into())
+}
+
+/// Parses the arguments after the program name. `Err` is clap's: a usage error (exit code
+/// 2) or `--help`/`--version` (exit code 0); `main` prints it and exits with its code.
+pub fn parse(args: &[OsString]) -> Result<Options, clap::Error> {
+    let program = std::iter::once(OsString::from("firstbyte-netem"));
+    let a = Args::try_parse_from(program.chain(args.iter().cloned()))?;
+    let loss = match (a.loss, a.loss_model) {
+        (Some(p), _) if p > 0.0 => LossSpec::Bernoulli { p },
+        (_, Some(g)) => g,
         _ => LossSpec::None,
     };
-    if opts.client.is_empty() {
-        return Err(CliError::NoClient);
-    }
-    opts.link = link;
-    Ok(Parsed::Run(Box::new(opts)))
+    Ok(Options {
+        link: LinkParams {
+            delay_ns: a.delay,
+            jitter_ns: a.jitter,
+            loss,
+            rate_bps: a.rate,
+            queue_limit: a.queue,
+            reorder: a.reorder,
+        },
+        mtu: a.mtu,
+        cc: a.cc,
+        server: a.server,
+        wait_port: a.wait_port,
+        wait_timeout_ns: a.wait_timeout,
+        stats_json: a.stats_json,
+        seed: a.seed,
+        client: a.client,
+    })
 }
 
 /// Parses `gilbert:p,r[,h[,k]]` (each a percentage, `%` optional).
@@ -291,6 +202,7 @@ fn parse_gilbert(text: &str) -> Option<LossSpec> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use clap::error::ErrorKind;
 
     fn args(list: &[&str]) -> Vec<OsString> {
         list.iter().map(OsString::from).collect()
@@ -298,8 +210,8 @@ mod tests {
 
     fn run(list: &[&str]) -> Options {
         match parse(&args(list)) {
-            Ok(Parsed::Run(o)) => *o,
-            other => panic!("{list:?} gave {other:?}"),
+            Ok(o) => o,
+            Err(e) => panic!("{list:?} gave {e}"),
         }
     }
 
@@ -405,60 +317,73 @@ mod tests {
             "gemodel:1,2",
             "gilbert:1,200",
         ] {
-            assert!(matches!(
-                parse(&args(&["--loss-model", bad, "--", "true"])),
-                Err(CliError::Invalid { .. })
-            ));
+            let e = parse(&args(&["--loss-model", bad, "--", "true"])).expect_err(bad);
+            assert_eq!(e.kind(), ErrorKind::ValueValidation, "{bad}");
         }
     }
 
     #[test]
     fn usage_errors() {
-        let err = |list: &[&str]| parse(&args(list)).err();
+        let kind = |list: &[&str]| parse(&args(list)).err().map(|e| (e.kind(), e.exit_code()));
+        let usage = |k| Some((k, 2));
+        assert_eq!(kind(&["--delay"]), usage(ErrorKind::InvalidValue));
         assert_eq!(
-            err(&["--delay"]),
-            Some(CliError::MissingValue("--delay".into()))
+            kind(&["--bogus", "1", "--", "true"]),
+            usage(ErrorKind::UnknownArgument)
         );
         assert_eq!(
-            err(&["--bogus", "1", "--", "true"]),
-            Some(CliError::UnknownOption("--bogus".into()))
+            kind(&["--delay", "50ms"]),
+            usage(ErrorKind::MissingRequiredArgument)
         );
-        assert_eq!(err(&["--delay", "50ms"]), Some(CliError::NoClient));
-        assert_eq!(err(&["--delay", "50ms", "--"]), Some(CliError::NoClient));
         assert_eq!(
-            err(&["--loss", "1%", "--loss-model", "gilbert:1,2", "--", "true"]),
-            Some(CliError::TwoLossModels)
+            kind(&["--delay", "50ms", "--"]),
+            usage(ErrorKind::MissingRequiredArgument)
         );
-        assert!(matches!(
-            err(&["--delay", "50", "--", "true"]),
-            Some(CliError::BadValue { .. })
-        ));
-        assert!(matches!(
-            err(&["--queue", "0", "--", "true"]),
-            Some(CliError::Invalid { .. })
-        ));
-        assert!(matches!(
-            err(&["--mtu", "100", "--", "true"]),
-            Some(CliError::Invalid { .. })
-        ));
-        assert!(matches!(
-            err(&["--wait-port", "0", "--", "true"]),
-            Some(CliError::Invalid { .. })
-        ));
-        assert!(matches!(
-            err(&["--cc", "../x", "--", "true"]),
-            Some(CliError::Invalid { .. })
-        ));
-        assert_eq!(parse(&args(&["--help"])), Ok(Parsed::Help));
+        assert_eq!(
+            kind(&["--loss", "1%", "--loss-model", "gilbert:1,2", "--", "true"]),
+            usage(ErrorKind::ArgumentConflict)
+        );
+        for bad in [
+            &["--delay", "50"][..],
+            &["--queue", "0"],
+            &["--queue", "many"],
+            &["--mtu", "100"],
+            &["--mtu", "70000"],
+            &["--wait-port", "0"],
+            &["--cc", "../x"],
+            &["--seed", "-1"],
+            &["--loss", "150%"],
+            &["--rate", "fast"],
+        ] {
+            let list = [bad, &["--", "true"]].concat();
+            let e = parse(&args(&list)).expect_err(&format!("{bad:?} accepted"));
+            assert_eq!(e.exit_code(), 2, "{bad:?}: {e}");
+        }
+        assert_eq!(kind(&["--help"]), Some((ErrorKind::DisplayHelp, 0)));
+        assert_eq!(kind(&["-h"]), Some((ErrorKind::DisplayHelp, 0)));
+    }
+
+    #[test]
+    fn non_utf8_client_arguments_pass_through() {
+        use std::os::unix::ffi::OsStringExt;
+        let odd = OsString::from_vec(vec![b'x', 0xff]);
+        let o = parse(&[OsString::from("--"), OsString::from("echo"), odd.clone()])
+            .expect("non-UTF-8 client argument");
+        assert_eq!(o.client, vec![OsString::from("echo"), odd]);
     }
 
     #[test]
     fn error_messages_name_option_and_value() {
-        let e = parse(&args(&["--rate", "fast", "--", "true"])).err();
-        let text = e.map(|e| e.to_string()).unwrap_or_default();
-        assert!(
-            text.contains("--rate") && text.contains("\"fast\""),
-            "{text}"
-        );
+        let e = parse(&args(&["--rate", "fast", "--", "true"])).expect_err("bad rate");
+        let text = e.to_string();
+        assert!(text.contains("--rate") && text.contains("fast"), "{text}");
+        let e = parse(&args(&["--delay", "50", "--", "true"])).expect_err("no unit");
+        assert!(e.to_string().contains("invalid time value \"50\""), "{e}");
+    }
+
+    #[test]
+    fn the_parser_is_consistent() {
+        use clap::CommandFactory;
+        Args::command().debug_assert();
     }
 }

@@ -30,7 +30,7 @@ use std::time::{Duration, Instant};
 use anyhow::{anyhow, bail, Context, Result};
 
 use crate::child::Mode;
-use crate::cli::{Options, Parsed};
+use crate::cli::Options;
 use crate::link::{Link, LinkConfig};
 use crate::rng::Rng;
 use crate::sched::Scheduler;
@@ -64,15 +64,9 @@ fn main() {
         child::init_main(&args[1..]);
     }
     let opts = match cli::parse(&args) {
-        Ok(Parsed::Run(opts)) => opts,
-        Ok(Parsed::Help) => {
-            print!("{}", cli::USAGE);
-            std::process::exit(0);
-        }
-        Err(e) => {
-            eprintln!("firstbyte-netem: {e}\n\n{}", cli::USAGE);
-            std::process::exit(2);
-        }
+        Ok(opts) => opts,
+        // A usage error (exit code 2) or --help/--version (exit code 0), printed by clap.
+        Err(e) => e.exit(),
     };
     match run(&opts) {
         Ok(code) => std::process::exit(code),

@@ -340,7 +340,7 @@ fn reopen(logs: &[PathBuf]) -> (Vec<u8>, Fds) {
             }
             Err(e) => {
                 w.u8(0);
-                w.str(&crate::server::strip_os_suffix(&e));
+                w.str(&crate::log::OsError(&e).to_string());
             }
         }
     }

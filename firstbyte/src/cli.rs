@@ -258,10 +258,9 @@ fn send_signal(source: &Source, sig: &str) -> i32 {
             stderr(
                 LogLevel::Error,
                 format!(
-                    "open() \"{}\" failed ({}: {})",
+                    "open() \"{}\" failed ({})",
                     pid_path.display(),
-                    e.raw_os_error().unwrap_or(0),
-                    crate::server::strip_os_suffix(&e)
+                    crate::log::OsError(&e)
                 ),
             );
             return 1;
@@ -289,11 +288,7 @@ fn send_signal(source: &Source, sig: &str) -> i32 {
         let e = std::io::Error::last_os_error();
         stderr(
             LogLevel::Alert,
-            format!(
-                "kill({pid}, {signo}) failed ({}: {})",
-                e.raw_os_error().unwrap_or(0),
-                crate::server::strip_os_suffix(&e)
-            ),
+            format!("kill({pid}, {signo}) failed ({})", crate::log::OsError(&e)),
         );
         return 1;
     }
@@ -441,7 +436,10 @@ fn run(source: Source, banner: Option<&str>) -> i32 {
         match crate::daemon::daemonize() {
             Ok(r) => Some(r),
             Err(e) => {
-                stderr(LogLevel::Emerg, format!("daemon() failed ({e})"));
+                stderr(
+                    LogLevel::Emerg,
+                    format!("daemon() failed ({})", crate::log::OsError(&e)),
+                );
                 return 1;
             }
         }
@@ -454,10 +452,9 @@ fn run(source: Source, banner: Option<&str>) -> i32 {
             stderr(
                 LogLevel::Emerg,
                 format!(
-                    "open() \"{}\" failed ({}: {})",
+                    "open() \"{}\" failed ({})",
                     pid_path.as_deref().unwrap_or(Path::new("")).display(),
-                    e.raw_os_error().unwrap_or(0),
-                    crate::server::strip_os_suffix(&e)
+                    crate::log::OsError(&e)
                 ),
             );
             return 1;

@@ -31,6 +31,25 @@ pub fn level_name(l: LogLevel) -> &'static str {
     }
 }
 
+/// An I/O error as nginx prints `errno`: `13: Permission denied` (`N: strerror`, without
+/// the ` (os error N)` std appends), or the error's text alone when it carries no OS error
+/// number. Every log line and error message that reports a failed system call uses it:
+/// `format!("open() \"{}\" failed ({})", path, OsError(&e))`.
+pub struct OsError<'a>(pub &'a std::io::Error);
+
+impl fmt::Display for OsError<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let text = self.0.to_string();
+        let text = text
+            .find(" (os error ")
+            .map_or(text.as_str(), |i| &text[..i]);
+        match self.0.raw_os_error() {
+            Some(code) => write!(f, "{code}: {text}"),
+            None => f.write_str(text),
+        }
+    }
+}
+
 /// Prints `firstbyte: [LEVEL] MSG` on stderr (start-up, `-t`, `-s`).
 pub fn stderr(level: LogLevel, msg: impl fmt::Display) {
     eprintln!("firstbyte: [{}] {}", level_name(level), msg);
@@ -258,6 +277,18 @@ fn format_now(secs: u64) -> Now {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn os_errors_read_as_nginx_prints_errno() {
+        let e = std::io::Error::from_raw_os_error(libc::EACCES);
+        assert_eq!(e.to_string(), "Permission denied (os error 13)");
+        assert_eq!(OsError(&e).to_string(), "13: Permission denied");
+        let e = std::fs::File::open("/nonexistent/firstbyte").unwrap_err();
+        assert_eq!(OsError(&e).to_string(), "2: No such file or directory");
+        // No errno (an error passed on as text, as the broker does): the text alone.
+        let e = std::io::Error::other("13: Permission denied");
+        assert_eq!(OsError(&e).to_string(), "13: Permission denied");
+    }
 
     #[test]
     fn time_formats() {

@@ -158,10 +158,21 @@ pub fn prepare_temp_dirs(paths: &[std::path::PathBuf], ids: Ids) -> Result<(), S
                 .recursive(true)
                 .mode(0o700)
                 .create(p)
-                .map_err(|e| format!("mkdir() \"{}\" failed ({e})", p.display()))?;
+                .map_err(|e| {
+                    format!(
+                        "mkdir() \"{}\" failed ({})",
+                        p.display(),
+                        crate::log::OsError(&e)
+                    )
+                })?;
         }
-        std::os::unix::fs::chown(p, Some(ids.uid), Some(ids.gid))
-            .map_err(|e| format!("chown() \"{}\" failed ({e})", p.display()))?;
+        std::os::unix::fs::chown(p, Some(ids.uid), Some(ids.gid)).map_err(|e| {
+            format!(
+                "chown() \"{}\" failed ({})",
+                p.display(),
+                crate::log::OsError(&e)
+            )
+        })?;
     }
     Ok(())
 }

@@ -8,7 +8,8 @@
 //! instead of building a chain (the server's CPU is what is measured; the client only has to
 //! keep up) but still checks the handshake signature. Every connection records rustls'
 //! [`HandshakeKind`], so a run proves it saw no resumption. Each connection sends one
-//! HTTP/1.1 GET and reads the response to its `Content-Length` ([`parse_response`], pure).
+//! HTTP/1.1 GET and reads the response to its `Content-Length` ([`parse_response`], pure);
+//! the HTTP/2 idle connections do the preface exchange instead ([`super::h2idle`]).
 
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -254,21 +255,50 @@ pub async fn open_idle(
 ) -> Result<Vec<TlsStream<TcpStream>>> {
     let connector = TlsConnector::from(cfg);
     let req: Arc<[u8]> = request(path, false).into();
-    let mut open = Vec::with_capacity(n);
+    hold(n, concurrency, move || {
+        let (connector, req) = (connector.clone(), req.clone());
+        async move { Ok(fetch(addr, &connector, &req).await?.0) }
+    })
+    .await
+}
+
+/// Opens `n` HTTP/2 connections (`cfg` offering ALPN `h2`), each after a full handshake and
+/// the preface exchange ([`super::h2idle`]), and returns them open (idle).
+pub async fn open_idle_h2(
+    addr: SocketAddr,
+    cfg: Arc<ClientConfig>,
+    n: usize,
+    concurrency: usize,
+) -> Result<Vec<TlsStream<TcpStream>>> {
+    let connector = TlsConnector::from(cfg);
+    hold(n, concurrency, move || {
+        let connector = connector.clone();
+        async move { super::h2idle::open(addr, &connector).await }
+    })
+    .await
+}
+
+/// Runs `open` `n` times, `concurrency` at a time, and collects the connections; stops at
+/// the first error.
+async fn hold<F, Fut>(n: usize, concurrency: usize, open: F) -> Result<Vec<TlsStream<TcpStream>>>
+where
+    F: Fn() -> Fut,
+    Fut: std::future::Future<Output = Result<TlsStream<TcpStream>>> + Send + 'static,
+{
+    let mut held = Vec::with_capacity(n);
     let mut tasks = tokio::task::JoinSet::new();
     let mut started = 0;
-    while open.len() < n {
+    while held.len() < n {
         while started < n && tasks.len() < concurrency.max(1) {
-            let (connector, req) = (connector.clone(), req.clone());
-            tasks.spawn(async move { fetch(addr, &connector, &req).await });
+            tasks.spawn(open());
             started += 1;
         }
         match tasks.join_next().await {
-            Some(joined) => open.push(joined.map_err(|e| anyhow!("client task: {e}"))??.0),
+            Some(joined) => held.push(joined.map_err(|e| anyhow!("client task: {e}"))??),
             None => break,
         }
     }
-    Ok(open)
+    Ok(held)
 }
 
 #[cfg(test)]

@@ -1,4 +1,5 @@
-//! The five measures of issue 6 and how one run of each is taken against a started server.
+//! The five measures of issue 6, two HTTP/2 lines of issue 15, and how one run of each is
+//! taken against a started server.
 //!
 //! A run samples the server's process tree ([`procfs::sample`]) before and after the load and
 //! turns the difference into per-operation figures:
@@ -6,9 +7,10 @@
 //!    per full TLS 1.3 handshake (with its one request), and the (client-bound) rate.
 //! 2. `h2_1k`: `h2load -n N -c 32 -m 10` on `/1k` → server CPU µs per request, and req/s.
 //! 3. `bulk_1g`: one `curl --http1.1` download of `/1g` to `/dev/null` → GB/s and server
-//!    CPU-s per GiB.
-//! 4. `idle_mem`: 1,000 connections opened (handshake + one request) and left idle → Pss and
-//!    RSS growth per connection, KiB.
+//!    CPU-s per GiB; `bulk_1g_h2`: the same over one HTTP/2 connection (`curl --http2`).
+//! 4. `idle_mem`: 1,000 HTTP/1.1 connections opened (handshake + one request) and left idle
+//!    → Pss and RSS growth per connection, KiB; `idle_mem_h2`: 1,000 HTTP/2 connections
+//!    (ALPN h2, preface and SETTINGS exchanged both ways, [`super::h2idle`]), no request.
 //! 5. `ttfb`: N sequential `curl --http2` fetches of `/1k` → `time_starttransfer −
 //!    time_appconnect` (handshake done → first byte), median and max, and stalls ≥ 30 ms.
 //!
@@ -25,28 +27,34 @@ use super::procfs;
 use super::servers::Running;
 use super::stats;
 
-/// One of the five measures.
+/// One of the measures.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Measure {
     /// Full TLS 1.3 handshake, new connection per request.
     Handshake,
     /// HTTP/2, 1 KiB file, keep-alive, h2load.
     H2,
-    /// One connection, 1 GiB file.
+    /// One HTTP/1.1 connection, 1 GiB file.
     Bulk,
-    /// Memory per idle TLS connection.
+    /// One HTTP/2 connection, 1 GiB file.
+    BulkH2,
+    /// Memory per idle HTTP/1.1 TLS connection.
     IdleMemory,
+    /// Memory per idle HTTP/2 TLS connection.
+    IdleMemoryH2,
     /// New HTTP/2 connection, handshake done → first byte.
     Ttfb,
 }
 
 impl Measure {
     /// Every measure, in the order they run and are reported.
-    pub const ALL: [Measure; 5] = [
+    pub const ALL: [Measure; 7] = [
         Measure::Handshake,
         Measure::H2,
         Measure::Bulk,
+        Measure::BulkH2,
         Measure::IdleMemory,
+        Measure::IdleMemoryH2,
         Measure::Ttfb,
     ];
 
@@ -56,9 +64,22 @@ impl Measure {
             Measure::Handshake => "handshake",
             Measure::H2 => "h2_1k",
             Measure::Bulk => "bulk_1g",
+            Measure::BulkH2 => "bulk_1g_h2",
             Measure::IdleMemory => "idle_mem",
+            Measure::IdleMemoryH2 => "idle_mem_h2",
             Measure::Ttfb => "ttfb",
         }
+    }
+}
+
+/// `--only` takes the keys of [`Measure::key`].
+impl clap::ValueEnum for Measure {
+    fn value_variants<'a>() -> &'a [Self] {
+        &Measure::ALL
+    }
+
+    fn to_possible_value(&self) -> Option<clap::builder::PossibleValue> {
+        Some(clap::builder::PossibleValue::new(self.key()))
     }
 }
 
@@ -86,17 +107,21 @@ const fn m(measure: Measure, key: &'static str, label: &'static str, lower: bool
 
 /// Every figure, in report order.
 #[rustfmt::skip]
-pub const METRICS: [Metric; 13] = [
+pub const METRICS: [Metric; 17] = [
     m(Measure::Handshake, "cpu_us", "full TLS 1.3 handshake: server CPU µs each", true),
     m(Measure::Handshake, "per_s", "full handshakes/s (client-bound on 2 cores)", false),
     m(Measure::Handshake, "sys_pct", "full handshake: kernel share of server CPU, %", true),
     m(Measure::H2, "cpu_us", "HTTP/2 1 KiB keep-alive: server CPU µs per request", true),
     m(Measure::H2, "per_s", "HTTP/2 1 KiB keep-alive: requests/s", false),
     m(Measure::H2, "sys_pct", "HTTP/2 1 KiB: kernel share of server CPU, %", true),
-    m(Measure::Bulk, "gb_s", "1 GiB over one TLS 1.3 connection: GB/s", false),
-    m(Measure::Bulk, "cpu_s_gib", "1 GiB: server CPU-s per GiB", true),
-    m(Measure::IdleMemory, "pss_kib", "idle TLS connection (1,000 open): Pss KiB each", true),
-    m(Measure::IdleMemory, "rss_kib", "idle TLS connection (1,000 open): RSS KiB each", true),
+    m(Measure::Bulk, "gb_s", "1 GiB over one TLS 1.3 connection, HTTP/1.1: GB/s", false),
+    m(Measure::Bulk, "cpu_s_gib", "1 GiB, HTTP/1.1: server CPU-s per GiB", true),
+    m(Measure::BulkH2, "gb_s", "1 GiB over one TLS 1.3 connection, HTTP/2: GB/s", false),
+    m(Measure::BulkH2, "cpu_s_gib", "1 GiB, HTTP/2: server CPU-s per GiB", true),
+    m(Measure::IdleMemory, "pss_kib", "idle HTTP/1.1 TLS connection (1,000 open): Pss KiB each", true),
+    m(Measure::IdleMemory, "rss_kib", "idle HTTP/1.1 TLS connection (1,000 open): RSS KiB each", true),
+    m(Measure::IdleMemoryH2, "pss_kib", "idle HTTP/2 TLS connection (1,000 open): Pss KiB each", true),
+    m(Measure::IdleMemoryH2, "rss_kib", "idle HTTP/2 TLS connection (1,000 open): RSS KiB each", true),
     m(Measure::Ttfb, "median_ms", "new HTTP/2 conn, handshake → first byte: median ms", true),
     m(Measure::Ttfb, "max_ms", "new HTTP/2 conn, handshake → first byte: max ms", true),
     m(Measure::Ttfb, "stalls", "first bytes ≥ 30 ms (stalls) per run", true),
@@ -125,8 +150,10 @@ pub struct Sizes {
 pub struct Ctx {
     /// Runtime of the in-crate client (current-thread, on the client CPU).
     pub runtime: tokio::runtime::Runtime,
-    /// The non-resuming client config.
+    /// The non-resuming client config (ALPN `http/1.1`).
     pub tls: Arc<ClientConfig>,
+    /// The same offering ALPN `h2`.
+    pub tls_h2: Arc<ClientConfig>,
     /// Run sizes.
     pub sizes: Sizes,
     /// Size of `/1g` in bytes.
@@ -200,6 +227,22 @@ pub fn ttfb_figures(ms: &[f64]) -> Option<(f64, f64, f64)> {
     let s = stats::summarize(ms)?;
     let stalls = ms.iter().filter(|&&x| x >= STALL_MS).count();
     Some((s.median, s.max, stalls as f64))
+}
+
+/// Size and seconds of a bulk download from curl's `-w "%{size_download} %{time_total}
+/// %{http_version}"`, checked: the whole file, over the HTTP version asked for.
+pub fn bulk_figures(out: &str, want_bytes: u64, want_version: f64) -> Result<(f64, f64)> {
+    let f = parse_floats(out).with_context(|| format!("curl -w output: {out:?}"))?;
+    let &[size, secs, version] = f.as_slice() else {
+        bail!("curl -w output: {out:?}");
+    };
+    if version != want_version {
+        bail!("curl used HTTP/{version}, not HTTP/{want_version}");
+    }
+    if size as u64 != want_bytes || secs <= 0.0 {
+        bail!("curl downloaded {size} of {want_bytes} bytes");
+    }
+    Ok((size, secs))
 }
 
 fn run_tool(argv: &[String]) -> Result<String> {
@@ -313,35 +356,45 @@ pub fn run(
             figures.extend(procfs::sys_percent(&before, &after).map(|p| ("sys_pct", p)));
             Ok(figures)
         }
-        Measure::Bulk => {
+        Measure::Bulk | Measure::BulkH2 => {
+            let (flag, version) = if measure == Measure::Bulk {
+                ("--http1.1", 1.1)
+            } else {
+                ("--http2", 2.0)
+            };
             let mut argv = curl_tls_args();
-            argv.extend(["--http1.1", "-w", "%{size_download} %{time_total}"].map(String::from));
+            argv.extend(
+                [flag, "-w", "%{size_download} %{time_total} %{http_version}"].map(String::from),
+            );
             argv.push(url(server, "/1g"));
             let before = procfs::sample(pids)?;
             let out = run_tool(&argv)?;
             let after = procfs::sample(pids)?;
-            let f = parse_floats(&out).context("curl -w output")?;
-            let (&[size, secs] | &[size, secs, ..]) = f.as_slice() else {
-                bail!("curl -w output: {out:?}");
-            };
-            if size as u64 != ctx.bulk_bytes || secs <= 0.0 {
-                bail!("curl downloaded {size} of {} bytes", ctx.bulk_bytes);
-            }
+            let (size, secs) = bulk_figures(&out, ctx.bulk_bytes, version)?;
             let cpu = procfs::cpu_seconds(&before, &after, ctx.ticks);
             Ok(vec![
                 ("gb_s", size / secs / 1e9),
                 ("cpu_s_gib", cpu / (size / (1u64 << 30) as f64)),
             ])
         }
-        Measure::IdleMemory => {
+        Measure::IdleMemory | Measure::IdleMemoryH2 => {
             let before = procfs::sample(pids)?;
-            let open = ctx.runtime.block_on(super::client::open_idle(
-                server.addr,
-                ctx.tls.clone(),
-                "/1k",
-                sz.idle_connections,
-                16,
-            ))?;
+            let open = if measure == Measure::IdleMemory {
+                ctx.runtime.block_on(super::client::open_idle(
+                    server.addr,
+                    ctx.tls.clone(),
+                    "/1k",
+                    sz.idle_connections,
+                    16,
+                ))?
+            } else {
+                ctx.runtime.block_on(super::client::open_idle_h2(
+                    server.addr,
+                    ctx.tls_h2.clone(),
+                    sz.idle_connections,
+                    16,
+                ))?
+            };
             // Let the server finish each response and go idle.
             std::thread::sleep(Duration::from_millis(500));
             let after = procfs::sample(pids)?;
@@ -416,6 +469,26 @@ status codes: 100000 2xx, 0 3xx, 0 4xx, 0 5xx
             Some(vec![1_073_741_824.0, 0.512345])
         );
         assert_eq!(parse_floats("0.001 x"), None);
+    }
+
+    #[test]
+    fn bulk_downloads_are_whole_and_over_the_version_asked() {
+        let gib = 1u64 << 30;
+        assert_eq!(
+            bulk_figures("1073741824 0.5 2\n", gib, 2.0).expect("whole"),
+            (gib as f64, 0.5)
+        );
+        assert!(bulk_figures("1073741824 0.5 1.1", gib, 1.1).is_ok());
+        assert!(
+            bulk_figures("1073741824 0.5 1.1", gib, 2.0).is_err(),
+            "fell back to HTTP/1.1"
+        );
+        assert!(bulk_figures("1000 0.5 2", gib, 2.0).is_err(), "short");
+        assert!(bulk_figures("1073741824 0 2", gib, 2.0).is_err(), "no time");
+        assert!(
+            bulk_figures("1073741824 0.5", gib, 2.0).is_err(),
+            "no version"
+        );
     }
 
     #[test]

@@ -1,7 +1,7 @@
 //! `firstbyte-bench loopback [--quick] [--out DIR] [--runs N] [--only MEASURE,...]
 //! [--servers NAME,...]`: firstbyte beside Debian's nginx and h2o on loopback (issue 6).
 //!
-//! Data flow: [`main`] parses the options ([`parse_args`], pure), pins itself (the client
+//! Data flow: [`main`] takes the options ([`Args`], parsed by clap in `crate::cli`), pins itself (the client
 //! side: the in-crate TLS client, h2load, curl) to CPU 0, makes the shared fixtures (one
 //! ECDSA P-256 certificate, `/1k` and a sparse `/1g`), then for each measure walks the
 //! interleaved order ([`stats::interleave`]: firstbyte, nginx, h2o, firstbyte, ...): it starts
@@ -10,9 +10,11 @@
 //! from `/proc` around a load), and stops it. A fresh process per run keeps one run's heap
 //! (freed buffers an allocator keeps) out of the next run's memory figure. The values go to
 //! `results.json`, `summary.md` and `machine.md` ([`report`]) in the output directory, with
-//! each server's config and logs under `servers/`.
+//! each server's config and logs under `servers/`. A progress line with an ETA follows the
+//! runs on stderr (`crate::progress`).
 
 pub(crate) mod client;
+mod h2idle;
 mod measures;
 pub(crate) mod procfs;
 pub(crate) mod report;
@@ -25,6 +27,9 @@ use std::time::{SystemTime, UNIX_EPOCH};
 
 use anyhow::{bail, Context, Result};
 
+use crate::cli::Common;
+use crate::progress::Progress;
+
 use measures::{Ctx, Measure, Sizes};
 use report::Value;
 use servers::{Kind, Paths, Running};
@@ -36,7 +41,28 @@ const SERVER_CPU: usize = 1;
 /// Size of the bulk file: 1 GiB, as issue 6's table.
 const BULK_BYTES: u64 = 1 << 30;
 
-/// Command-line options.
+/// Options of `firstbyte-bench loopback`, as given.
+#[derive(Debug, Clone, PartialEq, Eq, clap::Args)]
+pub struct Args {
+    #[command(flatten)]
+    common: Common,
+    /// Runs per server per measure [default: 5, or 2 with --quick].
+    #[arg(long, value_name = "N", value_parser = crate::cli::positive)]
+    runs: Option<usize>,
+    /// Measures to take (default all), comma-separated.
+    #[arg(long, value_name = "MEASURE,...", value_delimiter = ',')]
+    only: Vec<Measure>,
+    /// Servers to run, comma-separated (firstbyte alone is handy for profiling).
+    #[arg(
+        long,
+        value_name = "NAME,...",
+        value_delimiter = ',',
+        default_value = "firstbyte,nginx,h2o"
+    )]
+    servers: Vec<Kind>,
+}
+
+/// What a run does: the arguments with the `--quick` defaults filled in.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Options {
     /// Fewer and shorter runs.
@@ -45,60 +71,23 @@ pub struct Options {
     pub out: Option<PathBuf>,
     /// Runs per server per measure (default 5, quick 2).
     pub runs: usize,
-    /// Measures to take, by key (default all).
-    pub only: Vec<String>,
-    /// Servers to run (default all three; `firstbyte` alone is handy for profiling).
+    /// Measures to take (default all).
+    pub only: Vec<Measure>,
+    /// Servers to run (default all three).
     pub servers: Vec<Kind>,
 }
 
-/// Parses the subcommand's arguments.
-pub fn parse_args(args: &[String]) -> Result<Options> {
-    let mut o = Options {
-        quick: false,
-        out: None,
-        runs: 0,
-        only: Vec::new(),
-        servers: Kind::ALL.to_vec(),
-    };
-    let mut it = args.iter();
-    while let Some(a) = it.next() {
-        match a.as_str() {
-            "--quick" => o.quick = true,
-            "--out" => o.out = Some(it.next().context("--out needs a directory")?.into()),
-            "--runs" => {
-                o.runs = it
-                    .next()
-                    .and_then(|n| n.parse().ok())
-                    .filter(|&n| n > 0)
-                    .context("--runs needs a positive number")?
-            }
-            "--only" => {
-                let list = it.next().context("--only needs measure names")?;
-                for key in list.split(',') {
-                    if !Measure::ALL.iter().any(|m| m.key() == key) {
-                        bail!("unknown measure {key:?}");
-                    }
-                    o.only.push(key.to_string());
-                }
-            }
-            "--servers" => {
-                let list = it.next().context("--servers needs server names")?;
-                o.servers.clear();
-                for name in list.split(',') {
-                    match Kind::ALL.iter().find(|k| k.name() == name) {
-                        Some(&k) => o.servers.push(k),
-                        None => bail!("unknown server {name:?}"),
-                    }
-                }
-            }
-            other => bail!("unknown argument {other:?}"),
+impl From<Args> for Options {
+    fn from(a: Args) -> Self {
+        Options {
+            quick: a.common.quick,
+            out: a.common.out,
+            // 5: issue 6 asks for median with min–max over at least 5 runs.
+            runs: a.runs.unwrap_or(if a.common.quick { 2 } else { 5 }),
+            only: a.only,
+            servers: a.servers,
         }
     }
-    if o.runs == 0 {
-        // 5: issue 6 asks for median with min–max over at least 5 runs.
-        o.runs = if o.quick { 2 } else { 5 };
-    }
-    Ok(o)
 }
 
 /// Run sizes: full runs are long enough that each costs the server ≥ ~0.2 s of CPU.
@@ -124,18 +113,8 @@ pub fn sizes(quick: bool) -> Sizes {
 }
 
 /// Entry point of the `loopback` subcommand; returns the exit code.
-pub fn main(args: &[String]) -> i32 {
-    let opts = match parse_args(args) {
-        Ok(o) => o,
-        Err(e) => {
-            eprintln!("firstbyte-bench loopback: {e}");
-            eprintln!(
-                "usage: firstbyte-bench loopback [--quick] [--out DIR] [--runs N] \
-                 [--only handshake,h2_1k,bulk_1g,idle_mem,ttfb] [--servers firstbyte,nginx,h2o]"
-            );
-            return 2;
-        }
-    };
+pub fn main(args: Args) -> i32 {
+    let opts = Options::from(args);
     match run(&opts) {
         Ok(0) => 0,
         Ok(errors) => {
@@ -267,19 +246,25 @@ fn run(opts: &Options) -> Result<usize> {
     let out = std::fs::canonicalize(&out)?;
     let fixture_dir = std::env::temp_dir().join("firstbyte-bench-loopback");
     let (cert, key, docroot, cert_der) = fixtures(&fixture_dir).context("fixtures")?;
+    let tls = client::config(cert_der)?;
     let ctx = Ctx {
         runtime: tokio::runtime::Builder::new_current_thread()
             .enable_all()
             .build()?,
-        tls: client::config(cert_der)?,
+        tls_h2: h2idle::config(&tls),
+        tls,
         sizes: sizes(opts.quick),
         bulk_bytes: BULK_BYTES,
         ticks: procfs::clock_ticks_per_second(),
     };
     let measures: Vec<Measure> = Measure::ALL
         .into_iter()
-        .filter(|m| opts.only.is_empty() || opts.only.iter().any(|k| k == m.key()))
+        .filter(|m| opts.only.is_empty() || opts.only.contains(m))
         .collect();
+    let runs_each = opts.runs * opts.servers.len();
+    let phases: Vec<(&'static str, usize)> =
+        measures.iter().map(|m| (m.key(), runs_each)).collect();
+    let mut progress = Progress::new("loopback", &phases);
     let mut values = Vec::new();
     let mut errors = Vec::new();
     for &measure in &measures {
@@ -321,6 +306,7 @@ fn run(opts: &Options) -> Result<usize> {
                     errors.push(msg);
                 }
             }
+            progress.step(measure.key());
         }
     }
     write_outputs(&out, opts, &values, &errors, started, &firstbyte)?;
@@ -502,36 +488,60 @@ fn write_outputs(
 mod tests {
     use super::*;
 
-    fn args(list: &[&str]) -> Vec<String> {
-        list.iter().map(|s| s.to_string()).collect()
+    fn parse(list: &[&str]) -> Result<Options, clap::Error> {
+        match crate::cli::parse(&[&["loopback"], list].concat())? {
+            crate::cli::Command::Loopback(a) => Ok(a.into()),
+            other => panic!("{other:?}"),
+        }
     }
 
     #[test]
     fn defaults_are_five_full_runs() {
-        let o = parse_args(&[]).expect("no args");
+        let o = parse(&[]).expect("no args");
         assert_eq!((o.quick, o.runs, o.out), (false, 5, None));
+        assert_eq!(o.servers, Kind::ALL);
+        assert!(o.only.is_empty());
         assert_eq!(sizes(false).h2_requests, 100_000);
     }
 
     #[test]
-    fn quick_out_runs_and_only() {
-        let o =
-            parse_args(&args(&["--quick", "--out", "/x", "--only", "ttfb,h2_1k"])).expect("valid");
+    fn quick_out_runs_only_and_servers() {
+        let o = parse(&["--quick", "--out", "/x", "--only", "ttfb,h2_1k"]).expect("valid");
         assert_eq!((o.quick, o.runs), (true, 2));
         assert_eq!(o.out, Some(PathBuf::from("/x")));
-        assert_eq!(o.only, ["ttfb", "h2_1k"]);
-        assert_eq!(parse_args(&args(&["--runs", "7"])).expect("valid").runs, 7);
-        let o = parse_args(&args(&["--servers", "firstbyte"])).expect("valid");
+        assert_eq!(o.only, [Measure::Ttfb, Measure::H2]);
+        assert_eq!(parse(&["--runs", "7"]).expect("valid").runs, 7);
+        assert_eq!(parse(&["--quick", "--runs", "7"]).expect("valid").runs, 7);
+        let o = parse(&["--servers", "firstbyte"]).expect("valid");
         assert_eq!(o.servers, [Kind::Firstbyte]);
-        assert_eq!(parse_args(&[]).expect("valid").servers, Kind::ALL);
+        let o = parse(&["--only", "bulk_1g_h2", "--only", "idle_mem_h2"]).expect("valid");
+        assert_eq!(o.only, [Measure::BulkH2, Measure::IdleMemoryH2]);
     }
 
     #[test]
-    fn bad_arguments_are_errors() {
-        assert!(parse_args(&args(&["--out"])).is_err());
-        assert!(parse_args(&args(&["--runs", "0"])).is_err());
-        assert!(parse_args(&args(&["--only", "speed"])).is_err());
-        assert!(parse_args(&args(&["--fast"])).is_err());
-        assert!(parse_args(&args(&["--servers", "apache"])).is_err());
+    fn bad_arguments_are_refused_not_defaulted() {
+        for bad in [
+            &["--out"][..],
+            &["--runs", "0"],
+            &["--runs", "many"],
+            &["--runs", "-3"],
+            &["--only", "speed"],
+            &["--only", "ttfb,speed"],
+            &["--fast"],
+            &["--servers", "apache"],
+            &["--servers", "nginx,"],
+            &["stray"],
+        ] {
+            let e = parse(bad).expect_err(&format!("{bad:?} accepted"));
+            assert_eq!(e.exit_code(), 2, "{bad:?}: {e}");
+        }
+    }
+
+    #[test]
+    fn every_measure_is_a_possible_value() {
+        for m in Measure::ALL {
+            let o = parse(&["--only", m.key()]).expect("a measure key");
+            assert_eq!(o.only, [m]);
+        }
     }
 }

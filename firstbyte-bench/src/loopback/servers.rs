@@ -42,6 +42,17 @@ impl Kind {
     }
 }
 
+/// `--servers` takes the names of [`Kind::name`].
+impl clap::ValueEnum for Kind {
+    fn value_variants<'a>() -> &'a [Self] {
+        &Kind::ALL
+    }
+
+    fn to_possible_value(&self) -> Option<clap::builder::PossibleValue> {
+        Some(clap::builder::PossibleValue::new(self.name()))
+    }
+}
+
 /// Files shared by every server, and the per-server working directory.
 #[derive(Debug, Clone)]
 pub struct Paths {

@@ -106,22 +106,20 @@ fn config(dir: &Path) -> String {
     )
 }
 
+/// Options of `firstbyte-bench records`.
+#[derive(Debug, Clone, PartialEq, Eq, clap::Args)]
+pub struct Args {
+    /// Rounds; each downloads the file once per policy, policies rotated.
+    #[arg(long, value_name = "N", default_value = "5", value_parser = crate::cli::positive)]
+    rounds: usize,
+    /// Size of the (sparse) file downloaded, bytes [default: 1 GiB].
+    #[arg(long, value_name = "BYTES", default_value = "1073741824", value_parser = crate::cli::positive_u64)]
+    size: u64,
+}
+
 /// Entry point; returns the exit code.
-pub fn main(args: &[String]) -> i32 {
-    let mut rounds = 5usize;
-    let mut size: u64 = 1 << 30;
-    let mut it = args.iter();
-    while let Some(a) = it.next() {
-        match (a.as_str(), it.next()) {
-            ("--rounds", Some(n)) => rounds = n.parse().unwrap_or(5).max(1),
-            ("--size", Some(n)) => size = n.parse().unwrap_or(1 << 30),
-            _ => {
-                return die(format!(
-                    "usage: records [--rounds N] [--size BYTES] (got {a})"
-                ))
-            }
-        }
-    }
+pub fn main(args: Args) -> i32 {
+    let Args { rounds, size } = args;
     let bin = std::env::var("FIRSTBYTE")
         .map(PathBuf::from)
         .unwrap_or_else(|_| {
@@ -236,6 +234,38 @@ pub fn main(args: &[String]) -> i32 {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn parse(list: &[&str]) -> Result<Args, clap::Error> {
+        match crate::cli::parse(&[&["records"], list].concat())? {
+            crate::cli::Command::Records(a) => Ok(a),
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn options_and_refused_values() {
+        assert_eq!(
+            parse(&[]).expect("defaults"),
+            Args {
+                rounds: 5,
+                size: 1 << 30
+            }
+        );
+        let a = parse(&["--rounds", "3", "--size", "1_000_000"]).expect("valid");
+        assert_eq!((a.rounds, a.size), (3, 1_000_000));
+        // These fell back to the defaults before clap.
+        for bad in [
+            &["--rounds", "0"][..],
+            &["--rounds", "x"],
+            &["--size", "1G"],
+            &["--size", "0"],
+            &["--size"],
+            &["--quick"],
+        ] {
+            let e = parse(bad).expect_err(&format!("{bad:?} accepted"));
+            assert_eq!(e.exit_code(), 2);
+        }
+    }
 
     #[test]
     fn config_has_one_server_per_policy() {

@@ -1,7 +1,7 @@
 //! `firstbyte-bench sslcache [--quick] [--out DIR] [--rounds N] ...`: the SSL object cache
 //! bench of issue 5, after the seed's test of nginx 1.27.2–1.27.4.
 //!
-//! Data flow: [`main`] parses the options ([`parse_args`], pure), makes the certificate files
+//! Data flow: [`main`] takes the options ([`Args`], parsed by clap in `crate::cli`), makes the certificate files
 //! once ([`fixtures`]), then takes four measures, each written to the output directory and
 //! summed up in one table ([`report`]):
 //! 1. `-t` — one server with N locations each with `proxy_ssl_certificate` at 0, 10, 50 and
@@ -29,6 +29,9 @@ use std::process::Command;
 use std::time::{Duration, SystemTime};
 
 use anyhow::{bail, Context, Result};
+
+use crate::cli::{positive, Common};
+use crate::progress::Progress;
 
 use report::{HandshakeRow, ReloadRow, Report, TestRow};
 
@@ -68,64 +71,91 @@ pub struct Options {
     pub handshakes_only: bool,
 }
 
-fn number(it: &mut std::slice::Iter<'_, String>, flag: &str) -> Result<usize> {
-    it.next()
-        .and_then(|n| n.parse().ok())
-        .filter(|&n| n > 0)
-        .with_context(|| format!("{flag} needs a positive number"))
+/// Options of `firstbyte-bench sslcache`, as given; `None` takes the default of
+/// [`Args::options`].
+#[derive(Debug, Clone, PartialEq, Eq, clap::Args)]
+pub struct Args {
+    #[command(flatten)]
+    common: Common,
+    /// Rounds per measure [default: 5, or 2 with --quick].
+    #[arg(long, value_name = "N", value_parser = positive)]
+    rounds: Option<usize>,
+    /// Locations of the `-t` location configs [default: 10000 (the seed's), or 1000 with
+    /// --quick].
+    #[arg(long, value_name = "N", value_parser = positive)]
+    locations: Option<usize>,
+    /// Servers of the `-t` server config and of the reloads [default: 1000, or 200 with
+    /// --quick].
+    #[arg(long, value_name = "N", value_parser = positive)]
+    servers: Option<usize>,
+    /// Locations under callgrind [default: 1000, or 200 with --quick].
+    #[arg(long, value_name = "N", value_parser = positive)]
+    callgrind_locations: Option<usize>,
+    /// Servers under callgrind [default: 1000, or 100 with --quick].
+    #[arg(long, value_name = "N", value_parser = positive)]
+    callgrind_servers: Option<usize>,
+    /// Skip the callgrind measures.
+    #[arg(long)]
+    no_callgrind: bool,
+    /// Handshakes per batch [default: 3000, or 500 with --quick].
+    #[arg(long, value_name = "N", value_parser = positive)]
+    handshakes: Option<usize>,
+    /// Concurrent client connections of the handshake bench.
+    #[arg(long, value_name = "N", default_value = "4", value_parser = positive)]
+    concurrency: usize,
+    /// Only the handshake comparison (static vs `$ssl_server_name` certificates).
+    #[arg(long)]
+    handshakes_only: bool,
 }
 
-/// Parses the subcommand's arguments.
-pub fn parse_args(args: &[String]) -> Result<Options> {
-    let quick = args.iter().any(|a| a == "--quick");
-    let mut o = Options {
-        out: None,
-        rounds: if quick { 2 } else { 5 },
-        locations: if quick { 1_000 } else { 10_000 },
-        servers: if quick { 200 } else { 1_000 },
-        callgrind_locations: if quick { 200 } else { 1_000 },
-        callgrind_servers: if quick { 100 } else { 1_000 },
-        no_callgrind: false,
-        handshakes: if quick { 500 } else { 3_000 },
-        concurrency: 4,
-        handshakes_only: false,
-    };
-    let mut it = args.iter();
-    while let Some(a) = it.next() {
-        match a.as_str() {
-            "--quick" => {}
-            "--out" => o.out = Some(it.next().context("--out needs a directory")?.into()),
-            "--rounds" => o.rounds = number(&mut it, a)?,
-            "--locations" => o.locations = number(&mut it, a)?,
-            "--servers" => o.servers = number(&mut it, a)?,
-            "--callgrind-locations" => o.callgrind_locations = number(&mut it, a)?,
-            "--callgrind-servers" => o.callgrind_servers = number(&mut it, a)?,
-            "--no-callgrind" => o.no_callgrind = true,
-            "--handshakes" => o.handshakes = number(&mut it, a)?,
-            "--concurrency" => o.concurrency = number(&mut it, a)?,
-            "--handshakes-only" => o.handshakes_only = true,
-            _ => bail!("unknown option {a:?}"),
+impl Args {
+    /// The options with the (`--quick`) defaults filled in.
+    pub fn options(self) -> Options {
+        let q = self.common.quick;
+        let pick = |set: Option<usize>, quick: usize, full: usize| {
+            set.unwrap_or(if q { quick } else { full })
+        };
+        Options {
+            out: self.common.out,
+            rounds: pick(self.rounds, 2, 5),
+            locations: pick(self.locations, 1_000, 10_000),
+            servers: pick(self.servers, 200, 1_000),
+            callgrind_locations: pick(self.callgrind_locations, 200, 1_000),
+            callgrind_servers: pick(self.callgrind_servers, 100, 1_000),
+            no_callgrind: self.no_callgrind,
+            handshakes: pick(self.handshakes, 500, 3_000),
+            concurrency: self.concurrency,
+            handshakes_only: self.handshakes_only,
         }
     }
-    Ok(o)
+}
+
+/// `-t` configs per size: the baseline, one per uniqueness, the server config.
+const CASES: usize = UNIQUENESS.len() + 2;
+
+/// The run's steps by phase, for the progress line (pure).
+pub fn phases(o: &Options) -> Vec<(&'static str, usize)> {
+    if o.handshakes_only {
+        return vec![("handshakes", 2 * o.rounds)];
+    }
+    let mut p = vec![("-t", CASES * 2 * o.rounds)];
+    if !o.no_callgrind {
+        p.push(("callgrind", CASES * 2));
+    }
+    p.push(("reloads", o.rounds));
+    p.push(("handshakes", 2 * o.rounds));
+    if !o.no_callgrind {
+        p.push(("callgrind reload", 1));
+    }
+    p
 }
 
 /// Entry point of `firstbyte-bench sslcache`.
-pub fn main(args: &[String]) -> i32 {
-    let o = match parse_args(args) {
-        Ok(o) => o,
-        Err(e) => {
-            eprintln!("firstbyte-bench sslcache: {e}");
-            eprintln!(
-                "usage: firstbyte-bench sslcache [--quick] [--out DIR] [--rounds N] \
-                 [--locations N] [--servers N] [--callgrind-locations N] \
-                 [--callgrind-servers N] [--no-callgrind] [--handshakes N] [--concurrency N] \
-                 [--handshakes-only]"
-            );
-            return 2;
-        }
-    };
-    match run(&o, args) {
+pub fn main(args: Args) -> i32 {
+    let o = args.options();
+    // The command line as given, for the report.
+    let given: Vec<String> = std::env::args().skip(2).collect();
+    match run(&o, &given) {
         Ok(()) => 0,
         Err(e) => {
             eprintln!("firstbyte-bench sslcache: {e:#}");
@@ -291,8 +321,9 @@ fn run(o: &Options, args: &[String]) -> Result<()> {
     fixtures::ensure_pairs(&certs, need)?;
 
     let mut report = Report::new(args, &fb, o);
+    let mut progress = Progress::new("sslcache", &phases(o));
     if o.handshakes_only {
-        report.handshakes = handshake_bench(o, &fb, &work)?;
+        report.handshakes = handshake_bench(o, &fb, &work, &mut progress)?;
         let table = report.table();
         println!("{table}");
         report.write(&out, &table)?;
@@ -320,6 +351,7 @@ fn run(o: &Options, args: &[String]) -> Result<()> {
                     r.maxrss_kib
                 );
                 row.push(kind, r);
+                progress.step("-t");
             }
         }
         report.tests.push(row);
@@ -347,6 +379,7 @@ fn run(o: &Options, args: &[String]) -> Result<()> {
                     t.elapsed().as_secs_f64()
                 );
                 pair.push(n);
+                progress.step("callgrind");
             }
             report
                 .instructions
@@ -354,10 +387,10 @@ fn run(o: &Options, args: &[String]) -> Result<()> {
         }
     }
     // 3. Reloads.
-    report.reloads = reloads(o, &fb, &work, &certs)?;
+    report.reloads = reloads(o, &fb, &work, &certs, &mut progress)?;
 
     // 4. Handshakes.
-    report.handshakes = handshake_bench(o, &fb, &work)?;
+    report.handshakes = handshake_bench(o, &fb, &work, &mut progress)?;
     report.cold_reference = report
         .tests
         .last()
@@ -371,6 +404,7 @@ fn run(o: &Options, args: &[String]) -> Result<()> {
     // 5. Instructions of a no-change reload, against a cold `-t` of the same config.
     if !o.no_callgrind {
         report.reload_instructions = Some(reload_instructions(o, &fb, &work)?);
+        progress.step("callgrind reload");
     }
     let table = report.table();
     println!("{table}");
@@ -388,7 +422,13 @@ fn touch(path: &Path) -> Result<()> {
     Ok(())
 }
 
-fn reloads(o: &Options, fb: &Path, work: &Path, certs: &Path) -> Result<Vec<ReloadRow>> {
+fn reloads(
+    o: &Options,
+    fb: &Path,
+    work: &Path,
+    certs: &Path,
+    progress: &mut Progress,
+) -> Result<Vec<ReloadRow>> {
     let dir = work.join("reload");
     std::fs::create_dir_all(&dir)?;
     // A private copy of the files: the reloads change them.
@@ -442,6 +482,7 @@ fn reloads(o: &Options, fb: &Path, work: &Path, certs: &Path) -> Result<Vec<Relo
             rows[2].times[round].as_secs_f64() * 1e3,
             rows[3].times[round].as_secs_f64() * 1e3
         );
+        progress.step("reloads");
     }
     Ok(rows)
 }
@@ -486,7 +527,12 @@ fn pin_self(cpu: usize) {
     }
 }
 
-fn handshake_bench(o: &Options, fb: &Path, work: &Path) -> Result<Vec<HandshakeRow>> {
+fn handshake_bench(
+    o: &Options,
+    fb: &Path,
+    work: &Path,
+    progress: &mut Progress,
+) -> Result<Vec<HandshakeRow>> {
     let dir = work.join("handshakes");
     std::fs::create_dir_all(&dir)?;
     fixtures::write_pair(&dir, "c0", "static.test")?;
@@ -539,6 +585,7 @@ fn handshake_bench(o: &Options, fb: &Path, work: &Path) -> Result<Vec<HandshakeR
                     b.ok as f64 / b.wall.as_secs_f64(),
                     cpu as f64 / 1e3 / b.ok.max(1) as f64
                 );
+                progress.step("handshakes");
             }
         }
         anyhow::Ok(())
@@ -551,24 +598,60 @@ fn handshake_bench(o: &Options, fb: &Path, work: &Path) -> Result<Vec<HandshakeR
 mod tests {
     use super::*;
 
-    fn args(a: &[&str]) -> Vec<String> {
-        a.iter().map(|s| s.to_string()).collect()
+    fn parse(list: &[&str]) -> Result<Options, clap::Error> {
+        match crate::cli::parse(&[&["sslcache"], list].concat())? {
+            crate::cli::Command::Sslcache(a) => Ok(a.options()),
+            other => panic!("{other:?}"),
+        }
     }
 
     #[test]
     fn options() {
-        let o = parse_args(&[]).expect("defaults");
+        let o = parse(&[]).expect("defaults");
         assert_eq!((o.locations, o.servers, o.rounds), (10_000, 1_000, 5));
-        let q = parse_args(&args(&["--quick", "--rounds", "3", "--out", "/x"])).expect("quick");
-        assert_eq!((q.locations, q.rounds), (1_000, 3));
+        assert_eq!((o.handshakes, o.concurrency), (3_000, 4));
+        let q = parse(&["--quick", "--rounds", "3", "--out", "/x"]).expect("quick");
+        assert_eq!((q.locations, q.rounds, q.handshakes), (1_000, 3, 500));
         assert_eq!(q.out, Some(PathBuf::from("/x")));
-        assert!(parse_args(&args(&["--rounds", "0"])).is_err());
-        assert!(parse_args(&args(&["--bogus"])).is_err());
-        assert!(
-            parse_args(&args(&["--handshakes-only"]))
-                .unwrap()
-                .handshakes_only
+        assert!(parse(&["--handshakes-only"]).expect("flag").handshakes_only);
+        assert!(!parse(&[]).expect("defaults").handshakes_only);
+        assert_eq!(
+            parse(&["--servers", "10_000"]).expect("count").servers,
+            10_000
         );
-        assert!(!parse_args(&args(&[])).unwrap().handshakes_only);
+    }
+
+    #[test]
+    fn bad_values_are_refused() {
+        for bad in [
+            &["--rounds", "0"][..],
+            &["--concurrency", "0"],
+            &["--locations", "ten"],
+            &["--servers", "firstbyte"],
+            &["--handshakes"],
+            &["--bogus"],
+        ] {
+            let e = parse(bad).expect_err(&format!("{bad:?} accepted"));
+            assert_eq!(e.exit_code(), 2);
+        }
+    }
+
+    #[test]
+    fn phases_count_every_step() {
+        let o = parse(&["--rounds", "3"]).expect("valid");
+        assert_eq!(
+            phases(&o),
+            [
+                ("-t", 36),
+                ("callgrind", 12),
+                ("reloads", 3),
+                ("handshakes", 6),
+                ("callgrind reload", 1)
+            ]
+        );
+        let o = parse(&["--rounds", "3", "--no-callgrind"]).expect("valid");
+        assert_eq!(phases(&o).iter().map(|p| p.1).sum::<usize>(), 36 + 3 + 6);
+        let o = parse(&["--handshakes-only"]).expect("valid");
+        assert_eq!(phases(&o), [("handshakes", 10)]);
     }
 }

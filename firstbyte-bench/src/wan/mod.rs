@@ -25,50 +25,23 @@ mod svg;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
+use crate::cli::Common;
 use plan::{Plan, ServerKind};
 
-/// Parsed command line.
-#[derive(Debug, Clone, PartialEq)]
-struct Args {
+/// Options of `firstbyte-bench run`.
+#[derive(Debug, Clone, PartialEq, clap::Args)]
+pub struct Args {
+    /// The plan file (bench/README.md, "The plan file").
+    #[arg(value_name = "PLAN.toml", required_unless_present = "worker")]
     plan: Option<PathBuf>,
-    quick: bool,
-    out: Option<PathBuf>,
-    worker: bool,
+    #[command(flatten)]
+    common: Common,
+    /// Summarize the rows already in --out (e.g. of a run still going); run nothing.
+    #[arg(long, requires = "out")]
     report: bool,
-}
-
-const USAGE: &str = "usage: firstbyte-bench run PLAN.toml [--quick] [--out DIR] [--report]";
-
-fn parse_args(args: &[String]) -> Result<Args, String> {
-    let mut a = Args {
-        plan: None,
-        quick: false,
-        out: None,
-        worker: false,
-        report: false,
-    };
-    let mut it = args.iter();
-    while let Some(arg) = it.next() {
-        match arg.as_str() {
-            "--quick" => a.quick = true,
-            "--worker" => a.worker = true,
-            "--report" => a.report = true,
-            "--out" => a.out = Some(it.next().ok_or("--out needs a directory")?.into()),
-            s if s.starts_with('-') => return Err(format!("unknown option {s}")),
-            s if a.plan.is_none() => a.plan = Some(s.into()),
-            s => return Err(format!("unexpected argument {s}")),
-        }
-    }
-    if a.worker && a.out.is_none() {
-        return Err("--worker needs --out".into());
-    }
-    if !a.worker && a.plan.is_none() {
-        return Err("missing PLAN.toml".into());
-    }
-    if a.report && a.out.is_none() {
-        return Err("--report needs --out".into());
-    }
-    Ok(a)
+    /// The request loop, run inside the emulator as its client command (internal).
+    #[arg(long, hide = true, requires = "out", conflicts_with = "report")]
+    worker: bool,
 }
 
 /// `YYYYMMDD-HHMMSS` in UTC from Unix seconds (Howard Hinnant's civil-from-days).
@@ -293,16 +266,15 @@ fn execute(plan: &Plan, out: &Path, results_path: &Path) -> Result<(i32, usize),
 }
 
 /// Entry point of the `run` subcommand; returns the exit code.
-pub fn main(args: &[String]) -> i32 {
-    let args = match parse_args(args) {
-        Ok(a) => a,
-        Err(e) => {
-            eprintln!("firstbyte-bench: {e}\n{USAGE}");
-            return 2;
-        }
-    };
-    if args.worker {
-        let out = args.out.unwrap_or_default();
+pub fn main(args: Args) -> i32 {
+    let Args {
+        plan: plan_path,
+        common: Common { quick, out },
+        report,
+        worker,
+    } = args;
+    if worker {
+        let out = out.unwrap_or_default();
         let quick = std::fs::read_to_string(out.join("run.toml"))
             .map(|t| t == run_marker(true))
             .unwrap_or(false);
@@ -315,16 +287,16 @@ pub fn main(args: &[String]) -> i32 {
         };
         return runner::worker(&plan, &out);
     }
-    let plan_path = args.plan.unwrap_or_default();
+    let plan_path = plan_path.unwrap_or_default();
     let text = match std::fs::read_to_string(&plan_path) {
         Ok(t) => t,
         Err(e) => return fail(format!("{}: {e}", plan_path.display())),
     };
-    let plan = match Plan::parse(&text, args.quick) {
+    let plan = match Plan::parse(&text, quick) {
         Ok(p) => p,
         Err(e) => return fail(format!("{}: {e}", plan_path.display())),
     };
-    let out = args.out.unwrap_or_else(|| {
+    let out = out.unwrap_or_else(|| {
         let now = std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
             .map_or(0, |d| d.as_secs());
@@ -345,7 +317,7 @@ pub fn main(args: &[String]) -> i32 {
         std::fs::read_to_string(&saved_plan),
         std::fs::read_to_string(&saved_run),
     ) {
-        (Ok(p), Ok(r)) if p != text || r != run_marker(args.quick) => {
+        (Ok(p), Ok(r)) if p != text || r != run_marker(quick) => {
             return fail(format!(
                 "{} holds a run of another plan (or --quick setting); use another --out",
                 out.display()
@@ -354,7 +326,7 @@ pub fn main(args: &[String]) -> i32 {
         (Ok(_), Ok(_)) => eprintln!("firstbyte-bench: resuming the run in {}", out.display()),
         _ => {
             if let Err(e) = std::fs::write(&saved_plan, &text)
-                .and_then(|()| std::fs::write(&saved_run, run_marker(args.quick)))
+                .and_then(|()| std::fs::write(&saved_run, run_marker(quick)))
             {
                 return fail(format!("{}: {e}", out.display()));
             }
@@ -362,7 +334,7 @@ pub fn main(args: &[String]) -> i32 {
     }
     let results_path = out.join("results.csv");
     let mut code = 0;
-    let chain_bytes = if args.report {
+    let chain_bytes = if report {
         // Summarize the rows so far (e.g. of a run still going); run nothing.
         servers::chain_bytes(&out.join("work/tls/chain.pem")).ok()
     } else {
@@ -381,7 +353,7 @@ pub fn main(args: &[String]) -> i32 {
     let mut md = summary::render(
         &plan,
         &rows,
-        &summary_header(&plan, &plan_path, args.quick),
+        &summary_header(&plan, &plan_path, quick),
         chain_bytes,
     );
     md.push_str(&link_section(&out));
@@ -403,38 +375,38 @@ pub fn main(args: &[String]) -> i32 {
 mod tests {
     use super::*;
 
-    fn s(v: &[&str]) -> Vec<String> {
-        v.iter().map(|x| x.to_string()).collect()
+    fn parse(list: &[&str]) -> Result<Args, clap::Error> {
+        match crate::cli::parse(&[&["run"], list].concat())? {
+            crate::cli::Command::Run(a) => Ok(a),
+            other => panic!("{other:?}"),
+        }
     }
 
     #[test]
     fn args() {
-        let a = parse_args(&s(&["p.toml", "--quick", "--out", "o"])).expect("args");
+        let a = parse(&["p.toml", "--quick", "--out", "o"]).expect("args");
         assert_eq!(
             a,
             Args {
                 plan: Some("p.toml".into()),
-                quick: true,
-                out: Some("o".into()),
+                common: Common {
+                    quick: true,
+                    out: Some("o".into()),
+                },
                 worker: false,
                 report: false,
             }
         );
-        assert!(parse_args(&s(&[])).is_err());
-        assert!(parse_args(&s(&["--worker"])).is_err());
+        assert!(parse(&[]).is_err(), "missing PLAN.toml");
+        assert!(parse(&["--worker"]).is_err(), "--worker needs --out");
+        assert!(parse(&["--worker", "--out", "o"]).expect("worker").worker);
+        assert!(parse(&["p", "--bogus"]).is_err());
+        assert!(parse(&["p", "q"]).is_err());
+        assert!(parse(&["p", "--out"]).is_err(), "--out needs a value");
+        let e = parse(&["p", "--report"]).expect_err("--report needs --out");
+        assert_eq!(e.exit_code(), 2);
         assert!(
-            parse_args(&s(&["--worker", "--out", "o"]))
-                .expect("worker")
-                .worker
-        );
-        assert!(parse_args(&s(&["p", "--bogus"])).is_err());
-        assert!(parse_args(&s(&["p", "q"])).is_err());
-        assert!(
-            parse_args(&s(&["p", "--report"])).is_err(),
-            "--report needs --out"
-        );
-        assert!(
-            parse_args(&s(&["p", "--report", "--out", "o"]))
+            parse(&["p", "--report", "--out", "o"])
                 .expect("report")
                 .report
         );

@@ -18,6 +18,7 @@ use super::client::{fetcher, ClientKind, Fetcher, Target};
 use super::plan::{Job, Plan};
 use super::results::{self, Row, Writer};
 use super::servers::file_name;
+use crate::progress::progress_line;
 
 /// Pause between requests, in ms: lets the previous connection's FIN exchange finish so it
 /// never shares the link with the next SYN (a 10 ms gap is 0.5% of a 2 s request).
@@ -57,41 +58,6 @@ fn syn_retransmits_now() -> u64 {
         .ok()
         .and_then(|t| netstat_counter(&t, "TcpExt", "TCPSynRetrans"))
         .unwrap_or(0)
-}
-
-/// Progress and ETA from counts and elapsed time (pure).
-pub fn progress_line(done: usize, total: usize, done_here: usize, elapsed_s: f64) -> String {
-    let pct = if total > 0 {
-        100.0 * done as f64 / total as f64
-    } else {
-        100.0
-    };
-    let eta = if done_here > 0 {
-        let per = elapsed_s / done_here as f64;
-        format!(
-            "{} ({:.2} s/request)",
-            fmt_duration(per * (total - done) as f64),
-            per
-        )
-    } else {
-        "?".into()
-    };
-    format!(
-        "[{done}/{total}] {pct:.1}%  elapsed {}  ETA {eta}",
-        fmt_duration(elapsed_s)
-    )
-}
-
-/// `3h05m`, `12m30s`, `45s`.
-pub fn fmt_duration(s: f64) -> String {
-    let s = s.max(0.0).round() as u64;
-    if s >= 3600 {
-        format!("{}h{:02}m", s / 3600, (s % 3600) / 60)
-    } else if s >= 60 {
-        format!("{}m{:02}s", s / 60, s % 60)
-    } else {
-        format!("{s}s")
-    }
 }
 
 /// Pins this process (and what it starts afterwards) to one CPU.
@@ -297,17 +263,6 @@ mod tests {
         // This machine's own file has the counter (the kernel has had it since 3.x).
         let real = std::fs::read_to_string("/proc/net/netstat").unwrap_or_default();
         assert!(netstat_counter(&real, "TcpExt", "TCPSynRetrans").is_some());
-    }
-
-    #[test]
-    fn progress_and_eta() {
-        assert_eq!(fmt_duration(45.2), "45s");
-        assert_eq!(fmt_duration(750.0), "12m30s");
-        assert_eq!(fmt_duration(11100.0), "3h05m");
-        let l = progress_line(150, 200, 50, 100.0);
-        assert!(l.starts_with("[150/200] 75.0%"), "{l}");
-        assert!(l.contains("ETA 1m40s (2.00 s/request)"), "{l}");
-        assert!(progress_line(0, 10, 0, 0.0).contains("ETA ?"));
     }
 
     #[test]

@@ -12,18 +12,36 @@ use std::net::{Shutdown, TcpListener, TcpStream};
 use std::time::Instant;
 
 use anyhow::{bail, Context, Result};
+use clap::Parser;
 
 /// Write size: 64 KB, large enough that system calls cost nothing next to the link.
 const CHUNK: usize = 64 * 1024;
 
+/// A bulk TCP sender and sink for measuring an emulated link.
+#[derive(Debug, Parser)]
+#[command(name = "firstbyte-netem-probe", version)]
+enum Probe {
+    /// Accept connections one at a time, read each to EOF, answer with the byte count.
+    Sink {
+        /// TCP port to listen on (all addresses).
+        port: u16,
+    },
+    /// Send BYTES to ADDR:PORT and print the goodput.
+    Send {
+        /// IPv4 address, or `server` for $FB_SERVER_ADDR.
+        addr: String,
+        /// TCP port.
+        port: u16,
+        /// Bytes to send.
+        bytes: u64,
+    },
+}
+
 fn main() {
-    let args: Vec<String> = std::env::args().skip(1).collect();
-    let result = match args.iter().map(String::as_str).collect::<Vec<_>>()[..] {
-        ["sink", port] => sink(port),
-        ["send", addr, port, bytes] => send(addr, port, bytes),
-        _ => Err(anyhow::anyhow!(
-            "usage: firstbyte-netem-probe sink PORT | send ADDR|server PORT BYTES"
-        )),
+    // A usage error exits with code 2 (clap), a failure with 1.
+    let result = match Probe::parse() {
+        Probe::Sink { port } => sink(port),
+        Probe::Send { addr, port, bytes } => send(&addr, port, bytes),
     };
     if let Err(e) = result {
         eprintln!("firstbyte-netem-probe: {e:#}");
@@ -32,8 +50,7 @@ fn main() {
 }
 
 /// Serves connections until killed.
-fn sink(port: &str) -> Result<()> {
-    let port: u16 = port.parse().context("port")?;
+fn sink(port: u16) -> Result<()> {
     let listener = TcpListener::bind(("0.0.0.0", port)).context("bind")?;
     let mut buf = vec![0u8; CHUNK];
     for stream in listener.incoming() {
@@ -52,14 +69,12 @@ fn sink(port: &str) -> Result<()> {
 }
 
 /// Sends `bytes` and reports the goodput.
-fn send(addr: &str, port: &str, bytes: &str) -> Result<()> {
+fn send(addr: &str, port: u16, bytes: u64) -> Result<()> {
     let addr = if addr == "server" {
         std::env::var("FB_SERVER_ADDR").context("FB_SERVER_ADDR")?
     } else {
         addr.to_string()
     };
-    let port: u16 = port.parse().context("port")?;
-    let bytes: u64 = bytes.parse().context("byte count")?;
     let mut stream = TcpStream::connect((addr.as_str(), port)).context("connect")?;
     let start = Instant::now();
     let chunk = vec![0u8; CHUNK];

@@ -226,19 +226,9 @@ impl ConfError {
 
     /// `open() "PATH" failed (N: TEXT)` from an I/O error.
     pub(crate) fn open(path: &std::path::Path, err: &std::io::Error, pos: Option<&Pos>) -> Self {
-        let text = err.to_string();
-        // std appends " (os error N)"; nginx puts the number first.
-        let text = match text.find(" (os error ") {
-            Some(i) => text[..i].to_string(),
-            None => text,
-        };
-        let reason = match err.raw_os_error() {
-            Some(code) => format!("{code}: {text}"),
-            None => text,
-        };
         Self::Open {
             path: path.display().to_string(),
-            reason,
+            reason: crate::log::OsError(err).to_string(),
             pos: pos.cloned(),
         }
     }

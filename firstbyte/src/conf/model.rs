@@ -192,7 +192,7 @@ pub struct ServerConf {
     pub default_location: Arc<LocationConf>,
 }
 
-/// `listen ADDR[:PORT] [ssl] [http2] [default_server] [reuseport] [backlog=N] [fastopen=N] [ipv6only=on|off]`.
+/// `listen ADDR[:PORT] [ssl] [http2] [default_server] [reuseport] [deferred] [backlog=N] [fastopen=N] [ipv6only=on|off]`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Listen {
     /// Where to bind. `listen 80` is `0.0.0.0:80`; `listen [::]:80` is `[::]:80`.
@@ -209,6 +209,9 @@ pub struct Listen {
     pub backlog: i32,
     /// `fastopen=N`: `TCP_FASTOPEN` queue length.
     pub fastopen: Option<u32>,
+    /// `deferred`: `TCP_DEFER_ACCEPT`, a connection is accepted once its first bytes (the
+    /// ClientHello) have arrived.
+    pub deferred: bool,
     /// `ipv6only=on|off` (IPv6 addresses only). Default on.
     pub ipv6only: bool,
     /// Where the directive was written.

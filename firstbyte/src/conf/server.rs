@@ -64,7 +64,6 @@ pub(crate) fn parse_addr(s: &str) -> Result<SocketAddr, &'static str> {
 
 /// Parameters of `listen` that nginx has and firstbyte does not yet.
 const UNSUPPORTED_PARAMS: &[&str] = &[
-    "deferred",
     "bind",
     "so_keepalive",
     "rcvbuf",
@@ -76,7 +75,8 @@ const UNSUPPORTED_PARAMS: &[&str] = &[
     "multipath",
 ];
 
-/// `listen ADDR[:PORT] [ssl] [http2] [default_server] [reuseport] [backlog=N] [fastopen=N] [ipv6only=on|off]`.
+/// `listen ADDR[:PORT] [ssl] [http2] [default_server] [reuseport] [deferred] [backlog=N] [fastopen=N]
+/// [ipv6only=on|off]`.
 pub(crate) fn listen(h: &mut ServerHead, d: &Directive, cx: &mut Cx) -> R {
     let text = d.args.first().map(String::as_str).unwrap_or("");
     if text.starts_with("unix:") {
@@ -98,6 +98,7 @@ pub(crate) fn listen(h: &mut ServerHead, d: &Directive, cx: &mut Cx) -> R {
         reuseport: false,
         backlog: DEFAULT_BACKLOG,
         fastopen: None,
+        deferred: false,
         ipv6only: true,
         pos: d.pos.clone(),
     };
@@ -112,6 +113,7 @@ pub(crate) fn listen(h: &mut ServerHead, d: &Directive, cx: &mut Cx) -> R {
             ("http2", None) => l.http2 = true,
             ("default_server" | "default", None) => l.default_server = true,
             ("reuseport", None) => l.reuseport = true,
+            ("deferred", None) => l.deferred = true,
             ("backlog", Some(v)) => {
                 l.backlog = v
                     .parse::<i32>()
@@ -169,6 +171,7 @@ pub(crate) fn default_listen(is_root: bool, pos: &Pos) -> Listen {
         reuseport: false,
         backlog: DEFAULT_BACKLOG,
         fastopen: None,
+        deferred: false,
         ipv6only: true,
         pos: pos.clone(),
     }
@@ -279,6 +282,7 @@ mod tests {
                 "http2",
                 "default",
                 "reuseport",
+                "deferred",
                 "backlog=100",
                 "fastopen=256",
                 "ipv6only=off",
@@ -287,9 +291,11 @@ mod tests {
         listen(&mut h, &d, &mut c).unwrap();
         let l = &h.listen[0];
         assert!(l.ssl && l.http2 && l.default_server && l.reuseport && !l.ipv6only);
+        assert!(l.deferred);
         assert_eq!((l.backlog, l.fastopen), (100, Some(256)));
         listen(&mut h, &dir("listen", &["80"]), &mut c).unwrap();
         assert_eq!((h.listen[1].backlog, h.listen[1].ipv6only), (511, true));
+        assert!(!h.listen[1].deferred);
         let e = |args: &[&str]| {
             listen(&mut ServerHead::default(), &dir("listen", args), &mut cx())
                 .unwrap_err()

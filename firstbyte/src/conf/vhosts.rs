@@ -8,7 +8,7 @@
 //! - when a wildcard address (`0.0.0.0` or `[::]`) listens on a port, one socket is bound to it
 //!   and the specific addresses of that port are served from it, told apart by the connection's
 //!   local address; a specific address gets a socket of its own only when its `listen` sets
-//!   socket options (`backlog=`, `fastopen=`, `reuseport`, `ipv6only=`), as nginx's implied `bind`;
+//!   socket options (`backlog=`, `fastopen=`, `deferred`, `reuseport`, `ipv6only=`), as nginx's implied `bind`;
 //! - without a wildcard, every address gets its own socket.
 //!
 //! At run time the acceptor of socket `i` calls [`VirtualHosts::addr_servers`] with the local
@@ -45,6 +45,8 @@ pub struct ListenSocket {
     pub backlog: i32,
     /// `TCP_FASTOPEN` queue length.
     pub fastopen: Option<u32>,
+    /// `TCP_DEFER_ACCEPT` (`deferred`).
+    pub deferred: bool,
     /// `IPV6_V6ONLY` (IPv6 sockets only).
     pub ipv6only: bool,
     /// The `listen` directive the socket's options come from.
@@ -355,6 +357,7 @@ fn sets_options(l: &Listen) -> bool {
     l.reuseport
         || l.backlog != DEFAULT_BACKLOG
         || l.fastopen.is_some()
+        || l.deferred
         || (l.addr.is_ipv6() && !l.ipv6only)
 }
 
@@ -570,6 +573,7 @@ fn socket_of(a: &AddrBuild, peers: &[&AddrBuild]) -> ListenSocket {
         reuseport: l.reuseport,
         backlog: l.backlog,
         fastopen: l.fastopen,
+        deferred: l.deferred,
         ipv6only: l.ipv6only,
         pos: l.pos.clone(),
     }
@@ -591,6 +595,7 @@ mod tests {
             reuseport: false,
             backlog: DEFAULT_BACKLOG,
             fastopen: None,
+            deferred: false,
             ipv6only: true,
             pos: pos(line),
         }

@@ -43,7 +43,7 @@
 use std::ffi::OsStr;
 use std::io;
 use std::os::unix::ffi::OsStrExt;
-use std::path::{Component, Path, PathBuf};
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{SystemTime, UNIX_EPOCH};
 
@@ -110,22 +110,30 @@ impl std::fmt::Debug for FileOutcome {
 /// `location /img { alias /data/images/; }` + `/img../secret` escape, or a `..` captured into
 /// a regex `alias`); the pipeline answers 404.
 pub fn map_path(loc: &LocationConf, uri: &str, root_value: &str) -> Option<PathBuf> {
-    let (joined, allowed_parents) = match &loc.root {
-        DocRoot::Root(_) => (format!("{root_value}{uri}"), parent_dirs(root_value)),
-        DocRoot::Alias(_) if loc.name.starts_with('~') => (root_value.to_string(), 0),
-        DocRoot::Alias(_) => {
-            let rest = uri.strip_prefix(loc.prefix.as_str()).unwrap_or(uri);
-            (format!("{root_value}{rest}"), parent_dirs(root_value))
+    let rest = match &loc.root {
+        DocRoot::Root(_) => uri,
+        // A regex location's alias is the whole path, captures from the URI included: it
+        // may hold no `..` at all.
+        DocRoot::Alias(_) if loc.name.starts_with('~') => {
+            return (parent_dirs(root_value) == 0).then(|| root_value.into());
         }
+        DocRoot::Alias(_) => uri.strip_prefix(loc.prefix.as_str()).unwrap_or(uri),
     };
-    (parent_dirs(&joined) <= allowed_parents).then(|| PathBuf::from(joined))
+    // The request may not climb above the root: no more `..` segments in the joined path
+    // than the root itself has. Most paths have no `..` at all and skip the counting.
+    let mut joined = String::with_capacity(root_value.len() + rest.len());
+    joined.push_str(root_value);
+    joined.push_str(rest);
+    if joined.contains("..") && parent_dirs(&joined) > parent_dirs(root_value) {
+        return None;
+    }
+    Some(joined.into())
 }
 
+/// `..` segments in `p` (what `Path::components` calls `ParentDir`), counted without
+/// building components.
 fn parent_dirs(p: &str) -> usize {
-    Path::new(p)
-        .components()
-        .filter(|c| matches!(c, Component::ParentDir))
-        .count()
+    p.split('/').filter(|s| *s == "..").count()
 }
 
 /// Serves a file request (see the module overview for the rules).
@@ -1129,6 +1137,34 @@ mod tests {
         let r = resp(get(&d, &l, "/app.css", &[("accept-encoding", "gzip, br")]));
         assert_eq!(header(&r, "content-encoding"), "");
         assert_eq!(header(&r, "vary"), "");
+    }
+
+    #[test]
+    fn parent_dirs_counts_what_path_components_calls_parent() {
+        use std::path::Component;
+        for p in [
+            "",
+            "/",
+            "..",
+            "../",
+            "/..",
+            "a/../b",
+            "a/..b",
+            "..a/b",
+            "a/b/..",
+            "a//..//..",
+            "/srv/./../x",
+            "...",
+            "a/.../b",
+            "/data/images/../secret",
+            "x..y/../..",
+        ] {
+            let want = Path::new(p)
+                .components()
+                .filter(|c| matches!(c, Component::ParentDir))
+                .count();
+            assert_eq!(parent_dirs(p), want, "{p:?}");
+        }
     }
 
     #[test]

@@ -28,6 +28,8 @@ pub struct ListenOpts {
     pub backlog: i32,
     /// `TCP_FASTOPEN` queue length.
     pub fastopen: Option<u32>,
+    /// `TCP_DEFER_ACCEPT`: accept a connection only once data has arrived on it.
+    pub deferred: bool,
     /// `IPV6_V6ONLY` (IPv6 only).
     pub ipv6only: bool,
 }
@@ -50,6 +52,19 @@ pub fn bind_listener(o: &ListenOpts) -> io::Result<std::net::TcpListener> {
             libc::IPPROTO_TCP,
             libc::TCP_FASTOPEN,
             q as i32,
+        )?;
+    }
+    if o.deferred {
+        // 1 second, as nginx: how long the kernel keeps a silent connection out of the accept
+        // queue (a connection that stays silent is then accepted and meets
+        // `ssl_handshake_timeout`). A TLS client speaks first, so the ClientHello is there
+        // at accept and the first read finds it: no read that returns EAGAIN, no extra
+        // round through epoll per connection.
+        set_int(
+            sock.as_raw_fd(),
+            libc::IPPROTO_TCP,
+            libc::TCP_DEFER_ACCEPT,
+            1,
         )?;
     }
     sock.set_nonblocking(true)?;
@@ -240,6 +255,7 @@ mod tests {
             reuseport: true,
             backlog: 16,
             fastopen: Some(8),
+            deferred: false,
             ipv6only: true,
         })
         .unwrap();
@@ -255,5 +271,53 @@ mod tests {
         assert!(check_congestion("no-such-cc").is_err());
         let info = tcp_info(fd).unwrap();
         assert!(info.snd_mss > 0 && info.snd_cwnd > 0);
+    }
+
+    /// `deferred`: the listener hands out no connection that has sent nothing; the first
+    /// bytes make it acceptable (what the server's first read then finds).
+    #[test]
+    fn deferred_listener_accepts_once_data_arrived() {
+        use std::io::Write;
+        let l = bind_listener(&ListenOpts {
+            addr: "127.0.0.1:0".parse().unwrap(),
+            reuseport: false,
+            backlog: 16,
+            fastopen: None,
+            deferred: true,
+            ipv6only: true,
+        })
+        .unwrap();
+        let mut v: libc::c_int = 0;
+        let mut len = std::mem::size_of::<libc::c_int>() as libc::socklen_t;
+        // SAFETY: getsockopt on our own listening socket into a c_int.
+        let r = unsafe {
+            libc::getsockopt(
+                l.as_raw_fd(),
+                libc::IPPROTO_TCP,
+                libc::TCP_DEFER_ACCEPT,
+                (&mut v as *mut libc::c_int).cast(),
+                &mut len,
+            )
+        };
+        assert_eq!(r, 0);
+        assert!(v > 0, "TCP_DEFER_ACCEPT set: {v}");
+        let mut c = std::net::TcpStream::connect(l.local_addr().unwrap()).unwrap();
+        std::thread::sleep(std::time::Duration::from_millis(100));
+        let e = l
+            .accept()
+            .expect_err("a silent connection is not accepted yet");
+        assert_eq!(e.kind(), io::ErrorKind::WouldBlock);
+        c.write_all(b"\x16\x03\x01").unwrap();
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+        loop {
+            match l.accept() {
+                Ok(_) => break,
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
+                    assert!(std::time::Instant::now() < deadline, "never accepted");
+                    std::thread::sleep(std::time::Duration::from_millis(5));
+                }
+                Err(e) => panic!("accept: {e}"),
+            }
+        }
     }
 }

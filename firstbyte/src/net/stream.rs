@@ -377,7 +377,11 @@ fn set_cork(fd: Option<RawFd>, corked: &mut bool, on: bool) {
     crate::fblog!(Debug, "tcp_nopush: TCP_CORK {}", u8::from(on));
     if let Some(fd) = fd {
         if let Err(e) = super::set_cork(fd, on) {
-            crate::fblog!(Alert, "setsockopt(TCP_CORK) failed ({e})");
+            crate::fblog!(
+                Alert,
+                "setsockopt(TCP_CORK) failed ({})",
+                crate::log::OsError(&e)
+            );
         }
     }
     *corked = on;

@@ -71,10 +71,9 @@ impl Shared {
             std::io::Error::new(
                 e.kind(),
                 format!(
-                    "open() \"{}\" failed ({}: {})",
+                    "open() \"{}\" failed ({})",
                     path.display(),
-                    e.raw_os_error().unwrap_or(0),
-                    strip_os_suffix(&e)
+                    crate::log::OsError(&e)
                 ),
             )
         })?;
@@ -93,7 +92,12 @@ impl Shared {
             };
             match r {
                 Ok(file) => f.replace(file),
-                Err(e) => crate::fblog!(Alert, "reopen() \"{}\" failed ({e})", path.display()),
+                Err(e) => crate::fblog!(
+                    Alert,
+                    "reopen() \"{}\" failed ({})",
+                    path.display(),
+                    crate::log::OsError(&e)
+                ),
             }
         }
     }
@@ -114,7 +118,12 @@ impl Shared {
         };
         for f in files {
             if let Err(e) = f.reopen() {
-                crate::fblog!(Alert, "reopen() \"{}\" failed ({e})", f.path().display());
+                crate::fblog!(
+                    Alert,
+                    "reopen() \"{}\" failed ({})",
+                    f.path().display(),
+                    crate::log::OsError(&e)
+                );
             }
         }
     }
@@ -122,15 +131,6 @@ impl Shared {
     /// Watches for a graceful shutdown.
     pub fn draining(&self) -> watch::Receiver<bool> {
         self.draining.subscribe()
-    }
-}
-
-/// `io::Error`'s text without Rust's ` (os error N)` suffix, as nginx prints `strerror`.
-pub fn strip_os_suffix(e: &std::io::Error) -> String {
-    let s = e.to_string();
-    match s.find(" (os error") {
-        Some(i) => s[..i].to_string(),
-        None => s,
     }
 }
 
@@ -195,6 +195,7 @@ pub fn bind_sockets(
             reuseport: s.reuseport,
             backlog: s.backlog,
             fastopen: s.fastopen,
+            deferred: s.deferred,
             ipv6only: s.ipv6only,
         })
         .map_err(|e| bind_error(s.addr, &e))?;
@@ -205,9 +206,8 @@ pub fn bind_sockets(
 
 fn bind_error(addr: SocketAddr, e: &std::io::Error) -> LoadError {
     LoadError::Other(format!(
-        "bind() to {addr} failed ({}: {})",
-        e.raw_os_error().unwrap_or(0),
-        strip_os_suffix(e)
+        "bind() to {addr} failed ({})",
+        crate::log::OsError(e)
     ))
 }
 
@@ -361,7 +361,9 @@ impl Server {
             None => this.shared.reopen_logs(),
             Some(b) => match b.reopen() {
                 Ok(files) => this.shared.replace_logs(files),
-                Err(e) => crate::fblog!(Alert, "reopening logs failed ({e})"),
+                Err(e) => {
+                    crate::fblog!(Alert, "reopening logs failed ({})", crate::log::OsError(&e))
+                }
             },
         })
         .await;
@@ -555,7 +557,7 @@ async fn accept_loop(
             }
             Err(e) => {
                 // EMFILE/ENFILE and friends: log, breathe, go on (nginx disables accept briefly).
-                crate::fblog!(Crit, "accept() failed ({e})");
+                crate::fblog!(Crit, "accept() failed ({})", crate::log::OsError(&e));
                 tokio::time::sleep(Duration::from_millis(50)).await;
             }
         }

@@ -129,7 +129,8 @@ impl Site {
                 if !cc_checked.contains(&cc.as_str()) {
                     crate::net::check_congestion(cc).map_err(|e| {
                         LoadError::Other(format!(
-                            "\"tcp_congestion\" \"{cc}\" is not available: setsockopt(TCP_CONGESTION) failed ({e}) in {}",
+                            "\"tcp_congestion\" \"{cc}\" is not available: setsockopt(TCP_CONGESTION) failed ({}) in {}",
+                            crate::log::OsError(&e),
                             s.pos
                         ))
                     })?;

@@ -187,15 +187,23 @@ pub fn tls12_suites(list: &str, tls12: bool) -> Result<Vec<SupportedCipherSuite>
     Ok(suites)
 }
 
-/// rustls' TLS 1.3 suites in OpenSSL's default `Ciphersuites` order.
+/// rustls' TLS 1.3 suites in OpenSSL's default `Ciphersuites` order, with the HKDF that keys
+/// each secret once (`tls/hkdf.rs`).
 fn all13() -> [(&'static str, SupportedCipherSuite); 3] {
+    use super::hkdf::keyed_once;
     [
-        ("TLS_AES_256_GCM_SHA384", cs::TLS13_AES_256_GCM_SHA384),
+        (
+            "TLS_AES_256_GCM_SHA384",
+            keyed_once(cs::TLS13_AES_256_GCM_SHA384),
+        ),
         (
             "TLS_CHACHA20_POLY1305_SHA256",
-            cs::TLS13_CHACHA20_POLY1305_SHA256,
+            keyed_once(cs::TLS13_CHACHA20_POLY1305_SHA256),
         ),
-        ("TLS_AES_128_GCM_SHA256", cs::TLS13_AES_128_GCM_SHA256),
+        (
+            "TLS_AES_128_GCM_SHA256",
+            keyed_once(cs::TLS13_AES_128_GCM_SHA256),
+        ),
     ]
 }
 

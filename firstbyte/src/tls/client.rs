@@ -22,10 +22,51 @@ use super::error::TlsError;
 use super::store::ObjectStore;
 use crate::conf::model::{CertKey, Pos, ProxySsl, Source, TlsVersion};
 
-/// `proxy_ssl_verify off`: any certificate, any name (signatures are still checked so a
-/// broken handshake fails).
+/// Accepts any server certificate for any name, still checking the handshake's signatures
+/// (so a broken handshake fails): `proxy_ssl_verify off`, and the client side of tests whose
+/// fixtures are self-signed (this crate's unit tests; usable by `tests/` through
+/// `firstbyte::tls::AnyServerCert`). The one such verifier in the crate.
 #[derive(Debug)]
-struct AnyServerCert(Arc<CryptoProvider>);
+pub struct AnyServerCert {
+    provider: Arc<CryptoProvider>,
+    /// The signature schemes offered (and checked).
+    schemes: Vec<SignatureScheme>,
+    /// The OCSP response stapled in the last handshake (tests of `ssl_stapling`).
+    #[cfg(test)]
+    ocsp: std::sync::Mutex<Vec<u8>>,
+}
+
+impl AnyServerCert {
+    /// Offers every signature scheme `provider` verifies.
+    pub fn new(provider: Arc<CryptoProvider>) -> Arc<Self> {
+        Self::only(provider, |_| true)
+    }
+
+    /// Offers the schemes `keep` accepts (e.g. no ECDSA: an RSA-only client).
+    pub fn only(
+        provider: Arc<CryptoProvider>,
+        keep: impl Fn(SignatureScheme) -> bool,
+    ) -> Arc<Self> {
+        let schemes = provider
+            .signature_verification_algorithms
+            .supported_schemes()
+            .into_iter()
+            .filter(|s| keep(*s))
+            .collect();
+        Arc::new(Self {
+            provider,
+            schemes,
+            #[cfg(test)]
+            ocsp: std::sync::Mutex::new(Vec::new()),
+        })
+    }
+
+    /// The OCSP response stapled in the last handshake (empty if none).
+    #[cfg(test)]
+    pub fn last_ocsp(&self) -> Vec<u8> {
+        self.ocsp.lock().expect("lock").clone()
+    }
+}
 
 impl ServerCertVerifier for AnyServerCert {
     fn verify_server_cert(
@@ -36,6 +77,10 @@ impl ServerCertVerifier for AnyServerCert {
         _ocsp: &[u8],
         _now: UnixTime,
     ) -> Result<ServerCertVerified, rustls::Error> {
+        #[cfg(test)]
+        {
+            *self.ocsp.lock().expect("lock") = _ocsp.to_vec();
+        }
         Ok(ServerCertVerified::assertion())
     }
 
@@ -49,7 +94,7 @@ impl ServerCertVerifier for AnyServerCert {
             message,
             cert,
             dss,
-            &self.0.signature_verification_algorithms,
+            &self.provider.signature_verification_algorithms,
         )
     }
 
@@ -63,12 +108,12 @@ impl ServerCertVerifier for AnyServerCert {
             message,
             cert,
             dss,
-            &self.0.signature_verification_algorithms,
+            &self.provider.signature_verification_algorithms,
         )
     }
 
     fn supported_verify_schemes(&self) -> Vec<SignatureScheme> {
-        self.0.signature_verification_algorithms.supported_schemes()
+        self.schemes.clone()
     }
 }
 
@@ -144,7 +189,7 @@ impl ClientBase {
             vb.build()
                 .map_err(|e| TlsError::Rustls(rustls::Error::General(e.to_string())))?
         } else {
-            Arc::new(AnyServerCert(provider.clone()))
+            AnyServerCert::new(provider.clone())
         };
         Ok(ClientBase {
             provider,

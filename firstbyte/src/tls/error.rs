@@ -43,7 +43,7 @@ pub enum TlsError {
         key: String,
     },
     /// `ssl_password_file` could not be read.
-    #[error("open() \"{name}\" failed ({error}) in \"ssl_password_file\"")]
+    #[error("open() \"{name}\" failed ({}) in \"ssl_password_file\"", crate::log::OsError(.error))]
     PasswordFile {
         /// The password file.
         name: String,
@@ -82,7 +82,7 @@ pub enum TlsError {
         reason: String,
     },
     /// `ssl_session_ticket_key` could not be read.
-    #[error("open() \"{name}\" failed ({error}) in \"ssl_session_ticket_key\"")]
+    #[error("open() \"{name}\" failed ({}) in \"ssl_session_ticket_key\"", crate::log::OsError(.error))]
     TicketKeyFile {
         /// The key file.
         name: String,
@@ -161,7 +161,7 @@ pub enum LoadReason {
 impl fmt::Display for LoadReason {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            Self::Io(e) => write!(f, "BIO_new_file() failed ({e})"),
+            Self::Io(e) => write!(f, "BIO_new_file() failed ({})", crate::log::OsError(e)),
             Self::Pem(e) => write!(f, "PEM_read_bio() failed (bad PEM: {e})"),
             Self::NoCertificate => {
                 f.write_str("PEM_read_bio_X509_AUX() failed (no start line: expecting CERTIFICATE)")

@@ -602,7 +602,8 @@ mod tests {
 
     use super::super::names::{cipher_name, group_name};
     use super::super::testutil::{
-        client_config, ecdsa_pem, handshake, provider, rsa_pem, AnyServerCert, CountingStore,
+        any_server_cert, any_server_cert_only, client_config, ecdsa_pem, handshake, provider,
+        rsa_pem, CountingStore,
     };
     use super::*;
     use crate::conf::model::{CertKey, Pos, Source};
@@ -661,7 +662,7 @@ mod tests {
     }
 
     fn client(versions: &[&'static rustls::SupportedProtocolVersion]) -> ClientConfig {
-        client_config(provider(), versions, AnyServerCert::all())
+        client_config(provider(), versions, any_server_cert())
     }
 
     const BOTH: &[&rustls::SupportedProtocolVersion] =
@@ -750,7 +751,7 @@ mod tests {
             cs::TLS13_AES_128_GCM_SHA256,
             cs::TLS13_CHACHA20_POLY1305_SHA256,
         ];
-        let c = client_config(p, &[&rustls::version::TLS13], AnyServerCert::all());
+        let c = client_config(p, &[&rustls::version::TLS13], any_server_cert());
         let (_, s) = handshake(cfg, Arc::new(c)).expect("handshake");
         let suite = s.negotiated_cipher_suite().expect("suite").suite();
         assert_eq!(cipher_name(suite), "TLS_CHACHA20_POLY1305_SHA256");
@@ -792,7 +793,7 @@ mod tests {
         let rsa_only = client_config(
             provider(),
             BOTH,
-            AnyServerCert::only(|s| {
+            any_server_cert_only(|s| {
                 !matches!(
                     s,
                     SignatureScheme::ECDSA_NISTP256_SHA256
@@ -808,7 +809,7 @@ mod tests {
         // A TLS 1.2 client offering only ECDHE-RSA suites gets the RSA certificate too.
         let mut p = provider();
         p.cipher_suites = vec![cs::TLS_ECDHE_RSA_WITH_AES_256_GCM_SHA384];
-        let c = client_config(p, &[&rustls::version::TLS12], AnyServerCert::all());
+        let c = client_config(p, &[&rustls::version::TLS12], any_server_cert());
         let (c, _) = handshake(cfg, Arc::new(c)).expect("rsa-suite client");
         assert_ne!(alg_of(&c), ec_der);
     }
@@ -963,7 +964,7 @@ mod tests {
                     .with_protocol_versions(BOTH)
                     .expect("versions")
                     .dangerous()
-                    .with_custom_certificate_verifier(AnyServerCert::all())
+                    .with_custom_certificate_verifier(any_server_cert())
                     .with_client_auth_cert(chain, key)
                     .expect("client auth"),
             )
@@ -1000,7 +1001,7 @@ mod tests {
         tls.stapling = true;
         let cfg = server_config(&tls, true, &shared, &mut store).expect("on");
         assert_eq!(store.parses(), 3);
-        let verifier = AnyServerCert::all();
+        let verifier = any_server_cert();
         let c = client_config(provider(), BOTH, verifier.clone());
         handshake(cfg, Arc::new(c)).expect("handshake");
         assert_eq!(verifier.last_ocsp(), response);

@@ -4,15 +4,13 @@
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 
-use rustls::client::danger::{HandshakeSignatureValid, ServerCertVerified, ServerCertVerifier};
 use rustls::client::{
     ClientSessionMemoryCache, ClientSessionStore, Tls12ClientSessionValue, Tls13ClientSessionValue,
 };
 use rustls::crypto::CryptoProvider;
-use rustls::pki_types::{CertificateDer, PrivateKeyDer, ServerName, UnixTime};
+use rustls::pki_types::{PrivateKeyDer, ServerName};
 use rustls::{
-    ClientConfig, ClientConnection, DigitallySignedStruct, NamedGroup, ServerConfig,
-    ServerConnection, SignatureScheme,
+    ClientConfig, ClientConnection, NamedGroup, ServerConfig, ServerConnection, SignatureScheme,
 };
 use rustls_pki_types::pem::PemObject;
 
@@ -55,87 +53,18 @@ pub fn encrypt_pkcs8(key_pem: &str, password: &[u8]) -> String {
         .to_string()
 }
 
-/// A client-side verifier that accepts any server certificate (fixtures are self-signed)
-/// but checks handshake signatures, offering only `schemes`.
-#[derive(Debug)]
-pub struct AnyServerCert {
-    provider: CryptoProvider,
-    schemes: Vec<SignatureScheme>,
-    ocsp: std::sync::Mutex<Vec<u8>>,
+/// The client-side verifier of TLS tests: accepts any server certificate (fixtures are
+/// self-signed) but checks handshake signatures (the crate's one, `proxy_ssl_verify off`'s).
+pub use super::client::AnyServerCert;
+
+/// [`AnyServerCert`] offering every scheme the test provider verifies.
+pub fn any_server_cert() -> Arc<AnyServerCert> {
+    AnyServerCert::new(Arc::new(provider()))
 }
 
-impl AnyServerCert {
-    /// Offers every scheme the provider verifies.
-    pub fn all() -> Arc<Self> {
-        Self::only(|_| true)
-    }
-
-    /// Offers the schemes `keep` accepts (e.g. no ECDSA: an RSA-only client).
-    pub fn only(keep: impl Fn(SignatureScheme) -> bool) -> Arc<Self> {
-        let provider = provider();
-        let schemes = provider
-            .signature_verification_algorithms
-            .supported_schemes()
-            .into_iter()
-            .filter(|s| keep(*s))
-            .collect();
-        Arc::new(Self {
-            provider,
-            schemes,
-            ocsp: std::sync::Mutex::new(Vec::new()),
-        })
-    }
-
-    /// The OCSP response stapled in the last handshake (empty if none).
-    pub fn last_ocsp(&self) -> Vec<u8> {
-        self.ocsp.lock().expect("lock").clone()
-    }
-}
-
-impl ServerCertVerifier for AnyServerCert {
-    fn verify_server_cert(
-        &self,
-        _end_entity: &CertificateDer<'_>,
-        _intermediates: &[CertificateDer<'_>],
-        _server_name: &ServerName<'_>,
-        ocsp_response: &[u8],
-        _now: UnixTime,
-    ) -> Result<ServerCertVerified, rustls::Error> {
-        *self.ocsp.lock().expect("lock") = ocsp_response.to_vec();
-        Ok(ServerCertVerified::assertion())
-    }
-
-    fn verify_tls12_signature(
-        &self,
-        message: &[u8],
-        cert: &CertificateDer<'_>,
-        dss: &DigitallySignedStruct,
-    ) -> Result<HandshakeSignatureValid, rustls::Error> {
-        rustls::crypto::verify_tls12_signature(
-            message,
-            cert,
-            dss,
-            &self.provider.signature_verification_algorithms,
-        )
-    }
-
-    fn verify_tls13_signature(
-        &self,
-        message: &[u8],
-        cert: &CertificateDer<'_>,
-        dss: &DigitallySignedStruct,
-    ) -> Result<HandshakeSignatureValid, rustls::Error> {
-        rustls::crypto::verify_tls13_signature(
-            message,
-            cert,
-            dss,
-            &self.provider.signature_verification_algorithms,
-        )
-    }
-
-    fn supported_verify_schemes(&self) -> Vec<SignatureScheme> {
-        self.schemes.clone()
-    }
+/// [`AnyServerCert`] offering only the schemes `keep` accepts.
+pub fn any_server_cert_only(keep: impl Fn(SignatureScheme) -> bool) -> Arc<AnyServerCert> {
+    AnyServerCert::only(Arc::new(provider()), keep)
 }
 
 /// A client session store that counts the TLS 1.3 tickets it receives.

@@ -36,7 +36,7 @@ pub use client_cert::{
 };
 pub use spool::{Spool, SpoolBody};
 pub use tunnel::ClientUpgrade;
-pub use upstream::{connect, os_text, ConnectError, Pool, ReqBody, UpstreamTls};
+pub use upstream::{connect, ConnectError, Pool, ReqBody, UpstreamTls};
 
 use super::body::{is_client_body_error, Body};
 use crate::conf::model::{HttpConf, LocationConf, Locations, ProxyConf, ProxySsl, ProxyTarget};

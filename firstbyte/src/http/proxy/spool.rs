@@ -130,7 +130,7 @@ impl Spool {
                         Crit,
                         "open() \"{}\" failed ({}): the response is held in memory",
                         self.dir.display(),
-                        super::os_text(&e)
+                        crate::log::OsError(&e)
                     );
                     self.no_file = true;
                 }
@@ -316,7 +316,7 @@ pub fn buffered(mut body: UpstreamBody, b: &ProxyBuffers, log_tail: String) -> B
                                 crate::fblog!(
                                     Crit,
                                     "write to a temporary file failed ({}) while reading upstream{log_tail}",
-                                    super::os_text(&e)
+                                    crate::log::OsError(&e)
                                 );
                                 s.end = Some(Err(e));
                             }

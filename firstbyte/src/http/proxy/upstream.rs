@@ -95,7 +95,7 @@ pub type PoolKey = (SocketAddr, usize, Option<Arc<str>>);
 #[non_exhaustive]
 pub enum ConnectError {
     /// The TCP connect failed.
-    #[error("connect() failed ({}) while connecting to upstream", os_text(.0))]
+    #[error("connect() failed ({}) while connecting to upstream", crate::log::OsError(.0))]
     Connect(io::Error),
     /// `proxy_connect_timeout` passed.
     #[error("upstream timed out (110: Connection timed out) while connecting to upstream")]
@@ -112,19 +112,6 @@ impl ConnectError {
     /// Whether this is a timeout (504) rather than an error (502).
     pub fn is_timeout(&self) -> bool {
         matches!(self, ConnectError::TimedOut)
-    }
-}
-
-/// `111: Connection refused` from an I/O error, as nginx prints errno.
-pub fn os_text(e: &io::Error) -> String {
-    let text = e.to_string();
-    let text = match text.find(" (os error ") {
-        Some(i) => text[..i].to_string(),
-        None => text,
-    };
-    match e.raw_os_error() {
-        Some(code) => format!("{code}: {text}"),
-        None => text,
     }
 }
 
