@@ -2,7 +2,7 @@
 //!
 //! Each [`Spec`] says where a directive may appear, how many arguments it takes, whether it
 //! opens a block, its default, how its value inherits (http → server → location), what it
-//! does, and which function (`handlers.rs`, `srv.rs`, `server.rs`) reads it. The walker (`build.rs`)
+//! does, and which function (`handlers.rs`, `server_handlers.rs`, `server_head.rs`) reads it. The walker (`build.rs`)
 //! checks context, block and argument count from here before calling the handler, and
 //! `docs.rs` renders the same table as `docs/directives.md`. nginx directives that firstbyte
 //! does not implement are listed in [`UNSUPPORTED`] so they fail with their own message
@@ -11,9 +11,9 @@
 use super::handlers::{self as h, R};
 use super::parse::Directive;
 use super::proxy as px;
-use super::server::{self, ServerHead};
+use super::server_handlers as srv;
+use super::server_head::{self, ServerHead};
 use super::settings::{Cx, LocSettings, MainSettings, SrvSettings};
-use super::srv;
 
 /// The top level of the file.
 pub(crate) const MAIN: u8 = 1;
@@ -233,8 +233,8 @@ pub(crate) static DIRECTIVES: &[Spec] = &[
     block("http", MAIN, 0, 0, Handler::Http, "The HTTP server."),
     // http core
     block("server", HTTP, 0, 0, Handler::Server, "A virtual server."),
-    d("listen", SERVER, 1, ANY, "*:80 (*:8000 when not root)", Own, Head(server::listen), "Address and port to accept on, with `ssl`, `http2`, `default_server`, `reuseport`, `backlog=N`, `fastopen=N`, `ipv6only=on|off`."),
-    d("server_name", SERVER, 1, ANY, "\"\"", Own, Head(server::server_name), "Names of the server: exact, `*.example.com`, `.example.com`, `www.example.*`, `~regex`."),
+    d("listen", SERVER, 1, ANY, "*:80 (*:8000 when not root)", Own, Head(server_head::listen), "Address and port to accept on, with `ssl`, `http2`, `default_server`, `reuseport`, `backlog=N`, `fastopen=N`, `ipv6only=on|off`."),
+    d("server_name", SERVER, 1, ANY, "\"\"", Own, Head(server_head::server_name), "Names of the server: exact, `*.example.com`, `.example.com`, `www.example.*`, `~regex`."),
     block("location", SL, 1, 2, Handler::Location, "Settings for URIs: `= /exact`, `/prefix`, `^~ /prefix`, `~ regex`, `~* regex`, `@name`."),
     d("root", HSL, 1, 1, "html", Inherit, Loc(h::root), "Directory that request URIs are appended to."),
     d("alias", LOCATION, 1, 1, "", Inherit, Loc(h::alias), "Directory that replaces the location's prefix."),
