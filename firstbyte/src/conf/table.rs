@@ -34,7 +34,8 @@ const SL: u8 = SERVER | LOCATION;
 /// "no upper limit" for `Spec::max_args`.
 const ANY: u8 = u8::MAX;
 
-/// Context names for messages and docs, in order.
+/// Context names for the docs, in order.
+#[cfg(test)]
 pub(crate) const CONTEXT_NAMES: [(u8, &str); 5] = [
     (MAIN, "main"),
     (EVENTS, "events"),
@@ -65,6 +66,7 @@ pub(crate) enum Merge {
 
 impl Merge {
     /// The phrase used in the docs.
+    #[cfg(test)]
     pub(crate) fn describe(self) -> &'static str {
         match self {
             Merge::Global => "global",
@@ -116,11 +118,15 @@ pub(crate) struct Spec {
     pub max_args: u8,
     /// Ends with `{ ... }` rather than `;`.
     pub block: bool,
-    /// The value when none is set, as nginx would write it ("" for none).
+    /// The value when none is set, as nginx would write it ("" for none). This, `merge` and
+    /// `doc` are read by the docs (`docs.rs`, built for tests only).
+    #[cfg_attr(not(test), allow(dead_code))]
     pub default: &'static str,
     /// How its value inherits.
+    #[cfg_attr(not(test), allow(dead_code))]
     pub merge: Merge,
     /// One line saying what it does in firstbyte.
+    #[cfg_attr(not(test), allow(dead_code))]
     pub doc: &'static str,
     /// The function that reads it.
     pub handler: Handler,
@@ -128,6 +134,7 @@ pub(crate) struct Spec {
 
 impl Spec {
     /// Arguments for the docs: `1`, `1–2`, `2+`, `none`.
+    #[cfg(test)]
     pub(crate) fn args_text(&self) -> String {
         match (self.min_args, self.max_args) {
             (0, 0) => "none".into(),
@@ -138,6 +145,7 @@ impl Spec {
     }
 
     /// Context names joined with `, `.
+    #[cfg(test)]
     pub(crate) fn contexts_text(&self) -> String {
         CONTEXT_NAMES
             .iter()
