@@ -172,11 +172,6 @@ impl Broker {
         // SAFETY: waits for this process's own child; a null status pointer is allowed.
         unsafe { libc::waitpid(self.pid, std::ptr::null_mut(), 0) };
     }
-
-    /// The broker's process id.
-    pub fn pid(&self) -> u32 {
-        self.pid as u32
-    }
 }
 
 /// In the new child: die with the server, ignore the signals meant for the server, hold no

@@ -278,6 +278,7 @@ impl Snapshot {
     }
 
     /// Every file read, with the result (for tests and the broker's checks).
+    #[cfg(test)]
     pub fn paths_read(&self) -> Vec<&Path> {
         let mut v: Vec<&Path> = self.files.keys().map(PathBuf::as_path).collect();
         v.sort();

@@ -2,7 +2,7 @@
 //! the user as early as the network allows, and the rest as fast as the machine allows.
 //!
 //! Layout, by layer:
-//! - [`conf`]: the nginx-syntax configuration language, parsed and merged into plain data.
+//! - `conf`: the nginx-syntax configuration language, parsed and merged into plain data.
 //! - `tls`: certificates, keys, SNI, tickets and sessions, turned into rustls configs.
 //! - `http`: request routing, static files, compression, the built-in site.
 //! - `net`: listening sockets, socket options and `TCP_INFO`.
@@ -15,16 +15,16 @@
 
 mod broker;
 pub mod cli;
-pub mod conf;
+pub(crate) mod conf;
 mod daemon;
 mod files;
 #[doc(hidden)]
 pub mod fuzzing;
 pub mod http;
-pub mod log;
-pub mod net;
+pub(crate) mod log;
+pub(crate) mod net;
 mod privileges;
-pub mod record;
-pub mod server;
-pub mod tls;
+pub(crate) mod record;
+pub(crate) mod server;
+pub(crate) mod tls;
 mod wire;

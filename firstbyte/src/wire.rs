@@ -106,6 +106,7 @@ impl<'a> Reader<'a> {
         Ok(PathBuf::from(std::ffi::OsStr::from_bytes(self.bytes()?)))
     }
     /// Whether every byte was read.
+    #[cfg(test)]
     pub fn is_empty(&self) -> bool {
         self.0.is_empty()
     }

@@ -19,7 +19,7 @@ use super::model::{
     ServerConf, ServerName, SocketConf, VerifyClient,
 };
 use super::parse::Directive;
-use super::server::{self, ServerHead};
+use super::server_head::{self, ServerHead};
 use super::settings::{default_types, Cx, Here, LocSettings, MainSettings, SrvSettings};
 use super::table::{self, Handler, Spec, EVENTS, HTTP, LOCATION, MAIN, SERVER};
 
@@ -247,8 +247,8 @@ fn location_block(
                     prefix: uri.clone(),
                     no_regex: true,
                 },
-                "~" => LocKind::Regex(server::regex(uri, false, &d.pos)?),
-                "~*" => LocKind::Regex(server::regex(uri, true, &d.pos)?),
+                "~" => LocKind::Regex(server_head::regex(uri, false, &d.pos)?),
+                "~*" => LocKind::Regex(server_head::regex(uri, true, &d.pos)?),
                 _ => return Err(other(format!("invalid location modifier \"{m}\""))),
             };
             (kind, uri.clone(), format!("{m} {uri}"))
@@ -268,13 +268,13 @@ fn location_block(
                 (kind, u.to_string(), format!("^~ {u}"))
             } else if let Some(re) = one.strip_prefix("~*").filter(|_| one.len() > 2) {
                 (
-                    LocKind::Regex(server::regex(re, true, &d.pos)?),
+                    LocKind::Regex(server_head::regex(re, true, &d.pos)?),
                     re.to_string(),
                     format!("~* {re}"),
                 )
             } else if let Some(re) = one.strip_prefix('~').filter(|_| one.len() > 1) {
                 (
-                    LocKind::Regex(server::regex(re, false, &d.pos)?),
+                    LocKind::Regex(server_head::regex(re, false, &d.pos)?),
                     re.to_string(),
                     format!("~ {re}"),
                 )
@@ -383,7 +383,7 @@ fn finish_server(
     let mut loc = sp.loc;
     loc.inherit(http_loc);
     let listen = if sp.head.listen.is_empty() {
-        vec![server::default_listen(cx.is_root, &sp.pos)]
+        vec![server_head::default_listen(cx.is_root, &sp.pos)]
     } else {
         sp.head.listen
     };

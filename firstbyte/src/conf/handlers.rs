@@ -1,6 +1,7 @@
 //! Main, events and location-level directives (http, server, location), one function each:
 //! arguments in, a field of the level's settings set. Server-level ones (TLS, sockets) are in
-//! `srv.rs`, `listen` and `server_name` in `server.rs`; the shared helpers are here.
+//! `server_handlers.rs`, `listen` and `server_name` in `server_head.rs`; the shared helpers
+//! are here.
 //!
 //! The table (`table.rs`) names these functions; the walker (`build.rs`) has already checked
 //! the context, the block and the argument count, so a handler validates values only. Each

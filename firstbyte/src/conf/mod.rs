@@ -12,6 +12,8 @@
 //! (`-p`, by default the main file's directory too).
 
 mod build;
+// Renders the table as docs/directives.md; a test keeps that file current.
+#[cfg(test)]
 mod docs;
 mod error;
 mod handlers;
@@ -19,9 +21,9 @@ pub mod locate;
 pub mod model;
 mod parse;
 mod proxy;
-mod server;
+mod server_handlers;
+mod server_head;
 mod settings;
-mod srv;
 mod table;
 mod units;
 pub mod vars;
@@ -30,7 +32,6 @@ pub mod vhosts;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-pub use docs::directives_markdown;
 pub use error::ConfError;
 use model::Config;
 

@@ -480,7 +480,7 @@ impl TlsSettings {
 }
 
 /// A certificate path written with variables (stored as a file whose name holds a `$`;
-/// `srv::tls_source` has checked it parses), as a value; `None` for a static one.
+/// `server_handlers::tls_source` has checked it parses), as a value; `None` for a static one.
 fn dynamic_value(s: &Source) -> Option<ComplexValue> {
     match s {
         Source::File(p) => {

@@ -2,7 +2,7 @@
 //!
 //! Each [`Spec`] says where a directive may appear, how many arguments it takes, whether it
 //! opens a block, its default, how its value inherits (http → server → location), what it
-//! does, and which function (`handlers.rs`, `srv.rs`, `server.rs`) reads it. The walker (`build.rs`)
+//! does, and which function (`handlers.rs`, `server_handlers.rs`, `server_head.rs`) reads it. The walker (`build.rs`)
 //! checks context, block and argument count from here before calling the handler, and
 //! `docs.rs` renders the same table as `docs/directives.md`. nginx directives that firstbyte
 //! does not implement are listed in [`UNSUPPORTED`] so they fail with their own message
@@ -11,9 +11,9 @@
 use super::handlers::{self as h, R};
 use super::parse::Directive;
 use super::proxy as px;
-use super::server::{self, ServerHead};
+use super::server_handlers as srv;
+use super::server_head::{self, ServerHead};
 use super::settings::{Cx, LocSettings, MainSettings, SrvSettings};
-use super::srv;
 
 /// The top level of the file.
 pub(crate) const MAIN: u8 = 1;
@@ -34,7 +34,8 @@ const SL: u8 = SERVER | LOCATION;
 /// "no upper limit" for `Spec::max_args`.
 const ANY: u8 = u8::MAX;
 
-/// Context names for messages and docs, in order.
+/// Context names for the docs, in order.
+#[cfg(test)]
 pub(crate) const CONTEXT_NAMES: [(u8, &str); 5] = [
     (MAIN, "main"),
     (EVENTS, "events"),
@@ -65,6 +66,7 @@ pub(crate) enum Merge {
 
 impl Merge {
     /// The phrase used in the docs.
+    #[cfg(test)]
     pub(crate) fn describe(self) -> &'static str {
         match self {
             Merge::Global => "global",
@@ -116,11 +118,15 @@ pub(crate) struct Spec {
     pub max_args: u8,
     /// Ends with `{ ... }` rather than `;`.
     pub block: bool,
-    /// The value when none is set, as nginx would write it ("" for none).
+    /// The value when none is set, as nginx would write it ("" for none). This, `merge` and
+    /// `doc` are read by the docs (`docs.rs`, built for tests only).
+    #[cfg_attr(not(test), allow(dead_code))]
     pub default: &'static str,
     /// How its value inherits.
+    #[cfg_attr(not(test), allow(dead_code))]
     pub merge: Merge,
     /// One line saying what it does in firstbyte.
+    #[cfg_attr(not(test), allow(dead_code))]
     pub doc: &'static str,
     /// The function that reads it.
     pub handler: Handler,
@@ -128,6 +134,7 @@ pub(crate) struct Spec {
 
 impl Spec {
     /// Arguments for the docs: `1`, `1–2`, `2+`, `none`.
+    #[cfg(test)]
     pub(crate) fn args_text(&self) -> String {
         match (self.min_args, self.max_args) {
             (0, 0) => "none".into(),
@@ -138,6 +145,7 @@ impl Spec {
     }
 
     /// Context names joined with `, `.
+    #[cfg(test)]
     pub(crate) fn contexts_text(&self) -> String {
         CONTEXT_NAMES
             .iter()
@@ -233,8 +241,8 @@ pub(crate) static DIRECTIVES: &[Spec] = &[
     block("http", MAIN, 0, 0, Handler::Http, "The HTTP server."),
     // http core
     block("server", HTTP, 0, 0, Handler::Server, "A virtual server."),
-    d("listen", SERVER, 1, ANY, "*:80 (*:8000 when not root)", Own, Head(server::listen), "Address and port to accept on, with `ssl`, `http2`, `default_server`, `reuseport`, `deferred` (`TCP_DEFER_ACCEPT`: accepted once the ClientHello is in), `backlog=N`, `fastopen=N`, `ipv6only=on|off`."),
-    d("server_name", SERVER, 1, ANY, "\"\"", Own, Head(server::server_name), "Names of the server: exact, `*.example.com`, `.example.com`, `www.example.*`, `~regex`."),
+    d("listen", SERVER, 1, ANY, "*:80 (*:8000 when not root)", Own, Head(server_head::listen), "Address and port to accept on, with `ssl`, `http2`, `default_server`, `reuseport`, `deferred` (`TCP_DEFER_ACCEPT`: accepted once the ClientHello is in), `backlog=N`, `fastopen=N`, `ipv6only=on|off`."),
+    d("server_name", SERVER, 1, ANY, "\"\"", Own, Head(server_head::server_name), "Names of the server: exact, `*.example.com`, `.example.com`, `www.example.*`, `~regex`."),
     block("location", SL, 1, 2, Handler::Location, "Settings for URIs: `= /exact`, `/prefix`, `^~ /prefix`, `~ regex`, `~* regex`, `@name`."),
     d("root", HSL, 1, 1, "html", Inherit, Loc(h::root), "Directory that request URIs are appended to."),
     d("alias", LOCATION, 1, 1, "", Inherit, Loc(h::alias), "Directory that replaces the location's prefix."),

@@ -56,6 +56,8 @@ pub struct ListenSocket {
 /// Why the listen directives of a config cannot be served (nginx's `[emerg]` words).
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[non_exhaustive]
+// Every variant is a duplicate of something: the names say of what, as nginx's messages do.
+#[allow(clippy::enum_variant_names)]
 pub enum VhostError {
     /// Two servers say `default_server` on one address.
     #[error("a duplicate default server for {addr} in {pos}")]

@@ -12,10 +12,9 @@ use socket2::{Domain, Protocol, Socket, Type};
 
 mod stream;
 
-pub use stream::{
-    is_marker, marker, plan, FileRange, IoControl, Sendfile, SocketStream, StallTimer, WritePlan,
-    MARKER_LEN,
-};
+#[cfg(test)]
+pub use stream::{is_marker, Sendfile};
+pub use stream::{marker, FileRange, IoControl, SocketStream, StallTimer, MARKER_LEN};
 
 /// What a listening socket needs (from `listen`).
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -277,6 +277,7 @@ impl<S> SocketStream<S> {
     }
 
     /// The wrapped socket.
+    #[cfg(test)]
     pub fn get_ref(&self) -> &S {
         &self.inner
     }

@@ -28,7 +28,7 @@ mod source;
 use std::fmt;
 use std::time::{Duration, Instant};
 
-pub use adaptive::{Adaptive, RECORDS_PER_WINDOW, TCP_INFO_REFRESH_RECORDS};
+pub use adaptive::Adaptive;
 pub use dynamic::Dynamic;
 pub use fixed::Fixed;
 pub use source::{SocketInfo, TcpInfoSource};
@@ -136,9 +136,9 @@ pub struct RecordSettings {
     pub ssl_buffer_size: usize,
     /// `ssl_dyn_rec_enable`: which policy. Default off.
     pub ssl_dyn_rec_enable: DynRecMode,
-    /// `ssl_dyn_rec_size_lo`, bytes. Default 1369 ([`DEFAULT_SIZE_LO`]).
+    /// `ssl_dyn_rec_size_lo`, bytes. Default 1369 (`DEFAULT_SIZE_LO`).
     pub ssl_dyn_rec_size_lo: usize,
-    /// `ssl_dyn_rec_size_hi`, bytes. Default 4229 ([`DEFAULT_SIZE_HI`]).
+    /// `ssl_dyn_rec_size_hi`, bytes. Default 4229 (`DEFAULT_SIZE_HI`).
     pub ssl_dyn_rec_size_hi: usize,
     /// `ssl_dyn_rec_threshold`, records. Default 40.
     pub ssl_dyn_rec_threshold: u32,

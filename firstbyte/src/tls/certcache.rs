@@ -57,11 +57,13 @@ impl<T: Clone, S: PartialEq> CertCache<T, S> {
     }
 
     /// Entries held.
+    #[cfg(test)]
     pub fn len(&self) -> usize {
         self.entries.len()
     }
 
     /// Whether the cache is empty.
+    #[cfg(test)]
     pub fn is_empty(&self) -> bool {
         self.entries.is_empty()
     }

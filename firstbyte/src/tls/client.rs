@@ -23,9 +23,8 @@ use super::store::ObjectStore;
 use crate::conf::model::{CertKey, Pos, ProxySsl, Source, TlsVersion};
 
 /// Accepts any server certificate for any name, still checking the handshake's signatures
-/// (so a broken handshake fails): `proxy_ssl_verify off`, and the client side of tests whose
-/// fixtures are self-signed (this crate's unit tests; usable by `tests/` through
-/// `firstbyte::tls::AnyServerCert`). The one such verifier in the crate.
+/// (so a broken handshake fails): `proxy_ssl_verify off`, and the client side of the unit
+/// tests, whose fixtures are self-signed (`tls::testutil`). The one such verifier in the crate.
 #[derive(Debug)]
 pub struct AnyServerCert {
     provider: Arc<CryptoProvider>,

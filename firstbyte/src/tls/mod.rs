@@ -2,7 +2,8 @@
 //!
 //! Data flows one way per config load: the runtime makes one [`ObjectStore`] per load (from
 //! the previous one with [`ObjectStore::inherit`] on reload), and for each server block with
-//! TLS calls [`server_config`] with that server's [`TlsConf`](crate::conf::model::TlsConf) and
+//! TLS builds its config (`server::server_config`, through [`ServerConfigs`], which reuses
+//! the previous load's where nothing changed) with that server's [`TlsConf`](crate::conf::model::TlsConf) and
 //! the process-wide [`TlsShared`] (ticket keys and session caches that outlive reloads). The
 //! store reads each file once and hands the same `Arc` to every server that names it
 //! (`certs` parses, `store` caches); `ciphers` maps OpenSSL cipher and group lists to rustls;
@@ -15,7 +16,7 @@
 //! certificate. Errors are [`TlsError`], worded as nginx's `[emerg]` lines.
 //!
 //! Only the aws-lc-rs provider is used ([`provider`]); `ring` is never compiled in.
-//! 0-RTT is not accepted yet: see [`early_data_size`].
+//! 0-RTT is not accepted yet: see `server::early_data_size`.
 
 mod certcache;
 mod certs;
@@ -38,25 +39,15 @@ mod tickets;
 
 use std::sync::Arc;
 
-pub use certcache::{CacheLimits, CertCache, Lookup};
-pub use certs::{needs_password, parse_chain, parse_key, parse_passwords, parse_roots};
-pub use ciphers::{kx_groups, tls12_suites, tls13_suites};
-pub use client::{client_config, file_source, upstream_server_name, AnyServerCert, ClientBase};
-pub use context::SessionContext;
-pub use dynamic::{cache_limits, load_pair, stamp_of, DynamicResolver, HandshakeVars, PairStamp};
-pub use error::{source_name, LoadReason, TlsError};
+pub use certcache::{CertCache, Lookup};
+pub use client::{client_config, upstream_server_name, ClientBase};
+pub use dynamic::{cache_limits, load_pair, stamp_of, DynamicResolver, PairStamp};
+pub use error::TlsError;
 pub use names::{cipher_name, group_name, protocol_name};
 pub use selfsigned::self_signed;
-pub use server::{
-    alpn_protocols, choose_certificate, early_data_size, server_config, ServerConfigs,
-    DEFAULT_NUM_TICKETS,
-};
-pub use sessions::TimedSessions;
-pub use store::{FileStamp, ObjectStore, StoreCounts};
-pub use tickets::{
-    unix_now, KeyRing, TicketKey, Ticketer, TlsShared, MAX_CACHED_SESSIONS, MAX_LIFETIME_SECS,
-    ROTATION_SECS,
-};
+pub use server::ServerConfigs;
+pub use store::ObjectStore;
+pub use tickets::TlsShared;
 
 /// The crypto provider of every firstbyte config: rustls' aws-lc-rs provider.
 pub fn provider() -> Arc<rustls::crypto::CryptoProvider> {

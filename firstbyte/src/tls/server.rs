@@ -54,7 +54,9 @@ pub fn alpn_protocols(alpn_h2: bool) -> Vec<Vec<u8>> {
     out
 }
 
-/// Builds the rustls config of one server block.
+/// Builds the rustls config of one server block (the runtime goes through [`ServerConfigs`],
+/// which reuses the previous load's where nothing changed).
+#[cfg(test)]
 pub fn server_config(
     tls: &TlsConf,
     alpn_h2: bool,
@@ -334,6 +336,7 @@ impl ServerConfigs {
     }
 
     /// How many configs were taken whole from the previous load.
+    #[cfg(test)]
     pub fn reused(&self) -> usize {
         self.reused
     }

@@ -94,11 +94,6 @@ impl TicketKey {
         Ok(Self { name, key })
     }
 
-    /// The key's public name (the first 16 bytes of every ticket it makes).
-    pub fn name(&self) -> [u8; NAME_LEN] {
-        self.name
-    }
-
     /// Seals `plain` issued at `now` with a random nonce.
     fn seal(&self, plain: &[u8], now: u64, rng: &dyn SecureRandom) -> Option<Vec<u8>> {
         let mut nonce = [0u8; NONCE_LEN];

@@ -318,17 +318,13 @@ impl<IO, T> TlsStream<IO, T> {
         &self.conn
     }
 
-    /// The socket.
-    pub fn get_ref(&self) -> &IO {
-        &self.io
-    }
-
     /// The record policy (its name is what the built-in page shows).
     pub fn policy(&self) -> &RecordPolicy {
         self.plan.policy()
     }
 
     /// Whether the TLS 1.3 tickets are still held.
+    #[cfg(test)]
     pub fn holding(&self) -> bool {
         self.plan.holding()
     }
