@@ -243,7 +243,7 @@ async fn idle(conn: &Conn, first: Duration, keepalive: Duration) {
 
 /// After a graceful shutdown was asked: an idle connection gets a second to say GOAWAY,
 /// one with requests in flight finishes them.
-async fn finish_graceful<F: std::future::Future>(c: F, idle: bool) {
+pub(crate) async fn finish_graceful<F: std::future::Future>(c: F, idle: bool) {
     if idle {
         let _ = tokio::time::timeout(Duration::from_secs(1), c).await;
     } else {
@@ -465,7 +465,7 @@ async fn accept_tls(
         crate::record::SocketInfo(Some(fd)),
         release.clone(),
     ));
-    let mut tls = match tokio::time::timeout_at(hs_deadline, handshake).await {
+    let tls = match tokio::time::timeout_at(hs_deadline, handshake).await {
         Ok(Ok(t)) => t,
         Ok(Err(e)) => {
             handshake_failed(&e);
@@ -516,11 +516,10 @@ async fn accept_tls(
         activity: Activity::since(accepted),
         ..Conn::new(site.clone(), shared, socket, local, facts, fd, io)
     });
-    let (proto, turns) = if alpn == "h2" {
-        (Proto::H2, tls.batch_flushes())
-    } else {
-        (Proto::H1, Turns::default())
-    };
+    // No flush batching (`TlsStream::batch_flushes`): `http::h2` writes each turn's frames
+    // in one write itself.
+    let proto = if alpn == "h2" { Proto::H2 } else { Proto::H1 };
+    let turns = Turns::default();
     Some((Box::new(tls), conn, proto, server, turns))
 }
 
@@ -829,33 +828,19 @@ where
             serve_h1(&conn, &b, io, timers, &mut retired, &mut draining).await;
         }
         Proto::H2 => {
-            // Boxed: an HTTP/1.1 connection's task does not carry this arm's state.
+            // Boxed: an HTTP/1.1 connection's task does not carry this arm's state. firstbyte's
+            // own HTTP/2 layer (`http::h2`); `turns` is unused: it writes once per turn itself.
+            let _ = turns;
             Box::pin(async move {
-                // Streams run inside this task (no spawn, no cross-task wake per request).
-                let streams = StreamSet::default();
-                let mut b = hyper::server::conn::http2::Builder::new(streams.clone());
-                b.timer(TokioTimer::new());
-                super::h2limits::apply_h2_limits!(b, &server);
-                let c = b.serve_connection(TokioIo::new(io), svc);
-                // Boxed: only the protocol in use is allocated, and the task stays small.
-                let mut c = Box::pin(c);
-                let idle_out = tokio::select! {
-                    _ = turns.count(streams.drive(&mut c)) => return,
-                    _ = streams.watch_sends(conn.facts.peer) => false,
-                    _ = idle(&conn, first, keepalive_timeout) => true,
-                    _ = conn.last_request.notified() => false,
-                    _ = retired_and_started(&conn, &mut retired) => false,
-                    _ = draining.wait_for(|d| *d) => false,
-                };
-                c.as_mut().graceful_shutdown();
-                // Draining still bounds stalled streams.
-                let drain = async {
+                let stop = async {
                     tokio::select! {
-                        _ = turns.count(streams.drive(c)) => {}
-                        _ = streams.watch_sends(conn.facts.peer) => {}
+                        _ = idle(&conn, first, keepalive_timeout) => true,
+                        _ = conn.last_request.notified() => false,
+                        _ = retired_and_started(&conn, &mut retired) => false,
+                        _ = draining.wait_for(|d| *d) => false,
                     }
                 };
-                finish_graceful(drain, idle_out).await;
+                super::h2::serve(conn.clone(), io, &server, stop).await;
             })
             .await;
         }

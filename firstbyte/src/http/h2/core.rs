@@ -236,6 +236,7 @@ impl Core {
     }
 
     /// Streams open.
+    #[cfg(test)]
     pub fn open_streams(&self) -> usize {
         self.streams.len()
     }

@@ -8,6 +8,10 @@
 //! response frames straight into its output buffer, which the shell writes to the TLS stream
 //! once per turn (freed when empty while the connection idles).
 
+pub mod body;
 pub mod core;
 pub mod frame;
 pub mod headers;
+pub mod serve;
+
+pub use serve::serve;
