@@ -494,7 +494,16 @@ where
         }
         idle = stop => idle,
     };
-    shell.goaway();
-    crate::http::conn::finish_graceful(std::future::poll_fn(|cx| shell.poll_run(cx)), idle_out)
-        .await;
+    // RFC 9113 §6.8's two steps: GOAWAY with the largest id and a PING, the final GOAWAY at
+    // its acknowledgement, or after a second without one.
+    shell.core.goaway_graceful();
+    let run = async {
+        tokio::select! {
+            _ = std::future::poll_fn(|cx| shell.poll_run(cx)) => return,
+            _ = tokio::time::sleep(Duration::from_secs(1)) => {}
+        }
+        shell.goaway();
+        std::future::poll_fn(|cx| shell.poll_run(cx)).await
+    };
+    crate::http::conn::finish_graceful(run, idle_out).await;
 }
