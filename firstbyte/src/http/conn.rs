@@ -361,6 +361,16 @@ impl H1Watch {
     }
 }
 
+/// After a graceful shutdown was asked: an idle connection gets a second to say GOAWAY,
+/// one with requests in flight finishes them.
+pub(crate) async fn finish_graceful<F: std::future::Future>(c: F, idle: bool) {
+    if idle {
+        let _ = tokio::time::timeout(std::time::Duration::from_secs(1), c).await;
+    } else {
+        let _ = c.await;
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -15,7 +15,6 @@ use crate::http::conn::{Conn, TlsSettled};
 use crate::http::reqvars::{ConnFacts, TlsFacts};
 use crate::net::{IoControl, SocketStream};
 use crate::server::{Shared, Site};
-use crate::tls::stream::Turns;
 
 /// A TLS connection after its handshake, ready for HTTP.
 /// The stream is boxed so the serving task holds a pointer, not the rustls connection.
@@ -24,7 +23,6 @@ pub(super) type TlsReady = (
     Arc<Conn>,
     Proto,
     Arc<ServerConf>,
-    Turns,
 );
 
 /// The TLS part of [`handle`](super::handle): ClientHello, server block by SNI, handshake. `None` when the
@@ -181,12 +179,14 @@ pub(super) async fn accept_tls(
         accepted,
     });
     let conn = Arc::new(conn);
-    let (proto, turns) = if alpn == "h2" {
-        (Proto::H2, tls.batch_flushes())
+    let proto = if alpn == "h2" {
+        // firstbyte's HTTP/2 speaks first (SETTINGS) and writes once per turn itself.
+        tls.speak_first();
+        Proto::H2
     } else {
-        (Proto::H1, Turns::default())
+        Proto::H1
     };
-    Some((Box::new(tls), conn, proto, server, turns))
+    Some((Box::new(tls), conn, proto, server))
 }
 
 #[cfg(test)]

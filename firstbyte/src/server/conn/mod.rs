@@ -45,7 +45,6 @@ use crate::http::conn::Conn;
 use crate::http::reqvars::ConnFacts;
 use crate::net::{IoControl, SocketStream};
 use crate::server::{Shared, Site};
-use crate::tls::stream::Turns;
 use h1::WaitInput;
 use shutdown::{Shutdown, Stop};
 
@@ -129,13 +128,13 @@ pub async fn handle(
         ));
         let proto = if http2 { Proto::Auto } else { Proto::H1 };
         let stop = (site, shared);
-        serve_http(conn, stream, proto, default, Turns::default(), stop).await;
+        serve_http(conn, stream, proto, default, stop).await;
         return;
     }
 
     // The handshake's state (ClientHello, rustls' handshake, its timers) lives in a box
     // that is freed when it ends: the long-lived task keeps only what serving needs.
-    let Some((tls, conn, proto, server, turns)) = Box::pin(accept::accept_tls(
+    let Some((tls, conn, proto, server)) = Box::pin(accept::accept_tls(
         &site,
         &shared,
         socket,
@@ -151,7 +150,7 @@ pub async fn handle(
     else {
         return;
     };
-    serve_http(conn, tls, proto, server, turns, (site, shared)).await;
+    serve_http(conn, tls, proto, server, (site, shared)).await;
 }
 
 /// Which HTTP to speak.
@@ -163,15 +162,13 @@ enum Proto {
     Auto,
 }
 
-/// Serves HTTP on `io` to the connection's end. `turns` counts the HTTP/2 connection's polls
-/// for a TLS stream in batching mode (`TlsStream::batch_flushes`); `stop` is the generation
+/// Serves HTTP on `io` to the connection's end; `stop` is the generation
 /// the connection was accepted under and the process state (see [`Shutdown`]).
 async fn serve_http<I>(
     conn: Arc<Conn>,
     io: I,
     proto: Proto,
     server: Arc<ServerConf>,
-    turns: Turns,
     stop: (Arc<Site>, Arc<Shared>),
 ) where
     I: AsyncRead + AsyncWrite + WaitInput + Unpin + Send + 'static,
@@ -206,7 +203,7 @@ async fn serve_http<I>(
             h1::serve_h1(&conn, &b, io, h1::PARK_AFTER, stop).await;
         }
         // Boxed: an HTTP/1.1 connection's task does not carry this arm's state.
-        Proto::H2 => Box::pin(h2::serve_h2(conn, io, server, turns, stop)).await,
+        Proto::H2 => Box::pin(h2::serve_h2(conn, io, server, stop)).await,
         Proto::Auto => Box::pin(serve_auto(conn, io, server, keepalive, stop)).await,
     }
 }

@@ -88,15 +88,7 @@ async fn idle(conn: &Conn, first: Duration, keepalive: Duration) {
     }
 }
 
-/// After a graceful shutdown was asked: an idle connection gets a second to say GOAWAY,
-/// one with requests in flight finishes them.
-pub(super) async fn finish_graceful<F: std::future::Future>(c: F, idle: bool) {
-    if idle {
-        let _ = tokio::time::timeout(Duration::from_secs(1), c).await;
-    } else {
-        let _ = c.await;
-    }
-}
+pub(super) use crate::http::conn::finish_graceful;
 
 /// Resolves once the site was retired by a reload and the connection has started a request.
 /// A connection accepted just before the reload has not sent its request yet: closing it then

@@ -20,10 +20,8 @@
 //!   [`Release`], and leave in the same `writev` as its first records, so a 10 KB answer fits
 //!   the initial congestion window. TLS 1.2's last flight (tickets, ChangeCipherSpec,
 //!   Finished) is part of the handshake and is always written at once.
-//! - **Batching mode** (HTTP/2, [`TlsStream::batch_flushes`]): a flush only marks the stream
-//!   and wakes the task; whatever was written by then leaves with the first read, write or
-//!   flush of the task's next turn ([`Turns`] tells turns apart), in one record where it fits
-//!   and one `writev`. The tickets are not held in this mode: they leave with the first flush.
+//! - **A protocol that speaks first** (HTTP/2, [`TlsStream::speak_first`]) gets no hold: the
+//!   tickets leave with its SETTINGS. It writes each turn's frames in one write itself.
 //!
 //! Every one of these decisions is made by plain code in [`plan`] (a `WritePlan`, told the
 //! time, the bytes, the release and `TCP_INFO`, answering what to emit and until when to
@@ -33,7 +31,7 @@
 use std::future::Future;
 use std::io::{self, IoSlice, Read, Write};
 use std::pin::Pin;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
@@ -46,7 +44,7 @@ use crate::record::{RecordPolicy, TcpInfoSource, MAX_RECORD_SIZE};
 
 mod plan;
 
-use plan::{Chunk, Flush, Send, WritePlan};
+use plan::{Chunk, Send, WritePlan};
 
 /// The longest the TLS 1.3 tickets wait for the first response: 10 ms, far below a WAN round
 /// trip (what waiting saves) and far above the time a static response takes to produce (what
@@ -56,40 +54,6 @@ pub const MAX_HOLD: Duration = Duration::from_millis(10);
 /// Encrypted bytes queued before they are pushed to the socket without a flush: 64 KB, four
 /// full records — one `writev` per 64 KB of a long body.
 pub const PUSH_AT: usize = 64 * 1024;
-
-/// Counts the polls ("turns") of a connection's task, so that a stream in batching mode can
-/// tell a flush later in the same turn from one in a later turn. The connection's driver
-/// wraps its protocol future in [`Turns::count`]; see [`TlsStream::batch_flushes`].
-#[derive(Debug, Clone, Default)]
-pub struct Turns(Arc<AtomicU64>);
-
-impl Turns {
-    /// The current turn.
-    fn now(&self) -> u64 {
-        self.0.load(Ordering::Relaxed)
-    }
-
-    /// `fut`, counting a turn each time it is polled.
-    pub fn count<F: Future + Unpin>(&self, fut: F) -> Counted<'_, F> {
-        Counted { turns: self, fut }
-    }
-}
-
-/// A future that counts its polls (see [`Turns::count`]).
-pub struct Counted<'a, F> {
-    turns: &'a Turns,
-    fut: F,
-}
-
-impl<F: Future + Unpin> Future for Counted<'_, F> {
-    type Output = F::Output;
-
-    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<F::Output> {
-        let this = self.get_mut();
-        this.turns.0.fetch_add(1, Ordering::Relaxed);
-        Pin::new(&mut this.fut).poll(cx)
-    }
-}
 
 /// Lets the HTTP layer say its first response is ready.
 #[derive(Debug, Clone, Default)]
@@ -246,7 +210,7 @@ pub async fn read_client_hello<IO: AsyncRead + AsyncWrite + Unpin>(
 /// Completes the handshake on `conn` (from `Accepted::into_connection`) and returns the
 /// stream. Every handshake flight is written whole as soon as it exists; TLS 1.3 tickets are
 /// left queued for the first response, or for the first flush once the caller chooses
-/// [`TlsStream::batch_flushes`].
+/// [`TlsStream::speak_first`].
 pub async fn handshake<IO, T>(
     mut io: IO,
     mut conn: ServerConnection,
@@ -288,7 +252,6 @@ where
         plain: Vec::new(),
         timer: None,
         release,
-        turns: Turns::default(),
         eof: false,
         close_sent: false,
     })
@@ -306,8 +269,6 @@ pub struct TlsStream<IO, T> {
     /// The timer at the plan's deadline (the tickets' hold), armed when first waited on.
     timer: Option<Pin<Box<tokio::time::Sleep>>>,
     release: Release,
-    /// The task's turn counter (counted by the caller in batching mode only).
-    turns: Turns,
     eof: bool,
     close_sent: bool,
 }
@@ -329,23 +290,13 @@ impl<IO, T> TlsStream<IO, T> {
         self.plan.holding()
     }
 
-    /// Puts every flush off to the task's next turn: a flush only marks the stream and wakes
-    /// the task; the records gathered by then leave in one `writev` at the first read, write
-    /// or flush of a later turn. HTTP/2 flushes after each DATA frame it chains (h2's
-    /// `FramedWrite`), so without this every response of a batch costs a record and a
-    /// syscall; with it, all responses produced in one turn share them (h2o flushes once per
-    /// event-loop turn too). The caller must poll its protocol future through
-    /// [`Turns::count`] with the returned counter.
-    ///
-    /// A protocol that batches speaks first (HTTP/2's SETTINGS, which clients such as curl
-    /// wait for before the request): in this mode the TLS 1.3 tickets are not held for the
-    /// first response but leave with the first flush, as nginx and h2o send theirs — so
-    /// call this before the stream's first read or write.
-    pub fn batch_flushes(&mut self) -> Turns {
-        self.plan.batch_flushes();
+    /// For a protocol that speaks first and writes each turn's output in one write itself
+    /// (firstbyte's HTTP/2): the TLS 1.3 tickets are not held for the first response but
+    /// leave with the first flush, as nginx and h2o send theirs; flushes are not put off.
+    /// Call it before the stream's first read or write.
+    pub fn speak_first(&mut self) {
+        self.plan.speak_first();
         self.timer = None;
-        self.turns = Turns::default();
-        self.turns.clone()
     }
 }
 
@@ -436,15 +387,8 @@ impl<IO: AsyncRead + AsyncWrite + Unpin, T: TcpInfoSource + Unpin> TlsStream<IO,
         }
     }
 
-    /// What a read does before it waits: a flush put off in an earlier turn goes out (a
-    /// write that would block is retried when the socket is writable), and held tickets
-    /// meet their deadline.
+    /// What a read does before it waits: held tickets meet their deadline.
     fn before_read(&mut self, cx: &mut Context<'_>) -> io::Result<()> {
-        if self.plan.deferred_due(self.turns.now()) {
-            if let Poll::Ready(Err(e)) = self.flush_now(cx) {
-                return Err(e);
-            }
-        }
         if self.plan.holding() {
             if let Poll::Ready(Err(e)) = self.poll_send(cx, false) {
                 return Err(e);
@@ -541,15 +485,7 @@ impl<IO: AsyncRead + AsyncWrite + Unpin, T: TcpInfoSource + Unpin> AsyncWrite fo
     }
 
     fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        let this = self.get_mut();
-        match this.plan.flush(this.turns.now(), this.conn.wants_write()) {
-            Flush::Skip => Poll::Ready(Ok(())),
-            Flush::Defer => {
-                cx.waker().wake_by_ref();
-                Poll::Ready(Ok(()))
-            }
-            Flush::Now => this.flush_now(cx),
-        }
+        self.get_mut().flush_now(cx)
     }
 
     fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
@@ -567,12 +503,10 @@ impl<IO: AsyncRead + AsyncWrite + Unpin, T: TcpInfoSource + Unpin> AsyncWrite fo
 }
 
 impl<IO: AsyncRead + AsyncWrite + Unpin, T: TcpInfoSource + Unpin> TlsStream<IO, T> {
-    /// Closes the open record and writes everything queued (a flush, not put off).
+    /// Closes the open record and writes everything queued.
     fn flush_now(&mut self, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
         self.emit_open()?;
-        self.plan.flushing();
         if self.poll_send(cx, true)?.is_pending() {
-            self.plan.flush_blocked(self.turns.now());
             return Poll::Pending;
         }
         // Nothing is gathered between flushes: give the record buffer back, so an idle
@@ -882,94 +816,25 @@ mod tests {
         assert_eq!(writes.lock().unwrap().len(), after_handshake + 1);
     }
 
-    #[tokio::test]
-    async fn batched_flushes_leave_together_on_a_later_turn() {
-        let (mut server, mut client, writes) = pair(
-            &rustls::version::TLS12,
-            RecordSettings::default(),
-            Release::new(),
-        )
-        .await;
-        let turns = server.batch_flushes();
-        let before = writes.lock().unwrap().len();
-        server.write_all(b"first").await.unwrap();
-        server.flush().await.unwrap();
-        server.write_all(b"second").await.unwrap();
-        server.flush().await.unwrap();
-        assert_eq!(
-            writes.lock().unwrap().len(),
-            before,
-            "flushes of one turn wait"
-        );
-        assert!(
-            server.plain.len() == 11,
-            "both writes gathered in the open record"
-        );
-        // The task's next turn: its first flush (or read) writes everything.
-        turns.0.fetch_add(1, Ordering::Relaxed);
-        server.flush().await.unwrap();
-        let w = writes.lock().unwrap()[before..].to_vec();
-        assert_eq!(w.len(), 1, "one write");
-        assert_eq!(app_records(&w[0]), [11 + 24], "one record");
-        let mut buf = [0u8; 11];
-        client.read_exact(&mut buf).await.unwrap();
-        assert_eq!(&buf, b"firstsecond");
-        assert!(!server.plan.deferred_due(turns.now()), "done");
-    }
-
-    /// hyper's HTTP/2 connection flushes on every poll: a flush with nothing to send must
-    /// not wake the task, or an idle connection is polled forever (it spun a whole core).
-    #[tokio::test]
-    async fn batched_flush_with_nothing_to_send_does_not_wake() {
-        struct Count(std::sync::atomic::AtomicUsize);
-        impl std::task::Wake for Count {
-            fn wake(self: Arc<Self>) {
-                self.0.fetch_add(1, Ordering::Relaxed);
-            }
-        }
-        let (mut server, _client, _) = pair(
-            &rustls::version::TLS12,
-            RecordSettings::default(),
-            Release::new(),
-        )
-        .await;
-        let turns = server.batch_flushes();
-        let count = Arc::new(Count(std::sync::atomic::AtomicUsize::new(0)));
-        let waker = std::task::Waker::from(count.clone());
-        let mut cx = Context::from_waker(&waker);
-        for _ in 0..3 {
-            assert!(Pin::new(&mut server).poll_flush(&mut cx).is_ready());
-            turns.0.fetch_add(1, Ordering::Relaxed);
-        }
-        assert_eq!(
-            count.0.load(Ordering::Relaxed),
-            0,
-            "idle flushes woke the task"
-        );
-        // With bytes to send, the flush is put off to the next turn: one wake-up.
-        assert!(Pin::new(&mut server).poll_write(&mut cx, b"x").is_ready());
-        assert!(Pin::new(&mut server).poll_flush(&mut cx).is_ready());
-        assert_eq!(count.0.load(Ordering::Relaxed), 1);
-    }
-
-    /// Batching mode (HTTP/2, which speaks first): the tickets are not held for the first
+    /// A protocol that speaks first (HTTP/2): the tickets are not held for the first
     /// response; they leave with the first flush, in the same write as what it sends.
     #[tokio::test]
-    async fn batching_mode_sends_the_tickets_with_the_first_flush() {
+    async fn speaking_first_sends_the_tickets_with_the_first_flush() {
         let (mut server, mut client, writes) = pair(
             &rustls::version::TLS13,
             RecordSettings::default(),
             Release::new(),
         )
         .await;
-        assert!(server.holding(), "held until the mode is chosen");
-        let turns = server.batch_flushes();
-        assert!(!server.holding(), "no hold in batching mode");
+        assert!(server.holding(), "held until the protocol is known");
+        server.speak_first();
+        assert!(
+            !server.holding(),
+            "no hold for a protocol that speaks first"
+        );
         let after_handshake = writes.lock().unwrap().len();
         server.write_all(b"settings").await.unwrap();
-        server.flush().await.unwrap();
-        assert_eq!(writes.lock().unwrap().len(), after_handshake, "put off");
-        turns.0.fetch_add(1, Ordering::Relaxed);
+        assert_eq!(writes.lock().unwrap().len(), after_handshake, "gathered");
         server.flush().await.unwrap();
         let w = writes.lock().unwrap().clone();
         assert_eq!(

@@ -8,8 +8,6 @@
 //! - [`WritePlan::next_chunk`]: hand the next bytes of a write to rustls as a record of its
 //!   own ([`Chunk::Record`], no copy), or gather them into the open record
 //!   ([`Chunk::Gather`], which says when that record is full and must be handed over).
-//! - [`WritePlan::flush`]: flush now, put the flush off to the task's next turn (batching
-//!   mode), or do nothing.
 //! - [`WritePlan::send`]: write rustls' queue to the socket, or hold it (the TLS 1.3
 //!   tickets) until the deadline it returns; the shell arms one timer at that instant and
 //!   calls [`WritePlan::on_deadline`] when it fires, as quinn-proto hands out timers.
@@ -36,17 +34,6 @@ pub(crate) enum Chunk {
         /// Whether the open record is complete after them.
         closes: bool,
     },
-}
-
-/// What a flush does (see [`WritePlan::flush`]).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Flush {
-    /// Nothing: already put off in this turn, or nothing would leave.
-    Skip,
-    /// Put off to the task's next turn: wake the task so that the turn comes.
-    Defer,
-    /// Close the open record and write the queue now.
-    Now,
 }
 
 /// Whether rustls' queue may go to the socket (see [`WritePlan::send`]).
@@ -77,10 +64,6 @@ pub(crate) struct WritePlan {
     head_record: bool,
     /// That record's size, once computed.
     head_cap: Option<usize>,
-    /// Batching mode ([`WritePlan::batch_flushes`]).
-    batching: bool,
-    /// The turn in which a flush was put off, until it is done.
-    deferred: Option<u64>,
 }
 
 impl WritePlan {
@@ -100,8 +83,6 @@ impl WritePlan {
             wrote_after_release: false,
             head_record: true,
             head_cap: None,
-            batching: false,
-            deferred: None,
         }
     }
 
@@ -110,12 +91,11 @@ impl WritePlan {
         &self.policy
     }
 
-    /// Batching mode: every flush is put off to the task's next turn, and nothing is held
-    /// for the first response. A protocol that batches its flushes (HTTP/2) speaks first
-    /// (its SETTINGS), and clients such as curl wait for that before they send a request:
-    /// the tickets leave with the first flush, as nginx and h2o send theirs.
-    pub(crate) fn batch_flushes(&mut self) {
-        self.batching = true;
+    /// The protocol speaks first (HTTP/2's SETTINGS, which clients such as curl wait for
+    /// before they send a request) and writes each turn's output in one write itself
+    /// (`http::h2`): nothing is held for the first response, the tickets leave with the
+    /// first flush, as nginx and h2o send theirs.
+    pub(crate) fn speak_first(&mut self) {
         self.hold = None;
     }
 
@@ -178,42 +158,6 @@ impl WritePlan {
         Some(len)
     }
 
-    /// A flush is asked for in `turn` (the task's poll count, batching mode only);
-    /// `queued`: whether rustls has output queued.
-    pub(crate) fn flush(&mut self, turn: u64, queued: bool) -> Flush {
-        if !self.batching {
-            return Flush::Now;
-        }
-        match self.deferred {
-            Some(t) if t != turn => Flush::Now,
-            Some(_) => Flush::Skip,
-            // Nothing would leave: no wake-up. hyper's HTTP/2 connection flushes on every
-            // poll, so deferring an empty flush re-polled an idle connection forever (a
-            // whole core per idle HTTP/2 connection).
-            None if !self.has_output(queued) => Flush::Skip,
-            None => {
-                self.deferred = Some(turn);
-                Flush::Defer
-            }
-        }
-    }
-
-    /// Whether a flush put off in an earlier turn is due in `turn` (a read does it).
-    pub(crate) fn deferred_due(&self, turn: u64) -> bool {
-        self.batching && self.deferred.is_some_and(|t| t != turn)
-    }
-
-    /// A flush is being done now (no longer put off).
-    pub(crate) fn flushing(&mut self) {
-        self.deferred = None;
-    }
-
-    /// The flush could not finish in `turn` (the socket is full): it is retried on a later
-    /// turn (the socket wakes the task when writable).
-    pub(crate) fn flush_blocked(&mut self, turn: u64) {
-        self.deferred = self.batching.then_some(turn);
-    }
-
     /// Whether rustls' queue may be written now; `flushing`: for a flush (which ends the
     /// hold once the first response has been written), not a push or a read.
     pub(crate) fn send(&mut self, flushing: bool) -> Send {
@@ -232,17 +176,10 @@ impl WritePlan {
         self.queued = 0;
     }
 
-    /// The stream shuts down: nothing is put off or held any more (the shell closes the
-    /// open record first).
+    /// The stream shuts down: nothing is held any more (the shell closes the open record
+    /// first).
     pub(crate) fn shutdown(&mut self) {
-        self.deferred = None;
         self.hold = None;
-    }
-
-    /// Whether a flush now would write anything: an open record, or records rustls queued
-    /// (`queued`) that the hold does not keep back.
-    fn has_output(&self, queued: bool) -> bool {
-        self.open > 0 || (queued && (self.hold.is_none() || self.wrote_after_release))
     }
 
     /// The open record's size, deciding it now if none is open.
@@ -377,7 +314,6 @@ mod tests {
         assert_eq!((recs, taken), (vec![], 40));
         let (recs, _) = write(&mut p, now, false, 200, &mut no_info(&mut reads));
         assert!(recs.is_empty(), "still gathering: {recs:?}");
-        assert_eq!(p.flush(0, false), Flush::Now);
         assert_eq!(p.close_open(now, false), Some(240));
         assert_eq!(p.close_open(now, false), None, "closed once");
         assert_eq!(reads, 0, "the static policy never reads TCP_INFO");
@@ -528,10 +464,10 @@ mod tests {
             "TLS 1.2's last flight is the handshake's"
         );
         let (mut p, _) = plan(true, true);
-        p.batch_flushes();
+        p.speak_first();
         assert!(
             !p.holding(),
-            "batching mode: the tickets leave with the first flush"
+            "a protocol that speaks first: the tickets leave with the first flush"
         );
         assert_eq!(p.send(true), Send::Write);
     }
@@ -541,45 +477,6 @@ mod tests {
         let (mut p, _) = plan(true, true);
         p.on_write(true, 0);
         assert!(matches!(p.send(true), Send::Hold(_)));
-    }
-
-    #[test]
-    fn batched_flushes_wait_for_the_next_turn() {
-        let (mut p, now) = plan(false, false);
-        p.batch_flushes();
-        // Nothing to send: no wake-up (an idle HTTP/2 connection flushes on every poll).
-        assert_eq!(p.flush(1, false), Flush::Skip);
-        assert!(!p.deferred_due(2));
-        let mut reads = 0;
-        write(&mut p, now, false, 5, &mut no_info(&mut reads));
-        assert_eq!(
-            p.flush(1, false),
-            Flush::Defer,
-            "put off once, with a wake-up"
-        );
-        assert_eq!(p.flush(1, false), Flush::Skip, "same turn: already put off");
-        assert!(!p.deferred_due(1));
-        assert!(p.deferred_due(2), "a read in the next turn does it");
-        assert_eq!(p.flush(2, false), Flush::Now);
-        p.flushing();
-        assert_eq!(p.close_open(now, false), Some(5));
-        assert!(!p.deferred_due(3), "done");
-        // rustls' queue alone (a KeyUpdate answer) is output too.
-        assert_eq!(p.flush(3, true), Flush::Defer);
-    }
-
-    #[test]
-    fn a_blocked_flush_is_retried_on_a_later_turn() {
-        let (mut p, _) = plan(false, false);
-        p.flush_blocked(4);
-        assert!(
-            !p.deferred_due(5),
-            "without batching, the socket's wake-up retries"
-        );
-        p.batch_flushes();
-        p.flush_blocked(4);
-        assert!(p.deferred_due(5));
-        assert_eq!(p.flush(5, false), Flush::Now);
     }
 
     #[test]
@@ -598,14 +495,9 @@ mod tests {
     }
 
     #[test]
-    fn shutdown_ends_hold_and_deferral() {
+    fn shutdown_ends_the_hold() {
         let (mut p, _) = plan(true, true);
         p.shutdown();
         assert!(!p.holding());
-        let (mut p, _) = plan(false, false);
-        p.batch_flushes();
-        p.flush_blocked(1);
-        p.shutdown();
-        assert!(!p.deferred_due(2));
     }
 }

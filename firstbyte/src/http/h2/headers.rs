@@ -1,0 +1,478 @@
+//! Header blocks: a request's HPACK block decoded (loona-hpack) and checked against RFC 9113
+//! §8.2–8.3 into an `http::request::Parts`, and a response head encoded.
+//!
+//! The decoder hands each field to a callback; the decoded size (RFC 9113 §6.5.2: name +
+//! value + 32 per field) is summed there, and past the limit fields are no longer kept (the
+//! block is still decoded to its end: the dynamic table must stay in step with the client's).
+//!
+//! The encoder is simple: `:status` from the static table where it is there, names from the
+//! static table, values as literals "without indexing" and without Huffman coding. It never
+//! adds to the dynamic table, so the client's table size setting never matters.
+
+use bytes::Bytes;
+use http::header::{HeaderMap, HeaderName, HeaderValue};
+use http::{Method, Uri};
+
+/// Why a request's header block was refused.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum HeadError {
+    /// The block does not decode: a connection error COMPRESSION_ERROR (RFC 9113 §4.3).
+    Compression,
+    /// A malformed request (RFC 9113 §8.1.1): a stream error PROTOCOL_ERROR.
+    Malformed,
+    /// Over the header list limit: answered 431.
+    TooLarge,
+}
+
+/// A decoded request head.
+#[derive(Debug)]
+pub struct RequestHead {
+    pub parts: http::request::Parts,
+    /// The `content-length` the request declares.
+    pub content_length: Option<u64>,
+}
+
+/// Headers that are HTTP/1.1 connection matters and make an HTTP/2 message malformed (RFC 9113
+/// §8.2.2); not sent in responses either.
+fn connection_specific(name: &[u8]) -> bool {
+    matches!(
+        name,
+        b"connection" | b"keep-alive" | b"proxy-connection" | b"transfer-encoding" | b"upgrade"
+    )
+}
+
+#[derive(Default)]
+struct Pseudo {
+    method: Option<Bytes>,
+    scheme: Option<Bytes>,
+    authority: Option<Bytes>,
+    path: Option<Bytes>,
+}
+
+/// What the callback gathers.
+#[derive(Default)]
+struct Gather {
+    pseudo: Pseudo,
+    headers: HeaderMap,
+    cookies: Vec<u8>,
+    content_length: Option<u64>,
+    size: usize,
+    too_large: bool,
+    malformed: bool,
+    regular_seen: bool,
+}
+
+impl Gather {
+    fn field(&mut self, name: &[u8], value: &[u8], trailers: bool, max: usize) {
+        self.size += name.len() + value.len() + 32;
+        if self.size > max {
+            self.too_large = true;
+        }
+        if self.too_large || self.malformed {
+            return;
+        }
+        if let Some(p) = name.strip_prefix(b":") {
+            if trailers || self.regular_seen {
+                self.malformed = true;
+                return;
+            }
+            let slot = match p {
+                b"method" => &mut self.pseudo.method,
+                b"scheme" => &mut self.pseudo.scheme,
+                b"authority" => &mut self.pseudo.authority,
+                b"path" => &mut self.pseudo.path,
+                _ => {
+                    self.malformed = true;
+                    return;
+                }
+            };
+            if slot.is_some() {
+                self.malformed = true;
+                return;
+            }
+            *slot = Some(Bytes::copy_from_slice(value));
+            return;
+        }
+        self.regular_seen = true;
+        if connection_specific(name) || (name == b"te" && value != b"trailers") {
+            self.malformed = true;
+            return;
+        }
+        // Uppercase or otherwise invalid names are malformed (RFC 9113 §8.2.1).
+        let Ok(n) = HeaderName::from_lowercase(name) else {
+            self.malformed = true;
+            return;
+        };
+        let Ok(v) = HeaderValue::from_bytes(value) else {
+            self.malformed = true;
+            return;
+        };
+        if n == http::header::COOKIE {
+            // Split crumbs are joined again for HTTP/1.1 semantics (RFC 9113 §8.2.3).
+            if !self.cookies.is_empty() {
+                self.cookies.extend_from_slice(b"; ");
+            }
+            self.cookies.extend_from_slice(value);
+            return;
+        }
+        if n == http::header::CONTENT_LENGTH {
+            let parsed = std::str::from_utf8(value)
+                .ok()
+                .filter(|s| !s.is_empty() && s.bytes().all(|b| b.is_ascii_digit()))
+                .and_then(|s| s.parse::<u64>().ok());
+            match (parsed, self.content_length) {
+                (Some(l), None) => self.content_length = Some(l),
+                (Some(l), Some(prev)) if l == prev => return,
+                _ => {
+                    self.malformed = true;
+                    return;
+                }
+            }
+        }
+        self.headers.append(n, v);
+    }
+}
+
+/// Decodes a header block with `decoder`, `max` decoded bytes allowed.
+fn gather(
+    decoder: &mut loona_hpack::Decoder<'static>,
+    block: &[u8],
+    trailers: bool,
+    max: usize,
+) -> Result<Gather, HeadError> {
+    let mut g = Gather::default();
+    decoder
+        .decode_with_cb(block, |n, v| g.field(&n, &v, trailers, max))
+        .map_err(|_| HeadError::Compression)?;
+    Ok(g)
+}
+
+/// Decodes and checks a request's header block.
+pub fn decode_request(
+    decoder: &mut loona_hpack::Decoder<'static>,
+    block: &[u8],
+    max: usize,
+) -> Result<RequestHead, HeadError> {
+    let mut g = gather(decoder, block, false, max)?;
+    if g.too_large {
+        return Err(HeadError::TooLarge);
+    }
+    if g.malformed {
+        return Err(HeadError::Malformed);
+    }
+    if !g.cookies.is_empty() {
+        let v = HeaderValue::from_bytes(&g.cookies).map_err(|_| HeadError::Malformed)?;
+        g.headers.insert(http::header::COOKIE, v);
+    }
+    let p = g.pseudo;
+    let method = Method::from_bytes(p.method.as_deref().ok_or(HeadError::Malformed)?)
+        .map_err(|_| HeadError::Malformed)?;
+    let mut uri = http::uri::Parts::default();
+    if method == Method::CONNECT {
+        // RFC 9113 §8.5: :authority only.
+        if p.scheme.is_some() || p.path.is_some() {
+            return Err(HeadError::Malformed);
+        }
+        let a = p.authority.ok_or(HeadError::Malformed)?;
+        uri.authority =
+            Some(http::uri::Authority::from_maybe_shared(a).map_err(|_| HeadError::Malformed)?);
+    } else {
+        let (Some(scheme), Some(path)) = (p.scheme, p.path) else {
+            return Err(HeadError::Malformed);
+        };
+        if path.is_empty() {
+            return Err(HeadError::Malformed);
+        }
+        if let Some(a) = p.authority {
+            uri.scheme =
+                Some(http::uri::Scheme::try_from(&scheme[..]).map_err(|_| HeadError::Malformed)?);
+            uri.authority =
+                Some(http::uri::Authority::from_maybe_shared(a).map_err(|_| HeadError::Malformed)?);
+        }
+        uri.path_and_query = Some(
+            http::uri::PathAndQuery::from_maybe_shared(path).map_err(|_| HeadError::Malformed)?,
+        );
+    }
+    let uri = Uri::from_parts(uri).map_err(|_| HeadError::Malformed)?;
+    let (mut parts, ()) = http::Request::new(()).into_parts();
+    parts.method = method;
+    parts.uri = uri;
+    parts.version = http::Version::HTTP_2;
+    parts.headers = g.headers;
+    Ok(RequestHead {
+        parts,
+        content_length: g.content_length,
+    })
+}
+
+/// Decodes and checks a trailer block (no pseudo-headers, RFC 9113 §8.1); the fields are not
+/// kept (the service reads request bodies as data only).
+pub fn decode_trailers(
+    decoder: &mut loona_hpack::Decoder<'static>,
+    block: &[u8],
+    max: usize,
+) -> Result<(), HeadError> {
+    let g = gather(decoder, block, true, max)?;
+    if g.malformed {
+        return Err(HeadError::Malformed);
+    }
+    Ok(())
+}
+
+/// The static table's index of a response header name (RFC 7541 Appendix A).
+fn static_name(name: &str) -> Option<usize> {
+    Some(match name {
+        "accept-ranges" => 18,
+        "access-control-allow-origin" => 20,
+        "age" => 21,
+        "allow" => 22,
+        "cache-control" => 24,
+        "content-disposition" => 25,
+        "content-encoding" => 26,
+        "content-language" => 27,
+        "content-length" => 28,
+        "content-location" => 29,
+        "content-range" => 30,
+        "content-type" => 31,
+        "date" => 33,
+        "etag" => 34,
+        "expires" => 36,
+        "last-modified" => 44,
+        "link" => 45,
+        "location" => 46,
+        "proxy-authenticate" => 48,
+        "refresh" => 52,
+        "retry-after" => 53,
+        "server" => 54,
+        "set-cookie" => 55,
+        "strict-transport-security" => 56,
+        "vary" => 59,
+        "via" => 60,
+        "www-authenticate" => 61,
+        _ => return None,
+    })
+}
+
+/// An HPACK integer with an `n`-bit prefix, `first` holding the bits above it (RFC 7541 §5.1).
+fn put_int(out: &mut Vec<u8>, mut v: usize, n: u32, first: u8) {
+    let max = (1usize << n) - 1;
+    if v < max {
+        out.push(first | v as u8);
+        return;
+    }
+    out.push(first | max as u8);
+    v -= max;
+    while v >= 128 {
+        out.push((v % 128) as u8 | 0x80);
+        v /= 128;
+    }
+    out.push(v as u8);
+}
+
+/// A string literal without Huffman coding.
+fn put_str(out: &mut Vec<u8>, s: &[u8]) {
+    put_int(out, s.len(), 7, 0);
+    out.extend_from_slice(s);
+}
+
+/// Encodes a response head into `out`: `:status`, then `headers` (without the connection
+/// headers HTTP/2 forbids), then `content-length` when given.
+pub fn encode_response(
+    out: &mut Vec<u8>,
+    status: u16,
+    headers: &HeaderMap,
+    content_length: Option<u64>,
+) {
+    match status {
+        200 => out.push(0x88),
+        204 => out.push(0x89),
+        206 => out.push(0x8a),
+        304 => out.push(0x8b),
+        400 => out.push(0x8c),
+        404 => out.push(0x8d),
+        500 => out.push(0x8e),
+        s => {
+            // Literal without indexing, name :status (index 8).
+            out.push(0x08);
+            let digits = [
+                b'0' + (s / 100 % 10) as u8,
+                b'0' + (s / 10 % 10) as u8,
+                b'0' + (s % 10) as u8,
+            ];
+            put_str(out, &digits);
+        }
+    }
+    for (name, value) in headers {
+        let n = name.as_str();
+        if connection_specific(n.as_bytes()) {
+            continue;
+        }
+        match static_name(n) {
+            Some(i) => put_int(out, i, 4, 0),
+            None => {
+                out.push(0);
+                put_str(out, n.as_bytes());
+            }
+        }
+        put_str(out, value.as_bytes());
+    }
+    if let Some(l) = content_length {
+        put_int(out, 28, 4, 0);
+        let mut b = itoa_buf(l);
+        put_str(out, b.as_slice());
+        b.clear();
+    }
+}
+
+fn itoa_buf(mut v: u64) -> Vec<u8> {
+    let mut d = Vec::with_capacity(20);
+    loop {
+        d.push(b'0' + (v % 10) as u8);
+        v /= 10;
+        if v == 0 {
+            break;
+        }
+    }
+    d.reverse();
+    d
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn block(fields: &[(&str, &str)]) -> Vec<u8> {
+        let mut e = loona_hpack::Encoder::new();
+        e.encode(fields.iter().map(|(n, v)| (n.as_bytes(), v.as_bytes())))
+    }
+
+    fn decode(fields: &[(&str, &str)]) -> Result<RequestHead, HeadError> {
+        decode_request(&mut loona_hpack::Decoder::new(), &block(fields), 32 * 1024)
+    }
+
+    const BASE: [(&str, &str); 4] = [
+        (":method", "GET"),
+        (":scheme", "https"),
+        (":authority", "a.test"),
+        (":path", "/x?y"),
+    ];
+
+    #[test]
+    fn a_request_decodes_with_cookies_joined() {
+        let mut f = BASE.to_vec();
+        f.extend([("cookie", "a=1"), ("accept", "*/*"), ("cookie", "b=2")]);
+        let h = decode(&f).expect("request");
+        assert_eq!(h.parts.method, Method::GET);
+        assert_eq!(h.parts.uri.authority().unwrap().as_str(), "a.test");
+        assert_eq!(h.parts.uri.path_and_query().unwrap().as_str(), "/x?y");
+        assert_eq!(h.parts.headers["cookie"], "a=1; b=2");
+        assert_eq!(h.parts.version, http::Version::HTTP_2);
+        // No :authority: the Host header decides later.
+        let h = decode(&[(":method", "GET"), (":scheme", "https"), (":path", "/")]).unwrap();
+        assert!(h.parts.uri.authority().is_none());
+    }
+
+    #[test]
+    fn malformed_requests_are_refused() {
+        let with = |extra: &[(&str, &str)]| {
+            let mut f = BASE.to_vec();
+            f.extend_from_slice(extra);
+            decode(&f).err()
+        };
+        let m = Some(HeadError::Malformed);
+        assert_eq!(with(&[("Accept", "x")]), m, "uppercase name");
+        assert_eq!(with(&[("connection", "close")]), m);
+        assert_eq!(with(&[("te", "gzip")]), m);
+        assert_eq!(with(&[("te", "trailers")]), None);
+        assert_eq!(with(&[(":path", "/again")]), m, "duplicate pseudo");
+        assert_eq!(with(&[("accept", "x"), (":foo", "1")]), m);
+        assert_eq!(with(&[(":status", "200")]), m);
+        assert_eq!(with(&[("content-length", "1x")]), m);
+        assert_eq!(with(&[("content-length", "3"), ("content-length", "4")]), m);
+        assert_eq!(with(&[("x", "a\nb")]), m);
+        assert_eq!(
+            decode(&[(":method", "GET"), (":scheme", "https"), (":path", "")]).err(),
+            m
+        );
+        assert_eq!(decode(&[(":method", "GET"), (":path", "/")]).err(), m);
+        assert_eq!(decode(&[(":scheme", "https"), (":path", "/")]).err(), m);
+        let h = decode(&[("accept", "x"), (":method", "GET")]);
+        assert_eq!(h.err(), m, "pseudo after regular");
+        let cl = with(&[("content-length", "12")]);
+        assert_eq!(cl, None);
+    }
+
+    #[test]
+    fn size_is_bounded_and_compression_errors_are_told_apart() {
+        let mut f = BASE.to_vec();
+        let big = "v".repeat(2000);
+        f.push(("x-big", &big));
+        let b = block(&f);
+        let mut d = loona_hpack::Decoder::new();
+        assert_eq!(
+            decode_request(&mut d, &b, 1024).err(),
+            Some(HeadError::TooLarge)
+        );
+        assert!(decode_request(&mut d, &b, 4096).is_ok());
+        // Index 0 and an index past both tables.
+        let mut d = loona_hpack::Decoder::new();
+        assert_eq!(
+            decode_request(&mut d, &[0x80], 4096).err(),
+            Some(HeadError::Compression)
+        );
+        assert_eq!(
+            decode_request(&mut d, &[0xff, 0x7f], 4096).err(),
+            Some(HeadError::Compression)
+        );
+        // A table size update at the end of a block.
+        assert_eq!(
+            decode_request(&mut d, &[0x82, 0x20], 4096).err(),
+            Some(HeadError::Compression)
+        );
+    }
+
+    #[test]
+    fn trailers_have_no_pseudo_headers() {
+        let mut d = loona_hpack::Decoder::new();
+        assert!(decode_trailers(&mut d, &block(&[("x-sum", "1")]), 4096).is_ok());
+        assert_eq!(
+            decode_trailers(&mut d, &block(&[(":method", "GET")]), 4096),
+            Err(HeadError::Malformed)
+        );
+    }
+
+    #[test]
+    fn responses_encode_and_decode_back() {
+        let mut h = HeaderMap::new();
+        h.insert("server", HeaderValue::from_static("firstbyte"));
+        h.insert("x-long-name-here", HeaderValue::from_static("v"));
+        h.insert("connection", HeaderValue::from_static("close"));
+        h.insert("content-type", HeaderValue::from_static("text/html"));
+        for status in [200u16, 301, 404, 431] {
+            let mut out = Vec::new();
+            encode_response(&mut out, status, &h, Some(1234567));
+            let got = loona_hpack::Decoder::new().decode(&out).expect("decodes");
+            let got: Vec<(String, String)> = got
+                .into_iter()
+                .map(|(n, v)| (String::from_utf8(n).unwrap(), String::from_utf8(v).unwrap()))
+                .collect();
+            let st = status.to_string();
+            let want = [
+                (":status", st.as_str()),
+                ("server", "firstbyte"),
+                ("x-long-name-here", "v"),
+                ("content-type", "text/html"),
+                ("content-length", "1234567"),
+            ];
+            let want: Vec<(String, String)> = want
+                .iter()
+                .map(|(n, v)| (n.to_string(), v.to_string()))
+                .collect();
+            assert_eq!(got, want);
+        }
+        // Integers past their prefix.
+        let mut out = Vec::new();
+        put_int(&mut out, 1337, 5, 0);
+        assert_eq!(out, [31, 154, 10]);
+    }
+}

@@ -1,0 +1,509 @@
+//! The I/O shell of an HTTP/2 connection: one task reads, feeds the [`Core`], runs a service
+//! future per request and polls the response bodies as the client's windows allow, and
+//! writes what the turn produced in one write.
+//!
+//! Nothing is spawned per stream: every stream is polled inside the connection's task with
+//! the task's waker (a connection carries at most `http2_max_concurrent_streams`, and a
+//! turn polls each once). Reads go into a buffer on the stack; only an incomplete frame is
+//! kept on the heap until the rest comes. The output buffer is freed once written while no
+//! stream is open, so an idle connection holds no buffer.
+
+use std::convert::Infallible;
+use std::future::Future;
+use std::mem::MaybeUninit;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::task::{Context, Poll};
+use std::time::Duration;
+
+use bytes::{Buf, Bytes};
+use http_body::Body as _;
+use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
+
+use super::body::{self, RecvBody};
+use super::core::{Config, Core, Event};
+use super::frame::Reason;
+use crate::conf::model::ServerConf;
+use crate::http::conn::Conn;
+use crate::http::h2limits as limits;
+use crate::http::pipeline::{HttpResponse, ResponseBody};
+use crate::http::send_watch::{self, Progress};
+
+/// Bytes read per read call: one TLS record's plaintext.
+const READ_SIZE: usize = 16 * 1024;
+
+/// Output bytes past which no more response data is produced until the socket takes them:
+/// 128 KiB, eight full records (`h2limits::MAX_SEND_BUF_SIZE`).
+const OUT_HIGH: usize = limits::MAX_SEND_BUF_SIZE;
+
+/// How long a connection closed for the client's error still reads what the client sends
+/// (nginx's `lingering_timeout` default, 5 s, is for HTTP/1.1 bodies; a second is enough
+/// for frames already in flight).
+const LINGER: Duration = Duration::from_secs(1);
+
+/// Reads per turn before the task yields to others.
+const READS_PER_TURN: usize = 16;
+
+type ServiceFuture = Pin<Box<dyn Future<Output = Result<HttpResponse, Infallible>> + Send>>;
+
+/// Where a stream's response stands.
+enum Answer {
+    /// The service is working.
+    Service(ServiceFuture),
+    /// The head was sent; the body is sent as windows allow. `pending` was taken from the
+    /// body and not sent yet.
+    Body {
+        body: Pin<Box<ResponseBody>>,
+        pending: Bytes,
+        ended: bool,
+    },
+    Done,
+}
+
+/// One stream in the shell.
+struct Slot {
+    id: u32,
+    answer: Answer,
+    /// The request body's queue, while the request has one.
+    queue: Option<body::Shared>,
+    progress: Arc<Progress>,
+    head: bool,
+}
+
+/// The connection's I/O state.
+pub struct Shell<I> {
+    pub(super) core: Core,
+    io: I,
+    conn: Arc<Conn>,
+    /// An incomplete frame, kept until the rest arrives.
+    partial: Vec<u8>,
+    /// Bytes of `core.out` already written.
+    written: usize,
+    /// Written and not yet flushed to the socket.
+    unflushed: bool,
+    slots: Vec<Slot>,
+    eof: bool,
+    /// The send watchdog's next look.
+    watch: Option<Pin<Box<tokio::time::Sleep>>>,
+    /// Requests started, and `keepalive_requests`: GOAWAY as the last one starts (as nginx
+    /// decides when it creates the stream), so it leaves before that response.
+    started: u64,
+    max_requests: u64,
+}
+
+/// The core's limits for a connection of `server`.
+pub fn config(server: &ServerConf, data_chunk: Option<usize>) -> Config {
+    Config {
+        max_concurrent: limits::max_concurrent_streams(server),
+        max_header_list: limits::MAX_HEADER_LIST_SIZE as usize,
+        stream_window: limits::INITIAL_STREAM_WINDOW,
+        conn_window: limits::INITIAL_CONNECTION_WINDOW,
+        max_pending_resets: limits::MAX_PENDING_ACCEPT_RESET_STREAMS,
+        max_local_resets: limits::MAX_LOCAL_ERROR_RESET_STREAMS,
+        data_frame: data_chunk.unwrap_or(super::frame::DEFAULT_MAX_FRAME),
+    }
+}
+
+impl<I: AsyncRead + AsyncWrite + Unpin> Shell<I> {
+    /// A connection on `io`, its server preface ready to go.
+    pub fn new(conn: Arc<Conn>, io: I, cfg: Config, max_requests: u64) -> Self {
+        Shell {
+            started: 0,
+            max_requests,
+            core: Core::new(cfg),
+            io,
+            conn,
+            partial: Vec::new(),
+            written: 0,
+            unflushed: false,
+            slots: Vec::new(),
+            eof: false,
+            watch: None,
+        }
+    }
+
+    /// Says GOAWAY: open streams finish, then the connection ends.
+    pub fn goaway(&mut self) {
+        self.core.goaway();
+    }
+
+    /// Runs the connection until it ends.
+    pub fn poll_run(&mut self, cx: &mut Context<'_>) -> Poll<()> {
+        for _ in 0..4 {
+            let read_more = match self.read(cx) {
+                Err(()) => return Poll::Ready(()),
+                Ok(more) => more,
+            };
+            self.events();
+            let blocked = self.answer(cx);
+            self.release();
+            self.watchdog(cx);
+            match self.write(cx) {
+                Poll::Ready(Err(())) => return Poll::Ready(()),
+                Poll::Ready(Ok(())) => {
+                    if self.core.is_done() || (self.eof && self.slots.is_empty()) {
+                        // close_notify and FIN; the socket is dropped when this returns.
+                        return match Pin::new(&mut self.io).poll_shutdown(cx) {
+                            Poll::Pending => Poll::Pending,
+                            Poll::Ready(_) => Poll::Ready(()),
+                        };
+                    }
+                    if self.eof {
+                        // The client is gone: nothing it asked for can reach it.
+                        return Poll::Ready(());
+                    }
+                    if !read_more && !blocked {
+                        return Poll::Pending;
+                    }
+                }
+                Poll::Pending => return Poll::Pending,
+            }
+        }
+        cx.waker().wake_by_ref();
+        Poll::Pending
+    }
+
+    /// After a connection error: reads and drops what the client still sends until it closes,
+    /// so that closing the socket with its data unread (a TCP reset) does not destroy the
+    /// GOAWAY before the client reads it.
+    fn poll_linger(&mut self, cx: &mut Context<'_>) -> Poll<()> {
+        let mut stack = [MaybeUninit::<u8>::uninit(); READ_SIZE];
+        loop {
+            let mut rb = ReadBuf::uninit(&mut stack);
+            match Pin::new(&mut self.io).poll_read(cx, &mut rb) {
+                Poll::Pending => return Poll::Pending,
+                Poll::Ready(Ok(())) if !rb.filled().is_empty() => {}
+                Poll::Ready(_) => return Poll::Ready(()),
+            }
+        }
+    }
+
+    /// Reads what is there and feeds the core; `Ok(true)` when the turn stopped reading with
+    /// input possibly left. `Err` when the socket failed.
+    fn read(&mut self, cx: &mut Context<'_>) -> Result<bool, ()> {
+        if self.core.error().is_some() || self.eof {
+            return Ok(false);
+        }
+        let mut stack = [MaybeUninit::<u8>::uninit(); READ_SIZE];
+        for _ in 0..READS_PER_TURN {
+            if self.core.out.len() > OUT_HIGH {
+                // The client reads too slowly: its control frames wait.
+                return Ok(false);
+            }
+            let mut rb = ReadBuf::uninit(&mut stack);
+            match Pin::new(&mut self.io).poll_read(cx, &mut rb) {
+                Poll::Pending => return Ok(false),
+                Poll::Ready(Err(_)) => return Err(()),
+                Poll::Ready(Ok(())) => {}
+            }
+            let got = rb.filled();
+            if got.is_empty() {
+                self.eof = true;
+                return Ok(false);
+            }
+            if self.partial.is_empty() {
+                let used = self.core.recv(got);
+                if used < got.len() {
+                    self.partial.extend_from_slice(&got[used..]);
+                }
+            } else {
+                self.partial.extend_from_slice(got);
+                let used = self.core.recv(&self.partial);
+                self.partial.drain(..used);
+                if self.partial.is_empty() {
+                    self.partial = Vec::new();
+                }
+            }
+            if self.core.error().is_some() {
+                return Ok(false);
+            }
+        }
+        Ok(true)
+    }
+
+    /// Takes the core's events: starts services, queues request data, drops reset streams.
+    fn events(&mut self) {
+        while let Some(e) = self.core.take_event() {
+            match e {
+                Event::Request {
+                    id,
+                    head,
+                    end_stream,
+                } => {
+                    self.started += 1;
+                    if self.started >= self.max_requests {
+                        self.core.goaway();
+                    }
+                    let queue = (!end_stream).then(body::Shared::default);
+                    let b = RecvBody::new(queue.clone(), head.content_length);
+                    let head_method = head.parts.method == http::Method::HEAD;
+                    let req = http::Request::from_parts(head.parts, b);
+                    let fut = crate::http::pipeline::serve(self.conn.clone(), req);
+                    self.slots.push(Slot {
+                        id,
+                        answer: Answer::Service(Box::pin(fut)),
+                        queue,
+                        progress: Arc::default(),
+                        head: head_method,
+                    });
+                }
+                Event::Data {
+                    id,
+                    data,
+                    end_stream,
+                } => match self.slot(id).and_then(|s| s.queue.clone()) {
+                    Some(q) => body::push(&q, data, end_stream),
+                    None => self.core.release(id, data.len()),
+                },
+                Event::Reset { id } => {
+                    if let Some(i) = self.slots.iter().position(|s| s.id == id) {
+                        let s = self.slots.swap_remove(i);
+                        self.retire(s);
+                    }
+                }
+            }
+        }
+    }
+
+    fn slot(&mut self, id: u32) -> Option<&mut Slot> {
+        self.slots.iter_mut().find(|s| s.id == id)
+    }
+
+    /// A stream leaves the shell: its request body's unread bytes are credited back.
+    fn retire(&mut self, s: Slot) {
+        if let Some(q) = &s.queue {
+            body::reset(q);
+            let n = body::unread(q);
+            self.core.release(s.id, n);
+        }
+        drop(s);
+    }
+
+    /// Polls every stream's service or body; whether a stream stopped only because the
+    /// output buffer is full.
+    fn answer(&mut self, cx: &mut Context<'_>) -> bool {
+        let mut blocked = false;
+        let mut i = 0;
+        while i < self.slots.len() {
+            let s = &mut self.slots[i];
+            blocked |= step(&mut self.core, s, cx);
+            if matches!(s.answer, Answer::Done) {
+                let s = self.slots.swap_remove(i);
+                self.retire(s);
+            } else {
+                i += 1;
+            }
+        }
+        blocked
+    }
+
+    /// Returns the request body credit the services consumed.
+    fn release(&mut self) {
+        for s in &self.slots {
+            if let Some(q) = &s.queue {
+                let n = body::take_consumed(q);
+                self.core.release(s.id, n);
+            }
+        }
+    }
+
+    /// `send_timeout`: streams whose response waited on the client that long are reset.
+    fn watchdog(&mut self, cx: &mut Context<'_>) {
+        if self.slots.is_empty() {
+            self.watch = None;
+            return;
+        }
+        if let Some(w) = &mut self.watch {
+            if w.as_mut().poll(cx).is_pending() {
+                return;
+            }
+        }
+        let now = send_watch::now_ms();
+        let mut next: Option<u64> = None;
+        let mut stalled = Vec::new();
+        for s in &self.slots {
+            if s.progress.stalled_at(now) {
+                stalled.push(s.id);
+            } else if let Some(d) = s.progress.deadline() {
+                next = Some(next.map_or(d, |n| n.min(d)));
+            }
+        }
+        if !stalled.is_empty() {
+            crate::fblog!(
+                Info,
+                "client timed out (110: Connection timed out) while sending response to client, client: {}, streams reset: {}",
+                self.conn.facts().peer.map(|p| p.ip().to_string()).unwrap_or_default(),
+                stalled.len()
+            );
+            for id in stalled {
+                self.core.reset(id, Reason::CANCEL);
+                if let Some(i) = self.slots.iter().position(|s| s.id == id) {
+                    let s = self.slots.swap_remove(i);
+                    self.retire(s);
+                }
+            }
+        }
+        // Deadlines move as streams progress: look again at the earliest, at most a second on.
+        let wait = next.map_or(1000, |d| d.saturating_sub(now).clamp(10, 1000));
+        let at = tokio::time::Instant::now() + Duration::from_millis(wait);
+        match &mut self.watch {
+            Some(w) => w.as_mut().reset(at),
+            None => self.watch = Some(Box::pin(tokio::time::sleep_until(at))),
+        }
+        if let Some(w) = &mut self.watch {
+            let _ = w.as_mut().poll(cx);
+        }
+    }
+
+    /// Writes the core's output; `Ready(Ok)` once all is written and flushed.
+    fn write(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), ()>> {
+        while self.written < self.core.out.len() {
+            match Pin::new(&mut self.io).poll_write(cx, &self.core.out[self.written..]) {
+                Poll::Ready(Ok(0)) | Poll::Ready(Err(_)) => return Poll::Ready(Err(())),
+                Poll::Ready(Ok(n)) => self.written += n,
+                Poll::Pending => return Poll::Pending,
+            }
+        }
+        self.unflushed |= self.written > 0;
+        self.core.out.clear();
+        self.written = 0;
+        if self.unflushed {
+            match Pin::new(&mut self.io).poll_flush(cx) {
+                Poll::Ready(Err(_)) => return Poll::Ready(Err(())),
+                Poll::Ready(Ok(())) => self.unflushed = false,
+                Poll::Pending => return Poll::Pending,
+            }
+        }
+        if self.slots.is_empty() && self.core.out.capacity() > 0 {
+            // Idle: hold no buffer.
+            self.core.out = Vec::new();
+            self.core.shrink();
+        }
+        Poll::Ready(Ok(()))
+    }
+}
+
+/// Moves one stream on: the service's answer, then body data within the windows. Whether it
+/// stopped because the output buffer is full.
+fn step(core: &mut Core, s: &mut Slot, cx: &mut Context<'_>) -> bool {
+    if let Answer::Service(fut) = &mut s.answer {
+        let r = send_watch::enter(&s.progress, || fut.as_mut().poll(cx));
+        let Poll::Ready(Ok(resp)) = r else {
+            return false;
+        };
+        let (parts, rbody) = resp.into_parts();
+        if !core.is_open(s.id) {
+            s.answer = Answer::Done;
+            return false;
+        }
+        let end = s.head || rbody.is_end_stream();
+        let length = if end {
+            None
+        } else {
+            rbody
+                .size_hint()
+                .exact()
+                .filter(|_| !parts.headers.contains_key(http::header::CONTENT_LENGTH))
+        };
+        core.send_headers(s.id, parts.status.as_u16(), &parts.headers, length, end);
+        s.answer = if end {
+            Answer::Done
+        } else {
+            Answer::Body {
+                body: Box::pin(rbody),
+                pending: Bytes::new(),
+                ended: false,
+            }
+        };
+    }
+    let Answer::Body {
+        body,
+        pending,
+        ended,
+    } = &mut s.answer
+    else {
+        return false;
+    };
+    loop {
+        if !core.is_open(s.id) {
+            s.answer = Answer::Done;
+            return false;
+        }
+        if !pending.is_empty() || *ended {
+            let cap = core.send_capacity(s.id);
+            if cap == 0 && !pending.is_empty() {
+                return false;
+            }
+            let n = cap.min(pending.len());
+            let end = *ended && n == pending.len();
+            core.send_data(s.id, &pending[..n], end);
+            pending.advance(n);
+            if end {
+                s.answer = Answer::Done;
+                return false;
+            }
+            if !pending.is_empty() {
+                return false;
+            }
+        }
+        if core.out.len() > OUT_HIGH {
+            return true;
+        }
+        if core.send_capacity(s.id) == 0 {
+            // Waits for the client's WINDOW_UPDATE (the watchdog's business).
+            return false;
+        }
+        match send_watch::enter(&s.progress, || body.as_mut().poll_frame(cx)) {
+            Poll::Pending => return false,
+            Poll::Ready(None) => *ended = true,
+            Poll::Ready(Some(Err(_))) => {
+                core.reset(s.id, Reason::INTERNAL_ERROR);
+                s.answer = Answer::Done;
+                return false;
+            }
+            Poll::Ready(Some(Ok(frame))) => {
+                if let Ok(data) = frame.into_data() {
+                    *pending = data;
+                }
+                if body.is_end_stream() {
+                    *ended = true;
+                }
+            }
+        }
+    }
+}
+
+/// Serves HTTP/2 on `io` until the connection ends; `stop` resolves when the server wants it
+/// to end gracefully (idle timer, `keepalive_requests`, reload, quit) and says whether it
+/// was the idle timer.
+pub async fn serve<I, S>(conn: Arc<Conn>, io: I, server: &ServerConf, stop: S)
+where
+    I: AsyncRead + AsyncWrite + Unpin + Send,
+    S: Future<Output = bool>,
+{
+    let max_requests = u64::from(server.default_location.keepalive_requests);
+    let cfg = config(server, conn.data_chunk());
+    let mut shell = Shell::new(conn.clone(), io, cfg, max_requests);
+    let idle_out = tokio::select! {
+        _ = std::future::poll_fn(|cx| shell.poll_run(cx)) => {
+            if shell.core.error().is_some() && !shell.eof {
+                let linger = std::future::poll_fn(|cx| shell.poll_linger(cx));
+                let _ = tokio::time::timeout(LINGER, linger).await;
+            }
+            return;
+        }
+        idle = stop => idle,
+    };
+    // RFC 9113 §6.8's two steps: GOAWAY with the largest id and a PING, the final GOAWAY at
+    // its acknowledgement, or after a second without one.
+    shell.core.goaway_graceful();
+    let run = async {
+        tokio::select! {
+            _ = std::future::poll_fn(|cx| shell.poll_run(cx)) => return,
+            _ = tokio::time::sleep(Duration::from_secs(1)) => {}
+        }
+        shell.goaway();
+        std::future::poll_fn(|cx| shell.poll_run(cx)).await
+    };
+    crate::http::conn::finish_graceful(run, idle_out).await;
+}
