@@ -15,10 +15,9 @@
 //! The task stays small while a connection idles: the handshake runs in a box freed when it
 //! ends, and the stream and hyper's connection are boxed. An idle HTTP/1.1 connection holds
 //! no hyper connection at all: between requests it is taken apart and built again when the
-//! next request's first byte arrives ([`serve_h1`]), so its ~19 KB of buffers are freed. An HTTP/2 connection over TLS runs
-//! its streams inside its own task ([`StreamSet`], no spawn per request) and its TLS stream
-//! puts flushes off to the task's next turn, so the responses of one turn leave in one
-//! `writev`.
+//! next request's first byte arrives ([`serve_h1`]), so its ~19 KB of buffers are freed. An HTTP/2 connection over TLS is
+//! served by firstbyte's own layer (`http::h2`: streams inside the connection's task, one
+//! write per turn); h2c runs hyper's, its streams spawned as tasks.
 
 use std::future::Future;
 use std::net::SocketAddr;
