@@ -78,7 +78,7 @@ pub struct Conn {
 impl Conn {
     /// A connection's state as accepted: no request yet, plain-text defaults (no SNI server,
     /// default file chunks); the TLS path sets its own fields over these.
-    fn new(
+    pub(crate) fn new(
         site: Arc<Site>,
         shared: Arc<Shared>,
         socket: usize,
