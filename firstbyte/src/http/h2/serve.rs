@@ -187,8 +187,9 @@ impl<I: AsyncRead + AsyncWrite + Unpin> Shell<I> {
         let mut stack = [MaybeUninit::<u8>::uninit(); READ_SIZE];
         for _ in 0..READS_PER_TURN {
             if self.core.out.len() > OUT_HIGH {
-                // The client reads too slowly: its control frames wait.
-                return Ok(false);
+                // The client reads too slowly: its control frames wait until the output is
+                // written (`true`: read again then, nothing registered a wake-up for input).
+                return Ok(true);
             }
             let mut rb = ReadBuf::uninit(&mut stack);
             match Pin::new(&mut self.io).poll_read(cx, &mut rb) {
@@ -506,4 +507,171 @@ where
         std::future::poll_fn(|cx| shell.poll_run(cx)).await
     };
     crate::http::conn::finish_graceful(run, idle_out).await;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::http::h2::frame::{self, flag, kind, put_head, Head, HEADER_LEN};
+    use std::task::Waker;
+    use tokio::io::{AsyncReadExt, AsyncWriteExt, DuplexStream};
+
+    /// A connection of a site whose every answer is `return 200 "ok"`, and its server block.
+    fn test_conn() -> (Arc<Conn>, Arc<ServerConf>) {
+        let text = "error_log stderr;\nevents {}\nhttp { access_log off;\n server { listen \
+                    127.0.0.1:1; location / { return 200 \"ok\"; } } }\n";
+        let dir = std::env::temp_dir();
+        let config = crate::conf::load_str(text, &dir.join("h2-shell.conf"), &dir).expect("config");
+        let server = config.http.as_ref().expect("http").servers[0].clone();
+        let shared = Arc::new(crate::server::Shared::new().expect("shared"));
+        let site = Arc::new(crate::server::Site::build(config, &shared, None).expect("site"));
+        let local: std::net::SocketAddr = "127.0.0.1:1".parse().unwrap();
+        let facts = crate::http::reqvars::ConnFacts {
+            peer: None,
+            local: Some(local),
+            id: 1,
+            tls: None,
+            record_policy: "static",
+        };
+        let io = Arc::new(crate::net::IoControl::new(Duration::from_secs(60), false));
+        (
+            Arc::new(Conn::new(
+                site.http().clone(),
+                shared.http.clone(),
+                0,
+                local,
+                facts,
+                -1,
+                io,
+            )),
+            server,
+        )
+    }
+
+    /// A socket that holds what is written until a flush, and does not finish its second
+    /// flush the first time it is asked (it wakes the task).
+    struct SlowFlush {
+        inner: DuplexStream,
+        held: Vec<u8>,
+        flushes: usize,
+    }
+
+    impl AsyncRead for SlowFlush {
+        fn poll_read(
+            self: Pin<&mut Self>,
+            cx: &mut Context<'_>,
+            buf: &mut ReadBuf<'_>,
+        ) -> Poll<std::io::Result<()>> {
+            Pin::new(&mut self.get_mut().inner).poll_read(cx, buf)
+        }
+    }
+
+    impl AsyncWrite for SlowFlush {
+        fn poll_write(
+            self: Pin<&mut Self>,
+            _: &mut Context<'_>,
+            b: &[u8],
+        ) -> Poll<std::io::Result<usize>> {
+            self.get_mut().held.extend_from_slice(b);
+            Poll::Ready(Ok(b.len()))
+        }
+        fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+            let this = self.get_mut();
+            this.flushes += 1;
+            if this.flushes == 2 {
+                cx.waker().wake_by_ref();
+                return Poll::Pending;
+            }
+            while !this.held.is_empty() {
+                let n = std::task::ready!(Pin::new(&mut this.inner).poll_write(cx, &this.held))?;
+                this.held.drain(..n);
+            }
+            Pin::new(&mut this.inner).poll_flush(cx)
+        }
+        fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+            Pin::new(&mut self.get_mut().inner).poll_shutdown(cx)
+        }
+    }
+
+    /// The client's preface, SETTINGS and a GET on stream 1.
+    fn request() -> Vec<u8> {
+        let mut b = frame::PREFACE.to_vec();
+        put_head(&mut b, 0, kind::SETTINGS, 0, 0);
+        let block = loona_hpack::Encoder::new().encode([
+            (&b":method"[..], &b"GET"[..]),
+            (b":scheme", b"https"),
+            (b":authority", b"a"),
+            (b":path", b"/"),
+        ]);
+        put_head(
+            &mut b,
+            block.len(),
+            kind::HEADERS,
+            flag::END_HEADERS | flag::END_STREAM,
+            1,
+        );
+        b.extend_from_slice(&block);
+        b
+    }
+
+    /// Polls the shell a few times with a no-op waker (the socket is an in-memory pipe).
+    async fn turns(shell: &mut Shell<SlowFlush>, n: usize) {
+        let mut cx = Context::from_waker(Waker::noop());
+        for _ in 0..n {
+            let _ = shell.poll_run(&mut cx);
+            tokio::task::yield_now().await;
+        }
+    }
+
+    /// Reads frames until stream 1 ends; returns its DATA.
+    async fn response(client: &mut DuplexStream) -> Vec<u8> {
+        let mut got = Vec::new();
+        let mut buf = [0u8; 4096];
+        loop {
+            let mut at = 0;
+            while got.len() >= at + HEADER_LEN {
+                let h = Head::parse(&got[at..]);
+                let end = at + HEADER_LEN + h.len;
+                if got.len() < end {
+                    break;
+                }
+                if h.stream == 1 && h.kind == kind::DATA && h.has(flag::END_STREAM) {
+                    return got[at + HEADER_LEN..end].to_vec();
+                }
+                at = end;
+            }
+            let n = tokio::time::timeout(Duration::from_secs(5), client.read(&mut buf))
+                .await
+                .expect("response in time")
+                .unwrap();
+            assert!(n > 0, "closed");
+            got.extend_from_slice(&buf[..n]);
+        }
+    }
+
+    /// A request is answered; a flush that was not done at once is finished on a later turn;
+    /// a frame that came in two pieces is kept only until its rest arrives; once idle, the
+    /// connection holds no buffer.
+    #[tokio::test]
+    async fn answers_retries_flushes_and_holds_no_buffer_when_idle() {
+        let (conn, server) = test_conn();
+        let (mut client, sock) = tokio::io::duplex(1 << 16);
+        let io = SlowFlush {
+            inner: sock,
+            held: Vec::new(),
+            flushes: 0,
+        };
+        let mut shell = Shell::new(conn, io, config(&server, None), 1000);
+        let req = request();
+        client.write_all(&req[..req.len() - 3]).await.unwrap();
+        turns(&mut shell, 3).await;
+        assert!(!shell.partial.is_empty(), "half a HEADERS frame is kept");
+        client.write_all(&req[req.len() - 3..]).await.unwrap();
+        turns(&mut shell, 5).await;
+        assert!(shell.io.flushes >= 3, "the put-off flush was retried");
+        assert_eq!(response(&mut client).await, b"ok");
+        assert!(shell.slots.is_empty());
+        assert_eq!(shell.partial.capacity(), 0, "no read buffer while idle");
+        assert_eq!(shell.core.out.capacity(), 0, "no write buffer while idle");
+    }
 }
