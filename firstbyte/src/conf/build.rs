@@ -387,7 +387,7 @@ fn finish_server(
     } else {
         sp.head.listen
     };
-    let (certificates, dynamic) = srv.tls.cert_keys()?;
+    let (certificates, dynamic) = srv.tls.cert_keys(&cx.conf_dir)?;
     let tls = if listen.iter().any(|l| l.ssl) {
         if certificates.is_empty() && dynamic.is_empty() {
             return Err(ConfError::NoCertificate { pos: sp.pos });

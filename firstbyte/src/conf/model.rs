@@ -671,12 +671,32 @@ pub struct ProxySsl {
 /// A certificate and key named with variables (`/certs/$ssl_server_name.crt`).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct DynamicCertKey {
-    /// The certificate path (made absolute against the config directory when relative).
+    /// The certificate path as written.
     pub cert: ComplexValue,
-    /// The key path.
+    /// The key path as written.
     pub key: ComplexValue,
+    /// The configuration prefix (the main file's directory) a relative path resolves against.
+    pub conf_dir: PathBuf,
     /// Where `ssl_certificate` was written.
     pub pos: Pos,
+}
+
+impl DynamicCertKey {
+    /// The certificate and key paths for one handshake or request. A relative result resolves
+    /// against the configuration prefix, as nginx's `ngx_get_full_name(.., conf_prefix, ..)`
+    /// once the variables are evaluated (so `$ssl_server_name.crt` is read next to the
+    /// configuration, never in the working directory); `data:` values stay as they are.
+    pub fn eval(&self, vars: &dyn super::vars::Vars) -> (String, String) {
+        let full = |v: &ComplexValue| {
+            let s = v.eval(vars);
+            if s.starts_with('/') || s.starts_with("data:") {
+                s
+            } else {
+                self.conf_dir.join(s).to_string_lossy().into_owned()
+            }
+        };
+        (full(&self.cert), full(&self.key))
+    }
 }
 
 /// `ssl_certificate_cache off | max=N [inactive=time] [valid=time]`.

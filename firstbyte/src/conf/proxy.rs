@@ -185,6 +185,7 @@ impl ProxySettings {
                     Some(DynamicCertKey {
                         cert: cert_value(c),
                         key: cert_value(k),
+                        conf_dir: cx.conf_dir.clone(),
                         pos: p.pos.clone(),
                     }),
                 ),
@@ -626,12 +627,8 @@ fn cert_arg(d: &Directive, cx: &Cx) -> Result<CertArg, ConfError> {
         return Ok(CertArg::Static(Source::Data(pem.to_string())));
     }
     if a.contains('$') {
-        let full = if a.starts_with('/') || a.starts_with('$') {
-            a.to_string()
-        } else {
-            cx.in_conf_dir(a).to_string_lossy().into_owned()
-        };
-        return Ok(CertArg::Dynamic(value(d, &full)?));
+        // Resolved against the configuration prefix once evaluated (`DynamicCertKey::eval`).
+        return Ok(CertArg::Dynamic(value(d, a)?));
     }
     Ok(CertArg::Static(Source::File(cx.in_conf_dir(a))))
 }

@@ -410,7 +410,10 @@ impl TlsSettings {
     /// Pairs certificates with keys (`no "ssl_certificate_key" is defined for certificate "X"`).
     /// Pairs written with variables (either path has a `$`) are loaded at handshake time and
     /// come back separately.
-    pub fn cert_keys(&self) -> Result<(Vec<CertKey>, Vec<DynamicCertKey>), super::ConfError> {
+    pub fn cert_keys(
+        &self,
+        conf_dir: &Path,
+    ) -> Result<(Vec<CertKey>, Vec<DynamicCertKey>), super::ConfError> {
         let certs = self.certificates.as_deref().unwrap_or_default();
         let keys = self.keys.as_deref().unwrap_or_default();
         let mut out = Vec::with_capacity(certs.len());
@@ -426,6 +429,7 @@ impl TlsSettings {
                 dynamic.push(DynamicCertKey {
                     cert: cv,
                     key: kv,
+                    conf_dir: conf_dir.to_path_buf(),
                     pos: c.pos.clone(),
                 });
                 continue;
@@ -638,7 +642,7 @@ mod tests {
             }]),
             ..Default::default()
         };
-        let e = s.cert_keys().unwrap_err();
+        let e = s.cert_keys(Path::new("/")).unwrap_err();
         assert_eq!(
             e.to_string(),
             "no \"ssl_certificate_key\" is defined for certificate \"a.pem\" in /t:1"

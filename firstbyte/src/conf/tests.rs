@@ -925,3 +925,45 @@ fn proxy_buffer_directives_with_nginx_defaults_and_checks() {
         assert!(e.contains("invalid value"), "{bad}: {e}");
     }
 }
+
+/// `ssl_certificate $ssl_server_name.crt` (relative, variables) reads from the configuration
+/// prefix, the main file's directory, as nginx — not from the working directory; the same for
+/// `proxy_ssl_certificate`. Absolute values stay as they are.
+#[test]
+fn variable_certificate_paths_resolve_against_the_configuration_prefix() {
+    struct Sni(&'static str);
+    impl vars::Vars for Sni {
+        fn get(&self, name: &str) -> Option<std::borrow::Cow<'_, str>> {
+            matches!(name, "ssl_server_name" | "host").then_some(self.0.into())
+        }
+    }
+    let c = http(
+        "server { listen 443 ssl; ssl_certificate $ssl_server_name.crt; ssl_certificate_key keys/$ssl_server_name.key; }\n\
+         server { listen 443 ssl; ssl_certificate /abs/$ssl_server_name.crt; ssl_certificate_key /abs/$ssl_server_name.key; \
+                  location / { proxy_ssl_certificate $host.pem; proxy_ssl_certificate_key /k/$host.key; proxy_pass https://127.0.0.1:9; } }",
+    );
+    let s = servers(&c);
+    let tls = |i: usize| s[i].tls.as_ref().expect("tls");
+    let d = &tls(0).dynamic_certificates[0];
+    assert_eq!(
+        d.eval(&Sni("a.test")),
+        ("/t/a.test.crt".into(), "/t/keys/a.test.key".into())
+    );
+    let d = &tls(1).dynamic_certificates[0];
+    assert_eq!(
+        d.eval(&Sni("b.test")),
+        ("/abs/b.test.crt".into(), "/abs/b.test.key".into())
+    );
+    let proxy = s[1]
+        .locations
+        .find("/")
+        .expect("location")
+        .conf
+        .proxy
+        .clone();
+    let d = proxy.expect("proxy").ssl.dynamic.clone().expect("dynamic");
+    assert_eq!(
+        d.eval(&Sni("up.test")),
+        ("/t/up.test.pem".into(), "/k/up.test.key".into())
+    );
+}

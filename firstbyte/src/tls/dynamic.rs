@@ -99,8 +99,7 @@ impl DynamicResolver {
         pair: &DynamicCertKey,
         vars: &dyn Vars,
     ) -> Result<Arc<CertifiedKey>, TlsError> {
-        let cert = pair.cert.eval(vars);
-        let key = pair.key.eval(vars);
+        let (cert, key) = pair.eval(vars);
         let cache_key = format!("{cert}\n{key}");
         let now = Instant::now();
         if let Some(c) = &self.cache {
@@ -186,7 +185,7 @@ pub fn load_pair(
         }
     })?;
     let ck = CertifiedKey::new(chain, signing);
-    if ck.keys_match().is_err() {
+    if !certs::keys_match(&ck) {
         return Err(TlsError::KeyMismatch {
             cert: cert.to_string(),
             key: key.to_string(),
@@ -236,6 +235,7 @@ mod tests {
                     .expect("v"),
                 key: ComplexValue::parse(&format!("{}/$ssl_server_name.key", d.display()))
                     .expect("v"),
+                conf_dir: PathBuf::from("/nonexistent"),
                 pos: Pos {
                     file: Arc::new(PathBuf::from("/t")),
                     line: 1,
