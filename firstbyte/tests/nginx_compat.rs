@@ -143,3 +143,97 @@ http {
     drop(server);
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// `-V` ends with nginx's `configure arguments:` line, derived from the directive table,
+/// and the lines nginx's test harness reads (`has_module`, `has_feature('openssl:...')`).
+#[test]
+fn dash_big_v_prints_configure_arguments() {
+    let o = firstbyte(&["-V"]);
+    assert!(o.status.success());
+    let text = String::from_utf8_lossy(&o.stderr).into_owned();
+    let line = text
+        .lines()
+        .find_map(|l| l.strip_prefix("configure arguments: "))
+        .unwrap_or_else(|| panic!("no configure arguments line:\n{text}"));
+    let flags: Vec<&str> = line.split(' ').collect();
+    for f in [
+        "--with-http_ssl_module",
+        "--with-http_v2_module",
+        "--with-http_stub_status_module",
+        "--with-http_gzip_static_module",
+        "--without-http_rewrite_module",
+        "--without-http_fastcgi_module",
+    ] {
+        assert!(flags.contains(&f), "{f}: {line}");
+    }
+    assert!(!line.contains("http_proxy_module"), "{line}");
+    assert!(text.contains("TLS SNI support enabled"), "{text}");
+    assert!(
+        text.contains("built with OpenSSL 1.1.1 (compatible; rustls"),
+        "{text}"
+    );
+}
+
+/// nginx's test harness runs `BINARY -p DIR/ -c nginx.conf -e error.log`: the config is read
+/// under the prefix (not the working directory), and `-e` is the error log of a
+/// configuration that names none.
+#[test]
+fn prefix_relative_conf_and_dash_e_error_log() {
+    let dir = tempdir("dash-e");
+    std::fs::create_dir_all(dir.join("html")).unwrap();
+    let port = free_port();
+    std::fs::write(
+        dir.join("nginx.conf"),
+        fill(
+            "pid nginx.pid;\nevents {}\nhttp {\n access_log off;\n server { listen 127.0.0.1:{port0}; root html; }\n}\n",
+            &dir,
+            port,
+        ),
+    )
+    .unwrap();
+    let mut child = Command::new(bin())
+        .arg("-p")
+        .arg(format!("{}/", dir.display()))
+        .args(["-c", "nginx.conf", "-e", "error.log"])
+        .current_dir("/")
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("start firstbyte");
+    reap_at_exit(child.id());
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
+        if let Ok(Some(st)) = child.try_wait() {
+            let mut e = String::new();
+            let _ = std::io::Read::read_to_string(&mut child.stderr.take().unwrap(), &mut e);
+            panic!("firstbyte exited ({st}): {e}");
+        }
+        assert!(std::time::Instant::now() < deadline, "no listener");
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    assert!(dir.join("nginx.pid").exists(), "pid under the prefix");
+    let out = curl(&[
+        "-o",
+        "/dev/null",
+        "-w",
+        "%{http_code}",
+        &format!("http://127.0.0.1:{port}/missing.html"),
+    ]);
+    assert_eq!(String::from_utf8_lossy(&out.stdout), "404");
+    let mut log = String::new();
+    for _ in 0..100 {
+        log = std::fs::read_to_string(dir.join("error.log")).unwrap_or_default();
+        if log.contains("missing.html") {
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    let _ = child.kill();
+    let _ = child.wait();
+    forget_at_exit(child.id());
+    assert!(
+        log.contains("[error]") && log.contains("missing.html"),
+        "{log:?}"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}

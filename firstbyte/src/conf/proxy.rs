@@ -310,6 +310,16 @@ fn strip_prefix_ci<'a>(s: &'a str, p: &str) -> Option<&'a str> {
 
 // ---- handlers ----
 
+/// The directives of `upstream {}` firstbyte reads (`keepalive_*` are accepted with a
+/// warning); `-V` derives the upstream modules it reports from this list.
+pub(crate) const UPSTREAM_DIRECTIVES: &[&str] = &[
+    "server",
+    "keepalive",
+    "keepalive_timeout",
+    "keepalive_requests",
+    "keepalive_time",
+];
+
 /// `upstream NAME { server ADDR [weight=N] [max_fails=N] [fail_timeout=T] [backup] [down]; keepalive N; }`.
 pub(crate) fn upstream(cx: &mut Cx, d: &Directive) -> R {
     let name = arg0(d).to_ascii_lowercase();

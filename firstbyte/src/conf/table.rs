@@ -354,7 +354,7 @@ pub(crate) static UNSUPPORTED: &[&str] = &[
     "aio", "aio_write", "break", "chunked_transfer_encoding", "client_body_buffer_size",
     "client_body_in_file_only", "client_body_in_single_buffer", "client_body_temp_path",
     "client_header_buffer_size", "connection_pool_size", "create_full_put_path",
-    "debug_connection", "debug_points", "directio", "directio_alignment", "empty_gif", "env",
+    "debug_connection", "debug_points", "degradation", "degrade", "directio", "directio_alignment", "empty_gif", "env",
     "etag", "expires", "f4f", "f4f_buffer_size", "flv", "geo", "gzip_disable",
     "gzip_http_version", "gzip_proxied", "brotli_static", "brotli_min_length", "brotli_window",
     "brotli_buffers", "hash", "http3", "if", "if_modified_since",

@@ -967,3 +967,54 @@ fn variable_certificate_paths_resolve_against_the_configuration_prefix() {
         ("/t/up.test.pem".into(), "/k/up.test.key".into())
     );
 }
+
+/// `-V` reports the upstream modules from `proxy::UPSTREAM_DIRECTIVES`: each directive of
+/// an upstream module loads exactly when that list says firstbyte reads it.
+#[test]
+fn upstream_directives_list_matches_the_upstream_parser() {
+    for (name, args) in [
+        ("server", "127.0.0.1:2"),
+        ("keepalive", "4"),
+        ("hash", "$remote_addr"),
+        ("ip_hash", ""),
+        ("least_conn", ""),
+        ("random", ""),
+        ("zone", "z 64k"),
+    ] {
+        let text = format!(
+            "events {{}}\nhttp {{ upstream u {{ server 127.0.0.1:1; {name} {args}; }} }}\n"
+        );
+        assert_eq!(
+            load_as(&text, true).is_ok(),
+            proxy::UPSTREAM_DIRECTIVES.contains(&name),
+            "{name}"
+        );
+    }
+}
+
+/// `-e FILE|stderr` names the error log only when the configuration has none at the main
+/// level; a relative file is under the prefix.
+#[test]
+fn dash_e_is_the_default_error_log() {
+    let mut c = ok("events {}\n");
+    default_error_log(&mut c, Some("error.log"));
+    assert_eq!(
+        c.main.error_log,
+        vec![ErrorLog {
+            target: LogTarget::File("/p/error.log".into()),
+            level: LogLevel::Error
+        }]
+    );
+    let mut c = ok("events {}\n");
+    default_error_log(&mut c, Some("stderr"));
+    assert_eq!(c.main.error_log[0].target, LogTarget::Stderr);
+    let mut c = ok("error_log /var/log/x.log warn;\nevents {}\n");
+    default_error_log(&mut c, Some("/other.log"));
+    assert_eq!(
+        c.main.error_log,
+        vec![ErrorLog {
+            target: LogTarget::File("/var/log/x.log".into()),
+            level: LogLevel::Warn
+        }]
+    );
+}
