@@ -609,6 +609,10 @@ pub struct ProxyBuffers {
     pub busy_size: usize,
     /// `proxy_temp_path`: where temp files go. Default `proxy_temp` under the prefix.
     pub temp_path: PathBuf,
+    /// `client_body_temp_path`: where a request body read whole before it goes upstream
+    /// (chunked, to an HTTP/1.0 upstream) spills past memory. Default `client_body_temp`
+    /// under the prefix.
+    pub body_temp_path: PathBuf,
     /// `proxy_max_temp_file_size`: largest temp file; 0: none (the upstream is read only as
     /// fast as the client takes the response). Default 1024m.
     pub max_temp_file_size: u64,
@@ -633,6 +637,7 @@ impl Default for ProxyBuffers {
             buffer_size: 4096,
             busy_size: 8192,
             temp_path: PathBuf::from("proxy_temp"),
+            body_temp_path: PathBuf::from("client_body_temp"),
             max_temp_file_size: 1024 << 20,
             temp_file_write_size: 8192,
         }

@@ -330,6 +330,7 @@ pub(crate) static DIRECTIVES: &[Spec] = &[
     d("proxy_buffer_size", HSL, 1, 1, "4k", Inherit, Loc(px::proxy_buffer_size), "Memory for the start of a buffered response, beside `proxy_buffers`."),
     d("proxy_busy_buffers_size", HSL, 1, 1, "8k", Inherit, Loc(px::proxy_busy_buffers_size), "Accepted as nginx; firstbyte sends from any buffer as the client takes it."),
     d("proxy_temp_path", HSL, 1, 4, "proxy_temp", Inherit, Loc(px::proxy_temp_path), "Directory of the temp files a buffered response spills to past its buffers (under the prefix when relative). Levels are accepted; the files are unlinked as soon as they are made."),
+    d("client_body_temp_path", HSL, 1, 4, "client_body_temp", Inherit, Loc(px::client_body_temp_path), "Directory where a request body that must be read whole before it goes upstream (chunked, to an HTTP/1.0 upstream) spills past 16k of memory (under the prefix when relative); as `proxy_temp_path`, made at start."),
     d("proxy_max_temp_file_size", HSL, 1, 1, "1024m", Inherit, Loc(px::proxy_max_temp_file_size), "Largest temp file of one buffered response; past it (or with 0) the upstream is read only as fast as the client takes the response."),
     d("proxy_temp_file_write_size", HSL, 1, 1, "8k", Inherit, Loc(px::proxy_temp_file_write_size), "Largest write to a temp file at once."),
     d("proxy_pass_header", HSL, 1, 1, "", InheritIfNone, Loc(px::proxy_pass_header), "Pass an upstream header hidden by default (`Server`, `Date`)."),
@@ -352,7 +353,7 @@ pub(crate) static DIRECTIVES: &[Spec] = &[
 pub(crate) static UNSUPPORTED: &[&str] = &[
     "absolute_redirect", "add_after_body", "add_before_body", "add_trailer", "addition_types",
     "aio", "aio_write", "break", "chunked_transfer_encoding", "client_body_buffer_size",
-    "client_body_in_file_only", "client_body_in_single_buffer", "client_body_temp_path",
+    "client_body_in_file_only", "client_body_in_single_buffer",
     "client_header_buffer_size", "connection_pool_size", "create_full_put_path",
     "debug_connection", "debug_points", "degradation", "degrade", "directio", "directio_alignment", "empty_gif", "env",
     "etag", "expires", "f4f", "f4f_buffer_size", "flv", "geo", "gzip_disable",

@@ -220,15 +220,18 @@ impl Site {
         self.live.0
     }
 
-    /// Every `proxy_temp_path` the configuration names (deduplicated).
+    /// Every `proxy_temp_path` and `client_body_temp_path` of a proxying location
+    /// (deduplicated).
     pub fn temp_paths(&self) -> Vec<PathBuf> {
         let mut out: Vec<PathBuf> = Vec::new();
         if let Some(http) = &self.config.http {
             for s in &http.servers {
                 let _ = each_location(s, &mut |loc| -> Result<(), ()> {
                     if let Some(p) = &loc.proxy {
-                        if !out.contains(&p.buffers.temp_path) {
-                            out.push(p.buffers.temp_path.clone());
+                        for t in [&p.buffers.temp_path, &p.buffers.body_temp_path] {
+                            if !out.contains(t) {
+                                out.push(t.clone());
+                            }
                         }
                     }
                     Ok(())
