@@ -315,7 +315,7 @@ pub(crate) static DIRECTIVES: &[Spec] = &[
     d("ssl_client_certificate", HS, 1, 1, "", Inherit, Srv(srv::ssl_client_certificate), "CA certificates that client certificates must chain to."),
     d("ssl_stapling", HS, 1, 1, "off", Inherit, Srv(srv::ssl_stapling), "Staple an OCSP response (from `ssl_stapling_file`)."),
     d("ssl_stapling_file", HS, 1, 1, "", Inherit, Srv(srv::ssl_stapling_file), "DER OCSP response to staple."),
-    d("ssl_certificate_cache", HS, 1, 3, "off", Inherit, Srv(srv::ssl_certificate_cache), "Cache of certificates and keys named with variables (`ssl_certificate /certs/$ssl_server_name.crt`): `max=N` entries (LRU), dropped after `inactive=` (10s) unused, revalidated by mtime and inode after `valid=` (60s)."),
+    d("ssl_certificate_cache", HS, 1, 3, "off", Inherit, Srv(srv::ssl_certificate_cache), "Cache of certificates and keys named with variables (`ssl_certificate /certs/$ssl_server_name.crt`): `max=N` entries (LRU; a certificate and its key are two, as nginx), dropped after `inactive=` (10s) unused, revalidated by mtime and inode after `valid=` (60s)."),
     d("ssl_object_cache_inheritable", MAIN, 1, 1, "on", Global, Main(srv::ssl_object_cache_inheritable), "A reload reuses certificates, keys and CA bundles whose files are unchanged (mtime, inode) from the running load; `off` marks this load as not to be reused (it takes two reloads to clear)."),
     // upstream, proxy
     block("upstream", HTTP, 1, 1, Shared(px::upstream), "Group of upstream servers: `server ADDR [weight=N] [max_fails=N] [fail_timeout=T] [backup] [down]` (round-robin by weight), `keepalive N` idle connections pooled."),
