@@ -280,7 +280,10 @@ fn send_signal(source: &Source, sig: &str) -> i32 {
         }
     };
     let Some(pid_path) = config.main.pid.clone() else {
-        stderr(LogLevel::Error, "\"pid\" is off: no process to signal");
+        stderr(
+            LogLevel::Error,
+            "\"pid\" is off (the default when not root): no process to signal; name a pid file",
+        );
         return 1;
     };
     let text = match std::fs::read_to_string(&pid_path) {

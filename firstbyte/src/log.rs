@@ -151,7 +151,8 @@ pub fn open_error_logs(
     }
     logs.iter()
         .map(|l| match &l.target {
-            LogTarget::Stderr => Ok((None, l.level)),
+            // `error_log` has no stdout target; stderr is the stream for errors.
+            LogTarget::Stderr | LogTarget::Stdout => Ok((None, l.level)),
             LogTarget::File(p) => Ok((Some(files(p)?), l.level)),
         })
         .collect()

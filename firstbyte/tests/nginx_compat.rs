@@ -237,3 +237,63 @@ fn prefix_relative_conf_and_dash_e_error_log() {
     );
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// The simplest config — `events {}`, one `listen ... ssl` server with a certificate and a
+/// root, no `access_log` — passes `-t` and serves with no `logs/` directory beside it (it
+/// failed with `open() ".../logs/access.log" failed`): in the foreground the default access
+/// log is `combined` lines on stdout.
+#[test]
+fn minimal_config_loads_and_logs_access_to_stdout() {
+    let dir = tempdir("minimal");
+    self_signed(&dir, "site", false);
+    std::fs::create_dir_all(dir.join("www")).unwrap();
+    std::fs::write(dir.join("www/index.html"), "minimal\n").unwrap();
+    let port = free_port();
+    let conf = dir.join("minimal.conf");
+    std::fs::write(
+        &conf,
+        fill(
+            "events {}\nhttp {\n server {\n  listen 127.0.0.1:{port0} ssl;\n  ssl_certificate site.crt;\n  ssl_certificate_key site.key;\n  root {dir}/www;\n }\n}\n",
+            &dir,
+            port,
+        ),
+    )
+    .unwrap();
+    let t = Command::new(bin())
+        .args(["-t", "-c"])
+        .arg(&conf)
+        .current_dir("/")
+        .output()
+        .unwrap();
+    assert!(t.status.success(), "{}", String::from_utf8_lossy(&t.stderr));
+    assert!(!dir.join("logs").exists());
+    // `-g "pid off;"` only keeps this test from writing /run/firstbyte.pid.
+    let mut child = Command::new(bin())
+        .args(["-g", "pid off;", "-c"])
+        .arg(&conf)
+        .current_dir("/")
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .expect("start firstbyte");
+    let pid = child.id();
+    reap_at_exit(pid);
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
+        assert!(child.try_wait().unwrap().is_none(), "firstbyte exited");
+        assert!(std::time::Instant::now() < deadline, "no listener");
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    let (code, _, body) = curl_i(&["--http1.1", &format!("https://localhost:{port}/")]);
+    assert_eq!((code, body.as_slice()), (200, b"minimal\n".as_slice()));
+    let _ = child.kill();
+    let out = child.wait_with_output().unwrap();
+    forget_at_exit(pid);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        stdout.contains("\"GET / HTTP/1.1\" 200 8 \"-\" \"curl/"),
+        "{stdout:?}"
+    );
+    assert!(!dir.join("logs").exists());
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -59,7 +59,7 @@ pub struct MainConf {
     pub worker_processes: WorkerProcesses,
     /// `error_log FILE [LEVEL]`, possibly several. Empty: stderr at `error`.
     pub error_log: Vec<ErrorLog>,
-    /// `pid FILE|off`. Default `/run/firstbyte.pid`; `None` means `off`.
+    /// `pid FILE|off`. Default `/run/firstbyte.pid` as root, none otherwise; `None` means `off`.
     pub pid: Option<PathBuf>,
     /// `daemon on|off`. Default off (foreground suits systemd and containers).
     pub daemon: bool,
@@ -146,6 +146,8 @@ pub struct ErrorLog {
 pub enum LogTarget {
     /// The process's standard error.
     Stderr,
+    /// The process's standard output: the default access log in the foreground.
+    Stdout,
     /// A file, opened for append.
     File(PathBuf),
 }
@@ -338,7 +340,8 @@ pub struct ErrorPage {
 pub enum AccessLog {
     /// `access_log off`.
     Off,
-    /// One or more logs. Default: `logs/access.log combined` under the prefix.
+    /// One or more logs. Default: `combined` to stdout, or with `daemon on` to
+    /// `logs/access.log` under the prefix.
     Logs(Vec<AccessLogTarget>),
 }
 

@@ -1021,3 +1021,17 @@ fn dash_e_is_the_default_error_log() {
         }]
     );
 }
+
+/// The pid file by default: `/run/firstbyte.pid` as root, none for an ordinary user (who
+/// could not write it, so a minimal config would not start); a written `pid` always counts.
+#[test]
+fn default_pid_depends_on_root() {
+    let text = "events {}\n";
+    assert_eq!(
+        load_as(text, true).expect("root").main.pid,
+        Some("/run/firstbyte.pid".into())
+    );
+    assert_eq!(load_as(text, false).expect("user").main.pid, None);
+    let c = load_as("pid run/x.pid;\nevents {}\n", false).expect("user with pid");
+    assert_eq!(c.main.pid, Some("/p/run/x.pid".into()));
+}

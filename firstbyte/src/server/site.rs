@@ -207,6 +207,10 @@ impl Site {
                 use std::io::Write;
                 let _ = std::io::stderr().write_all(line);
             }
+            LogTarget::Stdout => {
+                use std::io::Write;
+                let _ = std::io::stdout().lock().write_all(line);
+            }
             LogTarget::File(p) => {
                 if let Some(f) = self.access_logs.get(p) {
                     f.write(line);
@@ -287,6 +291,6 @@ fn access_log_files(loc: &crate::conf::model::LocationConf) -> impl Iterator<Ite
     };
     targets.iter().filter_map(|t| match &t.target {
         LogTarget::File(p) => Some(p.as_path()),
-        LogTarget::Stderr => None,
+        LogTarget::Stderr | LogTarget::Stdout => None,
     })
 }
