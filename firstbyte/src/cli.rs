@@ -209,6 +209,15 @@ pub fn main(args: Vec<String>) -> i32 {
         None => return run_builtin(a.error_log.clone()),
     };
 
+    if let Some(file) = a.error_log.as_deref().filter(|f| *f != "stderr") {
+        // Under the prefix, which defaults to the configuration's directory.
+        let base = source
+            .prefix
+            .clone()
+            .or_else(|| source.path.parent().map(Path::to_path_buf))
+            .unwrap_or_default();
+        crate::log::set_startup_file(base.join(file));
+    }
     if let Some(sig) = &a.signal {
         return send_signal(&source, sig);
     }

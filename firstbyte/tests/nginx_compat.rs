@@ -297,3 +297,29 @@ fn minimal_config_loads_and_logs_access_to_stdout() {
     assert!(!dir.join("logs").exists());
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// A start that fails leaves its `[emerg]` in the `-e` file too (nginx opens it before it
+/// reads the configuration), where nginx's test harness looks for it.
+#[test]
+fn dash_e_file_receives_startup_errors() {
+    let dir = tempdir("dash-e-emerg");
+    std::fs::write(
+        dir.join("nginx.conf"),
+        "events {}\nhttp { no_such_directive; }\n",
+    )
+    .unwrap();
+    let o = Command::new(bin())
+        .arg("-p")
+        .arg(format!("{}/", dir.display()))
+        .args(["-c", "nginx.conf", "-e", "error.log"])
+        .current_dir("/")
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(1));
+    let log = std::fs::read_to_string(dir.join("error.log")).unwrap_or_default();
+    assert!(
+        log.contains("[emerg]") && log.contains("unknown directive \"no_such_directive\""),
+        "{log:?}"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}
