@@ -376,6 +376,7 @@ mod tests {
             path: conf.clone(),
             prefix: None,
             globals: None,
+            error_log: None,
             builtin: None,
         };
         let (mut s, h) = start(source);

@@ -1,5 +1,5 @@
-//! The command line, nginx's flags: `firstbyte [-c FILE] [-p PREFIX] [-t] [-T] [-q]
-//! [-s reload|reopen|stop|quit] [-g DIRECTIVES] [-v] [-V]`.
+//! The command line, nginx's flags: `firstbyte [-c FILE] [-p PREFIX] [-e FILE|stderr] [-t]
+//! [-T] [-q] [-s reload|reopen|stop|quit] [-g DIRECTIVES] [-v] [-V]`.
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -18,6 +18,8 @@ pub struct Args {
     pub conf: Option<PathBuf>,
     /// `-p PREFIX`.
     pub prefix: Option<PathBuf>,
+    /// `-e FILE|stderr`: the error log when the configuration names none at the main level.
+    pub error_log: Option<String>,
     /// `-t`.
     pub test: bool,
     /// `-T`: test and dump.
@@ -90,6 +92,10 @@ pub fn parse_args<I: IntoIterator<Item = String>>(it: I) -> Result<Args, ArgErro
                     a.prefix = Some(PathBuf::from(value("directory name")?));
                     break;
                 }
+                'e' => {
+                    a.error_log = Some(value("file name")?);
+                    break;
+                }
                 'g' => {
                     a.globals = Some(value("parameter")?);
                     break;
@@ -111,7 +117,7 @@ pub fn parse_args<I: IntoIterator<Item = String>>(it: I) -> Result<Args, ArgErro
 }
 
 const USAGE: &str = "Usage: firstbyte [-?hvVtTq] [-s signal] [-p prefix]
-             [-c filename] [-g directives]
+             [-e filename] [-c filename] [-g directives]
 
 Options:
   -?,-h         : this help
@@ -122,6 +128,7 @@ Options:
   -q            : suppress non-error messages during configuration testing
   -s signal     : send signal to the running server: stop, quit, reopen, reload
   -p prefix     : set prefix path (default: the configuration file's directory)
+  -e filename   : set error log file when the configuration names none (default: stderr)
   -c filename   : set configuration file (default: /etc/firstbyte/firstbyte.conf)
   -g directives : set global directives out of configuration file
 ";
@@ -134,6 +141,30 @@ fn abs(p: &Path) -> PathBuf {
             .map(|d| d.join(p))
             .unwrap_or_else(|_| p.to_path_buf())
     }
+}
+
+/// `-c FILE`: a relative name is under `-p PREFIX` when one is given, as nginx
+/// (`nginx -p /srv/t/ -c nginx.conf` reads `/srv/t/nginx.conf`), else under the working
+/// directory (firstbyte's prefix defaults to the configuration's own directory).
+fn conf_path(conf: &Path, prefix: Option<&Path>) -> PathBuf {
+    match prefix {
+        Some(p) if conf.is_relative() => abs(p).join(conf),
+        _ => abs(conf),
+    }
+}
+
+/// What `-V` prints after the version line: nginx's lines, so that tools reading
+/// `nginx -V` (nginx's test harness, certbot) learn what firstbyte can do. The library line
+/// follows BoringSSL's and AWS-LC's convention ("OpenSSL 1.1.1 (compatible; ...)"): the TLS
+/// features of OpenSSL 1.1.1 (TLS 1.3, SNI, ALPN, tickets), none of the 3.x additions.
+pub fn version_details() -> String {
+    format!(
+        "built with OpenSSL 1.1.1 (compatible; rustls 0.23 with aws-lc-rs), hyper 1, tokio 1\n\
+         TLS SNI support enabled\n\
+         protocols: HTTP/1.1, HTTP/2; TLSv1.2, TLSv1.3\n\
+         configure arguments: {}\n",
+        crate::conf::configure_arguments()
+    )
 }
 
 /// Runs the command; returns the process exit code.
@@ -153,9 +184,7 @@ pub fn main(args: Vec<String>) -> i32 {
     if a.version || a.version_long {
         eprintln!("firstbyte version: firstbyte/{}", env!("CARGO_PKG_VERSION"));
         if a.version_long {
-            eprintln!("built with rustls 0.23 (aws-lc-rs provider), hyper 1, tokio 1");
-            eprintln!("TLS SNI support enabled");
-            eprintln!("protocols: HTTP/1.1, HTTP/2; TLSv1.2, TLSv1.3");
+            eprint!("{}", version_details());
         }
         if !a.test && a.signal.is_none() {
             return 0;
@@ -164,20 +193,31 @@ pub fn main(args: Vec<String>) -> i32 {
 
     let source = match &a.conf {
         Some(c) => Source {
-            path: abs(c),
+            path: conf_path(c, a.prefix.as_deref()),
             prefix: a.prefix.as_deref().map(abs),
             globals: a.globals.clone(),
+            error_log: a.error_log.clone(),
             builtin: None,
         },
         None if Path::new(DEFAULT_CONF).exists() || a.test || a.signal.is_some() => Source {
             path: PathBuf::from(DEFAULT_CONF),
             prefix: a.prefix.as_deref().map(abs),
             globals: a.globals.clone(),
+            error_log: a.error_log.clone(),
             builtin: None,
         },
-        None => return run_builtin(),
+        None => return run_builtin(a.error_log.clone()),
     };
 
+    if let Some(file) = a.error_log.as_deref().filter(|f| *f != "stderr") {
+        // Under the prefix, which defaults to the configuration's directory.
+        let base = source
+            .prefix
+            .clone()
+            .or_else(|| source.path.parent().map(Path::to_path_buf))
+            .unwrap_or_default();
+        crate::log::set_startup_file(base.join(file));
+    }
     if let Some(sig) = &a.signal {
         return send_signal(&source, sig);
     }
@@ -249,7 +289,10 @@ fn send_signal(source: &Source, sig: &str) -> i32 {
         }
     };
     let Some(pid_path) = config.main.pid.clone() else {
-        stderr(LogLevel::Error, "\"pid\" is off: no process to signal");
+        stderr(
+            LogLevel::Error,
+            "\"pid\" is off (the default when not root): no process to signal; name a pid file",
+        );
         return 1;
     };
     let text = match std::fs::read_to_string(&pid_path) {
@@ -298,7 +341,7 @@ fn send_signal(source: &Source, sig: &str) -> i32 {
 /// Serves the built-in site: a self-signed certificate made now, loopback only. The
 /// certificate and its key stay in memory (`data:` values in the built-in configuration): no
 /// file holds the key, so no other local user can read or replace it.
-fn run_builtin() -> i32 {
+fn run_builtin(a_error_log: Option<String>) -> i32 {
     let (chain, key) = match crate::tls::self_signed(&["localhost", "127.0.0.1", "::1"]) {
         Ok(made) => made,
         Err(e) => {
@@ -321,6 +364,7 @@ fn run_builtin() -> i32 {
         path: PathBuf::from("<built-in>"),
         prefix: None,
         globals: None,
+        error_log: a_error_log,
         builtin: Some(text),
     };
     run(
@@ -554,6 +598,32 @@ mod tests {
         assert_eq!(a.conf, Some("/y.conf".into()));
         assert_eq!(a.prefix, Some("/pre".into()));
         assert_eq!(a.globals.as_deref(), Some("daemon off;"));
+        // The harness of nginx's test suite: `-p DIR/ -c nginx.conf -e error.log -g ...`.
+        let a = p(&[
+            "-p",
+            "/t/",
+            "-c",
+            "nginx.conf",
+            "-e",
+            "error.log",
+            "-g",
+            "pid x;",
+        ])
+        .unwrap();
+        assert_eq!(a.error_log.as_deref(), Some("error.log"));
+        assert_eq!(
+            conf_path(a.conf.as_deref().unwrap(), a.prefix.as_deref()),
+            PathBuf::from("/t/nginx.conf")
+        );
+        assert_eq!(
+            conf_path(Path::new("/abs.conf"), Some(Path::new("/t"))),
+            PathBuf::from("/abs.conf")
+        );
+        assert_eq!(
+            p(&["-estderr"]).unwrap().error_log.as_deref(),
+            Some("stderr")
+        );
+        assert_eq!(p(&["-e"]), Err(ArgError::Missing('e', "file name")));
         assert!(p(&["-T"]).unwrap().dump);
         assert_eq!(
             p(&["-s", "reload"]).unwrap().signal.as_deref(),

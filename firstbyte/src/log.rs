@@ -50,9 +50,33 @@ impl fmt::Display for OsError<'_> {
     }
 }
 
-/// Prints `firstbyte: [LEVEL] MSG` on stderr (start-up, `-t`, `-s`).
+/// `-e FILE`: where start-up messages also go.
+static STARTUP_FILE: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
+
+/// Names the `-e` file: from now on [`stderr`]'s messages are also appended there in the
+/// error log's form, as nginx writes to it before the configuration is read (so a failed
+/// start leaves its `[emerg]` in the file nginx's test harness reads).
+pub fn set_startup_file(path: PathBuf) {
+    let _ = STARTUP_FILE.set(path);
+}
+
+/// Prints `firstbyte: [LEVEL] MSG` on stderr (start-up, `-t`, `-s`), and appends it to the
+/// `-e` file when one is named.
 pub fn stderr(level: LogLevel, msg: impl fmt::Display) {
     eprintln!("firstbyte: [{}] {}", level_name(level), msg);
+    if let Some(path) = STARTUP_FILE.get() {
+        if let Ok(mut f) = open_append(path) {
+            let _ = writeln!(
+                f,
+                "{} [{}] {}#{}: {}",
+                now().error_log,
+                level_name(level),
+                std::process::id(),
+                thread_id(),
+                msg
+            );
+        }
+    }
 }
 
 /// A log file shared by every configuration that names it, reopened in place.
@@ -151,7 +175,8 @@ pub fn open_error_logs(
     }
     logs.iter()
         .map(|l| match &l.target {
-            LogTarget::Stderr => Ok((None, l.level)),
+            // `error_log` has no stdout target; stderr is the stream for errors.
+            LogTarget::Stderr | LogTarget::Stdout => Ok((None, l.level)),
             LogTarget::File(p) => Ok((Some(files(p)?), l.level)),
         })
         .collect()

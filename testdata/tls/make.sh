@@ -11,6 +11,11 @@ PASS=firstbyte
 # EC P-256 in SEC1 ("EC PRIVATE KEY", preceded by "EC PARAMETERS"), and its certificate.
 openssl ecparam -name prime256v1 -genkey -out ec.key
 openssl req -new -x509 -key ec.key -subj /CN=localhost -days 36500 -out ec.crt
+# The same key in an X.509 v1 certificate: what `openssl req -x509` makes when its config has
+# no extensions section (nginx's test suite, many old self-signed certificates).
+printf '[req]\ndistinguished_name = dn\nprompt = no\n[dn]\nCN = localhost\n' > v1.cnf
+openssl req -new -x509 -key ec.key -config v1.cnf -days 36500 -out ec-v1.crt
+rm v1.cnf
 # The same key as encrypted PKCS#8 (PBES2, PBKDF2-SHA256, AES-256-CBC): readable with ssl_password_file.
 openssl pkcs8 -topk8 -v2 aes-256-cbc -in ec.key -passout pass:$PASS -out ec-pkcs8-aes256.key
 # The same key in OpenSSL's legacy encrypted PEM (Proc-Type: 4,ENCRYPTED): refused with advice.

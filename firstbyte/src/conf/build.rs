@@ -70,8 +70,16 @@ pub(crate) fn build(
     let mut http = None;
     walk_main(globals, &mut m, &mut http, cx)?;
     walk_main(main, &mut m, &mut http, cx)?;
+    cx.daemon = m.daemon.unwrap_or(false);
     let http = http.map(|h| finish_http(h, cx)).transpose()?;
-    Ok((m.finish(), http))
+    let pid_written = m.pid.is_some();
+    let mut main = m.finish();
+    // `/run/firstbyte.pid` is root's: an ordinary user, who cannot write there, gets no pid
+    // file unless the config names one, so a minimal config starts as anyone.
+    if !pid_written && !cx.is_root {
+        main.pid = None;
+    }
+    Ok((main, http))
 }
 
 /// The table's entry for `d` in context `ctx`, after nginx's checks in nginx's order.
@@ -387,7 +395,7 @@ fn finish_server(
     } else {
         sp.head.listen
     };
-    let (certificates, dynamic) = srv.tls.cert_keys()?;
+    let (certificates, dynamic) = srv.tls.cert_keys(&cx.conf_dir)?;
     let tls = if listen.iter().any(|l| l.ssl) {
         if certificates.is_empty() && dynamic.is_empty() {
             return Err(ConfError::NoCertificate { pos: sp.pos });

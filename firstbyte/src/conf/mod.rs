@@ -19,6 +19,7 @@ mod error;
 mod handlers;
 pub mod locate;
 pub mod model;
+mod modules;
 mod parse;
 mod proxy;
 mod server_handlers;
@@ -34,6 +35,7 @@ use std::sync::Arc;
 
 pub use error::ConfError;
 use model::Config;
+pub use modules::configure_arguments;
 
 /// Loads `path` (main file). `prefix`: `-p` (None = the directory of `path`).
 /// `globals`: `-g "directives;"` text, parsed as main-context directives before the file.
@@ -51,6 +53,24 @@ pub fn load(
         None => None,
     };
     load_text(&text, &path, prefix.as_deref(), globals, running_as_root())
+}
+
+/// Applies `-e FILE|stderr` (nginx ≥ 1.19.5): the error log of a configuration that names
+/// none at the main level, at `error`; a relative file is under the prefix, as nginx.
+pub fn default_error_log(config: &mut Config, arg: Option<&str>) {
+    let Some(arg) = arg else { return };
+    if !config.main.error_log.is_empty() {
+        return;
+    }
+    let target = if arg == "stderr" {
+        model::LogTarget::Stderr
+    } else {
+        model::LogTarget::File(config.prefix.join(arg))
+    };
+    config.main.error_log.push(model::ErrorLog {
+        target,
+        level: model::LogLevel::Error,
+    });
 }
 
 /// The same from text in memory (for tests and the built-in site), `name` used in messages.
@@ -110,6 +130,8 @@ pub(crate) fn load_text(
     })
 }
 
+#[cfg(test)]
+mod compat_tests;
 #[cfg(test)]
 mod tests;
 #[cfg(test)]

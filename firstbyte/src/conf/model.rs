@@ -59,7 +59,7 @@ pub struct MainConf {
     pub worker_processes: WorkerProcesses,
     /// `error_log FILE [LEVEL]`, possibly several. Empty: stderr at `error`.
     pub error_log: Vec<ErrorLog>,
-    /// `pid FILE|off`. Default `/run/firstbyte.pid`; `None` means `off`.
+    /// `pid FILE|off`. Default `/run/firstbyte.pid` as root, none otherwise; `None` means `off`.
     pub pid: Option<PathBuf>,
     /// `daemon on|off`. Default off (foreground suits systemd and containers).
     pub daemon: bool,
@@ -146,6 +146,8 @@ pub struct ErrorLog {
 pub enum LogTarget {
     /// The process's standard error.
     Stderr,
+    /// The process's standard output: the default access log in the foreground.
+    Stdout,
     /// A file, opened for append.
     File(PathBuf),
 }
@@ -338,7 +340,8 @@ pub struct ErrorPage {
 pub enum AccessLog {
     /// `access_log off`.
     Off,
-    /// One or more logs. Default: `logs/access.log combined` under the prefix.
+    /// One or more logs. Default: `combined` to stdout, or with `daemon on` to
+    /// `logs/access.log` under the prefix.
     Logs(Vec<AccessLogTarget>),
 }
 
@@ -609,6 +612,10 @@ pub struct ProxyBuffers {
     pub busy_size: usize,
     /// `proxy_temp_path`: where temp files go. Default `proxy_temp` under the prefix.
     pub temp_path: PathBuf,
+    /// `client_body_temp_path`: where a request body read whole before it goes upstream
+    /// (chunked, to an HTTP/1.0 upstream) spills past memory. Default `client_body_temp`
+    /// under the prefix.
+    pub body_temp_path: PathBuf,
     /// `proxy_max_temp_file_size`: largest temp file; 0: none (the upstream is read only as
     /// fast as the client takes the response). Default 1024m.
     pub max_temp_file_size: u64,
@@ -633,6 +640,7 @@ impl Default for ProxyBuffers {
             buffer_size: 4096,
             busy_size: 8192,
             temp_path: PathBuf::from("proxy_temp"),
+            body_temp_path: PathBuf::from("client_body_temp"),
             max_temp_file_size: 1024 << 20,
             temp_file_write_size: 8192,
         }
@@ -671,12 +679,32 @@ pub struct ProxySsl {
 /// A certificate and key named with variables (`/certs/$ssl_server_name.crt`).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct DynamicCertKey {
-    /// The certificate path (made absolute against the config directory when relative).
+    /// The certificate path as written.
     pub cert: ComplexValue,
-    /// The key path.
+    /// The key path as written.
     pub key: ComplexValue,
+    /// The configuration prefix (the main file's directory) a relative path resolves against.
+    pub conf_dir: PathBuf,
     /// Where `ssl_certificate` was written.
     pub pos: Pos,
+}
+
+impl DynamicCertKey {
+    /// The certificate and key paths for one handshake or request. A relative result resolves
+    /// against the configuration prefix, as nginx's `ngx_get_full_name(.., conf_prefix, ..)`
+    /// once the variables are evaluated (so `$ssl_server_name.crt` is read next to the
+    /// configuration, never in the working directory); `data:` values stay as they are.
+    pub fn eval(&self, vars: &dyn super::vars::Vars) -> (String, String) {
+        let full = |v: &ComplexValue| {
+            let s = v.eval(vars);
+            if s.starts_with('/') || s.starts_with("data:") {
+                s
+            } else {
+                self.conf_dir.join(s).to_string_lossy().into_owned()
+            }
+        };
+        (full(&self.cert), full(&self.key))
+    }
 }
 
 /// `ssl_certificate_cache off | max=N [inactive=time] [valid=time]`.

@@ -69,6 +69,7 @@ pub(crate) struct ProxySettings {
     pub buffer_size: Option<usize>,
     pub busy_buffers_size: Option<usize>,
     pub temp_path: Option<PathBuf>,
+    pub body_temp_path: Option<PathBuf>,
     pub max_temp_file_size: Option<u64>,
     pub temp_file_write_size: Option<usize>,
     pub pass_headers: Option<Vec<String>>,
@@ -105,6 +106,7 @@ impl ProxySettings {
         or(&mut self.buffer_size, &p.buffer_size);
         or(&mut self.busy_buffers_size, &p.busy_buffers_size);
         or(&mut self.temp_path, &p.temp_path);
+        or(&mut self.body_temp_path, &p.body_temp_path);
         or(&mut self.max_temp_file_size, &p.max_temp_file_size);
         or(&mut self.temp_file_write_size, &p.temp_file_write_size);
         or(&mut self.pass_headers, &p.pass_headers);
@@ -138,6 +140,10 @@ impl ProxySettings {
                 .temp_path
                 .clone()
                 .unwrap_or_else(|| cx.prefixed("proxy_temp")),
+            body_temp_path: self
+                .body_temp_path
+                .clone()
+                .unwrap_or_else(|| cx.prefixed("client_body_temp")),
             max_temp_file_size: self.max_temp_file_size.unwrap_or(d.max_temp_file_size),
             temp_file_write_size: self.temp_file_write_size.unwrap_or(d.temp_file_write_size),
         }
@@ -185,6 +191,7 @@ impl ProxySettings {
                     Some(DynamicCertKey {
                         cert: cert_value(c),
                         key: cert_value(k),
+                        conf_dir: cx.conf_dir.clone(),
                         pos: p.pos.clone(),
                     }),
                 ),
@@ -308,6 +315,16 @@ fn strip_prefix_ci<'a>(s: &'a str, p: &str) -> Option<&'a str> {
 }
 
 // ---- handlers ----
+
+/// The directives of `upstream {}` firstbyte reads (`keepalive_*` are accepted with a
+/// warning); `-V` derives the upstream modules it reports from this list.
+pub(crate) const UPSTREAM_DIRECTIVES: &[&str] = &[
+    "server",
+    "keepalive",
+    "keepalive_timeout",
+    "keepalive_requests",
+    "keepalive_time",
+];
 
 /// `upstream NAME { server ADDR [weight=N] [max_fails=N] [fail_timeout=T] [backup] [down]; keepalive N; }`.
 pub(crate) fn upstream(cx: &mut Cx, d: &Directive) -> R {
@@ -571,13 +588,26 @@ pub(crate) fn proxy_max_temp_file_size(s: &mut LocSettings, d: &Directive, _: &m
 /// each) and otherwise unused: a temp file is unlinked as soon as it is made.
 pub(crate) fn proxy_temp_path(s: &mut LocSettings, d: &Directive, cx: &mut Cx) -> R {
     once(&s.proxy.temp_path, d)?;
+    s.proxy.temp_path = Some(temp_path(d, cx)?);
+    Ok(())
+}
+
+/// `client_body_temp_path PATH [LEVEL1 [LEVEL2 [LEVEL3]]]`: where a request body that must be
+/// read whole before it goes upstream spills past memory, as `proxy_temp_path`.
+pub(crate) fn client_body_temp_path(s: &mut LocSettings, d: &Directive, cx: &mut Cx) -> R {
+    once(&s.proxy.body_temp_path, d)?;
+    s.proxy.body_temp_path = Some(temp_path(d, cx)?);
+    Ok(())
+}
+
+/// A temp directory under the prefix; levels are checked as nginx (1 or 2 characters each).
+fn temp_path(d: &Directive, cx: &Cx) -> Result<PathBuf, ConfError> {
     for i in 1..d.args.len() {
         if !matches!(nth(d, i), "1" | "2") {
             return Err(invalid(d));
         }
     }
-    s.proxy.temp_path = Some(cx.prefixed(arg0(d)));
-    Ok(())
+    Ok(cx.prefixed(arg0(d)))
 }
 
 macro_rules! proxy_flag {
@@ -626,12 +656,8 @@ fn cert_arg(d: &Directive, cx: &Cx) -> Result<CertArg, ConfError> {
         return Ok(CertArg::Static(Source::Data(pem.to_string())));
     }
     if a.contains('$') {
-        let full = if a.starts_with('/') || a.starts_with('$') {
-            a.to_string()
-        } else {
-            cx.in_conf_dir(a).to_string_lossy().into_owned()
-        };
-        return Ok(CertArg::Dynamic(value(d, &full)?));
+        // Resolved against the configuration prefix once evaluated (`DynamicCertKey::eval`).
+        return Ok(CertArg::Dynamic(value(d, a)?));
     }
     Ok(CertArg::Static(Source::File(cx.in_conf_dir(a))))
 }

@@ -58,14 +58,10 @@ fn tls_source(d: &Directive, cx: &Cx) -> Result<Source, ConfError> {
         return Ok(Source::Data(pem.to_string()));
     }
     if a.contains('$') {
-        // Loaded at handshake time; kept as a path with `$` until `cert_keys` splits it off.
-        let full = if a.starts_with('/') || a.starts_with('$') {
-            a.to_string()
-        } else {
-            cx.in_conf_dir(a).to_string_lossy().into_owned()
-        };
-        super::handlers::value(d, &full)?;
-        return Ok(Source::File(full.into()));
+        // Loaded at handshake time; kept as written, with its `$`, until `cert_keys` splits it
+        // off. `DynamicCertKey::eval` resolves it against the configuration prefix.
+        super::handlers::value(d, a)?;
+        return Ok(Source::File(a.into()));
     }
     Ok(Source::File(cx.in_conf_dir(a)))
 }

@@ -38,6 +38,8 @@ pub(crate) struct Cx {
     pub is_root: bool,
     /// `upstream {}` blocks by lower-cased name.
     pub upstreams: HashMap<String, Arc<super::model::Upstream>>,
+    /// `daemon on` (known once the main level is read, before `http {}` is finished).
+    pub daemon: bool,
 }
 
 impl Cx {
@@ -56,6 +58,7 @@ impl Cx {
             log_formats: HashMap::from([("combined".to_string(), Arc::new(combined))]),
             is_root,
             upstreams: HashMap::new(),
+            daemon: false,
         }
     }
 
@@ -264,9 +267,16 @@ impl LocSettings {
         let access_log = match &self.access_log {
             Some(AccessLogSet { off: true, .. }) => AccessLog::Off,
             Some(AccessLogSet { logs, .. }) => AccessLog::Logs(logs.clone()),
-            // `logs/access.log combined` under the prefix: nginx's default.
+            // None written: `combined` to stdout in the foreground (firstbyte's default, as
+            // the official nginx container links access.log to /dev/stdout), so a minimal
+            // config needs no `logs/` directory; a daemon has no stdout, so it keeps nginx's
+            // `logs/access.log` under the prefix.
             None => AccessLog::Logs(vec![AccessLogTarget {
-                target: super::model::LogTarget::File(cx.prefixed("logs/access.log")),
+                target: if cx.daemon {
+                    super::model::LogTarget::File(cx.prefixed("logs/access.log"))
+                } else {
+                    super::model::LogTarget::Stdout
+                },
                 format: cx.log_formats.get("combined").cloned().unwrap_or_else(|| {
                     Arc::new(LogFormat {
                         name: "combined".into(),
@@ -410,7 +420,10 @@ impl TlsSettings {
     /// Pairs certificates with keys (`no "ssl_certificate_key" is defined for certificate "X"`).
     /// Pairs written with variables (either path has a `$`) are loaded at handshake time and
     /// come back separately.
-    pub fn cert_keys(&self) -> Result<(Vec<CertKey>, Vec<DynamicCertKey>), super::ConfError> {
+    pub fn cert_keys(
+        &self,
+        conf_dir: &Path,
+    ) -> Result<(Vec<CertKey>, Vec<DynamicCertKey>), super::ConfError> {
         let certs = self.certificates.as_deref().unwrap_or_default();
         let keys = self.keys.as_deref().unwrap_or_default();
         let mut out = Vec::with_capacity(certs.len());
@@ -426,6 +439,7 @@ impl TlsSettings {
                 dynamic.push(DynamicCertKey {
                     cert: cv,
                     key: kv,
+                    conf_dir: conf_dir.to_path_buf(),
                     pos: c.pos.clone(),
                 });
                 continue;
@@ -583,15 +597,31 @@ mod tests {
         assert_eq!(l.default_type, "text/plain");
         assert_eq!(l.compression.brotli_comp_level, 6);
         assert_eq!(l.types.get("jpg").map(String::as_str), Some("image/jpeg"));
-        match &l.access_log {
-            AccessLog::Logs(v) => {
-                assert_eq!(
-                    v[0].target,
-                    super::super::model::LogTarget::File("/srv/logs/access.log".into())
-                );
-                assert_eq!(v[0].format.name, "combined");
+        // No access_log: `combined` to stdout in the foreground (no `logs/` directory
+        // needed), nginx's `logs/access.log` under the prefix for a daemon.
+        let mut c = c;
+        for (daemon, want) in [
+            (false, super::super::model::LogTarget::Stdout),
+            (
+                true,
+                super::super::model::LogTarget::File("/srv/logs/access.log".into()),
+            ),
+        ] {
+            c.daemon = daemon;
+            let l = LocSettings::default().finish(
+                &c,
+                String::new(),
+                pos(),
+                &Arc::new(default_types()),
+                Locations::default(),
+            );
+            match &l.access_log {
+                AccessLog::Logs(v) => {
+                    assert_eq!(v[0].target, want);
+                    assert_eq!(v[0].format.name, "combined");
+                }
+                AccessLog::Off => panic!("default access_log is on"),
             }
-            AccessLog::Off => panic!("default access_log is on"),
         }
         let m = MainSettings::default().finish();
         assert_eq!(m.pid, Some(PathBuf::from("/run/firstbyte.pid")));
@@ -638,7 +668,7 @@ mod tests {
             }]),
             ..Default::default()
         };
-        let e = s.cert_keys().unwrap_err();
+        let e = s.cert_keys(Path::new("/")).unwrap_err();
         assert_eq!(
             e.to_string(),
             "no \"ssl_certificate_key\" is defined for certificate \"a.pem\" in /t:1"

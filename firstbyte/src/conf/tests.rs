@@ -896,12 +896,13 @@ fn proxy_buffer_directives_with_nginx_defaults_and_checks() {
         p.buffers,
         ProxyBuffers {
             temp_path: "/p/proxy_temp".into(),
+            body_temp_path: "/p/client_body_temp".into(),
             ..ProxyBuffers::default()
         }
     );
     assert_eq!(p.buffers.memory(), 8 * 4096 + 4096);
     let c = http(
-        "proxy_buffers 4 16k; proxy_temp_path tmp 1 2;\n server { proxy_max_temp_file_size 0;\n location / { proxy_buffer_size 8k; proxy_busy_buffers_size 32k; proxy_temp_file_write_size 64k; proxy_pass http://127.0.0.1:9; } }",
+        "proxy_buffers 4 16k; proxy_temp_path tmp 1 2; client_body_temp_path /cbt 2;\n server { proxy_max_temp_file_size 0;\n location / { proxy_buffer_size 8k; proxy_busy_buffers_size 32k; proxy_temp_file_write_size 64k; proxy_pass http://127.0.0.1:9; } }",
     );
     let b = &servers(&c)[0].locations.prefix[0]
         .conf
@@ -914,12 +915,14 @@ fn proxy_buffer_directives_with_nginx_defaults_and_checks() {
         (4, 16384, 8192, 32768)
     );
     assert_eq!(b.temp_path, std::path::PathBuf::from("/p/tmp"));
+    assert_eq!(b.body_temp_path, std::path::PathBuf::from("/cbt"));
     assert_eq!((b.max_temp_file_size, b.temp_file_write_size), (0, 65536));
     for bad in [
         "proxy_buffers 1 4k;",
         "proxy_buffers 8 0;",
         "proxy_buffer_size x;",
         "proxy_temp_path t 3;",
+        "client_body_temp_path t 1 3;",
     ] {
         let e = err(&format!("events {{}}\nhttp {{ {bad} }}"));
         assert!(e.contains("invalid value"), "{bad}: {e}");

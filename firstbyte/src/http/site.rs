@@ -49,6 +49,10 @@ impl Site {
                 use std::io::Write;
                 let _ = std::io::stderr().write_all(line);
             }
+            LogTarget::Stdout => {
+                use std::io::Write;
+                let _ = std::io::stdout().lock().write_all(line);
+            }
             LogTarget::File(p) => {
                 if let Some(f) = self.access_logs.get(p) {
                     f.write(line);

@@ -143,6 +143,8 @@ pub struct Source {
     pub prefix: Option<PathBuf>,
     /// `-g`.
     pub globals: Option<String>,
+    /// `-e FILE|stderr`: the error log when the configuration names none.
+    pub error_log: Option<String>,
     /// The built-in site's text (when there is no file).
     pub builtin: Option<String>,
 }
@@ -150,14 +152,16 @@ pub struct Source {
 impl Source {
     /// Parses the configuration.
     pub fn load(&self) -> Result<Config, LoadError> {
-        Ok(match &self.builtin {
+        let mut config = match &self.builtin {
             Some(text) => crate::conf::load_str(
                 text,
                 &self.path,
                 self.prefix.as_deref().unwrap_or(Path::new("/")),
             )?,
             None => crate::conf::load(&self.path, self.prefix.as_deref(), self.globals.as_deref())?,
-        })
+        };
+        crate::conf::default_error_log(&mut config, self.error_log.as_deref());
+        Ok(config)
     }
 }
 

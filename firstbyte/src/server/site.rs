@@ -211,15 +211,18 @@ impl Site {
         self.live.0
     }
 
-    /// Every `proxy_temp_path` the configuration names (deduplicated).
+    /// Every `proxy_temp_path` and `client_body_temp_path` of a proxying location
+    /// (deduplicated).
     pub fn temp_paths(&self) -> Vec<PathBuf> {
         let mut out: Vec<PathBuf> = Vec::new();
         if let Some(http) = &self.config.http {
             for s in &http.servers {
                 let _ = each_location(s, &mut |loc| -> Result<(), ()> {
                     if let Some(p) = &loc.proxy {
-                        if !out.contains(&p.buffers.temp_path) {
-                            out.push(p.buffers.temp_path.clone());
+                        for t in [&p.buffers.temp_path, &p.buffers.body_temp_path] {
+                            if !out.contains(t) {
+                                out.push(t.clone());
+                            }
                         }
                     }
                     Ok(())
@@ -275,6 +278,6 @@ fn access_log_files(loc: &crate::conf::model::LocationConf) -> impl Iterator<Ite
     };
     targets.iter().filter_map(|t| match &t.target {
         LogTarget::File(p) => Some(p.as_path()),
-        LogTarget::Stderr => None,
+        LogTarget::Stderr | LogTarget::Stdout => None,
     })
 }

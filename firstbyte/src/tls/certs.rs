@@ -12,8 +12,7 @@ use pkcs8::pkcs5::pbes2::Kdf;
 use pkcs8::pkcs5::EncryptionScheme;
 use pkcs8::EncryptedPrivateKeyInfo;
 use rustls::crypto::CryptoProvider;
-use rustls::server::ParsedCertificate;
-use rustls::sign::SigningKey;
+use rustls::sign::{CertifiedKey, SigningKey};
 use rustls::RootCertStore;
 use rustls_pki_types::pem::{PemObject, SectionKind};
 use rustls_pki_types::{CertificateDer, PrivateKeyDer};
@@ -35,7 +34,9 @@ const MAX_PBKDF2_ITERATIONS: u32 = 10_000_000;
 const MAX_SCRYPT_BYTES: u64 = 256 << 20;
 
 /// Parses a certificate chain: every `CERTIFICATE` section in order (leaf first); other
-/// sections (a key in the same file, as nginx allows) are skipped. The leaf must parse as X.509.
+/// sections (a key in the same file, as nginx allows) are skipped. The leaf must parse as
+/// X.509 of any version: v1 (what `openssl req -x509` makes without extensions) loads, as in
+/// nginx.
 pub fn parse_chain(pem: &[u8]) -> Result<Vec<CertificateDer<'static>>, LoadReason> {
     let mut chain = Vec::new();
     for cert in CertificateDer::pem_slice_iter(pem) {
@@ -48,8 +49,30 @@ pub fn parse_chain(pem: &[u8]) -> Result<Vec<CertificateDer<'static>>, LoadReaso
             LoadReason::NoCertificate
         });
     };
-    ParsedCertificate::try_from(leaf).map_err(|e| LoadReason::BadCertificate(e.to_string()))?;
+    leaf_spki(leaf)?;
     Ok(chain)
+}
+
+/// The leaf's SubjectPublicKeyInfo (DER, outer SEQUENCE included). Read with x509-parser, not
+/// webpki: webpki's end-entity parser refuses X.509 v1 (`UnsupportedCertVersion`), which
+/// OpenSSL, and so nginx, serves. Nothing here trusts the certificate; clients verify it.
+fn leaf_spki<'a>(leaf: &'a CertificateDer<'_>) -> Result<&'a [u8], LoadReason> {
+    match x509_parser::parse_x509_certificate(leaf.as_ref()) {
+        Ok((rest, _)) if !rest.is_empty() => Err(LoadReason::BadCertificate(
+            "trailing data after the certificate".into(),
+        )),
+        Ok((_, cert)) => Ok(cert.tbs_certificate.subject_pki.raw),
+        Err(e) => Err(LoadReason::BadCertificate(e.to_string())),
+    }
+}
+
+/// Whether the key is the leaf certificate's: `SSL_CTX_use_PrivateKey`'s check. rustls'
+/// `CertifiedKey::keys_match` would do it through webpki, which refuses X.509 v1 leaves.
+pub fn keys_match(ck: &CertifiedKey) -> bool {
+    let (Some(key), Some(leaf)) = (ck.key.public_key(), ck.cert.first()) else {
+        return false;
+    };
+    leaf_spki(leaf).is_ok_and(|spki| spki == key.as_ref())
 }
 
 /// Parses a CA bundle (`ssl_client_certificate`) into trust anchors; at least one must parse.
@@ -412,12 +435,21 @@ mod tests {
             "decrypts to the same key"
         );
         let chain = parse_chain(fixture!("ec.crt")).expect("cert");
-        let ck = rustls::sign::CertifiedKey::new(chain, enc);
-        assert!(ck.keys_match().is_ok());
+        let ck = CertifiedKey::new(chain, enc.clone());
+        assert!(keys_match(&ck));
         let rsa = parse_key(fixture!("rsa-pkcs1.key"), None, &p).expect("pkcs1");
-        let ck =
-            rustls::sign::CertifiedKey::new(parse_chain(fixture!("rsa.crt")).expect("rsa"), rsa);
-        assert!(ck.keys_match().is_ok());
+        let rsa_chain = parse_chain(fixture!("rsa.crt")).expect("rsa");
+        assert!(keys_match(&CertifiedKey::new(
+            rsa_chain.clone(),
+            rsa.clone()
+        )));
+        assert!(!keys_match(&CertifiedKey::new(rsa_chain, enc)));
+        // X.509 v1, as `openssl req -x509` writes it without extensions, for the same key.
+        let v1 = parse_chain(fixture!("ec-v1.crt")).expect("v1 certificate loads");
+        let (_, parsed) = x509_parser::parse_x509_certificate(v1[0].as_ref()).expect("x509");
+        assert_eq!(parsed.version(), x509_parser::x509::X509Version::V1);
+        assert!(keys_match(&CertifiedKey::new(v1.clone(), ec)));
+        assert!(!keys_match(&CertifiedKey::new(v1, rsa)));
         for legacy in [
             &fixture!("ec-legacy.key")[..],
             &fixture!("rsa-legacy.key")[..],

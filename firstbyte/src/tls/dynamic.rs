@@ -6,7 +6,8 @@
 //! pair — through the `ssl_certificate_cache` ([`CertCache`]) when one is configured, keyed by
 //! the evaluated paths and revalidated by the files' stamps. A missing or bad file fails that
 //! handshake only (rustls sends an alert), with the reason in the error log. Certificate and
-//! key are cached as one entry (nginx counts them as two against `max`).
+//! key are cached as one entry that counts as two against `max`, as nginx caches them as two
+//! objects (`max=4` holds two pairs).
 
 use std::borrow::Cow;
 use std::fmt;
@@ -81,6 +82,15 @@ pub fn cache_limits(c: CertificateCache) -> Option<CacheLimits> {
     }
 }
 
+/// The limits of a cache of certificate/key pairs: nginx's cache holds the certificate and
+/// the key as two objects, so `max=N` holds N/2 pairs (at least one).
+fn pair_limits(c: CertificateCache) -> Option<CacheLimits> {
+    cache_limits(c).map(|l| CacheLimits {
+        max: (l.max / 2).max(1),
+        ..l
+    })
+}
+
 impl DynamicResolver {
     /// A resolver for the server's `dynamic_certificates`.
     pub fn new(tls: &TlsConf, provider: Arc<CryptoProvider>) -> Self {
@@ -88,8 +98,8 @@ impl DynamicResolver {
             pairs: tls.dynamic_certificates.clone(),
             password_file: tls.password_file.clone(),
             provider,
-            cache: cache_limits(tls.certificate_cache).map(|l| Mutex::new(CertCache::new(l))),
-            failed: cache_limits(tls.certificate_cache).map(|l| Mutex::new(CertCache::new(l))),
+            cache: pair_limits(tls.certificate_cache).map(|l| Mutex::new(CertCache::new(l))),
+            failed: pair_limits(tls.certificate_cache).map(|l| Mutex::new(CertCache::new(l))),
         }
     }
 
@@ -99,8 +109,7 @@ impl DynamicResolver {
         pair: &DynamicCertKey,
         vars: &dyn Vars,
     ) -> Result<Arc<CertifiedKey>, TlsError> {
-        let cert = pair.cert.eval(vars);
-        let key = pair.key.eval(vars);
+        let (cert, key) = pair.eval(vars);
         let cache_key = format!("{cert}\n{key}");
         let now = Instant::now();
         if let Some(c) = &self.cache {
@@ -186,7 +195,7 @@ pub fn load_pair(
         }
     })?;
     let ck = CertifiedKey::new(chain, signing);
-    if ck.keys_match().is_err() {
+    if !certs::keys_match(&ck) {
         return Err(TlsError::KeyMismatch {
             cert: cert.to_string(),
             key: key.to_string(),
@@ -236,6 +245,7 @@ mod tests {
                     .expect("v"),
                 key: ComplexValue::parse(&format!("{}/$ssl_server_name.key", d.display()))
                     .expect("v"),
+                conf_dir: PathBuf::from("/nonexistent"),
                 pos: Pos {
                     file: Arc::new(PathBuf::from("/t")),
                     line: 1,
@@ -243,8 +253,8 @@ mod tests {
             }],
             password_file: None,
             provider: super::super::provider(),
-            cache: cache_limits(cache).map(|l| Mutex::new(CertCache::new(l))),
-            failed: cache_limits(cache).map(|l| Mutex::new(CertCache::new(l))),
+            cache: pair_limits(cache).map(|l| Mutex::new(CertCache::new(l))),
+            failed: pair_limits(cache).map(|l| Mutex::new(CertCache::new(l))),
         }
     }
 
@@ -306,5 +316,30 @@ mod tests {
         let x = uncached.load(&uncached.pairs[0], &one).expect("x");
         let y = uncached.load(&uncached.pairs[0], &one).expect("y");
         assert!(!Arc::ptr_eq(&x, &y), "no cache: read per handshake");
+    }
+
+    /// `max=4` holds two pairs, as nginx's four objects: a third name evicts the first.
+    #[test]
+    fn max_counts_certificate_and_key() {
+        let d = dir();
+        for name in ["e1.test", "e2.test", "e3.test"] {
+            let (c, k) = ecdsa_pem(&[name]);
+            std::fs::write(d.join(format!("{name}.crt")), c).expect("w");
+            std::fs::write(d.join(format!("{name}.key")), k).expect("w");
+        }
+        let r = resolver(
+            &d,
+            CertificateCache::On {
+                max: 4,
+                inactive: Duration::from_secs(10),
+                valid: Duration::from_secs(60),
+            },
+        );
+        let vars = |server_name| HandshakeVars { server_name };
+        let first = r.load(&r.pairs[0], &vars("e1.test")).expect("e1");
+        r.load(&r.pairs[0], &vars("e2.test")).expect("e2");
+        r.load(&r.pairs[0], &vars("e3.test")).expect("e3");
+        let again = r.load(&r.pairs[0], &vars("e1.test")).expect("e1 again");
+        assert!(!Arc::ptr_eq(&first, &again), "e1 was evicted");
     }
 }

@@ -501,7 +501,7 @@ impl ObjectStore {
             }
         }
         let mut ck = CertifiedKey::new(chain.as_ref().clone(), key);
-        if ck.keys_match().is_err() {
+        if !certs::keys_match(&ck) {
             return Err(TlsError::KeyMismatch {
                 cert: source_name(&pair.cert),
                 key: source_name(&pair.key),

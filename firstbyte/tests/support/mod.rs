@@ -176,7 +176,8 @@ impl Server {
         let mut child = Command::new(bin())
             .arg("-c")
             .arg(&path)
-            .stdout(Stdio::piped())
+            // Unread: a config without `access_log` logs to stdout, which must not fill a pipe.
+            .stdout(Stdio::null())
             .stderr(Stdio::piped())
             .spawn()
             .expect("start firstbyte");

@@ -42,10 +42,10 @@ impl ClientCertPaths {
 /// The paths of `ssl`'s variable certificate for a request with `vars`; `None` when the
 /// location's client certificate is static or absent.
 pub fn paths(ssl: &ProxySsl, vars: &dyn Vars) -> Option<ClientCertPaths> {
-    let d = ssl.dynamic.as_ref()?;
+    let (cert, key) = ssl.dynamic.as_ref()?.eval(vars);
     Some(ClientCertPaths {
-        cert: d.cert.eval(vars).into(),
-        key: d.key.eval(vars).into(),
+        cert: cert.into(),
+        key: key.into(),
     })
 }
 
@@ -168,6 +168,7 @@ mod tests {
             dynamic: Some(DynamicCertKey {
                 cert: v("crt"),
                 key: v("key"),
+                conf_dir: PathBuf::from("/"),
                 pos: Pos {
                     file: Arc::new(PathBuf::from("/t")),
                     line: 1,
