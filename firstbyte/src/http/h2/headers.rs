@@ -9,6 +9,8 @@
 //! static table, values as literals "without indexing" and without Huffman coding. It never
 //! adds to the dynamic table, so the client's table size setting never matters.
 
+use std::ops::Range;
+
 use bytes::Bytes;
 use http::header::{HeaderMap, HeaderName, HeaderValue};
 use http::{Method, Uri};
@@ -41,18 +43,22 @@ fn connection_specific(name: &[u8]) -> bool {
     )
 }
 
+/// Where each pseudo-header's value sits in [`Gather::pseudo_buf`]: the four share one
+/// buffer (one allocation per request, not one per value), and `:authority` and `:path` become
+/// slices of it without a copy.
 #[derive(Default)]
 struct Pseudo {
-    method: Option<Bytes>,
-    scheme: Option<Bytes>,
-    authority: Option<Bytes>,
-    path: Option<Bytes>,
+    method: Option<Range<usize>>,
+    scheme: Option<Range<usize>>,
+    authority: Option<Range<usize>>,
+    path: Option<Range<usize>>,
 }
 
 /// What the callback gathers.
 #[derive(Default)]
 struct Gather {
     pseudo: Pseudo,
+    pseudo_buf: Vec<u8>,
     headers: HeaderMap,
     cookies: Vec<u8>,
     content_length: Option<u64>,
@@ -90,7 +96,9 @@ impl Gather {
                 self.malformed = true;
                 return;
             }
-            *slot = Some(Bytes::copy_from_slice(value));
+            let start = self.pseudo_buf.len();
+            self.pseudo_buf.extend_from_slice(value);
+            *slot = Some(start..self.pseudo_buf.len());
             return;
         }
         self.regular_seen = true;
@@ -140,7 +148,11 @@ fn gather(
     trailers: bool,
     max: usize,
 ) -> Result<Gather, HeadError> {
-    let mut g = Gather::default();
+    // Room for the usual pseudo-headers (`GET`, `https`, a host and a path) without regrowth.
+    let mut g = Gather {
+        pseudo_buf: Vec::with_capacity(if trailers { 0 } else { 128 }),
+        ..Gather::default()
+    };
     decoder
         .decode_with_cb(block, |n, v| g.field(&n, &v, trailers, max))
         .map_err(|_| HeadError::Compression)?;
@@ -165,7 +177,8 @@ pub fn decode_request(
         g.headers.insert(http::header::COOKIE, v);
     }
     let p = g.pseudo;
-    let method = Method::from_bytes(p.method.as_deref().ok_or(HeadError::Malformed)?)
+    let buf = Bytes::from(g.pseudo_buf);
+    let method = Method::from_bytes(&buf[p.method.ok_or(HeadError::Malformed)?])
         .map_err(|_| HeadError::Malformed)?;
     let mut uri = http::uri::Parts::default();
     if method == Method::CONNECT {
@@ -173,7 +186,7 @@ pub fn decode_request(
         if p.scheme.is_some() || p.path.is_some() {
             return Err(HeadError::Malformed);
         }
-        let a = p.authority.ok_or(HeadError::Malformed)?;
+        let a = buf.slice(p.authority.ok_or(HeadError::Malformed)?);
         uri.authority =
             Some(http::uri::Authority::from_maybe_shared(a).map_err(|_| HeadError::Malformed)?);
     } else {
@@ -185,12 +198,15 @@ pub fn decode_request(
         }
         if let Some(a) = p.authority {
             uri.scheme =
-                Some(http::uri::Scheme::try_from(&scheme[..]).map_err(|_| HeadError::Malformed)?);
-            uri.authority =
-                Some(http::uri::Authority::from_maybe_shared(a).map_err(|_| HeadError::Malformed)?);
+                Some(http::uri::Scheme::try_from(&buf[scheme]).map_err(|_| HeadError::Malformed)?);
+            uri.authority = Some(
+                http::uri::Authority::from_maybe_shared(buf.slice(a))
+                    .map_err(|_| HeadError::Malformed)?,
+            );
         }
         uri.path_and_query = Some(
-            http::uri::PathAndQuery::from_maybe_shared(path).map_err(|_| HeadError::Malformed)?,
+            http::uri::PathAndQuery::from_maybe_shared(buf.slice(path))
+                .map_err(|_| HeadError::Malformed)?,
         );
     }
     let uri = Uri::from_parts(uri).map_err(|_| HeadError::Malformed)?;
