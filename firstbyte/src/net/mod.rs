@@ -286,19 +286,7 @@ mod tests {
             ipv6only: true,
         })
         .unwrap();
-        let mut v: libc::c_int = 0;
-        let mut len = std::mem::size_of::<libc::c_int>() as libc::socklen_t;
-        // SAFETY: getsockopt on our own listening socket into a c_int.
-        let r = unsafe {
-            libc::getsockopt(
-                l.as_raw_fd(),
-                libc::IPPROTO_TCP,
-                libc::TCP_DEFER_ACCEPT,
-                (&mut v as *mut libc::c_int).cast(),
-                &mut len,
-            )
-        };
-        assert_eq!(r, 0);
+        let v = get_int(l.as_raw_fd(), libc::IPPROTO_TCP, libc::TCP_DEFER_ACCEPT).unwrap();
         assert!(v > 0, "TCP_DEFER_ACCEPT set: {v}");
         let mut c = std::net::TcpStream::connect(l.local_addr().unwrap()).unwrap();
         std::thread::sleep(std::time::Duration::from_millis(100));
