@@ -220,6 +220,28 @@ pub struct Listen {
     pub pos: Pos,
 }
 
+/// `backlog=` when not given: 511, nginx's `NGX_LISTEN_BACKLOG` on Linux. A listen whose
+/// backlog differs is taken to have set it (nginx's "listen options").
+pub const DEFAULT_BACKLOG: i32 = 511;
+
+impl Listen {
+    /// `listen ADDR` with no parameter: nginx's defaults for all of them.
+    pub(crate) fn new(addr: SocketAddr, pos: Pos) -> Listen {
+        Listen {
+            addr,
+            ssl: false,
+            http2: false,
+            default_server: false,
+            reuseport: false,
+            backlog: DEFAULT_BACKLOG,
+            fastopen: None,
+            deferred: false,
+            ipv6only: true,
+            pos,
+        }
+    }
+}
+
 /// One `server_name` entry.
 #[derive(Debug, Clone)]
 pub enum ServerName {

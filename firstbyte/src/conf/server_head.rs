@@ -21,8 +21,6 @@ pub(crate) struct ServerHead {
 
 /// nginx's default `listen` port when an address has none.
 const DEFAULT_PORT: u16 = 80;
-/// nginx's listen backlog on Linux (`NGX_LISTEN_BACKLOG`).
-const DEFAULT_BACKLOG: i32 = 511;
 
 /// `ADDR[:PORT]`, `PORT`, `[V6][:PORT]`, `*:PORT`, `localhost[:PORT]` → an address, or the
 /// reason nginx gives (`invalid port`, `host not found`, ...).
@@ -90,18 +88,7 @@ pub(crate) fn listen(h: &mut ServerHead, d: &Directive, cx: &mut Cx) -> R {
         value: text.to_string(),
         pos: d.pos.clone(),
     })?;
-    let mut l = Listen {
-        addr,
-        ssl: false,
-        http2: false,
-        default_server: false,
-        reuseport: false,
-        backlog: DEFAULT_BACKLOG,
-        fastopen: None,
-        deferred: false,
-        ipv6only: true,
-        pos: d.pos.clone(),
-    };
+    let mut l = Listen::new(addr, d.pos.clone());
     let other = |msg: String| ConfError::other(msg, &d.pos);
     for p in &d.args[1..] {
         let (key, val) = match p.split_once('=') {
@@ -160,21 +147,11 @@ pub(crate) fn listen(h: &mut ServerHead, d: &Directive, cx: &mut Cx) -> R {
 
 /// The listen a server gets when it has none: `*:80` as root, `*:8000` otherwise (nginx's).
 pub(crate) fn default_listen(is_root: bool, pos: &Pos) -> Listen {
-    Listen {
-        addr: SocketAddr::new(
-            Ipv4Addr::UNSPECIFIED.into(),
-            if is_root { 80 } else { 8000 },
-        ),
-        ssl: false,
-        http2: false,
-        default_server: false,
-        reuseport: false,
-        backlog: DEFAULT_BACKLOG,
-        fastopen: None,
-        deferred: false,
-        ipv6only: true,
-        pos: pos.clone(),
-    }
+    let port = if is_root { 80 } else { 8000 };
+    Listen::new(
+        SocketAddr::new(Ipv4Addr::UNSPECIFIED.into(), port),
+        pos.clone(),
+    )
 }
 
 /// Compiles a configuration regex (`caseless`: `~*` locations and server names).

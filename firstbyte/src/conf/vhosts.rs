@@ -22,11 +22,7 @@ use std::collections::HashMap;
 use std::net::{IpAddr, SocketAddr};
 use std::sync::Arc;
 
-use super::model::{HttpConf, Listen, Pos, ServerConf, ServerName};
-
-/// `backlog=` when not given: 511, nginx's `NGX_LISTEN_BACKLOG` on Linux. A listen whose
-/// backlog differs is taken to have set it (nginx's "listen options").
-pub const DEFAULT_BACKLOG: i32 = 511;
+use super::model::{HttpConf, Listen, Pos, ServerConf, ServerName, DEFAULT_BACKLOG};
 
 /// A listening socket to open.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -589,18 +585,7 @@ mod tests {
     use std::time::Duration;
 
     fn listen(addr: &str, line: usize) -> Listen {
-        Listen {
-            addr: addr.parse().expect("test address parses"),
-            ssl: false,
-            http2: false,
-            default_server: false,
-            reuseport: false,
-            backlog: DEFAULT_BACKLOG,
-            fastopen: None,
-            deferred: false,
-            ipv6only: true,
-            pos: pos(line),
-        }
+        Listen::new(addr.parse().expect("test address parses"), pos(line))
     }
 
     fn server(line: usize, listen: Vec<Listen>, names: Vec<ServerName>) -> Arc<ServerConf> {
