@@ -28,6 +28,44 @@ use tokio::task::JoinHandle;
 use crate::conf::model::{Config, LogLevel};
 use crate::log::LogFile;
 
+/// A site whose every answer is `return 200 "ok"`, the process state, one plain-text
+/// connection to it and its server block (for tests of the connection code).
+#[cfg(test)]
+pub(crate) fn test_conn() -> (
+    Arc<Site>,
+    Arc<Shared>,
+    crate::http::conn::Conn,
+    Arc<crate::conf::model::ServerConf>,
+) {
+    let text =
+        "error_log stderr;\nevents {}\nhttp { access_log off;\n server { listen 127.0.0.1:1; \
+                location / { return 200 \"ok\"; } } }\n";
+    let dir = std::env::temp_dir();
+    let config = crate::conf::load_str(text, &dir.join("test-conn.conf"), &dir).expect("config");
+    let server = config.http.as_ref().expect("http").servers[0].clone();
+    let shared = Arc::new(Shared::new().expect("shared"));
+    let site = Arc::new(Site::build(config, &shared, None).expect("site"));
+    let local: SocketAddr = "127.0.0.1:1".parse().unwrap();
+    let facts = crate::http::reqvars::ConnFacts {
+        peer: None,
+        local: Some(local),
+        id: 1,
+        tls: None,
+        record_policy: "static",
+    };
+    let io = Arc::new(crate::net::IoControl::new(Duration::from_secs(60), false));
+    let conn = crate::http::conn::Conn::new(
+        site.http().clone(),
+        shared.http.clone(),
+        0,
+        local,
+        facts,
+        -1,
+        io,
+    );
+    (site, shared, conn, server)
+}
+
 /// Process-wide state that outlives configuration generations.
 pub struct Shared {
     /// What requests count in and read: `stub_status` counters, the open-file cache.

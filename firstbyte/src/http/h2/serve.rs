@@ -518,34 +518,8 @@ mod tests {
 
     /// A connection of a site whose every answer is `return 200 "ok"`, and its server block.
     fn test_conn() -> (Arc<Conn>, Arc<ServerConf>) {
-        let text = "error_log stderr;\nevents {}\nhttp { access_log off;\n server { listen \
-                    127.0.0.1:1; location / { return 200 \"ok\"; } } }\n";
-        let dir = std::env::temp_dir();
-        let config = crate::conf::load_str(text, &dir.join("h2-shell.conf"), &dir).expect("config");
-        let server = config.http.as_ref().expect("http").servers[0].clone();
-        let shared = Arc::new(crate::server::Shared::new().expect("shared"));
-        let site = Arc::new(crate::server::Site::build(config, &shared, None).expect("site"));
-        let local: std::net::SocketAddr = "127.0.0.1:1".parse().unwrap();
-        let facts = crate::http::reqvars::ConnFacts {
-            peer: None,
-            local: Some(local),
-            id: 1,
-            tls: None,
-            record_policy: "static",
-        };
-        let io = Arc::new(crate::net::IoControl::new(Duration::from_secs(60), false));
-        (
-            Arc::new(Conn::new(
-                site.http().clone(),
-                shared.http.clone(),
-                0,
-                local,
-                facts,
-                -1,
-                io,
-            )),
-            server,
-        )
+        let (_, _, conn, server) = crate::server::test_conn();
+        (Arc::new(conn), server)
     }
 
     /// A socket that holds what is written until a flush, and does not finish its second

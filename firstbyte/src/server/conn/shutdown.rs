@@ -102,35 +102,11 @@ async fn retired_and_started(conn: &Conn, retired: &mut watch::Receiver<bool>) {
     }
 }
 
-/// A connection of a site whose every answer is `return 200 "ok"`, with what its
-/// shutdown watches (for tests).
+/// A connection of a site whose every answer is `return 200 "ok"` ([`crate::server::test_conn`]),
+/// with what its shutdown watches (for tests).
 #[cfg(test)]
 pub(super) fn test_conn(first: Duration, keepalive: Duration) -> (Arc<Conn>, Shutdown) {
-    let text =
-        "error_log stderr;\nevents {}\nhttp { access_log off;\n server { listen 127.0.0.1:1; \
-                location / { return 200 \"ok\"; } } }\n";
-    let dir = std::env::temp_dir();
-    let config = crate::conf::load_str(text, &dir.join("park.conf"), &dir).expect("config");
-    let shared = Arc::new(Shared::new().expect("shared"));
-    let site = Arc::new(crate::server::Site::build(config, &shared, None).expect("site"));
-    let local: std::net::SocketAddr = "127.0.0.1:1".parse().unwrap();
-    let facts = crate::http::reqvars::ConnFacts {
-        peer: None,
-        local: Some(local),
-        id: 1,
-        tls: None,
-        record_policy: "static",
-    };
-    let io = Arc::new(crate::net::IoControl::new(Duration::from_secs(60), false));
-    let conn = Conn::new(
-        site.http().clone(),
-        shared.http.clone(),
-        0,
-        local,
-        facts,
-        -1,
-        io,
-    );
+    let (site, shared, conn, _) = crate::server::test_conn();
     let stop = Shutdown::new(site, shared, first, keepalive);
     (Arc::new(conn), stop)
 }
