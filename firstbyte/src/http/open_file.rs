@@ -17,7 +17,7 @@ use std::io;
 use std::os::fd::{AsRawFd, FromRawFd, RawFd};
 use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::MetadataExt;
-use std::path::{Component, Path, PathBuf};
+use std::path::{Component, Path};
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
 use std::time::{Duration, Instant, UNIX_EPOCH};
 
@@ -285,8 +285,9 @@ pub struct OpenFileCache {
 
 #[derive(Debug, Default)]
 struct CacheInner {
-    /// Per path, one slot per `disable_symlinks` policy.
-    map: HashMap<PathBuf, [Option<Entry>; 3]>,
+    /// Per path (its bytes: hashing a `Path` walks its components, several times the cost),
+    /// one slot per `disable_symlinks` policy.
+    map: HashMap<Box<[u8]>, [Option<Entry>; 3]>,
     /// Use counter, for recency.
     clock: u64,
 }
@@ -380,7 +381,7 @@ impl OpenFileCache {
         let clock = guard.clock;
         let cached = guard
             .map
-            .get_mut(path)
+            .get_mut(path.as_os_str().as_bytes())
             .and_then(|s| s[i].as_mut())
             .map(|e| {
                 e.used = clock;
@@ -414,7 +415,7 @@ impl OpenFileCache {
             checked: now,
             used,
         };
-        if let Some(s) = g.map.get_mut(path) {
+        if let Some(s) = g.map.get_mut(path.as_os_str().as_bytes()) {
             s[i] = Some(entry);
             return;
         }
@@ -423,12 +424,12 @@ impl OpenFileCache {
         }
         let mut s: [Option<Entry>; 3] = [None, None, None];
         s[i] = Some(entry);
-        g.map.insert(path.to_path_buf(), s);
+        g.map.insert(path.as_os_str().as_bytes().into(), s);
     }
 }
 
 /// Drops the least recently used eighth (at least one) of the paths.
-fn evict(map: &mut HashMap<PathBuf, [Option<Entry>; 3]>, max_entries: usize) {
+fn evict(map: &mut HashMap<Box<[u8]>, [Option<Entry>; 3]>, max_entries: usize) {
     let recency = |s: &[Option<Entry>; 3]| s.iter().flatten().map(|e| e.used).max().unwrap_or(0);
     let mut uses: Vec<u64> = map.values().map(recency).collect();
     let drop_n = (max_entries / 8).max(1).min(uses.len());
@@ -443,6 +444,7 @@ fn evict(map: &mut HashMap<PathBuf, [Option<Entry>; 3]>, max_entries: usize) {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::path::PathBuf;
     use std::sync::atomic::{AtomicUsize, Ordering};
 
     /// A directory under the system temp dir, removed at the end of the test.

@@ -100,6 +100,9 @@ struct Continuation {
 /// server's RST_STREAM, RFC 9113 §5.1).
 const CLOSED_MEMORY: usize = 64;
 
+/// Bytes reserved for an encoded response head (a static file's five headers take ~90).
+const RESPONSE_HEAD_GUESS: usize = 128;
+
 /// The PING payload of a graceful shutdown's first step.
 const GOAWAY_PING: &[u8; 8] = b"fb-drain";
 
@@ -309,6 +312,8 @@ impl Core {
         }
         let mut block = std::mem::take(&mut self.scratch);
         block.clear();
+        // Freed while idle: one allocation of a typical response head, not a growth series.
+        block.reserve(RESPONSE_HEAD_GUESS);
         headers::encode_response(&mut block, status, headers, content_length);
         frame::put_headers(&mut self.out, id, &block, end, self.peer_max_frame);
         self.scratch = block;

@@ -334,23 +334,22 @@ pub fn encode_response(
     }
     if let Some(l) = content_length {
         put_int(out, 28, 4, 0);
-        let mut b = itoa_buf(l);
-        put_str(out, b.as_slice());
-        b.clear();
+        let mut digits = [0u8; 20];
+        put_str(out, decimal(l, &mut digits));
     }
 }
 
-fn itoa_buf(mut v: u64) -> Vec<u8> {
-    let mut d = Vec::with_capacity(20);
+/// `v` in decimal, written at the end of `buf`.
+fn decimal(mut v: u64, buf: &mut [u8; 20]) -> &[u8] {
+    let mut i = buf.len();
     loop {
-        d.push(b'0' + (v % 10) as u8);
+        i -= 1;
+        buf[i] = b'0' + (v % 10) as u8;
         v /= 10;
         if v == 0 {
-            break;
+            return &buf[i..];
         }
     }
-    d.reverse();
-    d
 }
 
 #[cfg(test)]

@@ -16,9 +16,10 @@ use std::sync::Arc;
 use std::task::{Context, Poll};
 use std::time::Duration;
 
+use crate::tls::stream::BatchWrite;
 use bytes::{Buf, Bytes};
 use http_body::Body as _;
-use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
+use tokio::io::{AsyncRead, ReadBuf};
 
 use super::body::{self, RecvBody};
 use super::core::{Config, Core, Event};
@@ -104,7 +105,7 @@ pub fn config(server: &ServerConf, data_chunk: Option<usize>) -> Config {
     }
 }
 
-impl<I: AsyncRead + AsyncWrite + Unpin> Shell<I> {
+impl<I: AsyncRead + BatchWrite> Shell<I> {
     /// A connection on `io`, its server preface ready to go.
     pub fn new(conn: Arc<Conn>, io: I, cfg: Config, max_requests: u64) -> Self {
         Shell {
@@ -359,7 +360,7 @@ impl<I: AsyncRead + AsyncWrite + Unpin> Shell<I> {
     /// Writes the core's output; `Ready(Ok)` once all is written and flushed.
     fn write(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), ()>> {
         while self.written < self.core.out.len() {
-            match Pin::new(&mut self.io).poll_write(cx, &self.core.out[self.written..]) {
+            match self.io.poll_write_batch(cx, &self.core.out[self.written..]) {
                 Poll::Ready(Ok(0)) | Poll::Ready(Err(_)) => return Poll::Ready(Err(())),
                 Poll::Ready(Ok(n)) => self.written += n,
                 Poll::Pending => return Poll::Pending,
@@ -479,7 +480,7 @@ fn step(core: &mut Core, s: &mut Slot, cx: &mut Context<'_>) -> bool {
 /// was the idle timer.
 pub async fn serve<I, S>(conn: Arc<Conn>, io: I, server: &ServerConf, stop: S)
 where
-    I: AsyncRead + AsyncWrite + Unpin + Send,
+    I: AsyncRead + BatchWrite + Send,
     S: Future<Output = bool>,
 {
     let max_requests = u64::from(server.default_location.keepalive_requests);
@@ -514,7 +515,7 @@ mod tests {
     use super::*;
     use crate::http::h2::frame::{self, flag, kind, put_head, Head, HEADER_LEN};
     use std::task::Waker;
-    use tokio::io::{AsyncReadExt, AsyncWriteExt, DuplexStream};
+    use tokio::io::{AsyncReadExt, AsyncWrite, AsyncWriteExt, DuplexStream};
 
     /// A connection of a site whose every answer is `return 200 "ok"`, and its server block.
     fn test_conn() -> (Arc<Conn>, Arc<ServerConf>) {
@@ -539,6 +540,8 @@ mod tests {
             Pin::new(&mut self.get_mut().inner).poll_read(cx, buf)
         }
     }
+
+    impl BatchWrite for SlowFlush {}
 
     impl AsyncWrite for SlowFlush {
         fn poll_write(

@@ -32,6 +32,7 @@ mod phases;
 mod respond;
 
 use std::convert::Infallible;
+use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Instant;
@@ -119,7 +120,7 @@ struct Req<'a> {
     internal: bool,
     redirects: u8,
     document_root: Option<String>,
-    request_filename: Option<String>,
+    request_filename: Option<PathBuf>,
     start: Instant,
     nreq: u64,
 }
@@ -137,7 +138,7 @@ impl Req<'_> {
             host: &self.host,
             server_name: server_name(&self.server),
             document_root: self.document_root.as_deref(),
-            request_filename: self.request_filename.as_deref(),
+            request_filename: self.request_filename.as_deref().and_then(Path::to_str),
             status: 0,
             response_headers: None,
             body_bytes_sent: 0,
@@ -232,18 +233,13 @@ where
     let addr = conn.addr_servers();
 
     // Host: HTTP/2's :authority, else the Host header; HTTP/1.1 requires one.
-    let host_raw = parts
-        .uri
-        .authority()
-        .map(|a| a.as_str().to_string())
-        .or_else(|| {
-            parts
-                .headers
-                .get(header::HOST)
-                .and_then(|h| h.to_str().ok())
-                .map(str::to_string)
-        });
-    let host = match host_raw.as_deref().map(crate::conf::vhosts::normalize_host) {
+    let host_raw = parts.uri.authority().map(|a| a.as_str()).or_else(|| {
+        parts
+            .headers
+            .get(header::HOST)
+            .and_then(|h| h.to_str().ok())
+    });
+    let host = match host_raw.map(crate::conf::vhosts::normalize_host) {
         Some(Ok(h)) => Some(h.into_owned()),
         Some(Err(_)) => None,
         None if parts.version == http::Version::HTTP_11 => None,
@@ -274,7 +270,7 @@ where
         args: None,
         protocol,
         version: parts.version,
-        host: host.clone().unwrap_or_default(),
+        host: String::new(),
         server,
         captures: Vec::new(),
         internal: false,
@@ -284,14 +280,16 @@ where
         start,
         nreq,
     };
-    if r.host.is_empty() {
-        r.host = server_name(&r.server).to_string();
-    }
+    let host_ok = host.is_some();
+    r.host = match host {
+        Some(h) if !h.is_empty() => h,
+        _ => server_name(&r.server).to_string(),
+    };
 
     let (path, query) = uri::split_target(request_uri);
     let refusal = client_refusal(&r);
-    let (step, loc) = match (host, uri::normalize_path(path), refusal) {
-        (Some(_), _, _) if misdirect => {
+    let (step, loc) = match (host_ok, uri::normalize_path(path), refusal) {
+        (true, _, _) if misdirect => {
             crate::fblog!(
                 Info,
                 "client attempted to request the server name different from the one that was negotiated, client: {}, server: {}, host: \"{}\"",
@@ -303,7 +301,7 @@ where
             let (resp, loc) = error(&mut r, 421, loc);
             (Step::Done(resp), loc)
         }
-        (Some(_), _, Some(code)) => {
+        (true, _, Some(code)) => {
             crate::fblog!(
                 Info,
                 "{}, client: {}, server: {}",
@@ -319,7 +317,7 @@ where
             let (resp, loc) = error(&mut r, code, loc);
             (Step::Done(resp), loc)
         }
-        (Some(_), Ok(u), None) => {
+        (true, Ok(u), None) => {
             r.uri = u;
             r.args = query.map(str::to_string);
             phases::run(&mut r)

@@ -4,7 +4,7 @@
 //! `error_page`; internal redirects followed up to [`MAX_REDIRECTS`]. The outcome is a
 //! [`Step`].
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use http::header::{self, HeaderValue};
@@ -226,14 +226,15 @@ fn in_location(r: &mut Req, loc: &Arc<LocationConf>) -> Out {
             r.protocol,
         ));
     }
-    let root = match &loc.root {
+    // `$document_root` holds the evaluated root; paths below borrow it from there.
+    r.document_root = Some(match &loc.root {
         DocRoot::Root(v) | DocRoot::Alias(v) => r.eval(v),
-    };
-    r.document_root = Some(root.clone());
+    });
     if let Some(tf) = &loc.try_files {
         for f in &tf.files {
             let cand = r.eval(f);
-            let Some(path) = static_files::map_path(loc, &cand, &root) else {
+            let root = r.document_root.as_deref().unwrap_or_default();
+            let Some(path) = static_files::map_path(loc, &cand, root) else {
                 continue;
             };
             let is_dir_cand = cand.ends_with('/');
@@ -265,19 +266,20 @@ fn in_location(r: &mut Req, loc: &Arc<LocationConf>) -> Out {
             }
         };
     }
-    match static_files::map_path(loc, &r.uri, &root) {
+    let root = r.document_root.as_deref().unwrap_or_default();
+    match static_files::map_path(loc, &r.uri, root) {
         Some(path) => serve_static(r, loc, path),
         None => Out::Status(404),
     }
 }
 
 fn serve_static(r: &mut Req, loc: &Arc<LocationConf>, path: PathBuf) -> Out {
-    r.request_filename = Some(path.to_string_lossy().into_owned());
+    let path: &Path = r.request_filename.insert(path);
     let fr = static_files::FileRequest {
         method: &r.method,
         headers: r.headers,
         uri: &r.uri,
-        path: &path,
+        path,
         loc,
     };
     match static_files::serve(&fr, &r.conn.shared().files) {

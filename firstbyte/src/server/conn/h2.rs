@@ -4,7 +4,8 @@
 
 use std::sync::Arc;
 
-use tokio::io::{AsyncRead, AsyncWrite};
+use crate::tls::stream::BatchWrite;
+use tokio::io::AsyncRead;
 
 use super::shutdown::{Shutdown, Stop};
 use crate::conf::model::ServerConf;
@@ -14,7 +15,7 @@ use crate::http::conn::Conn;
 /// stop, GOAWAY, and the streams in flight finish (an idle connection gets a second).
 pub(super) async fn serve_h2<I>(conn: Arc<Conn>, io: I, server: Arc<ServerConf>, mut stop: Shutdown)
 where
-    I: AsyncRead + AsyncWrite + Unpin + Send + 'static,
+    I: AsyncRead + BatchWrite + Send + 'static,
 {
     let c = conn.clone();
     let stopped = async move { stop.until_shutdown(&c).await == Stop::Idle };

@@ -36,6 +36,7 @@ use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use crate::tls::stream::BatchWrite;
 use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
 use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::net::TcpStream;
@@ -171,7 +172,7 @@ async fn serve_http<I>(
     server: Arc<ServerConf>,
     stop: (Arc<Site>, Arc<Shared>),
 ) where
-    I: AsyncRead + AsyncWrite + WaitInput + Unpin + Send + 'static,
+    I: AsyncRead + BatchWrite + WaitInput + Send + 'static,
 {
     let loc = &server.default_location;
     let keepalive = !loc.keepalive_timeout.is_zero();

@@ -413,10 +413,13 @@ impl<IO: AsyncRead + AsyncWrite + Unpin, T: TcpInfoSource + Unpin> TlsStream<IO,
 }
 
 impl<IO: AsyncRead + AsyncWrite + Unpin, T: TcpInfoSource + Unpin> TlsStream<IO, T> {
+    /// Writes `bufs`; `flush_next`: the caller flushes right after, so a record the flush
+    /// would close may end with them (no gathering copy).
     fn write_slices(
         &mut self,
         cx: &mut Context<'_>,
         bufs: &[IoSlice<'_>],
+        flush_next: bool,
     ) -> Poll<io::Result<usize>> {
         // Back-pressure: with a large queue, the socket must take some before more is accepted.
         if self.plan.must_push() {
@@ -427,13 +430,18 @@ impl<IO: AsyncRead + AsyncWrite + Unpin, T: TcpInfoSource + Unpin> TlsStream<IO,
         self.plan
             .on_write(released, bufs.iter().map(|b| b.len()).sum());
         let mut taken = 0;
-        for b in bufs {
+        for (i, b) in bufs.iter().enumerate() {
+            let last = flush_next && i + 1 == bufs.len();
             let mut b: &[u8] = b;
             while !b.is_empty() {
-                match self
-                    .plan
-                    .next_chunk(now, released, b.len(), &mut self.source)
-                {
+                let chunk = if last {
+                    self.plan
+                        .next_chunk_before_flush(now, released, b.len(), &mut self.source)
+                } else {
+                    self.plan
+                        .next_chunk(now, released, b.len(), &mut self.source)
+                };
+                match chunk {
                     Chunk::Record(n) => {
                         // A whole record in the caller's slice: no copy.
                         Self::emit(&mut self.conn, &b[..n])?;
@@ -463,13 +471,37 @@ impl<IO: AsyncRead + AsyncWrite + Unpin, T: TcpInfoSource + Unpin> TlsStream<IO,
     }
 }
 
+/// A stream that can be told a flush follows a write (see [`BatchWrite::poll_write_batch`]).
+pub(crate) trait BatchWrite: AsyncWrite + Unpin {
+    /// Writes `buf` knowing the caller flushes once all of it is written: a TLS stream then
+    /// ends its record with the batch instead of copying the batch aside until the flush.
+    fn poll_write_batch(&mut self, cx: &mut Context<'_>, buf: &[u8]) -> Poll<io::Result<usize>> {
+        Pin::new(self).poll_write(cx, buf)
+    }
+}
+
+impl<IO: AsyncRead + AsyncWrite + Unpin, T: TcpInfoSource + Unpin> BatchWrite for TlsStream<IO, T> {
+    fn poll_write_batch(&mut self, cx: &mut Context<'_>, buf: &[u8]) -> Poll<io::Result<usize>> {
+        self.write_slices(cx, &[IoSlice::new(buf)], true)
+    }
+}
+
+impl<S: BatchWrite + ?Sized> BatchWrite for Box<S> {
+    fn poll_write_batch(&mut self, cx: &mut Context<'_>, buf: &[u8]) -> Poll<io::Result<usize>> {
+        (**self).poll_write_batch(cx, buf)
+    }
+}
+
+impl BatchWrite for crate::net::SocketStream<tokio::net::TcpStream> {}
+impl BatchWrite for tokio::io::DuplexStream {}
+
 impl<IO: AsyncRead + AsyncWrite + Unpin, T: TcpInfoSource + Unpin> AsyncWrite for TlsStream<IO, T> {
     fn poll_write(
         self: Pin<&mut Self>,
         cx: &mut Context<'_>,
         buf: &[u8],
     ) -> Poll<io::Result<usize>> {
-        self.get_mut().write_slices(cx, &[IoSlice::new(buf)])
+        self.get_mut().write_slices(cx, &[IoSlice::new(buf)], false)
     }
 
     fn poll_write_vectored(
@@ -477,7 +509,7 @@ impl<IO: AsyncRead + AsyncWrite + Unpin, T: TcpInfoSource + Unpin> AsyncWrite fo
         cx: &mut Context<'_>,
         bufs: &[IoSlice<'_>],
     ) -> Poll<io::Result<usize>> {
-        self.get_mut().write_slices(cx, bufs)
+        self.get_mut().write_slices(cx, bufs, false)
     }
 
     fn is_write_vectored(&self) -> bool {

@@ -147,6 +147,24 @@ impl WritePlan {
         Chunk::Gather { n, closes }
     }
 
+    /// [`next_chunk`](Self::next_chunk) for the last `len` bytes (> 0) before a flush: a
+    /// record that the flush would close right after them is closed at their end now, so the
+    /// shell hands them to rustls uncopied. The records and the policy's accounting are those
+    /// of gathering them and flushing.
+    pub(crate) fn next_chunk_before_flush(
+        &mut self,
+        now: Instant,
+        released: bool,
+        len: usize,
+        tcp: &mut impl TcpInfoSource,
+    ) -> Chunk {
+        if self.open == 0 && len < self.decide(now, released, tcp) {
+            self.on_record(now, released, len);
+            return Chunk::Record(len);
+        }
+        self.next_chunk(now, released, len, tcp)
+    }
+
     /// Closes the open record at `now` (a flush or shutdown): `Some(len)` if one is open,
     /// which the shell hands to rustls.
     pub(crate) fn close_open(&mut self, now: Instant, released: bool) -> Option<usize> {
@@ -317,6 +335,67 @@ mod tests {
         assert_eq!(p.close_open(now, false), Some(240));
         assert_eq!(p.close_open(now, false), None, "closed once");
         assert_eq!(reads, 0, "the static policy never reads TCP_INFO");
+    }
+
+    /// Feeds a write of `len` bytes that a flush follows, the way the shell does for
+    /// [`WritePlan::next_chunk_before_flush`]; returns the records and how many were copied.
+    fn write_then_flush(
+        p: &mut WritePlan,
+        now: Instant,
+        len: usize,
+        tcp: &mut impl TcpInfoSource,
+    ) -> (Vec<usize>, usize) {
+        p.on_write(true, len);
+        let (mut records, mut left, mut copied) = (Vec::new(), len, 0);
+        while left > 0 {
+            let open = p.open;
+            match p.next_chunk_before_flush(now, true, left, tcp) {
+                Chunk::Record(n) => {
+                    assert_eq!(open, 0, "a direct record with one open");
+                    records.push(n);
+                    left -= n;
+                }
+                Chunk::Gather { n, closes } => {
+                    left -= n;
+                    copied += n;
+                    if closes {
+                        records.push(open + n);
+                    }
+                }
+            }
+        }
+        records.extend(p.close_open(now, true));
+        (records, copied)
+    }
+
+    #[test]
+    fn a_write_before_a_flush_makes_the_records_a_gather_would_without_copying() {
+        // Dynamic records (small first, then large): the sizes of gather-then-flush and of
+        // the direct path agree write by write; the direct path copies nothing.
+        let settings = RecordSettings {
+            ssl_dyn_rec_enable: DynRecMode::On,
+            ..RecordSettings::default()
+        };
+        let now = Instant::now();
+        let mut gathered = WritePlan::new(settings.policy(), now, false, false);
+        let mut direct = WritePlan::new(settings.policy(), now, false, false);
+        for len in [100, 1369, 5000, 40_000, 3, 16_384, 20_000] {
+            let (mut a, _) = write(&mut gathered, now, true, len, &mut mss(1448));
+            a.extend(gathered.close_open(now, true));
+            let (b, copied) = write_then_flush(&mut direct, now, len, &mut mss(1448));
+            assert_eq!(a, b, "records of a {len}-byte write");
+            assert_eq!(copied, 0, "copied of a {len}-byte write");
+            assert_eq!(b.iter().sum::<usize>(), len);
+        }
+    }
+
+    #[test]
+    fn a_record_already_open_is_completed_before_a_flush() {
+        let (mut p, now) = plan(false, false);
+        let mut reads = 0;
+        write(&mut p, now, true, 40, &mut no_info(&mut reads));
+        let (recs, copied) = write_then_flush(&mut p, now, 200, &mut no_info(&mut reads));
+        assert_eq!((recs, copied), (vec![240], 200));
     }
 
     #[test]
