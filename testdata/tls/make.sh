@@ -26,3 +26,5 @@ openssl req -new -x509 -key rsa-pkcs1.key -subj /CN=localhost -days 36500 -out r
 openssl rsa -in rsa-pkcs1.key -aes256 -traditional -passout pass:$PASS -out rsa-legacy.key
 # ssl_password_file: a wrong passphrase first, then the right one (nginx tries each line).
 printf 'wrong\n%s\n' "$PASS" > password.txt
+# ssl_dhparam for the configuration corpus (scripts/conf-corpus): RFC 7919's ffdhe2048 group.
+openssl genpkey -genparam -algorithm DH -pkeyopt group:ffdhe2048 -out ffdhe2048.pem
