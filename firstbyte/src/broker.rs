@@ -25,14 +25,13 @@
 
 use std::fs::File;
 use std::io;
-use std::net::SocketAddr;
-use std::os::fd::{AsRawFd, FromRawFd, IntoRawFd, RawFd};
+use std::os::fd::{AsRawFd, RawFd};
 use std::os::unix::net::UnixStream;
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 
 use crate::files::Snapshot;
-use crate::server::{Shared, Site, Source};
+use crate::server::{Bound, Shared, Site, SocketKey, Source};
 use crate::wire::{self, Reader, Writer};
 
 const RELOAD: u8 = 1;
@@ -50,7 +49,7 @@ pub struct Loaded {
     /// Everything the broker's load read, and the log files it opened.
     pub snapshot: Snapshot,
     /// Sockets the configuration names that the server did not hold.
-    pub listeners: Vec<(SocketAddr, std::net::TcpListener)>,
+    pub listeners: crate::server::Fresh,
 }
 
 impl Broker {
@@ -94,8 +93,8 @@ impl Broker {
         Ok((s, reply))
     }
 
-    /// Has the broker load the configuration; `open`: addresses already listened on.
-    pub fn reload(&self, open: &[SocketAddr]) -> Result<Loaded, String> {
+    /// Has the broker load the configuration; `open`: sockets already listened on.
+    pub fn reload(&self, open: &[SocketKey]) -> Result<Loaded, String> {
         let mut w = Writer::default();
         w.u8(RELOAD);
         w.u32(open.len() as u32);
@@ -111,7 +110,7 @@ impl Broker {
         let body = r.bytes().map_err(fail)?;
         let mut addrs = Vec::new();
         for _ in 0..r.u32().map_err(fail)? {
-            let a: SocketAddr = r
+            let a: SocketKey = r
                 .str()
                 .map_err(fail)?
                 .parse()
@@ -125,15 +124,11 @@ impl Broker {
         let logs: Vec<File> = fds.by_ref().take(nlogs).collect();
         let snapshot =
             Snapshot::decode(&mut Reader::new(body), &mut logs.into_iter()).map_err(fail)?;
+        // Each descriptor is a socket the broker bound for its key, now owned here.
         let listeners = addrs
             .into_iter()
             .zip(fds)
-            // SAFETY: each descriptor is a listening socket the broker bound, now owned here.
-            .map(|(a, f)| {
-                (a, unsafe {
-                    std::net::TcpListener::from_raw_fd(f.into_raw_fd())
-                })
-            })
+            .map(|(k, f)| (k, Bound::from_fd(k, f.into())))
             .collect();
         Ok(Loaded {
             snapshot,
@@ -258,7 +253,7 @@ type Fds = Vec<std::os::fd::OwnedFd>;
 fn reload(source: &Source, args: &[u8], logs: &mut Vec<PathBuf>) -> (Vec<u8>, Fds) {
     let mut w = Writer::default();
     let mut r = Reader::new(args);
-    let open = (|| -> io::Result<Vec<SocketAddr>> {
+    let open = (|| -> io::Result<Vec<SocketKey>> {
         let mut v = Vec::new();
         for _ in 0..r.u32()? {
             v.push(
@@ -304,7 +299,7 @@ fn reload(source: &Source, args: &[u8], logs: &mut Vec<PathBuf>) -> (Vec<u8>, Fd
                 }
             }
             for (_, l) in fresh {
-                fds.push(l.into());
+                fds.push(l.into_fd());
             }
             (w.into_bytes(), fds)
         }
@@ -312,10 +307,7 @@ fn reload(source: &Source, args: &[u8], logs: &mut Vec<PathBuf>) -> (Vec<u8>, Fd
 }
 
 /// The broker's load: the server's own steps, from disk, as root.
-fn load(
-    source: &Source,
-    open: &[SocketAddr],
-) -> Result<Vec<(SocketAddr, std::net::TcpListener)>, String> {
+fn load(source: &Source, open: &[SocketKey]) -> Result<crate::server::Fresh, String> {
     let shared = Shared::for_test();
     let config = source.load().map_err(|e| e.to_string())?;
     let site = Site::build(config, &shared, None).map_err(|e| e.to_string())?;

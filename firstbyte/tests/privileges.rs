@@ -281,6 +281,10 @@ fn root_without_user_serves_as_nobody() {
         d = dir.display()
     );
     let server = Server::start_in(&dir, &conf, port);
+    // A served request first: the port accepts connections (into the kernel's backlog) from
+    // the bind on, while the process may still be root and not yet serving.
+    let (code, _, body) = curl_i(&[&format!("http://127.0.0.1:{port}/")]);
+    assert_eq!((code, body.as_slice()), (200, b"public\n".as_slice()));
     let pid = server.child.id();
     for t in std::fs::read_dir(format!("/proc/{pid}/task")).unwrap() {
         let t = t.unwrap().file_name().into_string().unwrap();
@@ -289,8 +293,6 @@ fn root_without_user_serves_as_nobody() {
         let gid = status_field(pid, Some(&t), "Gid");
         assert!(gid.split_whitespace().all(|g| g == "65534"), "Gid: {gid}");
     }
-    let (code, _, body) = curl_i(&[&format!("http://127.0.0.1:{port}/")]);
-    assert_eq!((code, body.as_slice()), (200, b"public\n".as_slice()));
     let (code, _, _) = curl_i(&[&format!("http://127.0.0.1:{port}/secret.txt")]);
     assert_eq!(code, 403, "a root-only file must not be served");
 }

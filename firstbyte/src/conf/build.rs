@@ -16,7 +16,7 @@ use super::error::ConfError;
 use super::handlers::R;
 use super::model::{
     HttpConf, Locations, MainConf, MimeTypes, Pos, PrefixLocation, RegexLocation, Return,
-    ServerConf, ServerName, SocketConf, VerifyClient,
+    ServerConf, ServerName, SocketConf, TlsVersion, VerifyClient,
 };
 use super::parse::Directive;
 use super::server_head::{self, ServerHead};
@@ -396,7 +396,8 @@ fn finish_server(
         sp.head.listen
     };
     let (certificates, dynamic) = srv.tls.cert_keys(&cx.conf_dir)?;
-    let tls = if listen.iter().any(|l| l.ssl) {
+    let quic = listen.iter().any(|l| l.quic);
+    let tls = if quic || listen.iter().any(|l| l.ssl) {
         if certificates.is_empty() && dynamic.is_empty() {
             return Err(ConfError::NoCertificate { pos: sp.pos });
         }
@@ -406,6 +407,20 @@ fn finish_server(
         {
             return Err(ConfError::other(
                 "no ssl_client_certificate for ssl_verify_client",
+                &sp.pos,
+            ));
+        }
+        if quic && !t.protocols.contains(&TlsVersion::Tls13) {
+            return Err(ConfError::other(
+                "\"listen ... quic\" needs TLSv1.3 in \"ssl_protocols\" (QUIC carries TLS 1.3 only)",
+                &sp.pos,
+            ));
+        }
+        if quic && t.verify_client != VerifyClient::Off {
+            // Refused rather than served without the check: one QUIC endpoint serves every
+            // server block of its address, and client certificates are not wired through it.
+            return Err(ConfError::other(
+                "\"ssl_verify_client\" is not supported with \"listen ... quic\" by firstbyte yet",
                 &sp.pos,
             ));
         }
@@ -431,6 +446,7 @@ fn finish_server(
     );
     Ok(ServerConf {
         pos: sp.pos,
+        alt_svc: alt_svc(&listen),
         listen,
         server_names: sp
             .head
@@ -454,6 +470,12 @@ fn finish_server(
         locations,
         default_location: Arc::new(default_location),
     })
+}
+
+/// The `Alt-Svc` value that advertises a block's first QUIC port.
+fn alt_svc(listen: &[super::model::Listen]) -> Option<http::HeaderValue> {
+    let port = listen.iter().find(|l| l.quic)?.addr.port();
+    http::HeaderValue::from_str(&format!("h3=\":{port}\"; ma=86400")).ok()
 }
 
 /// Merges and finishes `parts` under `parent` (already merged). A server-level `return`

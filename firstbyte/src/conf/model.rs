@@ -170,6 +170,10 @@ pub struct ServerConf {
     pub server_names: Vec<ServerName>,
     /// TLS settings merged from http and server, when any `listen ... ssl` names this server.
     pub tls: Option<TlsConf>,
+    /// `Alt-Svc: h3=":PORT"; ma=86400` when the block also listens with `quic`: sent on its
+    /// TLS-over-TCP responses (unless the response has an `Alt-Svc` of its own) so browsers
+    /// move to HTTP/3. nginx leaves this to `add_header`.
+    pub alt_svc: Option<http::HeaderValue>,
     /// Socket options for connections of this server.
     pub socket: SocketConf,
     /// TLS record sizing (`ssl_buffer_size`, `ssl_dyn_rec_*`; http, server).
@@ -216,6 +220,8 @@ pub struct Listen {
     pub deferred: bool,
     /// `ipv6only=on|off` (IPv6 addresses only). Default on.
     pub ipv6only: bool,
+    /// `quic`: a UDP socket serving HTTP/3 (TLS 1.3 inside QUIC) instead of a TCP one.
+    pub quic: bool,
     /// Where the directive was written.
     pub pos: Pos,
 }
@@ -237,6 +243,7 @@ impl Listen {
             fastopen: None,
             deferred: false,
             ipv6only: true,
+            quic: false,
             pos,
         }
     }

@@ -69,7 +69,6 @@ const UNSUPPORTED_PARAMS: &[&str] = &[
     "setfib",
     "accept_filter",
     "proxy_protocol",
-    "quic",
     "multipath",
 ];
 
@@ -101,6 +100,7 @@ pub(crate) fn listen(h: &mut ServerHead, d: &Directive, cx: &mut Cx) -> R {
             ("default_server" | "default", None) => l.default_server = true,
             ("reuseport", None) => l.reuseport = true,
             ("deferred", None) => l.deferred = true,
+            ("quic", None) => l.quic = true,
             ("backlog", Some(v)) => {
                 l.backlog = v
                     .parse::<i32>()
@@ -138,7 +138,22 @@ pub(crate) fn listen(h: &mut ServerHead, d: &Directive, cx: &mut Cx) -> R {
             }
         }
     }
-    if h.listen.iter().any(|x| x.addr == addr) {
+    if l.quic {
+        // nginx's checks, in its order: what only a TCP socket or a TLS-over-TCP listener has.
+        let clash = [
+            ("fastopen", l.fastopen.is_some()),
+            ("backlog", l.backlog != super::model::DEFAULT_BACKLOG),
+            ("deferred", l.deferred),
+            ("ssl", l.ssl),
+            ("http2", l.http2),
+        ];
+        if let Some((name, _)) = clash.iter().find(|(_, set)| *set) {
+            return Err(other(format!(
+                "\"{name}\" parameter is incompatible with \"quic\""
+            )));
+        }
+    }
+    if h.listen.iter().any(|x| x.addr == addr && x.quic == l.quic) {
         return Err(other(format!("a duplicate listen {addr}")));
     }
     h.listen.push(l);
@@ -273,6 +288,16 @@ mod tests {
         listen(&mut h, &dir("listen", &["80"]), &mut c).unwrap();
         assert_eq!((h.listen[1].backlog, h.listen[1].ipv6only), (511, true));
         assert!(!h.listen[1].deferred);
+        // The same port over QUIC is another socket (UDP); twice over QUIC is a duplicate.
+        listen(
+            &mut h,
+            &dir("listen", &["[::]:443", "quic", "reuseport"]),
+            &mut c,
+        )
+        .unwrap();
+        assert!(h.listen[2].quic && h.listen[2].reuseport && !h.listen[0].quic);
+        let err = listen(&mut h, &dir("listen", &["[::]:443", "quic"]), &mut c).unwrap_err();
+        assert_eq!(err.to_string(), "a duplicate listen [::]:443 in /t.conf:2");
         let e = |args: &[&str]| {
             listen(&mut ServerHead::default(), &dir("listen", args), &mut cx())
                 .unwrap_err()
@@ -287,10 +312,30 @@ mod tests {
             e(&["80", "backlog=x"]),
             "invalid backlog \"backlog=x\" in /t.conf:2"
         );
-        assert_eq!(
-            e(&["443", "quic"]),
-            "the \"quic\" parameter of \"listen\" is not supported by firstbyte yet in /t.conf:2"
-        );
+        for (p, msg) in [
+            (
+                "ssl",
+                "\"ssl\" parameter is incompatible with \"quic\" in /t.conf:2",
+            ),
+            (
+                "http2",
+                "\"http2\" parameter is incompatible with \"quic\" in /t.conf:2",
+            ),
+            (
+                "deferred",
+                "\"deferred\" parameter is incompatible with \"quic\" in /t.conf:2",
+            ),
+            (
+                "backlog=10",
+                "\"backlog\" parameter is incompatible with \"quic\" in /t.conf:2",
+            ),
+            (
+                "fastopen=5",
+                "\"fastopen\" parameter is incompatible with \"quic\" in /t.conf:2",
+            ),
+        ] {
+            assert_eq!(e(&["443", "quic", p]), msg, "{p}");
+        }
         let err = listen(&mut h, &dir("listen", &["0.0.0.0:80"]), &mut c).unwrap_err();
         assert_eq!(
             err.to_string(),

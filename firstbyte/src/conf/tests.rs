@@ -116,7 +116,6 @@ fn errors_are_worded_as_nginx() {
         ("http { server { location / { autoindex on; } } }", "\"autoindex\" directive is not supported by firstbyte yet in /t/x.conf:1"),
         ("http { ssl_early_data on; }", "\"ssl_early_data\" directive is not supported by firstbyte yet in /t/x.conf:1"),
         ("http { ssl_certificate_cache max=0; }", "invalid parameter \"max=0\" in /t/x.conf:1"),
-        ("http { server { listen 443 quic; } }", "the \"quic\" parameter of \"listen\" is not supported by firstbyte yet in /t/x.conf:1"),
         (
             "http { ssl_conf_command Options PrioritizeChaCha; }",
             "ssl_conf_command \"Options\" is not supported by firstbyte yet in /t/x.conf:1",

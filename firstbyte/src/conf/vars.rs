@@ -91,6 +91,7 @@ pub const KNOWN: &[&str] = &[
     "ssl_client_escaped_cert",
     "ssl_client_cert",
     "http2",
+    "http3",
     "gzip_ratio",
     "nginx_version",
     "firstbyte_version",

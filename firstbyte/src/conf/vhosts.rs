@@ -45,6 +45,8 @@ pub struct ListenSocket {
     pub deferred: bool,
     /// `IPV6_V6ONLY` (IPv6 sockets only).
     pub ipv6only: bool,
+    /// A UDP socket for QUIC (`listen ... quic`), not a TCP one.
+    pub quic: bool,
     /// The `listen` directive the socket's options come from.
     pub pos: Pos,
 }
@@ -473,11 +475,12 @@ impl VirtualHosts {
     /// the loader fills in nginx's default listen.
     pub fn new(http: &HttpConf) -> Result<Self, VhostError> {
         let mut warnings = Vec::new();
-        // (port, is IPv6) → addresses in order of first appearance.
-        let mut ports: Vec<((u16, bool), Vec<AddrBuild>)> = Vec::new();
+        // (port, is IPv6, QUIC) → addresses in order of first appearance: TCP and UDP sockets
+        // of one port are apart, as nginx keys its ports by socket type.
+        let mut ports: Vec<((u16, bool, bool), Vec<AddrBuild>)> = Vec::new();
         for server in &http.servers {
             for l in &server.listen {
-                let key = (l.addr.port(), l.addr.is_ipv6());
+                let key = (l.addr.port(), l.addr.is_ipv6(), l.quic);
                 let pi = match ports.iter().position(|(k, _)| *k == key) {
                     Some(pi) => pi,
                     None => {
@@ -573,6 +576,7 @@ fn socket_of(a: &AddrBuild, peers: &[&AddrBuild]) -> ListenSocket {
         fastopen: l.fastopen,
         deferred: l.deferred,
         ipv6only: l.ipv6only,
+        quic: l.quic,
         pos: l.pos.clone(),
     }
 }
@@ -594,6 +598,7 @@ mod tests {
             listen,
             server_names: names,
             tls: None,
+            alt_svc: None,
             socket: SocketConf::default(),
             record: Default::default(),
             client_header_timeout: Duration::from_secs(60),

@@ -108,6 +108,14 @@ impl Conn {
         }
     }
 
+    /// A QUIC connection after its handshake: the server block chosen by SNI.
+    pub fn with_quic(self, server: Arc<ServerConf>) -> Conn {
+        Conn {
+            sni_server: Some(server),
+            ..self
+        }
+    }
+
     /// The servers listening on this connection's address.
     pub fn addr_servers(&self) -> &AddrServers {
         self.site.vhosts.addr_servers(self.socket, self.local)

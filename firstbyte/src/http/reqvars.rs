@@ -218,6 +218,11 @@ impl Vars for RequestVars<'_> {
                 ("HTTP/2.0", false) => Some(Cow::Borrowed("h2c")),
                 _ => Some(Cow::Borrowed("")),
             },
+            "http3" => Some(Cow::Borrowed(if self.protocol == "HTTP/3.0" {
+                "h3"
+            } else {
+                ""
+            })),
             "gzip_ratio" => None,
             "nginx_version" | "firstbyte_version" => Some(Cow::Borrowed(env!("CARGO_PKG_VERSION"))),
             "record_policy" => Some(Cow::Borrowed(self.conn.record_policy)),

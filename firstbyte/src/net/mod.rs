@@ -72,6 +72,27 @@ pub fn bind_listener(o: &ListenOpts) -> io::Result<std::net::TcpListener> {
     Ok(sock.into())
 }
 
+/// Binds a UDP socket for QUIC (`listen ... quic`), non-blocking, with `SO_REUSEADDR` and, when
+/// asked, `SO_REUSEPORT`. QUIC endpoints receive on it (quinn sets its own socket options:
+/// GSO/GRO, ECN, path MTU discovery).
+pub fn bind_udp(
+    addr: SocketAddr,
+    reuseport: bool,
+    ipv6only: bool,
+) -> io::Result<std::net::UdpSocket> {
+    let sock = Socket::new(Domain::for_address(addr), Type::DGRAM, Some(Protocol::UDP))?;
+    sock.set_reuse_address(true)?;
+    if reuseport {
+        sock.set_reuse_port(true)?;
+    }
+    if addr.is_ipv6() {
+        sock.set_only_v6(ipv6only)?;
+    }
+    sock.set_nonblocking(true)?;
+    sock.bind(&addr.into())?;
+    Ok(sock.into())
+}
+
 /// Whether the kernel lets servers use TCP Fast Open (`net.ipv4.tcp_fastopen` has bit 2).
 pub fn fastopen_server_enabled() -> Option<bool> {
     let v = std::fs::read_to_string("/proc/sys/net/ipv4/tcp_fastopen").ok()?;

@@ -9,9 +9,12 @@
 //! close. `SIGQUIT` drains, `SIGTERM`/`SIGINT` stop at once, `SIGUSR1` reopens log files.
 
 mod conn;
+mod quic;
 mod site;
+mod sockets;
 
 pub use site::{LoadError, Site};
+pub use sockets::{bind_all, bind_sockets, Bound, Fresh, SocketKey};
 
 use std::collections::HashMap;
 use std::net::SocketAddr;
@@ -203,9 +206,27 @@ impl Source {
     }
 }
 
-/// Open listening sockets by address, each with its accept loop.
+/// Open listening sockets, each with its accept loop (TCP) or endpoint (QUIC).
 struct Listeners {
-    open: HashMap<SocketAddr, JoinHandle<()>>,
+    open: HashMap<SocketKey, Listening>,
+}
+
+/// What runs on an open socket.
+enum Listening {
+    /// A TCP socket's accept loop.
+    Tcp(JoinHandle<()>),
+    /// A QUIC endpoint (its accept loop and the handle that reconfigures it on reload).
+    Quic(quic::Endpoint),
+}
+
+impl Listening {
+    /// Stops accepting; connections in flight go on.
+    fn close(self) {
+        match self {
+            Listening::Tcp(h) => h.abort(),
+            Listening::Quic(e) => e.close(),
+        }
+    }
 }
 
 /// The running server.
@@ -217,49 +238,13 @@ pub struct Server {
     broker: Option<crate::broker::Broker>,
 }
 
-/// Binds every socket `site` names (at start, before the process gives up root).
-pub fn bind_all(site: &Site) -> Result<Vec<(SocketAddr, std::net::TcpListener)>, LoadError> {
-    bind_sockets(site, |_| false)
-}
-
-/// Binds the sockets `site` names except those `open` says are open.
-pub fn bind_sockets(
-    site: &Site,
-    open: impl Fn(&SocketAddr) -> bool,
-) -> Result<Vec<(SocketAddr, std::net::TcpListener)>, LoadError> {
-    let mut fresh = Vec::new();
-    for s in site.vhosts().sockets() {
-        if open(&s.addr) {
-            continue;
-        }
-        let std_l = crate::net::bind_listener(&crate::net::ListenOpts {
-            addr: s.addr,
-            reuseport: s.reuseport,
-            backlog: s.backlog,
-            fastopen: s.fastopen,
-            deferred: s.deferred,
-            ipv6only: s.ipv6only,
-        })
-        .map_err(|e| bind_error(s.addr, &e))?;
-        fresh.push((s.addr, std_l));
-    }
-    Ok(fresh)
-}
-
-fn bind_error(addr: SocketAddr, e: &std::io::Error) -> LoadError {
-    LoadError::Other(format!(
-        "bind() to {addr} failed ({})",
-        crate::log::OsError(e)
-    ))
-}
-
 impl Server {
     /// Starts serving `site` on `fresh`, the sockets [`bind_all`] bound for it (inside the runtime).
     pub fn start(
         source: Source,
         site: Site,
         shared: Arc<Shared>,
-        fresh: Vec<(SocketAddr, std::net::TcpListener)>,
+        fresh: Fresh,
         broker: Option<crate::broker::Broker>,
     ) -> Arc<Self> {
         let server = Arc::new(Server {
@@ -283,7 +268,7 @@ impl Server {
 
     /// Binds the sockets `site` names that are not open yet. Nothing running changes, so a
     /// failure here leaves the server as it was.
-    fn bind_new(&self, site: &Site) -> Result<Vec<(SocketAddr, std::net::TcpListener)>, LoadError> {
+    fn bind_new(&self, site: &Site) -> Result<Fresh, LoadError> {
         let l = self
             .listeners
             .lock()
@@ -291,35 +276,49 @@ impl Server {
         bind_sockets(site, |a| l.open.contains_key(a))
     }
 
-    /// Starts accepting on freshly bound sockets and closes those `site` no longer names.
-    fn activate(&self, fresh: Vec<(SocketAddr, std::net::TcpListener)>, site: &Site) {
+    /// Starts accepting on freshly bound sockets, points QUIC endpoints that stay at `site`,
+    /// and closes the sockets `site` no longer names.
+    fn activate(&self, fresh: Fresh, site: &Arc<Site>) {
         let Ok(mut l) = self.listeners.lock() else {
             return;
         };
-        for (addr, std_l) in fresh {
-            match TcpListener::from_std(std_l) {
-                Ok(tl) => {
-                    let h = tokio::spawn(accept_loop(
+        for (key, bound) in fresh {
+            let started = match bound {
+                Bound::Tcp(std_l) => TcpListener::from_std(std_l).map(|tl| {
+                    Listening::Tcp(tokio::spawn(accept_loop(
                         tl,
-                        addr,
+                        key.addr,
                         self.current.clone(),
                         self.shared.clone(),
-                    ));
-                    l.open.insert(addr, h);
+                    )))
+                }),
+                Bound::Udp(udp) => {
+                    quic::Endpoint::start(udp, key.addr, site, self.shared.clone(), &self.current)
+                        .map(Listening::Quic)
                 }
-                Err(e) => crate::fblog!(Emerg, "{}", bind_error(addr, &e)),
+            };
+            match started {
+                Ok(s) => {
+                    l.open.insert(key, s);
+                }
+                Err(e) => crate::fblog!(Emerg, "{}", sockets::bind_error(key, &e)),
             }
         }
         let wanted = site.vhosts().sockets();
-        let gone: Vec<SocketAddr> = l
+        let gone: Vec<SocketKey> = l
             .open
             .keys()
-            .filter(|a| !wanted.iter().any(|s| s.addr == **a))
+            .filter(|k| !wanted.iter().any(|s| s.addr == k.addr && s.quic == k.quic))
             .copied()
             .collect();
-        for a in gone {
-            if let Some(h) = l.open.remove(&a) {
-                h.abort();
+        for k in gone {
+            if let Some(s) = l.open.remove(&k) {
+                s.close();
+            }
+        }
+        for s in l.open.values() {
+            if let Listening::Quic(e) = s {
+                e.reconfigure(site);
             }
         }
     }
@@ -339,7 +338,7 @@ impl Server {
                 let fresh = this.bind_new(&site)?;
                 return Ok::<_, LoadError>((site, fresh));
             };
-            let open: Vec<SocketAddr> = match this.listeners.lock() {
+            let open: Vec<SocketKey> = match this.listeners.lock() {
                 Ok(l) => l.open.keys().copied().collect(),
                 Err(_) => return Err(LoadError::Other("listener registry poisoned".into())),
             };
@@ -370,24 +369,23 @@ impl Server {
     }
 
     /// The sockets `site` needs that are not open, out of those the broker bound.
-    fn take_new(
-        &self,
-        site: &Site,
-        given: &mut Vec<(SocketAddr, std::net::TcpListener)>,
-    ) -> Result<Vec<(SocketAddr, std::net::TcpListener)>, LoadError> {
+    fn take_new(&self, site: &Site, given: &mut Fresh) -> Result<Fresh, LoadError> {
         let l = self
             .listeners
             .lock()
             .map_err(|_| LoadError::Other("listener registry poisoned".into()))?;
         let mut fresh = Vec::new();
         for s in site.vhosts().sockets() {
-            if l.open.contains_key(&s.addr) {
+            let key = SocketKey {
+                addr: s.addr,
+                quic: s.quic,
+            };
+            if l.open.contains_key(&key) {
                 continue;
             }
-            let Some(i) = given.iter().position(|(a, _)| *a == s.addr) else {
+            let Some(i) = given.iter().position(|(k, _)| *k == key) else {
                 return Err(LoadError::Other(format!(
-                    "the privileged process bound no socket for {}",
-                    s.addr
+                    "the privileged process bound no socket for {key}"
                 )));
             };
             fresh.push(given.swap_remove(i));
@@ -421,8 +419,8 @@ impl Server {
     /// Stops accepting and closes the listening sockets.
     pub fn close_listeners(&self) {
         if let Ok(mut l) = self.listeners.lock() {
-            for (_, h) in l.open.drain() {
-                h.abort();
+            for (_, s) in l.open.drain() {
+                s.close();
             }
         }
     }
@@ -575,7 +573,12 @@ async fn accept_loop(
         match listener.accept().await {
             Ok((stream, peer)) => {
                 let site = current.load_full();
-                let Some(idx) = site.vhosts().sockets().iter().position(|s| s.addr == addr) else {
+                let Some(idx) = site
+                    .vhosts()
+                    .sockets()
+                    .iter()
+                    .position(|s| s.addr == addr && !s.quic)
+                else {
                     continue;
                 };
                 let limit = site.config.main.max_connections();

@@ -156,6 +156,11 @@ pub(super) fn finish(
         resp = compress::apply(&info, resp, &loc.compression);
     }
     let h = resp.headers_mut();
+    if let Some(alt) = &r.server.alt_svc {
+        if r.version != http::Version::HTTP_3 && !h.contains_key(header::ALT_SVC) {
+            h.insert(header::ALT_SVC, alt.clone());
+        }
+    }
     // A proxied response keeps the upstream's own when `proxy_pass_header` lets it through.
     if !h.contains_key(header::SERVER) {
         h.insert(header::SERVER, HeaderValue::from_static("firstbyte"));

@@ -50,7 +50,8 @@ use h1::WaitInput;
 use shutdown::{Shutdown, Stop};
 
 /// Counts a connection as active while it lives.
-struct ActiveGuard(Arc<Shared>);
+/// Counts a connection in `stub_status`'s active ones while it lives.
+pub(super) struct ActiveGuard(pub(super) Arc<Shared>);
 
 impl Drop for ActiveGuard {
     fn drop(&mut self) {

@@ -1,0 +1,408 @@
+//! HTTP/3: a QUIC endpoint (quinn) per `listen ... quic` socket, and each connection's
+//! requests served by the same pipeline as HTTP/1.1 and HTTP/2 (h3 over h3-quinn).
+//!
+//! One endpoint serves every server block of its address. Its TLS config is the default
+//! server block's (versions, ciphers, tickets) with ALPN `h3`, and a certificate resolver that
+//! picks the block by SNI and asks that block's own resolver — so SNI, certificates by
+//! variable and the object cache work as over TCP. Per-block TLS settings other than the
+//! certificate (protocols, ciphers) are the default block's; client certificates are refused
+//! at load for QUIC listeners (see `conf::build`).
+//!
+//! Reload: the UDP socket and the endpoint stay; the endpoint gets the new site's TLS config
+//! for new connections, and connections keep the site they started on. A retired site's
+//! connections (and all of them on `-s quit`) say GOAWAY and end once their requests have.
+
+use std::fmt;
+use std::net::SocketAddr;
+use std::pin::Pin;
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::task::{Context, Poll};
+use std::time::Duration;
+
+use arc_swap::ArcSwap;
+use bytes::{Buf, Bytes};
+use http_body_util::BodyExt;
+use tokio::task::JoinHandle;
+
+use super::{Shared, Site};
+use crate::conf::model::ServerConf;
+use crate::http::conn::Conn;
+use crate::http::reqvars::{ConnFacts, TlsFacts};
+
+/// Bidirectional streams (requests) a client may open at once: nginx's
+/// `http3_max_concurrent_streams` default.
+const MAX_CONCURRENT_STREAMS: u32 = 128;
+
+/// A running QUIC endpoint on one UDP socket.
+pub(super) struct Endpoint {
+    endpoint: quinn::Endpoint,
+    addr: SocketAddr,
+    accept: JoinHandle<()>,
+}
+
+impl Endpoint {
+    /// Starts serving `site`'s QUIC listeners on `udp` (bound to `addr`); new connections
+    /// always use the current site of `current`.
+    pub fn start(
+        udp: std::net::UdpSocket,
+        addr: SocketAddr,
+        site: &Arc<Site>,
+        shared: Arc<Shared>,
+        current: &Arc<ArcSwap<Site>>,
+    ) -> std::io::Result<Endpoint> {
+        let config = server_config(site, addr).map_err(std::io::Error::other)?;
+        let endpoint = quinn::Endpoint::new(
+            quinn::EndpointConfig::default(),
+            Some(config),
+            udp,
+            Arc::new(quinn::TokioRuntime),
+        )?;
+        let accept = tokio::spawn(accept_loop(endpoint.clone(), addr, current.clone(), shared));
+        Ok(Endpoint {
+            endpoint,
+            addr,
+            accept,
+        })
+    }
+
+    /// New connections get `site`'s TLS and transport settings (a reload).
+    pub fn reconfigure(&self, site: &Arc<Site>) {
+        match server_config(site, self.addr) {
+            Ok(c) => self.endpoint.set_server_config(Some(c)),
+            Err(e) => crate::fblog!(Alert, "QUIC on {} keeps its old settings: {e}", self.addr),
+        }
+    }
+
+    /// Accepts no more connections; those open finish on the socket.
+    pub fn close(self) {
+        self.endpoint.set_server_config(None);
+        self.accept.abort();
+    }
+}
+
+/// The index of `addr`'s QUIC socket in `site`'s sockets.
+fn socket_of(site: &Site, addr: SocketAddr) -> Option<usize> {
+    site.vhosts()
+        .sockets()
+        .iter()
+        .position(|s| s.addr == addr && s.quic)
+}
+
+/// The endpoint's settings for `site`: TLS from the address's default server block (ALPN h3,
+/// certificates by SNI), transport limits from nginx's defaults.
+fn server_config(site: &Arc<Site>, addr: SocketAddr) -> Result<quinn::ServerConfig, String> {
+    let socket = socket_of(site, addr).ok_or("the configuration has no such QUIC listener")?;
+    let default = site.vhosts().addr_servers(socket, addr).default_server();
+    let base = site
+        .tls_for(default)
+        .ok_or("the default server of a QUIC listener has no TLS settings")?;
+    let mut tls = (**base).clone();
+    tls.alpn_protocols = vec![b"h3".to_vec()];
+    tls.max_early_data_size = 0;
+    tls.cert_resolver = Arc::new(BySni {
+        site: site.clone(),
+        socket,
+        addr,
+    });
+    let crypto = quinn::crypto::rustls::QuicServerConfig::try_from(Arc::new(tls))
+        .map_err(|e| format!("TLS settings unusable for QUIC: {e}"))?;
+    let mut config = quinn::ServerConfig::with_crypto(Arc::new(crypto));
+    let mut transport = quinn::TransportConfig::default();
+    transport.max_concurrent_bidi_streams(MAX_CONCURRENT_STREAMS.into());
+    // The client's control and QPACK streams (3), with room for extensions.
+    transport.max_concurrent_uni_streams(16u32.into());
+    let idle = default.default_location.keepalive_timeout;
+    let idle = quinn::IdleTimeout::try_from(idle.max(Duration::from_millis(1)))
+        .map_err(|e| format!("keepalive_timeout too long for QUIC: {e}"))?;
+    transport.max_idle_timeout(Some(idle));
+    config.transport_config(Arc::new(transport));
+    Ok(config)
+}
+
+/// Chooses the server block by SNI and asks its certificate resolver.
+struct BySni {
+    site: Arc<Site>,
+    socket: usize,
+    addr: SocketAddr,
+}
+
+impl fmt::Debug for BySni {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("BySni").field("addr", &self.addr).finish()
+    }
+}
+
+impl rustls::server::ResolvesServerCert for BySni {
+    fn resolve(
+        &self,
+        hello: rustls::server::ClientHello<'_>,
+    ) -> Option<Arc<rustls::sign::CertifiedKey>> {
+        let servers = self.site.vhosts().addr_servers(self.socket, self.addr);
+        let server = servers.find(hello.server_name());
+        self.site.tls_for(server)?.cert_resolver.resolve(hello)
+    }
+}
+
+async fn accept_loop(
+    endpoint: quinn::Endpoint,
+    addr: SocketAddr,
+    current: Arc<ArcSwap<Site>>,
+    shared: Arc<Shared>,
+) {
+    while let Some(incoming) = endpoint.accept().await {
+        let site = current.load_full();
+        let Some(socket) = socket_of(&site, addr) else {
+            incoming.refuse();
+            continue;
+        };
+        let limit = site.config.main.max_connections();
+        if shared.http.stats.active.load(Ordering::Relaxed) >= limit {
+            crate::fblog!(
+                Alert,
+                "{} worker_connections are not enough",
+                site.config.main.worker_connections
+            );
+            incoming.refuse();
+            continue;
+        }
+        tokio::spawn(serve(site, shared.clone(), socket, addr, incoming));
+    }
+}
+
+/// One QUIC connection: the handshake, then HTTP/3 requests until the client or a shutdown
+/// ends it.
+async fn serve(
+    site: Arc<Site>,
+    shared: Arc<Shared>,
+    socket: usize,
+    addr: SocketAddr,
+    incoming: quinn::Incoming,
+) {
+    let stats = &shared.http.stats;
+    stats.accepts.fetch_add(1, Ordering::Relaxed);
+    stats.handled.fetch_add(1, Ordering::Relaxed);
+    stats.active.fetch_add(1, Ordering::Relaxed);
+    let _guard = super::conn::ActiveGuard(shared.clone());
+    let id = stats.accepts.load(Ordering::Relaxed);
+    let peer = incoming.remote_address();
+    let local = match incoming.local_ip() {
+        Some(ip) if addr.ip().is_unspecified() => SocketAddr::new(ip, addr.port()),
+        _ => addr,
+    };
+    let servers = site.vhosts().addr_servers(socket, local);
+    let default = servers.default_server().clone();
+    let connecting = match incoming.accept() {
+        Ok(c) => c,
+        Err(e) => {
+            crate::fblog!(Info, "QUIC handshake failed ({e}), client: {}", peer.ip());
+            return;
+        }
+    };
+    let quic = match tokio::time::timeout(default.client_header_timeout, connecting).await {
+        Ok(Ok(c)) => c,
+        Ok(Err(e)) => {
+            crate::fblog!(Info, "QUIC handshake failed ({e}), client: {}", peer.ip());
+            return;
+        }
+        Err(_) => {
+            crate::fblog!(
+                Info,
+                "client timed out in QUIC handshake, client: {}",
+                peer.ip()
+            );
+            return;
+        }
+    };
+    let sni = quic
+        .handshake_data()
+        .and_then(|d| d.downcast::<quinn::crypto::rustls::HandshakeData>().ok())
+        .and_then(|d| d.server_name);
+    let server: Arc<ServerConf> = servers.find(sni.as_deref()).clone();
+    let facts = ConnFacts {
+        peer: Some(peer),
+        local: Some(local),
+        id,
+        tls: Some(TlsFacts {
+            protocol: "TLSv1.3",
+            alpn: "h3".into(),
+            server_name: sni,
+            ..TlsFacts::default()
+        }),
+        record_policy: "quic",
+    };
+    let send_timeout = server.default_location.send_timeout;
+    let io = Arc::new(crate::net::IoControl::new(send_timeout, false));
+    let conn = Arc::new(
+        Conn::new(
+            site.http().clone(),
+            shared.http.clone(),
+            socket,
+            local,
+            facts,
+            -1,
+            io,
+        )
+        .with_quic(server),
+    );
+    let handle = quic.clone();
+    let h3 = h3::server::builder()
+        .max_field_section_size(crate::http::h2limits::MAX_HEADER_LIST_SIZE.into())
+        .build::<_, Bytes>(h3_quinn::Connection::new(quic))
+        .await;
+    let Ok(mut h3) = h3 else {
+        return;
+    };
+    let mut retired = site.retired();
+    let mut draining = shared.draining();
+    // The requests in flight: after GOAWAY the connection closes when the last one is done
+    // (an idle one at once), not at the idle timeout.
+    let mut requests = tokio::task::JoinSet::new();
+    let mut closing = false;
+    loop {
+        tokio::select! {
+            r = h3.accept(), if !closing => match r {
+                Ok(Some(resolver)) => {
+                    requests.spawn(request(conn.clone(), resolver));
+                }
+                // The client said GOAWAY and its requests are done, or the connection closed.
+                Ok(None) | Err(_) => break,
+            },
+            Some(_) = requests.join_next(), if !requests.is_empty() => {
+                if closing && requests.is_empty() {
+                    break;
+                }
+            }
+            _ = stopping(&mut retired, &mut draining), if !closing => {
+                closing = true;
+                let _ = h3.shutdown(0).await;
+                if requests.is_empty() {
+                    break;
+                }
+            }
+        }
+    }
+    // Closed by the client: what is left ends with its streams.
+    while requests.join_next().await.is_some() {}
+    if closing {
+        // A finished response may still sit in QUIC's send buffer: close once the client has
+        // it (or closes itself), not when the last stream handle goes.
+        linger(&handle, send_timeout).await;
+        handle.close(H3_NO_ERROR.into(), b"");
+    }
+}
+
+/// HTTP/3's "no error" code (RFC 9114 §8.1).
+const H3_NO_ERROR: u32 = 0x100;
+
+/// Waits until the connection has sent nothing for a while — every byte acknowledged, since
+/// QUIC retransmits what is not (at least once per probe timeout) — or the client closed it,
+/// or `max` passed (`send_timeout`: a client that takes nothing).
+async fn linger(quic: &quinn::Connection, max: Duration) {
+    let start = tokio::time::Instant::now();
+    let mut sent = quic.stats().udp_tx.bytes;
+    let mut quiet_since = start;
+    loop {
+        tokio::select! {
+            _ = quic.closed() => return,
+            _ = tokio::time::sleep(Duration::from_millis(100)) => {}
+        }
+        let now = tokio::time::Instant::now();
+        let tx = quic.stats().udp_tx.bytes;
+        // Quiet for three round trips (and at least a second): no probe left unanswered.
+        let quiet = (quic.rtt() * 3).max(Duration::from_secs(1));
+        if tx != sent {
+            sent = tx;
+            quiet_since = now;
+        } else if now - quiet_since >= quiet || now - start >= max {
+            return;
+        }
+    }
+}
+
+/// Resolves when the connection's site is retired (a reload) or the server drains (`-s quit`).
+async fn stopping(
+    retired: &mut tokio::sync::watch::Receiver<bool>,
+    draining: &mut tokio::sync::watch::Receiver<bool>,
+) {
+    tokio::select! {
+        _ = retired.wait_for(|r| *r) => {}
+        _ = draining.wait_for(|d| *d) => {}
+    }
+}
+
+/// One request stream: the head, the pipeline, the response.
+async fn request(
+    conn: Arc<Conn>,
+    resolver: h3::server::RequestResolver<h3_quinn::Connection, Bytes>,
+) {
+    let Ok((req, stream)) = resolver.resolve_request().await else {
+        return;
+    };
+    let (mut send, recv) = stream.split();
+    let head = req.method() == http::Method::HEAD;
+    let (parts, ()) = req.into_parts();
+    let req = http::Request::from_parts(parts, RecvBody { recv, done: false });
+    let Ok(resp) = crate::http::pipeline::serve(conn, req).await;
+    let (parts, body) = resp.into_parts();
+    if send
+        .send_response(http::Response::from_parts(parts, ()))
+        .await
+        .is_err()
+    {
+        return;
+    }
+    if !head {
+        let mut body = Box::pin(body);
+        while let Some(frame) = body.frame().await {
+            let Ok(frame) = frame else {
+                send.stop_stream(h3::error::Code::H3_INTERNAL_ERROR);
+                return;
+            };
+            if let Ok(data) = frame.into_data() {
+                if !data.is_empty() && send.send_data(data).await.is_err() {
+                    return;
+                }
+            }
+        }
+    }
+    let _ = send.finish().await;
+}
+
+/// A request body read from its HTTP/3 stream.
+struct RecvBody {
+    recv: h3::server::RequestStream<h3_quinn::RecvStream, Bytes>,
+    done: bool,
+}
+
+impl http_body::Body for RecvBody {
+    type Data = Bytes;
+    type Error = h3::error::StreamError;
+
+    fn poll_frame(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<http_body::Frame<Bytes>, Self::Error>>> {
+        if self.done {
+            return Poll::Ready(None);
+        }
+        match std::task::ready!(self.recv.poll_recv_data(cx)) {
+            Ok(Some(mut b)) => {
+                let bytes = b.copy_to_bytes(b.remaining());
+                Poll::Ready(Some(Ok(http_body::Frame::data(bytes))))
+            }
+            Ok(None) => {
+                self.done = true;
+                Poll::Ready(None)
+            }
+            Err(e) => {
+                self.done = true;
+                Poll::Ready(Some(Err(e)))
+            }
+        }
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.done
+    }
+}
