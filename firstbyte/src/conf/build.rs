@@ -531,13 +531,13 @@ fn build_locations(
     Ok(out)
 }
 
-/// One `default_server` per address, as nginx checks at load. (Conflicting server names
-/// are a warning `vhosts` gives when it groups servers by address.)
+/// One `default_server` per address and transport (TCP, QUIC), as nginx checks at load.
+/// (Conflicting server names are a warning `vhosts` gives when it groups servers by address.)
 fn check_addresses(servers: &[Arc<ServerConf>]) -> R {
-    let mut defaults: HashSet<SocketAddr> = HashSet::new();
+    let mut defaults: HashSet<(SocketAddr, bool)> = HashSet::new();
     for s in servers {
         for l in &s.listen {
-            if l.default_server && !defaults.insert(l.addr) {
+            if l.default_server && !defaults.insert((l.addr, l.quic)) {
                 return Err(ConfError::other(
                     format!("a duplicate default server for {}", l.addr),
                     &l.pos,

@@ -850,6 +850,8 @@ http {
     server {
         listen 127.0.0.1:8443 ssl default_server;
         listen [::1]:8443 ssl default_server;
+        listen 127.0.0.1:8443 quic default_server;
+        listen [::1]:8443 quic default_server;
         http2 on;
         server_name localhost;
         ssl_certificate /run/fb/cert.pem;

@@ -160,6 +160,30 @@ pub fn connection_info(
 mod tests {
     use super::*;
 
+    /// The built-in configuration itself (not a copy) loads, and its QUIC listeners sit
+    /// beside the TCP ones (each a default server of its own transport).
+    #[test]
+    fn the_builtin_configuration_loads() {
+        let text = BUILTIN_CONF
+            .replace("{cert}", "/run/fb/cert.pem")
+            .replace("{key}", "/run/fb/key.pem");
+        let dir = std::path::Path::new("/");
+        let c = crate::conf::load_str(&text, &dir.join("builtin.conf"), dir).expect("loads");
+        let s = &c.http.as_ref().expect("http").servers[0];
+        let quic: Vec<String> = s
+            .listen
+            .iter()
+            .filter(|l| l.quic)
+            .map(|l| l.addr.to_string())
+            .collect();
+        assert_eq!(quic, ["127.0.0.1:8443", "[::1]:8443"]);
+        assert!(s.listen.iter().all(|l| l.default_server));
+        assert_eq!(
+            s.alt_svc.as_ref().map(|v| v.to_str().unwrap()),
+            Some("h3=\":8443\"; ma=86400")
+        );
+    }
+
     #[test]
     fn json_is_chosen_by_accept_or_arg() {
         let mut h = HeaderMap::new();
