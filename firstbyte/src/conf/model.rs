@@ -11,6 +11,10 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
+use super::declare::conf_struct;
+use super::directives::{
+    compression_directives, loc_directives, main_directives, srv_directives, tls_directives,
+};
 use super::vars::ComplexValue;
 
 /// Where a directive was written: for messages in nginx's form `in FILE:LINE`.
@@ -50,27 +54,13 @@ pub struct Config {
     pub files: Vec<PathBuf>,
 }
 
+main_directives! { conf_struct!
 /// Main (top-level) and `events {}` settings.
 #[derive(Debug, Clone)]
 pub struct MainConf {
-    /// `user NAME [GROUP]`: who serves when started as root.
-    pub user: Option<User>,
-    /// `worker_processes N|auto`: event-loop threads. Default 1, as nginx.
-    pub worker_processes: WorkerProcesses,
     /// `error_log FILE [LEVEL]`, possibly several. Empty: stderr at `error`.
     pub error_log: Vec<ErrorLog>,
-    /// `pid FILE|off`. Default `/run/firstbyte.pid` as root, none otherwise; `None` means `off`.
-    pub pid: Option<PathBuf>,
-    /// `daemon on|off`. Default off (foreground suits systemd and containers).
-    pub daemon: bool,
-    /// `worker_shutdown_timeout TIME`: how long `-s quit` waits for connections before closing
-    /// them. `None` (nginx's default): as long as they take.
-    pub worker_shutdown_timeout: Option<std::time::Duration>,
-    /// `worker_connections N` (events). Default 512, as nginx.
-    pub worker_connections: u32,
-    /// `ssl_object_cache_inheritable on|off` (main). Default on, as nginx 1.27.4: the next
-    /// reload may reuse this load's parsed certificates and keys whose files are unchanged.
-    pub ssl_object_cache_inheritable: bool,
+}
 }
 
 /// `user NAME [GROUP]`.
@@ -159,6 +149,7 @@ pub struct HttpConf {
     pub servers: Vec<Arc<ServerConf>>,
 }
 
+srv_directives! { conf_struct!
 /// One `server {}` block, merged.
 #[derive(Debug)]
 pub struct ServerConf {
@@ -174,24 +165,14 @@ pub struct ServerConf {
     pub socket: SocketConf,
     /// TLS record sizing (`ssl_buffer_size`, `ssl_dyn_rec_*`; http, server).
     pub record: crate::record::RecordSettings,
-    /// `client_header_timeout` (http, server). Default 60s.
-    pub client_header_timeout: Duration,
-    /// `underscores_in_headers on|off` (http, server). Default off, as nginx: a header name
-    /// with `_` is invalid.
-    pub underscores_in_headers: bool,
-    /// `ignore_invalid_headers on|off` (http, server). Default on, as nginx: invalid headers
-    /// are dropped.
-    pub ignore_invalid_headers: bool,
     /// `http2 on|off` (http, server). Default off, as nginx; `listen ... http2` also turns it on.
     pub http2: bool,
-    /// `http2_max_concurrent_streams N` (http, server): streams one HTTP/2 connection may have
-    /// open at once (SETTINGS_MAX_CONCURRENT_STREAMS). Default 128, as nginx.
-    pub http2_max_concurrent_streams: u32,
     /// The locations of this server, ready to match.
     pub locations: Locations,
     /// Server-level settings: used when no location matches, and for connection-wide values
     /// (keepalive, tcp_nodelay) before a request is routed.
     pub default_location: Arc<LocationConf>,
+}
 }
 
 /// `listen ADDR[:PORT] [ssl] [http2] [default_server] [reuseport] [deferred] [backlog=N] [fastopen=N] [ipv6only=on|off]`.
@@ -431,25 +412,11 @@ pub enum GzipStatic {
     Always,
 }
 
+compression_directives! { conf_struct!
 /// Dynamic compression (`gzip*` and `brotli*`).
 #[derive(Debug, Clone)]
 pub struct Compression {
-    /// `gzip on|off`. Default off.
-    pub gzip: bool,
-    /// `gzip_types`: MIME types compressed besides `text/html` (always). `*` matches all.
-    pub gzip_types: Vec<String>,
-    /// `gzip_comp_level 1..9`. Default 1.
-    pub gzip_comp_level: u32,
-    /// `gzip_min_length`: bytes (from Content-Length). Default 20.
-    pub gzip_min_length: u64,
-    /// `gzip_vary on|off`. Default off.
-    pub gzip_vary: bool,
-    /// `brotli on|off`. Default off.
-    pub brotli: bool,
-    /// `brotli_types`: as gzip_types (`text/html` always).
-    pub brotli_types: Vec<String>,
-    /// `brotli_comp_level 0..11`. Default 6 (the seed's advice; the nginx module's default is also 6).
-    pub brotli_comp_level: u32,
+}
 }
 
 /// `disable_symlinks`.
@@ -466,6 +433,7 @@ pub enum DisableSymlinks {
 /// MIME types by lower-cased file extension (from `types {}` / `mime.types`).
 pub type MimeTypes = HashMap<String, String>;
 
+loc_directives! { conf_struct!
 /// One location (or a server's own level), merged from its parents.
 #[derive(Debug)]
 pub struct LocationConf {
@@ -487,56 +455,19 @@ pub struct LocationConf {
     pub error_page: Vec<ErrorPage>,
     /// `access_log`.
     pub access_log: AccessLog,
-    /// `sendfile on|off`. Default off.
-    pub sendfile: bool,
-    /// `tcp_nodelay on|off`. Default on.
-    pub tcp_nodelay: bool,
-    /// `absolute_redirect on|off`. Default on: redirects firstbyte makes carry
-    /// `scheme://host[:port]`.
-    pub absolute_redirect: bool,
-    /// `server_name_in_redirect on|off`. Default off: the host is the request's (validated)
-    /// Host, else the server's first name.
-    pub server_name_in_redirect: bool,
-    /// `port_in_redirect on|off`. Default on: the listening port, unless the scheme's own.
-    pub port_in_redirect: bool,
-    /// `tcp_nopush on|off`. Default off.
-    pub tcp_nopush: bool,
-    /// `keepalive_timeout TIME`. Default 75s; 0 disables keep-alive.
-    pub keepalive_timeout: Duration,
-    /// `keepalive_requests N`. Default 1000.
-    pub keepalive_requests: u32,
-    /// `client_max_body_size SIZE`. Default 1m; 0 = no limit.
-    pub client_max_body_size: u64,
-    /// `client_body_timeout`. Default 60s.
-    pub client_body_timeout: Duration,
-    /// `send_timeout`. Default 60s.
-    pub send_timeout: Duration,
     /// `allow`/`deny` in order (inherited only when the location has none).
     pub access: Vec<AccessRule>,
-    /// `stub_status`.
-    pub stub_status: bool,
-    /// `gzip_static`.
-    pub gzip_static: GzipStatic,
     /// Dynamic compression.
     pub compression: Compression,
     /// `types {}` (the nearest one wins, as nginx).
     pub types: Arc<MimeTypes>,
-    /// `default_type`. Default `text/plain`.
-    pub default_type: String,
-    /// `disable_symlinks`.
-    pub disable_symlinks: DisableSymlinks,
-    /// `internal`: only reachable by internal redirects.
-    pub internal: bool,
-    /// `connection_info` (location; firstbyte's own directive): answer with the page that shows
-    /// the visitor their own connection (TLS version, cipher, group, ALPN, resumption, RTT,
-    /// cwnd, record policy), HTML or JSON. The built-in site serves it at `/`. Default off.
-    pub connection_info: bool,
     /// `proxy_pass` and the `proxy_*` settings of this location, when it proxies.
     pub proxy: Option<Arc<ProxyConf>>,
     /// Locations nested inside this one.
     pub locations: Locations,
     /// Where the location starts (server position for the server level).
     pub pos: Pos,
+}
 }
 
 /// `upstream NAME { server ADDR [weight=N] [max_fails=N] [fail_timeout=T]; keepalive N; }`.
@@ -745,46 +676,22 @@ pub enum CertificateCache {
     },
 }
 
+tls_directives! { conf_struct!
 /// TLS settings of a server (http → server merged).
 #[derive(Debug, Clone)]
 pub struct TlsConf {
     /// `ssl_certificate` / `ssl_certificate_key` pairs, in order (e.g. ECDSA then RSA).
     pub certificates: Vec<CertKey>,
-    /// `ssl_password_file`: passphrases tried in order for encrypted keys.
-    pub password_file: Option<PathBuf>,
-    /// `ssl_protocols`: of TLSv1.2 and TLSv1.3 (TLSv1/TLSv1.1 draw a warning and are dropped). Default both.
-    pub protocols: Vec<TlsVersion>,
-    /// `ssl_ciphers` (OpenSSL syntax, TLS 1.2 suites). Default `HIGH:!aNULL:!MD5`.
-    pub ciphers: String,
     /// `ssl_conf_command Ciphersuites ...` (TLS 1.3 suites, OpenSSL names).
     pub ciphersuites: Option<String>,
     /// `ssl_conf_command NumTickets N`: TLS 1.3 tickets per handshake. Default 2 (OpenSSL's, as nginx).
     pub num_tickets: Option<u32>,
-    /// `ssl_prefer_server_ciphers`. Default off.
-    pub prefer_server_ciphers: bool,
-    /// `ssl_ecdh_curve`. Default `auto`.
-    pub ecdh_curve: String,
-    /// `ssl_session_tickets`. Default on.
-    pub session_tickets: bool,
     /// `ssl_session_ticket_key FILE` (several: the first encrypts, all decrypt).
     pub session_ticket_keys: Vec<PathBuf>,
-    /// `ssl_session_timeout`. Default 5m.
-    pub session_timeout: Duration,
-    /// `ssl_session_cache`.
-    pub session_cache: SessionCache,
-    /// `ssl_verify_client`.
-    pub verify_client: VerifyClient,
-    /// `ssl_client_certificate FILE`.
-    pub client_certificate: Option<PathBuf>,
-    /// `ssl_stapling on|off`.
-    pub stapling: bool,
-    /// `ssl_stapling_file FILE`: a DER OCSP response to staple.
-    pub stapling_file: Option<PathBuf>,
     /// `ssl_certificate` / `ssl_certificate_key` pairs written with variables, loaded at
     /// handshake time (the static `certificates` then stay empty).
     pub dynamic_certificates: Vec<DynamicCertKey>,
-    /// `ssl_certificate_cache` (http, server). Default off.
-    pub certificate_cache: CertificateCache,
+}
 }
 
 /// A certificate chain and its key.
