@@ -165,6 +165,21 @@ pub(crate) fn count<T: std::str::FromStr>(d: &Directive, _: &mut Cx) -> Result<T
     number(d, arg0(d))
 }
 
+/// A plain number, kept as set (for values whose default is "none").
+pub(crate) fn some_count(d: &Directive, _: &mut Cx) -> Result<Option<u64>, ConfError> {
+    number(d, arg0(d)).map(Some)
+}
+
+/// `NUMBER SIZE` of buffers, both above zero (`large_client_header_buffers`).
+pub(crate) fn buffers(d: &Directive, _: &mut Cx) -> Result<(usize, usize), ConfError> {
+    let n: usize = number(d, arg0(d))?;
+    let s = size(d, d.args.get(1).map(String::as_str).unwrap_or(""))?;
+    match usize::try_from(s) {
+        Ok(s) if n > 0 && s > 0 => Ok((n, s)),
+        _ => Err(invalid(d)),
+    }
+}
+
 /// A number above zero.
 pub(crate) fn positive(d: &Directive, _: &mut Cx) -> Result<u32, ConfError> {
     match number::<u32>(d, arg0(d))? {

@@ -14,6 +14,7 @@
 //!   take the parent's value when unset (`Own`, `Global`: not inherited).
 //! - [`finish_conf!`] (settings.rs, build.rs): the model's struct literal, the hand-written
 //!   fields given, each listed field `DEFAULT` when nobody set it.
+//! - [`defaults_conf!`] (test fixtures): the same with every listed field at its default.
 //! - [`setters!`] and [`spec_rows!`] (table.rs): one handler per entry (`"NAME" directive is
 //!   duplicate` on a second one in a block, then the parser) and the table rows.
 //!
@@ -88,6 +89,23 @@ macro_rules! finish_conf {
     };
 }
 pub(crate) use finish_conf;
+
+/// The model's struct literal with every listed field at its default (test fixtures):
+/// `$body`, the hand-written fields, each ending in `,`.
+#[cfg(test)]
+macro_rules! defaults_conf {
+    (
+        $name:ident { $($body:tt)* }
+        ; $( $dname:literal $field:ident : $ty:ty = $default:expr => ($($spec:tt)*) $doc:literal ; )*
+    ) => {
+        $name {
+            $($body)*
+            $( $field: $default, )*
+        }
+    };
+}
+#[cfg(test)]
+pub(crate) use defaults_conf;
 
 /// A value as written, or the default.
 pub(crate) fn value_or<T: Clone>(v: &Option<T>, default: impl FnOnce() -> T) -> T {

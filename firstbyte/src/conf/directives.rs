@@ -49,6 +49,10 @@ macro_rules! main_directives {
         "ssl_object_cache_inheritable" ssl_object_cache_inheritable: bool = true =>
             (MAIN, 1, 1, "on", Global, p::on_off)
             "A reload reuses certificates, keys and CA bundles whose files are unchanged (mtime, inode) from the running load; `off` marks this load as not to be reused (it takes two reloads to clear).";
+        // None: the limit firstbyte was started with. Set before privileges are dropped.
+        "worker_rlimit_nofile" worker_rlimit_nofile: Option<u64> = None =>
+            (MAIN, 1, 1, "", Global, p::some_count)
+            "`RLIMIT_NOFILE` (soft and hard) set at start; when `setrlimit` fails (raising the hard limit needs root), an `[alert]` and firstbyte goes on, as nginx.";
     } };
 }
 pub(crate) use main_directives;
@@ -110,6 +114,19 @@ macro_rules! loc_directives {
         "gzip_static" gzip_static: GzipStatic = GzipStatic::Off =>
             (HSL, 1, 1, "off", Inherit, p::gzip_static)
             "Send `FILE.gz` (and `FILE.br`) when the client accepts it; `always`: whatever it says.";
+        "etag" etag: bool = true =>
+            (HSL, 1, 1, "on", Inherit, p::on_off)
+            "Send an `ETag` with static files and answer `If-None-Match`, `If-Match` and `If-Range` by it; off: no `ETag`, and only `*` matches.";
+        "log_not_found" log_not_found: bool = true =>
+            (HSL, 1, 1, "on", Inherit, p::on_off)
+            "Write a missing file's `open() \"...\" failed (2: No such file or directory)` to the error log.";
+        "expires" expires: Expires = Expires::Off =>
+            (HSL, 1, 2, "off", Inherit, h::expires)
+            "`Expires` and `Cache-Control` for 200, 201, 204, 206, 301, 302, 303, 304, 307 and 308 responses: `TIME` from now (`max-age`; negative: `no-cache`), `modified TIME` from the file's mtime, `@TIME` the next time of day (local time), `epoch`, `max` (2037, 10 years), `off`. Variables are not supported yet.";
+        // 16k: nginx's default on 64-bit platforms.
+        "client_body_buffer_size" client_body_buffer_size: u64 = 16 << 10 =>
+            (HSL, 1, 1, "16k", Inherit, p::bytes)
+            "Memory for a request body that must be read whole before it goes upstream (chunked, to an HTTP/1.0 upstream); past it the body goes to a temp file in `client_body_temp_path`. Other bodies stream to the upstream as they arrive.";
     } };
 }
 pub(crate) use loc_directives;
@@ -166,6 +183,13 @@ macro_rules! srv_directives {
         "http2_max_concurrent_streams" http2_max_concurrent_streams: u32 = 128 =>
             (HS, 1, 1, "128", Inherit, p::count)
             "Streams one HTTP/2 connection may have open at once (`SETTINGS_MAX_CONCURRENT_STREAMS`); more are refused with `REFUSED_STREAM`.";
+        "client_header_buffer_size" client_header_buffer_size: u64 = 1 << 10 =>
+            (HS, 1, 1, "1k", Inherit, p::bytes)
+            "HTTP/1.x: the first buffer a request head fills, whole lines in order, before `large_client_header_buffers`; a head that fits it is never refused.";
+        // 4 buffers of 8k: nginx's default.
+        "large_client_header_buffers" large_client_header_buffers: (usize, usize) = (4, 8 << 10) =>
+            (HS, 2, 2, "4 8k", Inherit, p::buffers)
+            "NUMBER SIZE. HTTP/1.x, as nginx: lines that do not fit `client_header_buffer_size` go whole into up to NUMBER buffers of SIZE; a request line that fits none gets 414, a header line (or the final CRLF) 400 \"Request Header Or Cookie Too Large\". firstbyte counts lines as `METHOD TARGET HTTP/1.1` and `Name: value`, each with CRLF (hyper keeps no spacing), and hyper refuses a head past 64k (or past all the buffers, when larger) first, with 431. HTTP/2: the decoded header list (name + value + 32 per field) is bounded by NUMBER x SIZE (`SETTINGS_MAX_HEADER_LIST_SIZE`; more: 431).";
     } };
 }
 pub(crate) use srv_directives;

@@ -18,8 +18,8 @@ use super::args::{arg0, invalid, number, once, param, unsupported, value};
 use super::cx::Cx;
 use super::error::ConfError;
 use super::model::{
-    AccessRule, AddHeader, DocRoot, ErrorLog, ErrorPage, LogEscape, LogFormat, LogLevel, LogTarget,
-    Net, Return, TryFallback, TryFiles,
+    AccessRule, AddHeader, DocRoot, ErrorLog, ErrorPage, Expires, LogEscape, LogFormat, LogLevel,
+    LogTarget, Net, Return, TryFallback, TryFiles,
 };
 use super::parse::Directive;
 use super::settings::{AccessLogSet, LocSettings, MainSettings, RootSet};
@@ -360,6 +360,59 @@ pub(crate) fn access_log(s: &mut LocSettings, d: &Directive, cx: &mut Cx) -> R {
         flush,
     });
     Ok(())
+}
+
+/// `expires [modified] TIME|@TIME|epoch|max|off`, as nginx's `ngx_http_parse_expires`.
+pub(crate) fn expires(d: &Directive, _: &mut Cx) -> Result<Expires, ConfError> {
+    let (modified, v) = match d.args.as_slice() {
+        [v] => (false, v.as_str()),
+        [m, v] if m == "modified" => (true, v.as_str()),
+        _ => return Err(invalid(d)),
+    };
+    if v.contains('$') {
+        return Err(unsupported(d, "a variable in \"expires\"".into()));
+    }
+    if !modified {
+        match v {
+            "epoch" => return Ok(Expires::Epoch),
+            "max" => return Ok(Expires::Max),
+            "off" => return Ok(Expires::Off),
+            _ => {}
+        }
+    }
+    let (daily, minus, t) = if let Some(t) = v.strip_prefix('@') {
+        if modified {
+            return Err(ConfError::other(
+                "\"expires\" directive daily time cannot be used with \"modified\" parameter",
+                &d.pos,
+            ));
+        }
+        (true, false, t)
+    } else if let Some(t) = v.strip_prefix('+') {
+        (false, false, t)
+    } else if let Some(t) = v.strip_prefix('-') {
+        (false, true, t)
+    } else {
+        (false, false, v)
+    };
+    let secs = units::time(t)
+        .and_then(|t| i64::try_from(t.as_secs()).ok())
+        .ok_or_else(|| invalid(d))?;
+    if daily {
+        if secs > 24 * 60 * 60 {
+            return Err(ConfError::other(
+                "\"expires\" directive daily time value must be less than 24 hours",
+                &d.pos,
+            ));
+        }
+        return Ok(Expires::Daily(secs));
+    }
+    let secs = if minus { -secs } else { secs };
+    Ok(if modified {
+        Expires::Modified(secs)
+    } else {
+        Expires::Access(secs)
+    })
 }
 
 /// `allow ADDR|CIDR|all`.

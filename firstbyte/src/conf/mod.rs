@@ -138,6 +138,8 @@ pub(crate) fn load_text(
 #[cfg(test)]
 mod compat_tests;
 #[cfg(test)]
+mod listed_tests;
+#[cfg(test)]
 mod tests;
 #[cfg(test)]
 mod testutil;

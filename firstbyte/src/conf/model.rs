@@ -419,6 +419,23 @@ pub struct Compression {
 }
 }
 
+/// `expires`: what `Expires` and `Cache-Control` say (seconds).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Expires {
+    /// `off` (default): neither header is touched.
+    Off,
+    /// `epoch`: `Expires: Thu, 01 Jan 1970 00:00:01 GMT`, `Cache-Control: no-cache`.
+    Epoch,
+    /// `max`: `Expires: Thu, 31 Dec 2037 23:55:55 GMT`, `Cache-Control: max-age=315360000`.
+    Max,
+    /// `TIME`: from the time of the response (negative: in the past, `no-cache`).
+    Access(i64),
+    /// `modified TIME`: from the response's `Last-Modified` (from now when it has none).
+    Modified(i64),
+    /// `@TIME`: the next time this time of day comes, local time (seconds after midnight).
+    Daily(i64),
+}
+
 /// `disable_symlinks`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum DisableSymlinks {
