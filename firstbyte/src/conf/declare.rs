@@ -90,9 +90,8 @@ macro_rules! finish_conf {
 }
 pub(crate) use finish_conf;
 
-/// The model's struct literal with every listed field at its default (test fixtures):
-/// `$body`, the hand-written fields, each ending in `,`.
-#[cfg(test)]
+/// The model's struct literal with every listed field at its default (test fixtures,
+/// `Default` impls): `$body`, the hand-written fields, each ending in `,`.
 macro_rules! defaults_conf {
     (
         $name:ident { $($body:tt)* }
@@ -104,8 +103,41 @@ macro_rules! defaults_conf {
         }
     };
 }
-#[cfg(test)]
 pub(crate) use defaults_conf;
+
+/// A test that every entry's default, as the docs show it, reads back (through the entry's
+/// own parser) as the value the model gets when nobody sets it; `$skip`: entries whose docs
+/// default is prose (`"... (root), off (others)"`) or names what is implied.
+#[cfg(test)]
+macro_rules! defaults_match_docs {
+    (
+        $test:ident, [$($skip:literal),*]
+        ; $( $dname:literal $field:ident : $ty:ty = $default:expr =>
+            ($ctx:expr, $min:expr, $max:expr, $dd:literal, $merge:ident, $parse:expr) $doc:literal ; )*
+    ) => {
+        #[test]
+        fn $test() {
+            #[allow(unused_imports)]
+            use $crate::conf::{args as p, handlers as h, proxy as px, server_handlers as srv};
+            let skip: &[&str] = &[$($skip),*];
+            let mut checked = 0;
+            $(
+                if !$dd.is_empty() && !skip.contains(&$dname) {
+                    let args: Vec<&str> = $dd.split(' ').collect();
+                    let d = $crate::conf::testutil::directive($dname, &args, 1);
+                    let got: $ty = ($parse)(&d, &mut $crate::conf::testutil::cx())
+                        .unwrap_or_else(|e| panic!("{}: docs default {:?}: {e}", $dname, $dd));
+                    let want: $ty = $default;
+                    assert_eq!(got, want, "{}: docs say {:?}", $dname, $dd);
+                    checked += 1;
+                }
+            )*
+            assert!(checked > 0);
+        }
+    };
+}
+#[cfg(test)]
+pub(crate) use defaults_match_docs;
 
 /// A value as written, or the default.
 pub(crate) fn value_or<T: Clone>(v: &Option<T>, default: impl FnOnce() -> T) -> T {
@@ -126,11 +158,11 @@ macro_rules! setters {
         $crate::conf::declare::setters!(@module $module, $settings, s, (s) ; $( $dname $field $parse ; )*);
     };
     (
-        $module:ident, $settings:ty, $sub:ident
+        $module:ident, $settings:ty, $($sub:ident).+
         ; $( $dname:literal $field:ident : $ty:ty = $default:expr =>
             ($ctx:expr, $min:expr, $max:expr, $dd:literal, $merge:ident, $parse:expr) $doc:literal ; )*
     ) => {
-        $crate::conf::declare::setters!(@module $module, $settings, s, (s.$sub) ; $( $dname $field $parse ; )*);
+        $crate::conf::declare::setters!(@module $module, $settings, s, (s $(.$sub)+) ; $( $dname $field $parse ; )*);
     };
     (@module $module:ident, $settings:ty, $s:ident, $slot:tt ; $( $dname:literal $field:ident $parse:expr ; )*) => {
         pub(crate) mod $module {

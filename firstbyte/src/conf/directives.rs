@@ -242,3 +242,86 @@ macro_rules! tls_directives {
     } };
 }
 pub(crate) use tls_directives;
+
+/// `proxy_*`, http/server/location (`ProxyConf`, `ProxySettings`).
+#[rustfmt::skip]
+macro_rules! proxy_directives {
+    ($gen:ident ! $($pre:tt)*) => { $gen! { $($pre)* ;
+        // HTTP/1.0: nginx's default.
+        "proxy_http_version" http11: bool = false =>
+            (HSL, 1, 1, "1.0", Inherit, px::http_version)
+            "HTTP version to the upstream; `1.1` for keepalive pools and WebSocket.";
+        // 60 s: nginx's default for the three timeouts.
+        "proxy_connect_timeout" connect_timeout: Duration = Duration::from_secs(60) =>
+            (HSL, 1, 1, "60s", Inherit, px::timeout)
+            "Time allowed to connect (and finish TLS) to an upstream.";
+        "proxy_read_timeout" read_timeout: Duration = Duration::from_secs(60) =>
+            (HSL, 1, 1, "60s", Inherit, px::timeout)
+            "Longest wait for the upstream's response header, and between two reads of its body.";
+        "proxy_send_timeout" send_timeout: Duration = Duration::from_secs(60) =>
+            (HSL, 1, 1, "60s", Inherit, px::timeout)
+            "Longest wait between two writes of the request to the upstream.";
+        // off: firstbyte streams (seed 001: never hold back bytes that could be sent); nginx's default is on.
+        "proxy_buffering" buffering: bool = false =>
+            (HSL, 1, 1, "off", Inherit, p::on_off)
+            "firstbyte's default is off: the upstream's bytes go to the client as they arrive. nginx buffers by default; `on` reads the upstream as fast as it sends, into `proxy_buffers` and then a temp file, as nginx.";
+    } };
+}
+pub(crate) use proxy_directives;
+
+/// `proxy_*` buffers (`ProxyBuffers`, `ProxyBufferSettings`).
+#[rustfmt::skip]
+macro_rules! proxy_buffer_directives {
+    ($gen:ident ! $($pre:tt)*) => { $gen! { $($pre)* ;
+        // nginx's defaults on x86_64 Linux, where a memory page is 4 KiB.
+        "proxy_buffer_size" buffer_size: usize = 4096 =>
+            (HSL, 1, 1, "4k", Inherit, px::buffer_size)
+            "Memory for the start of a buffered response, beside `proxy_buffers`.";
+        "proxy_busy_buffers_size" busy_size: usize = 8192 =>
+            (HSL, 1, 1, "8k", Inherit, px::buffer_size)
+            "Accepted as nginx; firstbyte sends from any buffer as the client takes it.";
+        "proxy_max_temp_file_size" max_temp_file_size: u64 = 1024 << 20 =>
+            (HSL, 1, 1, "1024m", Inherit, p::bytes)
+            "Largest temp file of one buffered response; past it (or with 0) the upstream is read only as fast as the client takes the response.";
+        "proxy_temp_file_write_size" temp_file_write_size: usize = 8192 =>
+            (HSL, 1, 1, "8k", Inherit, px::buffer_size)
+            "Largest write to a temp file at once.";
+    } };
+}
+pub(crate) use proxy_buffer_directives;
+
+/// `proxy_ssl_*` (`ProxySsl`, `ProxySslSettings`).
+#[rustfmt::skip]
+macro_rules! proxy_ssl_directives {
+    ($gen:ident ! $($pre:tt)*) => { $gen! { $($pre)* ;
+        // Defaults below are nginx's.
+        "proxy_ssl_password_file" password_file: Option<PathBuf> = None =>
+            (HSL, 1, 1, "", Inherit, p::conf_file)
+            "Passphrases for an encrypted `proxy_ssl_certificate_key`.";
+        "proxy_ssl_trusted_certificate" trusted_certificate: Option<PathBuf> = None =>
+            (HSL, 1, 1, "", Inherit, p::conf_file)
+            "CA certificates an upstream's certificate is verified against (`proxy_ssl_verify on`).";
+        "proxy_ssl_crl" crl: Option<PathBuf> = None =>
+            (HSL, 1, 1, "", Inherit, p::conf_file)
+            "Revoked certificates (PEM CRLs) for upstream verification.";
+        "proxy_ssl_verify" verify: bool = false =>
+            (HSL, 1, 1, "off", Inherit, p::on_off)
+            "Verify the upstream's certificate and name.";
+        "proxy_ssl_server_name" server_name: bool = false =>
+            (HSL, 1, 1, "off", Inherit, p::on_off)
+            "Send SNI to the upstream.";
+        "proxy_ssl_name" name: Option<String> = None =>
+            (HSL, 1, 1, "", Inherit, px::ssl_name)
+            "Name verified and sent as SNI (default: the `proxy_pass` host).";
+        "proxy_ssl_session_reuse" session_reuse: bool = true =>
+            (HSL, 1, 1, "on", Inherit, p::on_off)
+            "Resume TLS sessions to upstreams.";
+        "proxy_ssl_protocols" protocols: Vec<TlsVersion> = vec![TlsVersion::Tls12, TlsVersion::Tls13] =>
+            (HSL, 1, ANY, "TLSv1.2 TLSv1.3", Inherit, px::ssl_protocols)
+            "TLS versions offered to upstreams.";
+        "proxy_ssl_certificate_cache" certificate_cache: CertificateCache = CertificateCache::Off =>
+            (HSL, 1, 3, "off", Inherit, p::certificate_cache)
+            "Cache of `proxy_ssl_certificate` files named with variables, as `ssl_certificate_cache`.";
+    } };
+}
+pub(crate) use proxy_ssl_directives;

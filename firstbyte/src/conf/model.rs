@@ -11,9 +11,10 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
-use super::declare::conf_struct;
+use super::declare::{conf_struct, defaults_conf};
 use super::directives::{
-    compression_directives, loc_directives, main_directives, srv_directives, tls_directives,
+    compression_directives, loc_directives, main_directives, proxy_buffer_directives,
+    proxy_directives, proxy_ssl_directives, srv_directives, tls_directives,
 };
 use super::vars::ComplexValue;
 
@@ -528,6 +529,7 @@ pub enum ProxyTarget {
     Addrs(Vec<SocketAddr>),
 }
 
+proxy_directives! { conf_struct!
 /// `proxy_pass URL` and the `proxy_*` settings merged for one location.
 #[derive(Debug, Clone)]
 pub struct ProxyConf {
@@ -544,17 +546,6 @@ pub struct ProxyConf {
     /// `proxy_set_header` (inherited only when the location has none). nginx's defaults
     /// `Host $proxy_host` and `Connection close` apply unless overridden.
     pub set_headers: Vec<(String, ComplexValue)>,
-    /// `proxy_http_version 1.0|1.1`. Default 1.0, as nginx.
-    pub http11: bool,
-    /// `proxy_connect_timeout`. Default 60s, as nginx.
-    pub connect_timeout: Duration,
-    /// `proxy_read_timeout`: longest wait between two reads from the upstream. Default 60s.
-    pub read_timeout: Duration,
-    /// `proxy_send_timeout`: longest wait between two writes to the upstream. Default 60s.
-    pub send_timeout: Duration,
-    /// `proxy_buffering on|off`. firstbyte's default is **off** (stream: the upstream's first
-    /// bytes reach the client at once); nginx buffers by default, `on` restores that.
-    pub buffering: bool,
     /// `proxy_buffers`, `proxy_buffer_size`, the temp file: how much of a response `proxy_buffering
     /// on` holds, and where.
     pub buffers: ProxyBuffers,
@@ -565,7 +556,9 @@ pub struct ProxyConf {
     /// Upstream TLS (`proxy_ssl_*`), used when `tls`.
     pub ssl: ProxySsl,
 }
+}
 
+proxy_buffer_directives! { conf_struct!
 /// What `proxy_buffering on` may hold of a response: `proxy_buffers` and `proxy_buffer_size`
 /// in memory, the rest in an unlinked temp file under `proxy_temp_path`. Defaults are nginx's
 /// on x86_64 Linux, where one memory page is 4 KiB (nginx: "8 4k|8k", one page per buffer).
@@ -575,22 +568,13 @@ pub struct ProxyBuffers {
     pub count: usize,
     /// `proxy_buffers NUMBER SIZE`: bytes each. Default 4k.
     pub size: usize,
-    /// `proxy_buffer_size`: bytes for the response head. Default 4k.
-    pub buffer_size: usize,
-    /// `proxy_busy_buffers_size`: accepted (size checked); firstbyte sends from any
-    /// buffer as the client takes it. Default 8k.
-    pub busy_size: usize,
     /// `proxy_temp_path`: where temp files go. Default `proxy_temp` under the prefix.
     pub temp_path: PathBuf,
     /// `client_body_temp_path`: where a request body read whole before it goes upstream
     /// (chunked, to an HTTP/1.0 upstream) spills past memory. Default `client_body_temp`
     /// under the prefix.
     pub body_temp_path: PathBuf,
-    /// `proxy_max_temp_file_size`: largest temp file; 0: none (the upstream is read only as
-    /// fast as the client takes the response). Default 1024m.
-    pub max_temp_file_size: u64,
-    /// `proxy_temp_file_write_size`: largest write to the temp file at once. Default 8k.
-    pub temp_file_write_size: usize,
+}
 }
 
 impl ProxyBuffers {
@@ -604,19 +588,16 @@ impl ProxyBuffers {
 
 impl Default for ProxyBuffers {
     fn default() -> Self {
-        Self {
+        proxy_buffer_directives!(defaults_conf! ProxyBuffers {
             count: 8,
             size: 4096,
-            buffer_size: 4096,
-            busy_size: 8192,
             temp_path: PathBuf::from("proxy_temp"),
             body_temp_path: PathBuf::from("client_body_temp"),
-            max_temp_file_size: 1024 << 20,
-            temp_file_write_size: 8192,
-        }
+        })
     }
 }
 
+proxy_ssl_directives! { conf_struct!
 /// `proxy_ssl_*` settings.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ProxySsl {
@@ -624,26 +605,9 @@ pub struct ProxySsl {
     pub certificate: Option<Source>,
     /// `proxy_ssl_certificate_key`.
     pub certificate_key: Option<Source>,
-    /// `proxy_ssl_password_file`.
-    pub password_file: Option<PathBuf>,
-    /// `proxy_ssl_trusted_certificate`: CAs the upstream's certificate must chain to.
-    pub trusted_certificate: Option<PathBuf>,
-    /// `proxy_ssl_crl`.
-    pub crl: Option<PathBuf>,
-    /// `proxy_ssl_verify on|off`. Default off, as nginx.
-    pub verify: bool,
-    /// `proxy_ssl_server_name on|off`: send SNI. Default off, as nginx.
-    pub server_name: bool,
-    /// `proxy_ssl_name`: the name checked and sent. Default the `proxy_pass` host.
-    pub name: Option<String>,
-    /// `proxy_ssl_session_reuse on|off`. Default on, as nginx.
-    pub session_reuse: bool,
-    /// `proxy_ssl_protocols`. Default TLSv1.2 TLSv1.3.
-    pub protocols: Vec<TlsVersion>,
     /// `proxy_ssl_certificate` / `_key` written with variables: evaluated per request.
     pub dynamic: Option<DynamicCertKey>,
-    /// `proxy_ssl_certificate_cache`.
-    pub certificate_cache: CertificateCache,
+}
 }
 
 /// A certificate and key named with variables (`/certs/$ssl_server_name.crt`).

@@ -6,9 +6,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
-use super::args::{
-    arg0, cache_args, choice, flag, invalid, number, once, size, time, unsupported, value, R,
-};
+use super::args::{arg0, choice, invalid, number, once, size, time, unsupported, value, R};
 use super::cx::Cx;
 use super::error::ConfError;
 use super::model::{Source, TlsVersion, Upstream, UpstreamServer};
@@ -250,37 +248,6 @@ pub(crate) fn proxy_set_header(s: &mut LocSettings, d: &Directive, _: &mut Cx) -
     Ok(())
 }
 
-/// `proxy_http_version 1.0|1.1`.
-pub(crate) fn proxy_http_version(s: &mut LocSettings, d: &Directive, _: &mut Cx) -> R {
-    once(&s.proxy.http11, d)?;
-    s.proxy.http11 = Some(choice(d, arg0(d), &[("1.0", false), ("1.1", true)])?);
-    Ok(())
-}
-
-macro_rules! proxy_time {
-    ($($(#[$m:meta])* $fn:ident => $field:ident;)*) => {$(
-        $(#[$m])*
-        pub(crate) fn $fn(s: &mut LocSettings, d: &Directive, _: &mut Cx) -> R {
-            once(&s.proxy.$field, d)?;
-            let t = time(d, arg0(d))?;
-            if t.is_zero() {
-                return Err(invalid(d));
-            }
-            s.proxy.$field = Some(t);
-            Ok(())
-        }
-    )*};
-}
-
-proxy_time! {
-    /// `proxy_connect_timeout TIME`.
-    proxy_connect_timeout => connect_timeout;
-    /// `proxy_read_timeout TIME`.
-    proxy_read_timeout => read_timeout;
-    /// `proxy_send_timeout TIME`.
-    proxy_send_timeout => send_timeout;
-}
-
 fn nth(d: &Directive, i: usize) -> &str {
     d.args.get(i).map(String::as_str).unwrap_or("")
 }
@@ -304,33 +271,6 @@ pub(crate) fn proxy_buffers(s: &mut LocSettings, d: &Directive, _: &mut Cx) -> R
         return Err(invalid(d));
     }
     s.proxy.buffers = Some((n, size));
-    Ok(())
-}
-
-macro_rules! proxy_buffer_size {
-    ($($(#[$m:meta])* $fn:ident => $field:ident;)*) => {$(
-        $(#[$m])*
-        pub(crate) fn $fn(s: &mut LocSettings, d: &Directive, _: &mut Cx) -> R {
-            once(&s.proxy.$field, d)?;
-            s.proxy.$field = Some(buffer_bytes(d, arg0(d))?);
-            Ok(())
-        }
-    )*};
-}
-
-proxy_buffer_size! {
-    /// `proxy_buffer_size SIZE`.
-    proxy_buffer_size => buffer_size;
-    /// `proxy_busy_buffers_size SIZE`.
-    proxy_busy_buffers_size => busy_buffers_size;
-    /// `proxy_temp_file_write_size SIZE`.
-    proxy_temp_file_write_size => temp_file_write_size;
-}
-
-/// `proxy_max_temp_file_size SIZE` (0: no temp file).
-pub(crate) fn proxy_max_temp_file_size(s: &mut LocSettings, d: &Directive, _: &mut Cx) -> R {
-    once(&s.proxy.max_temp_file_size, d)?;
-    s.proxy.max_temp_file_size = Some(size(d, arg0(d))?);
     Ok(())
 }
 
@@ -360,26 +300,48 @@ fn temp_path(d: &Directive, cx: &Cx) -> Result<PathBuf, ConfError> {
     Ok(cx.prefixed(arg0(d)))
 }
 
-macro_rules! proxy_flag {
-    ($($(#[$m:meta])* $fn:ident => $field:ident;)*) => {$(
-        $(#[$m])*
-        pub(crate) fn $fn(s: &mut LocSettings, d: &Directive, _: &mut Cx) -> R {
-            once(&s.proxy.$field, d)?;
-            s.proxy.$field = Some(flag(d)?);
-            Ok(())
-        }
-    )*};
+/// `proxy_http_version 1.0|1.1`: whether it is 1.1.
+pub(crate) fn http_version(d: &Directive, _: &mut Cx) -> Result<bool, ConfError> {
+    choice(d, arg0(d), &[("1.0", false), ("1.1", true)])
 }
 
-proxy_flag! {
-    /// `proxy_buffering on|off`.
-    proxy_buffering => buffering;
-    /// `proxy_ssl_verify on|off`.
-    proxy_ssl_verify => ssl_verify;
-    /// `proxy_ssl_server_name on|off`.
-    proxy_ssl_server_name => ssl_server_name;
-    /// `proxy_ssl_session_reuse on|off`.
-    proxy_ssl_session_reuse => ssl_session_reuse;
+/// A proxy timeout: a time above zero.
+pub(crate) fn timeout(d: &Directive, _: &mut Cx) -> Result<Duration, ConfError> {
+    let t = time(d, arg0(d))?;
+    if t.is_zero() {
+        return Err(invalid(d));
+    }
+    Ok(t)
+}
+
+/// A proxy buffer size: above zero, in memory.
+pub(crate) fn buffer_size(d: &Directive, _: &mut Cx) -> Result<usize, ConfError> {
+    buffer_bytes(d, arg0(d))
+}
+
+/// `proxy_ssl_name NAME` (variables are not supported yet).
+pub(crate) fn ssl_name(d: &Directive, _: &mut Cx) -> Result<Option<String>, ConfError> {
+    if arg0(d).contains('$') {
+        return Err(unsupported(d, "a variable in \"proxy_ssl_name\"".into()));
+    }
+    Ok(Some(arg0(d).to_string()))
+}
+
+/// `proxy_ssl_protocols TLSv1.2 TLSv1.3` (older versions are dropped).
+pub(crate) fn ssl_protocols(d: &Directive, _: &mut Cx) -> Result<Vec<TlsVersion>, ConfError> {
+    let mut v = Vec::new();
+    for a in &d.args {
+        match a.as_str() {
+            "TLSv1.2" => v.push(TlsVersion::Tls12),
+            "TLSv1.3" => v.push(TlsVersion::Tls13),
+            "TLSv1" | "TLSv1.1" | "SSLv2" | "SSLv3" => {}
+            _ => return Err(invalid(d)),
+        }
+    }
+    if v.is_empty() {
+        return Err(invalid(d));
+    }
+    Ok(v)
 }
 
 /// `proxy_pass_header NAME` (several).
@@ -423,62 +385,6 @@ pub(crate) fn proxy_ssl_certificate(s: &mut LocSettings, d: &Directive, cx: &mut
 pub(crate) fn proxy_ssl_certificate_key(s: &mut LocSettings, d: &Directive, cx: &mut Cx) -> R {
     once(&s.proxy.ssl_certificate_key, d)?;
     s.proxy.ssl_certificate_key = Some(cert_arg(d, cx)?);
-    Ok(())
-}
-
-macro_rules! proxy_path {
-    ($($(#[$m:meta])* $fn:ident => $field:ident;)*) => {$(
-        $(#[$m])*
-        pub(crate) fn $fn(s: &mut LocSettings, d: &Directive, cx: &mut Cx) -> R {
-            once(&s.proxy.$field, d)?;
-            s.proxy.$field = Some(cx.in_conf_dir(arg0(d)));
-            Ok(())
-        }
-    )*};
-}
-
-proxy_path! {
-    /// `proxy_ssl_password_file FILE`.
-    proxy_ssl_password_file => ssl_password_file;
-    /// `proxy_ssl_trusted_certificate FILE`.
-    proxy_ssl_trusted_certificate => ssl_trusted_certificate;
-    /// `proxy_ssl_crl FILE`.
-    proxy_ssl_crl => ssl_crl;
-}
-
-/// `proxy_ssl_name NAME`.
-pub(crate) fn proxy_ssl_name(s: &mut LocSettings, d: &Directive, _: &mut Cx) -> R {
-    once(&s.proxy.ssl_name, d)?;
-    if arg0(d).contains('$') {
-        return Err(unsupported(d, "a variable in \"proxy_ssl_name\"".into()));
-    }
-    s.proxy.ssl_name = Some(arg0(d).to_string());
-    Ok(())
-}
-
-/// `proxy_ssl_protocols TLSv1.2 TLSv1.3`.
-pub(crate) fn proxy_ssl_protocols(s: &mut LocSettings, d: &Directive, _: &mut Cx) -> R {
-    once(&s.proxy.ssl_protocols, d)?;
-    let mut v = Vec::new();
-    for a in &d.args {
-        match a.as_str() {
-            "TLSv1.2" => v.push(TlsVersion::Tls12),
-            "TLSv1.3" => v.push(TlsVersion::Tls13),
-            "TLSv1" | "TLSv1.1" | "SSLv2" | "SSLv3" => {}
-            _ => return Err(invalid(d)),
-        }
-    }
-    if v.is_empty() {
-        return Err(invalid(d));
-    }
-    s.proxy.ssl_protocols = Some(v);
-    Ok(())
-}
-
-/// `proxy_ssl_certificate_cache off | max=N [inactive=time] [valid=time]`.
-pub(crate) fn proxy_ssl_certificate_cache(s: &mut LocSettings, d: &Directive, _: &mut Cx) -> R {
-    once(&s.proxy.ssl_certificate_cache, d)?;
-    s.proxy.ssl_certificate_cache = Some(cache_args(d)?);
     Ok(())
 }
 

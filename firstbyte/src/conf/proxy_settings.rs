@@ -13,6 +13,8 @@ use std::time::Duration;
 
 use super::args::R;
 use super::cx::Cx;
+use super::declare::{finish_conf, settings_struct};
+use super::directives::{proxy_buffer_directives, proxy_directives, proxy_ssl_directives};
 use super::error::ConfError;
 use super::model::{
     CertificateCache, DynamicCertKey, Pos, ProxyBuffers, ProxyConf, ProxySsl, ProxyTarget, Source,
@@ -20,8 +22,6 @@ use super::model::{
 };
 use super::vars::ComplexValue;
 
-/// 60 s: nginx's default for `proxy_connect_timeout`, `proxy_read_timeout`, `proxy_send_timeout`.
-const PROXY_TIMEOUT: Duration = Duration::from_secs(60);
 /// `proxy_pass URL` as written, split.
 #[derive(Debug, Clone)]
 pub(crate) struct PassSet {
@@ -45,36 +45,34 @@ pub(crate) enum CertArg {
     Dynamic(ComplexValue),
 }
 
+proxy_directives! { settings_struct!
 /// `proxy_*` values of one level, as written.
 #[derive(Debug, Clone, Default)]
 pub(crate) struct ProxySettings {
     pub pass: Option<PassSet>,
     pub set_headers: Option<Vec<(String, ComplexValue)>>,
-    pub http11: Option<bool>,
-    pub connect_timeout: Option<Duration>,
-    pub read_timeout: Option<Duration>,
-    pub send_timeout: Option<Duration>,
-    pub buffering: Option<bool>,
     pub buffers: Option<(usize, usize)>,
-    pub buffer_size: Option<usize>,
-    pub busy_buffers_size: Option<usize>,
     pub temp_path: Option<PathBuf>,
     pub body_temp_path: Option<PathBuf>,
-    pub max_temp_file_size: Option<u64>,
-    pub temp_file_write_size: Option<usize>,
     pub pass_headers: Option<Vec<String>>,
     pub hide_headers: Option<Vec<String>>,
     pub ssl_certificate: Option<CertArg>,
     pub ssl_certificate_key: Option<CertArg>,
-    pub ssl_password_file: Option<PathBuf>,
-    pub ssl_trusted_certificate: Option<PathBuf>,
-    pub ssl_crl: Option<PathBuf>,
-    pub ssl_verify: Option<bool>,
-    pub ssl_server_name: Option<bool>,
-    pub ssl_name: Option<String>,
-    pub ssl_session_reuse: Option<bool>,
-    pub ssl_protocols: Option<Vec<TlsVersion>>,
-    pub ssl_certificate_cache: Option<CertificateCache>,
+    pub bufs: ProxyBufferSettings,
+    pub ssl: ProxySslSettings,
+}
+}
+
+proxy_buffer_directives! { settings_struct!
+/// `proxy_*` buffer sizes of one level, as written.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct ProxyBufferSettings {}
+}
+
+proxy_ssl_directives! { settings_struct!
+/// `proxy_ssl_*` values of one level, as written.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct ProxySslSettings {}
 }
 
 fn or<T: Clone>(mine: &mut Option<T>, parent: &Option<T>) {
@@ -86,46 +84,26 @@ fn or<T: Clone>(mine: &mut Option<T>, parent: &Option<T>) {
 impl ProxySettings {
     /// Fills what this level did not set from `p` (`proxy_pass` is not inherited).
     pub fn inherit(&mut self, p: &ProxySettings) {
+        self.inherit_listed(p);
+        self.bufs.inherit_listed(&p.bufs);
+        self.ssl.inherit_listed(&p.ssl);
         or(&mut self.set_headers, &p.set_headers);
-        or(&mut self.http11, &p.http11);
-        or(&mut self.connect_timeout, &p.connect_timeout);
-        or(&mut self.read_timeout, &p.read_timeout);
-        or(&mut self.send_timeout, &p.send_timeout);
-        or(&mut self.buffering, &p.buffering);
         or(&mut self.buffers, &p.buffers);
-        or(&mut self.buffer_size, &p.buffer_size);
-        or(&mut self.busy_buffers_size, &p.busy_buffers_size);
         or(&mut self.temp_path, &p.temp_path);
         or(&mut self.body_temp_path, &p.body_temp_path);
-        or(&mut self.max_temp_file_size, &p.max_temp_file_size);
-        or(&mut self.temp_file_write_size, &p.temp_file_write_size);
         or(&mut self.pass_headers, &p.pass_headers);
         or(&mut self.hide_headers, &p.hide_headers);
         or(&mut self.ssl_certificate, &p.ssl_certificate);
         or(&mut self.ssl_certificate_key, &p.ssl_certificate_key);
-        or(&mut self.ssl_password_file, &p.ssl_password_file);
-        or(
-            &mut self.ssl_trusted_certificate,
-            &p.ssl_trusted_certificate,
-        );
-        or(&mut self.ssl_crl, &p.ssl_crl);
-        or(&mut self.ssl_verify, &p.ssl_verify);
-        or(&mut self.ssl_server_name, &p.ssl_server_name);
-        or(&mut self.ssl_name, &p.ssl_name);
-        or(&mut self.ssl_session_reuse, &p.ssl_session_reuse);
-        or(&mut self.ssl_protocols, &p.ssl_protocols);
-        or(&mut self.ssl_certificate_cache, &p.ssl_certificate_cache);
     }
 
     /// The buffer settings with nginx's defaults for what nobody set.
     fn buffers_conf(&self, cx: &Cx) -> ProxyBuffers {
         let d = ProxyBuffers::default();
         let (count, size) = self.buffers.unwrap_or((d.count, d.size));
-        ProxyBuffers {
+        proxy_buffer_directives!(finish_conf! (self.bufs) ProxyBuffers {
             count,
             size,
-            buffer_size: self.buffer_size.unwrap_or(d.buffer_size),
-            busy_size: self.busy_buffers_size.unwrap_or(d.busy_size),
             temp_path: self
                 .temp_path
                 .clone()
@@ -134,9 +112,7 @@ impl ProxySettings {
                 .body_temp_path
                 .clone()
                 .unwrap_or_else(|| cx.prefixed("client_body_temp")),
-            max_temp_file_size: self.max_temp_file_size.unwrap_or(d.max_temp_file_size),
-            temp_file_write_size: self.temp_file_write_size.unwrap_or(d.temp_file_write_size),
-        }
+        })
     }
 
     /// Resolves `proxy_pass`: an `upstream` of that name, else the host's addresses now.
@@ -187,42 +163,21 @@ impl ProxySettings {
                 ),
                 _ => (None, None, None),
             };
-        Some(ProxyConf {
+        Some(proxy_directives!(finish_conf! (self) ProxyConf {
             tls: p.tls,
             host: p.host.clone(),
             uri: p.uri.clone(),
             target,
             set_headers: self.set_headers.clone().unwrap_or_default(),
-            // HTTP/1.0: nginx's default.
-            http11: self.http11.unwrap_or(false),
-            connect_timeout: self.connect_timeout.unwrap_or(PROXY_TIMEOUT),
-            read_timeout: self.read_timeout.unwrap_or(PROXY_TIMEOUT),
-            send_timeout: self.send_timeout.unwrap_or(PROXY_TIMEOUT),
-            // off: firstbyte streams (seed 001: never hold back bytes that could be sent);
-            // nginx's default is on.
-            buffering: self.buffering.unwrap_or(false),
             buffers: self.buffers_conf(cx),
             pass_headers: self.pass_headers.clone().unwrap_or_default(),
             hide_headers: self.hide_headers.clone().unwrap_or_default(),
-            ssl: ProxySsl {
+            ssl: proxy_ssl_directives!(finish_conf! (self.ssl) ProxySsl {
                 certificate,
                 certificate_key,
-                password_file: self.ssl_password_file.clone(),
-                trusted_certificate: self.ssl_trusted_certificate.clone(),
-                crl: self.ssl_crl.clone(),
-                // Defaults below are nginx's.
-                verify: self.ssl_verify.unwrap_or(false),
-                server_name: self.ssl_server_name.unwrap_or(false),
-                name: self.ssl_name.clone(),
-                session_reuse: self.ssl_session_reuse.unwrap_or(true),
-                protocols: self
-                    .ssl_protocols
-                    .clone()
-                    .unwrap_or_else(|| vec![TlsVersion::Tls12, TlsVersion::Tls13]),
                 dynamic,
-                certificate_cache: self.ssl_certificate_cache.unwrap_or(CertificateCache::Off),
-            },
-        })
+            }),
+        }))
     }
 }
 

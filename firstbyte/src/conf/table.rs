@@ -24,7 +24,8 @@ use super::args::R;
 use super::cx::Cx;
 use super::declare::{setters, spec_rows};
 use super::directives::{
-    compression_directives, loc_directives, main_directives, srv_directives, tls_directives,
+    compression_directives, loc_directives, main_directives, proxy_buffer_directives,
+    proxy_directives, proxy_ssl_directives, srv_directives, tls_directives,
 };
 use super::handlers as h;
 use super::parse::Directive;
@@ -299,31 +300,13 @@ pub(crate) static DIRECTIVES: &[Spec] = &[
     block("upstream", HTTP, 1, 1, Shared(px::upstream), "Group of upstream servers: `server ADDR [weight=N] [max_fails=N] [fail_timeout=T] [backup] [down]` (round-robin by weight), `keepalive N` idle connections pooled."),
     d("proxy_pass", LOCATION, 1, 1, "", Own, Loc(px::proxy_pass), "Proxy requests to `http://` or `https://` HOST[:PORT][/URI] or an upstream name; a URI part replaces the location's prefix."),
     d("proxy_set_header", HSL, 2, 2, "Host $proxy_host; Connection close", InheritIfNone, Loc(px::proxy_set_header), "Request header sent upstream (an empty value removes it); e.g. `X-Forwarded-For $proxy_add_x_forwarded_for`, `Upgrade $http_upgrade` for WebSocket."),
-    d("proxy_http_version", HSL, 1, 1, "1.0", Inherit, Loc(px::proxy_http_version), "HTTP version to the upstream; `1.1` for keepalive pools and WebSocket."),
-    d("proxy_connect_timeout", HSL, 1, 1, "60s", Inherit, Loc(px::proxy_connect_timeout), "Time allowed to connect (and finish TLS) to an upstream."),
-    d("proxy_read_timeout", HSL, 1, 1, "60s", Inherit, Loc(px::proxy_read_timeout), "Longest wait for the upstream's response header, and between two reads of its body."),
-    d("proxy_send_timeout", HSL, 1, 1, "60s", Inherit, Loc(px::proxy_send_timeout), "Longest wait between two writes of the request to the upstream."),
-    d("proxy_buffering", HSL, 1, 1, "off", Inherit, Loc(px::proxy_buffering), "firstbyte's default is off: the upstream's bytes go to the client as they arrive. nginx buffers by default; `on` reads the upstream as fast as it sends, into `proxy_buffers` and then a temp file, as nginx."),
     d("proxy_buffers", HSL, 2, 2, "8 4k", Inherit, Loc(px::proxy_buffers), "Memory for a buffered response (`proxy_buffering on`): NUMBER buffers of SIZE (nginx's \"8 4k|8k\": one memory page each, 4k on x86_64 Linux)."),
-    d("proxy_buffer_size", HSL, 1, 1, "4k", Inherit, Loc(px::proxy_buffer_size), "Memory for the start of a buffered response, beside `proxy_buffers`."),
-    d("proxy_busy_buffers_size", HSL, 1, 1, "8k", Inherit, Loc(px::proxy_busy_buffers_size), "Accepted as nginx; firstbyte sends from any buffer as the client takes it."),
     d("proxy_temp_path", HSL, 1, 4, "proxy_temp", Inherit, Loc(px::proxy_temp_path), "Directory of the temp files a buffered response spills to past its buffers (under the prefix when relative). Levels are accepted; the files are unlinked as soon as they are made."),
     d("client_body_temp_path", HSL, 1, 4, "client_body_temp", Inherit, Loc(px::client_body_temp_path), "Directory where a request body that must be read whole before it goes upstream (chunked, to an HTTP/1.0 upstream) spills past 16k of memory (under the prefix when relative); as `proxy_temp_path`, made at start."),
-    d("proxy_max_temp_file_size", HSL, 1, 1, "1024m", Inherit, Loc(px::proxy_max_temp_file_size), "Largest temp file of one buffered response; past it (or with 0) the upstream is read only as fast as the client takes the response."),
-    d("proxy_temp_file_write_size", HSL, 1, 1, "8k", Inherit, Loc(px::proxy_temp_file_write_size), "Largest write to a temp file at once."),
     d("proxy_pass_header", HSL, 1, 1, "", InheritIfNone, Loc(px::proxy_pass_header), "Pass an upstream header hidden by default (`Server`, `Date`)."),
     d("proxy_hide_header", HSL, 1, 1, "", InheritIfNone, Loc(px::proxy_hide_header), "Do not pass this upstream header."),
     d("proxy_ssl_certificate", HSL, 1, 1, "", Inherit, Loc(px::proxy_ssl_certificate), "Client certificate for HTTPS upstreams (file, `data:`, or with variables such as `$host`)."),
     d("proxy_ssl_certificate_key", HSL, 1, 1, "", Inherit, Loc(px::proxy_ssl_certificate_key), "Key of `proxy_ssl_certificate`."),
-    d("proxy_ssl_password_file", HSL, 1, 1, "", Inherit, Loc(px::proxy_ssl_password_file), "Passphrases for an encrypted `proxy_ssl_certificate_key`."),
-    d("proxy_ssl_trusted_certificate", HSL, 1, 1, "", Inherit, Loc(px::proxy_ssl_trusted_certificate), "CA certificates an upstream's certificate is verified against (`proxy_ssl_verify on`)."),
-    d("proxy_ssl_crl", HSL, 1, 1, "", Inherit, Loc(px::proxy_ssl_crl), "Revoked certificates (PEM CRLs) for upstream verification."),
-    d("proxy_ssl_verify", HSL, 1, 1, "off", Inherit, Loc(px::proxy_ssl_verify), "Verify the upstream's certificate and name."),
-    d("proxy_ssl_server_name", HSL, 1, 1, "off", Inherit, Loc(px::proxy_ssl_server_name), "Send SNI to the upstream."),
-    d("proxy_ssl_name", HSL, 1, 1, "", Inherit, Loc(px::proxy_ssl_name), "Name verified and sent as SNI (default: the `proxy_pass` host)."),
-    d("proxy_ssl_session_reuse", HSL, 1, 1, "on", Inherit, Loc(px::proxy_ssl_session_reuse), "Resume TLS sessions to upstreams."),
-    d("proxy_ssl_protocols", HSL, 1, ANY, "TLSv1.2 TLSv1.3", Inherit, Loc(px::proxy_ssl_protocols), "TLS versions offered to upstreams."),
-    d("proxy_ssl_certificate_cache", HSL, 1, 3, "off", Inherit, Loc(px::proxy_ssl_certificate_cache), "Cache of `proxy_ssl_certificate` files named with variables, as `ssl_certificate_cache`."),
 ];
 
 main_directives!(setters! main_set, crate::conf::settings::MainSettings);
@@ -336,6 +319,12 @@ srv_directives!(setters! srv_set, crate::conf::settings::SrvSettings);
 srv_directives!(spec_rows! SRV_LISTED, Srv, srv_set);
 tls_directives!(setters! tls_set, crate::conf::settings::SrvSettings, tls);
 tls_directives!(spec_rows! TLS_LISTED, Srv, tls_set);
+proxy_directives!(setters! proxy_set, crate::conf::settings::LocSettings, proxy);
+proxy_directives!(spec_rows! PROXY_LISTED, Loc, proxy_set);
+proxy_buffer_directives!(setters! proxy_buffer_set, crate::conf::settings::LocSettings, proxy.bufs);
+proxy_buffer_directives!(spec_rows! PROXY_BUFFER_LISTED, Loc, proxy_buffer_set);
+proxy_ssl_directives!(setters! proxy_ssl_set, crate::conf::settings::LocSettings, proxy.ssl);
+proxy_ssl_directives!(spec_rows! PROXY_SSL_LISTED, Loc, proxy_ssl_set);
 
 /// The hand-written rows, then each list's (`directives.rs`).
 static TABLES: &[&[Spec]] = &[
@@ -345,6 +334,9 @@ static TABLES: &[&[Spec]] = &[
     COMPRESSION_LISTED,
     SRV_LISTED,
     TLS_LISTED,
+    PROXY_LISTED,
+    PROXY_BUFFER_LISTED,
+    PROXY_SSL_LISTED,
 ];
 
 /// Every directive firstbyte accepts.
@@ -423,6 +415,25 @@ pub(crate) fn unsupported_contexts(name: &str) -> Option<u8> {
 mod tests {
     use super::*;
     use std::collections::HashSet;
+    use std::path::PathBuf;
+    use std::time::Duration;
+
+    use crate::conf::declare::defaults_match_docs;
+    use crate::conf::model::{
+        CertificateCache, DisableSymlinks, Expires, GzipStatic, SessionCache, TlsVersion, User,
+        VerifyClient, WorkerProcesses,
+    };
+
+    // The lists' defaults as docs/directives.md shows them parse to the values the model
+    // gets, so the docs cannot drift from the code.
+    main_directives!(defaults_match_docs! main_defaults_match_docs, ["user", "pid"]);
+    loc_directives!(defaults_match_docs! loc_defaults_match_docs, []);
+    compression_directives!(defaults_match_docs! compression_defaults_match_docs, ["gzip_types", "brotli_types"]);
+    srv_directives!(defaults_match_docs! srv_defaults_match_docs, []);
+    tls_directives!(defaults_match_docs! tls_defaults_match_docs, []);
+    proxy_directives!(defaults_match_docs! proxy_defaults_match_docs, []);
+    proxy_buffer_directives!(defaults_match_docs! proxy_buffer_defaults_match_docs, []);
+    proxy_ssl_directives!(defaults_match_docs! proxy_ssl_defaults_match_docs, []);
 
     #[test]
     fn every_directive_has_doc_contexts_and_sane_arguments() {
