@@ -270,6 +270,16 @@ fn header_buffers_http1() {
     assert_eq!((st, body.as_slice()), (200, &b"0123456789"[..]), "1024");
     let (st, _, _) = raw(port, &format!("{}{tail}", line(1025)));
     assert_eq!(st, 414, "1025-byte request line");
+    // As nginx, the connection ends after it, even when the client asked to keep it.
+    let mut c = TcpStream::connect(("127.0.0.1", port)).expect("connect");
+    c.set_read_timeout(Some(Duration::from_secs(5)))
+        .expect("timeout");
+    let req = format!("{}Host: localhost\r\n\r\n", line(1025));
+    c.write_all(req.as_bytes()).expect("write");
+    let mut buf = Vec::new();
+    c.read_to_end(&mut buf)
+        .expect("closed by the server, not timed out");
+    assert_eq!(parse_response(&buf).0, 414);
 
     // "X-Long: ...\r\n" of exactly `len` bytes.
     let hdr = |len: usize| format!("X-Long: {}\r\n", "b".repeat(len - "X-Long: \r\n".len()));

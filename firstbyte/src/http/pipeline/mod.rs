@@ -320,7 +320,10 @@ where
                 server_name(&r.server),
             );
             let loc = r.server.default_location.clone();
-            let (resp, loc) = error(&mut r, code, loc);
+            let (mut resp, loc) = error(&mut r, code, loc);
+            // nginx ends the connection after these (`r->keepalive = 0`).
+            resp.headers_mut()
+                .insert(header::CONNECTION, http::HeaderValue::from_static("close"));
             (Step::Done(resp), loc)
         }
         (Some(_), _, _) if misdirect => {
