@@ -16,7 +16,10 @@
 //!   fields given, each listed field `DEFAULT` when nobody set it.
 //! - [`defaults_conf!`] (test fixtures): the same with every listed field at its default.
 //! - [`setters!`] and [`spec_rows!`] (table.rs): one handler per entry (`"NAME" directive is
-//!   duplicate` on a second one in a block, then the parser) and the table rows.
+//!   duplicate` on a second one in a block, then the parser) and the table rows; a group kept
+//!   in a struct of its own is reached by a path (`proxy.ssl`).
+//! - [`defaults_match_docs!`] (table.rs' tests): each entry's documented default, parsed by
+//!   its parser, equals `DEFAULT`, so docs/directives.md cannot drift from the code.
 //!
 //! Names in an entry resolve where the generator expands: types and defaults in model.rs and
 //! settings.rs, parsers in the setters' module (`p::` is `args`, `h::` `handlers`, `srv::`

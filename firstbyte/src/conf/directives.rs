@@ -16,6 +16,11 @@
 //! whose value accumulates, depends on other directives or on where it is written
 //! (`listen`, `root`, `error_page`, `access_log`, `add_header`, `return`, `try_files`,
 //! `ssl_certificate`, `proxy_pass`, ...) are hand-written in `table.rs`.
+//!
+//! A new group of values (a module's own model struct) gets a list here and one line in each
+//! place that expands the others: `conf_struct!` in model.rs, `settings_struct!` (and
+//! `finish_conf!`) in settings.rs or beside its settings, `setters!`, `spec_rows!`, `TABLES`
+//! and `defaults_match_docs!` in table.rs.
 
 /// Main and events level (`MainConf`, `MainSettings`).
 #[rustfmt::skip]

@@ -9,16 +9,17 @@
 //!
 //! **Adding a directive.** If it takes one value that a level sets once and that inherits (or
 //! not) as a whole, add one entry to the list of its level in `directives.rs` (main, loc,
-//! compression, srv): name, model field and type, default, contexts, argument counts, the
-//! default as the docs show it, the merge kind, a value parser (`args.rs` has `on_off`,
-//! `duration`, `bytes`, `count`, ...; add one there, or a domain one next to its handlers),
-//! and the doc line. The model field, the settings field, the handler, the row below
-//! (through [`all`]), the inheritance and the default follow from that entry; the runtime
-//! then reads the model's field. Only a directive whose parsing is special (it accumulates,
-//! opens a block, depends on other directives or on where it is written) gets a hand-written
-//! handler (`handlers.rs`, `server_handlers.rs`, `server_head.rs`, `proxy.rs`), a field in
-//! `settings.rs` with its merge and default, and a row in [`DIRECTIVES`]. Then run
-//! `cargo test -p firstbyte --lib docs_file` (twice: it rewrites docs/directives.md when stale).
+//! compression, srv, tls, proxy, proxy_buffer, proxy_ssl): name, model field and type,
+//! default, contexts, argument counts, the default as the docs show it, the merge kind, a
+//! value parser (`args.rs` has `on_off`, `duration`, `bytes`, `count`, ...; add one there, or
+//! a domain one next to its handlers), and the doc line. The model field, the settings field,
+//! the handler, the row (through [`all`]), the inheritance and the default follow from that
+//! entry; the runtime then reads the model's field. Only a directive whose parsing is special
+//! (it accumulates, opens a block, depends on other directives or on where it is written)
+//! gets a hand-written handler (`handlers.rs`, `server_handlers.rs`, `server_head.rs`,
+//! `proxy.rs`), a field in `settings.rs` with its merge and default, and a row in
+//! [`DIRECTIVES`]. Then run `cargo test -p firstbyte --lib docs_file` (twice: it rewrites
+//! docs/directives.md when stale).
 
 use super::args::R;
 use super::cx::Cx;
