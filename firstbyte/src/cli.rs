@@ -407,6 +407,19 @@ fn base64_encode(data: &[u8]) -> String {
 }
 
 /// Loads, binds and serves until a signal says stop.
+/// `setrlimit(RLIMIT_NOFILE)`, soft and hard to `n`, as nginx.
+fn set_rlimit_nofile(n: u64) -> std::io::Result<()> {
+    let lim = libc::rlimit {
+        rlim_cur: n as libc::rlim_t,
+        rlim_max: n as libc::rlim_t,
+    };
+    // SAFETY: `lim` is a valid rlimit that outlives the call.
+    if unsafe { libc::setrlimit(libc::RLIMIT_NOFILE, &lim) } == -1 {
+        return Err(std::io::Error::last_os_error());
+    }
+    Ok(())
+}
+
 fn run(source: Source, banner: Option<&str>) -> i32 {
     let shared = match Shared::new() {
         Ok(s) => Arc::new(s),
@@ -426,6 +439,7 @@ fn run(source: Source, banner: Option<&str>) -> i32 {
     let workers = config.main.worker_processes.threads();
     let daemon = config.main.daemon;
     let pid_path = config.main.pid.clone();
+    let rlimit_nofile = config.main.worker_rlimit_nofile;
     // Root serves as `user`, by default nobody (as nginx); `user root` stays root.
     let worker = match (&config.main.user, crate::privileges::is_root()) {
         (Some(_), false) => {
@@ -504,6 +518,19 @@ fn run(source: Source, banner: Option<&str>) -> i32 {
             return 1;
         }
     };
+    // `worker_rlimit_nofile`: set while still root (raising the hard limit needs it), as
+    // nginx's worker init; a failure is an alert, not the end.
+    if let Some(n) = rlimit_nofile {
+        if let Err(e) = set_rlimit_nofile(n) {
+            stderr(
+                LogLevel::Alert,
+                format!(
+                    "setrlimit(RLIMIT_NOFILE, {n}) failed ({})",
+                    crate::log::OsError(&e)
+                ),
+            );
+        }
+    }
     // The broker keeps root; this process gives it up for good.
     let broker = match worker {
         None => None,

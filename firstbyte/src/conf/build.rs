@@ -11,9 +11,12 @@
 use std::collections::HashSet;
 use std::net::SocketAddr;
 use std::sync::Arc;
+use std::time::Duration;
 
+use super::args::R;
+use super::declare::finish_conf;
+use super::directives::srv_directives;
 use super::error::ConfError;
-use super::handlers::R;
 use super::model::{
     HttpConf, Locations, MainConf, MimeTypes, Pos, PrefixLocation, RegexLocation, Return,
     ServerConf, ServerName, SocketConf, TlsVersion, VerifyClient,
@@ -444,7 +447,7 @@ fn finish_server(
         default_types,
         Locations::default(),
     );
-    Ok(ServerConf {
+    Ok(srv_directives!(finish_conf! (srv) ServerConf {
         pos: sp.pos,
         alt_svc: alt_svc(&listen),
         listen,
@@ -456,20 +459,12 @@ fn finish_server(
         record: srv.record(),
         socket: SocketConf {
             notsent_lowat: srv.notsent_lowat,
-            congestion: srv.congestion,
+            congestion: srv.congestion.clone(),
         },
-        // 60 s: nginx's default.
-        client_header_timeout: srv
-            .client_header_timeout
-            .unwrap_or(std::time::Duration::from_secs(60)),
-        underscores_in_headers: srv.underscores_in_headers.unwrap_or(false),
-        ignore_invalid_headers: srv.ignore_invalid_headers.unwrap_or(true),
         http2,
-        // 128: nginx's default.
-        http2_max_concurrent_streams: srv.http2_max_concurrent_streams.unwrap_or(128),
         locations,
         default_location: Arc::new(default_location),
-    })
+    }))
 }
 
 /// The `Alt-Svc` value that advertises a block's first QUIC port.

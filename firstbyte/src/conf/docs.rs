@@ -4,7 +4,7 @@
 
 use std::fmt::Write as _;
 
-use super::table::{Merge, DIRECTIVES, UNSUPPORTED, UNSUPPORTED_PREFIXES};
+use super::table::{self, Merge, Spec, UNSUPPORTED, UNSUPPORTED_PREFIXES};
 
 /// The directive reference as Markdown.
 pub fn directives_markdown() -> String {
@@ -26,7 +26,9 @@ pub fn directives_markdown() -> String {
     out.push_str("## Directives\n\n");
     out.push_str("| Directive | Contexts | Arguments | Default | Inheritance | Description |\n");
     out.push_str("|---|---|---|---|---|---|\n");
-    for s in DIRECTIVES.iter().filter(|s| s.merge != Merge::Ignored) {
+    let mut specs: Vec<&Spec> = table::all().collect();
+    specs.sort_by_key(|s| s.name);
+    for s in specs.iter().filter(|s| s.merge != Merge::Ignored) {
         let default = if s.default.is_empty() {
             "—".to_string()
         } else {
@@ -48,7 +50,7 @@ pub fn directives_markdown() -> String {
         "These mean nothing to firstbyte; each use prints one `[warn]` line saying why.\n\n",
     );
     out.push_str("| Directive | Contexts | Why |\n|---|---|---|\n");
-    for s in DIRECTIVES.iter().filter(|s| s.merge == Merge::Ignored) {
+    for s in specs.iter().filter(|s| s.merge == Merge::Ignored) {
         let _ = writeln!(out, "| `{}` | {} | {} |", s.name, s.contexts_text(), s.doc);
     }
     out.push_str("\n## Not supported yet\n\n");

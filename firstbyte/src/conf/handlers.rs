@@ -1,7 +1,9 @@
-//! Main, events and location-level directives (http, server, location), one function each:
-//! arguments in, a field of the level's settings set. Server-level ones (TLS, sockets) are in
-//! `server_handlers.rs`, `listen` and `server_name` in `server_head.rs`; the shared helpers
-//! are here.
+//! The hand-written main and location-level handlers (http, server, location): directives
+//! whose parsing is special (`error_log`, `root`/`alias`, `index`, `try_files`, `return`,
+//! `add_header`, `error_page`, `access_log`, `allow`/`deny`, `types {}`, `log_format`).
+//! Plain-valued ones come from the lists in `directives.rs`; server-level ones (TLS,
+//! sockets) are in `server_handlers.rs`, `listen` and `server_name` in `server_head.rs`; the
+//! argument helpers in `args.rs` (re-exported here as `R` for the existing callers).
 //!
 //! The table (`table.rs`) names these functions; the walker (`build.rs`) has already checked
 //! the context, the block and the argument count, so a handler validates values only. Each
@@ -10,146 +12,20 @@
 
 use std::net::IpAddr;
 use std::sync::Arc;
-use std::time::Duration;
 
+pub(crate) use super::args::R;
+use super::args::{arg0, invalid, number, once, param, unsupported, value};
+use super::cx::Cx;
 use super::error::ConfError;
 use super::model::{
-    AccessRule, AddHeader, DisableSymlinks, DocRoot, ErrorLog, ErrorPage, GzipStatic, LogEscape,
-    LogFormat, LogLevel, LogTarget, Net, Return, TryFallback, TryFiles, User, WorkerProcesses,
+    AccessRule, AddHeader, DocRoot, ErrorLog, ErrorPage, Expires, LogEscape, LogFormat, LogLevel,
+    LogTarget, Net, Return, TryFallback, TryFiles,
 };
 use super::parse::Directive;
-use super::settings::{AccessLogSet, Cx, LocSettings, MainSettings, RootSet};
+use super::settings::{AccessLogSet, LocSettings, MainSettings, RootSet};
 use super::units;
-use super::vars::ComplexValue;
-
-/// What a handler returns.
-pub(crate) type R = Result<(), ConfError>;
-
-// ---- helpers ----
-
-/// `"NAME" directive is duplicate` when `slot` is already set.
-pub(super) fn once<T>(slot: &Option<T>, d: &Directive) -> R {
-    if slot.is_some() {
-        return Err(ConfError::Duplicate {
-            name: d.name.clone(),
-            pos: d.pos.clone(),
-        });
-    }
-    Ok(())
-}
-
-pub(super) fn invalid(d: &Directive) -> ConfError {
-    ConfError::InvalidValue {
-        name: d.name.clone(),
-        pos: d.pos.clone(),
-    }
-}
-
-pub(super) fn param(d: &Directive, p: &str) -> ConfError {
-    ConfError::InvalidParam {
-        param: p.to_string(),
-        pos: d.pos.clone(),
-    }
-}
-
-pub(super) fn unsupported(d: &Directive, what: String) -> ConfError {
-    ConfError::UnsupportedParam {
-        what,
-        pos: d.pos.clone(),
-    }
-}
-
-/// The first argument, or "" (the table guarantees the count; this keeps handlers total).
-pub(super) fn arg0(d: &Directive) -> &str {
-    d.args.first().map(String::as_str).unwrap_or("")
-}
-
-/// `on`/`off` in the first argument.
-pub(crate) fn flag(d: &Directive) -> Result<bool, ConfError> {
-    choice(d, arg0(d), &[("on", true), ("off", false)])
-}
-
-/// One of `opts` (case-insensitive, as nginx), or `invalid value "x" in "NAME" directive, it must be ...`.
-pub(super) fn choice<T: Copy>(d: &Directive, s: &str, opts: &[(&str, T)]) -> Result<T, ConfError> {
-    if let Some((_, v)) = opts.iter().find(|(n, _)| n.eq_ignore_ascii_case(s)) {
-        return Ok(*v);
-    }
-    let names: Vec<String> = opts.iter().map(|(n, _)| format!("\"{n}\"")).collect();
-    let expected = match names.split_last() {
-        Some((last, [])) => last.clone(),
-        Some((last, rest)) => format!("{} or {last}", rest.join(", ")),
-        None => String::new(),
-    };
-    Err(ConfError::InvalidChoice {
-        value: s.to_string(),
-        name: d.name.clone(),
-        expected,
-        pos: d.pos.clone(),
-    })
-}
-
-pub(super) fn size(d: &Directive, s: &str) -> Result<u64, ConfError> {
-    units::size(s).ok_or_else(|| invalid(d))
-}
-
-pub(super) fn time(d: &Directive, s: &str) -> Result<Duration, ConfError> {
-    units::time(s).ok_or_else(|| invalid(d))
-}
-
-pub(super) fn number<T: std::str::FromStr>(d: &Directive, s: &str) -> Result<T, ConfError> {
-    if !s.bytes().all(|b| b.is_ascii_digit()) {
-        return Err(invalid(d));
-    }
-    s.parse().map_err(|_| invalid(d))
-}
-
-/// A number in `lo..=hi`: `invalid value "10" in "gzip_comp_level" directive, it must be between 1 and 9`.
-fn bounded(d: &Directive, lo: u32, hi: u32) -> Result<u32, ConfError> {
-    let s = arg0(d);
-    match number::<u32>(d, s) {
-        Ok(n) if (lo..=hi).contains(&n) => Ok(n),
-        _ => Err(ConfError::InvalidChoice {
-            value: s.to_string(),
-            name: d.name.clone(),
-            expected: format!("between {lo} and {hi}"),
-            pos: d.pos.clone(),
-        }),
-    }
-}
-
-/// A value with `$variables`.
-pub(crate) fn value(d: &Directive, s: &str) -> Result<ComplexValue, ConfError> {
-    ComplexValue::parse(s).map_err(|source| ConfError::Var {
-        source,
-        pos: d.pos.clone(),
-    })
-}
 
 // ---- main and events ----
-
-/// `user NAME [GROUP]`.
-pub(crate) fn user(m: &mut MainSettings, d: &Directive, _: &mut Cx) -> R {
-    once(&m.user, d)?;
-    m.user = Some(User {
-        name: arg0(d).to_string(),
-        group: d.args.get(1).cloned(),
-    });
-    Ok(())
-}
-
-/// `worker_processes N|auto`.
-pub(crate) fn worker_processes(m: &mut MainSettings, d: &Directive, _: &mut Cx) -> R {
-    once(&m.worker_processes, d)?;
-    let v = match arg0(d) {
-        "auto" => WorkerProcesses::Auto,
-        s => match number::<usize>(d, s)? {
-            0 => return Err(invalid(d)),
-            n => WorkerProcesses::Count(n),
-        },
-    };
-    m.worker_processes = Some(v);
-    Ok(())
-}
 
 /// `error_log FILE|stderr [LEVEL]` (several allowed).
 pub(crate) fn error_log(m: &mut MainSettings, d: &Directive, cx: &mut Cx) -> R {
@@ -182,42 +58,6 @@ pub(crate) fn error_log(m: &mut MainSettings, d: &Directive, cx: &mut Cx) -> R {
     };
     m.error_log.push(ErrorLog { target, level });
     Ok(())
-}
-
-/// `pid FILE|off`.
-pub(crate) fn pid(m: &mut MainSettings, d: &Directive, cx: &mut Cx) -> R {
-    once(&m.pid, d)?;
-    m.pid = Some(match arg0(d) {
-        "off" => None,
-        f => Some(cx.prefixed(f)),
-    });
-    Ok(())
-}
-
-/// `worker_shutdown_timeout TIME`.
-pub(crate) fn worker_shutdown_timeout(m: &mut MainSettings, d: &Directive, _: &mut Cx) -> R {
-    once(&m.worker_shutdown_timeout, d)?;
-    m.worker_shutdown_timeout = Some(time(d, arg0(d))?);
-    Ok(())
-}
-
-/// `daemon on|off`.
-pub(crate) fn daemon(m: &mut MainSettings, d: &Directive, _: &mut Cx) -> R {
-    once(&m.daemon, d)?;
-    m.daemon = Some(flag(d)?);
-    Ok(())
-}
-
-/// `worker_connections N`.
-pub(crate) fn worker_connections(m: &mut MainSettings, d: &Directive, _: &mut Cx) -> R {
-    once(&m.worker_connections, d)?;
-    match number::<u32>(d, arg0(d))? {
-        0 => Err(invalid(d)),
-        n => {
-            m.worker_connections = Some(n);
-            Ok(())
-        }
-    }
 }
 
 // ---- http: log formats ----
@@ -522,182 +362,57 @@ pub(crate) fn access_log(s: &mut LocSettings, d: &Directive, cx: &mut Cx) -> R {
     Ok(())
 }
 
-macro_rules! loc_flag {
-    ($(#[$doc:meta] $f:ident => $field:ident;)*) => {$(
-        #[$doc]
-        pub(crate) fn $f(s: &mut LocSettings, d: &Directive, _: &mut Cx) -> R {
-            once(&s.$field, d)?;
-            s.$field = Some(flag(d)?);
-            Ok(())
-        }
-    )*};
-}
-
-macro_rules! loc_time {
-    ($(#[$doc:meta] $f:ident => $field:ident;)*) => {$(
-        #[$doc]
-        pub(crate) fn $f(s: &mut LocSettings, d: &Directive, _: &mut Cx) -> R {
-            once(&s.$field, d)?;
-            s.$field = Some(time(d, arg0(d))?);
-            Ok(())
-        }
-    )*};
-}
-
-loc_flag! {
-    /// `sendfile on|off`.
-    sendfile => sendfile;
-    /// `tcp_nodelay on|off`.
-    tcp_nodelay => tcp_nodelay;
-    /// `tcp_nopush on|off`.
-    tcp_nopush => tcp_nopush;
-    /// `absolute_redirect on|off`.
-    absolute_redirect => absolute_redirect;
-    /// `server_name_in_redirect on|off`.
-    server_name_in_redirect => server_name_in_redirect;
-    /// `port_in_redirect on|off`.
-    port_in_redirect => port_in_redirect;
-    /// `gzip on|off`.
-    gzip => gzip;
-    /// `gzip_vary on|off`.
-    gzip_vary => gzip_vary;
-    /// `brotli on|off`.
-    brotli => brotli;
-}
-
-loc_time! {
-    /// `client_body_timeout TIME`.
-    client_body_timeout => client_body_timeout;
-    /// `send_timeout TIME`.
-    send_timeout => send_timeout;
-}
-
-/// `keepalive_timeout TIME [HEADER_TIME]`.
-pub(crate) fn keepalive_timeout(s: &mut LocSettings, d: &Directive, cx: &mut Cx) -> R {
-    once(&s.keepalive_timeout, d)?;
-    s.keepalive_timeout = Some(time(d, arg0(d))?);
-    if let Some(h) = d.args.get(1) {
-        time(d, h)?;
-        cx.warn(
-            "the second parameter of \"keepalive_timeout\" is ignored: firstbyte sends no \"Keep-Alive: timeout=\" header",
-            &d.pos,
-        );
+/// `expires [modified] TIME|@TIME|epoch|max|off`, as nginx's `ngx_http_parse_expires`.
+pub(crate) fn expires(d: &Directive, _: &mut Cx) -> Result<Expires, ConfError> {
+    let (modified, v) = match d.args.as_slice() {
+        [v] => (false, v.as_str()),
+        [m, v] if m == "modified" => (true, v.as_str()),
+        _ => return Err(invalid(d)),
+    };
+    if v.contains('$') {
+        return Err(unsupported(d, "a variable in \"expires\"".into()));
     }
-    Ok(())
-}
-
-/// `keepalive_requests N`.
-pub(crate) fn keepalive_requests(s: &mut LocSettings, d: &Directive, _: &mut Cx) -> R {
-    once(&s.keepalive_requests, d)?;
-    s.keepalive_requests = Some(number(d, arg0(d))?);
-    Ok(())
-}
-
-/// `client_max_body_size SIZE`.
-pub(crate) fn client_max_body_size(s: &mut LocSettings, d: &Directive, _: &mut Cx) -> R {
-    once(&s.client_max_body_size, d)?;
-    s.client_max_body_size = Some(size(d, arg0(d))?);
-    Ok(())
-}
-
-/// `gzip_min_length SIZE`.
-pub(crate) fn gzip_min_length(s: &mut LocSettings, d: &Directive, _: &mut Cx) -> R {
-    once(&s.gzip_min_length, d)?;
-    s.gzip_min_length = Some(size(d, arg0(d))?);
-    Ok(())
-}
-
-/// `gzip_comp_level 1..9`.
-pub(crate) fn gzip_comp_level(s: &mut LocSettings, d: &Directive, _: &mut Cx) -> R {
-    once(&s.gzip_comp_level, d)?;
-    s.gzip_comp_level = Some(bounded(d, 1, 9)?);
-    Ok(())
-}
-
-/// `brotli_comp_level 0..11`.
-pub(crate) fn brotli_comp_level(s: &mut LocSettings, d: &Directive, _: &mut Cx) -> R {
-    once(&s.brotli_comp_level, d)?;
-    s.brotli_comp_level = Some(bounded(d, 0, 11)?);
-    Ok(())
-}
-
-fn mime_list(d: &Directive) -> Vec<String> {
-    d.args.iter().map(|a| a.to_ascii_lowercase()).collect()
-}
-
-/// `gzip_types TYPE ...`.
-pub(crate) fn gzip_types(s: &mut LocSettings, d: &Directive, _: &mut Cx) -> R {
-    once(&s.gzip_types, d)?;
-    s.gzip_types = Some(mime_list(d));
-    Ok(())
-}
-
-/// `brotli_types TYPE ...`.
-pub(crate) fn brotli_types(s: &mut LocSettings, d: &Directive, _: &mut Cx) -> R {
-    once(&s.brotli_types, d)?;
-    s.brotli_types = Some(mime_list(d));
-    Ok(())
-}
-
-/// `gzip_static on|off|always`.
-pub(crate) fn gzip_static(s: &mut LocSettings, d: &Directive, _: &mut Cx) -> R {
-    once(&s.gzip_static, d)?;
-    let opts = [
-        ("off", GzipStatic::Off),
-        ("on", GzipStatic::On),
-        ("always", GzipStatic::Always),
-    ];
-    s.gzip_static = Some(choice(d, arg0(d), &opts)?);
-    Ok(())
-}
-
-/// `disable_symlinks off|on|if_not_owner`.
-pub(crate) fn disable_symlinks(s: &mut LocSettings, d: &Directive, _: &mut Cx) -> R {
-    once(&s.disable_symlinks, d)?;
-    if let Some(p) = d.args.get(1) {
-        if p.starts_with("from=") {
-            return Err(unsupported(
-                d,
-                "the \"from=\" parameter of \"disable_symlinks\"".into(),
+    if !modified {
+        match v {
+            "epoch" => return Ok(Expires::Epoch),
+            "max" => return Ok(Expires::Max),
+            "off" => return Ok(Expires::Off),
+            _ => {}
+        }
+    }
+    let (daily, minus, t) = if let Some(t) = v.strip_prefix('@') {
+        if modified {
+            return Err(ConfError::other(
+                "\"expires\" directive daily time cannot be used with \"modified\" parameter",
+                &d.pos,
             ));
         }
-        return Err(param(d, p));
+        (true, false, t)
+    } else if let Some(t) = v.strip_prefix('+') {
+        (false, false, t)
+    } else if let Some(t) = v.strip_prefix('-') {
+        (false, true, t)
+    } else {
+        (false, false, v)
+    };
+    let secs = units::time(t)
+        .and_then(|t| i64::try_from(t.as_secs()).ok())
+        .ok_or_else(|| invalid(d))?;
+    if daily {
+        if secs > 24 * 60 * 60 {
+            return Err(ConfError::other(
+                "\"expires\" directive daily time value must be less than 24 hours",
+                &d.pos,
+            ));
+        }
+        return Ok(Expires::Daily(secs));
     }
-    let opts = [
-        ("off", DisableSymlinks::Off),
-        ("on", DisableSymlinks::On),
-        ("if_not_owner", DisableSymlinks::IfNotOwner),
-    ];
-    s.disable_symlinks = Some(choice(d, arg0(d), &opts)?);
-    Ok(())
-}
-
-/// `default_type MIME`.
-pub(crate) fn default_type(s: &mut LocSettings, d: &Directive, _: &mut Cx) -> R {
-    once(&s.default_type, d)?;
-    s.default_type = Some(arg0(d).to_string());
-    Ok(())
-}
-
-/// `internal`.
-pub(crate) fn internal(s: &mut LocSettings, d: &Directive, _: &mut Cx) -> R {
-    once(&s.internal, d)?;
-    s.internal = Some(true);
-    Ok(())
-}
-
-/// `stub_status [on|off]` (the argument is nginx's old form).
-pub(crate) fn stub_status(s: &mut LocSettings, d: &Directive, _: &mut Cx) -> R {
-    once(&s.stub_status, d)?;
-    s.stub_status = Some(d.args.is_empty() || flag(d)?);
-    Ok(())
-}
-
-/// `connection_info [on|off]` (firstbyte's own): no argument means on.
-pub(crate) fn connection_info(s: &mut LocSettings, d: &Directive, _: &mut Cx) -> R {
-    once(&s.connection_info, d)?;
-    s.connection_info = Some(d.args.is_empty() || flag(d)?);
-    Ok(())
+    let secs = if minus { -secs } else { secs };
+    Ok(if modified {
+        Expires::Modified(secs)
+    } else {
+        Expires::Access(secs)
+    })
 }
 
 /// `allow ADDR|CIDR|all`.
@@ -791,6 +506,7 @@ pub(crate) fn types(s: &mut LocSettings, d: &Directive, cx: &mut Cx) -> R {
 mod tests {
     use super::*;
 
+    use crate::conf::table::compression_set::gzip_comp_level;
     use crate::conf::testutil::cx;
 
     fn dir(name: &str, args: &[&str]) -> Directive {

@@ -120,8 +120,11 @@ pub(crate) mod fixtures {
     use std::sync::Arc;
     use std::time::Duration;
 
+    use crate::conf::declare::defaults_conf;
+    use crate::conf::directives::{compression_directives, loc_directives};
     use crate::conf::model::{
-        AccessLog, Compression, DisableSymlinks, DocRoot, GzipStatic, LocationConf, Locations, Pos,
+        AccessLog, Compression, DisableSymlinks, DocRoot, Expires, GzipStatic, LocationConf,
+        Locations, Pos,
     };
     use crate::conf::vars::ComplexValue;
 
@@ -135,7 +138,7 @@ pub(crate) mod fixtures {
 
     /// A location with nginx's defaults, named `name`, holding `locations`.
     pub(crate) fn location(name: &str, locations: Locations) -> LocationConf {
-        LocationConf {
+        loc_directives!(defaults_conf! LocationConf {
             name: name.to_string(),
             prefix: String::new(),
             root: DocRoot::Root(ComplexValue::literal("html")),
@@ -145,39 +148,13 @@ pub(crate) mod fixtures {
             add_header: Vec::new(),
             error_page: Vec::new(),
             access_log: AccessLog::Off,
-            sendfile: false,
-            tcp_nodelay: true,
-            absolute_redirect: true,
-            server_name_in_redirect: false,
-            port_in_redirect: true,
-            tcp_nopush: false,
-            keepalive_timeout: Duration::from_secs(75),
-            keepalive_requests: 1000,
-            client_max_body_size: 1 << 20,
-            client_body_timeout: Duration::from_secs(60),
-            send_timeout: Duration::from_secs(60),
             access: Vec::new(),
-            stub_status: false,
-            gzip_static: GzipStatic::Off,
-            compression: Compression {
-                gzip: false,
-                gzip_types: Vec::new(),
-                gzip_comp_level: 1,
-                gzip_min_length: 20,
-                gzip_vary: false,
-                brotli: false,
-                brotli_types: Vec::new(),
-                brotli_comp_level: 6,
-            },
+            compression: compression_directives!(defaults_conf! Compression {}),
             types: Arc::new(HashMap::new()),
-            default_type: "text/plain".to_string(),
-            disable_symlinks: DisableSymlinks::Off,
-            internal: false,
-            connection_info: false,
             proxy: None,
             locations,
             pos: pos(1),
-        }
+        })
     }
 }
 

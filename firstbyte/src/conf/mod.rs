@@ -11,7 +11,11 @@
 //! main file's directory, as nginx's conf prefix; `root`, logs and `pid` against the prefix
 //! (`-p`, by default the main file's directory too).
 
+mod args;
 mod build;
+mod cx;
+mod declare;
+mod directives;
 // Renders the table as docs/directives.md; a test keeps that file current.
 #[cfg(test)]
 mod docs;
@@ -22,6 +26,7 @@ pub mod model;
 mod modules;
 mod parse;
 mod proxy;
+mod proxy_settings;
 mod server_handlers;
 mod server_head;
 mod settings;
@@ -132,6 +137,8 @@ pub(crate) fn load_text(
 
 #[cfg(test)]
 mod compat_tests;
+#[cfg(test)]
+mod listed_tests;
 #[cfg(test)]
 mod tests;
 #[cfg(test)]

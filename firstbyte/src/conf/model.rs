@@ -11,6 +11,11 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
+use super::declare::{conf_struct, defaults_conf};
+use super::directives::{
+    compression_directives, loc_directives, main_directives, proxy_buffer_directives,
+    proxy_directives, proxy_ssl_directives, srv_directives, tls_directives,
+};
 use super::vars::ComplexValue;
 
 /// Where a directive was written: for messages in nginx's form `in FILE:LINE`.
@@ -50,27 +55,13 @@ pub struct Config {
     pub files: Vec<PathBuf>,
 }
 
+main_directives! { conf_struct!
 /// Main (top-level) and `events {}` settings.
 #[derive(Debug, Clone)]
 pub struct MainConf {
-    /// `user NAME [GROUP]`: who serves when started as root.
-    pub user: Option<User>,
-    /// `worker_processes N|auto`: event-loop threads. Default 1, as nginx.
-    pub worker_processes: WorkerProcesses,
     /// `error_log FILE [LEVEL]`, possibly several. Empty: stderr at `error`.
     pub error_log: Vec<ErrorLog>,
-    /// `pid FILE|off`. Default `/run/firstbyte.pid` as root, none otherwise; `None` means `off`.
-    pub pid: Option<PathBuf>,
-    /// `daemon on|off`. Default off (foreground suits systemd and containers).
-    pub daemon: bool,
-    /// `worker_shutdown_timeout TIME`: how long `-s quit` waits for connections before closing
-    /// them. `None` (nginx's default): as long as they take.
-    pub worker_shutdown_timeout: Option<std::time::Duration>,
-    /// `worker_connections N` (events). Default 512, as nginx.
-    pub worker_connections: u32,
-    /// `ssl_object_cache_inheritable on|off` (main). Default on, as nginx 1.27.4: the next
-    /// reload may reuse this load's parsed certificates and keys whose files are unchanged.
-    pub ssl_object_cache_inheritable: bool,
+}
 }
 
 /// `user NAME [GROUP]`.
@@ -159,6 +150,7 @@ pub struct HttpConf {
     pub servers: Vec<Arc<ServerConf>>,
 }
 
+srv_directives! { conf_struct!
 /// One `server {}` block, merged.
 #[derive(Debug)]
 pub struct ServerConf {
@@ -178,24 +170,14 @@ pub struct ServerConf {
     pub socket: SocketConf,
     /// TLS record sizing (`ssl_buffer_size`, `ssl_dyn_rec_*`; http, server).
     pub record: crate::record::RecordSettings,
-    /// `client_header_timeout` (http, server). Default 60s.
-    pub client_header_timeout: Duration,
-    /// `underscores_in_headers on|off` (http, server). Default off, as nginx: a header name
-    /// with `_` is invalid.
-    pub underscores_in_headers: bool,
-    /// `ignore_invalid_headers on|off` (http, server). Default on, as nginx: invalid headers
-    /// are dropped.
-    pub ignore_invalid_headers: bool,
     /// `http2 on|off` (http, server). Default off, as nginx; `listen ... http2` also turns it on.
     pub http2: bool,
-    /// `http2_max_concurrent_streams N` (http, server): streams one HTTP/2 connection may have
-    /// open at once (SETTINGS_MAX_CONCURRENT_STREAMS). Default 128, as nginx.
-    pub http2_max_concurrent_streams: u32,
     /// The locations of this server, ready to match.
     pub locations: Locations,
     /// Server-level settings: used when no location matches, and for connection-wide values
     /// (keepalive, tcp_nodelay) before a request is routed.
     pub default_location: Arc<LocationConf>,
+}
 }
 
 /// `listen ADDR[:PORT] [ssl] [http2] [default_server] [reuseport] [deferred] [backlog=N] [fastopen=N] [ipv6only=on|off]`.
@@ -438,25 +420,28 @@ pub enum GzipStatic {
     Always,
 }
 
+compression_directives! { conf_struct!
 /// Dynamic compression (`gzip*` and `brotli*`).
 #[derive(Debug, Clone)]
 pub struct Compression {
-    /// `gzip on|off`. Default off.
-    pub gzip: bool,
-    /// `gzip_types`: MIME types compressed besides `text/html` (always). `*` matches all.
-    pub gzip_types: Vec<String>,
-    /// `gzip_comp_level 1..9`. Default 1.
-    pub gzip_comp_level: u32,
-    /// `gzip_min_length`: bytes (from Content-Length). Default 20.
-    pub gzip_min_length: u64,
-    /// `gzip_vary on|off`. Default off.
-    pub gzip_vary: bool,
-    /// `brotli on|off`. Default off.
-    pub brotli: bool,
-    /// `brotli_types`: as gzip_types (`text/html` always).
-    pub brotli_types: Vec<String>,
-    /// `brotli_comp_level 0..11`. Default 6 (the seed's advice; the nginx module's default is also 6).
-    pub brotli_comp_level: u32,
+}
+}
+
+/// `expires`: what `Expires` and `Cache-Control` say (seconds).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Expires {
+    /// `off` (default): neither header is touched.
+    Off,
+    /// `epoch`: `Expires: Thu, 01 Jan 1970 00:00:01 GMT`, `Cache-Control: no-cache`.
+    Epoch,
+    /// `max`: `Expires: Thu, 31 Dec 2037 23:55:55 GMT`, `Cache-Control: max-age=315360000`.
+    Max,
+    /// `TIME`: from the time of the response (negative: in the past, `no-cache`).
+    Access(i64),
+    /// `modified TIME`: from the response's `Last-Modified` (from now when it has none).
+    Modified(i64),
+    /// `@TIME`: the next time this time of day comes, local time (seconds after midnight).
+    Daily(i64),
 }
 
 /// `disable_symlinks`.
@@ -473,6 +458,7 @@ pub enum DisableSymlinks {
 /// MIME types by lower-cased file extension (from `types {}` / `mime.types`).
 pub type MimeTypes = HashMap<String, String>;
 
+loc_directives! { conf_struct!
 /// One location (or a server's own level), merged from its parents.
 #[derive(Debug)]
 pub struct LocationConf {
@@ -494,56 +480,19 @@ pub struct LocationConf {
     pub error_page: Vec<ErrorPage>,
     /// `access_log`.
     pub access_log: AccessLog,
-    /// `sendfile on|off`. Default off.
-    pub sendfile: bool,
-    /// `tcp_nodelay on|off`. Default on.
-    pub tcp_nodelay: bool,
-    /// `absolute_redirect on|off`. Default on: redirects firstbyte makes carry
-    /// `scheme://host[:port]`.
-    pub absolute_redirect: bool,
-    /// `server_name_in_redirect on|off`. Default off: the host is the request's (validated)
-    /// Host, else the server's first name.
-    pub server_name_in_redirect: bool,
-    /// `port_in_redirect on|off`. Default on: the listening port, unless the scheme's own.
-    pub port_in_redirect: bool,
-    /// `tcp_nopush on|off`. Default off.
-    pub tcp_nopush: bool,
-    /// `keepalive_timeout TIME`. Default 75s; 0 disables keep-alive.
-    pub keepalive_timeout: Duration,
-    /// `keepalive_requests N`. Default 1000.
-    pub keepalive_requests: u32,
-    /// `client_max_body_size SIZE`. Default 1m; 0 = no limit.
-    pub client_max_body_size: u64,
-    /// `client_body_timeout`. Default 60s.
-    pub client_body_timeout: Duration,
-    /// `send_timeout`. Default 60s.
-    pub send_timeout: Duration,
     /// `allow`/`deny` in order (inherited only when the location has none).
     pub access: Vec<AccessRule>,
-    /// `stub_status`.
-    pub stub_status: bool,
-    /// `gzip_static`.
-    pub gzip_static: GzipStatic,
     /// Dynamic compression.
     pub compression: Compression,
     /// `types {}` (the nearest one wins, as nginx).
     pub types: Arc<MimeTypes>,
-    /// `default_type`. Default `text/plain`.
-    pub default_type: String,
-    /// `disable_symlinks`.
-    pub disable_symlinks: DisableSymlinks,
-    /// `internal`: only reachable by internal redirects.
-    pub internal: bool,
-    /// `connection_info` (location; firstbyte's own directive): answer with the page that shows
-    /// the visitor their own connection (TLS version, cipher, group, ALPN, resumption, RTT,
-    /// cwnd, record policy), HTML or JSON. The built-in site serves it at `/`. Default off.
-    pub connection_info: bool,
     /// `proxy_pass` and the `proxy_*` settings of this location, when it proxies.
     pub proxy: Option<Arc<ProxyConf>>,
     /// Locations nested inside this one.
     pub locations: Locations,
     /// Where the location starts (server position for the server level).
     pub pos: Pos,
+}
 }
 
 /// `upstream NAME { server ADDR [weight=N] [max_fails=N] [fail_timeout=T]; keepalive N; }`.
@@ -587,6 +536,7 @@ pub enum ProxyTarget {
     Addrs(Vec<SocketAddr>),
 }
 
+proxy_directives! { conf_struct!
 /// `proxy_pass URL` and the `proxy_*` settings merged for one location.
 #[derive(Debug, Clone)]
 pub struct ProxyConf {
@@ -603,17 +553,6 @@ pub struct ProxyConf {
     /// `proxy_set_header` (inherited only when the location has none). nginx's defaults
     /// `Host $proxy_host` and `Connection close` apply unless overridden.
     pub set_headers: Vec<(String, ComplexValue)>,
-    /// `proxy_http_version 1.0|1.1`. Default 1.0, as nginx.
-    pub http11: bool,
-    /// `proxy_connect_timeout`. Default 60s, as nginx.
-    pub connect_timeout: Duration,
-    /// `proxy_read_timeout`: longest wait between two reads from the upstream. Default 60s.
-    pub read_timeout: Duration,
-    /// `proxy_send_timeout`: longest wait between two writes to the upstream. Default 60s.
-    pub send_timeout: Duration,
-    /// `proxy_buffering on|off`. firstbyte's default is **off** (stream: the upstream's first
-    /// bytes reach the client at once); nginx buffers by default, `on` restores that.
-    pub buffering: bool,
     /// `proxy_buffers`, `proxy_buffer_size`, the temp file: how much of a response `proxy_buffering
     /// on` holds, and where.
     pub buffers: ProxyBuffers,
@@ -624,7 +563,9 @@ pub struct ProxyConf {
     /// Upstream TLS (`proxy_ssl_*`), used when `tls`.
     pub ssl: ProxySsl,
 }
+}
 
+proxy_buffer_directives! { conf_struct!
 /// What `proxy_buffering on` may hold of a response: `proxy_buffers` and `proxy_buffer_size`
 /// in memory, the rest in an unlinked temp file under `proxy_temp_path`. Defaults are nginx's
 /// on x86_64 Linux, where one memory page is 4 KiB (nginx: "8 4k|8k", one page per buffer).
@@ -634,22 +575,13 @@ pub struct ProxyBuffers {
     pub count: usize,
     /// `proxy_buffers NUMBER SIZE`: bytes each. Default 4k.
     pub size: usize,
-    /// `proxy_buffer_size`: bytes for the response head. Default 4k.
-    pub buffer_size: usize,
-    /// `proxy_busy_buffers_size`: accepted (size checked); firstbyte sends from any
-    /// buffer as the client takes it. Default 8k.
-    pub busy_size: usize,
     /// `proxy_temp_path`: where temp files go. Default `proxy_temp` under the prefix.
     pub temp_path: PathBuf,
     /// `client_body_temp_path`: where a request body read whole before it goes upstream
     /// (chunked, to an HTTP/1.0 upstream) spills past memory. Default `client_body_temp`
     /// under the prefix.
     pub body_temp_path: PathBuf,
-    /// `proxy_max_temp_file_size`: largest temp file; 0: none (the upstream is read only as
-    /// fast as the client takes the response). Default 1024m.
-    pub max_temp_file_size: u64,
-    /// `proxy_temp_file_write_size`: largest write to the temp file at once. Default 8k.
-    pub temp_file_write_size: usize,
+}
 }
 
 impl ProxyBuffers {
@@ -663,19 +595,16 @@ impl ProxyBuffers {
 
 impl Default for ProxyBuffers {
     fn default() -> Self {
-        Self {
+        proxy_buffer_directives!(defaults_conf! ProxyBuffers {
             count: 8,
             size: 4096,
-            buffer_size: 4096,
-            busy_size: 8192,
             temp_path: PathBuf::from("proxy_temp"),
             body_temp_path: PathBuf::from("client_body_temp"),
-            max_temp_file_size: 1024 << 20,
-            temp_file_write_size: 8192,
-        }
+        })
     }
 }
 
+proxy_ssl_directives! { conf_struct!
 /// `proxy_ssl_*` settings.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ProxySsl {
@@ -683,26 +612,9 @@ pub struct ProxySsl {
     pub certificate: Option<Source>,
     /// `proxy_ssl_certificate_key`.
     pub certificate_key: Option<Source>,
-    /// `proxy_ssl_password_file`.
-    pub password_file: Option<PathBuf>,
-    /// `proxy_ssl_trusted_certificate`: CAs the upstream's certificate must chain to.
-    pub trusted_certificate: Option<PathBuf>,
-    /// `proxy_ssl_crl`.
-    pub crl: Option<PathBuf>,
-    /// `proxy_ssl_verify on|off`. Default off, as nginx.
-    pub verify: bool,
-    /// `proxy_ssl_server_name on|off`: send SNI. Default off, as nginx.
-    pub server_name: bool,
-    /// `proxy_ssl_name`: the name checked and sent. Default the `proxy_pass` host.
-    pub name: Option<String>,
-    /// `proxy_ssl_session_reuse on|off`. Default on, as nginx.
-    pub session_reuse: bool,
-    /// `proxy_ssl_protocols`. Default TLSv1.2 TLSv1.3.
-    pub protocols: Vec<TlsVersion>,
     /// `proxy_ssl_certificate` / `_key` written with variables: evaluated per request.
     pub dynamic: Option<DynamicCertKey>,
-    /// `proxy_ssl_certificate_cache`.
-    pub certificate_cache: CertificateCache,
+}
 }
 
 /// A certificate and key named with variables (`/certs/$ssl_server_name.crt`).
@@ -752,46 +664,22 @@ pub enum CertificateCache {
     },
 }
 
+tls_directives! { conf_struct!
 /// TLS settings of a server (http → server merged).
 #[derive(Debug, Clone)]
 pub struct TlsConf {
     /// `ssl_certificate` / `ssl_certificate_key` pairs, in order (e.g. ECDSA then RSA).
     pub certificates: Vec<CertKey>,
-    /// `ssl_password_file`: passphrases tried in order for encrypted keys.
-    pub password_file: Option<PathBuf>,
-    /// `ssl_protocols`: of TLSv1.2 and TLSv1.3 (TLSv1/TLSv1.1 draw a warning and are dropped). Default both.
-    pub protocols: Vec<TlsVersion>,
-    /// `ssl_ciphers` (OpenSSL syntax, TLS 1.2 suites). Default `HIGH:!aNULL:!MD5`.
-    pub ciphers: String,
     /// `ssl_conf_command Ciphersuites ...` (TLS 1.3 suites, OpenSSL names).
     pub ciphersuites: Option<String>,
     /// `ssl_conf_command NumTickets N`: TLS 1.3 tickets per handshake. Default 2 (OpenSSL's, as nginx).
     pub num_tickets: Option<u32>,
-    /// `ssl_prefer_server_ciphers`. Default off.
-    pub prefer_server_ciphers: bool,
-    /// `ssl_ecdh_curve`. Default `auto`.
-    pub ecdh_curve: String,
-    /// `ssl_session_tickets`. Default on.
-    pub session_tickets: bool,
     /// `ssl_session_ticket_key FILE` (several: the first encrypts, all decrypt).
     pub session_ticket_keys: Vec<PathBuf>,
-    /// `ssl_session_timeout`. Default 5m.
-    pub session_timeout: Duration,
-    /// `ssl_session_cache`.
-    pub session_cache: SessionCache,
-    /// `ssl_verify_client`.
-    pub verify_client: VerifyClient,
-    /// `ssl_client_certificate FILE`.
-    pub client_certificate: Option<PathBuf>,
-    /// `ssl_stapling on|off`.
-    pub stapling: bool,
-    /// `ssl_stapling_file FILE`: a DER OCSP response to staple.
-    pub stapling_file: Option<PathBuf>,
     /// `ssl_certificate` / `ssl_certificate_key` pairs written with variables, loaded at
     /// handshake time (the static `certificates` then stay empty).
     pub dynamic_certificates: Vec<DynamicCertKey>,
-    /// `ssl_certificate_cache` (http, server). Default off.
-    pub certificate_cache: CertificateCache,
+}
 }
 
 /// A certificate chain and its key.

@@ -1,56 +1,18 @@
-//! Server-level directives (http and server contexts): TLS (`ssl_*`), socket options and
-//! HTTP/2, one function each.
+//! Server-level directives (http and server contexts) with hand-written handlers: TLS
+//! certificates and the values with their own rules (`ssl_conf_command`, record sizes,
+//! socket options, `http2`), and the value parsers the TLS list (`directives.rs`) names.
 //!
 //! Like `handlers.rs`, each function takes a directive already checked against the table and
 //! sets a field of the level's [`SrvSettings`]; TLS files resolve against the configuration
 //! directory, as nginx's. Turning these values into rustls objects is `tls`' job.
 
+use super::args::{arg0, choice, flag, invalid, number, once, size, time, unsupported, R};
+use super::cx::Cx;
 use super::error::ConfError;
-use super::handlers::{arg0, choice, flag, invalid, number, once, size, time, unsupported, R};
 use super::model::{SessionCache, Source, TlsVersion, VerifyClient};
 use super::parse::Directive;
-use super::settings::{CertSet, ConfCommands, Cx, SrvSettings};
+use super::settings::{CertSet, ConfCommands, SrvSettings};
 use super::units;
-
-macro_rules! tls_flag {
-    ($(#[$doc:meta] $f:ident => $field:ident;)*) => {$(
-        #[$doc]
-        pub(crate) fn $f(s: &mut SrvSettings, d: &Directive, _: &mut Cx) -> R {
-            once(&s.tls.$field, d)?;
-            s.tls.$field = Some(flag(d)?);
-            Ok(())
-        }
-    )*};
-}
-
-macro_rules! tls_conf_path {
-    ($(#[$doc:meta] $f:ident => $field:ident;)*) => {$(
-        #[$doc]
-        pub(crate) fn $f(s: &mut SrvSettings, d: &Directive, cx: &mut Cx) -> R {
-            once(&s.tls.$field, d)?;
-            s.tls.$field = Some(cx.in_conf_dir(arg0(d)));
-            Ok(())
-        }
-    )*};
-}
-
-tls_flag! {
-    /// `ssl_prefer_server_ciphers on|off`.
-    ssl_prefer_server_ciphers => prefer_server_ciphers;
-    /// `ssl_session_tickets on|off`.
-    ssl_session_tickets => session_tickets;
-    /// `ssl_stapling on|off`.
-    ssl_stapling => stapling;
-}
-
-tls_conf_path! {
-    /// `ssl_password_file FILE`.
-    ssl_password_file => password_file;
-    /// `ssl_client_certificate FILE`.
-    ssl_client_certificate => client_certificate;
-    /// `ssl_stapling_file FILE`.
-    ssl_stapling_file => stapling_file;
-}
 
 fn tls_source(d: &Directive, cx: &Cx) -> Result<Source, ConfError> {
     let a = arg0(d);
@@ -60,28 +22,10 @@ fn tls_source(d: &Directive, cx: &Cx) -> Result<Source, ConfError> {
     if a.contains('$') {
         // Loaded at handshake time; kept as written, with its `$`, until `cert_keys` splits it
         // off. `DynamicCertKey::eval` resolves it against the configuration prefix.
-        super::handlers::value(d, a)?;
+        super::args::value(d, a)?;
         return Ok(Source::File(a.into()));
     }
     Ok(Source::File(cx.in_conf_dir(a)))
-}
-
-/// `ssl_certificate_cache off | max=N [inactive=time] [valid=time]` (http, server).
-pub(crate) fn ssl_certificate_cache(s: &mut SrvSettings, d: &Directive, _: &mut Cx) -> R {
-    once(&s.tls.certificate_cache, d)?;
-    s.tls.certificate_cache = Some(super::proxy::cache_args(d)?);
-    Ok(())
-}
-
-/// `ssl_object_cache_inheritable on|off` (main).
-pub(crate) fn ssl_object_cache_inheritable(
-    m: &mut super::settings::MainSettings,
-    d: &Directive,
-    _: &mut Cx,
-) -> R {
-    once(&m.ssl_object_cache_inheritable, d)?;
-    m.ssl_object_cache_inheritable = Some(super::handlers::flag(d)?);
-    Ok(())
 }
 
 /// `ssl_certificate FILE|data:PEM` (several).
@@ -113,8 +57,7 @@ pub(crate) fn ssl_session_ticket_key(s: &mut SrvSettings, d: &Directive, cx: &mu
 }
 
 /// `ssl_protocols VERSION ...`: TLSv1.2 and TLSv1.3 kept; older ones dropped with one warning.
-pub(crate) fn ssl_protocols(s: &mut SrvSettings, d: &Directive, cx: &mut Cx) -> R {
-    once(&s.tls.protocols, d)?;
+pub(crate) fn protocols(d: &Directive, cx: &mut Cx) -> Result<Vec<TlsVersion>, ConfError> {
     let mut kept = Vec::new();
     let mut dropped = Vec::new();
     for a in &d.args {
@@ -141,22 +84,7 @@ pub(crate) fn ssl_protocols(s: &mut SrvSettings, d: &Directive, cx: &mut Cx) -> 
             &d.pos,
         ));
     }
-    s.tls.protocols = Some(kept);
-    Ok(())
-}
-
-/// `ssl_ciphers LIST` (OpenSSL syntax; `tls` maps the names).
-pub(crate) fn ssl_ciphers(s: &mut SrvSettings, d: &Directive, _: &mut Cx) -> R {
-    once(&s.tls.ciphers, d)?;
-    s.tls.ciphers = Some(arg0(d).to_string());
-    Ok(())
-}
-
-/// `ssl_ecdh_curve LIST`.
-pub(crate) fn ssl_ecdh_curve(s: &mut SrvSettings, d: &Directive, _: &mut Cx) -> R {
-    once(&s.tls.ecdh_curve, d)?;
-    s.tls.ecdh_curve = Some(arg0(d).to_string());
-    Ok(())
+    Ok(kept)
 }
 
 /// `ssl_conf_command NAME VALUE`: `Ciphersuites` and `NumTickets` only.
@@ -177,21 +105,10 @@ pub(crate) fn ssl_conf_command(s: &mut SrvSettings, d: &Directive, _: &mut Cx) -
     Ok(())
 }
 
-/// `ssl_session_timeout TIME`.
-pub(crate) fn ssl_session_timeout(s: &mut SrvSettings, d: &Directive, _: &mut Cx) -> R {
-    once(&s.tls.session_timeout, d)?;
-    s.tls.session_timeout = Some(time(d, arg0(d))?);
-    Ok(())
-}
-
 /// `ssl_session_cache off | none | [builtin[:N]] [shared:NAME:SIZE]`.
-pub(crate) fn ssl_session_cache(s: &mut SrvSettings, d: &Directive, _: &mut Cx) -> R {
-    once(&s.tls.session_cache, d)?;
-    s.tls.session_cache = Some(
-        session_cache(&d.args)
-            .map_err(|a| ConfError::other(format!("invalid session cache \"{a}\""), &d.pos))?,
-    );
-    Ok(())
+pub(crate) fn session_cache_value(d: &Directive, _: &mut Cx) -> Result<SessionCache, ConfError> {
+    session_cache(&d.args)
+        .map_err(|a| ConfError::other(format!("invalid session cache \"{a}\""), &d.pos))
 }
 
 /// The cache an `ssl_session_cache` asks for, or the argument that is wrong.
@@ -236,16 +153,14 @@ fn session_cache(args: &[String]) -> Result<SessionCache, String> {
 }
 
 /// `ssl_verify_client on|off|optional|optional_no_ca`.
-pub(crate) fn ssl_verify_client(s: &mut SrvSettings, d: &Directive, _: &mut Cx) -> R {
-    once(&s.tls.verify_client, d)?;
+pub(crate) fn verify_client(d: &Directive, _: &mut Cx) -> Result<VerifyClient, ConfError> {
     let opts = [
         ("on", VerifyClient::On),
         ("off", VerifyClient::Off),
         ("optional", VerifyClient::Optional),
         ("optional_no_ca", VerifyClient::OptionalNoCa),
     ];
-    s.tls.verify_client = Some(choice(d, arg0(d), &opts)?);
-    Ok(())
+    choice(d, arg0(d), &opts)
 }
 
 /// `ssl on|off`: removed in nginx 1.25, an error here too.
@@ -333,27 +248,6 @@ pub(crate) fn tcp_congestion(s: &mut SrvSettings, d: &Directive, _: &mut Cx) -> 
     Ok(())
 }
 
-/// `underscores_in_headers on|off`.
-pub(crate) fn underscores_in_headers(s: &mut SrvSettings, d: &Directive, _: &mut Cx) -> R {
-    once(&s.underscores_in_headers, d)?;
-    s.underscores_in_headers = Some(flag(d)?);
-    Ok(())
-}
-
-/// `ignore_invalid_headers on|off`.
-pub(crate) fn ignore_invalid_headers(s: &mut SrvSettings, d: &Directive, _: &mut Cx) -> R {
-    once(&s.ignore_invalid_headers, d)?;
-    s.ignore_invalid_headers = Some(flag(d)?);
-    Ok(())
-}
-
-/// `client_header_timeout TIME`.
-pub(crate) fn client_header_timeout(s: &mut SrvSettings, d: &Directive, _: &mut Cx) -> R {
-    once(&s.client_header_timeout, d)?;
-    s.client_header_timeout = Some(time(d, arg0(d))?);
-    Ok(())
-}
-
 /// `http2 on|off`.
 pub(crate) fn http2(s: &mut SrvSettings, d: &Directive, _: &mut Cx) -> R {
     once(&s.http2, d)?;
@@ -361,17 +255,13 @@ pub(crate) fn http2(s: &mut SrvSettings, d: &Directive, _: &mut Cx) -> R {
     Ok(())
 }
 
-/// `http2_max_concurrent_streams N`.
-pub(crate) fn http2_max_concurrent_streams(s: &mut SrvSettings, d: &Directive, _: &mut Cx) -> R {
-    once(&s.http2_max_concurrent_streams, d)?;
-    s.http2_max_concurrent_streams = Some(number(d, arg0(d))?);
-    Ok(())
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
 
+    use crate::conf::table::tls_set::{
+        protocols as ssl_protocols, verify_client as ssl_verify_client,
+    };
     use crate::conf::testutil::cx;
 
     fn dir(name: &str, args: &[&str]) -> Directive {

@@ -6,8 +6,8 @@
 
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 
+use super::args::R;
 use super::error::ConfError;
-use super::handlers::R;
 use super::model::{Listen, Pos, ServerName};
 use super::parse::Directive;
 use super::settings::Cx;

@@ -1,19 +1,39 @@
-//! The directive table: every directive firstbyte knows, as one data structure.
+//! The directive table: every directive firstbyte knows, as data.
 //!
 //! Each [`Spec`] says where a directive may appear, how many arguments it takes, whether it
 //! opens a block, its default, how its value inherits (http → server → location), what it
-//! does, and which function (`handlers.rs`, `server_handlers.rs`, `server_head.rs`) reads it. The walker (`build.rs`)
-//! checks context, block and argument count from here before calling the handler, and
-//! `docs.rs` renders the same table as `docs/directives.md`. nginx directives that firstbyte
-//! does not implement are listed in [`UNSUPPORTED`] so they fail with their own message
-//! instead of `unknown directive`.
+//! does, and which function reads it. The walker (`build.rs`) checks context, block and
+//! argument count from here before calling the handler, and `docs.rs` renders the same rows
+//! as `docs/directives.md`. nginx directives that firstbyte does not implement are listed in
+//! [`UNSUPPORTED`] so they fail with their own message instead of `unknown directive`.
+//!
+//! **Adding a directive.** If it takes one value that a level sets once and that inherits (or
+//! not) as a whole, add one entry to the list of its level in `directives.rs` (main, loc,
+//! compression, srv, tls, proxy, proxy_buffer, proxy_ssl): name, model field and type,
+//! default, contexts, argument counts, the default as the docs show it, the merge kind, a
+//! value parser (`args.rs` has `on_off`, `duration`, `bytes`, `count`, ...; add one there, or
+//! a domain one next to its handlers), and the doc line. The model field, the settings field,
+//! the handler, the row (through [`all`]), the inheritance and the default follow from that
+//! entry; the runtime then reads the model's field. Only a directive whose parsing is special
+//! (it accumulates, opens a block, depends on other directives or on where it is written)
+//! gets a hand-written handler (`handlers.rs`, `server_handlers.rs`, `server_head.rs`,
+//! `proxy.rs`), a field in `settings.rs` with its merge and default, and a row in
+//! [`DIRECTIVES`]. Then run `cargo test -p firstbyte --lib docs_file` (twice: it rewrites
+//! docs/directives.md when stale).
 
-use super::handlers::{self as h, R};
+use super::args::R;
+use super::cx::Cx;
+use super::declare::{setters, spec_rows};
+use super::directives::{
+    compression_directives, loc_directives, main_directives, proxy_buffer_directives,
+    proxy_directives, proxy_ssl_directives, srv_directives, tls_directives,
+};
+use super::handlers as h;
 use super::parse::Directive;
 use super::proxy as px;
 use super::server_handlers as srv;
 use super::server_head::{self, ServerHead};
-use super::settings::{Cx, LocSettings, MainSettings, SrvSettings};
+use super::settings::{LocSettings, MainSettings, SrvSettings};
 
 /// The top level of the file.
 pub(crate) const MAIN: u8 = 1;
@@ -221,18 +241,13 @@ use Merge::{Global, Inherit, InheritIfNone, Own, ServerFirst};
 /// Reason shared by the hash-size directives.
 const HASH: &str = "firstbyte sizes its hash tables itself";
 
-/// Every directive firstbyte accepts, grouped by module as nginx's docs are.
+/// The hand-written rows: directives whose parsing is special, blocks, and the ignored ones,
+/// grouped by module as nginx's docs are.
 #[rustfmt::skip]
 pub(crate) static DIRECTIVES: &[Spec] = &[
     // core (main, events)
-    d("user", MAIN, 1, 2, "nobody nogroup", Global, Main(h::user), "When started as root, serve as this user (and group; default: the user's name) with no capability left; a root broker process reads files and binds sockets for reloads. Without it, nginx's default: `nobody`, group `nogroup` (or `nobody` where there is no `nogroup`); `user root` stays root."),
-    d("worker_processes", MAIN, 1, 1, "1", Global, Main(h::worker_processes), "Number of event-loop threads; `auto`: one per available CPU."),
     d("error_log", MAIN | HSL, 1, 2, "stderr error", Global, Main(h::error_log), "Error log file (or `stderr`) and lowest level; several allowed. Only the main level's count: elsewhere it is accepted with a warning."),
-    d("pid", MAIN, 1, 1, "/run/firstbyte.pid (root), off (others)", Global, Main(h::pid), "File holding the process id, for `-s`; `off`: none. Unset: `/run/firstbyte.pid` as root; none for an ordinary user, who cannot write `/run`."),
-    d("worker_shutdown_timeout", MAIN, 1, 1, "", Global, Main(h::worker_shutdown_timeout), "How long a graceful shutdown (`-s quit`) waits for open connections before it closes them; unset: as long as they take."),
-    d("daemon", MAIN, 1, 1, "off", Global, Main(h::daemon), "`on`: detach from the terminal. firstbyte's default is off (foreground suits systemd and containers)."),
     block("events", MAIN, 0, 0, Handler::Events, "Connection-processing settings."),
-    d("worker_connections", EVENTS, 1, 1, "512", Global, Main(h::worker_connections), "Most simultaneous connections per worker thread."),
     ignored("multi_accept", EVENTS, 1, 1, "firstbyte accepts every pending connection on each wakeup"),
     ignored("use", EVENTS, 1, 1, "firstbyte's runtime picks epoll itself"),
     ignored("accept_mutex", EVENTS, 1, 1, "firstbyte runs one process, so there is no accept mutex"),
@@ -252,27 +267,9 @@ pub(crate) static DIRECTIVES: &[Spec] = &[
     d("add_header", HSL, 2, 3, "", InheritIfNone, Loc(h::add_header), "Response header added to 2xx/3xx responses (`always`: to all)."),
     d("error_page", HSL, 2, ANY, "", InheritIfNone, Loc(h::error_page), "URI served for the given error codes (`=CODE` changes the response code)."),
     block("types", HSL, 0, 0, Loc(h::types), "MIME types by file extension; the innermost block wins whole."),
-    d("default_type", HSL, 1, 1, "text/plain", Inherit, Loc(h::default_type), "MIME type of files whose extension has none."),
     d("log_format", HTTP, 2, ANY, "combined", Global, Shared(h::log_format), "Named access-log line format (`escape=default|json|none`)."),
     d("access_log", HSL, 1, ANY, "stdout combined (daemon on: logs/access.log)", InheritIfNone, Loc(h::access_log), "Access log file (or `stderr`), format, `buffer=SIZE`, `flush=TIME`; `off`: none. None written: `combined` lines to stdout in the foreground, as the official nginx container; with `daemon on`, `logs/access.log` under the prefix."),
-    d("sendfile", HSL, 1, 1, "off", Inherit, Loc(h::sendfile), "Send files with sendfile(2) on plain-HTTP connections (on TLS once kernel TLS comes)."),
-    d("absolute_redirect", HSL, 1, 1, "on", Inherit, Loc(h::absolute_redirect), "Redirects firstbyte makes carry `scheme://host[:port]`; off: a relative `Location`."),
-    d("server_name_in_redirect", HSL, 1, 1, "off", Inherit, Loc(h::server_name_in_redirect), "Use the server's first name, not the request's Host, in redirects."),
-    d("port_in_redirect", HSL, 1, 1, "on", Inherit, Loc(h::port_in_redirect), "Put the listening port in redirects (unless 80 for http, 443 for https)."),
-    d("tcp_nodelay", HSL, 1, 1, "on", Inherit, Loc(h::tcp_nodelay), "Set `TCP_NODELAY` on every connection, HTTP/2 included."),
-    d("tcp_nopush", HSL, 1, 1, "off", Inherit, Loc(h::tcp_nopush), "Set `TCP_CORK` while sending a response's headers and file together."),
-    d("keepalive_timeout", HSL, 1, 2, "75s", Inherit, Loc(h::keepalive_timeout), "How long an idle keep-alive connection stays open; 0 disables keep-alive."),
-    d("keepalive_requests", HSL, 1, 1, "1000", Inherit, Loc(h::keepalive_requests), "Most requests served on one connection."),
-    d("client_max_body_size", HSL, 1, 1, "1m", Inherit, Loc(h::client_max_body_size), "Largest request body accepted; 0: no limit."),
-    d("client_header_timeout", HS, 1, 1, "60s", Inherit, Srv(srv::client_header_timeout), "Time allowed to receive a request's headers."),
-    d("underscores_in_headers", HS, 1, 1, "off", Inherit, Srv(srv::underscores_in_headers), "Whether header names with underscores are valid (else, with ignore_invalid_headers, dropped)."),
-    d("ignore_invalid_headers", HS, 1, 1, "on", Inherit, Srv(srv::ignore_invalid_headers), "Drop request headers with invalid names (nginx's rule: letters, digits, '-', and '_' if allowed)."),
-    d("client_body_timeout", HSL, 1, 1, "60s", Inherit, Loc(h::client_body_timeout), "Longest pause between two reads of a request body."),
-    d("send_timeout", HSL, 1, 1, "60s", Inherit, Loc(h::send_timeout), "Longest pause between two writes of a response."),
-    d("internal", LOCATION, 0, 0, "", Own, Loc(h::internal), "The location answers internal redirects only."),
-    d("disable_symlinks", HSL, 1, 2, "off", Inherit, Loc(h::disable_symlinks), "`on`: refuse paths through symlinks; `if_not_owner`: unless owners match."),
     d("http2", HS, 1, 1, "off", Inherit, Srv(srv::http2), "Offer HTTP/2 (ALPN `h2`)."),
-    d("http2_max_concurrent_streams", HS, 1, 1, "128", Inherit, Srv(srv::http2_max_concurrent_streams), "Streams one HTTP/2 connection may have open at once (`SETTINGS_MAX_CONCURRENT_STREAMS`); more are refused with `REFUSED_STREAM`."),
     d("ssl_buffer_size", HS, 1, 1, "16k", Inherit, Srv(srv::ssl_buffer_size), "Plaintext bytes gathered into one TLS record (the most a record holds; small writes coalesce, a flush closes the record early)."),
     d("ssl_dyn_rec_enable", HS, 1, 1, "off", Inherit, Srv(srv::ssl_dyn_rec_enable), "Dynamic TLS records: `on` is Cloudflare's patch (small records first, full size after `2 x threshold` records, back to small after `timeout` idle); `adaptive` (firstbyte's own) sizes each record from the connection's live `TCP_INFO` window."),
     d("ssl_dyn_rec_size_lo", HS, 1, 1, "1369", Inherit, Srv(srv::ssl_dyn_rec_size_lo), "Record size of the first `threshold` records: 1369 = 1500 - 40 (IP) - 20 (TCP) - 10 (timestamps) - 61 (largest TLS overhead), one record in one segment."),
@@ -291,85 +288,77 @@ pub(crate) static DIRECTIVES: &[Spec] = &[
     // access, stub_status
     d("allow", HSL, 1, 1, "", InheritIfNone, Loc(h::allow), "Allow an address, a CIDR network or `all` (rules apply in order)."),
     d("deny", HSL, 1, 1, "", InheritIfNone, Loc(h::deny), "Deny an address, a CIDR network or `all` (rules apply in order)."),
-    d("stub_status", SL, 0, 1, "", Own, Loc(h::stub_status), "Answer with nginx's basic status page."),
-    d("connection_info", SL, 0, 1, "off", Own, Loc(h::connection_info), "firstbyte's own: answer with the page showing the visitor their connection (TLS, ALPN, RTT, cwnd), HTML or JSON."),
     // compression
-    d("gzip_static", HSL, 1, 1, "off", Inherit, Loc(h::gzip_static), "Send `FILE.gz` (and `FILE.br`) when the client accepts it; `always`: whatever it says."),
-    d("gzip", HSL, 1, 1, "off", Inherit, Loc(h::gzip), "Compress responses with gzip."),
-    d("gzip_types", HSL, 1, ANY, "text/html", Inherit, Loc(h::gzip_types), "MIME types compressed besides `text/html`; `*`: all."),
-    d("gzip_comp_level", HSL, 1, 1, "1", Inherit, Loc(h::gzip_comp_level), "gzip level, 1–9."),
-    d("gzip_min_length", HSL, 1, 1, "20", Inherit, Loc(h::gzip_min_length), "Smallest response (by Content-Length) compressed."),
-    d("gzip_vary", HSL, 1, 1, "off", Inherit, Loc(h::gzip_vary), "Add `Vary: Accept-Encoding` to compressible responses."),
     ignored("gzip_buffers", HSL, 2, 2, "firstbyte's compressor sizes its own buffers"),
-    d("brotli", HSL, 1, 1, "off", Inherit, Loc(h::brotli), "Compress responses with Brotli (the ngx_brotli module's directive)."),
-    d("brotli_types", HSL, 1, ANY, "text/html", Inherit, Loc(h::brotli_types), "MIME types Brotli-compressed besides `text/html`; `*`: all."),
-    d("brotli_comp_level", HSL, 1, 1, "6", Inherit, Loc(h::brotli_comp_level), "Brotli quality, 0–11 (6: the module's default, a good speed/size balance)."),
     // ssl
     d("ssl", HS, 1, 1, "", Own, Srv(srv::ssl), "Removed in nginx 1.25: an error; use `listen ... ssl`."),
     d("ssl_certificate", HS, 1, 1, "", InheritIfNone, Srv(srv::ssl_certificate), "Certificate chain (PEM file or `data:`); several for ECDSA + RSA."),
     d("ssl_certificate_key", HS, 1, 1, "", InheritIfNone, Srv(srv::ssl_certificate_key), "Private key of the certificate at the same position."),
-    d("ssl_password_file", HS, 1, 1, "", Inherit, Srv(srv::ssl_password_file), "Passphrases, one a line, for encrypted PKCS#8 keys."),
-    d("ssl_protocols", HS, 1, ANY, "TLSv1.2 TLSv1.3", Inherit, Srv(srv::ssl_protocols), "TLS versions offered (TLSv1 and TLSv1.1 are dropped with a warning)."),
-    d("ssl_ciphers", HS, 1, 1, "HIGH:!aNULL:!MD5", Inherit, Srv(srv::ssl_ciphers), "TLS 1.2 cipher suites, OpenSSL syntax."),
     d("ssl_conf_command", HS, 2, 2, "", InheritIfNone, Srv(srv::ssl_conf_command), "`Ciphersuites LIST` (TLS 1.3 suites) and `NumTickets N` (tickets per handshake)."),
-    d("ssl_prefer_server_ciphers", HS, 1, 1, "off", Inherit, Srv(srv::ssl_prefer_server_ciphers), "Choose the cipher suite by the server's order."),
-    d("ssl_ecdh_curve", HS, 1, 1, "auto", Inherit, Srv(srv::ssl_ecdh_curve), "Key-exchange groups, e.g. `X25519:prime256v1`."),
     ignored("ssl_dhparam", HS, 1, 1, "rustls offers only ECDHE key exchange"),
-    d("ssl_session_tickets", HS, 1, 1, "on", Inherit, Srv(srv::ssl_session_tickets), "Resume sessions with stateless tickets."),
     d("ssl_session_ticket_key", HS, 1, 1, "", InheritIfNone, Srv(srv::ssl_session_ticket_key), "Ticket key file (the first encrypts, all decrypt); none: generated and rotated."),
-    d("ssl_session_timeout", HS, 1, 1, "5m", Inherit, Srv(srv::ssl_session_timeout), "How long a session can be resumed."),
-    d("ssl_session_cache", HS, 1, 2, "none", Inherit, Srv(srv::ssl_session_cache), "Stateful session cache: `off`, `none`, `builtin[:N]`, `shared:NAME:SIZE` (~4000 sessions per MB)."),
-    d("ssl_verify_client", HS, 1, 1, "off", Inherit, Srv(srv::ssl_verify_client), "Ask for a client certificate: `on`, `off`, `optional`, `optional_no_ca`."),
-    d("ssl_client_certificate", HS, 1, 1, "", Inherit, Srv(srv::ssl_client_certificate), "CA certificates that client certificates must chain to."),
-    d("ssl_stapling", HS, 1, 1, "off", Inherit, Srv(srv::ssl_stapling), "Staple an OCSP response (from `ssl_stapling_file`)."),
-    d("ssl_stapling_file", HS, 1, 1, "", Inherit, Srv(srv::ssl_stapling_file), "DER OCSP response to staple."),
-    d("ssl_certificate_cache", HS, 1, 3, "off", Inherit, Srv(srv::ssl_certificate_cache), "Cache of certificates and keys named with variables (`ssl_certificate /certs/$ssl_server_name.crt`): `max=N` entries (LRU; a certificate and its key are two, as nginx), dropped after `inactive=` (10s) unused, revalidated by mtime and inode after `valid=` (60s)."),
-    d("ssl_object_cache_inheritable", MAIN, 1, 1, "on", Global, Main(srv::ssl_object_cache_inheritable), "A reload reuses certificates, keys and CA bundles whose files are unchanged (mtime, inode) from the running load; `off` marks this load as not to be reused (it takes two reloads to clear)."),
     // upstream, proxy
     block("upstream", HTTP, 1, 1, Shared(px::upstream), "Group of upstream servers: `server ADDR [weight=N] [max_fails=N] [fail_timeout=T] [backup] [down]` (round-robin by weight), `keepalive N` idle connections pooled."),
     d("proxy_pass", LOCATION, 1, 1, "", Own, Loc(px::proxy_pass), "Proxy requests to `http://` or `https://` HOST[:PORT][/URI] or an upstream name; a URI part replaces the location's prefix."),
     d("proxy_set_header", HSL, 2, 2, "Host $proxy_host; Connection close", InheritIfNone, Loc(px::proxy_set_header), "Request header sent upstream (an empty value removes it); e.g. `X-Forwarded-For $proxy_add_x_forwarded_for`, `Upgrade $http_upgrade` for WebSocket."),
-    d("proxy_http_version", HSL, 1, 1, "1.0", Inherit, Loc(px::proxy_http_version), "HTTP version to the upstream; `1.1` for keepalive pools and WebSocket."),
-    d("proxy_connect_timeout", HSL, 1, 1, "60s", Inherit, Loc(px::proxy_connect_timeout), "Time allowed to connect (and finish TLS) to an upstream."),
-    d("proxy_read_timeout", HSL, 1, 1, "60s", Inherit, Loc(px::proxy_read_timeout), "Longest wait for the upstream's response header, and between two reads of its body."),
-    d("proxy_send_timeout", HSL, 1, 1, "60s", Inherit, Loc(px::proxy_send_timeout), "Longest wait between two writes of the request to the upstream."),
-    d("proxy_buffering", HSL, 1, 1, "off", Inherit, Loc(px::proxy_buffering), "firstbyte's default is off: the upstream's bytes go to the client as they arrive. nginx buffers by default; `on` reads the upstream as fast as it sends, into `proxy_buffers` and then a temp file, as nginx."),
     d("proxy_buffers", HSL, 2, 2, "8 4k", Inherit, Loc(px::proxy_buffers), "Memory for a buffered response (`proxy_buffering on`): NUMBER buffers of SIZE (nginx's \"8 4k|8k\": one memory page each, 4k on x86_64 Linux)."),
-    d("proxy_buffer_size", HSL, 1, 1, "4k", Inherit, Loc(px::proxy_buffer_size), "Memory for the start of a buffered response, beside `proxy_buffers`."),
-    d("proxy_busy_buffers_size", HSL, 1, 1, "8k", Inherit, Loc(px::proxy_busy_buffers_size), "Accepted as nginx; firstbyte sends from any buffer as the client takes it."),
     d("proxy_temp_path", HSL, 1, 4, "proxy_temp", Inherit, Loc(px::proxy_temp_path), "Directory of the temp files a buffered response spills to past its buffers (under the prefix when relative). Levels are accepted; the files are unlinked as soon as they are made."),
     d("client_body_temp_path", HSL, 1, 4, "client_body_temp", Inherit, Loc(px::client_body_temp_path), "Directory where a request body that must be read whole before it goes upstream (chunked, to an HTTP/1.0 upstream) spills past 16k of memory (under the prefix when relative); as `proxy_temp_path`, made at start."),
-    d("proxy_max_temp_file_size", HSL, 1, 1, "1024m", Inherit, Loc(px::proxy_max_temp_file_size), "Largest temp file of one buffered response; past it (or with 0) the upstream is read only as fast as the client takes the response."),
-    d("proxy_temp_file_write_size", HSL, 1, 1, "8k", Inherit, Loc(px::proxy_temp_file_write_size), "Largest write to a temp file at once."),
     d("proxy_pass_header", HSL, 1, 1, "", InheritIfNone, Loc(px::proxy_pass_header), "Pass an upstream header hidden by default (`Server`, `Date`)."),
     d("proxy_hide_header", HSL, 1, 1, "", InheritIfNone, Loc(px::proxy_hide_header), "Do not pass this upstream header."),
     d("proxy_ssl_certificate", HSL, 1, 1, "", Inherit, Loc(px::proxy_ssl_certificate), "Client certificate for HTTPS upstreams (file, `data:`, or with variables such as `$host`)."),
     d("proxy_ssl_certificate_key", HSL, 1, 1, "", Inherit, Loc(px::proxy_ssl_certificate_key), "Key of `proxy_ssl_certificate`."),
-    d("proxy_ssl_password_file", HSL, 1, 1, "", Inherit, Loc(px::proxy_ssl_password_file), "Passphrases for an encrypted `proxy_ssl_certificate_key`."),
-    d("proxy_ssl_trusted_certificate", HSL, 1, 1, "", Inherit, Loc(px::proxy_ssl_trusted_certificate), "CA certificates an upstream's certificate is verified against (`proxy_ssl_verify on`)."),
-    d("proxy_ssl_crl", HSL, 1, 1, "", Inherit, Loc(px::proxy_ssl_crl), "Revoked certificates (PEM CRLs) for upstream verification."),
-    d("proxy_ssl_verify", HSL, 1, 1, "off", Inherit, Loc(px::proxy_ssl_verify), "Verify the upstream's certificate and name."),
-    d("proxy_ssl_server_name", HSL, 1, 1, "off", Inherit, Loc(px::proxy_ssl_server_name), "Send SNI to the upstream."),
-    d("proxy_ssl_name", HSL, 1, 1, "", Inherit, Loc(px::proxy_ssl_name), "Name verified and sent as SNI (default: the `proxy_pass` host)."),
-    d("proxy_ssl_session_reuse", HSL, 1, 1, "on", Inherit, Loc(px::proxy_ssl_session_reuse), "Resume TLS sessions to upstreams."),
-    d("proxy_ssl_protocols", HSL, 1, ANY, "TLSv1.2 TLSv1.3", Inherit, Loc(px::proxy_ssl_protocols), "TLS versions offered to upstreams."),
-    d("proxy_ssl_certificate_cache", HSL, 1, 3, "off", Inherit, Loc(px::proxy_ssl_certificate_cache), "Cache of `proxy_ssl_certificate` files named with variables, as `ssl_certificate_cache`."),
 ];
+
+main_directives!(setters! main_set, crate::conf::settings::MainSettings);
+main_directives!(spec_rows! MAIN_LISTED, Main, main_set);
+loc_directives!(setters! loc_set, crate::conf::settings::LocSettings);
+loc_directives!(spec_rows! LOC_LISTED, Loc, loc_set);
+compression_directives!(setters! compression_set, crate::conf::settings::LocSettings, compression);
+compression_directives!(spec_rows! COMPRESSION_LISTED, Loc, compression_set);
+srv_directives!(setters! srv_set, crate::conf::settings::SrvSettings);
+srv_directives!(spec_rows! SRV_LISTED, Srv, srv_set);
+tls_directives!(setters! tls_set, crate::conf::settings::SrvSettings, tls);
+tls_directives!(spec_rows! TLS_LISTED, Srv, tls_set);
+proxy_directives!(setters! proxy_set, crate::conf::settings::LocSettings, proxy);
+proxy_directives!(spec_rows! PROXY_LISTED, Loc, proxy_set);
+proxy_buffer_directives!(setters! proxy_buffer_set, crate::conf::settings::LocSettings, proxy.bufs);
+proxy_buffer_directives!(spec_rows! PROXY_BUFFER_LISTED, Loc, proxy_buffer_set);
+proxy_ssl_directives!(setters! proxy_ssl_set, crate::conf::settings::LocSettings, proxy.ssl);
+proxy_ssl_directives!(spec_rows! PROXY_SSL_LISTED, Loc, proxy_ssl_set);
+
+/// The hand-written rows, then each list's (`directives.rs`).
+static TABLES: &[&[Spec]] = &[
+    DIRECTIVES,
+    MAIN_LISTED,
+    LOC_LISTED,
+    COMPRESSION_LISTED,
+    SRV_LISTED,
+    TLS_LISTED,
+    PROXY_LISTED,
+    PROXY_BUFFER_LISTED,
+    PROXY_SSL_LISTED,
+];
+
+/// Every directive firstbyte accepts.
+pub(crate) fn all() -> impl Iterator<Item = &'static Spec> {
+    TABLES.iter().flat_map(|t| t.iter())
+}
 
 /// nginx directives firstbyte does not implement yet (beyond [`UNSUPPORTED_PREFIXES`]).
 #[rustfmt::skip]
 pub(crate) static UNSUPPORTED: &[&str] = &[
     "absolute_redirect", "add_after_body", "add_before_body", "add_trailer", "addition_types",
-    "aio", "aio_write", "break", "chunked_transfer_encoding", "client_body_buffer_size",
+    "aio", "aio_write", "break", "chunked_transfer_encoding", 
     "client_body_in_file_only", "client_body_in_single_buffer",
-    "client_header_buffer_size", "connection_pool_size", "create_full_put_path",
+    "connection_pool_size", "create_full_put_path",
     "debug_connection", "debug_points", "degradation", "degrade", "directio", "directio_alignment", "empty_gif", "env",
-    "etag", "expires", "f4f", "f4f_buffer_size", "flv", "geo", "gzip_disable",
+    "f4f", "f4f_buffer_size", "flv", "geo", "gzip_disable",
     "gzip_http_version", "gzip_proxied", "brotli_static", "brotli_min_length", "brotli_window",
     "brotli_buffers", "hash", "http3", "if", "if_modified_since",
     "internal_redirect", "ip_hash", "keepalive", "keepalive_disable", "keepalive_time",
-    "large_client_header_buffers", "least_conn", "least_time", "lingering_close",
-    "lingering_time", "lingering_timeout", "lock_file", "log_not_found", "log_subrequest",
+    "least_conn", "least_time", "lingering_close",
+    "lingering_time", "lingering_timeout", "lock_file", "log_subrequest",
     "mail", "map", "master_process", "max_ranges", "merge_slashes", "msie_padding",
     "msie_refresh", "ntlm", "open_log_file_cache", "output_buffers", "pcre_jit",
     "postpone_output", "quic", "random", "read_ahead",
@@ -382,7 +371,7 @@ pub(crate) static UNSUPPORTED: &[&str] = &[
     "ssl_trusted_certificate", "ssl_verify_depth", "ssl_preread", "stream", "sticky",
     "subrequest_output_buffer_size", "thread_pool", "timer_resolution",
     "uninitialized_variable_warn", "valid_referers", "worker_aio_requests",
-    "worker_cpu_affinity", "worker_priority", "worker_rlimit_core", "worker_rlimit_nofile",
+    "worker_cpu_affinity", "worker_priority", "worker_rlimit_core", 
     "working_directory", "xml_entities", "zone",
     "google_perftools_profiles", "limit_except", "more_set_headers", "more_clear_headers",
 ];
@@ -401,7 +390,7 @@ pub(crate) static UNSUPPORTED_PREFIXES: &[&str] = &[
 
 /// The spec of `name`, if firstbyte knows it.
 pub(crate) fn find(name: &str) -> Option<&'static Spec> {
-    DIRECTIVES.iter().find(|s| s.name == name)
+    all().find(|s| s.name == name)
 }
 
 /// Whether `name` is an nginx directive firstbyte does not implement yet.
@@ -427,10 +416,29 @@ pub(crate) fn unsupported_contexts(name: &str) -> Option<u8> {
 mod tests {
     use super::*;
     use std::collections::HashSet;
+    use std::path::PathBuf;
+    use std::time::Duration;
+
+    use crate::conf::declare::defaults_match_docs;
+    use crate::conf::model::{
+        CertificateCache, DisableSymlinks, Expires, GzipStatic, SessionCache, TlsVersion, User,
+        VerifyClient, WorkerProcesses,
+    };
+
+    // The lists' defaults as docs/directives.md shows them parse to the values the model
+    // gets, so the docs cannot drift from the code.
+    main_directives!(defaults_match_docs! main_defaults_match_docs, ["user", "pid"]);
+    loc_directives!(defaults_match_docs! loc_defaults_match_docs, []);
+    compression_directives!(defaults_match_docs! compression_defaults_match_docs, ["gzip_types", "brotli_types"]);
+    srv_directives!(defaults_match_docs! srv_defaults_match_docs, []);
+    tls_directives!(defaults_match_docs! tls_defaults_match_docs, []);
+    proxy_directives!(defaults_match_docs! proxy_defaults_match_docs, []);
+    proxy_buffer_directives!(defaults_match_docs! proxy_buffer_defaults_match_docs, []);
+    proxy_ssl_directives!(defaults_match_docs! proxy_ssl_defaults_match_docs, []);
 
     #[test]
     fn every_directive_has_doc_contexts_and_sane_arguments() {
-        for s in DIRECTIVES {
+        for s in all() {
             assert!(!s.doc.trim().is_empty(), "{} has no doc line", s.name);
             assert!(s.contexts != 0, "{} has no context", s.name);
             assert!(s.min_args <= s.max_args, "{} argument range", s.name);
@@ -452,7 +460,7 @@ mod tests {
     #[test]
     fn names_are_unique() {
         let mut seen = HashSet::new();
-        for s in DIRECTIVES {
+        for s in all() {
             assert!(seen.insert(s.name), "{} twice", s.name);
         }
         let mut seen = HashSet::new();

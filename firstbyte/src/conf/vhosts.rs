@@ -584,6 +584,8 @@ fn socket_of(a: &AddrBuild, peers: &[&AddrBuild]) -> ListenSocket {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::conf::declare::defaults_conf;
+    use crate::conf::directives::srv_directives;
     use crate::conf::locate::fixtures::{location, pos};
     use crate::conf::model::{Locations, SocketConf};
     use std::time::Duration;
@@ -593,7 +595,7 @@ mod tests {
     }
 
     fn server(line: usize, listen: Vec<Listen>, names: Vec<ServerName>) -> Arc<ServerConf> {
-        Arc::new(ServerConf {
+        Arc::new(srv_directives!(defaults_conf! ServerConf {
             pos: pos(line),
             listen,
             server_names: names,
@@ -601,14 +603,10 @@ mod tests {
             alt_svc: None,
             socket: SocketConf::default(),
             record: Default::default(),
-            client_header_timeout: Duration::from_secs(60),
-            underscores_in_headers: false,
-            ignore_invalid_headers: true,
             http2: false,
-            http2_max_concurrent_streams: 128,
             locations: Locations::default(),
             default_location: Arc::new(location("", Locations::default())),
-        })
+        }))
     }
 
     fn exact(s: &str) -> ServerName {

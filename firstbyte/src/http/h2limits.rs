@@ -13,9 +13,13 @@ use crate::conf::model::ServerConf;
 
 /// Bytes of headers one request may carry, decoded (RFC 9113 §6.5.2: names + values + 32 per
 /// field), advertised as SETTINGS_MAX_HEADER_LIST_SIZE; a larger request is refused (431).
-/// 32 KiB: nginx's `large_client_header_buffers 4 8k`, the request header limit it has applied
-/// to HTTP/2 since 1.19.7 (hyper's default is 16 KiB).
-pub const MAX_HEADER_LIST_SIZE: u32 = 32 * 1024;
+/// NUMBER x SIZE of the server's `large_client_header_buffers`, the request header limit
+/// nginx has applied to HTTP/2 since 1.19.7: 32 KiB by default (`4 8k`; hyper's default is
+/// 16 KiB).
+pub fn max_header_list_size(server: &ServerConf) -> u32 {
+    let (n, size) = server.large_client_header_buffers;
+    u32::try_from(n.saturating_mul(size)).unwrap_or(u32::MAX)
+}
 
 /// Streams a client may reset before the server has taken them up (opened and reset in the
 /// same burst of input), counted at once, after which the connection ends with GOAWAY
@@ -58,7 +62,7 @@ macro_rules! apply_h2_limits {
     ($b:expr, $server:expr) => {{
         use $crate::http::h2limits as l;
         $b.max_concurrent_streams(l::max_concurrent_streams($server))
-            .max_header_list_size(l::MAX_HEADER_LIST_SIZE)
+            .max_header_list_size(l::max_header_list_size($server))
             .max_pending_accept_reset_streams(l::MAX_PENDING_ACCEPT_RESET_STREAMS)
             .max_local_error_reset_streams(l::MAX_LOCAL_ERROR_RESET_STREAMS)
             .max_send_buf_size(l::MAX_SEND_BUF_SIZE)

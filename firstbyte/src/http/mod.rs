@@ -8,6 +8,7 @@ pub mod body;
 pub mod builtin;
 pub mod compress;
 pub mod conn;
+mod expires;
 pub(crate) mod h2;
 pub mod h2limits;
 pub mod open_file;

@@ -268,10 +268,15 @@ fn respond(
 ) -> FileOutcome {
     let meta = &file.meta;
     let cached = file.headers();
-    let etag = cached.etag.as_str();
+    // `etag off`: none sent, and none to match (only `*` does, as nginx).
+    let etag = if req.loc.etag {
+        cached.etag.as_str()
+    } else {
+        ""
+    };
     // Sized for a file response's headers plus `finish`'s (Server, Date): no regrowth.
     let mut headers = HeaderMap::with_capacity(12);
-    if let Some(v) = &cached.etag_value {
+    if let (Some(v), true) = (&cached.etag_value, req.loc.etag) {
         headers.insert(ETAG, v.clone());
     }
     if let Some(v) = &cached.last_modified {
@@ -539,7 +544,7 @@ pub fn parse_range(value: &str, len: u64) -> ByteRange {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::conf::model::{AccessLog, Compression, Locations, MimeTypes, Pos};
+    use crate::conf::model::{Locations, MimeTypes, Pos};
     use crate::conf::vars::ComplexValue;
     use http_body_util::BodyExt;
     use std::ffi::CString;
@@ -585,52 +590,16 @@ mod tests {
         .into_iter()
         .map(|(k, v)| (k.to_string(), v.to_string()))
         .collect();
-        LocationConf {
-            name: "/".into(),
-            prefix: "/".into(),
-            root: DocRoot::Root(ComplexValue::literal("/srv")),
-            index: vec![ComplexValue::literal("index.html")],
-            try_files: None,
-            ret: None,
-            add_header: vec![],
-            error_page: vec![],
-            access_log: AccessLog::Off,
-            sendfile: false,
-            tcp_nodelay: true,
-            absolute_redirect: true,
-            server_name_in_redirect: false,
-            port_in_redirect: true,
-            tcp_nopush: false,
-            keepalive_timeout: Duration::from_secs(75),
-            keepalive_requests: 1000,
-            client_max_body_size: 1 << 20,
-            client_body_timeout: Duration::from_secs(60),
-            send_timeout: Duration::from_secs(60),
-            access: vec![],
-            stub_status: false,
-            gzip_static: GzipStatic::Off,
-            compression: Compression {
-                gzip: false,
-                gzip_types: vec![],
-                gzip_comp_level: 1,
-                gzip_min_length: 20,
-                gzip_vary: false,
-                brotli: false,
-                brotli_types: vec![],
-                brotli_comp_level: 6,
-            },
-            types: Arc::new(types),
-            default_type: "application/octet-stream".into(),
-            disable_symlinks: DisableSymlinks::Off,
-            internal: false,
-            connection_info: false,
-            proxy: None,
-            locations: Locations::default(),
-            pos: Pos {
-                file: Arc::new(PathBuf::from("/etc/firstbyte/firstbyte.conf")),
-                line: 1,
-            },
-        }
+        let mut l = crate::conf::locate::fixtures::location("/", Locations::default());
+        l.prefix = "/".into();
+        l.root = DocRoot::Root(ComplexValue::literal("/srv"));
+        l.types = Arc::new(types);
+        l.default_type = "application/octet-stream".into();
+        l.pos = Pos {
+            file: Arc::new(PathBuf::from("/etc/firstbyte/firstbyte.conf")),
+            line: 1,
+        };
+        l
     }
 
     fn hdrs(pairs: &[(&str, &str)]) -> HeaderMap {

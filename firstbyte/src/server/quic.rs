@@ -232,6 +232,8 @@ async fn serve(
         record_policy: "quic",
     };
     let send_timeout = server.default_location.send_timeout;
+    // The request head's bound: `large_client_header_buffers`, as over HTTP/2.
+    let max_fields = crate::http::h2limits::max_header_list_size(&server);
     let io = Arc::new(crate::net::IoControl::new(send_timeout, false));
     let conn = Arc::new(
         Conn::new(
@@ -247,7 +249,7 @@ async fn serve(
     );
     let handle = quic.clone();
     let h3 = h3::server::builder()
-        .max_field_section_size(crate::http::h2limits::MAX_HEADER_LIST_SIZE.into())
+        .max_field_section_size(max_fields.into())
         .build::<_, Bytes>(h3_quinn::Connection::new(quic))
         .await;
     let Ok(mut h3) = h3 else {

@@ -96,7 +96,7 @@ pub struct Shell<I> {
 pub fn config(server: &ServerConf, data_chunk: Option<usize>) -> Config {
     Config {
         max_concurrent: limits::max_concurrent_streams(server),
-        max_header_list: limits::MAX_HEADER_LIST_SIZE as usize,
+        max_header_list: limits::max_header_list_size(server) as usize,
         stream_window: limits::INITIAL_STREAM_WINDOW,
         conn_window: limits::INITIAL_CONNECTION_WINDOW,
         max_pending_resets: limits::MAX_PENDING_ACCEPT_RESET_STREAMS,

@@ -66,12 +66,12 @@ where
             );
         } else {
             // HTTP/1.0 has no chunked: read the body whole (client_max_body_size bounds it)
-            // and send its length, as nginx. Memory holds nginx's client_body_buffer_size
-            // (16k on x86_64), the rest goes to an unlinked temp file in client_body_temp_path.
+            // and send its length, as nginx. Memory holds client_body_buffer_size (16k), the
+            // rest goes to an unlinked temp file in client_body_temp_path.
             use http_body_util::BodyExt;
             let b = &conf.buffers;
             let mut spool = px::Spool::new(
-                16 << 10,
+                usize::try_from(loc.client_body_buffer_size).unwrap_or(usize::MAX),
                 b.body_temp_path.clone(),
                 u64::MAX,
                 b.temp_file_write_size,

@@ -212,6 +212,23 @@ where
     // nginx reads the headers under the server the connection found before Host (SNI's, or
     // the address's default): its underscores_in_headers and ignore_invalid_headers apply.
     let header_server = conn.first_server();
+    // HTTP/1.x: the head must fit `client_header_buffer_size` and `large_client_header_buffers`
+    // as nginx reads it (HTTP/2's bound is SETTINGS_MAX_HEADER_LIST_SIZE, in h2limits).
+    let too_large = match version {
+        http::Version::HTTP_2 | http::Version::HTTP_3 => None,
+        _ => {
+            let (line, lines) = headers::head_lines(&method, &parts_uri, &parts_headers);
+            let first =
+                usize::try_from(header_server.client_header_buffer_size).unwrap_or(usize::MAX);
+            headers::head_fits(
+                first,
+                header_server.large_client_header_buffers,
+                line,
+                lines,
+            )
+            .err()
+        }
+    };
     if header_server.ignore_invalid_headers {
         headers::drop_invalid_headers(
             &mut parts_headers,
@@ -289,6 +306,24 @@ where
     let (path, query) = uri::split_target(request_uri);
     let refusal = client_refusal(&r);
     let (step, loc) = match (host_ok, uri::normalize_path(path), refusal) {
+        _ if too_large.is_some() => {
+            let (code, what) = match too_large {
+                Some(headers::HeadTooLarge::RequestLine) => (414, "client sent too long URI"),
+                _ => (494, "client sent too long header line"),
+            };
+            crate::fblog!(
+                Info,
+                "{what} while reading client request headers, client: {}, server: {}",
+                conn.client_ip(),
+                server_name(&r.server),
+            );
+            let loc = r.server.default_location.clone();
+            let (mut resp, loc) = error(&mut r, code, loc);
+            // nginx ends the connection after these (`r->keepalive = 0`).
+            resp.headers_mut()
+                .insert(header::CONNECTION, http::HeaderValue::from_static("close"));
+            (Step::Done(resp), loc)
+        }
         (true, _, _) if misdirect => {
             crate::fblog!(
                 Info,

@@ -289,7 +289,7 @@ fn serve_static(r: &mut Req, loc: &Arc<LocationConf>, path: PathBuf) -> Out {
             Out::Response(redirect_response(301, &abs))
         }
         static_files::FileOutcome::Status(s) => {
-            if s == StatusCode::NOT_FOUND {
+            if s == StatusCode::NOT_FOUND && loc.log_not_found {
                 crate::fblog!(
                     Error,
                     "open() \"{}\" failed (2: No such file or directory), client: {}, server: {}, request: \"{} {}\"",

@@ -15,7 +15,7 @@ use http_body::{Frame, SizeHint};
 
 use super::log::LogOnDone;
 use super::{server_name, Busy, HttpResponse, Req};
-use crate::conf::model::{AccessLog, LocationConf};
+use crate::conf::model::{AccessLog, Expires, LocationConf};
 use crate::http::body::Body;
 use crate::http::compress;
 use crate::http::conn::Conn;
@@ -116,10 +116,7 @@ fn redirect_target(tls: bool, host: &str, port: Option<u16>, path: &str) -> Stri
 }
 
 fn add_header_applies(code: u16) -> bool {
-    matches!(
-        code,
-        200 | 201 | 204 | 206 | 301 | 302 | 303 | 304 | 307 | 308
-    )
+    crate::http::expires::applies(code)
 }
 
 /// Headers every response gets, compression, keep-alive, and the access log.
@@ -130,6 +127,11 @@ pub(super) fn finish(
     req_headers: &HeaderMap,
 ) -> HttpResponse {
     let code = resp.status().as_u16();
+    // nginx's headers filter: `expires` first, then `add_header`.
+    if loc.expires != Expires::Off && add_header_applies(code) {
+        let now = i64::try_from(crate::log::now().secs).unwrap_or(i64::MAX);
+        crate::http::expires::apply(loc.expires, now, resp.headers_mut());
+    }
     if !loc.add_header.is_empty() {
         let applies = add_header_applies(code);
         for h in &loc.add_header {

@@ -195,7 +195,7 @@ async fn serve_http<I>(
                 .keep_alive(keepalive)
                 .title_case_headers(true)
                 .header_read_timeout(None)
-                .max_buf_size(64 * 1024);
+                .max_buf_size(read_buf_max(&server));
             if conn.io().sendfile_capable() {
                 // Keep each body frame as its own slice: `sendfile` markers must reach the
                 // socket layer as they are. (On TLS the record layer gathers slices into
@@ -208,6 +208,15 @@ async fn serve_http<I>(
         Proto::H2 => Box::pin(h2::serve_h2(conn, io, server, stop)).await,
         Proto::Auto => Box::pin(serve_auto(conn, io, server, keepalive, stop)).await,
     }
+}
+
+/// hyper's HTTP/1.1 read buffer, its bound on a request head (past it: 431): 64 KiB, or
+/// room for all of nginx's header buffers when they are larger, so that the pipeline's
+/// `large_client_header_buffers` check answers as nginx below it.
+fn read_buf_max(server: &ServerConf) -> usize {
+    let (n, size) = server.large_client_header_buffers;
+    let first = usize::try_from(server.client_header_buffer_size).unwrap_or(usize::MAX);
+    n.saturating_mul(size).saturating_add(first).max(64 * 1024)
 }
 
 /// Plain-text HTTP with `http2 on`: hyper-util's server picks HTTP/1.1 or HTTP/2 by the
@@ -230,6 +239,7 @@ async fn serve_auto<I>(
         .keep_alive(keepalive)
         .title_case_headers(true)
         .header_read_timeout(None)
+        .max_buf_size(read_buf_max(&server))
         .writev(true);
     b.http2().timer(TokioTimer::new());
     crate::http::h2limits::apply_h2_limits!(b.http2(), &server);

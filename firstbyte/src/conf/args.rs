@@ -1,0 +1,320 @@
+//! Reading arguments: the helpers every handler uses (`once`, `flag`, `time`, `size`,
+//! `number`, ...) and the value parsers the declarative lists (`directives.rs`) name.
+//!
+//! A value parser has one shape, `fn(&Directive, &mut Cx) -> Result<T, ConfError>`: the
+//! walker has checked the argument count, so it reads the arguments, validates them with
+//! nginx's wording, and gives the value the level's field holds. This module sits below the
+//! settings and the handlers and imports neither.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use super::cx::Cx;
+use super::error::ConfError;
+use super::model::{CertificateCache, DisableSymlinks, GzipStatic, User, WorkerProcesses};
+use super::parse::Directive;
+use super::units;
+use super::vars::ComplexValue;
+
+/// What a handler returns.
+pub(crate) type R = Result<(), ConfError>;
+
+/// 10 s: nginx's default `inactive=` of `ssl_certificate_cache`.
+pub(crate) const CACHE_INACTIVE: Duration = Duration::from_secs(10);
+/// 60 s: nginx's default `valid=` of `ssl_certificate_cache`.
+pub(crate) const CACHE_VALID: Duration = Duration::from_secs(60);
+
+// ---- helpers ----
+/// `"NAME" directive is duplicate` when `slot` is already set.
+pub(crate) fn once<T>(slot: &Option<T>, d: &Directive) -> R {
+    if slot.is_some() {
+        return Err(ConfError::Duplicate {
+            name: d.name.clone(),
+            pos: d.pos.clone(),
+        });
+    }
+    Ok(())
+}
+
+pub(crate) fn invalid(d: &Directive) -> ConfError {
+    ConfError::InvalidValue {
+        name: d.name.clone(),
+        pos: d.pos.clone(),
+    }
+}
+
+pub(crate) fn param(d: &Directive, p: &str) -> ConfError {
+    ConfError::InvalidParam {
+        param: p.to_string(),
+        pos: d.pos.clone(),
+    }
+}
+
+pub(crate) fn unsupported(d: &Directive, what: String) -> ConfError {
+    ConfError::UnsupportedParam {
+        what,
+        pos: d.pos.clone(),
+    }
+}
+
+/// The first argument, or "" (the table guarantees the count; this keeps handlers total).
+pub(crate) fn arg0(d: &Directive) -> &str {
+    d.args.first().map(String::as_str).unwrap_or("")
+}
+
+/// `on`/`off` in the first argument.
+pub(crate) fn flag(d: &Directive) -> Result<bool, ConfError> {
+    choice(d, arg0(d), &[("on", true), ("off", false)])
+}
+
+/// One of `opts` (case-insensitive, as nginx), or `invalid value "x" in "NAME" directive, it must be ...`.
+pub(crate) fn choice<T: Copy>(d: &Directive, s: &str, opts: &[(&str, T)]) -> Result<T, ConfError> {
+    if let Some((_, v)) = opts.iter().find(|(n, _)| n.eq_ignore_ascii_case(s)) {
+        return Ok(*v);
+    }
+    let names: Vec<String> = opts.iter().map(|(n, _)| format!("\"{n}\"")).collect();
+    let expected = match names.split_last() {
+        Some((last, [])) => last.clone(),
+        Some((last, rest)) => format!("{} or {last}", rest.join(", ")),
+        None => String::new(),
+    };
+    Err(ConfError::InvalidChoice {
+        value: s.to_string(),
+        name: d.name.clone(),
+        expected,
+        pos: d.pos.clone(),
+    })
+}
+
+pub(crate) fn size(d: &Directive, s: &str) -> Result<u64, ConfError> {
+    units::size(s).ok_or_else(|| invalid(d))
+}
+
+pub(crate) fn time(d: &Directive, s: &str) -> Result<Duration, ConfError> {
+    units::time(s).ok_or_else(|| invalid(d))
+}
+
+pub(crate) fn number<T: std::str::FromStr>(d: &Directive, s: &str) -> Result<T, ConfError> {
+    if !s.bytes().all(|b| b.is_ascii_digit()) {
+        return Err(invalid(d));
+    }
+    s.parse().map_err(|_| invalid(d))
+}
+
+/// A number in `lo..=hi`: `invalid value "10" in "gzip_comp_level" directive, it must be between 1 and 9`.
+pub(crate) fn bounded(d: &Directive, lo: u32, hi: u32) -> Result<u32, ConfError> {
+    let s = arg0(d);
+    match number::<u32>(d, s) {
+        Ok(n) if (lo..=hi).contains(&n) => Ok(n),
+        _ => Err(ConfError::InvalidChoice {
+            value: s.to_string(),
+            name: d.name.clone(),
+            expected: format!("between {lo} and {hi}"),
+            pos: d.pos.clone(),
+        }),
+    }
+}
+
+/// A value with `$variables`.
+pub(crate) fn value(d: &Directive, s: &str) -> Result<ComplexValue, ConfError> {
+    ComplexValue::parse(s).map_err(|source| ConfError::Var {
+        source,
+        pos: d.pos.clone(),
+    })
+}
+
+/// MIME types, lower-cased (`gzip_types`, `brotli_types`).
+pub(crate) fn mime_list(d: &Directive) -> Vec<String> {
+    d.args.iter().map(|a| a.to_ascii_lowercase()).collect()
+}
+
+// ---- value parsers: `fn(&Directive, &mut Cx) -> Result<T, ConfError>` ----
+
+/// `on|off`.
+pub(crate) fn on_off(d: &Directive, _: &mut Cx) -> Result<bool, ConfError> {
+    flag(d)
+}
+
+/// `[on|off]`: no argument means on (`stub_status`'s old form, `connection_info`).
+pub(crate) fn on_unless_off(d: &Directive, _: &mut Cx) -> Result<bool, ConfError> {
+    Ok(d.args.is_empty() || flag(d)?)
+}
+
+/// No argument: the directive's presence (`internal`).
+pub(crate) fn present(_: &Directive, _: &mut Cx) -> Result<bool, ConfError> {
+    Ok(true)
+}
+
+/// A time (`75s`, `1m30s`, `500ms`; a bare number is seconds).
+pub(crate) fn duration(d: &Directive, _: &mut Cx) -> Result<Duration, ConfError> {
+    time(d, arg0(d))
+}
+
+/// A time, kept as set (for values whose default is "none").
+pub(crate) fn some_duration(d: &Directive, _: &mut Cx) -> Result<Option<Duration>, ConfError> {
+    time(d, arg0(d)).map(Some)
+}
+
+/// A size in bytes (`16k`, `1m`).
+pub(crate) fn bytes(d: &Directive, _: &mut Cx) -> Result<u64, ConfError> {
+    size(d, arg0(d))
+}
+
+/// A plain number of the field's type.
+pub(crate) fn count<T: std::str::FromStr>(d: &Directive, _: &mut Cx) -> Result<T, ConfError> {
+    number(d, arg0(d))
+}
+
+/// A plain number, kept as set (for values whose default is "none").
+pub(crate) fn some_count(d: &Directive, _: &mut Cx) -> Result<Option<u64>, ConfError> {
+    number(d, arg0(d)).map(Some)
+}
+
+/// `NUMBER SIZE` of buffers, both above zero (`large_client_header_buffers`).
+pub(crate) fn buffers(d: &Directive, _: &mut Cx) -> Result<(usize, usize), ConfError> {
+    let n: usize = number(d, arg0(d))?;
+    let s = size(d, d.args.get(1).map(String::as_str).unwrap_or(""))?;
+    match usize::try_from(s) {
+        Ok(s) if n > 0 && s > 0 => Ok((n, s)),
+        _ => Err(invalid(d)),
+    }
+}
+
+/// A number above zero.
+pub(crate) fn positive(d: &Directive, _: &mut Cx) -> Result<u32, ConfError> {
+    match number::<u32>(d, arg0(d))? {
+        0 => Err(invalid(d)),
+        n => Ok(n),
+    }
+}
+
+/// A number in `LO..=HI`, worded as nginx's bounded values.
+pub(crate) fn between<const LO: u32, const HI: u32>(
+    d: &Directive,
+    _: &mut Cx,
+) -> Result<u32, ConfError> {
+    bounded(d, LO, HI)
+}
+
+/// The argument as written.
+pub(crate) fn text(d: &Directive, _: &mut Cx) -> Result<String, ConfError> {
+    Ok(arg0(d).to_string())
+}
+
+/// MIME types, lower-cased.
+pub(crate) fn mime_types(d: &Directive, _: &mut Cx) -> Result<Vec<String>, ConfError> {
+    Ok(mime_list(d))
+}
+
+/// A file under the configuration directory (TLS files), as `ngx_conf_full_name(.., 1)`.
+pub(crate) fn conf_file(d: &Directive, cx: &mut Cx) -> Result<Option<PathBuf>, ConfError> {
+    Ok(Some(cx.in_conf_dir(arg0(d))))
+}
+
+/// `user NAME [GROUP]`.
+pub(crate) fn user(d: &Directive, _: &mut Cx) -> Result<Option<User>, ConfError> {
+    Ok(Some(User {
+        name: arg0(d).to_string(),
+        group: d.args.get(1).cloned(),
+    }))
+}
+
+/// `worker_processes N|auto`.
+pub(crate) fn worker_processes(d: &Directive, _: &mut Cx) -> Result<WorkerProcesses, ConfError> {
+    match arg0(d) {
+        "auto" => Ok(WorkerProcesses::Auto),
+        s => match number::<usize>(d, s)? {
+            0 => Err(invalid(d)),
+            n => Ok(WorkerProcesses::Count(n)),
+        },
+    }
+}
+
+/// `pid FILE|off`: a file under the prefix, or none.
+pub(crate) fn pid_file(d: &Directive, cx: &mut Cx) -> Result<Option<PathBuf>, ConfError> {
+    Ok(match arg0(d) {
+        "off" => None,
+        f => Some(cx.prefixed(f)),
+    })
+}
+
+/// `keepalive_timeout TIME [HEADER_TIME]`: the second time is checked, then ignored with a
+/// warning.
+pub(crate) fn keepalive_timeout(d: &Directive, cx: &mut Cx) -> Result<Duration, ConfError> {
+    let t = time(d, arg0(d))?;
+    if let Some(h) = d.args.get(1) {
+        time(d, h)?;
+        cx.warn(
+            "the second parameter of \"keepalive_timeout\" is ignored: firstbyte sends no \"Keep-Alive: timeout=\" header",
+            &d.pos,
+        );
+    }
+    Ok(t)
+}
+
+/// `gzip_static on|off|always`.
+pub(crate) fn gzip_static(d: &Directive, _: &mut Cx) -> Result<GzipStatic, ConfError> {
+    let opts = [
+        ("off", GzipStatic::Off),
+        ("on", GzipStatic::On),
+        ("always", GzipStatic::Always),
+    ];
+    choice(d, arg0(d), &opts)
+}
+
+/// `disable_symlinks off|on|if_not_owner` (`from=` is not supported yet).
+pub(crate) fn disable_symlinks(d: &Directive, _: &mut Cx) -> Result<DisableSymlinks, ConfError> {
+    if let Some(p) = d.args.get(1) {
+        if p.starts_with("from=") {
+            return Err(unsupported(
+                d,
+                "the \"from=\" parameter of \"disable_symlinks\"".into(),
+            ));
+        }
+        return Err(param(d, p));
+    }
+    let opts = [
+        ("off", DisableSymlinks::Off),
+        ("on", DisableSymlinks::On),
+        ("if_not_owner", DisableSymlinks::IfNotOwner),
+    ];
+    choice(d, arg0(d), &opts)
+}
+
+/// `ssl_certificate_cache` / `proxy_ssl_certificate_cache`.
+pub(crate) fn certificate_cache(d: &Directive, _: &mut Cx) -> Result<CertificateCache, ConfError> {
+    cache_args(d)
+}
+
+/// The arguments of `ssl_certificate_cache` and `proxy_ssl_certificate_cache`.
+pub(crate) fn cache_args(d: &Directive) -> Result<CertificateCache, ConfError> {
+    if d.args.len() == 1 && d.args[0] == "off" {
+        return Ok(CertificateCache::Off);
+    }
+    let mut max = None;
+    let mut inactive = CACHE_INACTIVE;
+    let mut valid = CACHE_VALID;
+    for a in &d.args {
+        let bad = || ConfError::other(format!("invalid parameter \"{a}\""), &d.pos);
+        if let Some(v) = a.strip_prefix("max=") {
+            max = Some(v.parse::<usize>().ok().filter(|n| *n > 0).ok_or_else(bad)?);
+        } else if let Some(v) = a.strip_prefix("inactive=") {
+            inactive = units::time(v).ok_or_else(bad)?;
+        } else if let Some(v) = a.strip_prefix("valid=") {
+            valid = units::time(v).ok_or_else(bad)?;
+        } else {
+            return Err(bad());
+        }
+    }
+    let Some(max) = max else {
+        return Err(ConfError::other(
+            format!("\"{}\" must have \"max\" parameter", d.name),
+            &d.pos,
+        ));
+    };
+    Ok(CertificateCache::On {
+        max,
+        inactive,
+        valid,
+    })
+}

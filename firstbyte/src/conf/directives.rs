@@ -1,0 +1,332 @@
+//! The declarative lists: one entry per plain-valued directive, from which its model field,
+//! its settings field, its handler, its table row (and so its line in docs/directives.md), its
+//! inheritance and its default all follow (`declare.rs` holds the generators).
+//!
+//! An entry reads
+//!
+//! ```text
+//! "NAME" field: Type = DEFAULT => (CONTEXTS, MIN_ARGS, MAX_ARGS, "default as nginx writes it", Merge, parser) "doc line";
+//! ```
+//!
+//! `Type` is the model's (`bool`, `Duration`, an enum); `DEFAULT` the value when nobody sets
+//! it; `Merge` is `Inherit` (an inner level that does not set it takes the outer one's),
+//! `Own` (its block only) or `Global` (main); the parser is a `fn(&Directive, &mut Cx) ->
+//! Result<Type, ConfError>`, usually one of `args`' (`p::on_off`, `p::duration`, `p::bytes`,
+//! `p::count`, ...). A second one in a block is `"NAME" directive is duplicate`. Directives
+//! whose value accumulates, depends on other directives or on where it is written
+//! (`listen`, `root`, `error_page`, `access_log`, `add_header`, `return`, `try_files`,
+//! `ssl_certificate`, `proxy_pass`, ...) are hand-written in `table.rs`.
+//!
+//! A new group of values (a module's own model struct) gets a list here and one line in each
+//! place that expands the others: `conf_struct!` in model.rs, `settings_struct!` (and
+//! `finish_conf!`) in settings.rs or beside its settings, `setters!`, `spec_rows!`, `TABLES`
+//! and `defaults_match_docs!` in table.rs.
+
+/// Main and events level (`MainConf`, `MainSettings`).
+#[rustfmt::skip]
+macro_rules! main_directives {
+    ($gen:ident ! $($pre:tt)*) => { $gen! { $($pre)* ;
+        // None: nginx's `nobody` (see `user`), decided when privileges are dropped.
+        "user" user: Option<User> = None =>
+            (MAIN, 1, 2, "nobody nogroup", Global, p::user)
+            "When started as root, serve as this user (and group; default: the user's name) with no capability left; a root broker process reads files and binds sockets for reloads. Without it, nginx's default: `nobody`, group `nogroup` (or `nobody` where there is no `nogroup`); `user root` stays root.";
+        // 1: nginx's default.
+        "worker_processes" worker_processes: WorkerProcesses = WorkerProcesses::Count(1) =>
+            (MAIN, 1, 1, "1", Global, p::worker_processes)
+            "Number of event-loop threads; `auto`: one per available CPU.";
+        // firstbyte's name in nginx's place (`build` drops it for an ordinary user); `None`: `off`.
+        "pid" pid: Option<PathBuf> = Some(PathBuf::from("/run/firstbyte.pid")) =>
+            (MAIN, 1, 1, "/run/firstbyte.pid (root), off (others)", Global, p::pid_file)
+            "File holding the process id, for `-s`; `off`: none. Unset: `/run/firstbyte.pid` as root; none for an ordinary user, who cannot write `/run`.";
+        // None: wait for every connection, as nginx without the directive.
+        "worker_shutdown_timeout" worker_shutdown_timeout: Option<Duration> = None =>
+            (MAIN, 1, 1, "", Global, p::some_duration)
+            "How long a graceful shutdown (`-s quit`) waits for open connections before it closes them; unset: as long as they take.";
+        // off: foreground suits systemd and containers (firstbyte's choice; nginx's is on).
+        "daemon" daemon: bool = false =>
+            (MAIN, 1, 1, "off", Global, p::on_off)
+            "`on`: detach from the terminal. firstbyte's default is off (foreground suits systemd and containers).";
+        // 512 connections: nginx's default.
+        "worker_connections" worker_connections: u32 = 512 =>
+            (EVENTS, 1, 1, "512", Global, p::positive)
+            "Most simultaneous connections per worker thread.";
+        // on: nginx 1.27.4's default.
+        "ssl_object_cache_inheritable" ssl_object_cache_inheritable: bool = true =>
+            (MAIN, 1, 1, "on", Global, p::on_off)
+            "A reload reuses certificates, keys and CA bundles whose files are unchanged (mtime, inode) from the running load; `off` marks this load as not to be reused (it takes two reloads to clear).";
+        // None: the limit firstbyte was started with. Set before privileges are dropped.
+        "worker_rlimit_nofile" worker_rlimit_nofile: Option<u64> = None =>
+            (MAIN, 1, 1, "", Global, p::some_count)
+            "`RLIMIT_NOFILE` (soft and hard) set at start; when `setrlimit` fails (raising the hard limit needs root), an `[alert]` and firstbyte goes on, as nginx.";
+    } };
+}
+pub(crate) use main_directives;
+
+/// http, server and location level (`LocationConf`, `LocSettings`).
+#[rustfmt::skip]
+macro_rules! loc_directives {
+    ($gen:ident ! $($pre:tt)*) => { $gen! { $($pre)* ;
+        // Defaults below are nginx's.
+        "sendfile" sendfile: bool = false =>
+            (HSL, 1, 1, "off", Inherit, p::on_off)
+            "Send files with sendfile(2) on plain-HTTP connections (on TLS once kernel TLS comes).";
+        "absolute_redirect" absolute_redirect: bool = true =>
+            (HSL, 1, 1, "on", Inherit, p::on_off)
+            "Redirects firstbyte makes carry `scheme://host[:port]`; off: a relative `Location`.";
+        "server_name_in_redirect" server_name_in_redirect: bool = false =>
+            (HSL, 1, 1, "off", Inherit, p::on_off)
+            "Use the server's first name, not the request's Host, in redirects.";
+        "port_in_redirect" port_in_redirect: bool = true =>
+            (HSL, 1, 1, "on", Inherit, p::on_off)
+            "Put the listening port in redirects (unless 80 for http, 443 for https).";
+        "tcp_nodelay" tcp_nodelay: bool = true =>
+            (HSL, 1, 1, "on", Inherit, p::on_off)
+            "Set `TCP_NODELAY` on every connection, HTTP/2 included.";
+        "tcp_nopush" tcp_nopush: bool = false =>
+            (HSL, 1, 1, "off", Inherit, p::on_off)
+            "Set `TCP_CORK` while sending a response's headers and file together.";
+        "keepalive_timeout" keepalive_timeout: Duration = Duration::from_secs(75) =>
+            (HSL, 1, 2, "75s", Inherit, p::keepalive_timeout)
+            "How long an idle keep-alive connection stays open; 0 disables keep-alive.";
+        "keepalive_requests" keepalive_requests: u32 = 1000 =>
+            (HSL, 1, 1, "1000", Inherit, p::count)
+            "Most requests served on one connection.";
+        // 1 MiB; 0: no limit.
+        "client_max_body_size" client_max_body_size: u64 = 1 << 20 =>
+            (HSL, 1, 1, "1m", Inherit, p::bytes)
+            "Largest request body accepted; 0: no limit.";
+        "client_body_timeout" client_body_timeout: Duration = Duration::from_secs(60) =>
+            (HSL, 1, 1, "60s", Inherit, p::duration)
+            "Longest pause between two reads of a request body.";
+        "send_timeout" send_timeout: Duration = Duration::from_secs(60) =>
+            (HSL, 1, 1, "60s", Inherit, p::duration)
+            "Longest pause between two writes of a response.";
+        "internal" internal: bool = false =>
+            (LOCATION, 0, 0, "", Own, p::present)
+            "The location answers internal redirects only.";
+        "disable_symlinks" disable_symlinks: DisableSymlinks = DisableSymlinks::Off =>
+            (HSL, 1, 2, "off", Inherit, p::disable_symlinks)
+            "`on`: refuse paths through symlinks; `if_not_owner`: unless owners match.";
+        "default_type" default_type: String = "text/plain".to_string() =>
+            (HSL, 1, 1, "text/plain", Inherit, p::text)
+            "MIME type of files whose extension has none.";
+        "stub_status" stub_status: bool = false =>
+            (SL, 0, 1, "", Own, p::on_unless_off)
+            "Answer with nginx's basic status page.";
+        "connection_info" connection_info: bool = false =>
+            (SL, 0, 1, "off", Own, p::on_unless_off)
+            "firstbyte's own: answer with the page showing the visitor their connection (TLS, ALPN, RTT, cwnd), HTML or JSON.";
+        "gzip_static" gzip_static: GzipStatic = GzipStatic::Off =>
+            (HSL, 1, 1, "off", Inherit, p::gzip_static)
+            "Send `FILE.gz` (and `FILE.br`) when the client accepts it; `always`: whatever it says.";
+        "etag" etag: bool = true =>
+            (HSL, 1, 1, "on", Inherit, p::on_off)
+            "Send an `ETag` with static files and answer `If-None-Match`, `If-Match` and `If-Range` by it; off: no `ETag`, and only `*` matches.";
+        "log_not_found" log_not_found: bool = true =>
+            (HSL, 1, 1, "on", Inherit, p::on_off)
+            "Write a missing file's `open() \"...\" failed (2: No such file or directory)` to the error log.";
+        "expires" expires: Expires = Expires::Off =>
+            (HSL, 1, 2, "off", Inherit, h::expires)
+            "`Expires` and `Cache-Control` for 200, 201, 204, 206, 301, 302, 303, 304, 307 and 308 responses: `TIME` from now (`max-age`; negative: `no-cache`), `modified TIME` from the file's mtime, `@TIME` the next time of day (local time), `epoch`, `max` (2037, 10 years), `off`. Variables are not supported yet.";
+        // 16k: nginx's default on 64-bit platforms.
+        "client_body_buffer_size" client_body_buffer_size: u64 = 16 << 10 =>
+            (HSL, 1, 1, "16k", Inherit, p::bytes)
+            "Memory for a request body that must be read whole before it goes upstream (chunked, to an HTTP/1.0 upstream); past it the body goes to a temp file in `client_body_temp_path`. Other bodies stream to the upstream as they arrive.";
+    } };
+}
+pub(crate) use loc_directives;
+
+/// Dynamic compression, http/server/location (`Compression`, `CompressionSettings`).
+#[rustfmt::skip]
+macro_rules! compression_directives {
+    ($gen:ident ! $($pre:tt)*) => { $gen! { $($pre)* ;
+        "gzip" gzip: bool = false =>
+            (HSL, 1, 1, "off", Inherit, p::on_off)
+            "Compress responses with gzip.";
+        // `text/html` is always compressed, as nginx; the list adds to it.
+        "gzip_types" gzip_types: Vec<String> = Vec::new() =>
+            (HSL, 1, ANY, "text/html", Inherit, p::mime_types)
+            "MIME types compressed besides `text/html`; `*`: all.";
+        // level 1: nginx's default, the cheapest.
+        "gzip_comp_level" gzip_comp_level: u32 = 1 =>
+            (HSL, 1, 1, "1", Inherit, p::between::<1, 9>)
+            "gzip level, 1–9.";
+        "gzip_min_length" gzip_min_length: u64 = 20 =>
+            (HSL, 1, 1, "20", Inherit, p::bytes)
+            "Smallest response (by Content-Length) compressed.";
+        "gzip_vary" gzip_vary: bool = false =>
+            (HSL, 1, 1, "off", Inherit, p::on_off)
+            "Add `Vary: Accept-Encoding` to compressible responses.";
+        "brotli" brotli: bool = false =>
+            (HSL, 1, 1, "off", Inherit, p::on_off)
+            "Compress responses with Brotli (the ngx_brotli module's directive).";
+        "brotli_types" brotli_types: Vec<String> = Vec::new() =>
+            (HSL, 1, ANY, "text/html", Inherit, p::mime_types)
+            "MIME types Brotli-compressed besides `text/html`; `*`: all.";
+        // quality 6: the ngx_brotli module's default and the seed's advice.
+        "brotli_comp_level" brotli_comp_level: u32 = 6 =>
+            (HSL, 1, 1, "6", Inherit, p::between::<0, 11>)
+            "Brotli quality, 0–11 (6: the module's default, a good speed/size balance).";
+    } };
+}
+pub(crate) use compression_directives;
+
+/// http and server level (`ServerConf`, `SrvSettings`).
+#[rustfmt::skip]
+macro_rules! srv_directives {
+    ($gen:ident ! $($pre:tt)*) => { $gen! { $($pre)* ;
+        // Defaults below are nginx's.
+        "client_header_timeout" client_header_timeout: Duration = Duration::from_secs(60) =>
+            (HS, 1, 1, "60s", Inherit, p::duration)
+            "Time allowed to receive a request's headers.";
+        "underscores_in_headers" underscores_in_headers: bool = false =>
+            (HS, 1, 1, "off", Inherit, p::on_off)
+            "Whether header names with underscores are valid (else, with ignore_invalid_headers, dropped).";
+        "ignore_invalid_headers" ignore_invalid_headers: bool = true =>
+            (HS, 1, 1, "on", Inherit, p::on_off)
+            "Drop request headers with invalid names (nginx's rule: letters, digits, '-', and '_' if allowed).";
+        "http2_max_concurrent_streams" http2_max_concurrent_streams: u32 = 128 =>
+            (HS, 1, 1, "128", Inherit, p::count)
+            "Streams one HTTP/2 connection may have open at once (`SETTINGS_MAX_CONCURRENT_STREAMS`); more are refused with `REFUSED_STREAM`.";
+        "client_header_buffer_size" client_header_buffer_size: u64 = 1 << 10 =>
+            (HS, 1, 1, "1k", Inherit, p::bytes)
+            "HTTP/1.x: the first buffer a request head fills, whole lines in order, before `large_client_header_buffers`; a head that fits it is never refused.";
+        // 4 buffers of 8k: nginx's default.
+        "large_client_header_buffers" large_client_header_buffers: (usize, usize) = (4, 8 << 10) =>
+            (HS, 2, 2, "4 8k", Inherit, p::buffers)
+            "NUMBER SIZE. HTTP/1.x, as nginx: lines that do not fit `client_header_buffer_size` go whole into up to NUMBER buffers of SIZE; a request line that fits none gets 414, a header line (or the final CRLF) 400 \"Request Header Or Cookie Too Large\". firstbyte counts lines as `METHOD TARGET HTTP/1.1` and `Name: value`, each with CRLF (hyper keeps no spacing), and hyper refuses a head past 64k (or past all the buffers, when larger) first, with 431. HTTP/2: the decoded header list (name + value + 32 per field) is bounded by NUMBER x SIZE (`SETTINGS_MAX_HEADER_LIST_SIZE`; more: 431).";
+    } };
+}
+pub(crate) use srv_directives;
+
+/// TLS, http and server level (`TlsConf`, `TlsSettings`).
+#[rustfmt::skip]
+macro_rules! tls_directives {
+    ($gen:ident ! $($pre:tt)*) => { $gen! { $($pre)* ;
+        // Defaults below are nginx's.
+        "ssl_password_file" password_file: Option<PathBuf> = None =>
+            (HS, 1, 1, "", Inherit, p::conf_file)
+            "Passphrases, one a line, for encrypted PKCS#8 keys.";
+        "ssl_protocols" protocols: Vec<TlsVersion> = vec![TlsVersion::Tls12, TlsVersion::Tls13] =>
+            (HS, 1, ANY, "TLSv1.2 TLSv1.3", Inherit, srv::protocols)
+            "TLS versions offered (TLSv1 and TLSv1.1 are dropped with a warning).";
+        "ssl_ciphers" ciphers: String = "HIGH:!aNULL:!MD5".to_string() =>
+            (HS, 1, 1, "HIGH:!aNULL:!MD5", Inherit, p::text)
+            "TLS 1.2 cipher suites, OpenSSL syntax.";
+        "ssl_prefer_server_ciphers" prefer_server_ciphers: bool = false =>
+            (HS, 1, 1, "off", Inherit, p::on_off)
+            "Choose the cipher suite by the server's order.";
+        "ssl_ecdh_curve" ecdh_curve: String = "auto".to_string() =>
+            (HS, 1, 1, "auto", Inherit, p::text)
+            "Key-exchange groups, e.g. `X25519:prime256v1`.";
+        "ssl_session_tickets" session_tickets: bool = true =>
+            (HS, 1, 1, "on", Inherit, p::on_off)
+            "Resume sessions with stateless tickets.";
+        // 5 minutes.
+        "ssl_session_timeout" session_timeout: Duration = Duration::from_secs(300) =>
+            (HS, 1, 1, "5m", Inherit, p::duration)
+            "How long a session can be resumed.";
+        "ssl_session_cache" session_cache: SessionCache = SessionCache::None =>
+            (HS, 1, 2, "none", Inherit, srv::session_cache_value)
+            "Stateful session cache: `off`, `none`, `builtin[:N]`, `shared:NAME:SIZE` (~4000 sessions per MB).";
+        "ssl_verify_client" verify_client: VerifyClient = VerifyClient::Off =>
+            (HS, 1, 1, "off", Inherit, srv::verify_client)
+            "Ask for a client certificate: `on`, `off`, `optional`, `optional_no_ca`.";
+        "ssl_client_certificate" client_certificate: Option<PathBuf> = None =>
+            (HS, 1, 1, "", Inherit, p::conf_file)
+            "CA certificates that client certificates must chain to.";
+        "ssl_stapling" stapling: bool = false =>
+            (HS, 1, 1, "off", Inherit, p::on_off)
+            "Staple an OCSP response (from `ssl_stapling_file`).";
+        "ssl_stapling_file" stapling_file: Option<PathBuf> = None =>
+            (HS, 1, 1, "", Inherit, p::conf_file)
+            "DER OCSP response to staple.";
+        "ssl_certificate_cache" certificate_cache: CertificateCache = CertificateCache::Off =>
+            (HS, 1, 3, "off", Inherit, p::certificate_cache)
+            "Cache of certificates and keys named with variables (`ssl_certificate /certs/$ssl_server_name.crt`): `max=N` entries (LRU; a certificate and its key are two, as nginx), dropped after `inactive=` (10s) unused, revalidated by mtime and inode after `valid=` (60s).";
+    } };
+}
+pub(crate) use tls_directives;
+
+/// `proxy_*`, http/server/location (`ProxyConf`, `ProxySettings`).
+#[rustfmt::skip]
+macro_rules! proxy_directives {
+    ($gen:ident ! $($pre:tt)*) => { $gen! { $($pre)* ;
+        // HTTP/1.0: nginx's default.
+        "proxy_http_version" http11: bool = false =>
+            (HSL, 1, 1, "1.0", Inherit, px::http_version)
+            "HTTP version to the upstream; `1.1` for keepalive pools and WebSocket.";
+        // 60 s: nginx's default for the three timeouts.
+        "proxy_connect_timeout" connect_timeout: Duration = Duration::from_secs(60) =>
+            (HSL, 1, 1, "60s", Inherit, px::timeout)
+            "Time allowed to connect (and finish TLS) to an upstream.";
+        "proxy_read_timeout" read_timeout: Duration = Duration::from_secs(60) =>
+            (HSL, 1, 1, "60s", Inherit, px::timeout)
+            "Longest wait for the upstream's response header, and between two reads of its body.";
+        "proxy_send_timeout" send_timeout: Duration = Duration::from_secs(60) =>
+            (HSL, 1, 1, "60s", Inherit, px::timeout)
+            "Longest wait between two writes of the request to the upstream.";
+        // off: firstbyte streams (seed 001: never hold back bytes that could be sent); nginx's default is on.
+        "proxy_buffering" buffering: bool = false =>
+            (HSL, 1, 1, "off", Inherit, p::on_off)
+            "firstbyte's default is off: the upstream's bytes go to the client as they arrive. nginx buffers by default; `on` reads the upstream as fast as it sends, into `proxy_buffers` and then a temp file, as nginx.";
+    } };
+}
+pub(crate) use proxy_directives;
+
+/// `proxy_*` buffers (`ProxyBuffers`, `ProxyBufferSettings`).
+#[rustfmt::skip]
+macro_rules! proxy_buffer_directives {
+    ($gen:ident ! $($pre:tt)*) => { $gen! { $($pre)* ;
+        // nginx's defaults on x86_64 Linux, where a memory page is 4 KiB.
+        "proxy_buffer_size" buffer_size: usize = 4096 =>
+            (HSL, 1, 1, "4k", Inherit, px::buffer_size)
+            "Memory for the start of a buffered response, beside `proxy_buffers`.";
+        "proxy_busy_buffers_size" busy_size: usize = 8192 =>
+            (HSL, 1, 1, "8k", Inherit, px::buffer_size)
+            "Accepted as nginx; firstbyte sends from any buffer as the client takes it.";
+        "proxy_max_temp_file_size" max_temp_file_size: u64 = 1024 << 20 =>
+            (HSL, 1, 1, "1024m", Inherit, p::bytes)
+            "Largest temp file of one buffered response; past it (or with 0) the upstream is read only as fast as the client takes the response.";
+        "proxy_temp_file_write_size" temp_file_write_size: usize = 8192 =>
+            (HSL, 1, 1, "8k", Inherit, px::buffer_size)
+            "Largest write to a temp file at once.";
+    } };
+}
+pub(crate) use proxy_buffer_directives;
+
+/// `proxy_ssl_*` (`ProxySsl`, `ProxySslSettings`).
+#[rustfmt::skip]
+macro_rules! proxy_ssl_directives {
+    ($gen:ident ! $($pre:tt)*) => { $gen! { $($pre)* ;
+        // Defaults below are nginx's.
+        "proxy_ssl_password_file" password_file: Option<PathBuf> = None =>
+            (HSL, 1, 1, "", Inherit, p::conf_file)
+            "Passphrases for an encrypted `proxy_ssl_certificate_key`.";
+        "proxy_ssl_trusted_certificate" trusted_certificate: Option<PathBuf> = None =>
+            (HSL, 1, 1, "", Inherit, p::conf_file)
+            "CA certificates an upstream's certificate is verified against (`proxy_ssl_verify on`).";
+        "proxy_ssl_crl" crl: Option<PathBuf> = None =>
+            (HSL, 1, 1, "", Inherit, p::conf_file)
+            "Revoked certificates (PEM CRLs) for upstream verification.";
+        "proxy_ssl_verify" verify: bool = false =>
+            (HSL, 1, 1, "off", Inherit, p::on_off)
+            "Verify the upstream's certificate and name.";
+        "proxy_ssl_server_name" server_name: bool = false =>
+            (HSL, 1, 1, "off", Inherit, p::on_off)
+            "Send SNI to the upstream.";
+        "proxy_ssl_name" name: Option<String> = None =>
+            (HSL, 1, 1, "", Inherit, px::ssl_name)
+            "Name verified and sent as SNI (default: the `proxy_pass` host).";
+        "proxy_ssl_session_reuse" session_reuse: bool = true =>
+            (HSL, 1, 1, "on", Inherit, p::on_off)
+            "Resume TLS sessions to upstreams.";
+        "proxy_ssl_protocols" protocols: Vec<TlsVersion> = vec![TlsVersion::Tls12, TlsVersion::Tls13] =>
+            (HSL, 1, ANY, "TLSv1.2 TLSv1.3", Inherit, px::ssl_protocols)
+            "TLS versions offered to upstreams.";
+        "proxy_ssl_certificate_cache" certificate_cache: CertificateCache = CertificateCache::Off =>
+            (HSL, 1, 3, "off", Inherit, p::certificate_cache)
+            "Cache of `proxy_ssl_certificate` files named with variables, as `ssl_certificate_cache`.";
+    } };
+}
+pub(crate) use proxy_ssl_directives;

@@ -1,0 +1,211 @@
+//! The `proxy_*` values of one level as written ([`ProxySettings`]), their merge and
+//! defaults, and the resolution of `proxy_pass` against `upstream`s and the resolver.
+//!
+//! The handlers that fill it are in `proxy.rs`; `settings.rs` holds one per level. After the
+//! whole file is read, `build` merges levels ([`ProxySettings::inherit`]), resolves each
+//! `proxy_pass` ([`ProxySettings::resolve`]: `host not found in upstream` is a load error, as
+//! nginx), then [`ProxySettings::finish`] gives the model's [`ProxyConf`] for locations with
+//! `proxy_pass`. `proxy_pass` itself is not inherited (nginx: it belongs to its location).
+
+use std::net::{SocketAddr, ToSocketAddrs};
+use std::path::PathBuf;
+use std::time::Duration;
+
+use super::args::R;
+use super::cx::Cx;
+use super::declare::{finish_conf, settings_struct};
+use super::directives::{proxy_buffer_directives, proxy_directives, proxy_ssl_directives};
+use super::error::ConfError;
+use super::model::{
+    CertificateCache, DynamicCertKey, Pos, ProxyBuffers, ProxyConf, ProxySsl, ProxyTarget, Source,
+    TlsVersion,
+};
+use super::vars::ComplexValue;
+
+/// `proxy_pass URL` as written, split.
+#[derive(Debug, Clone)]
+pub(crate) struct PassSet {
+    pub tls: bool,
+    /// Host without port (for upstream lookup and the resolver).
+    pub hostname: String,
+    /// Port given or the scheme's.
+    pub port: u16,
+    /// `host[:port]` as written.
+    pub host: String,
+    pub uri: Option<String>,
+    pub pos: Pos,
+    /// Filled by [`ProxySettings::resolve`].
+    pub target: Option<ProxyTarget>,
+}
+
+/// A certificate or key as written: a file, `data:`, or with variables.
+#[derive(Debug, Clone)]
+pub(crate) enum CertArg {
+    Static(Source),
+    Dynamic(ComplexValue),
+}
+
+proxy_directives! { settings_struct!
+/// `proxy_*` values of one level, as written.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct ProxySettings {
+    pub pass: Option<PassSet>,
+    pub set_headers: Option<Vec<(String, ComplexValue)>>,
+    pub buffers: Option<(usize, usize)>,
+    pub temp_path: Option<PathBuf>,
+    pub body_temp_path: Option<PathBuf>,
+    pub pass_headers: Option<Vec<String>>,
+    pub hide_headers: Option<Vec<String>>,
+    pub ssl_certificate: Option<CertArg>,
+    pub ssl_certificate_key: Option<CertArg>,
+    pub bufs: ProxyBufferSettings,
+    pub ssl: ProxySslSettings,
+}
+}
+
+proxy_buffer_directives! { settings_struct!
+/// `proxy_*` buffer sizes of one level, as written.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct ProxyBufferSettings {}
+}
+
+proxy_ssl_directives! { settings_struct!
+/// `proxy_ssl_*` values of one level, as written.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct ProxySslSettings {}
+}
+
+fn or<T: Clone>(mine: &mut Option<T>, parent: &Option<T>) {
+    if mine.is_none() {
+        mine.clone_from(parent);
+    }
+}
+
+impl ProxySettings {
+    /// Fills what this level did not set from `p` (`proxy_pass` is not inherited).
+    pub fn inherit(&mut self, p: &ProxySettings) {
+        self.inherit_listed(p);
+        self.bufs.inherit_listed(&p.bufs);
+        self.ssl.inherit_listed(&p.ssl);
+        or(&mut self.set_headers, &p.set_headers);
+        or(&mut self.buffers, &p.buffers);
+        or(&mut self.temp_path, &p.temp_path);
+        or(&mut self.body_temp_path, &p.body_temp_path);
+        or(&mut self.pass_headers, &p.pass_headers);
+        or(&mut self.hide_headers, &p.hide_headers);
+        or(&mut self.ssl_certificate, &p.ssl_certificate);
+        or(&mut self.ssl_certificate_key, &p.ssl_certificate_key);
+    }
+
+    /// The buffer settings with nginx's defaults for what nobody set.
+    fn buffers_conf(&self, cx: &Cx) -> ProxyBuffers {
+        let d = ProxyBuffers::default();
+        let (count, size) = self.buffers.unwrap_or((d.count, d.size));
+        proxy_buffer_directives!(finish_conf! (self.bufs) ProxyBuffers {
+            count,
+            size,
+            temp_path: self
+                .temp_path
+                .clone()
+                .unwrap_or_else(|| cx.prefixed("proxy_temp")),
+            body_temp_path: self
+                .body_temp_path
+                .clone()
+                .unwrap_or_else(|| cx.prefixed("client_body_temp")),
+        })
+    }
+
+    /// Resolves `proxy_pass`: an `upstream` of that name, else the host's addresses now.
+    pub fn resolve(&mut self, cx: &Cx) -> R {
+        let Some(p) = &mut self.pass else {
+            return Ok(());
+        };
+        // nginx's check (`ngx_http_proxy_set_ssl`): a client certificate for an https
+        // upstream needs its key; a key alone is ignored.
+        if let (true, Some(c), None) = (p.tls, &self.ssl_certificate, &self.ssl_certificate_key) {
+            return Err(ConfError::other(
+                format!(
+                    "no \"proxy_ssl_certificate_key\" is defined for certificate \"{}\"",
+                    cert_text(c)
+                ),
+                &p.pos,
+            ));
+        }
+        if let Some(u) = cx.upstreams.get(&p.hostname) {
+            p.target = Some(ProxyTarget::Upstream(u.clone()));
+            return Ok(());
+        }
+        let addrs = resolve_host(&p.hostname, p.port).map_err(|_| {
+            ConfError::other(format!("host not found in upstream \"{}\"", p.host), &p.pos)
+        })?;
+        p.target = Some(ProxyTarget::Addrs(addrs));
+        Ok(())
+    }
+
+    /// The model's proxy settings when this level has a resolved `proxy_pass`.
+    pub fn finish(&self, cx: &Cx) -> Option<ProxyConf> {
+        let p = self.pass.as_ref()?;
+        let target = p.target.clone()?;
+        let (certificate, certificate_key, dynamic) =
+            match (&self.ssl_certificate, &self.ssl_certificate_key) {
+                (Some(CertArg::Static(c)), Some(CertArg::Static(k))) => {
+                    (Some(c.clone()), Some(k.clone()), None)
+                }
+                (Some(c), Some(k)) => (
+                    None,
+                    None,
+                    Some(DynamicCertKey {
+                        cert: cert_value(c),
+                        key: cert_value(k),
+                        conf_dir: cx.conf_dir.clone(),
+                        pos: p.pos.clone(),
+                    }),
+                ),
+                _ => (None, None, None),
+            };
+        Some(proxy_directives!(finish_conf! (self) ProxyConf {
+            tls: p.tls,
+            host: p.host.clone(),
+            uri: p.uri.clone(),
+            target,
+            set_headers: self.set_headers.clone().unwrap_or_default(),
+            buffers: self.buffers_conf(cx),
+            pass_headers: self.pass_headers.clone().unwrap_or_default(),
+            hide_headers: self.hide_headers.clone().unwrap_or_default(),
+            ssl: proxy_ssl_directives!(finish_conf! (self.ssl) ProxySsl {
+                certificate,
+                certificate_key,
+                dynamic,
+            }),
+        }))
+    }
+}
+
+/// The argument as written, for messages.
+fn cert_text(a: &CertArg) -> String {
+    cert_value(a)
+        .parts()
+        .iter()
+        .map(|p| match p {
+            crate::conf::vars::Part::Lit(t) => t.clone(),
+            crate::conf::vars::Part::Var(v) => format!("${{{v}}}"),
+        })
+        .collect()
+}
+
+fn cert_value(a: &CertArg) -> ComplexValue {
+    match a {
+        CertArg::Dynamic(v) => v.clone(),
+        CertArg::Static(Source::File(p)) => ComplexValue::literal(&p.to_string_lossy()),
+        CertArg::Static(Source::Data(d)) => ComplexValue::literal(&format!("data:{d}")),
+    }
+}
+
+pub(crate) fn resolve_host(host: &str, port: u16) -> std::io::Result<Vec<SocketAddr>> {
+    let h = host.trim_start_matches('[').trim_end_matches(']');
+    let v: Vec<SocketAddr> = (h, port).to_socket_addrs()?.collect();
+    if v.is_empty() {
+        return Err(std::io::Error::other("no addresses"));
+    }
+    Ok(v)
+}

@@ -1,0 +1,387 @@
+//! Directives added through the declarative lists (`firstbyte/src/conf/directives.rs`),
+//! against the real binary and nginx's documented behaviour: `etag`, `log_not_found`,
+//! `expires`, `add_header ... always`, `worker_rlimit_nofile`, `client_header_buffer_size`
+//! and `large_client_header_buffers` (HTTP/1.1 and HTTP/2).
+
+mod support;
+
+use std::io::{Read, Write};
+use std::net::TcpStream;
+use std::os::unix::fs::MetadataExt;
+use std::path::Path;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use support::*;
+
+const CONF: &str = r#"
+pid off;
+error_log {dir}/error.log info;
+events {}
+http {
+    access_log off;
+    client_header_buffer_size 1k;
+    large_client_header_buffers 2 1k;
+    server {
+        listen 127.0.0.1:{port0};
+        server_name localhost;
+        root {dir}/html;
+        add_header X-Some some;
+        add_header X-Always always always;
+        location /quiet/ { log_not_found off; }
+        location /noetag/ { etag off; }
+        location /epoch/ { expires epoch; }
+        location /max/ { expires max; }
+        location /off/ { expires off; }
+        location /access/ {
+            expires 2048;
+            location /access/inner/ { }
+        }
+        location /negative/ { expires -2048; }
+        location /daily/ { expires @15h30m33s; }
+        location /modified/ { expires modified 2048; }
+    }
+}
+"#;
+
+/// One request on a fresh connection (`Connection: close`), the whole answer parsed.
+fn raw(port: u16, req: &str) -> (u16, Vec<(String, String)>, Vec<u8>) {
+    let mut s = TcpStream::connect(("127.0.0.1", port)).expect("connect");
+    s.set_read_timeout(Some(Duration::from_secs(10)))
+        .expect("timeout");
+    s.write_all(req.as_bytes()).expect("write");
+    let mut buf = Vec::new();
+    let _ = s.read_to_end(&mut buf);
+    parse_response(&buf)
+}
+
+fn get(port: u16, path: &str, extra: &str) -> (u16, Vec<(String, String)>, Vec<u8>) {
+    raw(
+        port,
+        &format!("GET {path} HTTP/1.1\r\nHost: localhost\r\n{extra}Connection: close\r\n\r\n"),
+    )
+}
+
+fn write(dir: &Path, rel: &str, body: &str) {
+    let p = dir.join("html").join(rel);
+    std::fs::create_dir_all(p.parent().expect("parent")).expect("mkdir");
+    std::fs::write(&p, body).expect("write");
+}
+
+fn start(tag: &str) -> (Server, u16) {
+    let dir = tempdir(tag);
+    for f in [
+        "a.txt",
+        "quiet/x.txt",
+        "noetag/a.txt",
+        "epoch/a.txt",
+        "max/a.txt",
+        "off/a.txt",
+        "access/a.txt",
+        "access/inner/a.txt",
+        "negative/a.txt",
+        "daily/a.txt",
+        "modified/a.txt",
+    ] {
+        write(&dir, f, "0123456789");
+    }
+    let port = free_port();
+    let conf = render(CONF, &dir, &[port]);
+    (Server::start_in(&dir, &conf, port), port)
+}
+
+fn stop(server: Server) {
+    let dir = server.dir.clone();
+    drop(server);
+    let _ = std::fs::remove_dir_all(dir);
+}
+
+fn now() -> i64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_secs() as i64)
+        .unwrap_or(0)
+}
+
+fn date_secs(v: &str) -> i64 {
+    httpdate::parse_http_date(v)
+        .expect("http date")
+        .duration_since(UNIX_EPOCH)
+        .expect("after 1970")
+        .as_secs() as i64
+}
+
+/// nginx's `"<mtime hex>-<size hex>"` of a file.
+fn etag_of(p: &Path) -> String {
+    let m = std::fs::metadata(p).expect("stat");
+    format!("\"{:x}-{:x}\"", m.mtime(), m.size())
+}
+
+/// `etag on` (default): an ETag, and If-None-Match answered by it. `etag off`: none, a
+/// matching tag is not a match, only `*` is (nginx's `ngx_http_test_if_match`).
+#[test]
+fn etag_on_and_off() {
+    let (server, port) = start("etag");
+    let on = etag_of(&server.dir.join("html/a.txt"));
+    let (st, h, _) = get(port, "/a.txt", "");
+    assert_eq!((st, header(&h, "etag")), (200, Some(on.as_str())));
+    let (st, _, _) = get(port, "/a.txt", &format!("If-None-Match: {on}\r\n"));
+    assert_eq!(st, 304, "etag on: If-None-Match matches");
+
+    let off = etag_of(&server.dir.join("html/noetag/a.txt"));
+    let (st, h, _) = get(port, "/noetag/a.txt", "");
+    assert_eq!((st, header(&h, "etag")), (200, None), "etag off: no ETag");
+    let (st, h, body) = get(port, "/noetag/a.txt", &format!("If-None-Match: {off}\r\n"));
+    assert_eq!(st, 200, "etag off: the file's tag does not match");
+    assert_eq!(body, b"0123456789");
+    assert!(header(&h, "etag").is_none());
+    let (st, _, _) = get(port, "/noetag/a.txt", "If-None-Match: *\r\n");
+    assert_eq!(st, 304, "etag off: * still matches");
+    let (st, _, _) = get(port, "/noetag/a.txt", &format!("If-Match: {off}\r\n"));
+    assert_eq!(st, 412, "etag off: If-Match with a tag fails");
+    stop(server);
+}
+
+/// A missing file writes `open() "..." failed (2: No such file or directory)` to the error
+/// log; under `log_not_found off` it writes nothing.
+#[test]
+fn log_not_found_off_keeps_the_error_log_quiet() {
+    let (server, port) = start("log-not-found");
+    assert_eq!(get(port, "/quiet/missing-quiet.txt", "").0, 404);
+    assert_eq!(get(port, "/missing-loud.txt", "").0, 404);
+    let log = server.dir.join("error.log");
+    let deadline = std::time::Instant::now() + Duration::from_secs(5);
+    let text = loop {
+        let t = std::fs::read_to_string(&log).unwrap_or_default();
+        if t.contains("missing-loud.txt") || std::time::Instant::now() > deadline {
+            break t;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    assert!(
+        text.contains("[error]")
+            && text.contains("missing-loud.txt\" failed (2: No such file or directory)"),
+        "{text}"
+    );
+    assert!(!text.contains("missing-quiet.txt"), "{text}");
+    stop(server);
+}
+
+/// Each form of `expires`, with the values of nginx's headers.t; none on a 404.
+#[test]
+fn expires_forms() {
+    let (server, port) = start("expires");
+    let exp = |path: &str| {
+        let (st, h, _) = get(port, path, "");
+        assert_eq!(st, 200, "{path}");
+        (
+            header(&h, "expires").map(str::to_string),
+            header(&h, "cache-control").map(str::to_string),
+        )
+    };
+    assert_eq!(
+        exp("/epoch/a.txt"),
+        (
+            Some("Thu, 01 Jan 1970 00:00:01 GMT".into()),
+            Some("no-cache".into())
+        )
+    );
+    assert_eq!(
+        exp("/max/a.txt"),
+        (
+            Some("Thu, 31 Dec 2037 23:55:55 GMT".into()),
+            Some("max-age=315360000".into())
+        )
+    );
+    assert_eq!(exp("/off/a.txt"), (None, None));
+    assert_eq!(exp("/a.txt"), (None, None), "default: off");
+    for path in ["/access/a.txt", "/access/inner/a.txt"] {
+        let (e, cc) = exp(path);
+        assert_eq!(cc.as_deref(), Some("max-age=2048"), "{path}");
+        let d = date_secs(&e.expect("Expires")) - now();
+        assert!((2040..=2050).contains(&d), "{path}: {d}");
+    }
+    let (e, cc) = exp("/negative/a.txt");
+    assert_eq!(cc.as_deref(), Some("no-cache"));
+    assert!(date_secs(&e.expect("Expires")) < now() - 2000);
+    let (e, cc) = exp("/daily/a.txt");
+    let e = e.expect("Expires");
+    // Local 15:30:33: the seconds survive any whole-hour or half-hour zone offset.
+    assert!(e.ends_with(":33 GMT"), "{e}");
+    let d = date_secs(&e) - now();
+    assert!((0..=86_400 + 3600).contains(&d), "{d}");
+    let age: i64 = cc
+        .as_deref()
+        .and_then(|c| c.strip_prefix("max-age="))
+        .and_then(|n| n.parse().ok())
+        .expect("max-age");
+    assert!((age - d).abs() <= 2, "{age} vs {d}");
+    // modified: 2048 s after the file's mtime, here 48 s ago.
+    let f = std::fs::File::options()
+        .write(true)
+        .open(server.dir.join("html/modified/a.txt"))
+        .expect("open");
+    f.set_modified(SystemTime::now() - Duration::from_secs(48))
+        .expect("set mtime");
+    drop(f);
+    let (_, cc) = exp("/modified/a.txt");
+    let age: i64 = cc
+        .as_deref()
+        .and_then(|c| c.strip_prefix("max-age="))
+        .and_then(|n| n.parse().ok())
+        .expect("max-age");
+    assert!((1995..=2001).contains(&age), "{age}");
+    // Not for a 404.
+    let (st, h, _) = get(port, "/max/missing.txt", "");
+    assert_eq!(st, 404);
+    assert!(header(&h, "expires").is_none() && header(&h, "cache-control").is_none());
+    stop(server);
+}
+
+/// `add_header` without `always` is for 200, 201, 204, 206, 301, 302, 303, 304, 307 and 308;
+/// with `always`, for every status.
+#[test]
+fn add_header_always() {
+    let (server, port) = start("add-header");
+    let (st, h, _) = get(port, "/a.txt", "");
+    assert_eq!(st, 200);
+    assert_eq!(header(&h, "x-some"), Some("some"));
+    assert_eq!(header(&h, "x-always"), Some("always"));
+    let (st, h, _) = get(port, "/missing.txt", "");
+    assert_eq!(st, 404);
+    assert_eq!(header(&h, "x-some"), None);
+    assert_eq!(header(&h, "x-always"), Some("always"));
+    stop(server);
+}
+
+/// Request line and header lines against `large_client_header_buffers 2 1k` (and a 1k
+/// client header buffer): at SIZE served, one byte over refused, as nginx (414 for the
+/// request line, 400 "Request Header Or Cookie Too Large" for a header line or a head that
+/// needs a third buffer).
+#[test]
+fn header_buffers_http1() {
+    let (server, port) = start("header-buffers");
+    // "GET /a.txt?q=... HTTP/1.1\r\n" of exactly `len` bytes.
+    let line = |len: usize| {
+        let fixed = "GET /a.txt?q= HTTP/1.1\r\n".len();
+        format!("GET /a.txt?q={} HTTP/1.1\r\n", "a".repeat(len - fixed))
+    };
+    let tail = "Host: localhost\r\nConnection: close\r\n\r\n";
+    let (st, _, body) = raw(port, &format!("{}{tail}", line(1024)));
+    assert_eq!((st, body.as_slice()), (200, &b"0123456789"[..]), "1024");
+    let (st, _, _) = raw(port, &format!("{}{tail}", line(1025)));
+    assert_eq!(st, 414, "1025-byte request line");
+    // As nginx, the connection ends after it, even when the client asked to keep it.
+    let mut c = TcpStream::connect(("127.0.0.1", port)).expect("connect");
+    c.set_read_timeout(Some(Duration::from_secs(5)))
+        .expect("timeout");
+    let req = format!("{}Host: localhost\r\n\r\n", line(1025));
+    c.write_all(req.as_bytes()).expect("write");
+    let mut buf = Vec::new();
+    c.read_to_end(&mut buf)
+        .expect("closed by the server, not timed out");
+    assert_eq!(parse_response(&buf).0, 414);
+
+    // "X-Long: ...\r\n" of exactly `len` bytes.
+    let hdr = |len: usize| format!("X-Long: {}\r\n", "b".repeat(len - "X-Long: \r\n".len()));
+    let req = |headers: &str| format!("GET /a.txt HTTP/1.1\r\n{headers}{tail}");
+    let (st, _, _) = raw(port, &req(&hdr(1024)));
+    assert_eq!(st, 200, "1024-byte header line");
+    let (st, _, body) = raw(port, &req(&hdr(1025)));
+    assert_eq!(st, 400, "1025-byte header line");
+    assert!(
+        String::from_utf8_lossy(&body).contains("Request Header Or Cookie Too Large"),
+        "{}",
+        String::from_utf8_lossy(&body)
+    );
+    // Two lines of 1000 take the two large buffers; a third finds none.
+    let (st, _, _) = raw(port, &req(&hdr(1000).repeat(2)));
+    assert_eq!(st, 200, "two 1000-byte lines");
+    let (st, _, _) = raw(port, &req(&hdr(1000).repeat(3)));
+    assert_eq!(st, 400, "three 1000-byte lines");
+    stop(server);
+}
+
+const TLS_CONF: &str = r#"
+pid off;
+error_log {dir}/error.log warn;
+events {}
+http {
+    access_log off;
+    large_client_header_buffers 2 1k;
+    server {
+        listen 127.0.0.1:{port0} ssl;
+        http2 on;
+        server_name localhost;
+        ssl_certificate {certs}/localhost.crt;
+        ssl_certificate_key {certs}/localhost.key;
+        location / { return 200 "ok\n"; }
+    }
+}
+"#;
+
+/// HTTP/2: `large_client_header_buffers 2 1k` bounds the decoded header list at 2048 bytes
+/// (the default, 4 8k, allows 32 KiB).
+#[tokio::test]
+async fn header_buffers_http2() {
+    let (server, ports) = Server::start("header-buffers-h2", TLS_CONF, 1);
+    let port = ports[0];
+    let tcp = tokio::net::TcpStream::connect(("127.0.0.1", port))
+        .await
+        .expect("connect");
+    let name = rustls_pki_types::ServerName::try_from("localhost").expect("name");
+    let tls = tokio_rustls::TlsConnector::from(rust_client_config(&[b"h2"]))
+        .connect(name, tcp)
+        .await
+        .expect("TLS handshake");
+    let (mut send, conn) = h2::client::handshake(tls).await.expect("h2 handshake");
+    let conn = tokio::spawn(conn);
+    let with_header = |bytes: usize| {
+        let mut req = http::Request::get(format!("https://localhost:{port}/"))
+            .body(())
+            .expect("request");
+        req.headers_mut().insert(
+            "x-large",
+            http::HeaderValue::from_str(&"a".repeat(bytes)).expect("value"),
+        );
+        req
+    };
+    // The pseudo-headers and x-large's own 32 + 7 bytes take ~220 of the 2048.
+    let (resp, _) = send.send_request(with_header(1700), true).expect("send");
+    assert_eq!(resp.await.expect("1700 bytes").status(), 200);
+    let (resp, _) = send.send_request(with_header(2100), true).expect("send");
+    match resp.await {
+        Ok(r) => assert_eq!(r.status(), 431, "2100 bytes"),
+        Err(e) => assert_eq!(e.reason(), Some(h2::Reason::REFUSED_STREAM), "{e:?}"),
+    }
+    drop(send);
+    let _ = conn.await;
+    stop(server);
+}
+
+/// `worker_rlimit_nofile N`: the running server's soft and hard limits are N; a value the
+/// kernel refuses (past `fs.nr_open`) is an `[alert]` and the server still starts, as nginx.
+#[test]
+fn worker_rlimit_nofile() {
+    let conf = "pid off;\nworker_rlimit_nofile 1234;\nevents {}\nhttp { access_log off; server { listen 127.0.0.1:{port0}; location / { return 200; } } }\n";
+    let (server, _) = Server::start("rlimit", conf, 1);
+    let limits =
+        std::fs::read_to_string(format!("/proc/{}/limits", server.child.id())).expect("limits");
+    let line = limits
+        .lines()
+        .find(|l| l.starts_with("Max open files"))
+        .expect("Max open files");
+    let nums: Vec<&str> = line.split_whitespace().skip(3).take(2).collect();
+    assert_eq!(nums, ["1234", "1234"], "{line}");
+    stop(server);
+
+    let conf = conf.replace("1234", "99999999999");
+    let (server, port) = Server::start("rlimit-fail", &conf, 1);
+    let (st, _, _) = get(port[0], "/", "");
+    assert_eq!(st, 200);
+    let err = server.stderr_text();
+    assert!(
+        err.contains("[alert] setrlimit(RLIMIT_NOFILE, 99999999999) failed ("),
+        "{err}"
+    );
+    stop(server);
+}
