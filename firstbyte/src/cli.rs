@@ -415,6 +415,8 @@ fn run(source: Source, banner: Option<&str>) -> i32 {
             return 1;
         }
     };
+    // Before anything can fail or privileges drop: systemd's socket may be root's.
+    crate::notify::init();
     let config = match source.load() {
         Ok(c) => c,
         Err(e) => {
@@ -567,6 +569,7 @@ fn run(source: Source, banner: Option<&str>) -> i32 {
         };
         drop(blocked);
         let server = Server::start(source, site, shared, fresh, broker);
+        crate::notify::ready(None);
         if let Some(r) = ready {
             r.done();
         }

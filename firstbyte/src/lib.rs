@@ -23,6 +23,7 @@ pub mod fuzzing;
 pub mod http;
 pub(crate) mod log;
 pub(crate) mod net;
+mod notify;
 mod privileges;
 pub(crate) mod record;
 pub(crate) mod server;
