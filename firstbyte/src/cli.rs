@@ -116,7 +116,8 @@ pub fn parse_args<I: IntoIterator<Item = String>>(it: I) -> Result<Args, ArgErro
     Ok(a)
 }
 
-const USAGE: &str = "Usage: firstbyte [-?hvVtTq] [-s signal] [-p prefix]
+/// What `-h` prints; `firstbyte(8)` is rendered from it too (`man.rs`).
+pub(crate) const USAGE: &str = "Usage: firstbyte [-?hvVtTq] [-s signal] [-p prefix]
              [-e filename] [-c filename] [-g directives]
 
 Options:

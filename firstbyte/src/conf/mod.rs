@@ -14,7 +14,7 @@
 mod build;
 // Renders the table as docs/directives.md; a test keeps that file current.
 #[cfg(test)]
-mod docs;
+pub(crate) mod docs;
 mod error;
 mod handlers;
 pub mod locate;
