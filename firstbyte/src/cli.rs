@@ -116,7 +116,8 @@ pub fn parse_args<I: IntoIterator<Item = String>>(it: I) -> Result<Args, ArgErro
     Ok(a)
 }
 
-const USAGE: &str = "Usage: firstbyte [-?hvVtTq] [-s signal] [-p prefix]
+/// What `-h` prints; `firstbyte(8)` is rendered from it too (`man.rs`).
+pub(crate) const USAGE: &str = "Usage: firstbyte [-?hvVtTq] [-s signal] [-p prefix]
              [-e filename] [-c filename] [-g directives]
 
 Options:
@@ -428,6 +429,8 @@ fn run(source: Source, banner: Option<&str>) -> i32 {
             return 1;
         }
     };
+    // Before anything can fail or privileges drop: systemd's socket may be root's.
+    crate::notify::init();
     let config = match source.load() {
         Ok(c) => c,
         Err(e) => {
@@ -594,6 +597,7 @@ fn run(source: Source, banner: Option<&str>) -> i32 {
         };
         drop(blocked);
         let server = Server::start(source, site, shared, fresh, broker);
+        crate::notify::ready(None);
         if let Some(r) = ready {
             r.done();
         }

@@ -22,7 +22,11 @@ mod files;
 pub mod fuzzing;
 pub mod http;
 pub(crate) mod log;
+// Renders docs/man/ from `-h` and the directive table; a test keeps the pages current.
+#[cfg(test)]
+mod man;
 pub(crate) mod net;
+mod notify;
 mod privileges;
 pub(crate) mod record;
 pub(crate) mod server;

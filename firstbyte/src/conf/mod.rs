@@ -18,7 +18,7 @@ mod declare;
 mod directives;
 // Renders the table as docs/directives.md; a test keeps that file current.
 #[cfg(test)]
-mod docs;
+pub(crate) mod docs;
 mod error;
 mod handlers;
 pub mod locate;

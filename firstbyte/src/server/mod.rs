@@ -463,14 +463,23 @@ impl Server {
             tokio::select! {
                 _ = hup.recv() => {
                     crate::fblog!(Notice, "signal 1 (SIGHUP) received, reconfiguring");
+                    crate::notify::reloading();
                     match self.reload().await {
-                        Ok(()) => crate::fblog!(
-                            Notice,
-                            "reconfiguration done: generation {}, {} live",
-                            self.site().generation(),
-                            site::live_sites()
-                        ),
-                        Err(e) => crate::fblog!(Emerg, "{e}; the previous configuration keeps serving"),
+                        Ok(()) => {
+                            crate::fblog!(
+                                Notice,
+                                "reconfiguration done: generation {}, {} live",
+                                self.site().generation(),
+                                site::live_sites()
+                            );
+                            crate::notify::ready(None);
+                        }
+                        Err(e) => {
+                            crate::fblog!(Emerg, "{e}; the previous configuration keeps serving");
+                            crate::notify::ready(Some(&format!(
+                                "reload failed, the previous configuration keeps serving: {e}"
+                            )));
+                        }
                     }
                 }
                 _ = usr1.recv() => {
@@ -479,6 +488,7 @@ impl Server {
                 }
                 _ = quit.recv() => {
                     crate::fblog!(Notice, "signal 3 (SIGQUIT) received, shutting down gracefully");
+                    crate::notify::stopping();
                     // SIGTERM or SIGINT during the drain still stops at once.
                     tokio::select! {
                         _ = self.drain() => {}
@@ -493,10 +503,12 @@ impl Server {
                 }
                 _ = term.recv() => {
                     crate::fblog!(Notice, "signal 15 (SIGTERM) received, exiting");
+                    crate::notify::stopping();
                     return;
                 }
                 _ = int.recv() => {
                     crate::fblog!(Notice, "signal 2 (SIGINT) received, exiting");
+                    crate::notify::stopping();
                     return;
                 }
             }
