@@ -314,3 +314,93 @@ fn quit_closes_idle_http3_connections() {
         drop(a);
     });
 }
+
+/// The Python venv with aioquic that `scripts/test` makes (`target/tools/aioquic`).
+fn aioquic_python() -> std::path::PathBuf {
+    let p =
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../target/tools/aioquic/bin/python");
+    assert!(
+        p.exists(),
+        "{} is missing: bash scripts/test installs aioquic there",
+        p.display()
+    );
+    p
+}
+
+/// A client nobody here wrote: aioquic fetches a static file and a proxied response over one
+/// HTTP/3 connection, then resumes the TLS session on a second connection.
+#[test]
+fn aioquic_fetches_static_and_proxied_responses() {
+    use std::io::{BufReader, Write};
+    let (up, _) = support::upstream(|s| {
+        let mut r = BufReader::new(s.try_clone().unwrap());
+        while let Some(head) = support::read_head(&mut r) {
+            let body = format!("upstream saw: {}", head.lines().next().unwrap_or(""));
+            let mut w = &s;
+            let _ = write!(
+                w,
+                "HTTP/1.1 200 OK\r\nContent-Length: {}\r\nX-Up: 1\r\n\r\n{body}",
+                body.len()
+            );
+        }
+    });
+    let conf = CONF.replace(
+        "location /who {",
+        &format!(
+            "location /api/ {{ proxy_pass http://127.0.0.1:{up}; }}\n        location /who {{"
+        ),
+    );
+    let (server, ports) = Server::start("h3-aioquic", &conf, 1);
+    let big: Vec<u8> = (0..1u32 << 20).map(|i| (i * 7 % 253) as u8).collect();
+    std::fs::write(server.dir.join("html/big.bin"), &big).unwrap();
+    let sha = |b: &[u8]| {
+        let d = aws_lc_rs::digest::digest(&aws_lc_rs::digest::SHA256, b);
+        d.as_ref()
+            .iter()
+            .map(|x| format!("{x:02x}"))
+            .collect::<String>()
+    };
+    let base = format!("https://a.test:{}", ports[0]);
+    let session = server.dir.join("session.bin");
+    let run = |urls: &[String]| {
+        let out = std::process::Command::new(aioquic_python())
+            .arg(concat!(env!("CARGO_MANIFEST_DIR"), "/../scripts/h3-get.py"))
+            .args(["--ca", certs().ca().to_str().unwrap()])
+            .args(["--resolve", &format!("a.test:{}:127.0.0.1", ports[0])])
+            .args(["--session-file", session.to_str().unwrap()])
+            .args(urls)
+            .output()
+            .expect("run aioquic");
+        assert!(
+            out.status.success(),
+            "aioquic failed: {}\n{}",
+            String::from_utf8_lossy(&out.stderr),
+            server.stderr_text()
+        );
+        String::from_utf8(out.stdout).unwrap()
+    };
+    let out = run(&[format!("{base}/big.bin"), format!("{base}/api/x?y=1")]);
+    let lines: Vec<&str> = out.lines().collect();
+    assert_eq!(
+        lines[0],
+        format!("200 {} {} alt-svc=", big.len(), sha(&big)),
+        "{out}"
+    );
+    // proxy_http_version 1.0, nginx's default.
+    let proxied = b"upstream saw: GET /api/x?y=1 HTTP/1.0";
+    assert_eq!(
+        lines[1],
+        format!("200 {} {} alt-svc=", proxied.len(), sha(proxied)),
+        "{out}"
+    );
+    assert!(session.exists(), "no session ticket saved: {out}");
+    // A second connection with the saved ticket: resumed (no 0-RTT without ssl_early_data).
+    let out = run(&[format!("{base}/who")]);
+    let who = b"a HTTP/3.0 h3=h3 sni=a.test\n";
+    assert_eq!(
+        out.lines().next().unwrap(),
+        format!("200 {} {} alt-svc=", who.len(), sha(who)),
+        "{out}"
+    );
+    assert!(out.contains("early_data=no"), "{out}");
+}
