@@ -162,3 +162,50 @@ fn tiny_plan_end_to_end_and_resume() {
     assert!(String::from_utf8_lossy(&o.stderr).contains("another plan"));
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// HTTP/3 through the emulator at 5% loss each way: the built-in quinn client downloads 1 MB
+/// from firstbyte's QUIC listener, every byte (the runner fails a row whose body is short).
+#[test]
+fn http3_downloads_through_five_percent_loss() {
+    check_prerequisites();
+    let dir = std::env::temp_dir().join(format!("fb-bench-h3-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).expect("tmp dir");
+    let plan = dir.join("plan.toml");
+    std::fs::write(
+        &plan,
+        r#"
+seed = 11
+n = 2
+sizes = ["1m"]
+clients = ["rust-h3"]
+baseline = "fb"
+[network]
+delay = "5ms"
+loss = "5%"
+[[condition]]
+name = "fb"
+server = "firstbyte"
+config = ""
+"#,
+    )
+    .expect("plan");
+    let out = dir.join("out");
+    run(&plan, &out);
+    let r = rows(&out);
+    assert_eq!(r.len(), 2, "n=2: {r:?}");
+    for row in &r {
+        assert_eq!(row[11], "200", "{row:?}");
+        assert_eq!(row[10], "3", "HTTP/3: {row:?}");
+        let t: Vec<f64> = row[5..9]
+            .iter()
+            .map(|v| v.parse().expect("number"))
+            .collect();
+        // The first flight answered (≥ 1 RTT, 10 ms), then the handshake, head and body.
+        assert!(
+            t[0] >= 9.0 && t[0] <= t[1] && t[1] <= t[2] && t[2] <= t[3],
+            "{row:?}"
+        );
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -44,7 +44,7 @@ pub enum PlanError {
     #[error("plan: invalid size \"{0}\" (use bytes, or nginx's k/m suffixes)")]
     Size(String),
     /// A client name is unknown.
-    #[error("plan: unknown client \"{0}\" (known: curl-h2, curl-h1, rust-h2, rust-h1)")]
+    #[error("plan: unknown client \"{0}\" (known: curl-h2, curl-h1, rust-h2, rust-h1, rust-h3)")]
     Client(String),
     /// A server kind is unknown.
     #[error("plan: condition \"{0}\": unknown server \"{1}\" (firstbyte or nginx)")]

@@ -12,6 +12,7 @@ use std::process::Command;
 use rustls_pki_types::pem::PemObject;
 use rustls_pki_types::CertificateDer;
 
+use super::client::ClientKind;
 use super::plan::{Plan, ServerKind};
 use super::rng::SplitMix64;
 
@@ -94,14 +95,23 @@ impl Work {
 /// firstbyte's config: one `server {}` per firstbyte condition.
 pub fn firstbyte_config(plan: &Plan, work: &Work) -> String {
     let mut servers = String::new();
+    // A QUIC listener only when a client speaks HTTP/3: it adds Alt-Svc to TCP responses.
+    let quic = if plan.clients.contains(&ClientKind::RustH3) {
+        "\n        listen {port} quic;"
+    } else {
+        ""
+    };
     for c in plan
         .conditions
         .iter()
         .filter(|c| c.server == ServerKind::Firstbyte)
     {
         servers.push_str(&format!(
-            "    # condition {}\n    server {{\n        listen {} ssl;\n        http2 on;\n        {}\n    }}\n",
-            c.name, c.port, c.config
+            "    # condition {}\n    server {{\n        listen {} ssl;{}\n        http2 on;\n        {}\n    }}\n",
+            c.name,
+            c.port,
+            quic.replace("{port}", &c.port.to_string()),
+            c.config
         ));
     }
     format!(

@@ -7,11 +7,13 @@
 //! connection and a full TLS handshake, no session resumption.
 //!
 //! - `curl`: runs `curl --http2` (as the seed did) or `--http1.1`, one process per request.
-//! - `rust`: hyper over tokio-rustls (aws-lc-rs), in this process. HTTP/3 fits as another
-//!   `ClientKind` whose "connect" is the QUIC handshake's first flight and whose
-//!   "appconnect" is the handshake's completion.
+//! - `rust`: hyper over tokio-rustls (aws-lc-rs), in this process.
+//! - `h3`: quinn + h3 (aws-lc-rs), in this process: "connect" is the server's first flight
+//!   (its handshake data arrived, one round trip as a SYN-ACK), "appconnect" the handshake's
+//!   completion.
 
 pub mod curl;
+pub mod h3;
 pub mod rust;
 
 use std::net::SocketAddr;
@@ -31,15 +33,18 @@ pub enum ClientKind {
     RustH2,
     /// The built-in client, HTTP/1.1.
     RustH1,
+    /// The built-in client, HTTP/3 (quinn + h3).
+    RustH3,
 }
 
 impl ClientKind {
     /// Every client, in table order.
-    pub const ALL: [ClientKind; 4] = [
+    pub const ALL: [ClientKind; 5] = [
         ClientKind::CurlH2,
         ClientKind::CurlH1,
         ClientKind::RustH2,
         ClientKind::RustH1,
+        ClientKind::RustH3,
     ];
 
     /// Its name in plans and results.csv.
@@ -49,6 +54,7 @@ impl ClientKind {
             ClientKind::CurlH1 => "curl-h1",
             ClientKind::RustH2 => "rust-h2",
             ClientKind::RustH1 => "rust-h1",
+            ClientKind::RustH3 => "rust-h3",
         }
     }
 
@@ -113,6 +119,7 @@ pub fn fetcher(kind: ClientKind) -> std::io::Result<Box<dyn Fetcher>> {
         ClientKind::CurlH1 => Box::new(curl::Curl { http2: false }),
         ClientKind::RustH2 => Box::new(rust::RustClient::new(true)?),
         ClientKind::RustH1 => Box::new(rust::RustClient::new(false)?),
+        ClientKind::RustH3 => Box::new(h3::H3Client::new()?),
     })
 }
 
