@@ -1,10 +1,11 @@
 #!/usr/bin/env python3
 """GETs URLs over HTTP/3 with aioquic: a client nobody here wrote, for firstbyte's tests.
 
-    h3-get.py [--ca FILE] [--resolve HOST:PORT:ADDR] [--session-file F] URL...
+    h3-get.py [--ca FILE] [--resolve HOST:PORT:ADDR] [--session-file F] [--post] URL...
 
 Every URL goes over one QUIC connection. For each response it prints one line:
-`STATUS LENGTH SHA256 alt-svc=VALUE` (then the body itself with --body). With --session-file,
+`STATUS LENGTH SHA256 alt-svc=VALUE` (then the body itself with --body). --post sends each as a
+POST with a 3-byte body. With --session-file,
 a session ticket the server sends is saved there, and one found there is used to resume (with
 0-RTT when the ticket allows it: the GETs then go in early data); the line `early_data=yes|no`
 says whether the server accepted it.
@@ -46,23 +47,24 @@ class Client(QuicConnectionProtocol):
                 if e.stream_ended and not future.done():
                     future.set_result(acc)
 
-    async def get(self, url: str):
+    async def get(self, url: str, post: bool = False):
         u = urlparse(url)
         stream_id = self._quic.get_next_available_stream_id()
         path = u.path or "/"
         if u.query:
             path += "?" + u.query
-        self.h3.send_headers(
-            stream_id,
-            [
-                (b":method", b"GET"),
-                (b":scheme", b"https"),
-                (b":authority", u.netloc.encode()),
-                (b":path", path.encode()),
-                (b"user-agent", b"aioquic"),
-            ],
-            end_stream=True,
-        )
+        headers = [
+            (b":method", b"POST" if post else b"GET"),
+            (b":scheme", b"https"),
+            (b":authority", u.netloc.encode()),
+            (b":path", path.encode()),
+            (b"user-agent", b"aioquic"),
+        ]
+        if post:
+            headers.append((b"content-length", b"3"))
+        self.h3.send_headers(stream_id, headers, end_stream=not post)
+        if post:
+            self.h3.send_data(stream_id, b"x=1", end_stream=True)
         future = asyncio.get_running_loop().create_future()
         self.waiting[stream_id] = (future, {"headers": [], "body": b""})
         self.transmit()
@@ -75,6 +77,7 @@ async def main() -> int:
     ap.add_argument("--resolve", help="HOST:PORT:ADDR")
     ap.add_argument("--session-file")
     ap.add_argument("--body", action="store_true")
+    ap.add_argument("--post", action="store_true")
     ap.add_argument("urls", nargs="+")
     a = ap.parse_args()
     first = urlparse(a.urls[0])
@@ -108,8 +111,9 @@ async def main() -> int:
         session_ticket_handler=save if a.session_file else None,
         wait_connected=config.session_ticket is None,
     ) as client:
-        results = await asyncio.gather(*(client.get(u) for u in a.urls))
+        results = await asyncio.gather(*(client.get(u, a.post) for u in a.urls))
         early = client._quic.tls.early_data_accepted
+        resumed = client._quic.tls.session_resumed
         await asyncio.sleep(0.2)  # a ticket sent after the responses
     for r in results:
         headers = dict(r["headers"])
@@ -121,6 +125,7 @@ async def main() -> int:
             sys.stdout.write(r["body"].decode(errors="replace"))
     if a.session_file:
         print("early_data=" + ("yes" if early else "no"))
+        print("resumed=" + ("yes" if resumed else "no"))
         if tickets:
             with open(a.session_file, "wb") as f:
                 pickle.dump(tickets[-1], f)

@@ -290,6 +290,30 @@ fn quic_listeners_refuse_what_they_cannot_serve() {
     );
     let (ok, err) = check(conf("ssl_protocols TLSv1.2;", "quic"));
     assert!(!ok && err.contains("needs TLSv1.3"), "{err}");
+    // 0-RTT needs single-use tickets: a session cache, and no shared ticket keys.
+    let (ok, err) = check(conf("ssl_early_data on;", "quic"));
+    assert!(
+        !ok && err.contains("\"ssl_early_data\" needs \"ssl_session_cache\""),
+        "{err}"
+    );
+    let key = dir.join("ticket.key");
+    std::fs::write(&key, [7u8; 80]).unwrap();
+    let (ok, err) = check(conf(
+        &format!(
+            "ssl_early_data on; ssl_session_cache shared:x:1m; ssl_session_ticket_key {};",
+            key.display()
+        ),
+        "quic",
+    ));
+    assert!(
+        !ok && err.contains("cannot be combined with \"ssl_session_ticket_key\""),
+        "{err}"
+    );
+    let (ok, err) = check(conf(
+        "ssl_early_data on; ssl_session_cache shared:x:1m;",
+        "quic",
+    ));
+    assert!(ok, "{err}");
 }
 
 #[test]
@@ -403,4 +427,75 @@ fn aioquic_fetches_static_and_proxied_responses() {
         "{out}"
     );
     assert!(out.contains("early_data=no"), "{out}");
+}
+
+/// Runs `scripts/h3-get.py` (aioquic) against 127.0.0.1:`port` as a.test with `session`.
+fn aioquic(port: u16, session: &std::path::Path, extra: &[&str], urls: &[String]) -> String {
+    let out = std::process::Command::new(aioquic_python())
+        .arg(concat!(env!("CARGO_MANIFEST_DIR"), "/../scripts/h3-get.py"))
+        .args(["--ca", certs().ca().to_str().unwrap()])
+        .args(["--resolve", &format!("a.test:{port}:127.0.0.1")])
+        .args(["--session-file", session.to_str().unwrap()])
+        .args(extra)
+        .args(urls)
+        .output()
+        .expect("run aioquic");
+    assert!(
+        out.status.success(),
+        "aioquic failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout).unwrap()
+}
+
+/// `ssl_early_data on`: a resumed client's GET is answered from 0-RTT data (`$ssl_early_data`
+/// is 1), a POST in early data gets 425, and a ticket works once: replayed, it resumes
+/// nothing and carries no early data.
+#[test]
+fn zero_rtt_serves_safe_requests_once_per_ticket() {
+    let conf = CONF
+        .replace(
+            "    access_log {dir}/access.log;",
+            "    log_format early '$request $status early=$ssl_early_data';\n    access_log {dir}/access.log early;\n    ssl_session_cache shared:h3:1m;\n    ssl_early_data on;",
+        );
+    let (server, ports) = Server::start("h3-0rtt", &conf, 1);
+    let port = ports[0];
+    let session = server.dir.join("session.bin");
+    let who = vec![format!("https://a.test:{port}/who")];
+    // A full handshake: no early data, a ticket saved.
+    let out = aioquic(port, &session, &[], &who);
+    assert!(
+        out.starts_with("200 ") && out.contains("early_data=no"),
+        "{out}"
+    );
+    // Resumed with 0-RTT: the GET rides in early data and is answered.
+    let kept = server.dir.join("session-kept.bin");
+    std::fs::copy(&session, &kept).unwrap();
+    let out = aioquic(port, &session, &[], &who);
+    assert!(
+        out.starts_with("200 ") && out.contains("early_data=yes"),
+        "{out}"
+    );
+    // The same ticket again (a replay of the resumption): single-use, so no 0-RTT.
+    let out = aioquic(port, &kept, &[], &who);
+    assert!(
+        out.starts_with("200 ") && out.contains("early_data=no"),
+        "{out}"
+    );
+    // A POST in early data: 425 Too Early.
+    let out = aioquic(port, &session, &["--post"], &who);
+    assert!(out.contains("early_data=yes"), "{out}");
+    assert!(out.starts_with("425 "), "{out}");
+    let log = std::fs::read_to_string(server.dir.join("access.log")).unwrap();
+    let lines: Vec<&str> = log.lines().collect();
+    assert_eq!(
+        lines,
+        [
+            "GET /who HTTP/3.0 200 early=",
+            "GET /who HTTP/3.0 200 early=1",
+            "GET /who HTTP/3.0 200 early=",
+            "POST /who HTTP/3.0 425 early=1",
+        ],
+        "{log}"
+    );
 }

@@ -19,7 +19,7 @@ use super::directives::srv_directives;
 use super::error::ConfError;
 use super::model::{
     HttpConf, Locations, MainConf, MimeTypes, Pos, PrefixLocation, RegexLocation, Return,
-    ServerConf, ServerName, SocketConf, TlsVersion, VerifyClient,
+    ServerConf, ServerName, SessionCache, SocketConf, TlsVersion, VerifyClient,
 };
 use super::parse::Directive;
 use super::server_head::{self, ServerHead};
@@ -426,6 +426,25 @@ fn finish_server(
                 "\"ssl_verify_client\" is not supported with \"listen ... quic\" by firstbyte yet",
                 &sp.pos,
             ));
+        }
+        if t.early_data {
+            // rustls takes early data only with single-use (stateful) tickets: the replay
+            // protection. Shared ticket keys would make tickets reusable across a fleet.
+            if matches!(
+                t.session_cache,
+                SessionCache::Off | SessionCache::None | SessionCache::Sessions(0)
+            ) {
+                return Err(ConfError::other(
+                    "\"ssl_early_data\" needs \"ssl_session_cache\": 0-RTT tickets are single-use entries of the session cache (replay protection)",
+                    &sp.pos,
+                ));
+            }
+            if !t.session_ticket_keys.is_empty() {
+                return Err(ConfError::other(
+                    "\"ssl_early_data\" cannot be combined with \"ssl_session_ticket_key\": 0-RTT needs single-use tickets kept by this server, not tickets any server with the key accepts",
+                    &sp.pos,
+                ));
+            }
         }
         if t.stapling && t.stapling_file.is_none() {
             return Err(ConfError::other(

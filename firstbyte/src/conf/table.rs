@@ -366,7 +366,7 @@ pub(crate) static UNSUPPORTED: &[&str] = &[
     "resolver_timeout", "rewrite", "rewrite_log", "satisfy", "send_lowat",
     "sendfile_max_chunk", "set", "set_real_ip_from", "slice",
     "slice_size", "ssi", "ssl_crl",
-    "ssl_early_data", "ssl_engine", "ssl_handshake_timeout",
+    "ssl_engine", "ssl_handshake_timeout",
     "ssl_reject_handshake", "ssl_stapling_responder", "ssl_stapling_verify",
     "ssl_trusted_certificate", "ssl_verify_depth", "ssl_preread", "stream", "sticky",
     "subrequest_output_buffer_size", "thread_pool", "timer_resolution",

@@ -71,6 +71,8 @@ pub struct RequestVars<'a> {
     pub document_root: Option<&'a str>,
     /// `$request_filename`, once known.
     pub request_filename: Option<&'a str>,
+    /// The request came in TLS early data (0-RTT), before the handshake completed.
+    pub early_data: bool,
     /// Response status (0 before there is one).
     pub status: u16,
     /// Response headers, for `$sent_http_*`.
@@ -187,7 +189,7 @@ impl Vars for RequestVars<'_> {
             "ssl_server_name" => tls.and_then(|t| t.server_name.as_deref().map(Cow::Borrowed)),
             "ssl_session_reused" => tls.map(|t| Cow::Borrowed(if t.resumed { "r" } else { "." })),
             "ssl_alpn_protocol" => tls.map(|t| Cow::Borrowed(t.alpn.as_str())),
-            "ssl_early_data" => None,
+            "ssl_early_data" => Some(Cow::Borrowed(if self.early_data { "1" } else { "" })),
             "ssl_client_verify" => tls.map(|t| {
                 Cow::Owned(t.client.as_ref().map_or_else(
                     || crate::tls::peer::ClientVerify::None.as_var(),
@@ -291,6 +293,7 @@ mod tests {
             server_name: "example.com",
             document_root: None,
             request_filename: None,
+            early_data: false,
             status: 200,
             response_headers: None,
             body_bytes_sent: 123,

@@ -15,7 +15,7 @@
 use std::fmt;
 use std::net::SocketAddr;
 use std::pin::Pin;
-use std::sync::atomic::Ordering;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::task::{Context, Poll};
 use std::time::Duration;
@@ -99,7 +99,9 @@ fn server_config(site: &Arc<Site>, addr: SocketAddr) -> Result<quinn::ServerConf
         .ok_or("the default server of a QUIC listener has no TLS settings")?;
     let mut tls = (**base).clone();
     tls.alpn_protocols = vec![b"h3".to_vec()];
-    tls.max_early_data_size = 0;
+    // QUIC's tickets say 0xffffffff or nothing (RFC 9001 §4.6.1); over TCP it stays 0.
+    let early = default.tls.as_ref().is_some_and(|t| t.early_data);
+    tls.max_early_data_size = if early { u32::MAX } else { 0 };
     tls.cert_resolver = Arc::new(BySni {
         site: site.clone(),
         socket,
@@ -199,19 +201,44 @@ async fn serve(
             return;
         }
     };
-    let quic = match tokio::time::timeout(default.client_header_timeout, connecting).await {
-        Ok(Ok(c)) => c,
-        Ok(Err(e)) => {
-            crate::fblog!(Info, "QUIC handshake failed ({e}), client: {}", peer.ip());
+    // With ssl_early_data, requests are taken before the handshake completes (0-RTT and 0.5-RTT
+    // data); `handshaken` says when it has, and requests before are marked as early data.
+    let early = default.tls.as_ref().is_some_and(|t| t.early_data);
+    let handshaken = Arc::new(AtomicBool::new(!early));
+    let quic = if early {
+        // A server's conversion always succeeds (quinn).
+        let Ok((quic, done)) = connecting.into_0rtt() else {
             return;
-        }
-        Err(_) => {
-            crate::fblog!(
-                Info,
-                "client timed out in QUIC handshake, client: {}",
-                peer.ip()
-            );
-            return;
+        };
+        let (flag, conn, limit) = (
+            handshaken.clone(),
+            quic.clone(),
+            default.client_header_timeout,
+        );
+        tokio::spawn(async move {
+            match tokio::time::timeout(limit, done).await {
+                Ok(_) => flag.store(true, Ordering::Release),
+                // A handshake that does not complete in time ends the connection, as without
+                // early data.
+                Err(_) => conn.close(0u32.into(), b"handshake timeout"),
+            }
+        });
+        quic
+    } else {
+        match tokio::time::timeout(default.client_header_timeout, connecting).await {
+            Ok(Ok(c)) => c,
+            Ok(Err(e)) => {
+                crate::fblog!(Info, "QUIC handshake failed ({e}), client: {}", peer.ip());
+                return;
+            }
+            Err(_) => {
+                crate::fblog!(
+                    Info,
+                    "client timed out in QUIC handshake, client: {}",
+                    peer.ip()
+                );
+                return;
+            }
         }
     };
     let sni = quic
@@ -265,7 +292,7 @@ async fn serve(
         tokio::select! {
             r = h3.accept(), if !closing => match r {
                 Ok(Some(resolver)) => {
-                    requests.spawn(request(conn.clone(), resolver));
+                    requests.spawn(request(conn.clone(), resolver, handshaken.clone()));
                 }
                 // The client said GOAWAY and its requests are done, or the connection closed.
                 Ok(None) | Err(_) => break,
@@ -337,13 +364,17 @@ async fn stopping(
 async fn request(
     conn: Arc<Conn>,
     resolver: h3::server::RequestResolver<h3_quinn::Connection, Bytes>,
+    handshaken: Arc<AtomicBool>,
 ) {
     let Ok((req, stream)) = resolver.resolve_request().await else {
         return;
     };
     let (mut send, recv) = stream.split();
     let head = req.method() == http::Method::HEAD;
-    let (parts, ()) = req.into_parts();
+    let (mut parts, ()) = req.into_parts();
+    if !handshaken.load(Ordering::Acquire) {
+        parts.extensions.insert(crate::http::pipeline::EarlyData);
+    }
     let req = http::Request::from_parts(parts, RecvBody { recv, done: false });
     let Ok(resp) = crate::http::pipeline::serve(conn, req).await;
     let (parts, body) = resp.into_parts();

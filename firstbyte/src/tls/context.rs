@@ -102,6 +102,7 @@ mod tests {
             num_tickets: None,
             prefer_server_ciphers: false,
             ecdh_curve: "auto".into(),
+            early_data: false,
             session_tickets: true,
             session_ticket_keys: Vec::new(),
             session_timeout: Duration::from_secs(300),

@@ -235,7 +235,9 @@ fn assemble(
                 .with_context(context),
         ),
     };
-    if tls.session_tickets {
+    // With early data, tickets are single-use entries of the session cache (rustls accepts
+    // 0-RTT only so; the configuration checks a cache is there): no stateless ticketer.
+    if tls.session_tickets && !tls.early_data {
         let ticketer = if inputs.tickets.is_empty() {
             shared.generated_ticketer(tls.session_timeout)
         } else {
@@ -259,6 +261,7 @@ fn same_settings(a: &TlsConf, b: &TlsConf) -> bool {
         num_tickets,
         prefer_server_ciphers,
         ecdh_curve,
+        early_data,
         session_tickets,
         session_ticket_keys,
         session_timeout,
@@ -282,6 +285,7 @@ fn same_settings(a: &TlsConf, b: &TlsConf) -> bool {
         && *num_tickets == b.num_tickets
         && *prefer_server_ciphers == b.prefer_server_ciphers
         && *ecdh_curve == b.ecdh_curve
+        && *early_data == b.early_data
         && *session_tickets == b.session_tickets
         && *session_ticket_keys == b.session_ticket_keys
         && *session_timeout == b.session_timeout
@@ -641,6 +645,7 @@ mod tests {
             num_tickets: None,
             prefer_server_ciphers: false,
             ecdh_curve: "auto".into(),
+            early_data: false,
             session_tickets: true,
             session_ticket_keys: Vec::new(),
             session_timeout: Duration::from_secs(300),
@@ -886,6 +891,21 @@ mod tests {
         // Another process's keys do not decrypt them.
         let other = build(&tls, &TlsShared::new().expect("other"));
         assert!(!resumes(before, other, BOTH));
+    }
+
+    /// With `ssl_early_data on`, TLS 1.3 tickets are single-use cache entries (rustls takes
+    /// early data only so), while TCP itself takes no early data yet.
+    #[test]
+    fn early_data_means_stateful_tickets() {
+        let (_d, mut tls) = ecdsa_conf("early");
+        tls.early_data = true;
+        tls.session_cache = SessionCache::Sessions(100);
+        let shared = TlsShared::new().expect("shared");
+        let cfg = build(&tls, &shared);
+        assert!(!cfg.ticketer.enabled(), "no stateless tickets");
+        assert!(cfg.session_storage.can_cache());
+        assert_eq!(cfg.max_early_data_size, 0, "TCP takes no early data");
+        assert!(resumes(cfg.clone(), cfg, BOTH));
     }
 
     #[test]

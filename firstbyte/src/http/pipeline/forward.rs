@@ -55,6 +55,11 @@ where
         http::Version::HTTP_10
     };
     let mut headers = headers;
+    if r.early_data {
+        // RFC 8470 §5.1: an intermediary forwarding early data says so; the origin may
+        // answer 425 to have the client retry after the handshake.
+        headers.insert("early-data", HeaderValue::from_static("1"));
+    }
     let mut body = px::request_body(body);
     // A body of unknown length (chunked, or HTTP/2 without content-length) is never dropped:
     // hyper would send none over HTTP/1.0, or for a GET of unknown length.

@@ -26,6 +26,7 @@ pub(super) struct LogOnDone {
     pub(super) response_headers: HeaderMap,
     pub(super) start: Instant,
     pub(super) nreq: u64,
+    pub(super) early_data: bool,
 }
 
 impl LogOnDone {
@@ -45,6 +46,7 @@ impl LogOnDone {
             server_name: &self.server_name,
             document_root: None,
             request_filename: None,
+            early_data: self.early_data,
             status: self.status,
             response_headers: Some(&self.response_headers),
             body_bytes_sent: sent,

@@ -123,6 +123,24 @@ struct Req<'a> {
     request_filename: Option<PathBuf>,
     start: Instant,
     nreq: u64,
+    /// Received in TLS early data (0-RTT): see [`EarlyData`].
+    early_data: bool,
+}
+
+/// A request extension the connection layer adds to a request that arrived in TLS early data
+/// (0-RTT), before the handshake completed: it may be a replay, so only a request that is
+/// safe to replay is served from it (RFC 8470; `425 Too Early` otherwise), `$ssl_early_data`
+/// is `1`, and a proxied request carries `Early-Data: 1`.
+#[derive(Debug, Clone, Copy)]
+pub struct EarlyData;
+
+/// Whether a request may be answered from early data: GET or HEAD without a body.
+fn replay_safe(method: &Method, headers: &HeaderMap) -> bool {
+    let bodyless = headers.get(header::TRANSFER_ENCODING).is_none()
+        && headers
+            .get(header::CONTENT_LENGTH)
+            .is_none_or(|v| v.as_bytes() == b"0");
+    (*method == Method::GET || *method == Method::HEAD) && bodyless
 }
 
 impl Req<'_> {
@@ -139,6 +157,7 @@ impl Req<'_> {
             server_name: server_name(&self.server),
             document_root: self.document_root.as_deref(),
             request_filename: self.request_filename.as_deref().and_then(Path::to_str),
+            early_data: self.early_data,
             status: 0,
             response_headers: None,
             body_bytes_sent: 0,
@@ -209,6 +228,7 @@ where
         mut extensions,
         ..
     } = parts;
+    let early_data = extensions.get::<EarlyData>().is_some();
     // nginx reads the headers under the server the connection found before Host (SNI's, or
     // the address's default): its underscores_in_headers and ignore_invalid_headers apply.
     let header_server = conn.first_server();
@@ -296,6 +316,7 @@ where
         request_filename: None,
         start,
         nreq,
+        early_data,
     };
     let host_ok = host.is_some();
     r.host = match host {
@@ -306,6 +327,18 @@ where
     let (path, query) = uri::split_target(request_uri);
     let refusal = client_refusal(&r);
     let (step, loc) = match (host_ok, uri::normalize_path(path), refusal) {
+        _ if early_data && !replay_safe(&r.method, r.headers) => {
+            crate::fblog!(
+                Info,
+                "a \"{}\" request in early data refused (425), client: {}, server: {}",
+                r.method,
+                conn.client_ip(),
+                server_name(&r.server),
+            );
+            let loc = r.server.default_location.clone();
+            let (resp, loc) = error(&mut r, 425, loc);
+            (Step::Done(resp), loc)
+        }
         _ if too_large.is_some() => {
             let (code, what) = match too_large {
                 Some(headers::HeadTooLarge::RequestLine) => (414, "client sent too long URI"),

@@ -143,6 +143,7 @@ pub(super) fn error(
         request_filename: None,
         start: r.start,
         nreq: r.nreq,
+        early_data: r.early_data,
     };
     let server = r.server.clone();
     let (page_loc, out) = if let Some(name) = target.strip_prefix('@') {

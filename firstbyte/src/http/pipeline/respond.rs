@@ -206,6 +206,7 @@ pub(super) fn finish(
             response_headers: resp.headers().clone(),
             start: r.start,
             nreq: r.nreq,
+            early_data: r.early_data,
         })),
     };
     let (parts, body) = resp.into_parts();
