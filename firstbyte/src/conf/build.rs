@@ -15,10 +15,11 @@ use std::sync::Arc;
 use super::error::ConfError;
 use super::handlers::R;
 use super::model::{
-    HttpConf, Locations, MainConf, MimeTypes, Pos, PrefixLocation, RegexLocation, Return,
-    ServerConf, ServerName, SocketConf, VerifyClient,
+    HttpConf, Locations, MainConf, MimeTypes, Pos, PrefixLocation, RegexLocation, ServerConf,
+    ServerName, SocketConf, VerifyClient,
 };
 use super::parse::Directive;
+use super::rewrite::IfIn;
 use super::server_head::{self, ServerHead};
 use super::settings::{default_types, Cx, Here, LocSettings, MainSettings, SrvSettings};
 use super::table::{self, Handler, Spec, EVENTS, HTTP, LOCATION, MAIN, SERVER};
@@ -68,6 +69,10 @@ pub(crate) fn build(
 ) -> Result<(MainConf, Option<HttpConf>), ConfError> {
     let mut m = MainSettings::default();
     let mut http = None;
+    // Variables defined anywhere (`set`, `map`, ...) may be used anywhere, as nginx.
+    let mut names = Vec::new();
+    super::rewrite::declared_names(main, &mut names);
+    let _declared = super::vars::declare(names);
     walk_main(globals, &mut m, &mut http, cx)?;
     walk_main(main, &mut m, &mut http, cx)?;
     cx.daemon = m.daemon.unwrap_or(false);
@@ -83,7 +88,7 @@ pub(crate) fn build(
 }
 
 /// The table's entry for `d` in context `ctx`, after nginx's checks in nginx's order.
-fn spec_for(d: &Directive, ctx: u8) -> Result<&'static Spec, ConfError> {
+pub(crate) fn spec_for(d: &Directive, ctx: u8) -> Result<&'static Spec, ConfError> {
     let name = || d.name.clone();
     let pos = || d.pos.clone();
     let Some(spec) = table::find(&d.name) else {
@@ -232,6 +237,7 @@ fn server_block(d: &Directive, cx: &mut Cx) -> Result<ServerPart, ConfError> {
         let spec = spec_for(c, SERVER)?;
         match spec.handler {
             Handler::Location => s.locations.push(location_block(c, None, cx)?),
+            Handler::If => super::rewrite::if_block(&mut s.loc, c, cx, IfIn::Server)?,
             Handler::Head(f) => f(&mut s.head, c, cx)?,
             Handler::Srv(f) => f(&mut s.srv, c, cx)?,
             Handler::Loc(f) => f(&mut s.loc, c, cx)?,
@@ -358,6 +364,7 @@ fn location_block(
                 part.children.push(child);
             }
             Handler::Loc(f) => f(&mut part.loc, c, cx)?,
+            Handler::If => super::rewrite::if_block(&mut part.loc, c, cx, IfIn::Location)?,
             _ => common(spec, c, cx)?,
         }
     }
@@ -372,8 +379,16 @@ fn finish_http(h: HttpPart, cx: &mut Cx) -> Result<HttpConf, ConfError> {
         loc,
         servers: parts,
     } = h;
+    let vars = Arc::new(std::mem::take(&mut cx.user_vars));
     for sp in parts {
-        servers.push(Arc::new(finish_server(sp, &srv, &loc, cx, &default_types)?));
+        servers.push(Arc::new(finish_server(
+            sp,
+            &srv,
+            &loc,
+            cx,
+            &default_types,
+            &vars,
+        )?));
     }
     check_addresses(&servers)?;
     Ok(HttpConf { servers })
@@ -385,6 +400,7 @@ fn finish_server(
     http_loc: &LocSettings,
     cx: &mut Cx,
     default_types: &Arc<MimeTypes>,
+    vars: &Arc<super::rewrite::VarDefs>,
 ) -> Result<ServerConf, ConfError> {
     let mut srv = sp.srv;
     srv.inherit(http_srv);
@@ -420,8 +436,7 @@ fn finish_server(
         None
     };
     let http2 = srv.http2.unwrap_or(false) || listen.iter().any(|l| l.http2);
-    let server_ret = loc.ret.clone();
-    let locations = build_locations(sp.locations, &loc, server_ret.as_ref(), cx, default_types)?;
+    let locations = build_locations(sp.locations, &loc, cx, default_types)?;
     let default_location = loc.finish(
         cx,
         String::new(),
@@ -453,15 +468,15 @@ fn finish_server(
         http2_max_concurrent_streams: srv.http2_max_concurrent_streams.unwrap_or(128),
         locations,
         default_location: Arc::new(default_location),
+        vars: vars.clone(),
     })
 }
 
-/// Merges and finishes `parts` under `parent` (already merged). A server-level `return`
-/// replaces the locations' own: nginx runs it in the server rewrite phase, before them.
+/// Merges and finishes `parts` under `parent` (already merged). A server's rewrite
+/// directives are not the locations': nginx runs them in the server rewrite phase, before.
 fn build_locations(
     parts: Vec<LocPart>,
     parent: &LocSettings,
-    server_ret: Option<&Return>,
     cx: &Cx,
     default_types: &Arc<MimeTypes>,
 ) -> Result<Locations, ConfError> {
@@ -472,11 +487,8 @@ fn build_locations(
     for p in parts {
         let mut s = p.loc;
         s.inherit(parent);
-        if let Some(r) = server_ret {
-            s.ret = Some(r.clone());
-        }
         s.proxy.resolve(cx)?;
-        let nested = build_locations(p.children, &s, server_ret, cx, default_types)?;
+        let nested = build_locations(p.children, &s, cx, default_types)?;
         let conf = Arc::new(s.finish(cx, p.name, p.pos.clone(), default_types, nested));
         let dup = || ConfError::other(format!("duplicate location \"{}\"", p.uri), &p.pos);
         match p.kind {

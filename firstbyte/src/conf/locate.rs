@@ -141,7 +141,7 @@ pub(crate) mod fixtures {
             root: DocRoot::Root(ComplexValue::literal("html")),
             index: vec![ComplexValue::literal("index.html")],
             try_files: None,
-            ret: None,
+            rewrite: Default::default(),
             add_header: Vec::new(),
             error_page: Vec::new(),
             access_log: AccessLog::Off,

@@ -22,6 +22,7 @@ pub mod model;
 mod modules;
 mod parse;
 mod proxy;
+pub mod rewrite;
 mod server_handlers;
 mod server_head;
 mod settings;

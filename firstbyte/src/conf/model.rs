@@ -192,6 +192,8 @@ pub struct ServerConf {
     /// Server-level settings: used when no location matches, and for connection-wide values
     /// (keepalive, tcp_nodelay) before a request is routed.
     pub default_location: Arc<LocationConf>,
+    /// The variables of `set`, `map` and `split_clients` (shared by all servers).
+    pub vars: Arc<super::rewrite::VarDefs>,
 }
 
 /// `listen ADDR[:PORT] [ssl] [http2] [default_server] [reuseport] [deferred] [backlog=N] [fastopen=N] [ipv6only=on|off]`.
@@ -479,8 +481,9 @@ pub struct LocationConf {
     pub index: Vec<ComplexValue>,
     /// `try_files`.
     pub try_files: Option<TryFiles>,
-    /// `return`.
-    pub ret: Option<Return>,
+    /// The rewrite directives (`set`, `if`, `rewrite`, `return`, `break`) of this level:
+    /// the server's run before a location is chosen, a location's once it is.
+    pub rewrite: super::rewrite::Program,
     /// `add_header` (inherited only when the location has none of its own, as nginx).
     pub add_header: Vec<AddHeader>,
     /// `error_page` (inherited only when the location has none of its own).

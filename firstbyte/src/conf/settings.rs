@@ -15,8 +15,8 @@ use std::time::Duration;
 use super::model::{
     AccessLog, AccessLogTarget, AccessRule, AddHeader, CertKey, CertificateCache, Compression,
     DisableSymlinks, DocRoot, DynamicCertKey, ErrorLog, ErrorPage, GzipStatic, LocationConf,
-    Locations, LogEscape, LogFormat, MainConf, MimeTypes, Pos, Return, SessionCache, Source,
-    TlsConf, TlsVersion, TryFiles, User, VerifyClient, WorkerProcesses,
+    Locations, LogEscape, LogFormat, MainConf, MimeTypes, Pos, SessionCache, Source, TlsConf,
+    TlsVersion, TryFiles, User, VerifyClient, WorkerProcesses,
 };
 use super::vars::ComplexValue;
 
@@ -40,6 +40,8 @@ pub(crate) struct Cx {
     pub upstreams: HashMap<String, Arc<super::model::Upstream>>,
     /// `daemon on` (known once the main level is read, before `http {}` is finished).
     pub daemon: bool,
+    /// Variables of `set`, `map`, `split_clients` and regex named groups.
+    pub user_vars: super::rewrite::VarDefs,
 }
 
 impl Cx {
@@ -58,6 +60,7 @@ impl Cx {
             log_formats: HashMap::from([("combined".to_string(), Arc::new(combined))]),
             is_root,
             upstreams: HashMap::new(),
+            user_vars: Default::default(),
             daemon: false,
         }
     }
@@ -160,7 +163,6 @@ pub(crate) struct LocSettings {
     pub root: Option<RootSet>,
     pub index: Option<Vec<ComplexValue>>,
     pub try_files: Option<TryFiles>,
-    pub ret: Option<Return>,
     pub add_header: Option<Vec<AddHeader>>,
     pub error_page: Option<Vec<ErrorPage>>,
     pub access_log: Option<AccessLogSet>,
@@ -192,6 +194,8 @@ pub(crate) struct LocSettings {
     pub internal: Option<bool>,
     pub connection_info: Option<bool>,
     pub proxy: super::proxy::ProxySettings,
+    /// `set`, `if`, `rewrite`, `return`, `break`, `rewrite_log`, `uninitialized_variable_warn`.
+    pub rewrite: super::rewrite::RewriteSettings,
 }
 
 fn or<T: Clone>(mine: &mut Option<T>, parent: &Option<T>) {
@@ -238,6 +242,7 @@ impl LocSettings {
         or(&mut self.default_type, &p.default_type);
         or(&mut self.disable_symlinks, &p.disable_symlinks);
         self.proxy.inherit(&p.proxy);
+        self.rewrite.inherit(&p.rewrite);
     }
 
     /// The merged values with defaults for what nobody set; `default_types` applies when no
@@ -288,6 +293,7 @@ impl LocSettings {
                 flush: None,
             }]),
         };
+        let rewrite = self.rewrite.finish(self, cx, &name, default_types);
         LocationConf {
             name,
             prefix,
@@ -298,7 +304,7 @@ impl LocSettings {
                 .clone()
                 .unwrap_or_else(|| vec![ComplexValue::literal("index.html")]),
             try_files: self.try_files.clone(),
-            ret: self.ret.clone(),
+            rewrite,
             add_header: self.add_header.clone().unwrap_or_default(),
             error_page: self.error_page.clone().unwrap_or_default(),
             access_log,

@@ -603,6 +603,7 @@ mod tests {
             http2_max_concurrent_streams: 128,
             locations: Locations::default(),
             default_location: Arc::new(location("", Locations::default())),
+            vars: Default::default(),
         })
     }
 

@@ -591,7 +591,7 @@ mod tests {
             root: DocRoot::Root(ComplexValue::literal("/srv")),
             index: vec![ComplexValue::literal("index.html")],
             try_files: None,
-            ret: None,
+            rewrite: Default::default(),
             add_header: vec![],
             error_page: vec![],
             access_log: AccessLog::Off,

@@ -26,6 +26,7 @@ pub(super) struct LogOnDone {
     pub(super) response_headers: HeaderMap,
     pub(super) start: Instant,
     pub(super) nreq: u64,
+    pub(super) user: Option<Box<crate::http::rewrite::uservars::UserVars>>,
 }
 
 impl LogOnDone {
@@ -51,6 +52,7 @@ impl LogOnDone {
             start: self.start,
             connection_requests: self.nreq,
             captures: &[],
+            user: self.user.as_deref(),
         };
         for t in targets {
             let mut line = t.format.value.eval_log(&vars, t.format.escape, log_escape);

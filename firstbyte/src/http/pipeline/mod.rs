@@ -30,6 +30,7 @@ mod headers;
 mod log;
 mod phases;
 mod respond;
+mod rewrite;
 
 use std::convert::Infallible;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -122,6 +123,10 @@ struct Req<'a> {
     request_filename: Option<String>,
     start: Instant,
     nreq: u64,
+    /// `set`, `map`, `split_clients` values (None when the configuration defines none).
+    user: Option<Box<super::rewrite::uservars::UserVars>>,
+    /// The location whose rewrite directives run (for `$request_filename` there).
+    rewrite_loc: Option<Arc<crate::conf::model::LocationConf>>,
 }
 
 impl Req<'_> {
@@ -144,6 +149,7 @@ impl Req<'_> {
             start: self.start,
             connection_requests: self.nreq,
             captures: &self.captures,
+            user: self.user.as_deref(),
         }
     }
 
@@ -283,7 +289,10 @@ where
         request_filename: None,
         start,
         nreq,
+        user: None,
+        rewrite_loc: None,
     };
+    r.user = super::rewrite::uservars::UserVars::new(&r.server.vars);
     if r.host.is_empty() {
         r.host = server_name(&r.server).to_string();
     }

@@ -15,6 +15,7 @@ use super::respond::{absolute, redirect_response, status_response, stub_status};
 use super::{server_name, Req, Step, MAX_REDIRECTS};
 use crate::conf::model::{DocRoot, LocationConf, ProxyConf, TryFallback};
 use crate::http::body::Body;
+use crate::http::rewrite::{self, Action};
 use crate::http::{static_files, uri};
 
 /// What one pass through a location decided.
@@ -29,17 +30,25 @@ enum Out {
     Named(String),
     /// Hand the request to the location's `proxy_pass`.
     Proxy(Arc<ProxyConf>),
+    /// The location's rewrite directives changed the URI: find the location again.
+    Rematch,
 }
 
 /// Runs the phases, following internal redirects: the step they decided, with the location
 /// that decided it.
 pub(super) fn run(r: &mut Req) -> (Step, Arc<LocationConf>) {
     let server = r.server.clone();
-    // Server-level `return` runs before any location is chosen (nginx's server rewrite phase).
-    if let Some(ret) = &server.default_location.ret {
-        match do_return(r, ret) {
-            Out::Response(resp) => return (Step::Done(resp), server.default_location.clone()),
-            Out::Status(code) => return done(error(r, code, server.default_location.clone())),
+    // The server's rewrite directives run before any location is chosen (nginx's server
+    // rewrite phase); a changed URI is simply what the location search sees.
+    let prog = &server.default_location.rewrite;
+    if !prog.is_empty() {
+        match run_rewrite(r, prog) {
+            (Some(Out::Response(resp)), _) => {
+                return (Step::Done(resp), server.default_location.clone())
+            }
+            (Some(Out::Status(code)), _) => {
+                return done(error(r, code, server.default_location.clone()))
+            }
             _ => {}
         }
     }
@@ -74,10 +83,14 @@ pub(super) fn run(r: &mut Req) -> (Step, Arc<LocationConf>) {
                 None => server.default_location.clone(),
             },
         };
-        match in_location(r, &loc) {
+        let (out, loc) = in_location(r, loc);
+        match out {
             Out::Response(resp) => return (Step::Done(resp), loc),
             Out::Status(code) => return done(error(r, code, loc)),
             Out::Proxy(conf) => return (Step::Proxy(conf), loc),
+            Out::Rematch => {
+                r.redirects += 1;
+            }
             Out::Internal { uri, args } => {
                 r.redirects += 1;
                 r.internal = true;
@@ -143,11 +156,16 @@ pub(super) fn error(
         request_filename: None,
         start: r.start,
         nreq: r.nreq,
+        user: r.user.clone(),
+        rewrite_loc: None,
     };
     let server = r.server.clone();
     let (page_loc, out) = if let Some(name) = target.strip_prefix('@') {
         match server.locations.named(name) {
-            Some(l) => (l.clone(), in_location(&mut inner, l)),
+            Some(l) => {
+                let (out, l) = in_location(&mut inner, l.clone());
+                (l, out)
+            }
             None => return (status_response(code), loc),
         }
     } else {
@@ -164,7 +182,7 @@ pub(super) fn error(
             }
             None => server.default_location.clone(),
         };
-        let out = in_location(&mut inner, &l);
+        let (out, l) = in_location(&mut inner, l);
         (l, out)
     };
     match out {
@@ -182,11 +200,75 @@ pub(super) fn error(
     }
 }
 
-/// One pass through a location.
-fn in_location(r: &mut Req, loc: &Arc<LocationConf>) -> Out {
-    if loc.internal && !r.internal {
-        return Out::Status(404);
+/// Runs a rewrite program: Some(out) when it answers (a response or a status), with the
+/// `if` location that took over, if one did. `rematch` comes back as `Out::Rematch`.
+fn run_rewrite(
+    r: &mut Req,
+    prog: &crate::conf::rewrite::Program,
+) -> (Option<Out>, Option<Arc<LocationConf>>) {
+    if let Some(u) = r.user.as_mut() {
+        u.warn_uninit = prog.warn_uninit;
     }
+    let outcome = rewrite::run(prog, r);
+    let loc = outcome.loc.cloned();
+    let out = match outcome.action {
+        Action::Next { rematch: false } => None,
+        Action::Next { rematch: true } => Some(Out::Rematch),
+        Action::Redirect { code, location } => {
+            let to = absolute(r, &location);
+            Some(Out::Response(redirect_response(code, &to)))
+        }
+        Action::Return(ret) => Some(do_return(r, ret)),
+        Action::Status(code) => Some(Out::Status(code)),
+    };
+    (out, loc)
+}
+
+/// One pass through a location: the checks of nginx's find-config phase, its rewrite
+/// directives, then access and content (in an `if` location when one took over, which is
+/// the location given back).
+fn in_location(r: &mut Req, loc: Arc<LocationConf>) -> (Out, Arc<LocationConf>) {
+    if let Some(out) = find_config_checks(r, &loc) {
+        return (out, loc);
+    }
+    // The location rewrite phase, skipped for the server's own level (nginx: "skipping
+    // location rewrite phase for server null location").
+    if !loc.rewrite.is_empty() && !Arc::ptr_eq(&loc, &r.server.default_location) {
+        r.rewrite_loc = Some(loc.clone());
+        let (out, if_loc) = run_rewrite(r, &loc.rewrite);
+        r.rewrite_loc = None;
+        let here = if_loc.unwrap_or(loc);
+        let out = match out {
+            Some(out) => out,
+            None => content(r, &here),
+        };
+        return (out, here);
+    }
+    let out = content(r, &loc);
+    (out, loc)
+}
+
+/// `internal` and `client_max_body_size`, checked as soon as the location is known.
+fn find_config_checks(r: &Req, loc: &LocationConf) -> Option<Out> {
+    if loc.internal && !r.internal {
+        return Some(Out::Status(404));
+    }
+    if loc.client_max_body_size > 0 {
+        let len = r
+            .headers
+            .get(header::CONTENT_LENGTH)
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| v.parse::<u64>().ok())
+            .unwrap_or(0);
+        if len > loc.client_max_body_size {
+            return Some(Out::Status(413));
+        }
+    }
+    None
+}
+
+/// Access checks and the content phase of a location.
+fn content(r: &mut Req, loc: &Arc<LocationConf>) -> Out {
     if !allowed(&loc.access, r.conn.facts().peer.map(|p| p.ip())) {
         crate::fblog!(
             Error,
@@ -197,20 +279,6 @@ fn in_location(r: &mut Req, loc: &Arc<LocationConf>) -> Out {
             r.request_uri
         );
         return Out::Status(403);
-    }
-    if loc.client_max_body_size > 0 {
-        let len = r
-            .headers
-            .get(header::CONTENT_LENGTH)
-            .and_then(|v| v.to_str().ok())
-            .and_then(|v| v.parse::<u64>().ok())
-            .unwrap_or(0);
-        if len > loc.client_max_body_size {
-            return Out::Status(413);
-        }
-    }
-    if let Some(ret) = &loc.ret {
-        return do_return(r, ret);
     }
     if loc.stub_status {
         return Out::Response(stub_status(r.conn));

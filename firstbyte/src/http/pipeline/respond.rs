@@ -199,6 +199,7 @@ pub(super) fn finish(
             response_headers: resp.headers().clone(),
             start: r.start,
             nreq: r.nreq,
+            user: r.user.clone(),
         })),
     };
     let (parts, body) = resp.into_parts();
