@@ -127,6 +127,9 @@ struct Req<'a> {
     user: Option<Box<super::rewrite::uservars::UserVars>>,
     /// The location whose rewrite directives run (for `$request_filename` there).
     rewrite_loc: Option<Arc<crate::conf::model::LocationConf>>,
+    /// False once the location's rewrite directives changed the URI and stayed (`break`):
+    /// `proxy_pass` then sends the whole URI (nginx's `valid_location`).
+    valid_location: bool,
 }
 
 impl Req<'_> {
@@ -291,6 +294,7 @@ where
         nreq,
         user: None,
         rewrite_loc: None,
+        valid_location: true,
     };
     r.user = super::rewrite::uservars::UserVars::new(&r.server.vars);
     if r.host.is_empty() {

@@ -158,6 +158,7 @@ pub(super) fn error(
         nreq: r.nreq,
         user: r.user.clone(),
         rewrite_loc: None,
+        valid_location: true,
     };
     let server = r.server.clone();
     let (page_loc, out) = if let Some(name) = target.strip_prefix('@') {
@@ -187,15 +188,27 @@ pub(super) fn error(
     };
     match out {
         Out::Response(mut resp) => {
+            let own = resp.status().as_u16();
             let status = match page.response {
                 Some(Some(c)) => c,
-                Some(None) => resp.status().as_u16(),
+                Some(None) => own,
+                // A redirect the page's location answers keeps its status (nginx finalizes
+                // a redirect with its own code).
+                None if (301..=308).contains(&own)
+                    && resp.headers().contains_key(header::LOCATION) =>
+                {
+                    own
+                }
                 None => code,
             };
             *resp.status_mut() = StatusCode::from_u16(status).unwrap_or(resp.status());
             (resp, page_loc)
         }
-        // recursive_error_pages off: a failing error page gives the original status's page.
+        // recursive_error_pages off: an error the page's location answers is sent as its
+        // built-in page, with its own status (nginx: `error_page 404 /x` where /x answers
+        // `return 405` gives 405).
+        Out::Status(s) => (status_response(s), page_loc),
+        // What the synchronous phases cannot follow here gives the original status's page.
         _ => (status_response(code), loc),
     }
 }
@@ -210,6 +223,7 @@ fn run_rewrite(
         u.warn_uninit = prog.warn_uninit;
     }
     let outcome = rewrite::run(prog, r);
+    r.valid_location = outcome.valid_location;
     let loc = outcome.loc.cloned();
     let out = match outcome.action {
         Action::Next { rematch: false } => None,
@@ -249,7 +263,8 @@ fn in_location(r: &mut Req, loc: Arc<LocationConf>) -> (Out, Arc<LocationConf>) 
 }
 
 /// `internal` and `client_max_body_size`, checked as soon as the location is known.
-fn find_config_checks(r: &Req, loc: &LocationConf) -> Option<Out> {
+fn find_config_checks(r: &mut Req, loc: &LocationConf) -> Option<Out> {
+    r.valid_location = true;
     if loc.internal && !r.internal {
         return Some(Out::Status(404));
     }
@@ -333,10 +348,44 @@ fn content(r: &mut Req, loc: &Arc<LocationConf>) -> Out {
             }
         };
     }
+    if r.uri.ends_with('/') && loc.index.iter().any(|i| i.as_static().is_none()) {
+        if let Some(out) = index_with_variables(r, loc, &root) {
+            return out;
+        }
+    }
     match static_files::map_path(loc, &r.uri, &root) {
         Some(path) => serve_static(r, loc, path),
         None => Out::Status(404),
     }
+}
+
+/// nginx's index module for a list with variables (`index index$variant.html`, `index
+/// $mapped`), which the static module cannot evaluate: an entry that evaluates to an
+/// absolute URI is an internal redirect at once; another is one when its file exists. None:
+/// no entry applied (the static module then answers, as for any directory).
+fn index_with_variables(r: &Req, loc: &LocationConf, root: &str) -> Option<Out> {
+    for entry in &loc.index {
+        let name = r.eval(entry);
+        if name.is_empty() {
+            continue;
+        }
+        if name.starts_with('/') {
+            return Some(Out::Internal {
+                uri: name,
+                args: r.args.clone(),
+            });
+        }
+        let uri = format!("{}{name}", r.uri);
+        let exists =
+            static_files::map_path(loc, &uri, root).is_some_and(|p| std::fs::metadata(p).is_ok());
+        if exists {
+            return Some(Out::Internal {
+                uri,
+                args: r.args.clone(),
+            });
+        }
+    }
+    None
 }
 
 fn serve_static(r: &mut Req, loc: &Arc<LocationConf>, path: PathBuf) -> Out {

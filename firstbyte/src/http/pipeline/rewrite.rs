@@ -88,6 +88,18 @@ impl Env for Req<'_> {
         }
     }
 
+    fn var(&self, name: &str) -> String {
+        self.vars()
+            .get(name)
+            .map(|v| v.into_owned())
+            .unwrap_or_default()
+    }
+
+    fn quoted_uri(&self) -> bool {
+        let path = self.request_uri.split('?').next().unwrap_or("");
+        path.contains(['%', '+'])
+    }
+
     fn notice(&self, msg: &str) {
         crate::fblog!(
             Notice,

@@ -50,6 +50,11 @@ pub trait Env {
     fn file(&self, path: &str) -> FileFacts;
     /// A `rewrite_log` line (notice level).
     fn notice(&self, msg: &str);
+    /// One variable's value ("" when unset).
+    fn var(&self, name: &str) -> String;
+    /// The request target had `%XX` or `+` in its path (nginx's `quoted_uri`,
+    /// `plus_in_uri`): captures are escaped again where they land in arguments.
+    fn quoted_uri(&self) -> bool;
 }
 
 /// What a program decided.
@@ -81,12 +86,18 @@ pub struct Outcome<'p> {
     pub action: Action<'p>,
     /// The last `if` location whose condition held.
     pub loc: Option<&'p Arc<LocationConf>>,
+    /// False when the URI changed and the location stays (`break`): `proxy_pass` then sends
+    /// the whole new URI instead of replacing the location's prefix (nginx's
+    /// `valid_location`).
+    pub valid_location: bool,
 }
 
 struct State<'p> {
     uri_changed: bool,
     loc: Option<&'p Arc<LocationConf>>,
     log: bool,
+    valid_location: bool,
+    caps: Vec<Option<String>>,
 }
 
 /// Runs `prog` against `env`.
@@ -95,6 +106,8 @@ pub fn run<'p, E: Env + ?Sized>(prog: &'p Program, env: &mut E) -> Outcome<'p> {
         uri_changed: false,
         loc: None,
         log: prog.log,
+        valid_location: true,
+        caps: Vec::new(),
     };
     let action = match exec(&prog.stmts, env, &mut st) {
         Some(a) => a,
@@ -105,6 +118,7 @@ pub fn run<'p, E: Env + ?Sized>(prog: &'p Program, env: &mut E) -> Outcome<'p> {
     Outcome {
         action,
         loc: st.loc,
+        valid_location: st.valid_location,
     }
 }
 
@@ -140,6 +154,9 @@ fn exec<'p, E: Env + ?Sized>(
             }
             Stmt::Return(r) => return Some(Action::Return(r)),
             Stmt::Break => {
+                if st.uri_changed {
+                    st.valid_location = false;
+                }
                 st.uri_changed = false;
                 return Some(Action::Next { rematch: false });
             }
@@ -148,8 +165,14 @@ fn exec<'p, E: Env + ?Sized>(
     None
 }
 
-/// Matches `c` against `text`, setting the captures (cleared on a miss, as nginx).
-fn matches<E: Env + ?Sized>(c: &Captures, text: &str, env: &mut E, log: bool) -> bool {
+/// Matches `c` against `text`, setting the captures (cleared on a miss, as nginx); the
+/// captures when it matched.
+fn matches<E: Env + ?Sized>(
+    c: &Captures,
+    text: &str,
+    env: &mut E,
+    log: bool,
+) -> Option<Vec<Option<String>>> {
     match c.regex.captures(text) {
         Some(spans) => {
             if log {
@@ -160,15 +183,15 @@ fn matches<E: Env + ?Sized>(c: &Captures, text: &str, env: &mut E, log: bool) ->
                 let v = caps.get(group).cloned().flatten().unwrap_or_default();
                 env.set_var(slot, v);
             }
-            env.set_captures(caps);
-            true
+            env.set_captures(caps.clone());
+            Some(caps)
         }
         None => {
             if log {
                 env.notice(&format!("\"{}\" does not match \"{text}\"", c.regex.source));
             }
             env.set_captures(Vec::new());
-            false
+            None
         }
     }
 }
@@ -182,7 +205,7 @@ fn test<E: Env + ?Sized>(c: &Cond, env: &mut E, log: bool) -> bool {
         Cond::Eq { var, value, neg } => (env.eval(var) == env.eval(value)) != *neg,
         Cond::Match { var, regex, neg } => {
             let text = env.eval(var);
-            matches(regex, &text, env, log) != *neg
+            matches(regex, &text, env, log).is_some() != *neg
         }
         Cond::File { path, test, neg } => {
             let f = env.file(&env.eval(path));
@@ -203,12 +226,13 @@ fn rewrite<'p, E: Env + ?Sized>(
     st: &mut State<'p>,
 ) -> Option<Action<'p>> {
     let uri = env.uri().to_string();
-    if !matches(&r.regex, &uri, env, st.log) {
-        return None;
-    }
+    st.caps = matches(&r.regex, &uri, env, st.log)?;
     let orig_args = env.args().filter(|a| !a.is_empty()).map(str::to_string);
+    let quoted = env.quoted_uri();
     if let Flag::Redirect(code) = r.flag {
-        let mut location = env.eval(&r.uri);
+        // Captures escaped, then the whole unescaped as nginx's NGX_UNESCAPE_REDIRECT: a
+        // `%0D%0A` in a variable stays escaped (no header splitting).
+        let mut location = unescape_redirect(&eval_captures(&r.uri, env, &st.caps, quoted));
         if let (true, Some(a)) = (r.add_args, &orig_args) {
             location.push(if r.args.is_some() { '&' } else { '?' });
             location.push_str(a);
@@ -221,7 +245,7 @@ fn rewrite<'p, E: Env + ?Sized>(
     let new_uri = env.eval(&r.uri);
     let new_args = match &r.args {
         Some(a) => {
-            let mut v = env.eval(a);
+            let mut v = eval_captures(a, env, &st.caps, quoted);
             if let (true, Some(o)) = (r.add_args, &orig_args) {
                 v.push('&');
                 v.push_str(o);
@@ -254,9 +278,105 @@ fn rewrite<'p, E: Env + ?Sized>(
         }
         Flag::Break | Flag::Redirect(_) => {
             st.uri_changed = false;
+            st.valid_location = false;
             Some(Action::Next { rematch: false })
         }
     }
+}
+
+/// Evaluates `v`, escaping each capture with nginx's `NGX_ESCAPE_ARGS` when the request
+/// URI was quoted (a decoded `%26` must not become an argument separator).
+fn eval_captures<E: Env + ?Sized>(
+    v: &ComplexValue,
+    env: &E,
+    caps: &[Option<String>],
+    quoted: bool,
+) -> String {
+    use crate::conf::vars::Part;
+    if !quoted {
+        return env.eval(v);
+    }
+    let mut out = String::new();
+    for p in v.parts() {
+        match p {
+            Part::Lit(s) => out.push_str(s),
+            Part::Var(name) => match name.parse::<usize>() {
+                Ok(n) => escape_args(
+                    caps.get(n).and_then(|c| c.as_deref()).unwrap_or(""),
+                    &mut out,
+                ),
+                Err(_) => out.push_str(&env.var(name)),
+            },
+        }
+    }
+    out
+}
+
+/// nginx's `ngx_escape_uri(.., NGX_ESCAPE_ARGS)`: controls, space, `"`, `#`, `%`, `&`,
+/// `+`, `;`, `<`, `>`, `?`, `\`, `^`, `` ` ``, `{`, `|`, `}`, DEL and non-ASCII as `%XX`.
+pub fn escape_args(s: &str, out: &mut String) {
+    for b in s.bytes() {
+        let esc = !(0x20..0x7f).contains(&b)
+            || matches!(
+                b,
+                b' ' | b'"'
+                    | b'#'
+                    | b'%'
+                    | b'&'
+                    | b'+'
+                    | b';'
+                    | b'<'
+                    | b'>'
+                    | b'?'
+                    | b'\\'
+                    | b'^'
+                    | b'`'
+                    | b'{'
+                    | b'|'
+                    | b'}'
+            );
+        if esc {
+            out.push_str(&format!("%{b:02X}"));
+        } else {
+            out.push(b as char);
+        }
+    }
+}
+
+/// nginx's `ngx_unescape_uri(.., NGX_UNESCAPE_REDIRECT)`: `%XX` becomes its character when
+/// that is past `%` and before DEL (so `%0D%0A`, `%20`, `%25` stay escaped), up to the first
+/// literal `?`, after which the rest is kept as it is.
+pub fn unescape_redirect(s: &str) -> String {
+    let b = s.as_bytes();
+    let mut out: Vec<u8> = Vec::with_capacity(b.len());
+    let mut i = 0;
+    while i < b.len() {
+        match b[i] {
+            b'?' => {
+                out.extend_from_slice(&b[i..]);
+                break;
+            }
+            b'%' if b.len() - i >= 3 => {
+                let hex = |c: u8| (c as char).to_digit(16);
+                match (hex(b[i + 1]), hex(b[i + 2])) {
+                    (Some(h), Some(l)) => {
+                        let ch = (h * 16 + l) as u8;
+                        if ch > b'%' && ch < 0x7f {
+                            out.push(ch);
+                        } else {
+                            out.extend_from_slice(&b[i..i + 3]);
+                        }
+                        i += 3;
+                        continue;
+                    }
+                    _ => out.push(b'%'),
+                }
+            }
+            c => out.push(c),
+        }
+        i += 1;
+    }
+    String::from_utf8_lossy(&out).into_owned()
 }
 
 #[cfg(test)]

@@ -52,6 +52,7 @@ struct Fake {
     user: Option<Box<UserVars>>,
     files: HashMap<String, FileFacts>,
     notices: std::cell::RefCell<Vec<String>>,
+    quoted: bool,
 }
 
 impl Fake {
@@ -64,6 +65,7 @@ impl Fake {
             user: UserVars::new(&s.vars),
             files: HashMap::new(),
             notices: Default::default(),
+            quoted: false,
         }
     }
     fn var(mut self, k: &str, v: &str) -> Self {
@@ -118,6 +120,12 @@ impl Env for Fake {
     }
     fn notice(&self, msg: &str) {
         self.notices.borrow_mut().push(msg.to_string());
+    }
+    fn var(&self, name: &str) -> String {
+        self.get(name).map(|v| v.into_owned()).unwrap_or_default()
+    }
+    fn quoted_uri(&self) -> bool {
+        self.quoted
     }
 }
 
@@ -558,4 +566,58 @@ fn split_clients_buckets() {
         let e = Fake::new(&s, "/", None).var("arg_h", &src);
         assert_eq!(e.get("v").as_deref(), Some(want));
     }
+}
+
+#[test]
+fn redirects_unescape_as_nginx_and_never_split_headers() {
+    assert_eq!(
+        unescape_redirect("http%3A%2F%2Fexample.com%2F%3Ffrom"),
+        "http://example.com/?from"
+    );
+    // CR, LF, space and "%" stay escaped; after a literal "?" nothing is decoded.
+    assert_eq!(
+        unescape_redirect("http://e.com%0D%0Asplit%20%25?a=%2F"),
+        "http://e.com%0D%0Asplit%20%25?a=%2F"
+    );
+    assert_eq!(unescape_redirect("%zz%4"), "%zz%4");
+    let s = server("location / { rewrite ^ $arg_r? redirect; }");
+    let mut e = Fake::new(&s, "/", None).var("arg_r", "http%3A%2F%2Fexample.com%0D%0AX-A:%20b");
+    assert_eq!(
+        run_words(&loc(&s, "/").rewrite, &mut e),
+        "redirect 302 http://example.com%0D%0AX-A:%20b"
+    );
+}
+
+#[test]
+fn captures_are_escaped_in_arguments_of_a_quoted_uri() {
+    let mut out = String::new();
+    escape_args("a b&c%d+e?é", &mut out);
+    assert_eq!(out, "a%20b%26c%25d%2Be%3F%C3%A9");
+    let s = server("location / { rewrite ^(.*) $1?c=$1; }");
+    let mut e = Fake::new(&s, "/x%y", Some("a=b"));
+    e.quoted = true;
+    run(&loc(&s, "/").rewrite, &mut e);
+    assert_eq!(e.uri, "/x%y");
+    assert_eq!(e.args.as_deref(), Some("c=/x%25y&a=b"));
+    let mut e = Fake::new(&s, "/xy", Some("a=b"));
+    run(&loc(&s, "/").rewrite, &mut e);
+    assert_eq!(e.args.as_deref(), Some("c=/xy&a=b"));
+}
+
+#[test]
+fn valid_location_is_lost_when_the_uri_changes_and_stays() {
+    let s = server(
+        "location /a { rewrite ^ /x; break; }\n\
+         location /b { rewrite ^ /x break; }\n\
+         location /c { break; }\n\
+         location /d { rewrite ^ /x last; }",
+    );
+    let valid = |prefix: &str| {
+        let mut e = Fake::new(&s, prefix, None);
+        run(&loc(&s, prefix).rewrite, &mut e).valid_location
+    };
+    assert!(!valid("/a"));
+    assert!(!valid("/b"));
+    assert!(valid("/c"));
+    assert!(valid("/d"));
 }
