@@ -54,6 +54,7 @@ http {
             if ($arg_v ~ ^(?<num>\d+)$) { return 200 "num $1 $num $tag\n"; }
             return 200 "other $tag\n";
         }
+        location ~ ^/sec/(?<section>[a-z]+)/(?<id>\d+)$ { return 200 "$section #$id $2\n"; }
         location /if/ {
             if (-f $request_filename) { add_header X-File yes; }
             if (!-e $request_filename) { return 404 "missing\n"; }
@@ -135,6 +136,9 @@ fn set_if_captures_and_file_tests() {
     assert_eq!((code, body.as_str()), (200, "num 42 42 t-42\n"));
     let (code, _, body) = get(p[1], "rw.test", "/s?v=x", &[]);
     assert_eq!((code, body.as_str()), (200, "other t-x\n"));
+    // A regex location's named groups are variables.
+    let (code, _, body) = get(p[1], "rw.test", "/sec/news/17", &[]);
+    assert_eq!((code, body.as_str()), (200, "news #17 17\n"));
     let (code, h, body) = get(p[1], "rw.test", "/if/here.html", &[]);
     assert_eq!((code, body.as_str()), (200, "here\n"));
     assert_eq!(header(&h, "x-file"), Some("yes"));

@@ -356,6 +356,9 @@ fn location_block(
         },
         children: Vec::new(),
     };
+    if let LocKind::Regex(re) = &part.kind {
+        part.loc.rewrite.location_captures = super::rewrite::location_captures(re, cx, d)?;
+    }
     for c in children(d) {
         let spec = spec_for(c, LOCATION)?;
         match spec.handler {

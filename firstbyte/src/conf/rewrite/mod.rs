@@ -162,6 +162,8 @@ pub struct Program {
     pub log: bool,
     /// `uninitialized_variable_warn` (default on).
     pub warn_uninit: bool,
+    /// A regex location's named groups: (group number, `set` slot), set when it matches.
+    pub location_captures: Vec<(usize, usize)>,
 }
 
 impl Program {
@@ -184,6 +186,7 @@ pub(crate) struct RewriteSettings {
     pub stmts: Vec<Stmt<Box<IfLoc>>>,
     pub log: Option<bool>,
     pub warn_uninit: Option<bool>,
+    pub location_captures: Vec<(usize, usize)>,
 }
 
 impl RewriteSettings {
@@ -209,6 +212,7 @@ impl RewriteSettings {
             stmts: finish_stmts(&self.stmts, parent, cx, name, default_types),
             log: self.log.unwrap_or(false),
             warn_uninit: self.warn_uninit.unwrap_or(true),
+            location_captures: self.location_captures.clone(),
         }
     }
 }
@@ -309,6 +313,24 @@ impl VarDefs {
     }
 }
 
+/// (group, slot) of each named group of a regex location's expression.
+pub(crate) fn location_captures(
+    re: &::regex::Regex,
+    cx: &mut Cx,
+    d: &Directive,
+) -> Result<Vec<(usize, usize)>, super::error::ConfError> {
+    let mut out = Vec::new();
+    for (group, name) in re.capture_names().enumerate() {
+        if let Some(name) = name {
+            let slot = cx.user_vars.set_slot(name).ok_or_else(|| {
+                super::error::ConfError::other(format!("the duplicate \"{name}\" variable"), &d.pos)
+            })?;
+            out.push((group, slot));
+        }
+    }
+    Ok(out)
+}
+
 /// Every variable name the tree defines (`set`, `map`, `split_clients`, named groups of
 /// `rewrite`, `if` and `map` expressions), for [`super::vars::declare`].
 pub(crate) fn declared_names(tree: &[Directive], out: &mut Vec<String>) {
@@ -331,7 +353,7 @@ pub(crate) fn declared_names(tree: &[Directive], out: &mut Vec<String>) {
                     }
                 }
             }
-            "rewrite" | "if" => {
+            "rewrite" | "if" | "location" => {
                 for a in &d.args {
                     out.extend(regex::group_names(a));
                 }

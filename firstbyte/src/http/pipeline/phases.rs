@@ -83,6 +83,9 @@ pub(super) fn run(r: &mut Req) -> (Step, Arc<LocationConf>) {
                 None => server.default_location.clone(),
             },
         };
+        if !loc.rewrite.location_captures.is_empty() {
+            set_named_captures(r, &loc.rewrite.location_captures);
+        }
         let (out, loc) = in_location(r, loc);
         match out {
             Out::Response(resp) => return (Step::Done(resp), loc),
@@ -210,6 +213,16 @@ pub(super) fn error(
         Out::Status(s) => (status_response(s), page_loc),
         // What the synchronous phases cannot follow here gives the original status's page.
         _ => (status_response(code), loc),
+    }
+}
+
+/// A regex location's named groups become variables (`location ~ ^/(?<section>\w+)`).
+fn set_named_captures(r: &mut Req, named: &[(usize, usize)]) {
+    for &(group, slot) in named {
+        let v = r.captures.get(group).cloned().flatten().unwrap_or_default();
+        if let Some(u) = r.user.as_mut() {
+            u.set(slot, v);
+        }
     }
 }
 

@@ -464,7 +464,8 @@ fn map_lookups() {
            ~*^ci ci;\n\
            \\default escaped;\n\
          }\n\
-         map $arg_h $plain { Foo bar; }",
+         map $arg_h $plain { Foo bar; }
+         map $arg_h $upgrade { default upgrade; '' close; }",
         "location / { return 200 $m; }",
     );
     let m = |h: &str| {
@@ -486,6 +487,10 @@ fn map_lookups() {
     assert_eq!(e.get("plain").as_deref(), Some("bar"));
     let e = Fake::new(&s, "/", None).var("arg_h", "nope");
     assert_eq!(e.get("plain").as_deref(), Some(""));
+    assert_eq!(e.get("upgrade").as_deref(), Some("upgrade"));
+    // The websocket idiom: an empty source takes the `''` key.
+    let e = Fake::new(&s, "/", None);
+    assert_eq!(e.get("upgrade").as_deref(), Some("close"));
 }
 
 #[test]
