@@ -48,6 +48,9 @@ http {
             rewrite ^/loop /loop last;
         }
         location /new/ { add_header X-Loc new; }
+        location /er { error_page 302 http://example.net/e; return 302 "first"; }
+        location /ep { error_page 404 /ep405; return 404; }
+        location /ep405 { return 405; }
         location /m { return 200 "$mapped|$hostkind|$bucket\n"; }
         location /s {
             set $tag "t-$arg_v";
@@ -119,6 +122,14 @@ fn rewrite_flags() {
         header(&h, "location"),
         Some(format!("http://rw.test:{port}/new/x.html").as_str())
     );
+    // An error_page for a redirect's code takes over (nginx finalizes `return 302` with its
+    // code), replacing the Location.
+    let (code, h, _) = get(p[1], "rw.test", "/er", &[]);
+    assert_eq!(code, 302);
+    assert_eq!(header(&h, "location"), Some("http://example.net/e"));
+    // An error page whose location answers another error sends that one (rewrite.t).
+    let (code, _, _) = get(p[1], "rw.test", "/ep", &[]);
+    assert_eq!(code, 405);
     // A cycle stops after ten internal redirects with 500 and nginx's message.
     let (code, _, _) = get(p[1], "rw.test", "/loop", &[]);
     assert_eq!(code, 500);

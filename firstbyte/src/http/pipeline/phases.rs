@@ -266,6 +266,17 @@ fn in_location(r: &mut Req, loc: Arc<LocationConf>) -> (Out, Arc<LocationConf>) 
         r.rewrite_loc = None;
         let here = if_loc.unwrap_or(loc);
         let out = match out {
+            // nginx finalizes a `return`/`rewrite` redirect with its code, so an
+            // `error_page` for that code takes over (and its Location replaces this one).
+            Some(Out::Response(resp))
+                if resp.status().is_redirection()
+                    && here
+                        .error_page
+                        .iter()
+                        .any(|p| p.codes.contains(&resp.status().as_u16())) =>
+            {
+                Out::Status(resp.status().as_u16())
+            }
             Some(out) => out,
             None => content(r, &here),
         };
