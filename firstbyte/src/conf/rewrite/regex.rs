@@ -3,7 +3,8 @@
 //! The `regex` crate runs every pattern it can express, in linear time. PCRE patterns it
 //! refuses (look-around `(?=..)`, `(?<!..)`, backreferences `\1`, atomic groups) fall back to
 //! `fancy-regex`, which backtracks as PCRE does, so real configs load. A pattern neither
-//! accepts is the `regex` crate's error. Both take PCRE's `\d`, `\w`, `\s`, classes, `(?i)`,
+//! accepts is the `regex` crate's error. PCRE's `\Q...\E` literal quoting is rewritten as
+//! escaped text first. Both take PCRE's `\d`, `\w`, `\s`, classes, `(?i)`,
 //! named groups `(?<name>..)` and `(?P<name>..)`; differences left: `$` matches only at the very
 //! end (PCRE also before a final newline, which a URI never has), and Unicode classes are
 //! Unicode-aware (PCRE's are ASCII unless `(*UCP)`).
@@ -30,14 +31,16 @@ pub type Spans = Vec<Option<(usize, usize)>>;
 
 impl Regex {
     /// Compiles `re` (`caseless`: `~*`).
-    pub fn compile(re: &str, caseless: bool, pos: &Pos) -> Result<Self, ConfError> {
+    pub fn compile(written: &str, caseless: bool, pos: &Pos) -> Result<Self, ConfError> {
+        let quoted = unquote(written);
+        let re: &str = &quoted;
         match regex::RegexBuilder::new(re)
             .case_insensitive(caseless)
             .build()
         {
             Ok(r) => Ok(Self {
                 engine: Engine::Fast(r),
-                source: re.to_string(),
+                source: written.to_string(),
             }),
             Err(fast_err) => match fancy_regex::Regex::new(&if caseless {
                 format!("(?i){re}")
@@ -46,7 +49,7 @@ impl Regex {
             }) {
                 Ok(r) => Ok(Self {
                     engine: Engine::Backtracking(Box::new(r)),
-                    source: re.to_string(),
+                    source: written.to_string(),
                 }),
                 Err(_) => Err(super::super::server_head::regex(re, caseless, pos)
                     .err()
@@ -105,6 +108,42 @@ impl Regex {
             Engine::Backtracking(r) => r.is_match(text).unwrap_or(false),
         }
     }
+}
+
+/// PCRE's `\Q...\E` (everything between taken literally), which neither engine reads,
+/// rewritten as escaped text.
+fn unquote(re: &str) -> std::borrow::Cow<'_, str> {
+    if !re.contains("\\Q") {
+        return std::borrow::Cow::Borrowed(re);
+    }
+    let mut out = String::with_capacity(re.len() + 8);
+    let mut rest = re;
+    while let Some(i) = rest.find('\\') {
+        out.push_str(&rest[..i]);
+        let after = &rest[i + 1..];
+        match after.chars().next() {
+            Some('Q') => {
+                let lit = &after[1..];
+                let (text, tail) = match lit.find("\\E") {
+                    Some(e) => (&lit[..e], &lit[e + 2..]),
+                    None => (lit, ""),
+                };
+                out.push_str(&regex::escape(text));
+                rest = tail;
+            }
+            Some(c) => {
+                out.push('\\');
+                out.push(c);
+                rest = &after[c.len_utf8()..];
+            }
+            None => {
+                out.push('\\');
+                rest = after;
+            }
+        }
+    }
+    out.push_str(rest);
+    std::borrow::Cow::Owned(out)
 }
 
 /// `$1`.. values of a match: group texts, group 0 first.
@@ -195,6 +234,20 @@ mod tests {
         assert!(r.is_match("ab"));
         let e = Regex::compile("^/(unclosed", false, &pos()).unwrap_err();
         assert!(e.to_string().contains("invalid regex"), "{e}");
+    }
+
+    #[test]
+    fn pcre_quoting() {
+        let r = Regex::compile(r"^(?P<name>[a-z]+)\Q.example.com\E$", false, &pos()).unwrap();
+        assert!(r.is_match("www.example.com"));
+        assert!(!r.is_match("wwwXexampleYcom"));
+        assert_eq!(r.source, r"^(?P<name>[a-z]+)\Q.example.com\E$");
+        assert!(Regex::compile(r"^/a\Q+*", false, &pos())
+            .unwrap()
+            .is_match("/a+*"));
+        assert!(Regex::compile(r"\\Q", false, &pos())
+            .unwrap()
+            .is_match("\\Q"));
     }
 
     #[test]
