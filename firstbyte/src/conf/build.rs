@@ -19,6 +19,7 @@ use super::model::{
     ServerName, SocketConf, VerifyClient,
 };
 use super::parse::Directive;
+use super::rewrite::regex::Regex;
 use super::rewrite::IfIn;
 use super::server_head::{self, ServerHead};
 use super::settings::{default_types, Cx, Here, LocSettings, MainSettings, SrvSettings};
@@ -45,7 +46,7 @@ struct ServerPart {
 enum LocKind {
     Exact(String),
     Prefix { prefix: String, no_regex: bool },
-    Regex(regex::Regex),
+    Regex(Regex),
     Named(String),
 }
 
@@ -261,8 +262,8 @@ fn location_block(
                     prefix: uri.clone(),
                     no_regex: true,
                 },
-                "~" => LocKind::Regex(server_head::regex(uri, false, &d.pos)?),
-                "~*" => LocKind::Regex(server_head::regex(uri, true, &d.pos)?),
+                "~" => LocKind::Regex(Regex::compile(uri, false, &d.pos)?),
+                "~*" => LocKind::Regex(Regex::compile(uri, true, &d.pos)?),
                 _ => return Err(other(format!("invalid location modifier \"{m}\""))),
             };
             (kind, uri.clone(), format!("{m} {uri}"))
@@ -282,13 +283,13 @@ fn location_block(
                 (kind, u.to_string(), format!("^~ {u}"))
             } else if let Some(re) = one.strip_prefix("~*").filter(|_| one.len() > 2) {
                 (
-                    LocKind::Regex(server_head::regex(re, true, &d.pos)?),
+                    LocKind::Regex(Regex::compile(re, true, &d.pos)?),
                     re.to_string(),
                     format!("~* {re}"),
                 )
             } else if let Some(re) = one.strip_prefix('~').filter(|_| one.len() > 1) {
                 (
-                    LocKind::Regex(server_head::regex(re, false, &d.pos)?),
+                    LocKind::Regex(Regex::compile(re, false, &d.pos)?),
                     re.to_string(),
                     format!("~ {re}"),
                 )

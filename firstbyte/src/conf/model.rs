@@ -293,8 +293,9 @@ pub struct PrefixLocation {
 /// A regex location.
 #[derive(Debug)]
 pub struct RegexLocation {
-    /// The compiled expression (`~*` compiled case-insensitive).
-    pub regex: regex::Regex,
+    /// The compiled expression (`~*` compiled case-insensitive; PCRE-only patterns such as
+    /// look-around run on the backtracking engine, see `conf::rewrite::regex`).
+    pub regex: super::rewrite::regex::Regex,
     /// The location's settings.
     pub conf: Arc<LocationConf>,
 }

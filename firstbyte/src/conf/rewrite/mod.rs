@@ -315,20 +315,19 @@ impl VarDefs {
 
 /// (group, slot) of each named group of a regex location's expression.
 pub(crate) fn location_captures(
-    re: &::regex::Regex,
+    re: &Regex,
     cx: &mut Cx,
     d: &Directive,
 ) -> Result<Vec<(usize, usize)>, super::error::ConfError> {
-    let mut out = Vec::new();
-    for (group, name) in re.capture_names().enumerate() {
-        if let Some(name) = name {
-            let slot = cx.user_vars.set_slot(name).ok_or_else(|| {
+    re.names()
+        .into_iter()
+        .map(|(group, name)| {
+            let slot = cx.user_vars.set_slot(&name).ok_or_else(|| {
                 super::error::ConfError::other(format!("the duplicate \"{name}\" variable"), &d.pos)
             })?;
-            out.push((group, slot));
-        }
-    }
-    Ok(out)
+            Ok((group, slot))
+        })
+        .collect()
 }
 
 /// Every variable name the tree defines (`set`, `map`, `split_clients`, named groups of

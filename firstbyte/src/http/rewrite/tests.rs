@@ -626,3 +626,19 @@ fn valid_location_is_lost_when_the_uri_changes_and_stays() {
     assert!(valid("/c"));
     assert!(valid("/d"));
 }
+
+#[test]
+fn regex_locations_take_pcre_only_patterns() {
+    let s = server(
+        "location ~ ^/(?!api)(\\w+)$ { return 200 page; }\n\
+         location ~* ^/(?<kind>IMG)/\\Q*.x\\E$ { return 200 img; }",
+    );
+    let m = s
+        .locations
+        .find("/abc")
+        .expect("look-ahead location matches");
+    assert_eq!(m.captures, vec![Some("/abc".into()), Some("abc".into())]);
+    assert!(s.locations.find("/api").is_none());
+    let m = s.locations.find("/img/*.x").expect("caseless, quoted");
+    assert_eq!(m.conf.rewrite.location_captures.len(), 1);
+}
