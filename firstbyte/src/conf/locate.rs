@@ -88,9 +88,9 @@ impl Locations {
         }
         if !no_regex {
             for location in &self.regex {
-                if let Some(spans) = location.regex.captures(uri) {
+                if let Some(caps) = location.regex.capture_texts(uri) {
                     *conf = Some(&location.conf);
-                    *captures = crate::conf::rewrite::regex::texts(uri, &spans);
+                    *captures = caps;
                     location.conf.locations.find_in(uri, conf, captures);
                     return Step::Final;
                 }

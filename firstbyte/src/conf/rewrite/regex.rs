@@ -101,6 +101,19 @@ impl Regex {
         }
     }
 
+    /// `$0`, `$1`.. of the first match in `text` (one allocation per group, none for spans).
+    pub fn capture_texts(&self, text: &str) -> Option<Vec<Option<String>>> {
+        match &self.engine {
+            Engine::Fast(r) => Some(
+                r.captures(text)?
+                    .iter()
+                    .map(|m| m.map(|m| m.as_str().to_string()))
+                    .collect(),
+            ),
+            Engine::Backtracking(_) => Some(texts(text, &self.captures(text)?)),
+        }
+    }
+
     /// Whether `text` matches.
     pub fn is_match(&self, text: &str) -> bool {
         match &self.engine {
