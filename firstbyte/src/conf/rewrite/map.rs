@@ -167,10 +167,14 @@ pub(crate) fn split_clients(cx: &mut Cx, d: &Directive) -> R {
     }
     // nginx's arithmetic: cumulative bounds scaled to 32 bits, 0 for the part that reaches
     // 100% or for `*`.
-    let mut sum: u32 = 0;
+    let mut sum: u64 = 0;
     let mut last: u32 = 0;
     for p in &mut parts {
-        sum = if p.0 != 0 { sum + p.0 } else { 10000 };
+        sum = if p.0 != 0 {
+            sum + u64::from(p.0)
+        } else {
+            10000
+        };
         if sum == 10000 {
             p.0 = 0;
         }
@@ -201,7 +205,7 @@ fn hundredths(s: &str) -> Option<u32> {
     for i in 0..2 {
         n = n.checked_mul(10)?;
         if let Some(b) = frac.as_bytes().get(i) {
-            n += u32::from(b - b'0');
+            n = n.checked_add(u32::from(b - b'0'))?;
         }
     }
     Some(n)
@@ -217,6 +221,8 @@ mod tests {
         assert_eq!(hundredths("0.5"), Some(50));
         assert_eq!(hundredths("10"), Some(1000));
         assert_eq!(hundredths("1.234"), None);
+        assert_eq!(hundredths("42949672.95"), Some(u32::MAX));
+        assert_eq!(hundredths("42949672.96"), None);
         assert_eq!(hundredths("x"), None);
         assert_eq!(hundredths(""), None);
     }

@@ -642,3 +642,13 @@ fn regex_locations_take_pcre_only_patterns() {
     let m = s.locations.find("/img/*.x").expect("caseless, quoted");
     assert_eq!(m.conf.rewrite.location_captures.len(), 1);
 }
+
+#[test]
+fn split_clients_totals_over_100_percent_are_refused_not_overflowed() {
+    let text = "events {}\nhttp {\nsplit_clients $uri $v { 40000000% a; 40000000% b; }\n}\n";
+    let e = crate::conf::load_str(text, Path::new("/t.conf"), Path::new("/p")).unwrap_err();
+    assert!(
+        e.to_string().contains("percent total is greater than 100%"),
+        "{e}"
+    );
+}
