@@ -1,5 +1,7 @@
-//! nginx's phases for one request, synchronous: server-level `return`, location match,
-//! `internal`, `allow`/`deny`, body size, location `return`, `stub_status` /
+//! nginx's phases for one request, synchronous: the server's rewrite directives, location
+//! match, `internal`, body size, the location's rewrite directives (`set`, `if`, `rewrite`,
+//! `return`, `break`: `http::rewrite`; a changed URI finds the location again),
+//! `allow`/`deny`, `stub_status` /
 //! `connection_info`, `proxy_pass`, `try_files`, static files; a status through
 //! `error_page`; internal redirects followed up to [`MAX_REDIRECTS`]. The outcome is a
 //! [`Step`].
