@@ -652,3 +652,14 @@ fn split_clients_totals_over_100_percent_are_refused_not_overflowed() {
         "{e}"
     );
 }
+
+#[test]
+fn set_args_changes_the_arguments() {
+    let s = server("location / { set $args \"x=$arg_y\"; } location /e { set $args \"\"; }");
+    let mut e = Fake::new(&s, "/", Some("y=2")).var("arg_y", "2");
+    assert_eq!(run_words(&loc(&s, "/").rewrite, &mut e), "next");
+    assert_eq!(e.args.as_deref(), Some("x=2"));
+    let mut e = Fake::new(&s, "/e", Some("y=2"));
+    run(&loc(&s, "/e").rewrite, &mut e);
+    assert_eq!(e.args, None);
+}
