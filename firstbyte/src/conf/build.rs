@@ -18,10 +18,12 @@ use super::declare::finish_conf;
 use super::directives::srv_directives;
 use super::error::ConfError;
 use super::model::{
-    HttpConf, Locations, MainConf, MimeTypes, Pos, PrefixLocation, RegexLocation, Return,
+    HttpConf, Locations, MainConf, MimeTypes, Pos, PrefixLocation, RegexLocation,
     ServerConf, ServerName, SessionCache, SocketConf, TlsVersion, VerifyClient,
 };
 use super::parse::Directive;
+use super::rewrite::regex::Regex;
+use super::rewrite::IfIn;
 use super::server_head::{self, ServerHead};
 use super::settings::{default_types, Cx, Here, LocSettings, MainSettings, SrvSettings};
 use super::table::{self, Handler, Spec, EVENTS, HTTP, LOCATION, MAIN, SERVER};
@@ -47,7 +49,7 @@ struct ServerPart {
 enum LocKind {
     Exact(String),
     Prefix { prefix: String, no_regex: bool },
-    Regex(regex::Regex),
+    Regex(Regex),
     Named(String),
 }
 
@@ -71,6 +73,10 @@ pub(crate) fn build(
 ) -> Result<(MainConf, Option<HttpConf>), ConfError> {
     let mut m = MainSettings::default();
     let mut http = None;
+    // Variables defined anywhere (`set`, `map`, ...) may be used anywhere, as nginx.
+    let mut names = Vec::new();
+    super::rewrite::declared_names(main, &mut names);
+    let _declared = super::vars::declare(names);
     walk_main(globals, &mut m, &mut http, cx)?;
     walk_main(main, &mut m, &mut http, cx)?;
     cx.daemon = m.daemon.unwrap_or(false);
@@ -86,7 +92,7 @@ pub(crate) fn build(
 }
 
 /// The table's entry for `d` in context `ctx`, after nginx's checks in nginx's order.
-fn spec_for(d: &Directive, ctx: u8) -> Result<&'static Spec, ConfError> {
+pub(crate) fn spec_for(d: &Directive, ctx: u8) -> Result<&'static Spec, ConfError> {
     let name = || d.name.clone();
     let pos = || d.pos.clone();
     let Some(spec) = table::find(&d.name) else {
@@ -235,6 +241,7 @@ fn server_block(d: &Directive, cx: &mut Cx) -> Result<ServerPart, ConfError> {
         let spec = spec_for(c, SERVER)?;
         match spec.handler {
             Handler::Location => s.locations.push(location_block(c, None, cx)?),
+            Handler::If => super::rewrite::if_block(&mut s.loc, c, cx, IfIn::Server)?,
             Handler::Head(f) => f(&mut s.head, c, cx)?,
             Handler::Srv(f) => f(&mut s.srv, c, cx)?,
             Handler::Loc(f) => f(&mut s.loc, c, cx)?,
@@ -258,8 +265,8 @@ fn location_block(
                     prefix: uri.clone(),
                     no_regex: true,
                 },
-                "~" => LocKind::Regex(server_head::regex(uri, false, &d.pos)?),
-                "~*" => LocKind::Regex(server_head::regex(uri, true, &d.pos)?),
+                "~" => LocKind::Regex(Regex::compile(uri, false, &d.pos)?),
+                "~*" => LocKind::Regex(Regex::compile(uri, true, &d.pos)?),
                 _ => return Err(other(format!("invalid location modifier \"{m}\""))),
             };
             (kind, uri.clone(), format!("{m} {uri}"))
@@ -279,13 +286,13 @@ fn location_block(
                 (kind, u.to_string(), format!("^~ {u}"))
             } else if let Some(re) = one.strip_prefix("~*").filter(|_| one.len() > 2) {
                 (
-                    LocKind::Regex(server_head::regex(re, true, &d.pos)?),
+                    LocKind::Regex(Regex::compile(re, true, &d.pos)?),
                     re.to_string(),
                     format!("~* {re}"),
                 )
             } else if let Some(re) = one.strip_prefix('~').filter(|_| one.len() > 1) {
                 (
-                    LocKind::Regex(server_head::regex(re, false, &d.pos)?),
+                    LocKind::Regex(Regex::compile(re, false, &d.pos)?),
                     re.to_string(),
                     format!("~ {re}"),
                 )
@@ -353,6 +360,9 @@ fn location_block(
         },
         children: Vec::new(),
     };
+    if let LocKind::Regex(re) = &part.kind {
+        part.loc.rewrite.location_captures = super::rewrite::location_captures(re, cx, d)?;
+    }
     for c in children(d) {
         let spec = spec_for(c, LOCATION)?;
         match spec.handler {
@@ -361,6 +371,7 @@ fn location_block(
                 part.children.push(child);
             }
             Handler::Loc(f) => f(&mut part.loc, c, cx)?,
+            Handler::If => super::rewrite::if_block(&mut part.loc, c, cx, IfIn::Location)?,
             _ => common(spec, c, cx)?,
         }
     }
@@ -375,8 +386,16 @@ fn finish_http(h: HttpPart, cx: &mut Cx) -> Result<HttpConf, ConfError> {
         loc,
         servers: parts,
     } = h;
+    let vars = Arc::new(std::mem::take(&mut cx.user_vars));
     for sp in parts {
-        servers.push(Arc::new(finish_server(sp, &srv, &loc, cx, &default_types)?));
+        servers.push(Arc::new(finish_server(
+            sp,
+            &srv,
+            &loc,
+            cx,
+            &default_types,
+            &vars,
+        )?));
     }
     check_addresses(&servers)?;
     Ok(HttpConf { servers })
@@ -388,6 +407,7 @@ fn finish_server(
     http_loc: &LocSettings,
     cx: &mut Cx,
     default_types: &Arc<MimeTypes>,
+    vars: &Arc<super::rewrite::VarDefs>,
 ) -> Result<ServerConf, ConfError> {
     let mut srv = sp.srv;
     srv.inherit(http_srv);
@@ -457,8 +477,7 @@ fn finish_server(
         None
     };
     let http2 = srv.http2.unwrap_or(false) || listen.iter().any(|l| l.http2);
-    let server_ret = loc.ret.clone();
-    let locations = build_locations(sp.locations, &loc, server_ret.as_ref(), cx, default_types)?;
+    let locations = build_locations(sp.locations, &loc, cx, default_types)?;
     let default_location = loc.finish(
         cx,
         String::new(),
@@ -483,6 +502,7 @@ fn finish_server(
         http2,
         locations,
         default_location: Arc::new(default_location),
+        vars: vars.clone(),
     }))
 }
 
@@ -492,12 +512,11 @@ fn alt_svc(listen: &[super::model::Listen]) -> Option<http::HeaderValue> {
     http::HeaderValue::from_str(&format!("h3=\":{port}\"; ma=86400")).ok()
 }
 
-/// Merges and finishes `parts` under `parent` (already merged). A server-level `return`
-/// replaces the locations' own: nginx runs it in the server rewrite phase, before them.
+/// Merges and finishes `parts` under `parent` (already merged). A server's rewrite
+/// directives are not the locations': nginx runs them in the server rewrite phase, before.
 fn build_locations(
     parts: Vec<LocPart>,
     parent: &LocSettings,
-    server_ret: Option<&Return>,
     cx: &Cx,
     default_types: &Arc<MimeTypes>,
 ) -> Result<Locations, ConfError> {
@@ -508,11 +527,8 @@ fn build_locations(
     for p in parts {
         let mut s = p.loc;
         s.inherit(parent);
-        if let Some(r) = server_ret {
-            s.ret = Some(r.clone());
-        }
         s.proxy.resolve(cx)?;
-        let nested = build_locations(p.children, &s, server_ret, cx, default_types)?;
+        let nested = build_locations(p.children, &s, cx, default_types)?;
         let conf = Arc::new(s.finish(cx, p.name, p.pos.clone(), default_types, nested));
         let dup = || ConfError::other(format!("duplicate location \"{}\"", p.uri), &p.pos);
         match p.kind {

@@ -31,6 +31,8 @@ pub(crate) struct Cx {
     pub upstreams: HashMap<String, Arc<super::model::Upstream>>,
     /// `daemon on` (known once the main level is read, before `http {}` is finished).
     pub daemon: bool,
+    /// Variables of `set`, `map`, `split_clients` and regex named groups.
+    pub user_vars: super::rewrite::VarDefs,
 }
 
 impl Cx {
@@ -49,6 +51,7 @@ impl Cx {
             log_formats: HashMap::from([("combined".to_string(), Arc::new(combined))]),
             is_root,
             upstreams: HashMap::new(),
+            user_vars: Default::default(),
             daemon: false,
         }
     }

@@ -19,7 +19,7 @@ use super::cx::Cx;
 use super::error::ConfError;
 use super::model::{
     AccessRule, AddHeader, DocRoot, ErrorLog, ErrorPage, Expires, LogEscape, LogFormat, LogLevel,
-    LogTarget, Net, Return, TryFallback, TryFiles,
+    LogTarget, Net, TryFallback, TryFiles,
 };
 use super::parse::Directive;
 use super::settings::{AccessLogSet, LocSettings, MainSettings, RootSet};
@@ -198,32 +198,6 @@ pub(crate) fn try_files(s: &mut LocSettings, d: &Directive, _: &mut Cx) -> R {
         .map(|f| value(d, f))
         .collect::<Result<_, _>>()?;
     s.try_files = Some(TryFiles { files, fallback });
-    Ok(())
-}
-
-fn is_redirect_url(s: &str) -> bool {
-    s.starts_with("http://") || s.starts_with("https://") || s.starts_with("$scheme")
-}
-
-/// `return CODE [TEXT|URL]` or `return URL`.
-pub(crate) fn ret(s: &mut LocSettings, d: &Directive, _: &mut Cx) -> R {
-    once(&s.ret, d)?;
-    let first = arg0(d);
-    let bad_code = || ConfError::other(format!("invalid return code \"{first}\""), &d.pos);
-    let r = match number::<u16>(d, first) {
-        Ok(code) if code <= 999 => Return {
-            code,
-            value: d.args.get(1).map(|v| value(d, v)).transpose()?,
-        },
-        Ok(_) => return Err(bad_code()),
-        Err(_) if d.args.len() == 1 && is_redirect_url(first) => Return {
-            // `return URL`: a temporary redirect, as nginx.
-            code: 302,
-            value: Some(value(d, first)?),
-        },
-        Err(_) => return Err(bad_code()),
-    };
-    s.ret = Some(r);
     Ok(())
 }
 
@@ -553,33 +527,6 @@ mod tests {
             e.unwrap_err().to_string(),
             "invalid parameter \"10.0.0.0/33\" in /t.conf:3"
         );
-    }
-
-    #[test]
-    fn return_forms() {
-        let mut c = cx();
-        let r = |args: &[&str], c: &mut Cx| {
-            let mut s = LocSettings::default();
-            ret(&mut s, &dir("return", args), c).map(|_| s.ret.unwrap())
-        };
-        let x = r(&["301", "https://$host$request_uri"], &mut c).unwrap();
-        assert_eq!(x.code, 301);
-        assert!(x.value.unwrap().uses("host"));
-        let x = r(&["https://example.com/"], &mut c).unwrap();
-        assert_eq!(x.code, 302);
-        let x = r(&["$scheme://x/"], &mut c).unwrap();
-        assert_eq!(x.code, 302);
-        let x = r(&["204"], &mut c).unwrap();
-        assert!(x.value.is_none());
-        let e = r(&["/relative"], &mut c).unwrap_err();
-        assert_eq!(
-            e.to_string(),
-            "invalid return code \"/relative\" in /t.conf:3"
-        );
-        let e = r(&["1000", "x"], &mut c).unwrap_err();
-        assert_eq!(e.to_string(), "invalid return code \"1000\" in /t.conf:3");
-        let e = r(&["200", "$nope"], &mut c).unwrap_err();
-        assert_eq!(e.to_string(), "unknown \"nope\" variable in /t.conf:3");
     }
 
     #[test]

@@ -88,12 +88,9 @@ impl Locations {
         }
         if !no_regex {
             for location in &self.regex {
-                if let Some(caps) = location.regex.captures(uri) {
+                if let Some(caps) = location.regex.capture_texts(uri) {
                     *conf = Some(&location.conf);
-                    *captures = caps
-                        .iter()
-                        .map(|group| group.map(|g| g.as_str().to_string()))
-                        .collect();
+                    *captures = caps;
                     location.conf.locations.find_in(uri, conf, captures);
                     return Step::Final;
                 }
@@ -144,7 +141,7 @@ pub(crate) mod fixtures {
             root: DocRoot::Root(ComplexValue::literal("html")),
             index: vec![ComplexValue::literal("index.html")],
             try_files: None,
-            ret: None,
+            rewrite: Default::default(),
             add_header: Vec::new(),
             error_page: Vec::new(),
             access_log: AccessLog::Off,
@@ -180,10 +177,15 @@ mod tests {
                     conf,
                 }),
                 "~" | "~*" => l.regex.push(RegexLocation {
-                    regex: regex::RegexBuilder::new(pattern)
-                        .case_insensitive(kind == "~*")
-                        .build()
-                        .expect("test regex compiles"),
+                    regex: crate::conf::rewrite::regex::Regex::compile(
+                        pattern,
+                        kind == "~*",
+                        &crate::conf::model::Pos {
+                            file: Arc::new(Default::default()),
+                            line: 0,
+                        },
+                    )
+                    .expect("test regex compiles"),
                     conf,
                 }),
                 "@" => {

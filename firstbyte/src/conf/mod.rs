@@ -27,6 +27,7 @@ mod modules;
 mod parse;
 mod proxy;
 mod proxy_settings;
+pub mod rewrite;
 mod server_handlers;
 mod server_head;
 mod settings;

@@ -177,6 +177,8 @@ pub struct ServerConf {
     /// Server-level settings: used when no location matches, and for connection-wide values
     /// (keepalive, tcp_nodelay) before a request is routed.
     pub default_location: Arc<LocationConf>,
+    /// The variables of `set`, `map` and `split_clients` (shared by all servers).
+    pub vars: Arc<super::rewrite::VarDefs>,
 }
 }
 
@@ -280,8 +282,9 @@ pub struct PrefixLocation {
 /// A regex location.
 #[derive(Debug)]
 pub struct RegexLocation {
-    /// The compiled expression (`~*` compiled case-insensitive).
-    pub regex: regex::Regex,
+    /// The compiled expression (`~*` compiled case-insensitive; PCRE-only patterns such as
+    /// look-around run on the backtracking engine, see `conf::rewrite::regex`).
+    pub regex: super::rewrite::regex::Regex,
     /// The location's settings.
     pub conf: Arc<LocationConf>,
 }
@@ -472,8 +475,9 @@ pub struct LocationConf {
     pub index: Vec<ComplexValue>,
     /// `try_files`.
     pub try_files: Option<TryFiles>,
-    /// `return`.
-    pub ret: Option<Return>,
+    /// The rewrite directives (`set`, `if`, `rewrite`, `return`, `break`) of this level:
+    /// the server's run before a location is chosen, a location's once it is.
+    pub rewrite: super::rewrite::Program,
     /// `add_header` (inherited only when the location has none of its own, as nginx).
     pub add_header: Vec<AddHeader>,
     /// `error_page` (inherited only when the location has none of its own).

@@ -24,7 +24,7 @@ use super::directives::{
 use super::model::{
     AccessLog, AccessLogTarget, AccessRule, AddHeader, CertKey, CertificateCache, Compression,
     DisableSymlinks, DocRoot, DynamicCertKey, ErrorLog, ErrorPage, Expires, GzipStatic,
-    LocationConf, Locations, LogEscape, LogFormat, MainConf, MimeTypes, Pos, Return, SessionCache,
+    LocationConf, Locations, LogEscape, LogFormat, MainConf, MimeTypes, Pos, SessionCache,
     Source, TlsConf, TlsVersion, TryFiles, User, VerifyClient, WorkerProcesses,
 };
 use super::proxy_settings::ProxySettings;
@@ -84,7 +84,6 @@ pub(crate) struct LocSettings {
     pub root: Option<RootSet>,
     pub index: Option<Vec<ComplexValue>>,
     pub try_files: Option<TryFiles>,
-    pub ret: Option<Return>,
     pub add_header: Option<Vec<AddHeader>>,
     pub error_page: Option<Vec<ErrorPage>>,
     pub access_log: Option<AccessLogSet>,
@@ -92,6 +91,8 @@ pub(crate) struct LocSettings {
     pub types: Option<Arc<MimeTypes>>,
     pub compression: CompressionSettings,
     pub proxy: ProxySettings,
+    /// `set`, `if`, `rewrite`, `return`, `break`, `rewrite_log`, `uninitialized_variable_warn`.
+    pub rewrite: super::rewrite::RewriteSettings,
 }
 }
 
@@ -122,6 +123,7 @@ impl LocSettings {
         self.inherit_listed(p);
         self.compression.inherit_listed(&p.compression);
         self.proxy.inherit(&p.proxy);
+        self.rewrite.inherit(&p.rewrite);
     }
 
     /// The merged values with defaults for what nobody set; `default_types` applies when no
@@ -172,6 +174,7 @@ impl LocSettings {
                 flush: None,
             }]),
         };
+        let rewrite = self.rewrite.finish(self, cx, &name, default_types);
         loc_directives!(finish_conf! (self) LocationConf {
             name,
             prefix,
@@ -182,7 +185,7 @@ impl LocSettings {
                 .clone()
                 .unwrap_or_else(|| vec![ComplexValue::literal("index.html")]),
             try_files: self.try_files.clone(),
-            ret: self.ret.clone(),
+            rewrite,
             add_header: self.add_header.clone().unwrap_or_default(),
             error_page: self.error_page.clone().unwrap_or_default(),
             access_log,

@@ -31,6 +31,7 @@ use super::directives::{
 use super::handlers as h;
 use super::parse::Directive;
 use super::proxy as px;
+use super::rewrite as rw;
 use super::server_handlers as srv;
 use super::server_head::{self, ServerHead};
 use super::settings::{LocSettings, MainSettings, SrvSettings};
@@ -111,6 +112,8 @@ pub(crate) enum Handler {
     Server,
     /// `location {}`.
     Location,
+    /// `if (...) {}` (server, location): read by `conf/rewrite`.
+    If,
     /// A main/events value.
     Main(fn(&mut MainSettings, &Directive, &mut Cx) -> R),
     /// An http/server value.
@@ -263,7 +266,16 @@ pub(crate) static DIRECTIVES: &[Spec] = &[
     d("alias", LOCATION, 1, 1, "", Inherit, Loc(h::alias), "Directory that replaces the location's prefix."),
     d("index", HSL, 1, ANY, "index.html", Inherit, Loc(h::index), "Files tried for a request ending in `/`."),
     d("try_files", SL, 2, ANY, "", Own, Loc(h::try_files), "Files tried in order, then `=CODE`, `@name` or a URI."),
-    d("return", SL, 1, 2, "", ServerFirst, Loc(h::ret), "Stop and answer with a code (and text or a redirect URL)."),
+    // rewrite, map, split_clients (conf/rewrite)
+    d("return", SL, 1, 2, "", ServerFirst, Loc(rw::ret), "Stop and answer with a code (and text or a redirect URL; a URL alone: 302). In order with the other rewrite directives."),
+    d("rewrite", SL, 2, 3, "", ServerFirst, Loc(rw::rewrite), "Replace a URI matching a regex (captures `$1`..`$9`, named groups); `last` finds the location again (at most 10 times, then 500), `break` stays, `redirect` (302) / `permanent` (301) answer; a replacement starting with `http://`, `https://` or `$scheme` redirects; a trailing `?` drops the arguments."),
+    d("set", SL, 2, 2, "", ServerFirst, Loc(rw::set), "Set a variable for the rest of the request."),
+    d("break", SL, 0, 0, "", ServerFirst, Loc(rw::brk), "Stop running the rewrite directives of this level."),
+    block("if", SL, 1, ANY, Handler::If, "Run the directives inside when the condition holds: `$var`, `=`, `!=`, `~`, `~*`, `!~`, `!~*`, `-f`, `-d`, `-e`, `-x` and their negations. In a location it may also hold `root`, `add_header`, `proxy_pass`, `access_log`, `error_page`, `gzip`, `sendfile` (an implicit location, as nginx)."),
+    d("rewrite_log", HSL, 1, 1, "off", Inherit, Loc(rw::rewrite_log), "Log regex matches and rewrites at `notice` to the error log."),
+    d("uninitialized_variable_warn", HSL, 1, 1, "on", Inherit, Loc(rw::uninitialized_variable_warn), "Warn when a `set` variable is used before it is set."),
+    block("map", HTTP, 2, 2, Shared(rw::map), "A variable whose value maps from another's: exact keys, `~regex`/`~*regex`, `default`, `hostnames`, `volatile`, `include`; evaluated when used, once per request."),
+    block("split_clients", HTTP, 2, 2, Shared(rw::split_clients), "A variable that splits clients by percentage of nginx's MurmurHash2 of a value."),
     d("add_header", HSL, 2, 3, "", InheritIfNone, Loc(h::add_header), "Response header added to 2xx/3xx responses (`always`: to all)."),
     d("error_page", HSL, 2, ANY, "", InheritIfNone, Loc(h::error_page), "URI served for the given error codes (`=CODE` changes the response code)."),
     block("types", HSL, 0, 0, Loc(h::types), "MIME types by file extension; the innermost block wins whole."),
@@ -349,28 +361,28 @@ pub(crate) fn all() -> impl Iterator<Item = &'static Spec> {
 #[rustfmt::skip]
 pub(crate) static UNSUPPORTED: &[&str] = &[
     "absolute_redirect", "add_after_body", "add_before_body", "add_trailer", "addition_types",
-    "aio", "aio_write", "break", "chunked_transfer_encoding", 
+    "aio", "aio_write", "chunked_transfer_encoding", 
     "client_body_in_file_only", "client_body_in_single_buffer",
     "connection_pool_size", "create_full_put_path",
     "debug_connection", "debug_points", "degradation", "degrade", "directio", "directio_alignment", "empty_gif", "env",
     "f4f", "f4f_buffer_size", "flv", "geo", "gzip_disable",
     "gzip_http_version", "gzip_proxied", "brotli_static", "brotli_min_length", "brotli_window",
-    "brotli_buffers", "hash", "http3", "if", "if_modified_since",
+    "brotli_buffers", "hash", "http3", "if_modified_since",
     "internal_redirect", "ip_hash", "keepalive", "keepalive_disable", "keepalive_time",
     "least_conn", "least_time", "lingering_close",
     "lingering_time", "lingering_timeout", "lock_file", "log_subrequest",
-    "mail", "map", "master_process", "max_ranges", "merge_slashes", "msie_padding",
+    "mail", "master_process", "max_ranges", "merge_slashes", "msie_padding",
     "msie_refresh", "ntlm", "open_log_file_cache", "output_buffers", "pcre_jit",
     "postpone_output", "quic", "random", "read_ahead",
     "recursive_error_pages", "request_pool_size", "reset_timedout_connection", "resolver",
-    "resolver_timeout", "rewrite", "rewrite_log", "satisfy", "send_lowat",
-    "sendfile_max_chunk", "set", "set_real_ip_from", "slice",
+    "resolver_timeout", "satisfy", "send_lowat",
+    "sendfile_max_chunk", "set_real_ip_from", "slice",
     "slice_size", "ssi", "ssl_crl",
     "ssl_engine", "ssl_handshake_timeout",
     "ssl_reject_handshake", "ssl_stapling_responder", "ssl_stapling_verify",
     "ssl_trusted_certificate", "ssl_verify_depth", "ssl_preread", "stream", "sticky",
     "subrequest_output_buffer_size", "thread_pool", "timer_resolution",
-    "uninitialized_variable_warn", "valid_referers", "worker_aio_requests",
+    "valid_referers", "worker_aio_requests",
     "worker_cpu_affinity", "worker_priority", "worker_rlimit_core", 
     "working_directory", "xml_entities", "zone",
     "google_perftools_profiles", "limit_except", "more_set_headers", "more_clear_headers",
@@ -384,7 +396,7 @@ pub(crate) static UNSUPPORTED_PREFIXES: &[&str] = &[
     "perl", "geoip_", "image_filter", "mp4", "xslt_", "sub_filter", "ssi_", "secure_link",
     "userid", "open_file_cache", "map_hash_", "referer_hash_", "modern_browser",
     "ancient_browser", "gunzip", "mirror", "random_index", "real_ip_", "dav_", "keyval",
-    "split_clients", "smtp_", "imap_", "pop3_", "health_check", "session_log", "status_zone",
+    "smtp_", "imap_", "pop3_", "health_check", "session_log", "status_zone",
     "mqtt", "zone_sync", "hls", "api",
 ];
 

@@ -110,7 +110,10 @@ fn errors_are_worded_as_nginx() {
         ("http { upstream b { server 127.0.0.1; least_conn; } }", "\"least_conn\" directive is not supported by firstbyte yet in /t/x.conf:1"),
         ("http { upstream b { } }", "no servers are inside upstream \"b\" in /t/x.conf:1"),
         ("http { server { location / { proxy_pass ftp://x; } } }", "invalid URL prefix in \"ftp://x\" in /t/x.conf:1"),
-        ("http { server { if ($host) { } } }", "\"if\" directive is not supported by firstbyte yet in /t/x.conf:1"),
+        // A server-level `if` takes rewrite directives only (nginx: `expires` is for `if` in a location).
+        ("http { server { if ($host) { expires 1h; } } }", "\"expires\" directive is not allowed here in /t/x.conf:1"),
+        ("http { server { if ($host) { root /x; } } }", "\"root\" directive is not allowed here in /t/x.conf:1"),
+        ("http { server { if $host { } } }", "invalid condition \"$host\" in /t/x.conf:1"),
         ("http { ssl_certificate_cache inactive=10s; }", "\"ssl_certificate_cache\" must have \"max\" parameter in /t/x.conf:1"),
         ("http { server { location / { autoindex on; } } }", "\"autoindex\" directive is not supported by firstbyte yet in /t/x.conf:1"),
         ("http { ssl_certificate_cache max=0; }", "invalid parameter \"max=0\" in /t/x.conf:1"),
@@ -366,7 +369,7 @@ fn quoting_escapes_and_units() {
     assert_eq!(l.client_body_timeout, Duration::from_secs(10));
     assert_eq!(l.compression.gzip_min_length, 1024);
     assert_eq!(s.socket.notsent_lowat, Some(16384));
-    let r = l.ret.as_ref().unwrap();
+    let r = ret_of(l).unwrap();
     assert_eq!(
         (r.code, r.value.as_ref().and_then(|v| v.as_static())),
         (200, Some("say \"hi\"\n"))
@@ -459,26 +462,35 @@ fn merge_http_server_location() {
     );
 }
 
+/// The first `return` of a level's rewrite directives.
+fn ret_of(l: &LocationConf) -> Option<&super::model::Return> {
+    l.rewrite.stmts.iter().find_map(|s| match s {
+        super::rewrite::Stmt::Return(r) => Some(r),
+        _ => None,
+    })
+}
+
 #[test]
-fn server_return_comes_first() {
+fn server_return_is_the_server_s_own() {
+    // nginx runs a server's rewrite directives in the server rewrite phase, before any
+    // location; the locations do not inherit them.
     let c = http("server { return 301 https://$host$request_uri; location / { return 404; } location /x { } }");
     let s = &servers(&c)[0];
-    for l in [
-        prefix_loc(&s.locations, "/"),
-        prefix_loc(&s.locations, "/x"),
-        &s.default_location,
-    ] {
-        assert_eq!(l.ret.as_ref().map(|r| r.code), Some(301), "{}", l.name);
-    }
+    assert_eq!(ret_of(&s.default_location).map(|r| r.code), Some(301));
+    assert_eq!(
+        ret_of(prefix_loc(&s.locations, "/")).map(|r| r.code),
+        Some(404)
+    );
+    assert!(ret_of(prefix_loc(&s.locations, "/x")).is_none());
     let c = http("server { location / { return 404; location /n { } } }");
     let s = &servers(&c)[0];
     let l = prefix_loc(&s.locations, "/");
-    assert_eq!(l.ret.as_ref().map(|r| r.code), Some(404));
+    assert_eq!(ret_of(l).map(|r| r.code), Some(404));
     assert!(
-        prefix_loc(&l.locations, "/n").ret.is_none(),
+        ret_of(prefix_loc(&l.locations, "/n")).is_none(),
         "a location's return is its own"
     );
-    assert!(s.default_location.ret.is_none());
+    assert!(ret_of(&s.default_location).is_none());
 }
 
 #[test]

@@ -106,8 +106,32 @@ pub const KNOWN: &[&str] = &[
 /// Prefixes of variable families (`$http_user_agent`, `$arg_id`, ...).
 pub const KNOWN_PREFIXES: &[&str] = &["http_", "sent_http_", "cookie_", "arg_"];
 
+thread_local! {
+    /// Names the configuration being read defines (`set`, `map`, ...): see [`declare`].
+    static DECLARED: std::cell::RefCell<std::collections::HashSet<String>> =
+        std::cell::RefCell::new(std::collections::HashSet::new());
+}
+
+/// While the guard lives, values parsed on this thread may use `names` (variables the
+/// configuration being read defines somewhere, maybe further down, as nginx resolves names
+/// once the whole file is read).
+pub(crate) fn declare(names: Vec<String>) -> Declared {
+    DECLARED.with(|d| d.borrow_mut().extend(names));
+    Declared(())
+}
+
+/// Forgets the declared names when dropped.
+pub(crate) struct Declared(());
+
+impl Drop for Declared {
+    fn drop(&mut self) {
+        DECLARED.with(|d| d.borrow_mut().clear());
+    }
+}
+
 fn known(name: &str) -> bool {
     KNOWN.contains(&name)
+        || DECLARED.with(|d| d.borrow().contains(name))
         || KNOWN_PREFIXES
             .iter()
             .any(|p| name.len() > p.len() && name.starts_with(p))

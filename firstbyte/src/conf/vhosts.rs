@@ -606,6 +606,7 @@ mod tests {
             http2: false,
             locations: Locations::default(),
             default_location: Arc::new(location("", Locations::default())),
+            vars: Default::default(),
         }))
     }
 

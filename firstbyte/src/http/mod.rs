@@ -16,6 +16,7 @@ mod pages;
 pub mod pipeline;
 pub mod proxy;
 pub mod reqvars;
+pub mod rewrite;
 pub(crate) mod send_watch;
 mod site;
 pub mod static_files;

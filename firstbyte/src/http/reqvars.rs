@@ -83,8 +83,10 @@ pub struct RequestVars<'a> {
     pub start: Instant,
     /// Requests served on this connection so far, this one included.
     pub connection_requests: u64,
-    /// Regex captures of the matched location (`$1`..).
+    /// Regex captures of the matched location, `rewrite` or `if` (`$1`..).
     pub captures: &'a [Option<String>],
+    /// `set`, `map` and `split_clients` variables (None when the configuration has none).
+    pub user: Option<&'a crate::http::rewrite::uservars::UserVars>,
 }
 
 fn header<'a>(h: &'a HeaderMap, name: &str) -> Option<Cow<'a, str>> {
@@ -242,7 +244,7 @@ impl Vars for RequestVars<'_> {
                         .get(n)
                         .and_then(|c| c.as_deref().map(Cow::Borrowed))
                 } else {
-                    None
+                    self.user.and_then(|u| u.get(name, self))
                 }
             }
         }
@@ -300,6 +302,7 @@ mod tests {
             start: Instant::now(),
             connection_requests: 1,
             captures: &[],
+            user: None,
         };
         let cv = ComplexValue::parse(
             "$scheme://$host$request_uri $remote_addr $http_user_agent $arg_id $cookie_b $status $ssl_protocol $request",

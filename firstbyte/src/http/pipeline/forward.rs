@@ -30,14 +30,24 @@ where
         return Err(502);
     };
     let remote = r.conn.facts().peer.map(|p| p.ip().to_string());
-    let target = ph::upstream_uri(
-        conf,
-        &loc.prefix,
-        r.internal,
-        r.request_uri,
-        &r.uri,
-        r.args.as_deref(),
-    );
+    let target = if r.valid_location {
+        ph::upstream_uri(
+            conf,
+            &loc.prefix,
+            r.internal,
+            r.request_uri,
+            &r.uri,
+            r.args.as_deref(),
+        )
+    } else {
+        // The URI changed in this location and stayed (`rewrite ... break`): nginx sends it
+        // whole, without `proxy_pass`'s URI part.
+        let path = crate::http::uri::encode_path(&r.uri);
+        match r.args.as_deref() {
+            Some(a) => format!("{path}?{a}"),
+            None => path,
+        }
+    };
     let (headers, client_cert) = {
         let forwarded_for = ph::add_x_forwarded_for(r.headers, remote.as_deref());
         let inner = r.vars();

@@ -27,6 +27,7 @@ pub(super) struct LogOnDone {
     pub(super) start: Instant,
     pub(super) nreq: u64,
     pub(super) early_data: bool,
+    pub(super) user: Option<Box<crate::http::rewrite::uservars::UserVars>>,
 }
 
 impl LogOnDone {
@@ -53,6 +54,7 @@ impl LogOnDone {
             start: self.start,
             connection_requests: self.nreq,
             captures: &[],
+            user: self.user.as_deref(),
         };
         for t in targets {
             let mut line = t.format.value.eval_log(&vars, t.format.escape, log_escape);

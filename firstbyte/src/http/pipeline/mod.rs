@@ -1,8 +1,10 @@
 //! The request pipeline: one request in, one response out, nginx's phases in order.
 //!
-//! Host → server block; `$uri` normalized; server-level `return`; location match; `internal`,
-//! `allow`/`deny`, body size; location `return`; `stub_status` / `connection_info`;
-//! `try_files`; static files. A status with an `error_page` becomes an internal redirect
+//! Host → server block; `$uri` normalized; the server's rewrite directives; location match;
+//! `internal`, body size; the location's rewrite directives (`set`, `if`, `rewrite`, `return`,
+//! `break`; `last` or a changed URI finds the location again, ten times at most);
+//! `allow`/`deny`; `stub_status` / `connection_info`; `try_files`; `index` with variables;
+//! static files. A status with an `error_page` becomes an internal redirect
 //! (once: nginx's `recursive_error_pages off`). Then `add_header`, compression, `Server`,
 //! `Date`, and the access log once the body has been sent.
 //!
@@ -18,9 +20,9 @@
 //! GOAWAY after `keepalive_requests`, and nginx's 421 for a Host whose server block asks for
 //! other client-certificate checks than the handshake (chosen by SNI) made ([`misdirected`]).
 //!
-//! Files: this one takes the request in and runs the steps; `phases` (server `return`,
-//! location match, `internal`, access, `return`, `try_files`, static files, `error_page`) gives
-//! a `Step`; `access` (`allow`/`deny`, client certificates, 421); `headers` (invalid header
+//! Files: this one takes the request in and runs the steps; `phases` (rewrite directives,
+//! location match, `internal`, access, `try_files`, static files, `error_page`) gives
+//! a `Step`; `rewrite` (the request as the rewrite interpreter's `Env`); `access` (`allow`/`deny`, client certificates, 421); `headers` (invalid header
 //! names); `forward` (the proxied request); `respond` (status pages, redirects, `stub_status`,
 //! the headers every response gets, the body handed to hyper); `log` (the access log line).
 
@@ -30,6 +32,7 @@ mod headers;
 mod log;
 mod phases;
 mod respond;
+mod rewrite;
 
 use std::convert::Infallible;
 use std::path::{Path, PathBuf};
@@ -123,6 +126,13 @@ struct Req<'a> {
     request_filename: Option<PathBuf>,
     start: Instant,
     nreq: u64,
+    /// `set`, `map`, `split_clients` values (None when the configuration defines none).
+    user: Option<Box<super::rewrite::uservars::UserVars>>,
+    /// The location whose rewrite directives run (for `$request_filename` there).
+    rewrite_loc: Option<Arc<crate::conf::model::LocationConf>>,
+    /// False once the location's rewrite directives changed the URI and stayed (`break`):
+    /// `proxy_pass` then sends the whole URI (nginx's `valid_location`).
+    valid_location: bool,
     /// Received in TLS early data (0-RTT): see [`EarlyData`].
     early_data: bool,
 }
@@ -164,6 +174,7 @@ impl Req<'_> {
             start: self.start,
             connection_requests: self.nreq,
             captures: &self.captures,
+            user: self.user.as_deref(),
         }
     }
 
@@ -317,7 +328,11 @@ where
         start,
         nreq,
         early_data,
+        user: None,
+        rewrite_loc: None,
+        valid_location: true,
     };
+    r.user = super::rewrite::uservars::UserVars::new(&r.server.vars);
     let host_ok = host.is_some();
     r.host = match host {
         Some(h) if !h.is_empty() => h,

@@ -1,5 +1,7 @@
-//! nginx's phases for one request, synchronous: server-level `return`, location match,
-//! `internal`, `allow`/`deny`, body size, location `return`, `stub_status` /
+//! nginx's phases for one request, synchronous: the server's rewrite directives, location
+//! match, `internal`, body size, the location's rewrite directives (`set`, `if`, `rewrite`,
+//! `return`, `break`: `http::rewrite`; a changed URI finds the location again),
+//! `allow`/`deny`, `stub_status` /
 //! `connection_info`, `proxy_pass`, `try_files`, static files; a status through
 //! `error_page`; internal redirects followed up to [`MAX_REDIRECTS`]. The outcome is a
 //! [`Step`].
@@ -15,6 +17,7 @@ use super::respond::{absolute, redirect_response, status_response, stub_status};
 use super::{server_name, Req, Step, MAX_REDIRECTS};
 use crate::conf::model::{DocRoot, LocationConf, ProxyConf, TryFallback};
 use crate::http::body::Body;
+use crate::http::rewrite::{self, Action};
 use crate::http::{static_files, uri};
 
 /// What one pass through a location decided.
@@ -29,17 +32,25 @@ enum Out {
     Named(String),
     /// Hand the request to the location's `proxy_pass`.
     Proxy(Arc<ProxyConf>),
+    /// The location's rewrite directives changed the URI: find the location again.
+    Rematch,
 }
 
 /// Runs the phases, following internal redirects: the step they decided, with the location
 /// that decided it.
 pub(super) fn run(r: &mut Req) -> (Step, Arc<LocationConf>) {
     let server = r.server.clone();
-    // Server-level `return` runs before any location is chosen (nginx's server rewrite phase).
-    if let Some(ret) = &server.default_location.ret {
-        match do_return(r, ret) {
-            Out::Response(resp) => return (Step::Done(resp), server.default_location.clone()),
-            Out::Status(code) => return done(error(r, code, server.default_location.clone())),
+    // The server's rewrite directives run before any location is chosen (nginx's server
+    // rewrite phase); a changed URI is simply what the location search sees.
+    let prog = &server.default_location.rewrite;
+    if !prog.is_empty() {
+        match run_rewrite(r, prog) {
+            (Some(Out::Response(resp)), _) => {
+                return (Step::Done(resp), server.default_location.clone())
+            }
+            (Some(Out::Status(code)), _) => {
+                return done(error(r, code, server.default_location.clone()))
+            }
             _ => {}
         }
     }
@@ -74,10 +85,17 @@ pub(super) fn run(r: &mut Req) -> (Step, Arc<LocationConf>) {
                 None => server.default_location.clone(),
             },
         };
-        match in_location(r, &loc) {
+        if !loc.rewrite.location_captures.is_empty() {
+            set_named_captures(r, &loc.rewrite.location_captures);
+        }
+        let (out, loc) = in_location(r, loc);
+        match out {
             Out::Response(resp) => return (Step::Done(resp), loc),
             Out::Status(code) => return done(error(r, code, loc)),
             Out::Proxy(conf) => return (Step::Proxy(conf), loc),
+            Out::Rematch => {
+                r.redirects += 1;
+            }
             Out::Internal { uri, args } => {
                 r.redirects += 1;
                 r.internal = true;
@@ -144,11 +162,17 @@ pub(super) fn error(
         start: r.start,
         nreq: r.nreq,
         early_data: r.early_data,
+        user: r.user.clone(),
+        rewrite_loc: None,
+        valid_location: true,
     };
     let server = r.server.clone();
     let (page_loc, out) = if let Some(name) = target.strip_prefix('@') {
         match server.locations.named(name) {
-            Some(l) => (l.clone(), in_location(&mut inner, l)),
+            Some(l) => {
+                let (out, l) = in_location(&mut inner, l.clone());
+                (l, out)
+            }
             None => return (status_response(code), loc),
         }
     } else {
@@ -165,29 +189,128 @@ pub(super) fn error(
             }
             None => server.default_location.clone(),
         };
-        let out = in_location(&mut inner, &l);
+        let (out, l) = in_location(&mut inner, l);
         (l, out)
     };
     match out {
         Out::Response(mut resp) => {
+            let own = resp.status().as_u16();
             let status = match page.response {
                 Some(Some(c)) => c,
-                Some(None) => resp.status().as_u16(),
+                Some(None) => own,
+                // A redirect the page's location answers keeps its status (nginx finalizes
+                // a redirect with its own code).
+                None if (301..=308).contains(&own)
+                    && resp.headers().contains_key(header::LOCATION) =>
+                {
+                    own
+                }
                 None => code,
             };
             *resp.status_mut() = StatusCode::from_u16(status).unwrap_or(resp.status());
             (resp, page_loc)
         }
-        // recursive_error_pages off: a failing error page gives the original status's page.
+        // recursive_error_pages off: an error the page's location answers is sent as its
+        // built-in page, with its own status (nginx: `error_page 404 /x` where /x answers
+        // `return 405` gives 405).
+        Out::Status(s) => (status_response(s), page_loc),
+        // What the synchronous phases cannot follow here gives the original status's page.
         _ => (status_response(code), loc),
     }
 }
 
-/// One pass through a location.
-fn in_location(r: &mut Req, loc: &Arc<LocationConf>) -> Out {
-    if loc.internal && !r.internal {
-        return Out::Status(404);
+/// A regex location's named groups become variables (`location ~ ^/(?<section>\w+)`).
+fn set_named_captures(r: &mut Req, named: &[(usize, usize)]) {
+    for &(group, slot) in named {
+        let v = r.captures.get(group).cloned().flatten().unwrap_or_default();
+        if let Some(u) = r.user.as_mut() {
+            u.set(slot, v);
+        }
     }
+}
+
+/// Runs a rewrite program: Some(out) when it answers (a response or a status), with the
+/// `if` location that took over, if one did. `rematch` comes back as `Out::Rematch`.
+fn run_rewrite(
+    r: &mut Req,
+    prog: &crate::conf::rewrite::Program,
+) -> (Option<Out>, Option<Arc<LocationConf>>) {
+    if let Some(u) = r.user.as_mut() {
+        u.warn_uninit = prog.warn_uninit;
+    }
+    let outcome = rewrite::run(prog, r);
+    r.valid_location = outcome.valid_location;
+    let loc = outcome.loc.cloned();
+    let out = match outcome.action {
+        Action::Next { rematch: false } => None,
+        Action::Next { rematch: true } => Some(Out::Rematch),
+        Action::Redirect { code, location } => {
+            let to = absolute(r, &location);
+            Some(Out::Response(redirect_response(code, &to)))
+        }
+        Action::Return(ret) => Some(do_return(r, ret)),
+        Action::Status(code) => Some(Out::Status(code)),
+    };
+    (out, loc)
+}
+
+/// One pass through a location: the checks of nginx's find-config phase, its rewrite
+/// directives, then access and content (in an `if` location when one took over, which is
+/// the location given back).
+fn in_location(r: &mut Req, loc: Arc<LocationConf>) -> (Out, Arc<LocationConf>) {
+    if let Some(out) = find_config_checks(r, &loc) {
+        return (out, loc);
+    }
+    // The location rewrite phase, skipped for the server's own level (nginx: "skipping
+    // location rewrite phase for server null location").
+    if !loc.rewrite.is_empty() && !Arc::ptr_eq(&loc, &r.server.default_location) {
+        r.rewrite_loc = Some(loc.clone());
+        let (out, if_loc) = run_rewrite(r, &loc.rewrite);
+        r.rewrite_loc = None;
+        let here = if_loc.unwrap_or(loc);
+        let out = match out {
+            // nginx finalizes a `return`/`rewrite` redirect with its code, so an
+            // `error_page` for that code takes over (and its Location replaces this one).
+            Some(Out::Response(resp))
+                if resp.status().is_redirection()
+                    && here
+                        .error_page
+                        .iter()
+                        .any(|p| p.codes.contains(&resp.status().as_u16())) =>
+            {
+                Out::Status(resp.status().as_u16())
+            }
+            Some(out) => out,
+            None => content(r, &here),
+        };
+        return (out, here);
+    }
+    let out = content(r, &loc);
+    (out, loc)
+}
+
+/// `internal` and `client_max_body_size`, checked as soon as the location is known.
+fn find_config_checks(r: &mut Req, loc: &LocationConf) -> Option<Out> {
+    r.valid_location = true;
+    if loc.internal && !r.internal {
+        return Some(Out::Status(404));
+    }
+    if loc.client_max_body_size > 0 {
+        let len = r
+            .headers
+            .get(header::CONTENT_LENGTH)
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| v.parse::<u64>().ok())
+            .unwrap_or(0);
+        if len > loc.client_max_body_size {
+            return Some(Out::Status(413));
+        }
+    }
+    None
+}
+
+/// Access checks and the content phase of a location.
+fn content(r: &mut Req, loc: &Arc<LocationConf>) -> Out {
     if !allowed(&loc.access, r.conn.facts().peer.map(|p| p.ip())) {
         crate::fblog!(
             Error,
@@ -198,20 +321,6 @@ fn in_location(r: &mut Req, loc: &Arc<LocationConf>) -> Out {
             r.request_uri
         );
         return Out::Status(403);
-    }
-    if loc.client_max_body_size > 0 {
-        let len = r
-            .headers
-            .get(header::CONTENT_LENGTH)
-            .and_then(|v| v.to_str().ok())
-            .and_then(|v| v.parse::<u64>().ok())
-            .unwrap_or(0);
-        if len > loc.client_max_body_size {
-            return Out::Status(413);
-        }
-    }
-    if let Some(ret) = &loc.ret {
-        return do_return(r, ret);
     }
     if loc.stub_status {
         return Out::Response(stub_status(r.conn));
@@ -267,11 +376,46 @@ fn in_location(r: &mut Req, loc: &Arc<LocationConf>) -> Out {
             }
         };
     }
+    if r.uri.ends_with('/') && loc.index.iter().any(|i| i.as_static().is_none()) {
+        let root = r.document_root.clone().unwrap_or_default();
+        if let Some(out) = index_with_variables(r, loc, &root) {
+            return out;
+        }
+    }
     let root = r.document_root.as_deref().unwrap_or_default();
     match static_files::map_path(loc, &r.uri, root) {
         Some(path) => serve_static(r, loc, path),
         None => Out::Status(404),
     }
+}
+
+/// nginx's index module for a list with variables (`index index$variant.html`, `index
+/// $mapped`), which the static module cannot evaluate: an entry that evaluates to an
+/// absolute URI is an internal redirect at once; another is one when its file exists. None:
+/// no entry applied (the static module then answers, as for any directory).
+fn index_with_variables(r: &Req, loc: &LocationConf, root: &str) -> Option<Out> {
+    for entry in &loc.index {
+        let name = r.eval(entry);
+        if name.is_empty() {
+            continue;
+        }
+        if name.starts_with('/') {
+            return Some(Out::Internal {
+                uri: name,
+                args: r.args.clone(),
+            });
+        }
+        let uri = format!("{}{name}", r.uri);
+        let exists =
+            static_files::map_path(loc, &uri, root).is_some_and(|p| std::fs::metadata(p).is_ok());
+        if exists {
+            return Some(Out::Internal {
+                uri,
+                args: r.args.clone(),
+            });
+        }
+    }
+    None
 }
 
 fn serve_static(r: &mut Req, loc: &Arc<LocationConf>, path: PathBuf) -> Out {

@@ -73,7 +73,8 @@ pub(super) fn stub_status(conn: &Conn) -> Response<Body> {
 /// `server_name_in_redirect on` or no Host, the server's first name; the port is the one the
 /// connection came to (`port_in_redirect`), left out when it is the scheme's own.
 pub(super) fn absolute(r: &Req, path: &str) -> String {
-    if path.starts_with("http://") || path.starts_with("https://") {
+    // nginx completes only a Location that starts with "/" (`return 302 text` stays `text`).
+    if !path.starts_with('/') {
         return path.to_string();
     }
     let loc = r
@@ -137,12 +138,15 @@ pub(super) fn finish(
         for h in &loc.add_header {
             if h.always || applies {
                 let v = r.eval(&h.value);
+                // nginx writes a trailing newline of the value as it is; HTTP forbids it
+                // in a header value, so it is cut (any other CR or LF drops the header).
+                let v = v.trim_end_matches(['\r', '\n']);
                 if v.is_empty() {
                     continue;
                 }
                 if let (Ok(n), Ok(v)) = (
                     header::HeaderName::from_bytes(h.name.as_bytes()),
-                    HeaderValue::from_str(&v),
+                    HeaderValue::from_str(v),
                 ) {
                     resp.headers_mut().append(n, v);
                 }
@@ -207,6 +211,7 @@ pub(super) fn finish(
             start: r.start,
             nreq: r.nreq,
             early_data: r.early_data,
+            user: r.user.clone(),
         })),
     };
     let (parts, body) = resp.into_parts();

@@ -1,0 +1,239 @@
+//! The variables a configuration defines, for one request: `set` values, and `map` /
+//! `split_clients` outputs computed when first read and kept for the request (a `volatile`
+//! map is computed at each read).
+//!
+//! A request of a configuration that defines none carries no [`UserVars`] at all.
+
+use std::borrow::Cow;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, OnceLock};
+
+use crate::conf::rewrite::{MapDef, MapKey, Slot, SplitDef, VarDefs};
+use crate::conf::vars::Vars;
+
+/// One request's values of the configuration's own variables.
+#[derive(Debug)]
+pub struct UserVars {
+    defs: Arc<VarDefs>,
+    set: Vec<Option<String>>,
+    /// `map` outputs, then `split_clients` outputs.
+    cache: Vec<OnceLock<Option<String>>>,
+    /// Being computed (a map whose source reads itself is a cycle).
+    busy: Vec<AtomicBool>,
+    /// `uninitialized_variable_warn` of the level whose directives run.
+    pub warn_uninit: bool,
+}
+
+impl Clone for UserVars {
+    fn clone(&self) -> Self {
+        Self {
+            defs: self.defs.clone(),
+            set: self.set.clone(),
+            cache: self.cache.clone(),
+            busy: self.busy.iter().map(|_| AtomicBool::new(false)).collect(),
+            warn_uninit: self.warn_uninit,
+        }
+    }
+}
+
+impl UserVars {
+    /// State for a request, or None when the configuration defines no variable.
+    pub fn new(defs: &Arc<VarDefs>) -> Option<Box<Self>> {
+        if defs.is_empty() {
+            return None;
+        }
+        let n = defs.maps.len() + defs.splits.len();
+        Some(Box::new(Self {
+            defs: defs.clone(),
+            set: vec![None; defs.set_names.len()],
+            cache: (0..n).map(|_| OnceLock::new()).collect(),
+            busy: (0..n).map(|_| AtomicBool::new(false)).collect(),
+            warn_uninit: true,
+        }))
+    }
+
+    /// Sets a `set` variable.
+    pub fn set(&mut self, slot: usize, value: String) {
+        if let Some(s) = self.set.get_mut(slot) {
+            *s = Some(value);
+        }
+    }
+
+    /// The value of `$name` if the configuration defines it; `all` answers the variables its
+    /// `map` and `split_clients` sources use.
+    pub fn get<'a>(&'a self, name: &str, all: &dyn Vars) -> Option<Cow<'a, str>> {
+        match *self.defs.slots.get(name)? {
+            Slot::Set(i) => match self.set.get(i)? {
+                Some(v) => Some(Cow::Borrowed(v)),
+                None => {
+                    if self.warn_uninit {
+                        crate::fblog!(Warn, "using uninitialized \"{name}\" variable");
+                    }
+                    Some(Cow::Borrowed(""))
+                }
+            },
+            Slot::Map(i) => {
+                let m = self.defs.maps.get(i)?;
+                if m.volatile {
+                    return self.guarded(i, name, || map_value(m, all)).map(Cow::Owned);
+                }
+                self.cached(i, name, || map_value(m, all))
+            }
+            Slot::Split(k) => {
+                let s = self.defs.splits.get(k)?;
+                self.cached(self.defs.maps.len() + k, name, || {
+                    Some(split_value(s, &s.source.eval(all)).to_string())
+                })
+            }
+        }
+    }
+
+    fn guarded(&self, i: usize, name: &str, f: impl FnOnce() -> Option<String>) -> Option<String> {
+        let busy = self.busy.get(i)?;
+        if busy.swap(true, Ordering::Relaxed) {
+            crate::fblog!(Error, "cycle while evaluating variable \"{name}\"");
+            return None;
+        }
+        let v = f();
+        busy.store(false, Ordering::Relaxed);
+        v
+    }
+
+    fn cached(
+        &self,
+        i: usize,
+        name: &str,
+        f: impl FnOnce() -> Option<String>,
+    ) -> Option<Cow<'_, str>> {
+        let cell = self.cache.get(i)?;
+        if cell.get().is_none() {
+            let v = self.guarded(i, name, f);
+            let _ = cell.set(v);
+        }
+        cell.get()?.as_deref().map(Cow::Borrowed)
+    }
+}
+
+/// A map's value for the request: exact key, then (with `hostnames`) the longest
+/// `*.suffix` / `.suffix`, then the longest `prefix.*`, then the regexes in order, then
+/// `default` (or empty).
+pub fn map_value(m: &MapDef, all: &dyn Vars) -> Option<String> {
+    let src = m.source.eval(all);
+    Some(map_lookup(m, &src, all))
+}
+
+fn map_lookup(m: &MapDef, src: &str, all: &dyn Vars) -> String {
+    let key = if m.hostnames {
+        src.strip_suffix('.').unwrap_or(src)
+    } else {
+        src
+    };
+    let lower = key.to_ascii_lowercase();
+    if let Some(v) = m.exact.get(&lower) {
+        return v.eval(all);
+    }
+    if m.hostnames && !lower.is_empty() {
+        let head = m
+            .wildcards
+            .iter()
+            .filter_map(|(k, v)| match k {
+                MapKey::Head(sfx) if lower.len() > sfx.len() && lower.ends_with(sfx.as_str()) => {
+                    Some((sfx.len(), v))
+                }
+                MapKey::Dot(sfx) if lower.ends_with(sfx.as_str()) || lower == sfx[1..] => {
+                    Some((sfx.len(), v))
+                }
+                _ => None,
+            })
+            .max_by_key(|(n, _)| *n);
+        if let Some((_, v)) = head {
+            return v.eval(all);
+        }
+        let tail = m
+            .wildcards
+            .iter()
+            .filter_map(|(k, v)| match k {
+                MapKey::Tail(pfx) if lower.len() > pfx.len() && lower.starts_with(pfx.as_str()) => {
+                    Some((pfx.len(), v))
+                }
+                _ => None,
+            })
+            .max_by_key(|(n, _)| *n);
+        if let Some((_, v)) = tail {
+            return v.eval(all);
+        }
+    }
+    if !src.is_empty() {
+        for (c, v) in &m.regexes {
+            if let Some(spans) = c.regex.captures(src) {
+                let caps = crate::conf::rewrite::regex::texts(src, &spans);
+                let names = c.regex.names();
+                return v.eval(&Overlay {
+                    caps: &caps,
+                    names: &names,
+                    inner: all,
+                });
+            }
+        }
+    }
+    m.default.as_ref().map(|v| v.eval(all)).unwrap_or_default()
+}
+
+/// A map regex's captures over the request's variables (for `$1` and named groups in the
+/// map's value).
+struct Overlay<'a> {
+    caps: &'a [Option<String>],
+    names: &'a [(usize, String)],
+    inner: &'a dyn Vars,
+}
+
+impl Vars for Overlay<'_> {
+    fn get(&self, name: &str) -> Option<Cow<'_, str>> {
+        if let Ok(n) = name.parse::<usize>() {
+            return self.caps.get(n)?.as_deref().map(Cow::Borrowed);
+        }
+        if let Some((g, _)) = self.names.iter().find(|(_, n)| n == name) {
+            return self.caps.get(*g)?.as_deref().map(Cow::Borrowed);
+        }
+        self.inner.get(name)
+    }
+}
+
+/// The `split_clients` value for `src`: nginx's MurmurHash2 against the parts' bounds.
+pub fn split_value<'a>(s: &'a SplitDef, src: &str) -> &'a str {
+    let h = murmur2(src.as_bytes());
+    s.parts
+        .iter()
+        .find(|(bound, _)| h < *bound || *bound == 0)
+        .map_or("", |(_, v)| v.as_str())
+}
+
+/// nginx's `ngx_murmur_hash2` (MurmurHash2, seed 0, little-endian words).
+pub fn murmur2(data: &[u8]) -> u32 {
+    const M: u32 = 0x5bd1_e995;
+    let mut h: u32 = data.len() as u32;
+    let mut chunks = data.chunks_exact(4);
+    for c in &mut chunks {
+        let mut k = u32::from_le_bytes([c[0], c[1], c[2], c[3]]);
+        k = k.wrapping_mul(M);
+        k ^= k >> 24;
+        k = k.wrapping_mul(M);
+        h = h.wrapping_mul(M);
+        h ^= k;
+    }
+    let rest = chunks.remainder();
+    if !rest.is_empty() {
+        if rest.len() >= 3 {
+            h ^= u32::from(rest[2]) << 16;
+        }
+        if rest.len() >= 2 {
+            h ^= u32::from(rest[1]) << 8;
+        }
+        h ^= u32::from(rest[0]);
+        h = h.wrapping_mul(M);
+    }
+    h ^= h >> 13;
+    h = h.wrapping_mul(M);
+    h ^= h >> 15;
+    h
+}
