@@ -324,3 +324,65 @@ fn dash_e_file_receives_startup_errors() {
     );
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// Mozilla's SSL Configuration Generator output (testdata/corpus/mozilla, as generated for
+/// nginx 1.22) loads as written once its placeholder paths name real files: `ssl_stapling`
+/// without a response warns and staples nothing (nginx when it cannot get one),
+/// `ssl_stapling_verify` and `resolver` are ignored with a warning, `ssl_trusted_certificate`
+/// is loaded and checked.
+#[test]
+fn mozilla_generator_configurations_load() {
+    let dir = tempdir("mozilla");
+    self_signed(&dir, "site", false);
+    let dh = concat!(env!("CARGO_MANIFEST_DIR"), "/../testdata/tls/ffdhe2048.pem");
+    for name in ["intermediate", "modern"] {
+        let text = std::fs::read_to_string(format!(
+            "{}/../testdata/corpus/mozilla/{name}.conf",
+            env!("CARGO_MANIFEST_DIR")
+        ))
+        .unwrap();
+        let site = dir.join("site.crt").display().to_string();
+        let key = dir.join("site.key").display().to_string();
+        let text = text
+            .replace("/path/to/signed_cert_plus_intermediates", &site)
+            .replace("/path/to/private_key", &key)
+            .replace("/path/to/root_CA_cert_plus_intermediates", &site)
+            .replace("/path/to/dhparam", dh);
+        let conf = dir.join(format!("{name}.conf"));
+        std::fs::write(&conf, format!("pid off;\nerror_log stderr;\n{text}")).unwrap();
+        let out = firstbyte(&["-t", "-c", conf.to_str().unwrap()]);
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(out.status.success(), "{name}: {err}");
+        assert!(
+            err.contains("\"ssl_stapling\" ignored: firstbyte fetches no OCSP responses"),
+            "{err}"
+        );
+        assert!(err.contains("\"resolver\" is ignored"), "{err}");
+        assert!(err.contains("\"ssl_stapling_verify\" is ignored"), "{err}");
+        // A trusted-certificate file that is not one is refused, as nginx refuses it.
+        std::fs::write(dir.join("bad.pem"), "not a certificate\n").unwrap();
+        let bad = text.replace(
+            &format!("ssl_trusted_certificate {site};"),
+            &format!("ssl_trusted_certificate {};", dir.join("bad.pem").display()),
+        );
+        std::fs::write(&conf, format!("pid off;\nerror_log stderr;\n{bad}")).unwrap();
+        let out = firstbyte(&["-t", "-c", conf.to_str().unwrap()]);
+        assert!(
+            !out.status.success(),
+            "{name}: a bad trusted certificate file loads"
+        );
+        // Beside client certificates nginx builds client chains from it: refused, not ignored.
+        let verify = text.replace(
+            "ssl_prefer_server_ciphers off;",
+            &format!("ssl_prefer_server_ciphers off; ssl_verify_client on; ssl_client_certificate {site};"),
+        );
+        std::fs::write(&conf, format!("pid off;\nerror_log stderr;\n{verify}")).unwrap();
+        let out = firstbyte(&["-t", "-c", conf.to_str().unwrap()]);
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            !out.status.success()
+                && err.contains("\"ssl_trusted_certificate\" with \"ssl_verify_client\""),
+            "{name}: {err}"
+        );
+    }
+}

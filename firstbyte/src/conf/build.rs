@@ -18,8 +18,8 @@ use super::declare::finish_conf;
 use super::directives::srv_directives;
 use super::error::ConfError;
 use super::model::{
-    HttpConf, Locations, MainConf, MimeTypes, Pos, PrefixLocation, RegexLocation,
-    ServerConf, ServerName, SessionCache, SocketConf, TlsVersion, VerifyClient,
+    HttpConf, Locations, MainConf, MimeTypes, Pos, PrefixLocation, RegexLocation, ServerConf,
+    ServerName, SessionCache, SocketConf, TlsVersion, VerifyClient,
 };
 use super::parse::Directive;
 use super::rewrite::regex::Regex;
@@ -467,8 +467,15 @@ fn finish_server(
             }
         }
         if t.stapling && t.stapling_file.is_none() {
+            // nginx serves without a staple when it cannot get a response; firstbyte gets none.
+            cx.warn(
+                "\"ssl_stapling\" ignored: firstbyte fetches no OCSP responses (name one with \"ssl_stapling_file\")",
+                &sp.pos,
+            );
+        }
+        if t.trusted_certificate.is_some() && t.verify_client != VerifyClient::Off {
             return Err(ConfError::other(
-                "\"ssl_stapling\" needs \"ssl_stapling_file\": firstbyte does not fetch OCSP responses yet",
+                "\"ssl_trusted_certificate\" with \"ssl_verify_client\" is not supported by firstbyte yet (nginx builds client chains from it)",
                 &sp.pos,
             ));
         }

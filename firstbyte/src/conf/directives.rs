@@ -240,7 +240,10 @@ macro_rules! tls_directives {
             "CA certificates that client certificates must chain to.";
         "ssl_stapling" stapling: bool = false =>
             (HS, 1, 1, "off", Inherit, p::on_off)
-            "Staple an OCSP response (from `ssl_stapling_file`).";
+            "Staple an OCSP response from `ssl_stapling_file`; without one, a `[warn]` and no stapling, as nginx when it cannot get a response (firstbyte fetches none).";
+        "ssl_trusted_certificate" trusted_certificate: Option<PathBuf> = None =>
+            (HS, 1, 1, "", Inherit, p::conf_file)
+            "CA certificates for verifying OCSP responses, not sent to clients; loaded and checked. firstbyte fetches no OCSP responses, and refuses it beside `ssl_verify_client` (where nginx also builds client chains from it).";
         "ssl_stapling_file" stapling_file: Option<PathBuf> = None =>
             (HS, 1, 1, "", Inherit, p::conf_file)
             "DER OCSP response to staple.";

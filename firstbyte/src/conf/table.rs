@@ -241,6 +241,10 @@ const fn ignored(name: &'static str, contexts: u8, min: u8, max: u8, reason: &'s
 use Handler::{Head, Loc, Main, Shared, Srv};
 use Merge::{Global, Inherit, InheritIfNone, Own, ServerFirst};
 
+/// Why `resolver` changes nothing here: names are resolved when the configuration loads, as
+/// nginx resolves names in `proxy_pass` without variables, and no OCSP response is fetched.
+const RESOLVER: &str = "firstbyte resolves upstream names when the configuration loads (as nginx does for proxy_pass without variables) and fetches no OCSP responses";
+
 /// Reason shared by the hash-size directives.
 const HASH: &str = "firstbyte sizes its hash tables itself";
 
@@ -256,6 +260,9 @@ pub(crate) static DIRECTIVES: &[Spec] = &[
     ignored("accept_mutex", EVENTS, 1, 1, "firstbyte runs one process, so there is no accept mutex"),
     ignored("accept_mutex_delay", EVENTS, 1, 1, "firstbyte runs one process, so there is no accept mutex"),
     ignored("load_module", MAIN, 1, 1, "modules are built into firstbyte"),
+    ignored("resolver", HSL, 1, ANY, RESOLVER),
+    ignored("resolver_timeout", HSL, 1, 1, RESOLVER),
+    ignored("ssl_stapling_verify", HS, 1, 1, "firstbyte staples only \"ssl_stapling_file\" responses, which nginx does not verify either"),
     block("http", MAIN, 0, 0, Handler::Http, "The HTTP server."),
     // http core
     block("server", HTTP, 0, 0, Handler::Server, "A virtual server."),
@@ -374,13 +381,13 @@ pub(crate) static UNSUPPORTED: &[&str] = &[
     "mail", "master_process", "max_ranges", "merge_slashes", "msie_padding",
     "msie_refresh", "ntlm", "open_log_file_cache", "output_buffers", "pcre_jit",
     "postpone_output", "quic", "random", "read_ahead",
-    "recursive_error_pages", "request_pool_size", "reset_timedout_connection", "resolver",
-    "resolver_timeout", "satisfy", "send_lowat",
+    "recursive_error_pages", "request_pool_size", "reset_timedout_connection",
+    "satisfy", "send_lowat",
     "sendfile_max_chunk", "set_real_ip_from", "slice",
     "slice_size", "ssi", "ssl_crl",
     "ssl_engine", "ssl_handshake_timeout",
-    "ssl_reject_handshake", "ssl_stapling_responder", "ssl_stapling_verify",
-    "ssl_trusted_certificate", "ssl_verify_depth", "ssl_preread", "stream", "sticky",
+    "ssl_reject_handshake", "ssl_stapling_responder",
+    "ssl_verify_depth", "ssl_preread", "stream", "sticky",
     "subrequest_output_buffer_size", "thread_pool", "timer_resolution",
     "valid_referers", "worker_aio_requests",
     "worker_cpu_affinity", "worker_priority", "worker_rlimit_core", 

@@ -161,6 +161,10 @@ fn load(tls: &TlsConf, store: &mut ObjectStore) -> Result<Inputs, TlsError> {
             Some(store.roots(path)?)
         }
     };
+    if let Some(path) = &tls.trusted_certificate {
+        // Loaded and checked as nginx does at start (no OCSP response is fetched to use it).
+        store.roots(path)?;
+    }
     let mut tickets = Vec::new();
     if tls.session_tickets {
         tickets.reserve(tls.session_ticket_keys.len());
@@ -270,6 +274,7 @@ fn same_settings(a: &TlsConf, b: &TlsConf) -> bool {
         client_certificate,
         stapling,
         stapling_file,
+        trusted_certificate,
         dynamic_certificates,
         certificate_cache,
     } = a;
@@ -294,6 +299,7 @@ fn same_settings(a: &TlsConf, b: &TlsConf) -> bool {
         && *client_certificate == b.client_certificate
         && *stapling == b.stapling
         && *stapling_file == b.stapling_file
+        && *trusted_certificate == b.trusted_certificate
         // Handshake-time certificates keep a cache in their resolver: never carried over.
         && dynamic_certificates.is_empty()
         && b.dynamic_certificates.is_empty()
@@ -654,6 +660,7 @@ mod tests {
             client_certificate: None,
             stapling: false,
             stapling_file: None,
+            trusted_certificate: None,
             dynamic_certificates: vec![],
             certificate_cache: crate::conf::model::CertificateCache::Off,
         }

@@ -1,8 +1,8 @@
 //! The rewrite module's directives: `set`, `rewrite`, `return`, `break`, `if`, `rewrite_log`,
 //! `uninitialized_variable_warn`, with nginx's checks and messages.
 
-use super::super::error::ConfError;
 use super::super::args::{flag, once, value, R};
+use super::super::error::ConfError;
 use super::super::model::Return;
 use super::super::parse::Directive;
 use super::super::settings::{Cx, Here, LocSettings};

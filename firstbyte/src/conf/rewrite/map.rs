@@ -2,8 +2,8 @@
 
 use std::collections::HashMap;
 
-use super::super::error::ConfError;
 use super::super::args::{value, R};
+use super::super::error::ConfError;
 use super::super::parse::Directive;
 use super::super::settings::Cx;
 use super::super::vars::ComplexValue;
