@@ -39,6 +39,13 @@ http {
         location /negative/ { expires -2048; }
         location /daily/ { expires @15h30m33s; }
         location /modified/ { expires modified 2048; }
+        location /cs/ {
+            types { text/plain txt; text/css css; }
+            charset utf-8;
+        }
+        location /cs/all/ { types { text/css css; } charset utf-8; charset_types *; }
+        location /gz/ { gzip on; gzip_min_length 1; gzip_types text/plain; gzip_http_version 1.0; }
+        location /gz11/ { gzip on; gzip_min_length 1; gzip_types text/plain; }
     }
 }
 "#;
@@ -81,6 +88,11 @@ fn start(tag: &str) -> (Server, u16) {
         "negative/a.txt",
         "daily/a.txt",
         "modified/a.txt",
+        "cs/a.txt",
+        "cs/a.css",
+        "cs/all/a.css",
+        "gz/a.txt",
+        "gz11/a.txt",
     ] {
         write(&dir, f, "0123456789");
     }
@@ -383,5 +395,36 @@ fn worker_rlimit_nofile() {
         err.contains("[alert] setrlimit(RLIMIT_NOFILE, 99999999999) failed ("),
         "{err}"
     );
+    stop(server);
+}
+
+/// `charset` names the charset of listed types that name none (`charset_types *`: every
+/// type); `gzip_http_version 1.0` compresses for HTTP/1.0 clients, the default 1.1 does not.
+#[test]
+fn charset_and_gzip_http_version() {
+    let (server, port) = start("charset");
+    let ct = |path: &str| {
+        let (code, h, _) = get(port, path, "");
+        assert_eq!(code, 200, "{path}");
+        header(&h, "content-type").unwrap_or("").to_string()
+    };
+    assert_eq!(ct("/cs/a.txt"), "text/plain; charset=utf-8");
+    assert_eq!(
+        ct("/cs/a.css"),
+        "text/css",
+        "text/css is not in charset_types"
+    );
+    assert_eq!(ct("/cs/all/a.css"), "text/css; charset=utf-8");
+    assert_eq!(ct("/a.txt"), "text/plain", "no charset outside");
+    let gz = |path: &str| {
+        let (code, h, _) = raw(
+            port,
+            &format!("GET {path} HTTP/1.0\r\nHost: localhost\r\nAccept-Encoding: gzip\r\n\r\n"),
+        );
+        assert_eq!(code, 200, "{path}");
+        header(&h, "content-encoding").map(str::to_string)
+    };
+    assert_eq!(gz("/gz/a.txt").as_deref(), Some("gzip"));
+    assert_eq!(gz("/gz11/a.txt"), None);
     stop(server);
 }

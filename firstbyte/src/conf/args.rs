@@ -201,6 +201,28 @@ pub(crate) fn text(d: &Directive, _: &mut Cx) -> Result<String, ConfError> {
     Ok(arg0(d).to_string())
 }
 
+/// `charset NAME|off`: `None` for off.
+pub(crate) fn charset(d: &Directive, _: &mut Cx) -> Result<Option<String>, ConfError> {
+    let v = arg0(d);
+    if v == "off" {
+        return Ok(None);
+    }
+    // A token as in a Content-Type parameter; nginx takes any name it has a table for.
+    if v.is_empty()
+        || !v
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b"-_.:+".contains(&b))
+    {
+        return Err(invalid(d));
+    }
+    Ok(Some(v.to_string()))
+}
+
+/// `gzip_http_version 1.0|1.1`: whether 1.0 requests are compressed too.
+pub(crate) fn gzip_http_version(d: &Directive, _: &mut Cx) -> Result<bool, ConfError> {
+    choice(d, arg0(d), &[("1.0", true), ("1.1", false)])
+}
+
 /// MIME types, lower-cased.
 pub(crate) fn mime_types(d: &Directive, _: &mut Cx) -> Result<Vec<String>, ConfError> {
     Ok(mime_list(d))

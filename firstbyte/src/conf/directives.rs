@@ -128,6 +128,15 @@ macro_rules! loc_directives {
         "expires" expires: Expires = Expires::Off =>
             (HSL, 1, 2, "off", Inherit, h::expires)
             "`Expires` and `Cache-Control` for 200, 201, 204, 206, 301, 302, 303, 304, 307 and 308 responses: `TIME` from now (`max-age`; negative: `no-cache`), `modified TIME` from the file's mtime, `@TIME` the next time of day (local time), `epoch`, `max` (2037, 10 years), `off`. Variables are not supported yet.";
+        "charset" charset: Option<String> = None =>
+            (HSL, 1, 1, "off", Inherit, p::charset)
+            "Add `; charset=NAME` to the `Content-Type` of responses whose type is in `charset_types` and that name none (no recoding: `source_charset` is not supported).";
+        "charset_types" charset_types: Vec<String> = crate::conf::model::CHARSET_TYPES.iter().map(|t| t.to_string()).collect() =>
+            (HSL, 1, ANY, "text/html text/xml text/plain text/vnd.wap.wml application/javascript application/rss+xml", Inherit, p::mime_types)
+            "MIME types `charset` applies to (`text/html` always); `*`: all.";
+        "override_charset" override_charset: bool = false =>
+            (HSL, 1, 1, "off", Inherit, p::on_off)
+            "Replace a charset the response already names (a proxied one) with `charset`'s.";
         // 16k: nginx's default on 64-bit platforms.
         "client_body_buffer_size" client_body_buffer_size: u64 = 16 << 10 =>
             (HSL, 1, 1, "16k", Inherit, p::bytes)
@@ -143,6 +152,10 @@ macro_rules! compression_directives {
         "gzip" gzip: bool = false =>
             (HSL, 1, 1, "off", Inherit, p::on_off)
             "Compress responses with gzip.";
+        // 1.1: nginx's default; `true` means 1.0.
+        "gzip_http_version" gzip_http10: bool = false =>
+            (HSL, 1, 1, "1.1", Inherit, p::gzip_http_version)
+            "Least HTTP version of requests whose responses gzip compresses: `1.1` or `1.0`.";
         // `text/html` is always compressed, as nginx; the list adds to it.
         "gzip_types" gzip_types: Vec<String> = Vec::new() =>
             (HSL, 1, ANY, "text/html", Inherit, p::mime_types)

@@ -738,3 +738,13 @@ pub enum VerifyClient {
     /// `optional_no_ca`: asked for, not verified.
     OptionalNoCa,
 }
+
+/// `charset_types`' default, nginx's.
+pub const CHARSET_TYPES: [&str; 6] = [
+    "text/html",
+    "text/xml",
+    "text/plain",
+    "text/vnd.wap.wml",
+    "application/javascript",
+    "application/rss+xml",
+];

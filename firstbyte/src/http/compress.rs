@@ -143,6 +143,46 @@ pub fn type_matches(content_type: Option<&HeaderValue>, types: &[String]) -> boo
     base.eq_ignore_ascii_case("text/html") || types.iter().any(|t| t.eq_ignore_ascii_case(base))
 }
 
+/// `charset`: `content_type` with `; charset=NAME` when its type is in `types` and it names
+/// no charset (or names one and `replace`, `override_charset on`); `None`: leave it.
+pub fn with_charset(
+    content_type: Option<&HeaderValue>,
+    charset: &str,
+    types: &[String],
+    replace: bool,
+) -> Option<HeaderValue> {
+    if !type_matches(content_type, types) {
+        return None;
+    }
+    let v = content_type?.to_str().ok()?;
+    let mut parts = v.split(';');
+    let base = parts.next().unwrap_or("").trim();
+    let named = v.split(';').skip(1).any(|p| {
+        p.trim()
+            .get(..8)
+            .is_some_and(|k| k.eq_ignore_ascii_case("charset="))
+    });
+    if named && !replace {
+        return None;
+    }
+    let mut out = String::with_capacity(v.len() + charset.len() + 10);
+    out.push_str(base);
+    for p in parts {
+        let p = p.trim();
+        if p.get(..8)
+            .is_some_and(|k| k.eq_ignore_ascii_case("charset="))
+            || p.is_empty()
+        {
+            continue;
+        }
+        out.push_str("; ");
+        out.push_str(p);
+    }
+    out.push_str("; charset=");
+    out.push_str(charset);
+    HeaderValue::from_str(&out).ok()
+}
+
 /// What the compression filters decided for one response.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Decision {
@@ -214,7 +254,11 @@ pub fn decide(
     let accepts = accepted(req.headers);
     let encoding = if br_eligible && accepts.br {
         Some(Encoding::Brotli)
-    } else if gzip_eligible && req.version >= Version::HTTP_11 && gzip_ok(req.headers) {
+    } else if gzip_eligible
+        && (req.version >= Version::HTTP_11
+            || (conf.gzip_http10 && req.version == Version::HTTP_10))
+        && gzip_ok(req.headers)
+    {
         Some(Encoding::Gzip)
     } else {
         None
@@ -458,6 +502,7 @@ mod tests {
     fn conf() -> Compression {
         Compression {
             gzip: true,
+            gzip_http10: false,
             gzip_types: vec!["text/css".into(), "application/javascript".into()],
             gzip_comp_level: 1,
             gzip_min_length: 20,
@@ -593,6 +638,49 @@ mod tests {
     }
 
     #[test]
+    fn charset_is_added_to_listed_types_that_name_none() {
+        let v = |s: &str| HeaderValue::from_str(s).unwrap();
+        let types: Vec<String> = crate::conf::model::CHARSET_TYPES
+            .iter()
+            .map(|t| t.to_string())
+            .collect();
+        let cs = |ct: Option<&str>, t: &[String], replace: bool| {
+            with_charset(ct.map(v).as_ref(), "utf-8", t, replace)
+                .map(|h| h.to_str().unwrap().to_string())
+        };
+        assert_eq!(
+            cs(Some("text/html"), &types, false).as_deref(),
+            Some("text/html; charset=utf-8")
+        );
+        assert_eq!(
+            cs(Some("text/plain;format=flowed"), &types, false).as_deref(),
+            Some("text/plain; format=flowed; charset=utf-8")
+        );
+        assert_eq!(cs(Some("text/css"), &types, false), None, "not listed");
+        assert_eq!(cs(None, &types, false), None, "no type");
+        assert_eq!(
+            cs(Some("text/plain; charset=koi8-r"), &types, false),
+            None,
+            "named: kept"
+        );
+        assert_eq!(
+            cs(Some("text/plain; Charset=koi8-r"), &types, true).as_deref(),
+            Some("text/plain; charset=utf-8"),
+            "override_charset on"
+        );
+        let all = vec!["*".to_string()];
+        assert_eq!(
+            cs(Some("image/png"), &all, false).as_deref(),
+            Some("image/png; charset=utf-8")
+        );
+        // text/html always, whatever the list.
+        assert_eq!(
+            cs(Some("text/html"), &[], false).as_deref(),
+            Some("text/html; charset=utf-8")
+        );
+    }
+
+    #[test]
     fn refusals() {
         let h = headers(&[("accept-encoding", "gzip")]);
         let c = conf();
@@ -631,6 +719,15 @@ mod tests {
             ..get(&h)
         };
         assert_eq!(pick(&old, &parts(200, HTML), Some(100), &c), None);
+        // gzip_http_version 1.0: HTTP/1.0 requests are compressed too.
+        let ten = Compression {
+            gzip_http10: true,
+            ..conf()
+        };
+        assert_eq!(
+            pick(&old, &parts(200, HTML), Some(100), &ten),
+            Some(Encoding::Gzip)
+        );
         let via = headers(&[("accept-encoding", "gzip"), ("via", "1.1 cache")]);
         assert_eq!(pick(&get(&via), &parts(200, HTML), Some(100), &c), None);
         // Disabled.

@@ -153,6 +153,17 @@ pub(super) fn finish(
             }
         }
     }
+    if let Some(cs) = &loc.charset {
+        let h = resp.headers_mut();
+        if let Some(v) = compress::with_charset(
+            h.get(header::CONTENT_TYPE),
+            cs,
+            &loc.charset_types,
+            loc.override_charset,
+        ) {
+            h.insert(header::CONTENT_TYPE, v);
+        }
+    }
     if loc.compression.gzip || loc.compression.brotli {
         let info = compress::RequestInfo {
             method: &r.method,
