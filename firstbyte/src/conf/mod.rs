@@ -11,17 +11,21 @@
 //! main file's directory, as nginx's conf prefix; `root`, logs and `pid` against the prefix
 //! (`-p`, by default the main file's directory too).
 
+pub mod access_conf;
 mod build;
 // Renders the table as docs/directives.md; a test keeps that file current.
 #[cfg(test)]
 mod docs;
 mod error;
 mod handlers;
+pub mod leaky;
+pub mod limits;
 pub mod locate;
 pub mod model;
 mod modules;
 mod parse;
 mod proxy;
+pub mod realip;
 mod server_handlers;
 mod server_head;
 mod settings;

@@ -216,6 +216,8 @@ pub struct Listen {
     pub deferred: bool,
     /// `ipv6only=on|off` (IPv6 addresses only). Default on.
     pub ipv6only: bool,
+    /// `proxy_protocol`: every connection starts with a PROXY protocol header.
+    pub proxy_protocol: bool,
     /// Where the directive was written.
     pub pos: Pos,
 }
@@ -237,6 +239,7 @@ impl Listen {
             fastopen: None,
             deferred: false,
             ipv6only: true,
+            proxy_protocol: false,
             pos,
         }
     }
@@ -537,6 +540,8 @@ pub struct LocationConf {
     pub locations: Locations,
     /// Where the location starts (server position for the server level).
     pub pos: Pos,
+    /// auth_basic, real IP, limit_req, limit_conn: None when the location uses none.
+    pub guard: Option<Arc<super::access_conf::Guard>>,
 }
 
 /// `upstream NAME { server ADDR [weight=N] [max_fails=N] [fail_timeout=T]; keepalive N; }`.

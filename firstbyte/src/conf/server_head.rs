@@ -68,7 +68,6 @@ const UNSUPPORTED_PARAMS: &[&str] = &[
     "sndbuf",
     "setfib",
     "accept_filter",
-    "proxy_protocol",
     "quic",
     "multipath",
 ];
@@ -101,6 +100,7 @@ pub(crate) fn listen(h: &mut ServerHead, d: &Directive, cx: &mut Cx) -> R {
             ("default_server" | "default", None) => l.default_server = true,
             ("reuseport", None) => l.reuseport = true,
             ("deferred", None) => l.deferred = true,
+            ("proxy_protocol", None) => l.proxy_protocol = true,
             ("backlog", Some(v)) => {
                 l.backlog = v
                     .parse::<i32>()

@@ -40,6 +40,8 @@ pub(crate) struct Cx {
     pub upstreams: HashMap<String, Arc<super::model::Upstream>>,
     /// `daemon on` (known once the main level is read, before `http {}` is finished).
     pub daemon: bool,
+    /// `limit_req_zone`s and `limit_conn_zone`s.
+    pub zones: super::limits::Zones,
 }
 
 impl Cx {
@@ -59,6 +61,7 @@ impl Cx {
             is_root,
             upstreams: HashMap::new(),
             daemon: false,
+            zones: Default::default(),
         }
     }
 
@@ -192,6 +195,8 @@ pub(crate) struct LocSettings {
     pub internal: Option<bool>,
     pub connection_info: Option<bool>,
     pub proxy: super::proxy::ProxySettings,
+    /// auth_basic, satisfy, real IP, limit_req, limit_conn.
+    pub guard: super::access_conf::GuardSettings,
 }
 
 fn or<T: Clone>(mine: &mut Option<T>, parent: &Option<T>) {
@@ -238,6 +243,7 @@ impl LocSettings {
         or(&mut self.default_type, &p.default_type);
         or(&mut self.disable_symlinks, &p.disable_symlinks);
         self.proxy.inherit(&p.proxy);
+        self.guard.inherit(&p.guard);
     }
 
     /// The merged values with defaults for what nobody set; `default_types` applies when no
@@ -343,6 +349,7 @@ impl LocSettings {
             internal: self.internal.unwrap_or(false),
             connection_info: self.connection_info.unwrap_or(false),
             proxy: self.proxy.finish(cx).map(Arc::new),
+            guard: self.guard.finish(cx),
             locations,
             pos,
         }

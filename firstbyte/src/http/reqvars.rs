@@ -25,6 +25,8 @@ pub struct ConnFacts {
     pub tls: Option<TlsFacts>,
     /// The record policy in force (`$record_policy`).
     pub record_policy: &'static str,
+    /// The addresses of a `listen ... proxy_protocol` connection's PROXY header.
+    pub proxy_protocol: Option<crate::net::proxy_protocol::ProxyAddrs>,
 }
 
 /// What the handshake settled.
@@ -83,6 +85,10 @@ pub struct RequestVars<'a> {
     pub connection_requests: u64,
     /// Regex captures of the matched location (`$1`..).
     pub captures: &'a [Option<String>],
+    /// The real client address from `set_real_ip_from` (None: the connection's).
+    pub real_peer: Option<SocketAddr>,
+    /// `$remote_user` after `auth_basic`.
+    pub remote_user: Option<&'a str>,
 }
 
 fn header<'a>(h: &'a HeaderMap, name: &str) -> Option<Cow<'a, str>> {
@@ -121,6 +127,13 @@ fn client_leaf(tls: Option<&TlsFacts>) -> Option<&rustls::pki_types::Certificate
     tls?.client.as_ref()?.chain.first()
 }
 
+impl RequestVars<'_> {
+    /// The client's address: the real one when `set_real_ip_from` trusted the peer.
+    fn peer(&self) -> Option<SocketAddr> {
+        self.real_peer.or(self.conn.peer)
+    }
+}
+
 impl Vars for RequestVars<'_> {
     fn get(&self, name: &str) -> Option<Cow<'_, str>> {
         let s = |v: &str| Some(Cow::Owned(v.to_string()));
@@ -141,10 +154,28 @@ impl Vars for RequestVars<'_> {
             "server_name" => Some(Cow::Borrowed(self.server_name)),
             "scheme" => Some(Cow::Borrowed(if tls.is_some() { "https" } else { "http" })),
             "https" => Some(Cow::Borrowed(if tls.is_some() { "on" } else { "" })),
-            "remote_addr" => self.conn.peer.map(|a| Cow::Owned(a.ip().to_string())),
-            "binary_remote_addr" => self.conn.peer.map(|a| Cow::Owned(a.ip().to_string())),
-            "remote_port" => self.conn.peer.map(|a| Cow::Owned(a.port().to_string())),
-            "remote_user" => None,
+            "remote_addr" => self.peer().map(|a| Cow::Owned(a.ip().to_string())),
+            "binary_remote_addr" => self.peer().map(|a| Cow::Owned(a.ip().to_string())),
+            "remote_port" => self.peer().map(|a| Cow::Owned(a.port().to_string())),
+            "realip_remote_addr" => self.conn.peer.map(|a| Cow::Owned(a.ip().to_string())),
+            "realip_remote_port" => self.conn.peer.map(|a| Cow::Owned(a.port().to_string())),
+            "remote_user" => self.remote_user.map(Cow::Borrowed),
+            "proxy_protocol_addr" => self
+                .conn
+                .proxy_protocol
+                .map(|p| Cow::Owned(p.source.ip().to_string())),
+            "proxy_protocol_port" => self
+                .conn
+                .proxy_protocol
+                .map(|p| Cow::Owned(p.source.port().to_string())),
+            "proxy_protocol_server_addr" => self
+                .conn
+                .proxy_protocol
+                .map(|p| Cow::Owned(p.destination.ip().to_string())),
+            "proxy_protocol_server_port" => self
+                .conn
+                .proxy_protocol
+                .map(|p| Cow::Owned(p.destination.port().to_string())),
             "server_addr" => self.conn.local.map(|a| Cow::Owned(a.ip().to_string())),
             "server_port" => self.conn.local.map(|a| Cow::Owned(a.port().to_string())),
             "status" => Some(Cow::Owned(format!("{:03}", self.status))),
@@ -267,6 +298,7 @@ mod tests {
             peer: Some("192.0.2.7:5555".parse().unwrap()),
             local: Some("127.0.0.1:8443".parse().unwrap()),
             id: 9,
+            proxy_protocol: None,
             tls: Some(TlsFacts {
                 protocol: "TLSv1.3",
                 cipher: "TLS_AES_128_GCM_SHA256",
@@ -292,6 +324,8 @@ mod tests {
             start: Instant::now(),
             connection_requests: 1,
             captures: &[],
+            real_peer: None,
+            remote_user: None,
         };
         let cv = ComplexValue::parse(
             "$scheme://$host$request_uri $remote_addr $http_user_agent $arg_id $cookie_b $status $ssl_protocol $request",

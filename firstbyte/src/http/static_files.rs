@@ -586,6 +586,7 @@ mod tests {
         .map(|(k, v)| (k.to_string(), v.to_string()))
         .collect();
         LocationConf {
+            guard: None,
             name: "/".into(),
             prefix: "/".into(),
             root: DocRoot::Root(ComplexValue::literal("/srv")),

@@ -26,6 +26,8 @@ pub(super) struct LogOnDone {
     pub(super) response_headers: HeaderMap,
     pub(super) start: Instant,
     pub(super) nreq: u64,
+    pub(super) remote_user: Option<String>,
+    pub(super) real_peer: Option<std::net::SocketAddr>,
 }
 
 impl LogOnDone {
@@ -51,6 +53,8 @@ impl LogOnDone {
             start: self.start,
             connection_requests: self.nreq,
             captures: &[],
+            real_peer: self.real_peer,
+            remote_user: self.remote_user.as_deref(),
         };
         for t in targets {
             let mut line = t.format.value.eval_log(&vars, t.format.escape, log_escape);

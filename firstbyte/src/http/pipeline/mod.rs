@@ -26,6 +26,7 @@
 
 mod access;
 mod forward;
+mod guard;
 mod headers;
 mod log;
 mod phases;
@@ -122,6 +123,8 @@ struct Req<'a> {
     request_filename: Option<String>,
     start: Instant,
     nreq: u64,
+    /// What auth_basic, real IP and the limits left (None for a location without them).
+    guard: Option<Box<guard::GuardState>>,
 }
 
 impl Req<'_> {
@@ -144,6 +147,8 @@ impl Req<'_> {
             start: self.start,
             connection_requests: self.nreq,
             captures: &self.captures,
+            real_peer: self.guard.as_ref().and_then(|g| g.peer),
+            remote_user: self.guard.as_ref().and_then(|g| g.remote_user.as_deref()),
         }
     }
 
@@ -283,6 +288,7 @@ where
         request_filename: None,
         start,
         nreq,
+        guard: None,
     };
     if r.host.is_empty() {
         r.host = server_name(&r.server).to_string();
@@ -322,7 +328,12 @@ where
         (Some(_), Ok(u), None) => {
             r.uri = u;
             r.args = query.map(str::to_string);
-            phases::run(&mut r)
+            let out = phases::run(&mut r);
+            // limit_req's delay, before the content is sent or the upstream asked.
+            if let Some(d) = r.guard.as_mut().and_then(|g| g.delay.take()) {
+                tokio::time::sleep(d).await;
+            }
+            out
         }
         _ => (
             Step::Done(status_response(400)),
@@ -365,7 +376,12 @@ where
             }
         }
     };
-    finish(&r, resp, &loc, parts.headers)
+    let mut resp = finish(&r, resp, &loc, parts.headers);
+    // limit_conn's counts are held until the response body is done.
+    if let Some(g) = r.guard.take() {
+        resp.body_mut().guard = Some(g);
+    }
+    resp
 }
 
 /// The request line's parts the pipeline borrows.

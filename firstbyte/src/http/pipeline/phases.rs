@@ -143,6 +143,7 @@ pub(super) fn error(
         request_filename: None,
         start: r.start,
         nreq: r.nreq,
+        guard: r.guard.as_ref().map(|g| Box::new(g.for_redirect())),
     };
     let server = r.server.clone();
     let (page_loc, out) = if let Some(name) = target.strip_prefix('@') {
@@ -187,7 +188,11 @@ fn in_location(r: &mut Req, loc: &Arc<LocationConf>) -> Out {
     if loc.internal && !r.internal {
         return Out::Status(404);
     }
-    if !allowed(&loc.access, r.conn.facts().peer.map(|p| p.ip())) {
+    if let Some(g) = &loc.guard {
+        if let Some(code) = super::guard::check(r, loc, g) {
+            return Out::Status(code);
+        }
+    } else if !allowed(&loc.access, r.conn.facts().peer.map(|p| p.ip())) {
         crate::fblog!(
             Error,
             "access forbidden by rule, client: {}, server: {}, request: \"{} {}\"",

@@ -130,6 +130,11 @@ pub(super) fn finish(
     req_headers: &HeaderMap,
 ) -> HttpResponse {
     let code = resp.status().as_u16();
+    if code == 401 {
+        if let Some(v) = r.guard.as_ref().and_then(|g| g.www_authenticate.clone()) {
+            resp.headers_mut().insert(header::WWW_AUTHENTICATE, v);
+        }
+    }
     if !loc.add_header.is_empty() {
         let applies = add_header_applies(code);
         for h in &loc.add_header {
@@ -199,6 +204,8 @@ pub(super) fn finish(
             response_headers: resp.headers().clone(),
             start: r.start,
             nreq: r.nreq,
+            remote_user: r.guard.as_ref().and_then(|g| g.remote_user.clone()),
+            real_peer: r.guard.as_ref().and_then(|g| g.peer),
         })),
     };
     let (parts, body) = resp.into_parts();
@@ -210,6 +217,7 @@ pub(super) fn finish(
             log,
             busy: None,
             progress: None,
+            guard: None,
         },
     )
 }
@@ -223,6 +231,8 @@ pub struct ResponseBody {
     pub(super) busy: Option<Busy>,
     /// The HTTP/2 stream's progress for `send_timeout`.
     pub(super) progress: Option<Arc<crate::http::send_watch::Progress>>,
+    /// limit_conn counts held until the body is done (None for most requests).
+    pub(super) guard: Option<Box<super::guard::GuardState>>,
 }
 
 impl ResponseBody {
@@ -234,6 +244,7 @@ impl ResponseBody {
             log: None,
             busy: None,
             progress: None,
+            guard: None,
         }
     }
 }
