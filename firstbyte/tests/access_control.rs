@@ -403,3 +403,143 @@ http {
     assert_eq!(status, 200);
     assert_eq!(header(&h, "x-pp"), Some("127.0.0.1"));
 }
+
+#[test]
+fn limit_req_refuses_the_excess_and_delays_within_the_burst() {
+    let conf = r#"
+pid off;
+error_log {dir}/error.log info;
+events {}
+http {
+    access_log off;
+    limit_req_zone $binary_remote_addr zone=slow:1m rate=1r/m;
+    limit_req_zone $binary_remote_addr zone=strict:1m rate=1r/m;
+    limit_req_zone $binary_remote_addr zone=dry:1m rate=1r/m;
+    limit_req_zone $binary_remote_addr zone=fast:1m rate=2r/s;
+    limit_req_zone $http_x_key zone=bykey:1m rate=1r/m;
+    server {
+        listen 127.0.0.1:{port0};
+        root {dir}/html;
+        location /burst/ { limit_req zone=slow burst=2 nodelay; }
+        location /strict/ { limit_req zone=strict; limit_req_status 429; }
+        location /dry/ { limit_req zone=dry; limit_req_dry_run on; }
+        location /delay/ { limit_req zone=fast burst=1; }
+        location /key/ { limit_req zone=bykey; }
+        location /free/ { }
+    }
+}
+"#;
+    let dir = tempdir("limit-req");
+    for d in ["burst", "strict", "dry", "delay", "key", "free"] {
+        std::fs::create_dir_all(dir.join("html").join(d)).unwrap();
+        world_readable(&dir.join("html").join(d).join("index.html"), "x\n");
+    }
+    let port = free_port();
+    let _s = Server::start_in(&dir, &render(conf, &dir, &[port]), port);
+    let mut c = Client::new(port);
+    // 1r/m with burst=2 nodelay: three pass at once, the fourth is refused (503), on one
+    // keep-alive connection; no time passes that could let one more through.
+    let codes: Vec<u16> = (0..4).map(|_| c.get("/burst/", "").status).collect();
+    assert_eq!(codes, [200, 200, 200, 503]);
+    assert!(error_log_has(
+        &dir,
+        "limiting requests, excess: 3.000 by zone \"slow\""
+    ));
+    // Still refused, and other locations are not limited.
+    assert_eq!(c.get("/burst/", "").status, 503);
+    assert_eq!(c.get("/free/", "").status, 200);
+    // No burst: the second is refused, with limit_req_status.
+    assert_eq!(c.get("/strict/", "").status, 200);
+    assert_eq!(c.get("/strict/", "").status, 429);
+    // Dry run: logged, never refused.
+    for _ in 0..3 {
+        assert_eq!(c.get("/dry/", "").status, 200);
+    }
+    assert!(error_log_has(
+        &dir,
+        "limiting requests, dry run, excess: 1.000 by zone \"dry\""
+    ));
+    // Keys are per value: another key has its own bucket; an empty key is not limited.
+    assert_eq!(c.get("/key/", "X-Key: a\r\n").status, 200);
+    assert_eq!(c.get("/key/", "X-Key: a\r\n").status, 503);
+    assert_eq!(c.get("/key/", "X-Key: b\r\n").status, 200);
+    for _ in 0..3 {
+        assert_eq!(c.get("/key/", "").status, 200);
+    }
+    // 2r/s, burst=1 without nodelay: the second request waits its turn (500 ms) and is
+    // served, the third is refused. (A lower bound only: a sleep never ends early.)
+    assert_eq!(c.get("/delay/", "").status, 200);
+    let t = Instant::now();
+    assert_eq!(c.get("/delay/", "").status, 200);
+    assert!(
+        t.elapsed() >= Duration::from_millis(400),
+        "{:?}",
+        t.elapsed()
+    );
+    assert!(error_log_has(
+        &dir,
+        "delaying request, excess: 1.000, by zone \"fast\""
+    ));
+}
+
+#[test]
+fn limit_conn_counts_requests_in_progress() {
+    let conf = r#"
+pid off;
+error_log {dir}/error.log info;
+events {}
+http {
+    access_log off;
+    limit_conn_zone $binary_remote_addr zone=addr:64k;
+    server {
+        listen 127.0.0.1:{port0};
+        root {dir}/html;
+        location / { limit_conn addr 1; }
+        location /two/ { limit_conn addr 2; limit_conn_status 429; }
+    }
+}
+"#;
+    let dir = tempdir("limit-conn");
+    std::fs::create_dir_all(dir.join("html/two")).unwrap();
+    // Larger than what the socket buffers hold: a client that does not read keeps the
+    // response (and its count) in progress.
+    let big = "x".repeat(32 << 20);
+    world_readable(&dir.join("html/big.txt"), &big);
+    world_readable(&dir.join("html/two/big.txt"), &big);
+    world_readable(&dir.join("html/small.txt"), "small\n");
+    let port = free_port();
+    let _s = Server::start_in(&dir, &render(conf, &dir, &[port]), port);
+
+    let mut slow = Client::new(port);
+    slow.send("/big.txt", "");
+    // Wait until the slow request is being answered (its headers arrive).
+    let mut line = String::new();
+    slow.0.read_line(&mut line).unwrap();
+    assert!(line.contains("200"), "{line}");
+    // A second connection from the same address is over the limit.
+    let mut c = Client::new(port);
+    assert_eq!(c.get("/small.txt", "").status, 503);
+    assert!(error_log_has(&dir, "limiting connections by zone \"addr\""));
+    // limit 2: a second slow one fits, a third is refused with limit_conn_status.
+    let mut slow2 = Client::new(port);
+    slow2.send("/two/big.txt", "");
+    let mut line = String::new();
+    slow2.0.read_line(&mut line).unwrap();
+    assert!(line.contains("200"), "{line}");
+    let mut slow3 = Client::new(port);
+    slow3.send("/two/big.txt", "");
+    assert_eq!(slow3.read().status, 429);
+    // When the slow responses end (the clients go away), the count is given back.
+    drop(slow);
+    drop(slow2);
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let mut status = 0;
+    while Instant::now() < deadline {
+        status = Client::new(port).get("/small.txt", "").status;
+        if status == 200 {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    assert_eq!(status, 200);
+}
