@@ -421,8 +421,16 @@ http {
         listen 127.0.0.1:{port0};
         root {dir}/html;
         location /burst/ { limit_req zone=slow burst=2 nodelay; }
-        location /strict/ { limit_req zone=strict; limit_req_status 429; }
-        location /dry/ { limit_req zone=dry; limit_req_dry_run on; }
+        location /strict/ {
+            limit_req zone=strict;
+            limit_req_status 429;
+            add_header X-Limit "$limit_req_status" always;
+        }
+        location /dry/ {
+            limit_req zone=dry;
+            limit_req_dry_run on;
+            add_header X-Limit "$limit_req_status" always;
+        }
         location /delay/ { limit_req zone=fast burst=1; }
         location /key/ { limit_req zone=bykey; }
         location /free/ { }
@@ -449,11 +457,18 @@ http {
     assert_eq!(c.get("/burst/", "").status, 503);
     assert_eq!(c.get("/free/", "").status, 200);
     // No burst: the second is refused, with limit_req_status.
-    assert_eq!(c.get("/strict/", "").status, 200);
-    assert_eq!(c.get("/strict/", "").status, 429);
+    let r = c.get("/strict/", "");
+    assert_eq!((r.status, r.header("x-limit")), (200, Some("PASSED")));
+    let r = c.get("/strict/", "");
+    assert_eq!((r.status, r.header("x-limit")), (429, Some("REJECTED")));
     // Dry run: logged, never refused.
-    for _ in 0..3 {
-        assert_eq!(c.get("/dry/", "").status, 200);
+    assert_eq!(c.get("/dry/", "").header("x-limit"), Some("PASSED"));
+    for _ in 0..2 {
+        let r = c.get("/dry/", "");
+        assert_eq!(
+            (r.status, r.header("x-limit")),
+            (200, Some("REJECTED_DRY_RUN"))
+        );
     }
     assert!(error_log_has(
         &dir,

@@ -67,6 +67,8 @@ pub const KNOWN: &[&str] = &[
     "proxy_protocol_port",
     "proxy_protocol_server_addr",
     "proxy_protocol_server_port",
+    "limit_req_status",
+    "limit_conn_status",
     "binary_remote_addr",
     "status",
     "body_bytes_sent",

@@ -85,10 +85,21 @@ pub struct RequestVars<'a> {
     pub connection_requests: u64,
     /// Regex captures of the matched location (`$1`..).
     pub captures: &'a [Option<String>],
+    /// What auth_basic, real IP and the limits decided (None for most requests).
+    pub guard: Option<&'a GuardVars>,
+}
+
+/// What auth_basic, real IP and the limits decided for a request, for its variables.
+#[derive(Debug, Clone, Default)]
+pub struct GuardVars {
     /// The real client address from `set_real_ip_from` (None: the connection's).
     pub real_peer: Option<SocketAddr>,
     /// `$remote_user` after `auth_basic`.
-    pub remote_user: Option<&'a str>,
+    pub remote_user: Option<String>,
+    /// `$limit_req_status`: `PASSED`, `DELAYED`, `REJECTED`, `DELAYED_DRY_RUN`, `REJECTED_DRY_RUN`.
+    pub limit_req_status: Option<&'static str>,
+    /// `$limit_conn_status`: `PASSED`, `REJECTED`, `REJECTED_DRY_RUN`.
+    pub limit_conn_status: Option<&'static str>,
 }
 
 fn header<'a>(h: &'a HeaderMap, name: &str) -> Option<Cow<'a, str>> {
@@ -130,7 +141,7 @@ fn client_leaf(tls: Option<&TlsFacts>) -> Option<&rustls::pki_types::Certificate
 impl RequestVars<'_> {
     /// The client's address: the real one when `set_real_ip_from` trusted the peer.
     fn peer(&self) -> Option<SocketAddr> {
-        self.real_peer.or(self.conn.peer)
+        self.guard.and_then(|g| g.real_peer).or(self.conn.peer)
     }
 }
 
@@ -159,7 +170,9 @@ impl Vars for RequestVars<'_> {
             "remote_port" => self.peer().map(|a| Cow::Owned(a.port().to_string())),
             "realip_remote_addr" => self.conn.peer.map(|a| Cow::Owned(a.ip().to_string())),
             "realip_remote_port" => self.conn.peer.map(|a| Cow::Owned(a.port().to_string())),
-            "remote_user" => self.remote_user.map(Cow::Borrowed),
+            "remote_user" => self.guard?.remote_user.as_deref().map(Cow::Borrowed),
+            "limit_req_status" => self.guard?.limit_req_status.map(Cow::Borrowed),
+            "limit_conn_status" => self.guard?.limit_conn_status.map(Cow::Borrowed),
             "proxy_protocol_addr" => self
                 .conn
                 .proxy_protocol
@@ -324,8 +337,7 @@ mod tests {
             start: Instant::now(),
             connection_requests: 1,
             captures: &[],
-            real_peer: None,
-            remote_user: None,
+            guard: None,
         };
         let cv = ComplexValue::parse(
             "$scheme://$host$request_uri $remote_addr $http_user_agent $arg_id $cookie_b $status $ssl_protocol $request",

@@ -8,7 +8,6 @@
 //! the pipeline waits before the content phase, and the `limit_conn` counts it holds until
 //! its response body is done.
 
-use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -21,14 +20,13 @@ use crate::conf::limits::{ConnZone, LimitConnConf, LimitReqConf};
 use crate::conf::model::{AccessRule, LocationConf, LogLevel, Net};
 use crate::conf::realip::{cidr_contains, RealIpHeader};
 use crate::http::auth_basic;
+use crate::http::reqvars::GuardVars;
 
 /// What the guard phases leave on a request.
 #[derive(Debug, Default)]
 pub(crate) struct GuardState {
-    /// The real client address, once `set_real_ip_from` trusted the peer.
-    pub peer: Option<SocketAddr>,
-    /// `$remote_user`, once `auth_basic` let the request through.
-    pub remote_user: Option<String>,
+    /// The real address, `$remote_user`, `$limit_req_status`, `$limit_conn_status`.
+    pub vars: GuardVars,
     /// Sent with a 401.
     pub www_authenticate: Option<HeaderValue>,
     /// `limit_req`'s wait before the content phase.
@@ -45,8 +43,7 @@ impl GuardState {
     /// once-per-request marks; the counts stay with the original request.
     pub fn for_redirect(&self) -> GuardState {
         GuardState {
-            peer: self.peer,
-            remote_user: self.remote_user.clone(),
+            vars: self.vars.clone(),
             realip_done: self.realip_done,
             limit_req_done: self.limit_req_done,
             limit_conn_done: self.limit_conn_done,
@@ -91,7 +88,7 @@ pub(super) fn check(r: &mut Req, loc: &LocationConf, g: &Guard) -> Option<u16> {
             RealIpHeader::Other(n) => header_list(r.headers, n),
         };
         if let Some(real) = rip.resolve(conn_peer, value.as_deref(), proxy) {
-            state.peer = Some(real);
+            state.vars.real_peer = Some(real);
         }
     }
     if let Some(lr) = &g.limit_req {
@@ -132,7 +129,7 @@ fn header_list(h: &http::HeaderMap, name: &str) -> Option<String> {
 }
 
 fn client(r: &Req) -> String {
-    match r.guard.as_ref().and_then(|g| g.peer) {
+    match r.guard.as_ref().and_then(|g| g.vars.real_peer) {
         Some(p) => p.ip().to_string(),
         None => r.conn.client_ip(),
     }
@@ -195,10 +192,11 @@ fn limit_req(r: &mut Req, lr: &LimitReqConf) -> Option<u16> {
                     l.zone.name
                 ),
             );
-            return (!lr.dry_run).then_some(lr.status);
+            return req_refused(r, lr);
         }
         seen.push((l, key, verdict, excess, bucket));
     }
+    let counted = !seen.is_empty();
     let mut delay: Option<(u64, u64, &str)> = None;
     for (l, key, verdict, excess, bucket) in seen {
         let Ok(mut table) = l.zone.table.lock() else {
@@ -211,7 +209,7 @@ fn limit_req(r: &mut Req, lr: &LimitReqConf) -> Option<u16> {
                 "could not allocate node in limit_req zone \"{}\"",
                 l.zone.name
             );
-            return (!lr.dry_run).then_some(lr.status);
+            return req_refused(r, lr);
         }
         if let Verdict::Delay(ms) = verdict {
             if delay.is_none_or(|(d, _, _)| ms > d) {
@@ -230,13 +228,32 @@ fn limit_req(r: &mut Req, lr: &LimitReqConf) -> Option<u16> {
                 excess % 1000,
             ),
         );
-        if !lr.dry_run {
-            if let Some(s) = r.guard.as_mut() {
+        if let Some(s) = r.guard.as_mut() {
+            if lr.dry_run {
+                s.vars.limit_req_status = Some("DELAYED_DRY_RUN");
+            } else {
+                s.vars.limit_req_status = Some("DELAYED");
                 s.delay = Some(Duration::from_millis(ms));
             }
         }
+    } else if counted {
+        if let Some(s) = r.guard.as_mut() {
+            s.vars.limit_req_status = Some("PASSED");
+        }
     }
     None
+}
+
+/// A refusal by `limit_req` (`$limit_req_status` set): the status, or None in a dry run.
+fn req_refused(r: &mut Req, lr: &LimitReqConf) -> Option<u16> {
+    if let Some(s) = r.guard.as_mut() {
+        s.vars.limit_req_status = Some(if lr.dry_run {
+            "REJECTED_DRY_RUN"
+        } else {
+            "REJECTED"
+        });
+    }
+    (!lr.dry_run).then_some(lr.status)
 }
 
 fn limit_conn(r: &mut Req, lc: &LimitConnConf) -> Option<u16> {
@@ -276,12 +293,20 @@ fn limit_conn(r: &mut Req, lc: &LimitConnConf) -> Option<u16> {
                         ),
                     );
                 }
+                if let Some(s) = r.guard.as_mut() {
+                    s.vars.limit_conn_status = Some(if lc.dry_run {
+                        "REJECTED_DRY_RUN"
+                    } else {
+                        "REJECTED"
+                    });
+                }
                 return (!lc.dry_run).then_some(lc.status);
             }
         }
     }
     if let Some(s) = r.guard.as_mut() {
         s.holds.extend(holds);
+        s.vars.limit_conn_status = Some("PASSED");
     }
     None
 }
@@ -306,7 +331,7 @@ fn access(r: &mut Req, loc: &LocationConf, g: &Guard) -> Option<u16> {
     let ip = r
         .guard
         .as_ref()
-        .and_then(|s| s.peer)
+        .and_then(|s| s.vars.real_peer)
         .or(r.conn.facts().peer)
         .map(|p| p.ip());
     let rule = access_rule(&loc.access, ip);
@@ -410,7 +435,7 @@ fn auth(r: &mut Req, a: &AuthBasic) -> Auth {
         }
         Some(Ok(true)) => {
             if let Some(s) = r.guard.as_mut() {
-                s.remote_user = Some(user_text);
+                s.vars.remote_user = Some(user_text);
             }
             Auth::Passed
         }

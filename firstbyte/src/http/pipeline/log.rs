@@ -26,8 +26,7 @@ pub(super) struct LogOnDone {
     pub(super) response_headers: HeaderMap,
     pub(super) start: Instant,
     pub(super) nreq: u64,
-    pub(super) remote_user: Option<String>,
-    pub(super) real_peer: Option<std::net::SocketAddr>,
+    pub(super) guard: Option<crate::http::reqvars::GuardVars>,
 }
 
 impl LogOnDone {
@@ -53,8 +52,7 @@ impl LogOnDone {
             start: self.start,
             connection_requests: self.nreq,
             captures: &[],
-            real_peer: self.real_peer,
-            remote_user: self.remote_user.as_deref(),
+            guard: self.guard.as_ref(),
         };
         for t in targets {
             let mut line = t.format.value.eval_log(&vars, t.format.escape, log_escape);

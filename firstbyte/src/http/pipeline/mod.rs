@@ -147,8 +147,7 @@ impl Req<'_> {
             start: self.start,
             connection_requests: self.nreq,
             captures: &self.captures,
-            real_peer: self.guard.as_ref().and_then(|g| g.peer),
-            remote_user: self.guard.as_ref().and_then(|g| g.remote_user.as_deref()),
+            guard: self.guard.as_ref().map(|g| &g.vars),
         }
     }
 

@@ -204,8 +204,7 @@ pub(super) fn finish(
             response_headers: resp.headers().clone(),
             start: r.start,
             nreq: r.nreq,
-            remote_user: r.guard.as_ref().and_then(|g| g.remote_user.clone()),
-            real_peer: r.guard.as_ref().and_then(|g| g.peer),
+            guard: r.guard.as_ref().map(|g| g.vars.clone()),
         })),
     };
     let (parts, body) = resp.into_parts();
