@@ -83,9 +83,10 @@ pub(super) fn check(r: &mut Req, loc: &LocationConf, g: &Guard) -> Option<u16> {
         let proxy = r.conn.facts().proxy_protocol.map(|p| p.source);
         let value = match &rip.header {
             RealIpHeader::ProxyProtocol => None,
-            RealIpHeader::XRealIp => header_list(r.headers, "x-real-ip"),
+            // One header's value (nginx takes the first); X-Forwarded-For is every one.
+            RealIpHeader::XRealIp => first_header(r.headers, "x-real-ip"),
             RealIpHeader::XForwardedFor => header_list(r.headers, "x-forwarded-for"),
-            RealIpHeader::Other(n) => header_list(r.headers, n),
+            RealIpHeader::Other(n) => first_header(r.headers, n),
         };
         if let Some(real) = rip.resolve(conn_peer, value.as_deref(), proxy) {
             state.vars.real_peer = Some(real);
@@ -109,6 +110,11 @@ pub(super) fn check(r: &mut Req, loc: &LocationConf, g: &Guard) -> Option<u16> {
         }
     }
     access(r, loc, g)
+}
+
+fn first_header(h: &http::HeaderMap, name: &str) -> Option<String> {
+    h.get(name)
+        .map(|v| String::from_utf8_lossy(v.as_bytes()).into_owned())
 }
 
 /// Every value of header `name`, joined with commas (nginx walks repeated X-Forwarded-For

@@ -328,9 +328,10 @@ where
             r.uri = u;
             r.args = query.map(str::to_string);
             let out = phases::run(&mut r);
-            // limit_req's delay, before the content is sent or the upstream asked.
+            // limit_req's delay, before the content is sent or the upstream asked. Boxed:
+            // a timer is large and rare; the common request future stays small.
             if let Some(d) = r.guard.as_mut().and_then(|g| g.delay.take()) {
-                tokio::time::sleep(d).await;
+                Box::pin(tokio::time::sleep(d)).await;
             }
             out
         }
@@ -375,12 +376,7 @@ where
             }
         }
     };
-    let mut resp = finish(&r, resp, &loc, parts.headers);
-    // limit_conn's counts are held until the response body is done.
-    if let Some(g) = r.guard.take() {
-        resp.body_mut().guard = Some(g);
-    }
-    resp
+    finish(&mut r, resp, &loc, parts.headers)
 }
 
 /// The request line's parts the pipeline borrows.

@@ -124,7 +124,7 @@ fn add_header_applies(code: u16) -> bool {
 
 /// Headers every response gets, compression, keep-alive, and the access log.
 pub(super) fn finish(
-    r: &Req,
+    r: &mut Req,
     mut resp: Response<Body>,
     loc: &Arc<LocationConf>,
     req_headers: &HeaderMap,
@@ -216,7 +216,8 @@ pub(super) fn finish(
             log,
             busy: None,
             progress: None,
-            guard: None,
+            // limit_conn's counts are held until the response body is done.
+            _limit_conn: r.guard.take(),
         },
     )
 }
@@ -231,7 +232,7 @@ pub struct ResponseBody {
     /// The HTTP/2 stream's progress for `send_timeout`.
     pub(super) progress: Option<Arc<crate::http::send_watch::Progress>>,
     /// limit_conn counts held until the body is done (None for most requests).
-    pub(super) guard: Option<Box<super::guard::GuardState>>,
+    pub(super) _limit_conn: Option<Box<super::guard::GuardState>>,
 }
 
 impl ResponseBody {
@@ -243,7 +244,7 @@ impl ResponseBody {
             log: None,
             busy: None,
             progress: None,
-            guard: None,
+            _limit_conn: None,
         }
     }
 }
