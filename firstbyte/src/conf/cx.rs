@@ -33,6 +33,8 @@ pub(crate) struct Cx {
     pub daemon: bool,
     /// Variables of `set`, `map`, `split_clients` and regex named groups.
     pub user_vars: super::rewrite::VarDefs,
+    /// `limit_req_zone`s and `limit_conn_zone`s.
+    pub zones: super::limits::Zones,
 }
 
 impl Cx {
@@ -52,6 +54,7 @@ impl Cx {
             is_root,
             upstreams: HashMap::new(),
             user_vars: Default::default(),
+            zones: Default::default(),
             daemon: false,
         }
     }

@@ -429,7 +429,7 @@ fn access_rule(s: &mut LocSettings, d: &Directive, cx: &mut Cx, allow: bool) -> 
     Ok(())
 }
 
-fn mask(ip: IpAddr, bits: u8) -> IpAddr {
+pub(super) fn mask(ip: IpAddr, bits: u8) -> IpAddr {
     match ip {
         IpAddr::V4(v4) => {
             let m = u32::MAX.checked_shl(32 - u32::from(bits)).unwrap_or(0);

@@ -136,6 +136,7 @@ pub(crate) mod fixtures {
     /// A location with nginx's defaults, named `name`, holding `locations`.
     pub(crate) fn location(name: &str, locations: Locations) -> LocationConf {
         loc_directives!(defaults_conf! LocationConf {
+            guard: None,
             name: name.to_string(),
             prefix: String::new(),
             root: DocRoot::Root(ComplexValue::literal("html")),

@@ -11,6 +11,7 @@
 //! main file's directory, as nginx's conf prefix; `root`, logs and `pid` against the prefix
 //! (`-p`, by default the main file's directory too).
 
+pub mod access_conf;
 mod args;
 mod build;
 mod cx;
@@ -21,12 +22,15 @@ mod directives;
 pub(crate) mod docs;
 mod error;
 mod handlers;
+pub mod leaky;
+pub mod limits;
 pub mod locate;
 pub mod model;
 mod modules;
 mod parse;
 mod proxy;
 mod proxy_settings;
+pub mod realip;
 pub mod rewrite;
 mod server_handlers;
 mod server_head;

@@ -206,6 +206,8 @@ pub struct Listen {
     pub ipv6only: bool,
     /// `quic`: a UDP socket serving HTTP/3 (TLS 1.3 inside QUIC) instead of a TCP one.
     pub quic: bool,
+    /// `proxy_protocol`: every connection starts with a PROXY protocol header.
+    pub proxy_protocol: bool,
     /// Where the directive was written.
     pub pos: Pos,
 }
@@ -228,6 +230,7 @@ impl Listen {
             deferred: false,
             ipv6only: true,
             quic: false,
+            proxy_protocol: false,
             pos,
         }
     }
@@ -496,6 +499,8 @@ pub struct LocationConf {
     pub locations: Locations,
     /// Where the location starts (server position for the server level).
     pub pos: Pos,
+    /// auth_basic, real IP, limit_req, limit_conn: None when the location uses none.
+    pub guard: Option<Arc<super::access_conf::Guard>>,
 }
 }
 

@@ -68,7 +68,6 @@ const UNSUPPORTED_PARAMS: &[&str] = &[
     "sndbuf",
     "setfib",
     "accept_filter",
-    "proxy_protocol",
     "multipath",
 ];
 
@@ -101,6 +100,7 @@ pub(crate) fn listen(h: &mut ServerHead, d: &Directive, cx: &mut Cx) -> R {
             ("reuseport", None) => l.reuseport = true,
             ("deferred", None) => l.deferred = true,
             ("quic", None) => l.quic = true,
+            ("proxy_protocol", None) => l.proxy_protocol = true,
             ("backlog", Some(v)) => {
                 l.backlog = v
                     .parse::<i32>()
@@ -146,6 +146,7 @@ pub(crate) fn listen(h: &mut ServerHead, d: &Directive, cx: &mut Cx) -> R {
             ("deferred", l.deferred),
             ("ssl", l.ssl),
             ("http2", l.http2),
+            ("proxy_protocol", l.proxy_protocol),
         ];
         if let Some((name, _)) = clash.iter().find(|(_, set)| *set) {
             return Err(other(format!(

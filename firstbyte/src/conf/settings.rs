@@ -93,6 +93,8 @@ pub(crate) struct LocSettings {
     pub proxy: ProxySettings,
     /// `set`, `if`, `rewrite`, `return`, `break`, `rewrite_log`, `uninitialized_variable_warn`.
     pub rewrite: super::rewrite::RewriteSettings,
+    /// `auth_basic`, `satisfy`, the real-IP directives, `limit_req`, `limit_conn`.
+    pub guard: super::access_conf::GuardSettings,
 }
 }
 
@@ -124,6 +126,7 @@ impl LocSettings {
         self.compression.inherit_listed(&p.compression);
         self.proxy.inherit(&p.proxy);
         self.rewrite.inherit(&p.rewrite);
+        self.guard.inherit(&p.guard);
     }
 
     /// The merged values with defaults for what nobody set; `default_types` applies when no
@@ -193,6 +196,7 @@ impl LocSettings {
             compression: compression_directives!(finish_conf! (self.compression) Compression {}),
             types: self.types.clone().unwrap_or_else(|| default_types.clone()),
             proxy: self.proxy.finish(cx).map(Arc::new),
+            guard: self.guard.finish(cx),
             locations,
             pos,
         })

@@ -21,6 +21,7 @@
 //! [`DIRECTIVES`]. Then run `cargo test -p firstbyte --lib docs_file` (twice: it rewrites
 //! docs/directives.md when stale).
 
+use super::access_conf as ac;
 use super::args::R;
 use super::cx::Cx;
 use super::declare::{setters, spec_rows};
@@ -29,8 +30,10 @@ use super::directives::{
     proxy_directives, proxy_ssl_directives, srv_directives, tls_directives,
 };
 use super::handlers as h;
+use super::limits as lim;
 use super::parse::Directive;
 use super::proxy as px;
+use super::realip as rip;
 use super::rewrite as rw;
 use super::server_handlers as srv;
 use super::server_head::{self, ServerHead};
@@ -307,6 +310,23 @@ pub(crate) static DIRECTIVES: &[Spec] = &[
     // access, stub_status
     d("allow", HSL, 1, 1, "", InheritIfNone, Loc(h::allow), "Allow an address, a CIDR network or `all` (rules apply in order)."),
     d("deny", HSL, 1, 1, "", InheritIfNone, Loc(h::deny), "Deny an address, a CIDR network or `all` (rules apply in order)."),
+    // auth_basic, realip, limit_req, limit_conn (conf/access_conf.rs, realip.rs, limits.rs)
+    d("auth_basic", HSL, 1, 1, "off", Inherit, Loc(ac::auth_basic), "Ask for a user and password (HTTP Basic) with this realm; `off`: none. Needs `auth_basic_user_file`."),
+    d("auth_basic_user_file", HSL, 1, 1, "", Inherit, Loc(ac::auth_basic_user_file), "htpasswd file (variables allowed; relative to the configuration directory), read on every request: `{PLAIN}`, `{SHA}`, `{SSHA}`, `$apr1$`, and whatever the C library's crypt(3) knows (`$1$`, `$5$`, `$6$`, `$2y$`/`$2b$` bcrypt, `$y$`, DES)."),
+    d("satisfy", HSL, 1, 1, "all", Inherit, Loc(ac::satisfy), "`any`: `allow`/`deny` or `auth_basic` passing is enough; `all`: both must."),
+    d("set_real_ip_from", HSL, 1, 1, "", InheritIfNone, Loc(rip::set_real_ip_from), "Trusted proxy address, CIDR network or `unix:`: requests from it take `$remote_addr` from `real_ip_header`."),
+    d("real_ip_header", HSL, 1, 1, "X-Real-IP", Inherit, Loc(rip::real_ip_header), "Where the real address is: `X-Real-IP`, `X-Forwarded-For`, `proxy_protocol` or another header."),
+    d("real_ip_recursive", HSL, 1, 1, "off", Inherit, Loc(rip::real_ip_recursive), "`on`: walk `X-Forwarded-For` from the right past every trusted address; `off`: take the last one."),
+    d("limit_req_zone", HTTP, 2, 4, "", Global, Shared(lim::limit_req_zone), "`KEY zone=NAME:SIZE rate=Nr/s|Nr/m`: a leaky bucket per key value (64 bytes a key; a full zone drops its least recently used key). `sync` is accepted and does nothing (one server)."),
+    d("limit_req", HSL, 1, 3, "", InheritIfNone, Loc(lim::limit_req), "`zone=NAME [burst=N] [nodelay|delay=N]`: refuse (or, within the burst, delay) requests over the zone's rate."),
+    d("limit_req_status", HSL, 1, 1, "503", Inherit, Loc(lim::limit_req_status), "Status of refused requests."),
+    d("limit_req_log_level", HSL, 1, 1, "error", Inherit, Loc(lim::limit_req_log_level), "Error-log level of refusals (`info`, `notice`, `warn`, `error`); delays log one level lower."),
+    d("limit_req_dry_run", HSL, 1, 1, "off", Inherit, Loc(lim::limit_req_dry_run), "Count and log, but refuse and delay nothing."),
+    d("limit_conn_zone", HTTP, 2, 2, "", Global, Shared(lim::limit_conn_zone), "`KEY zone=NAME:SIZE`: requests in progress per key value (32 bytes a key; a full zone refuses new keys)."),
+    d("limit_conn", HSL, 2, 2, "", InheritIfNone, Loc(lim::limit_conn), "`ZONE N`: at most N requests in progress per key at once."),
+    d("limit_conn_status", HSL, 1, 1, "503", Inherit, Loc(lim::limit_conn_status), "Status of refused requests."),
+    d("limit_conn_log_level", HSL, 1, 1, "error", Inherit, Loc(lim::limit_conn_log_level), "Error-log level of refusals."),
+    d("limit_conn_dry_run", HSL, 1, 1, "off", Inherit, Loc(lim::limit_conn_dry_run), "Count and log, but refuse nothing."),
     // compression
     ignored("gzip_buffers", HSL, 2, 2, "firstbyte's compressor sizes its own buffers"),
     // ssl
@@ -382,8 +402,8 @@ pub(crate) static UNSUPPORTED: &[&str] = &[
     "msie_refresh", "ntlm", "open_log_file_cache", "output_buffers", "pcre_jit",
     "postpone_output", "quic", "random", "read_ahead",
     "recursive_error_pages", "request_pool_size", "reset_timedout_connection",
-    "satisfy", "send_lowat",
-    "sendfile_max_chunk", "set_real_ip_from", "slice",
+    "send_lowat",
+    "sendfile_max_chunk", "slice",
     "slice_size", "ssi", "ssl_crl",
     "ssl_engine", "ssl_handshake_timeout",
     "ssl_reject_handshake", "ssl_stapling_responder",

@@ -171,6 +171,7 @@ pub struct AddrServers {
     names: Names,
     ssl: bool,
     http2: bool,
+    proxy_protocol: bool,
 }
 
 /// Server names of one address, in nginx's lookup structure.
@@ -290,6 +291,12 @@ impl AddrServers {
         self.names.lookup(&host).unwrap_or(&self.default)
     }
 
+    /// Connections on this address start with a PROXY protocol header (some `listen` on it
+    /// says `proxy_protocol`).
+    pub fn proxy_protocol(&self) -> bool {
+        self.proxy_protocol
+    }
+
     /// Connections on this address speak TLS (some `listen` on it says `ssl`).
     pub fn ssl(&self) -> bool {
         self.ssl
@@ -346,6 +353,7 @@ struct AddrBuild {
     default_set: bool,
     ssl: bool,
     http2: bool,
+    proxy_protocol: bool,
     protocols: u8,
     protocols_set: bool,
     protocols_changed: bool,
@@ -380,6 +388,7 @@ impl AddrBuild {
             default_set: l.default_server,
             ssl: l.ssl,
             http2: l.http2,
+            proxy_protocol: l.proxy_protocol,
             protocols: 0,
             protocols_set: false,
             protocols_changed: false,
@@ -453,6 +462,7 @@ impl AddrBuild {
         }
         self.ssl |= l.ssl;
         self.http2 |= l.http2;
+        self.proxy_protocol |= l.proxy_protocol;
         Ok(())
     }
 
@@ -464,6 +474,7 @@ impl AddrBuild {
             default: self.default.clone(),
             ssl: self.ssl,
             http2: self.http2,
+            proxy_protocol: self.proxy_protocol,
         }
     }
 }

@@ -4,6 +4,7 @@
 //! process's [`Shared`] state; the runtime (`server`) builds them and calls
 //! [`pipeline::serve`]. Nothing here reaches back into the runtime.
 
+pub mod auth_basic;
 pub mod body;
 pub mod builtin;
 pub mod compress;

@@ -25,6 +25,8 @@ pub struct ConnFacts {
     pub tls: Option<TlsFacts>,
     /// The record policy in force (`$record_policy`).
     pub record_policy: &'static str,
+    /// The addresses of a `listen ... proxy_protocol` connection's PROXY header.
+    pub proxy_protocol: Option<crate::net::proxy_protocol::ProxyAddrs>,
 }
 
 /// What the handshake settled.
@@ -87,6 +89,21 @@ pub struct RequestVars<'a> {
     pub captures: &'a [Option<String>],
     /// `set`, `map` and `split_clients` variables (None when the configuration has none).
     pub user: Option<&'a crate::http::rewrite::uservars::UserVars>,
+    /// What auth_basic, real IP and the limits decided (None for most requests).
+    pub guard: Option<&'a GuardVars>,
+}
+
+/// What auth_basic, real IP and the limits decided for a request, for its variables.
+#[derive(Debug, Clone, Default)]
+pub struct GuardVars {
+    /// The real client address from `set_real_ip_from` (None: the connection's).
+    pub real_peer: Option<SocketAddr>,
+    /// `$remote_user` after `auth_basic`.
+    pub remote_user: Option<String>,
+    /// `$limit_req_status`: `PASSED`, `DELAYED`, `REJECTED`, `DELAYED_DRY_RUN`, `REJECTED_DRY_RUN`.
+    pub limit_req_status: Option<&'static str>,
+    /// `$limit_conn_status`: `PASSED`, `REJECTED`, `REJECTED_DRY_RUN`.
+    pub limit_conn_status: Option<&'static str>,
 }
 
 fn header<'a>(h: &'a HeaderMap, name: &str) -> Option<Cow<'a, str>> {
@@ -125,6 +142,13 @@ fn client_leaf(tls: Option<&TlsFacts>) -> Option<&rustls::pki_types::Certificate
     tls?.client.as_ref()?.chain.first()
 }
 
+impl RequestVars<'_> {
+    /// The client's address: the real one when `set_real_ip_from` trusted the peer.
+    fn peer(&self) -> Option<SocketAddr> {
+        self.guard.and_then(|g| g.real_peer).or(self.conn.peer)
+    }
+}
+
 impl Vars for RequestVars<'_> {
     fn get(&self, name: &str) -> Option<Cow<'_, str>> {
         let s = |v: &str| Some(Cow::Owned(v.to_string()));
@@ -145,10 +169,30 @@ impl Vars for RequestVars<'_> {
             "server_name" => Some(Cow::Borrowed(self.server_name)),
             "scheme" => Some(Cow::Borrowed(if tls.is_some() { "https" } else { "http" })),
             "https" => Some(Cow::Borrowed(if tls.is_some() { "on" } else { "" })),
-            "remote_addr" => self.conn.peer.map(|a| Cow::Owned(a.ip().to_string())),
-            "binary_remote_addr" => self.conn.peer.map(|a| Cow::Owned(a.ip().to_string())),
-            "remote_port" => self.conn.peer.map(|a| Cow::Owned(a.port().to_string())),
-            "remote_user" => None,
+            "remote_addr" => self.peer().map(|a| Cow::Owned(a.ip().to_string())),
+            "binary_remote_addr" => self.peer().map(|a| Cow::Owned(a.ip().to_string())),
+            "remote_port" => self.peer().map(|a| Cow::Owned(a.port().to_string())),
+            "realip_remote_addr" => self.conn.peer.map(|a| Cow::Owned(a.ip().to_string())),
+            "realip_remote_port" => self.conn.peer.map(|a| Cow::Owned(a.port().to_string())),
+            "remote_user" => self.guard?.remote_user.as_deref().map(Cow::Borrowed),
+            "limit_req_status" => self.guard?.limit_req_status.map(Cow::Borrowed),
+            "limit_conn_status" => self.guard?.limit_conn_status.map(Cow::Borrowed),
+            "proxy_protocol_addr" => self
+                .conn
+                .proxy_protocol
+                .map(|p| Cow::Owned(p.source.ip().to_string())),
+            "proxy_protocol_port" => self
+                .conn
+                .proxy_protocol
+                .map(|p| Cow::Owned(p.source.port().to_string())),
+            "proxy_protocol_server_addr" => self
+                .conn
+                .proxy_protocol
+                .map(|p| Cow::Owned(p.destination.ip().to_string())),
+            "proxy_protocol_server_port" => self
+                .conn
+                .proxy_protocol
+                .map(|p| Cow::Owned(p.destination.port().to_string())),
             "server_addr" => self.conn.local.map(|a| Cow::Owned(a.ip().to_string())),
             "server_port" => self.conn.local.map(|a| Cow::Owned(a.port().to_string())),
             "status" => Some(Cow::Owned(format!("{:03}", self.status))),
@@ -276,6 +320,7 @@ mod tests {
             peer: Some("192.0.2.7:5555".parse().unwrap()),
             local: Some("127.0.0.1:8443".parse().unwrap()),
             id: 9,
+            proxy_protocol: None,
             tls: Some(TlsFacts {
                 protocol: "TLSv1.3",
                 cipher: "TLS_AES_128_GCM_SHA256",
@@ -303,6 +348,7 @@ mod tests {
             connection_requests: 1,
             captures: &[],
             user: None,
+            guard: None,
         };
         let cv = ComplexValue::parse(
             "$scheme://$host$request_uri $remote_addr $http_user_agent $arg_id $cookie_b $status $ssl_protocol $request",

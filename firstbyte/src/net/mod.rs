@@ -10,6 +10,7 @@ use std::os::fd::{AsRawFd, RawFd};
 
 use socket2::{Domain, Protocol, Socket, Type};
 
+pub mod proxy_protocol;
 mod stream;
 
 #[cfg(test)]

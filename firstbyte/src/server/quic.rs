@@ -257,6 +257,7 @@ async fn serve(
             ..TlsFacts::default()
         }),
         record_policy: "quic",
+        proxy_protocol: None,
     };
     let send_timeout = server.default_location.send_timeout;
     // The request head's bound: `large_client_header_buffers`, as over HTTP/2.

@@ -28,6 +28,7 @@ pub(super) struct LogOnDone {
     pub(super) nreq: u64,
     pub(super) early_data: bool,
     pub(super) user: Option<Box<crate::http::rewrite::uservars::UserVars>>,
+    pub(super) guard: Option<crate::http::reqvars::GuardVars>,
 }
 
 impl LogOnDone {
@@ -55,6 +56,7 @@ impl LogOnDone {
             connection_requests: self.nreq,
             captures: &[],
             user: self.user.as_deref(),
+            guard: self.guard.as_ref(),
         };
         for t in targets {
             let mut line = t.format.value.eval_log(&vars, t.format.escape, log_escape);

@@ -28,6 +28,7 @@
 
 mod access;
 mod forward;
+mod guard;
 mod headers;
 mod log;
 mod phases;
@@ -126,6 +127,8 @@ struct Req<'a> {
     request_filename: Option<PathBuf>,
     start: Instant,
     nreq: u64,
+    /// What auth_basic, real IP and the limits left (None for a location without them).
+    guard: Option<Box<guard::GuardState>>,
     /// `set`, `map`, `split_clients` values (None when the configuration defines none).
     user: Option<Box<super::rewrite::uservars::UserVars>>,
     /// The location whose rewrite directives run (for `$request_filename` there).
@@ -175,6 +178,7 @@ impl Req<'_> {
             connection_requests: self.nreq,
             captures: &self.captures,
             user: self.user.as_deref(),
+            guard: self.guard.as_ref().map(|g| &g.vars),
         }
     }
 
@@ -328,6 +332,7 @@ where
         start,
         nreq,
         early_data,
+        guard: None,
         user: None,
         rewrite_loc: None,
         valid_location: true,
@@ -403,7 +408,13 @@ where
         (true, Ok(u), None) => {
             r.uri = u;
             r.args = query.map(str::to_string);
-            phases::run(&mut r)
+            let out = phases::run(&mut r);
+            // limit_req's delay, before the content is sent or the upstream asked. Boxed:
+            // a timer is large and rare; the common request future stays small.
+            if let Some(d) = r.guard.as_mut().and_then(|g| g.delay.take()) {
+                Box::pin(tokio::time::sleep(d)).await;
+            }
+            out
         }
         _ => (
             Step::Done(status_response(400)),
@@ -446,7 +457,7 @@ where
             }
         }
     };
-    finish(&r, resp, &loc, parts.headers)
+    finish(&mut r, resp, &loc, parts.headers)
 }
 
 /// The request line's parts the pipeline borrows.

@@ -165,6 +165,7 @@ pub(super) fn error(
         user: r.user.clone(),
         rewrite_loc: None,
         valid_location: true,
+        guard: r.guard.as_ref().map(|g| Box::new(g.for_redirect())),
     };
     let server = r.server.clone();
     let (page_loc, out) = if let Some(name) = target.strip_prefix('@') {
@@ -311,7 +312,11 @@ fn find_config_checks(r: &mut Req, loc: &LocationConf) -> Option<Out> {
 
 /// Access checks and the content phase of a location.
 fn content(r: &mut Req, loc: &Arc<LocationConf>) -> Out {
-    if !allowed(&loc.access, r.conn.facts().peer.map(|p| p.ip())) {
+    if let Some(g) = &loc.guard {
+        if let Some(code) = super::guard::check(r, loc, g) {
+            return Out::Status(code);
+        }
+    } else if !allowed(&loc.access, r.conn.facts().peer.map(|p| p.ip())) {
         crate::fblog!(
             Error,
             "access forbidden by rule, client: {}, server: {}, request: \"{} {}\"",

@@ -122,7 +122,7 @@ fn add_header_applies(code: u16) -> bool {
 
 /// Headers every response gets, compression, keep-alive, and the access log.
 pub(super) fn finish(
-    r: &Req,
+    r: &mut Req,
     mut resp: Response<Body>,
     loc: &Arc<LocationConf>,
     req_headers: &HeaderMap,
@@ -132,6 +132,11 @@ pub(super) fn finish(
     if loc.expires != Expires::Off && add_header_applies(code) {
         let now = i64::try_from(crate::log::now().secs).unwrap_or(i64::MAX);
         crate::http::expires::apply(loc.expires, now, resp.headers_mut());
+    }
+    if code == 401 {
+        if let Some(v) = r.guard.as_ref().and_then(|g| g.www_authenticate.clone()) {
+            resp.headers_mut().insert(header::WWW_AUTHENTICATE, v);
+        }
     }
     if !loc.add_header.is_empty() {
         let applies = add_header_applies(code);
@@ -223,6 +228,7 @@ pub(super) fn finish(
             nreq: r.nreq,
             early_data: r.early_data,
             user: r.user.clone(),
+            guard: r.guard.as_ref().map(|g| g.vars.clone()),
         })),
     };
     let (parts, body) = resp.into_parts();
@@ -234,6 +240,8 @@ pub(super) fn finish(
             log,
             busy: None,
             progress: None,
+            // limit_conn's counts are held until the response body is done.
+            _limit_conn: r.guard.take(),
         },
     )
 }
@@ -247,6 +255,8 @@ pub struct ResponseBody {
     pub(super) busy: Option<Busy>,
     /// The HTTP/2 stream's progress for `send_timeout`.
     pub(super) progress: Option<Arc<crate::http::send_watch::Progress>>,
+    /// limit_conn counts held until the body is done (None for most requests).
+    pub(super) _limit_conn: Option<Box<super::guard::GuardState>>,
 }
 
 impl ResponseBody {
@@ -258,6 +268,7 @@ impl ResponseBody {
             log: None,
             busy: None,
             progress: None,
+            _limit_conn: None,
         }
     }
 }

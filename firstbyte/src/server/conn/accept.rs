@@ -25,6 +25,90 @@ pub(super) type TlsReady = (
     Arc<ServerConf>,
 );
 
+/// Reads a `listen ... proxy_protocol` connection's PROXY header (before TLS), as nginx:
+/// the header's bytes only, nothing after them (the socket is peeked, then exactly the
+/// header's bytes are consumed), within `deadline`, at most
+/// [`MAX_HEADER`](crate::net::proxy_protocol::MAX_HEADER) bytes. `Err` closes the connection
+/// (the reason is logged); `Ok(None)`: a header without addresses (`UNKNOWN`, `LOCAL`).
+pub(super) async fn read_proxy_protocol(
+    stream: &TcpStream,
+    peer: SocketAddr,
+    deadline: Instant,
+) -> Result<Option<crate::net::proxy_protocol::ProxyAddrs>, ()> {
+    use crate::net::proxy_protocol::{parse, Parsed, MAX_HEADER};
+    let deadline = tokio::time::Instant::from_std(deadline);
+    let mut head: Vec<u8> = Vec::new();
+    let mut peeked = vec![0u8; MAX_HEADER];
+    loop {
+        let room = MAX_HEADER - head.len();
+        let n = match tokio::time::timeout_at(deadline, stream.peek(&mut peeked[..room])).await {
+            Ok(Ok(0)) => return Err(()),
+            Ok(Ok(n)) => n,
+            Ok(Err(e)) => {
+                crate::fblog!(
+                    Info,
+                    "recv() failed ({e}) while reading PROXY protocol header, client: {}",
+                    peer.ip()
+                );
+                return Err(());
+            }
+            Err(_) => {
+                crate::fblog!(
+                    Info,
+                    "client timed out while reading PROXY protocol header, client: {}",
+                    peer.ip()
+                );
+                return Err(());
+            }
+        };
+        let mut all = head.clone();
+        all.extend_from_slice(&peeked[..n]);
+        let (take, done) = match parse(&all) {
+            Parsed::Done(len, addrs) => (len - head.len(), Some(addrs)),
+            // Every byte so far belongs to the header: consume them and wait for more.
+            Parsed::Incomplete if all.len() < MAX_HEADER => (n, None),
+            Parsed::Incomplete => {
+                crate::fblog!(
+                    Error,
+                    "header is too large while reading PROXY protocol, client: {}",
+                    peer.ip()
+                );
+                return Err(());
+            }
+            Parsed::Invalid(why) => {
+                crate::fblog!(
+                    Error,
+                    "{why} while reading PROXY protocol, client: {}",
+                    peer.ip()
+                );
+                return Err(());
+            }
+        };
+        let mut sink = vec![0u8; take];
+        let read = async {
+            let mut got = 0;
+            while got < take {
+                stream.readable().await?;
+                match stream.try_read(&mut sink[got..]) {
+                    Ok(0) => return Err(std::io::ErrorKind::UnexpectedEof.into()),
+                    Ok(k) => got += k,
+                    Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {}
+                    Err(e) => return Err(e),
+                }
+            }
+            Ok::<(), std::io::Error>(())
+        };
+        match tokio::time::timeout_at(deadline, read).await {
+            Ok(Ok(())) => {}
+            _ => return Err(()),
+        }
+        head.extend_from_slice(&sink);
+        if let Some(addrs) = done {
+            return Ok(addrs);
+        }
+    }
+}
+
 /// The TLS part of [`handle`](super::handle): ClientHello, server block by SNI, handshake. `None` when the
 /// connection ends here (the reason is logged). `timer` is the accept's time and
 /// `client_header_timeout`: one deadline for the whole handshake, and the first request's

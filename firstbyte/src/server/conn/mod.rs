@@ -106,14 +106,21 @@ pub async fn handle(
     let default = addr.default_server().clone();
     apply_socket_options(fd, &default);
     let hs_timeout = default.client_header_timeout;
-    let facts = ConnFacts {
+    let mut facts = ConnFacts {
         peer: Some(peer),
         local: Some(local),
         id,
         tls: None,
         record_policy: "static",
+        proxy_protocol: None,
     };
 
+    if addr.proxy_protocol() {
+        match accept::read_proxy_protocol(&stream, peer, accepted + hs_timeout).await {
+            Ok(p) => facts.proxy_protocol = p,
+            Err(()) => return,
+        }
+    }
     let send_timeout = default.default_location.send_timeout;
     if !addr.ssl() {
         let http2 = addr.http2() || default.http2;
