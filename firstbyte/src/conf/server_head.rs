@@ -334,6 +334,10 @@ mod tests {
                 "fastopen=5",
                 "\"fastopen\" parameter is incompatible with \"quic\" in /t.conf:2",
             ),
+            (
+                "proxy_protocol",
+                "\"proxy_protocol\" parameter is incompatible with \"quic\" in /t.conf:2",
+            ),
         ] {
             assert_eq!(e(&["443", "quic", p]), msg, "{p}");
         }
