@@ -8,11 +8,11 @@
 //! certificate is not verified, the handshake signature is (as `rust`).
 
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use bytes::Buf;
 
-use super::{Fetched, Fetcher, Target, REQUEST_TIMEOUT_S};
+use super::{bounded, ms, Fetched, Fetcher, Target};
 
 /// The built-in HTTP/3 client.
 pub struct H3Client {
@@ -64,21 +64,8 @@ pub fn client_config() -> Result<quinn::ClientConfig, String> {
 impl Fetcher for H3Client {
     fn fetch(&mut self, target: &Target) -> Fetched {
         let fut = fetch_once(&self.endpoint, self.config.clone(), target.clone());
-        let limit = Duration::from_secs(REQUEST_TIMEOUT_S);
-        self.runtime.block_on(async move {
-            match tokio::time::timeout(limit, fut).await {
-                Ok(f) => f,
-                Err(_) => Fetched {
-                    error: Some(format!("timed out after {REQUEST_TIMEOUT_S} s")),
-                    ..Fetched::default()
-                },
-            }
-        })
+        bounded(&self.runtime, fut)
     }
-}
-
-fn ms(since: Instant) -> f64 {
-    since.elapsed().as_secs_f64() * 1000.0
 }
 
 async fn fetch_once(ep: &quinn::Endpoint, config: quinn::ClientConfig, target: Target) -> Fetched {

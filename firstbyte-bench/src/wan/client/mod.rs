@@ -106,6 +106,28 @@ pub struct Fetched {
     pub error: Option<String>,
 }
 
+/// Runs one fetch on `runtime`, recorded as failed after [`REQUEST_TIMEOUT_S`].
+pub fn bounded(
+    runtime: &tokio::runtime::Runtime,
+    fut: impl std::future::Future<Output = Fetched>,
+) -> Fetched {
+    let limit = std::time::Duration::from_secs(REQUEST_TIMEOUT_S);
+    runtime.block_on(async move {
+        match tokio::time::timeout(limit, fut).await {
+            Ok(f) => f,
+            Err(_) => Fetched {
+                error: Some(format!("timed out after {REQUEST_TIMEOUT_S} s")),
+                ..Fetched::default()
+            },
+        }
+    })
+}
+
+/// Milliseconds since `since`.
+pub fn ms(since: std::time::Instant) -> f64 {
+    since.elapsed().as_secs_f64() * 1000.0
+}
+
 /// A client able to make one cold request.
 pub trait Fetcher {
     /// Opens a new connection, fetches `target`, closes it, and times it.

@@ -12,7 +12,7 @@
 //! as for a browser.
 
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use bytes::Bytes;
 use http_body_util::{BodyExt, Empty};
@@ -20,7 +20,7 @@ use hyper_util::rt::{TokioExecutor, TokioIo};
 use rustls::ClientConfig;
 use rustls_pki_types::ServerName;
 
-use super::{Fetched, Fetcher, Target, REQUEST_TIMEOUT_S};
+use super::{bounded, ms, Fetched, Fetcher, Target};
 
 /// The built-in client.
 pub struct RustClient {
@@ -64,21 +64,8 @@ pub fn client_config(http2: bool) -> Result<ClientConfig, rustls::Error> {
 impl Fetcher for RustClient {
     fn fetch(&mut self, target: &Target) -> Fetched {
         let fut = fetch_once(self.tls.clone(), self.http2, target.clone());
-        let limit = Duration::from_secs(REQUEST_TIMEOUT_S);
-        self.runtime.block_on(async move {
-            match tokio::time::timeout(limit, fut).await {
-                Ok(f) => f,
-                Err(_) => Fetched {
-                    error: Some(format!("timed out after {REQUEST_TIMEOUT_S} s")),
-                    ..Fetched::default()
-                },
-            }
-        })
+        bounded(&self.runtime, fut)
     }
-}
-
-fn ms(since: Instant) -> f64 {
-    since.elapsed().as_secs_f64() * 1000.0
 }
 
 async fn fetch_once(tls: Arc<ClientConfig>, http2: bool, target: Target) -> Fetched {

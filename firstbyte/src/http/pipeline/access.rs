@@ -6,6 +6,7 @@ use std::sync::Arc;
 
 use super::Req;
 use crate::conf::model::{AccessRule, Net, ServerConf};
+use crate::conf::realip::cidr_contains;
 
 pub(super) fn allowed(rules: &[AccessRule], peer: Option<std::net::IpAddr>) -> bool {
     for rule in rules {
@@ -19,36 +20,6 @@ pub(super) fn allowed(rules: &[AccessRule], peer: Option<std::net::IpAddr>) -> b
         }
     }
     true
-}
-
-fn cidr_contains(net: std::net::IpAddr, bits: u8, ip: std::net::IpAddr) -> bool {
-    use std::net::IpAddr;
-    let ip = match (net, ip) {
-        (IpAddr::V4(_), IpAddr::V6(v6)) => match v6.to_ipv4_mapped() {
-            Some(v4) => IpAddr::V4(v4),
-            None => return false,
-        },
-        _ => ip,
-    };
-    match (net, ip) {
-        (IpAddr::V4(n), IpAddr::V4(a)) => {
-            let mask = if bits == 0 {
-                0
-            } else {
-                u32::MAX << (32 - bits.min(32))
-            };
-            (u32::from(n) & mask) == (u32::from(a) & mask)
-        }
-        (IpAddr::V6(n), IpAddr::V6(a)) => {
-            let mask = if bits == 0 {
-                0
-            } else {
-                u128::MAX << (128 - bits.min(128))
-            };
-            (u128::from(n) & mask) == (u128::from(a) & mask)
-        }
-        _ => false,
-    }
 }
 
 /// nginx's 421 Misdirected Request, for client certificates: on a TLS connection whose
