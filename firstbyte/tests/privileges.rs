@@ -90,6 +90,13 @@ fn serves_unprivileged_and_reloads_with_root_only_keys() {
     let mut server = Server::start_in(&dir, &conf(&dir, port, ""), port);
     let pid = server.child.id();
 
+    // Requests reach only what nobody may read. (A served request first: the port accepts
+    // into the kernel's backlog from listen() on, while the process may still be root.)
+    let base = format!("https://localhost:{port}");
+    let resolve = format!("localhost:{port}:127.0.0.1");
+    let (code, _, body) = curl_i(&["--resolve", &resolve, &format!("{base}/")]);
+    assert_eq!((code, body.as_slice()), (200, b"public\n".as_slice()));
+
     // Every thread runs as nobody with no capability, and cannot gain one.
     assert_unprivileged(pid, "after start");
     // The broker: a child that kept root, and goes when the server goes.
@@ -100,11 +107,6 @@ fn serves_unprivileged_and_reloads_with_root_only_keys() {
         "broker Uid: {buid}"
     );
 
-    // Requests reach only what nobody may read.
-    let base = format!("https://localhost:{port}");
-    let resolve = format!("localhost:{port}:127.0.0.1");
-    let (code, _, body) = curl_i(&["--resolve", &resolve, &format!("{base}/")]);
-    assert_eq!((code, body.as_slice()), (200, b"public\n".as_slice()));
     let (code, _, _) = curl_i(&["--resolve", &resolve, &format!("{base}/secret.txt")]);
     assert_eq!(code, 403, "a root-only file must not be served");
 
