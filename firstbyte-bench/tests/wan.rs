@@ -86,12 +86,32 @@ fn rows(out: &Path) -> Vec<Vec<String>> {
         .collect()
 }
 
+/// A row's connect, appconnect, TTFB and total (ms): connect (TCP's SYN-ACK, QUIC's first
+/// flight answered) takes at least one RTT (10 ms), and the four come in that order.
+fn timings_in_order(row: &[String]) -> Vec<f64> {
+    let t: Vec<f64> = row[5..9]
+        .iter()
+        .map(|v| v.parse().expect("number"))
+        .collect();
+    assert!(
+        t[0] >= 9.0 && t[0] <= t[1] && t[1] <= t[2] && t[2] <= t[3],
+        "{row:?}"
+    );
+    t
+}
+
+/// An empty scratch directory for one test.
+fn scratch(tag: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("fb-bench-{tag}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).expect("tmp dir");
+    dir
+}
+
 #[test]
 fn tiny_plan_end_to_end_and_resume() {
     check_prerequisites();
-    let dir = std::env::temp_dir().join(format!("fb-bench-wan-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).expect("tmp dir");
+    let dir = scratch("wan");
     let plan = dir.join("plan.toml");
     std::fs::write(&plan, PLAN).expect("plan");
     let out = dir.join("out");
@@ -103,15 +123,7 @@ fn tiny_plan_end_to_end_and_resume() {
         assert_eq!(row.len(), 12, "{row:?}");
         assert_eq!(row[11], "200", "{row:?}");
         assert_eq!(row[10], "2", "HTTP/2 negotiated: {row:?}");
-        let t: Vec<f64> = row[5..9]
-            .iter()
-            .map(|v| v.parse().expect("number"))
-            .collect();
-        // connect ≥ 1 RTT (10 ms), then appconnect, TTFB, total in order.
-        assert!(
-            t[0] >= 9.0 && t[0] <= t[1] && t[1] <= t[2] && t[2] <= t[3],
-            "{row:?}"
-        );
+        let t = timings_in_order(row);
         assert!(t[2] >= 25.0, "TTFB is at least ~3 RTT: {row:?}");
     }
     let servers: std::collections::HashSet<&str> = r.iter().map(|x| x[1].as_str()).collect();
@@ -168,9 +180,7 @@ fn tiny_plan_end_to_end_and_resume() {
 #[test]
 fn http3_downloads_through_five_percent_loss() {
     check_prerequisites();
-    let dir = std::env::temp_dir().join(format!("fb-bench-h3-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).expect("tmp dir");
+    let dir = scratch("h3");
     let plan = dir.join("plan.toml");
     std::fs::write(
         &plan,
@@ -197,15 +207,7 @@ config = ""
     for row in &r {
         assert_eq!(row[11], "200", "{row:?}");
         assert_eq!(row[10], "3", "HTTP/3: {row:?}");
-        let t: Vec<f64> = row[5..9]
-            .iter()
-            .map(|v| v.parse().expect("number"))
-            .collect();
-        // The first flight answered (≥ 1 RTT, 10 ms), then the handshake, head and body.
-        assert!(
-            t[0] >= 9.0 && t[0] <= t[1] && t[1] <= t[2] && t[2] <= t[3],
-            "{row:?}"
-        );
+        timings_in_order(row);
     }
     let _ = std::fs::remove_dir_all(&dir);
 }

@@ -386,24 +386,13 @@ fn aioquic_fetches_static_and_proxied_responses() {
     };
     let base = format!("https://a.test:{}", ports[0]);
     let session = server.dir.join("session.bin");
-    let run = |urls: &[String]| {
-        let out = std::process::Command::new(aioquic_python())
-            .arg(concat!(env!("CARGO_MANIFEST_DIR"), "/../scripts/h3-get.py"))
-            .args(["--ca", certs().ca().to_str().unwrap()])
-            .args(["--resolve", &format!("a.test:{}:127.0.0.1", ports[0])])
-            .args(["--session-file", session.to_str().unwrap()])
-            .args(urls)
-            .output()
-            .expect("run aioquic");
-        assert!(
-            out.status.success(),
-            "aioquic failed: {}\n{}",
-            String::from_utf8_lossy(&out.stderr),
-            server.stderr_text()
-        );
-        String::from_utf8(out.stdout).unwrap()
-    };
-    let out = run(&[format!("{base}/big.bin"), format!("{base}/api/x?y=1")]);
+    let out = aioquic(
+        &server,
+        ports[0],
+        &session,
+        &[],
+        &[format!("{base}/big.bin"), format!("{base}/api/x?y=1")],
+    );
     let lines: Vec<&str> = out.lines().collect();
     assert_eq!(
         lines[0],
@@ -419,7 +408,7 @@ fn aioquic_fetches_static_and_proxied_responses() {
     );
     assert!(session.exists(), "no session ticket saved: {out}");
     // A second connection with the saved ticket: resumed (no 0-RTT without ssl_early_data).
-    let out = run(&[format!("{base}/who")]);
+    let out = aioquic(&server, ports[0], &session, &[], &[format!("{base}/who")]);
     let who = b"a HTTP/3.0 h3=h3 sni=a.test\n";
     assert_eq!(
         out.lines().next().unwrap(),
@@ -430,7 +419,13 @@ fn aioquic_fetches_static_and_proxied_responses() {
 }
 
 /// Runs `scripts/h3-get.py` (aioquic) against 127.0.0.1:`port` as a.test with `session`.
-fn aioquic(port: u16, session: &std::path::Path, extra: &[&str], urls: &[String]) -> String {
+fn aioquic(
+    server: &Server,
+    port: u16,
+    session: &std::path::Path,
+    extra: &[&str],
+    urls: &[String],
+) -> String {
     let out = std::process::Command::new(aioquic_python())
         .arg(concat!(env!("CARGO_MANIFEST_DIR"), "/../scripts/h3-get.py"))
         .args(["--ca", certs().ca().to_str().unwrap()])
@@ -442,8 +437,9 @@ fn aioquic(port: u16, session: &std::path::Path, extra: &[&str], urls: &[String]
         .expect("run aioquic");
     assert!(
         out.status.success(),
-        "aioquic failed: {}",
-        String::from_utf8_lossy(&out.stderr)
+        "aioquic failed: {}\n{}",
+        String::from_utf8_lossy(&out.stderr),
+        server.stderr_text()
     );
     String::from_utf8(out.stdout).unwrap()
 }
@@ -463,7 +459,7 @@ fn zero_rtt_serves_safe_requests_once_per_ticket() {
     let session = server.dir.join("session.bin");
     let who = vec![format!("https://a.test:{port}/who")];
     // A full handshake: no early data, a ticket saved.
-    let out = aioquic(port, &session, &[], &who);
+    let out = aioquic(&server, port, &session, &[], &who);
     assert!(
         out.starts_with("200 ") && out.contains("early_data=no"),
         "{out}"
@@ -471,19 +467,19 @@ fn zero_rtt_serves_safe_requests_once_per_ticket() {
     // Resumed with 0-RTT: the GET rides in early data and is answered.
     let kept = server.dir.join("session-kept.bin");
     std::fs::copy(&session, &kept).unwrap();
-    let out = aioquic(port, &session, &[], &who);
+    let out = aioquic(&server, port, &session, &[], &who);
     assert!(
         out.starts_with("200 ") && out.contains("early_data=yes"),
         "{out}"
     );
     // The same ticket again (a replay of the resumption): single-use, so no 0-RTT.
-    let out = aioquic(port, &kept, &[], &who);
+    let out = aioquic(&server, port, &kept, &[], &who);
     assert!(
         out.starts_with("200 ") && out.contains("early_data=no"),
         "{out}"
     );
     // A POST in early data: 425 Too Early.
-    let out = aioquic(port, &session, &["--post"], &who);
+    let out = aioquic(&server, port, &session, &["--post"], &who);
     assert!(out.contains("early_data=yes"), "{out}");
     assert!(out.starts_with("425 "), "{out}");
     let log = std::fs::read_to_string(server.dir.join("access.log")).unwrap();

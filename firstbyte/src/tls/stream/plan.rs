@@ -294,20 +294,20 @@ mod tests {
         (p, now)
     }
 
-    /// Feeds a write of `len` bytes (one slice) the way the shell does; returns the records
-    /// handed to rustls (plaintext sizes) and the bytes taken.
-    fn write(
+    /// Feeds a write of `len` bytes (one slice) the way the shell does, each chunk chosen by
+    /// `next` (given the bytes left); returns the records handed to rustls (plaintext sizes)
+    /// and the bytes copied into the open record.
+    fn feed(
         p: &mut WritePlan,
-        now: Instant,
         released: bool,
         len: usize,
-        tcp: &mut impl TcpInfoSource,
+        mut next: impl FnMut(&mut WritePlan, usize) -> Chunk,
     ) -> (Vec<usize>, usize) {
         p.on_write(released, len);
-        let (mut records, mut left) = (Vec::new(), len);
+        let (mut records, mut left, mut copied) = (Vec::new(), len, 0);
         while left > 0 {
             let open = p.open;
-            match p.next_chunk(now, released, left, tcp) {
+            match next(p, left) {
                 Chunk::Record(n) => {
                     assert_eq!(open, 0, "a direct record with one open");
                     records.push(n);
@@ -315,13 +315,29 @@ mod tests {
                 }
                 Chunk::Gather { n, closes } => {
                     left -= n;
+                    copied += n;
                     if closes {
                         records.push(open + n);
                     }
                 }
             }
         }
-        (records, len - left)
+        (records, copied)
+    }
+
+    /// A write of `len` bytes through [`WritePlan::next_chunk`]: the records and the bytes
+    /// taken.
+    fn write(
+        p: &mut WritePlan,
+        now: Instant,
+        released: bool,
+        len: usize,
+        tcp: &mut impl TcpInfoSource,
+    ) -> (Vec<usize>, usize) {
+        let (records, _) = feed(p, released, len, |p, left| {
+            p.next_chunk(now, released, left, tcp)
+        });
+        (records, len)
     }
 
     #[test]
@@ -337,33 +353,18 @@ mod tests {
         assert_eq!(reads, 0, "the static policy never reads TCP_INFO");
     }
 
-    /// Feeds a write of `len` bytes that a flush follows, the way the shell does for
-    /// [`WritePlan::next_chunk_before_flush`]; returns the records and how many were copied.
+    /// A write of `len` bytes that a flush follows, the way the shell does for
+    /// [`WritePlan::next_chunk_before_flush`]: the records (the flush's included) and the
+    /// bytes copied.
     fn write_then_flush(
         p: &mut WritePlan,
         now: Instant,
         len: usize,
         tcp: &mut impl TcpInfoSource,
     ) -> (Vec<usize>, usize) {
-        p.on_write(true, len);
-        let (mut records, mut left, mut copied) = (Vec::new(), len, 0);
-        while left > 0 {
-            let open = p.open;
-            match p.next_chunk_before_flush(now, true, left, tcp) {
-                Chunk::Record(n) => {
-                    assert_eq!(open, 0, "a direct record with one open");
-                    records.push(n);
-                    left -= n;
-                }
-                Chunk::Gather { n, closes } => {
-                    left -= n;
-                    copied += n;
-                    if closes {
-                        records.push(open + n);
-                    }
-                }
-            }
-        }
+        let (mut records, copied) = feed(p, true, len, |p, left| {
+            p.next_chunk_before_flush(now, true, left, tcp)
+        });
         records.extend(p.close_open(now, true));
         (records, copied)
     }
