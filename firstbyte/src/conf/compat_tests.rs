@@ -2,24 +2,8 @@
 //! paths with variables, `-e`, the pid default, the upstream directives `-V` reports.
 
 use super::model::*;
+use super::testutil::{load_as, ok};
 use super::*;
-
-fn load_as(text: &str, is_root: bool) -> Result<Config, ConfError> {
-    load_text(
-        text.as_bytes(),
-        Path::new("/t/x.conf"),
-        Some(Path::new("/p")),
-        None,
-        is_root,
-    )
-}
-
-fn ok(text: &str) -> Config {
-    match load_as(text, true) {
-        Ok(c) => c,
-        Err(e) => panic!("{e}\n--- in ---\n{text}"),
-    }
-}
 
 /// `ssl_certificate $ssl_server_name.crt` (relative, variables) reads from the configuration
 /// prefix, the main file's directory, as nginx — not from the working directory; the same for

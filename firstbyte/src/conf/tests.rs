@@ -4,26 +4,10 @@
 use std::time::Duration;
 
 use super::model::*;
+use super::testutil::{load_as, ok};
 use super::*;
 
 const NAME: &str = "/t/x.conf";
-
-fn load_as(text: &str, is_root: bool) -> Result<Config, ConfError> {
-    load_text(
-        text.as_bytes(),
-        Path::new(NAME),
-        Some(Path::new("/p")),
-        None,
-        is_root,
-    )
-}
-
-fn ok(text: &str) -> Config {
-    match load_as(text, true) {
-        Ok(c) => c,
-        Err(e) => panic!("{e}\n--- in ---\n{text}"),
-    }
-}
 
 fn err(text: &str) -> String {
     match load_as(text, true) {
