@@ -493,6 +493,8 @@ impl<S: BatchWrite + ?Sized> BatchWrite for Box<S> {
 }
 
 impl BatchWrite for crate::net::SocketStream<tokio::net::TcpStream> {}
+// Tests serve HTTP/2 over in-memory pipes.
+#[cfg(test)]
 impl BatchWrite for tokio::io::DuplexStream {}
 
 impl<IO: AsyncRead + AsyncWrite + Unpin, T: TcpInfoSource + Unpin> AsyncWrite for TlsStream<IO, T> {
