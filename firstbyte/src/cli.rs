@@ -154,7 +154,22 @@ fn conf_path(conf: &Path, prefix: Option<&Path>) -> PathBuf {
     }
 }
 
-/// What `-V` prints after the version line: nginx's lines, so that tools reading
+/// The nginx release whose configuration language firstbyte follows (directive names,
+/// defaults, error texts). Tools that parse `nginx version: NAME/X.Y.Z` from `nginx -v`/`-V`
+/// read it: certbot's nginx plugin refuses versions below 0.8.48 (firstbyte's own "0.1.0"
+/// would be one) and nginx's test harness gates checks of newer behaviour on it.
+pub const NGINX_COMPAT_VERSION: &str = "1.28.0";
+
+/// The second line of `-v` and `-V`, after firstbyte's own: `nginx version: nginx/1.28.0
+/// (compatible; ...)`, as Tengine prints its own version and then nginx's.
+pub fn nginx_version_line() -> String {
+    format!(
+        "nginx version: nginx/{NGINX_COMPAT_VERSION} (compatible; firstbyte/{} reads its configuration language)",
+        env!("CARGO_PKG_VERSION")
+    )
+}
+
+/// What `-V` prints after the version lines: nginx's lines, so that tools reading
 /// `nginx -V` (nginx's test harness, certbot) learn what firstbyte can do. The library line
 /// follows BoringSSL's and AWS-LC's convention ("OpenSSL 1.1.1 (compatible; ...)"): the TLS
 /// features of OpenSSL 1.1.1 (TLS 1.3, SNI, ALPN, tickets), none of the 3.x additions.
@@ -162,7 +177,7 @@ pub fn version_details() -> String {
     format!(
         "built with OpenSSL 1.1.1 (compatible; rustls 0.23 with aws-lc-rs), hyper 1, tokio 1\n\
          TLS SNI support enabled\n\
-         protocols: HTTP/1.1, HTTP/2; TLSv1.2, TLSv1.3\n\
+         protocols: HTTP/1.1, HTTP/2, HTTP/3; TLSv1.2, TLSv1.3\n\
          configure arguments: {}\n",
         crate::conf::configure_arguments()
     )
@@ -184,6 +199,7 @@ pub fn main(args: Vec<String>) -> i32 {
     }
     if a.version || a.version_long {
         eprintln!("firstbyte version: firstbyte/{}", env!("CARGO_PKG_VERSION"));
+        eprintln!("{}", nginx_version_line());
         if a.version_long {
             eprint!("{}", version_details());
         }

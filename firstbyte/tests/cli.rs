@@ -28,6 +28,27 @@ fn version_flags() {
     );
     let o = firstbyte(&["-V"]);
     assert!(stderr(&o).contains("rustls"), "{}", stderr(&o));
+    // What certbot's nginx plugin needs from `-V` (configurator.get_version): the
+    // regex `nginx version: ([^/]+)/([0-9\.]*)` with a version of 0.8.48 or later, SNI and
+    // ` --with-http_ssl_module`; nginx's test harness reads `nginx version: nginx/([0-9.]+)`.
+    let e = stderr(&o);
+    let line = e
+        .lines()
+        .find_map(|l| l.strip_prefix("nginx version: nginx/"))
+        .unwrap_or_else(|| panic!("no nginx version line: {e}"));
+    let v: Vec<u32> = line
+        .split(|c: char| !(c.is_ascii_digit() || c == '.'))
+        .next()
+        .unwrap()
+        .split('.')
+        .map(|n| n.parse().unwrap())
+        .collect();
+    assert!(
+        v.len() == 3 && v.as_slice() >= [0, 8, 48].as_slice(),
+        "{line}"
+    );
+    assert!(e.contains("TLS SNI support enabled"), "{e}");
+    assert!(e.contains(" --with-http_ssl_module"), "{e}");
     let o = firstbyte(&["-x"]);
     assert_eq!(o.status.code(), Some(1));
     assert!(stderr(&o).contains("invalid option: \"-x\""));
