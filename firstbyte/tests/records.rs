@@ -12,8 +12,9 @@ mod support;
 use std::io::{Read, Write};
 use std::net::{Shutdown, TcpListener, TcpStream};
 use std::sync::mpsc;
+use std::sync::Arc;
 use std::thread;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use support::*;
 
@@ -44,9 +45,12 @@ http {
 }
 "#;
 
+/// One record the server sent: content type, length, and when the relay had all of it.
+type Record = (u8, usize, Instant);
+
 /// Relays one connection from a fresh local port to `upstream`; returns the port and a
-/// receiver of the (content type, plaintext length) of every record the server sent.
-fn relay(upstream: u16) -> (u16, mpsc::Receiver<Vec<(u8, usize)>>) {
+/// receiver of every record the server sent.
+fn relay(upstream: u16) -> (u16, mpsc::Receiver<Vec<Record>>) {
     let l = TcpListener::bind("127.0.0.1:0").unwrap();
     let port = l.local_addr().unwrap().port();
     let (tx, rx) = mpsc::channel();
@@ -80,7 +84,7 @@ fn relay(upstream: u16) -> (u16, mpsc::Receiver<Vec<(u8, usize)>>) {
                 if pending.len() < 5 + len {
                     break;
                 }
-                records.push((pending[0], len));
+                records.push((pending[0], len, Instant::now()));
                 pending.drain(..5 + len);
             }
         }
@@ -113,8 +117,8 @@ fn app_records(port: u16, proto: &str, path: &str) -> Vec<usize> {
     let records = rx.recv_timeout(Duration::from_secs(20)).expect("relay");
     records
         .into_iter()
-        .filter(|(t, _)| *t == 23)
-        .map(|(_, len)| len - 24)
+        .filter(|(t, _, _)| *t == 23)
+        .map(|(_, len, _)| len - 24)
         .collect()
 }
 
@@ -251,4 +255,96 @@ http {
             );
         }
     }
+}
+
+/// A rustls client limited to TLS 1.2 with ECDHE-ECDSA-AES128-GCM-SHA256 (as `app_records`
+/// asks of curl): every application-data record is response bytes, plaintext = length − 24.
+fn tls12_client() -> Arc<rustls::ClientConfig> {
+    use rustls::crypto::aws_lc_rs as provider;
+    use rustls_pki_types::pem::PemObject;
+    let p = rustls::crypto::CryptoProvider {
+        cipher_suites: vec![provider::cipher_suite::TLS_ECDHE_ECDSA_WITH_AES_128_GCM_SHA256],
+        ..provider::default_provider()
+    };
+    let mut roots = rustls::RootCertStore::empty();
+    for c in rustls_pki_types::CertificateDer::pem_file_iter(certs().ca()).unwrap() {
+        roots.add(c.unwrap()).unwrap();
+    }
+    let c = rustls::ClientConfig::builder_with_provider(Arc::new(p))
+        .with_protocol_versions(&[&rustls::version::TLS12])
+        .expect("TLS 1.2")
+        .with_root_certificates(roots)
+        .with_no_client_auth();
+    Arc::new(c)
+}
+
+/// Reads one HTTP/1.1 response with a Content-Length body; returns the body's length.
+fn read_response(s: &mut impl Read) -> usize {
+    let mut head = Vec::new();
+    let mut b = [0u8; 1];
+    while !head.ends_with(b"\r\n\r\n") {
+        s.read_exact(&mut b).expect("response head");
+        head.push(b[0]);
+    }
+    let (status, headers, _) = parse_response(&head);
+    assert_eq!(status, 200, "{}", String::from_utf8_lossy(&head));
+    let len: usize = header(&headers, "content-length").unwrap().parse().unwrap();
+    let mut body = vec![0u8; len];
+    s.read_exact(&mut body).expect("response body");
+    len
+}
+
+/// One keep-alive connection through the relay: GET `/1m.bin` (the policy ramps up to full
+/// records), wait `gap`, GET `/100k.bin`. Returns the plaintext sizes of the second response's
+/// records.
+fn warm_records(port: u16, gap: Duration) -> Vec<usize> {
+    let (rport, rx) = relay(port);
+    let tcp = TcpStream::connect(("127.0.0.1", rport)).unwrap();
+    tcp.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    let name = rustls_pki_types::ServerName::try_from("localhost").unwrap();
+    let conn = rustls::ClientConnection::new(tls12_client(), name).unwrap();
+    let mut s = rustls::StreamOwned::new(conn, tcp);
+    s.write_all(b"GET /1m.bin HTTP/1.1\r\nHost: localhost\r\n\r\n")
+        .unwrap();
+    assert_eq!(read_response(&mut s), 1024 * 1024);
+    thread::sleep(gap);
+    let second = Instant::now();
+    s.write_all(b"GET /100k.bin HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n")
+        .unwrap();
+    assert_eq!(read_response(&mut s), 100 * 1024);
+    drop(s);
+    let records = rx.recv_timeout(Duration::from_secs(20)).expect("relay");
+    records
+        .into_iter()
+        .filter(|&(t, _, at)| t == 23 && at > second)
+        .map(|(_, len, _)| len - 24)
+        .collect()
+}
+
+/// Issue 17: a warm connection after idle. After a gap longer than the point where the kernel
+/// restarts the window (the RTO, at least 200 ms) and than `ssl_dyn_rec_timeout` (1 s), the
+/// dynamic and adaptive policies start the next response again with a small first record (so
+/// it decrypts after one segment); after a short gap they keep full records. Static 16k sends a
+/// full record either way.
+#[test]
+fn warm_connection_after_idle_restarts_small_records() {
+    let (server, ports) = Server::start("records-warm", CONF, 5);
+    for (p, n) in SIZES {
+        std::fs::write(server.dir.join("html").join(&p[1..]), vec![7u8; n]).unwrap();
+    }
+    let (fixed, dynamic, adaptive) = (ports[0], ports[2], ports[4]);
+    let long = Duration::from_millis(1500);
+    let short = Duration::from_millis(50);
+
+    let r = warm_records(dynamic, long);
+    assert!(r[0] <= 1369, "dynamic after 1.5 s idle: {r:?}");
+    let r = warm_records(adaptive, long);
+    assert!(r[0] <= 1448 - 24, "adaptive after 1.5 s idle: {r:?}");
+    let r = warm_records(fixed, long);
+    assert_eq!(r[0], 16384, "16k after 1.5 s idle: {r:?}");
+
+    let r = warm_records(dynamic, short);
+    assert_eq!(r[0], 16384, "dynamic after 50 ms: {r:?}");
+    let r = warm_records(adaptive, short);
+    assert!(r[0] > 1448, "adaptive after 50 ms: {r:?}");
 }
