@@ -9,7 +9,7 @@
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-const HEADER: &str = "condition,server,size_bytes,client,seq,connect_ms,appconnect_ms,ttfb_ms,total_ms,syn_retransmits,http_version,status";
+const HEADER: &str = "condition,server,size_bytes,client,seq,connect_ms,appconnect_ms,ttfb_ms,total_ms,syn_retransmits,http_version,status,gap_ms,position";
 
 const PLAN: &str = r#"
 seed = 7
@@ -120,7 +120,12 @@ fn tiny_plan_end_to_end_and_resume() {
     let r = rows(&out);
     assert_eq!(r.len(), 2 * 2 * 2, "2 conditions × 2 clients × n=2");
     for row in &r {
-        assert_eq!(row.len(), 12, "{row:?}");
+        assert_eq!(row.len(), 14, "{row:?}");
+        assert_eq!(
+            (row[12].as_str(), row[13].as_str()),
+            ("0.000", "1"),
+            "{row:?}"
+        );
         assert_eq!(row[11], "200", "{row:?}");
         assert_eq!(row[10], "2", "HTTP/2 negotiated: {row:?}");
         let t = timings_in_order(row);
@@ -209,5 +214,78 @@ config = ""
         assert_eq!(row[10], "3", "HTTP/3: {row:?}");
         timings_in_order(row);
     }
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// Warm connections (issue 17): each job is one connection with a request, 300 ms idle, and a
+/// second request; both rows are recorded with their gap and position, the second timed from
+/// its own request (one round trip at least, no connect), and the summary has a column for it.
+#[test]
+fn warm_clients_reuse_one_connection_across_a_gap() {
+    check_prerequisites();
+    let dir = scratch("warm");
+    let plan = dir.join("plan.toml");
+    std::fs::write(
+        &plan,
+        r#"
+seed = 3
+n = 2
+sizes = ["100k"]
+clients = ["rust-h1-warm", "rust-h2-warm"]
+gaps = ["300ms"]
+baseline = "fb-16k"
+[network]
+delay = "10ms"
+[[condition]]
+name = "fb-16k"
+server = "firstbyte"
+config = "ssl_buffer_size 16k;"
+[[condition]]
+name = "fb-adaptive"
+server = "firstbyte"
+config = "ssl_dyn_rec_enable adaptive;"
+"#,
+    )
+    .expect("plan");
+    let out = dir.join("out");
+    run(&plan, &out);
+    let r = rows(&out);
+    assert_eq!(
+        r.len(),
+        2 * 2 * 2 * 2,
+        "2 conditions × 2 clients × n=2 × 2 requests"
+    );
+    for row in &r {
+        assert_eq!(row[11], "200", "{row:?}");
+        let version = if row[3] == "rust-h2-warm" { "2" } else { "1.1" };
+        assert_eq!(row[10], version, "{row:?}");
+        match row[13].as_str() {
+            "1" => {
+                assert_eq!(row[12], "0.000", "{row:?}");
+                timings_in_order(row);
+            }
+            "2" => {
+                assert_eq!(row[12], "300.000", "{row:?}");
+                assert_eq!(
+                    (row[5].as_str(), row[6].as_str()),
+                    ("0.000", "0.000"),
+                    "{row:?}"
+                );
+                let ttfb: f64 = row[7].parse().expect("ttfb");
+                let total: f64 = row[8].parse().expect("total");
+                assert!(
+                    ttfb >= 19.0 && ttfb <= total,
+                    "one RTT (20 ms) at least: {row:?}"
+                );
+            }
+            other => panic!("position {other}: {row:?}"),
+        }
+    }
+    let summary = std::fs::read_to_string(out.join("summary.md")).expect("summary.md");
+    assert!(
+        summary.contains("### 100 KB — rust-h2-warm@0.3s"),
+        "{summary}"
+    );
+    assert!(summary.contains("### 100 KB — rust-h1-warm\n"), "{summary}");
     let _ = std::fs::remove_dir_all(&dir);
 }

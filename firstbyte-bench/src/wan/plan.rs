@@ -44,8 +44,11 @@ pub enum PlanError {
     #[error("plan: invalid size \"{0}\" (use bytes, or nginx's k/m suffixes)")]
     Size(String),
     /// A client name is unknown.
-    #[error("plan: unknown client \"{0}\" (known: curl-h2, curl-h1, rust-h2, rust-h1, rust-h3)")]
+    #[error("plan: unknown client \"{0}\" (known: curl-h2, curl-h1, rust-h2, rust-h1, rust-h3, rust-h2-warm, rust-h1-warm)")]
     Client(String),
+    /// A gap is not a duration.
+    #[error("plan: invalid gap \"{0}\" (a duration: 200ms, 1.5s)")]
+    Gap(String),
     /// A server kind is unknown.
     #[error("plan: condition \"{0}\": unknown server \"{1}\" (firstbyte or nginx)")]
     Server(String, String),
@@ -203,6 +206,8 @@ struct RawPlan {
     n: u32,
     sizes: Vec<toml::Value>,
     clients: Vec<String>,
+    #[serde(default)]
+    gaps: Vec<String>,
     baseline: String,
     #[serde(default)]
     handshake_check: bool,
@@ -230,6 +235,9 @@ pub struct Plan {
     pub sizes: Vec<u64>,
     /// Clients, each a column of cells.
     pub clients: Vec<ClientKind>,
+    /// Idle gaps of the warm clients, in order on one connection (`gaps = ["0.2s", ...]`):
+    /// each warm job GETs, then after each gap GETs again. Empty when no warm client runs.
+    pub gaps: Vec<std::time::Duration>,
     /// Index of the baseline condition (ratios are to it).
     pub baseline: usize,
     /// Whether summary.md includes the handshake check (item 4 of the bench issue).
@@ -299,6 +307,16 @@ impl Plan {
                 clients.push(k);
             }
         }
+        let mut gaps = Vec::new();
+        for g in &raw.gaps {
+            let ms = parse_duration_ms(g).ok_or_else(|| PlanError::Gap(g.clone()))?;
+            gaps.push(std::time::Duration::from_secs_f64(ms / 1000.0));
+        }
+        if clients.iter().any(|c| c.is_warm()) == gaps.is_empty() {
+            return Err(PlanError::Missing(
+                "gaps: give them when (and only when) a warm client (rust-h2-warm, rust-h1-warm) runs",
+            ));
+        }
         let mut conditions: Vec<Condition> = Vec::new();
         for (i, c) in raw.condition.into_iter().enumerate() {
             let ok = !c.name.is_empty()
@@ -353,6 +371,7 @@ impl Plan {
             n: if quick { raw.n.min(QUICK_N) } else { raw.n },
             sizes,
             clients,
+            gaps,
             baseline,
             handshake_check: raw.handshake_check,
             network: raw.network,
@@ -385,6 +404,21 @@ impl Plan {
         jobs
     }
 
+    /// The columns of cells: each client's name, and for a warm client one more per gap
+    /// (`rust-h2-warm@1.5s`: the request after 1.5 s idle), as `Row::series` names rows.
+    pub fn series(&self) -> Vec<String> {
+        let mut out = Vec::new();
+        for c in &self.clients {
+            out.push(c.name().to_string());
+            if c.is_warm() {
+                for g in &self.gaps {
+                    out.push(series_name(c.name(), g.as_secs_f64() * 1000.0));
+                }
+            }
+        }
+        out
+    }
+
     /// Whether any condition runs on this server.
     pub fn uses(&self, server: ServerKind) -> bool {
         self.conditions.iter().any(|c| c.server == server)
@@ -401,6 +435,12 @@ pub fn parse_size(text: &str) -> Option<u64> {
     };
     let n: u64 = num.parse().ok()?;
     n.checked_mul(mult).filter(|&v| v > 0)
+}
+
+/// The column of a warm connection's request after a gap of `gap_ms`:
+/// `rust-h2-warm@0.2s`, `rust-h1-warm@5s`.
+pub fn series_name(client: &str, gap_ms: f64) -> String {
+    format!("{client}@{}s", (gap_ms / 10.0).round() / 100.0)
 }
 
 /// A size for people: 10240 → "10 KB", 1048576 → "1 MB", 1500 → "1500 B".
@@ -432,6 +472,7 @@ pub fn parse_duration_ms(text: &str) -> Option<f64> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::time::Duration;
 
     const PLAN: &str = r#"
         seed = 42
@@ -548,5 +589,54 @@ mod tests {
         assert_eq!(parse_duration_ms("250us"), Some(0.25));
         assert_eq!(parse_duration_ms("5"), None);
         assert_eq!(parse_duration_ms("5h"), None);
+    }
+
+    #[test]
+    fn warm_clients_need_gaps_and_get_a_column_per_gap() {
+        let base = r#"
+            seed = 1
+            n = 2
+            sizes = ["10k"]
+            baseline = "a"
+            [[condition]]
+            name = "a"
+            server = "firstbyte""#;
+        let with = |extra: &str| Plan::parse(&format!("{extra}\n{base}"), false);
+        let p = with(
+            r#"clients = ["rust-h1", "rust-h2-warm"]
+            gaps = ["200ms", "1.5s"]"#,
+        )
+        .expect("plan");
+        assert_eq!(
+            p.gaps,
+            vec![Duration::from_millis(200), Duration::from_millis(1500)]
+        );
+        assert_eq!(
+            p.series(),
+            [
+                "rust-h1",
+                "rust-h2-warm",
+                "rust-h2-warm@0.2s",
+                "rust-h2-warm@1.5s"
+            ]
+        );
+        assert!(matches!(
+            with(r#"clients = ["rust-h2-warm"]"#),
+            Err(PlanError::Missing(_))
+        ));
+        assert!(matches!(
+            with(
+                r#"clients = ["rust-h2"]
+            gaps = ["1s"]"#
+            ),
+            Err(PlanError::Missing(_))
+        ));
+        assert!(matches!(
+            with(
+                r#"clients = ["rust-h2-warm"]
+            gaps = ["soon"]"#
+            ),
+            Err(PlanError::Gap(_))
+        ));
     }
 }

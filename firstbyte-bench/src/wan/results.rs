@@ -2,8 +2,11 @@
 //! to summarize.
 //!
 //! The header is fixed (other tools read it):
-//! `condition,server,size_bytes,client,seq,connect_ms,appconnect_ms,ttfb_ms,total_ms,syn_retransmits,http_version,status`.
-//! Times are ms from the start of the connection, three decimals. A failed request is a row
+//! `condition,server,size_bytes,client,seq,connect_ms,appconnect_ms,ttfb_ms,total_ms,syn_retransmits,http_version,status,gap_ms,position`.
+//! Times are ms from the start of the connection, three decimals — for a warm client's later
+//! requests (`position` 2, 3, ... on the connection, after `gap_ms` idle) from the moment the
+//! request was sent, with `connect_ms` and `appconnect_ms` 0. Files written before the last
+//! two columns existed (12 columns) read as position 1, gap 0. A failed request is a row
 //! with status 0 (it is done; resuming does not retry it, and the summary counts it).
 //! A torn last line (the run was killed mid-write) is ignored when reading.
 
@@ -12,7 +15,10 @@ use std::io::Write;
 use std::path::Path;
 
 /// The header line, exactly.
-pub const HEADER: &str = "condition,server,size_bytes,client,seq,connect_ms,appconnect_ms,ttfb_ms,total_ms,syn_retransmits,http_version,status";
+pub const HEADER: &str = "condition,server,size_bytes,client,seq,connect_ms,appconnect_ms,ttfb_ms,total_ms,syn_retransmits,http_version,status,gap_ms,position";
+
+/// The header before `gap_ms,position` were added; such files are still read.
+const HEADER_12: &str = "condition,server,size_bytes,client,seq,connect_ms,appconnect_ms,ttfb_ms,total_ms,syn_retransmits,http_version,status";
 
 /// One request's result.
 #[derive(Debug, Clone, PartialEq)]
@@ -42,6 +48,10 @@ pub struct Row {
     pub http_version: String,
     /// HTTP status, 0 for a failed request.
     pub status: u16,
+    /// Idle time before this request on its connection, ms (0 for the first).
+    pub gap_ms: f64,
+    /// 1-based position of the request on its connection (1 = a cold connection).
+    pub position: u32,
 }
 
 /// The identity of a request within a run: (condition, size, client, seq).
@@ -61,7 +71,7 @@ impl Row {
     /// The CSV line (no newline).
     pub fn to_csv(&self) -> String {
         format!(
-            "{},{},{},{},{},{:.3},{:.3},{:.3},{:.3},{},{},{}",
+            "{},{},{},{},{},{:.3},{:.3},{:.3},{:.3},{},{},{},{:.3},{}",
             self.condition,
             self.server,
             self.size_bytes,
@@ -73,14 +83,16 @@ impl Row {
             self.total_ms,
             self.syn_retransmits,
             self.http_version,
-            self.status
+            self.status,
+            self.gap_ms,
+            self.position
         )
     }
 
     /// Parses one CSV line; `None` if it is not a complete row.
     pub fn from_csv(line: &str) -> Option<Row> {
         let f: Vec<&str> = line.trim_end_matches(['\r', '\n']).split(',').collect();
-        if f.len() != 12 {
+        if f.len() != 12 && f.len() != 14 {
             return None;
         }
         let num = |i: usize| f[i].parse::<f64>().ok().filter(|v| v.is_finite());
@@ -97,7 +109,23 @@ impl Row {
             syn_retransmits: f[9].parse().ok()?,
             http_version: f[10].to_string(),
             status: f[11].parse().ok()?,
+            gap_ms: if f.len() == 14 { num(12)? } else { 0.0 },
+            position: if f.len() == 14 {
+                f[13].parse().ok()?
+            } else {
+                1
+            },
         })
+    }
+
+    /// The column of cells it belongs to: the client, or for a later request on a warm
+    /// connection `client@GAPs` (see `Plan::series`).
+    pub fn series(&self) -> String {
+        if self.position > 1 {
+            super::plan::series_name(&self.client, self.gap_ms)
+        } else {
+            self.client.clone()
+        }
     }
 
     /// Whether the request succeeded (2xx).
@@ -123,7 +151,7 @@ pub fn parse(text: &str) -> Result<Vec<Row>, &'static str> {
     let mut lines = text.lines();
     match lines.next() {
         None => return Ok(Vec::new()),
-        Some(h) if h.trim_end() == HEADER => {}
+        Some(h) if h.trim_end() == HEADER || h.trim_end() == HEADER_12 => {}
         Some(_) => return Err("header"),
     }
     Ok(lines.filter_map(Row::from_csv).collect())
@@ -177,6 +205,9 @@ impl Writer {
             .len();
         if len == 0 {
             writeln!(file, "{HEADER}").map_err(|e| ResultsError::Io(name, e))?;
+        } else if !existing.starts_with(&format!("{HEADER}\n")) {
+            // An older file (12 columns) is read, never appended to.
+            return Err(ResultsError::Header(name));
         }
         Ok(Writer { file })
     }
@@ -206,6 +237,8 @@ mod tests {
             syn_retransmits: 1,
             http_version: "2".into(),
             status: 200,
+            gap_ms: 0.0,
+            position: 1,
         }
     }
 
@@ -247,6 +280,31 @@ mod tests {
         let text = std::fs::read_to_string(&path).expect("read");
         assert_eq!(text.matches(HEADER).count(), 1);
         assert_eq!(read(&path).expect("read").len(), 3);
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    #[test]
+    fn older_files_read_and_warm_rows_name_their_series() {
+        let old = format!(
+            "{HEADER_12}\nbaseline-16k,firstbyte,10240,curl-h2,0,1.000,2.000,3.000,4.000,0,2,200\n"
+        );
+        let rows = parse(&old).expect("12 columns");
+        assert_eq!((rows[0].position, rows[0].gap_ms), (1, 0.0));
+        assert_eq!(rows[0].series(), "curl-h2");
+        let warm = Row {
+            client: "rust-h2-warm".into(),
+            gap_ms: 1500.0,
+            position: 3,
+            ..row(0)
+        };
+        assert_eq!(Row::from_csv(&warm.to_csv()), Some(warm.clone()));
+        assert_eq!(warm.series(), "rust-h2-warm@1.5s");
+        // An older file is read, never appended to (its header has 12 columns).
+        let dir = std::env::temp_dir().join(format!("fb-bench-old-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).expect("tmp dir");
+        let path = dir.join("results.csv");
+        std::fs::write(&path, &old).expect("write");
+        assert!(Writer::open(&path).is_err());
         let _ = std::fs::remove_dir_all(&dir);
     }
 

@@ -3,7 +3,8 @@
 //! `firstbyte-bench run --worker --out DIR` is the emulator's client command. It reloads the
 //! plan saved in DIR, rebuilds the same shuffled job list, skips the jobs already in
 //! `results.csv`, waits until every condition's port answers, then makes each remaining
-//! request as a cold connection, appending one row per request. Around each request it
+//! request as a cold connection (a warm client: a series of requests with the plan's gaps on
+//! one connection), appending one row per request. Around each request it
 //! reads the namespace's `TcpExt: TCPSynRetrans` counter (`/proc/net/netstat`): the client
 //! namespace holds only the bench's connections, so the difference is exactly the SYNs this
 //! connection retransmitted. Progress and an ETA go to stderr.
@@ -188,42 +189,60 @@ pub fn worker(plan: &Plan, out: &Path) -> i32 {
             },
         };
         let before = syn_retransmits_now();
-        let got = f.fetch(&target);
-        let syn = syn_retransmits_now().saturating_sub(before);
-        let mut status = got.status;
-        if status == 200 && got.body_bytes != job.size {
-            eprintln!(
-                "firstbyte-bench: {} {} seq {}: body {} bytes, expected {}",
-                cond.name, job.size, job.seq, got.body_bytes, job.size
-            );
-            status = 0;
-        }
-        if let Some(e) = &got.error {
-            eprintln!(
-                "firstbyte-bench: {} {} {} seq {}: {e}",
-                cond.name,
-                job.size,
-                job.client.name(),
-                job.seq
-            );
-        }
-        let row = Row {
-            condition: cond.name.clone(),
-            server: cond.server.name().to_string(),
-            size_bytes: job.size,
-            client: job.client.name().to_string(),
-            seq: job.seq,
-            connect_ms: got.connect_ms,
-            appconnect_ms: got.appconnect_ms,
-            ttfb_ms: got.ttfb_ms,
-            total_ms: got.total_ms,
-            syn_retransmits: u32::try_from(syn).unwrap_or(u32::MAX),
-            http_version: got.http_version.clone(),
-            status,
+        let series = if job.client.is_warm() {
+            f.fetch_series(&target, &plan.gaps)
+        } else {
+            vec![f.fetch(&target)]
         };
-        if let Err(e) = writer.append(&row) {
-            eprintln!("firstbyte-bench: {}: {e}", path.display());
-            return 1;
+        let syn = syn_retransmits_now().saturating_sub(before);
+        for (k, got) in series.iter().enumerate() {
+            let mut status = got.status;
+            if status == 200 && got.body_bytes != job.size {
+                eprintln!(
+                    "firstbyte-bench: {} {} seq {}: body {} bytes, expected {}",
+                    cond.name, job.size, job.seq, got.body_bytes, job.size
+                );
+                status = 0;
+            }
+            if let Some(e) = &got.error {
+                eprintln!(
+                    "firstbyte-bench: {} {} {} seq {} #{}: {e}",
+                    cond.name,
+                    job.size,
+                    job.client.name(),
+                    job.seq,
+                    k + 1
+                );
+            }
+            let row = Row {
+                condition: cond.name.clone(),
+                server: cond.server.name().to_string(),
+                size_bytes: job.size,
+                client: job.client.name().to_string(),
+                seq: job.seq,
+                connect_ms: got.connect_ms,
+                appconnect_ms: got.appconnect_ms,
+                ttfb_ms: got.ttfb_ms,
+                total_ms: got.total_ms,
+                // The connection's SYNs: counted on its first request.
+                syn_retransmits: if k == 0 {
+                    u32::try_from(syn).unwrap_or(u32::MAX)
+                } else {
+                    0
+                },
+                http_version: got.http_version.clone(),
+                status,
+                gap_ms: if k == 0 {
+                    0.0
+                } else {
+                    plan.gaps[k - 1].as_secs_f64() * 1000.0
+                },
+                position: k as u32 + 1,
+            };
+            if let Err(e) = writer.append(&row) {
+                eprintln!("firstbyte-bench: {}: {e}", path.display());
+                return 1;
+            }
         }
         done += 1;
         if i + 1 == todo.len() || last_print.elapsed() >= Duration::from_secs(15) || i < 3 {
@@ -298,6 +317,8 @@ mod tests {
                 syn_retransmits: 0,
                 http_version: "2".into(),
                 status: 200,
+                gap_ms: 0.0,
+                position: 1,
             })
             .collect();
         let rest = remaining(&plan, &done);

@@ -64,14 +64,13 @@ fn metric_values(rows: &[&Row], metric: usize) -> Vec<f64> {
 pub fn groups(plan: &Plan, rows: &[Row]) -> Vec<Group> {
     let mut out = Vec::new();
     for &size in &plan.sizes {
-        for client in &plan.clients {
-            let client = client.name().to_string();
+        for client in plan.series() {
             let mut cells = Vec::new();
             for cond in &plan.conditions {
                 let all: Vec<&Row> = rows
                     .iter()
                     .filter(|r| {
-                        r.size_bytes == size && r.client == client && r.condition == cond.name
+                        r.size_bytes == size && r.series() == client && r.condition == cond.name
                     })
                     .collect();
                 let ok: Vec<&Row> = all.iter().copied().filter(|r| r.ok()).collect();
@@ -255,7 +254,9 @@ pub fn render_handshake_check(plan: &Plan, rows: &[Row], chain_bytes: Option<usi
         for cond in &plan.conditions {
             let ok: Vec<&Row> = rows
                 .iter()
-                .filter(|r| r.ok() && r.size_bytes == size && r.client == client.name())
+                .filter(|r| {
+                    r.ok() && r.size_bytes == size && r.client == client.name() && r.position <= 1
+                })
                 .filter(|r| r.condition == cond.name)
                 .collect();
             let med = |v: Vec<f64>| quantile_sorted(&sorted(&v), 0.5);
@@ -431,6 +432,8 @@ mod tests {
                     syn_retransmits: u32::from(seq == 3),
                     http_version: "2".into(),
                     status: if seq == 39 { 0 } else { 200 },
+                    gap_ms: 0.0,
+                    position: 1,
                 });
             }
         }

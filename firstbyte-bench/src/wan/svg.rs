@@ -31,8 +31,8 @@ fn esc(s: &str) -> String {
 pub fn render(plan: &Plan, rows: &[Row]) -> String {
     let mut panels = Vec::new();
     for &size in &plan.sizes {
-        for client in &plan.clients {
-            panels.push((size, client.name()));
+        for client in plan.series() {
+            panels.push((size, client));
         }
     }
     let legend_h = 20.0 * plan.conditions.len().div_ceil(3) as f64 + 10.0;
@@ -70,7 +70,7 @@ pub fn render(plan: &Plan, rows: &[Row]) -> String {
                     sorted(
                         &rows
                             .iter()
-                            .filter(|r| r.ok() && r.size_bytes == *size && r.client == *client)
+                            .filter(|r| r.ok() && r.size_bytes == *size && r.series() == *client)
                             .filter(|r| r.condition == c.name)
                             .map(|r| if col == 0 { r.ttfb_ms } else { r.total_ms })
                             .filter(|v| *v > 0.0)
@@ -245,6 +245,8 @@ mod tests {
                     syn_retransmits: 0,
                     http_version: "2".into(),
                     status: 200,
+                    gap_ms: 0.0,
+                    position: 1,
                 });
             }
         }

@@ -11,10 +11,13 @@
 //! - `h3`: quinn + h3 (aws-lc-rs), in this process: "connect" is the server's first flight
 //!   (its handshake data arrived, one round trip as a SYN-ACK), "appconnect" the handshake's
 //!   completion.
+//! - `warm`: the built-in client keeping its connection for a series of requests with idle
+//!   gaps between them (`Fetcher::fetch_series`): the warm-connection regime of record sizing.
 
 pub mod curl;
 pub mod h3;
 pub mod rust;
+pub mod warm;
 
 use std::net::SocketAddr;
 
@@ -35,16 +38,22 @@ pub enum ClientKind {
     RustH1,
     /// The built-in client, HTTP/3 (quinn + h3).
     RustH3,
+    /// The built-in client, HTTP/2, one connection for a series of requests with gaps.
+    RustH2Warm,
+    /// The built-in client, HTTP/1.1, one connection for a series of requests with gaps.
+    RustH1Warm,
 }
 
 impl ClientKind {
     /// Every client, in table order.
-    pub const ALL: [ClientKind; 5] = [
+    pub const ALL: [ClientKind; 7] = [
         ClientKind::CurlH2,
         ClientKind::CurlH1,
         ClientKind::RustH2,
         ClientKind::RustH1,
         ClientKind::RustH3,
+        ClientKind::RustH2Warm,
+        ClientKind::RustH1Warm,
     ];
 
     /// Its name in plans and results.csv.
@@ -55,7 +64,14 @@ impl ClientKind {
             ClientKind::RustH2 => "rust-h2",
             ClientKind::RustH1 => "rust-h1",
             ClientKind::RustH3 => "rust-h3",
+            ClientKind::RustH2Warm => "rust-h2-warm",
+            ClientKind::RustH1Warm => "rust-h1-warm",
         }
+    }
+
+    /// Whether it makes a series of requests on one connection (the plan's `gaps`).
+    pub fn is_warm(self) -> bool {
+        matches!(self, ClientKind::RustH2Warm | ClientKind::RustH1Warm)
     }
 
     /// The client with this name.
@@ -132,6 +148,18 @@ pub fn ms(since: std::time::Instant) -> f64 {
 pub trait Fetcher {
     /// Opens a new connection, fetches `target`, closes it, and times it.
     fn fetch(&mut self, target: &Target) -> Fetched;
+
+    /// Fetches `target` once, then once more after each of `gaps`: one entry per request
+    /// (`gaps.len() + 1`). Clients that keep no connection make one cold fetch per entry;
+    /// the warm client makes them all on one connection.
+    fn fetch_series(&mut self, target: &Target, gaps: &[std::time::Duration]) -> Vec<Fetched> {
+        let mut out = vec![self.fetch(target)];
+        for gap in gaps {
+            std::thread::sleep(*gap);
+            out.push(self.fetch(target));
+        }
+        out
+    }
 }
 
 /// The fetcher for a client kind.
@@ -142,6 +170,8 @@ pub fn fetcher(kind: ClientKind) -> std::io::Result<Box<dyn Fetcher>> {
         ClientKind::RustH2 => Box::new(rust::RustClient::new(true)?),
         ClientKind::RustH1 => Box::new(rust::RustClient::new(false)?),
         ClientKind::RustH3 => Box::new(h3::H3Client::new()?),
+        ClientKind::RustH2Warm => Box::new(warm::WarmClient::new(true)?),
+        ClientKind::RustH1Warm => Box::new(warm::WarmClient::new(false)?),
     })
 }
 
@@ -157,6 +187,7 @@ mod tests {
         assert_eq!(ClientKind::from_name("curl"), None);
         assert!(ClientKind::CurlH1.needs_curl());
         assert!(!ClientKind::RustH2.needs_curl());
+        assert!(ClientKind::RustH1Warm.is_warm() && !ClientKind::RustH1.is_warm());
     }
 
     #[test]

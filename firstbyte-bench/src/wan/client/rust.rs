@@ -149,15 +149,17 @@ async fn fetch_once(tls: Arc<ClientConfig>, http2: bool, target: Target) -> Fetc
     }
 }
 
-struct Response {
-    ttfb_ms: f64,
-    total_ms: f64,
-    status: u16,
-    body_bytes: u64,
-    error: Option<String>,
+/// A response read to its end, times in ms from `t0`.
+pub(super) struct Response {
+    pub ttfb_ms: f64,
+    pub total_ms: f64,
+    pub status: u16,
+    pub body_bytes: u64,
+    pub error: Option<String>,
 }
 
-async fn read_response(
+/// Waits for the response head (TTFB), then reads the body to its end (total).
+pub(super) async fn read_response(
     sent: Result<http::Response<hyper::body::Incoming>, hyper::Error>,
     t0: Instant,
 ) -> Result<Response, String> {
