@@ -10,7 +10,8 @@
 //! rows to `results.csv` (`results`). Afterwards `summary` computes percentiles with
 //! bootstrap intervals (`stats`) into `summary.md` (also printed) and `svg` draws `plot.svg`.
 //! An interrupted run resumes by running the same command again: same plan and seed, same
-//! order, rows already present skipped.
+//! order, rows already present skipped. A plan with `[[link]]` tables instead of `[network]`
+//! runs once per link, into `DIR/<link name>/`, and `DIR/summary.md` joins their summaries.
 
 mod client;
 mod plan;
@@ -148,6 +149,25 @@ fn link_section(out: &Path) -> String {
     s
 }
 
+/// How the plan's clients use connections, for the summary's header.
+fn connections(plan: &Plan) -> String {
+    let cold = "Cold connections (new TCP + full TLS handshake per request)";
+    if !plan.clients.iter().any(|c| c.is_warm()) {
+        return cold.into();
+    }
+    let gaps: Vec<String> = plan
+        .gaps
+        .iter()
+        .map(|g| format!("{}s", g.as_secs_f64()))
+        .collect();
+    format!(
+        "{cold}; a warm client's job is one connection: a cold request, then one more after each \
+         idle gap ({}) on the same connection, in the columns `CLIENT@GAP` (times from sending that \
+         request, connect and handshake 0)",
+        gaps.join(", ")
+    )
+}
+
 fn summary_header(plan: &Plan, plan_path: &Path, quick: bool) -> String {
     let conds: Vec<String> = plan
         .conditions
@@ -164,7 +184,7 @@ fn summary_header(plan: &Plan, plan_path: &Path, quick: bool) -> String {
         .collect();
     format!(
         "# WAN bench: {}\n\n{}\n\nn = {} per cell{}, seed {}, clients {}, sizes {}. Link: `firstbyte-netem {}`. \
-         TLS: `ssl_protocols {}`, certificate `{}`. Cold connections (new TCP + full TLS handshake per request), \
+         TLS: `ssl_protocols {}`, certificate `{}`. {}, \
          shuffled order, servers on CPU {} and client on CPU {}. Baseline: `{}`.\n\nConditions:\n\n{}\n",
         plan_path.display(),
         plan.description.trim(),
@@ -176,6 +196,7 @@ fn summary_header(plan: &Plan, plan_path: &Path, quick: bool) -> String {
         plan.network.netem_args().join(" "),
         plan.tls.protocols,
         plan.tls.chain,
+        connections(plan),
         plan.server_cpu,
         plan.client_cpu,
         plan.conditions[plan.baseline].name,
@@ -292,21 +313,50 @@ pub fn main(args: Args) -> i32 {
         Ok(t) => t,
         Err(e) => return fail(format!("{}: {e}", plan_path.display())),
     };
-    let plan = match Plan::parse(&text, quick) {
-        Ok(p) => p,
-        Err(e) => return fail(format!("{}: {e}", plan_path.display())),
-    };
     let out = out.unwrap_or_else(|| {
         let now = std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
             .map_or(0, |d| d.as_secs());
         PathBuf::from("bench/out").join(utc_stamp(now))
     });
-    if let Err(e) = std::fs::create_dir_all(&out) {
+    let links = match plan::split_links(&text) {
+        Ok(l) => l,
+        Err(e) => return fail(format!("{}: {e}", plan_path.display())),
+    };
+    let Some(links) = links else {
+        return run_plan(&text, &plan_path, &out, quick, report);
+    };
+    // One run per link, each in its own directory (and resumable there); then one summary.
+    let mut code = 0;
+    let mut md = String::new();
+    for (name, sub) in &links {
+        eprintln!("firstbyte-bench: link \"{name}\"");
+        let c = run_plan(sub, &plan_path, &out.join(name), quick, report);
+        if c != 0 && code == 0 {
+            code = c;
+        }
+        let part = std::fs::read_to_string(out.join(name).join("summary.md")).unwrap_or_default();
+        md.push_str(&format!(
+            "# Link \"{name}\" ({name}/summary.md)\n\n{part}\n"
+        ));
+    }
+    if let Err(e) = std::fs::write(out.join("summary.md"), md) {
+        return fail(format!("{}: {e}", out.display()));
+    }
+    code
+}
+
+/// Runs (or resumes, or with `report` summarizes) one plan's text into `out`.
+fn run_plan(text: &str, plan_path: &Path, out: &Path, quick: bool, report: bool) -> i32 {
+    let plan = match Plan::parse(text, quick) {
+        Ok(p) => p,
+        Err(e) => return fail(format!("{}: {e}", plan_path.display())),
+    };
+    if let Err(e) = std::fs::create_dir_all(out) {
         return fail(format!("{}: {e}", out.display()));
     }
     // Configs and the worker name files by absolute path (servers run with another cwd).
-    let out = match std::path::absolute(&out) {
+    let out = match std::path::absolute(out) {
         Ok(p) => p,
         Err(e) => return fail(format!("{}: {e}", out.display())),
     };
@@ -325,7 +375,7 @@ pub fn main(args: Args) -> i32 {
         }
         (Ok(_), Ok(_)) => eprintln!("firstbyte-bench: resuming the run in {}", out.display()),
         _ => {
-            if let Err(e) = std::fs::write(&saved_plan, &text)
+            if let Err(e) = std::fs::write(&saved_plan, text)
                 .and_then(|()| std::fs::write(&saved_run, run_marker(quick)))
             {
                 return fail(format!("{}: {e}", out.display()));
@@ -353,7 +403,7 @@ pub fn main(args: Args) -> i32 {
     let mut md = summary::render(
         &plan,
         &rows,
-        &summary_header(&plan, &plan_path, quick),
+        &summary_header(&plan, plan_path, quick),
         chain_bytes,
     );
     md.push_str(&link_section(&out));

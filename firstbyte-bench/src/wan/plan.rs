@@ -437,6 +437,52 @@ pub fn parse_size(text: &str) -> Option<u64> {
     n.checked_mul(mult).filter(|&v| v > 0)
 }
 
+/// A plan with `[[link]]` tables (each a `[network]` with a `name`) as one plan text per link:
+/// the same plan with that link as its `[network]`, by name in file order. `None` for a plan
+/// without links.
+pub fn split_links(text: &str) -> Result<Option<Vec<(String, String)>>, PlanError> {
+    let mut table: toml::Table = toml::from_str(text)?;
+    let Some(links) = table.remove("link") else {
+        return Ok(None);
+    };
+    if table.contains_key("network") {
+        return Err(PlanError::Missing(
+            "give either [network] or [[link]], not both",
+        ));
+    }
+    let toml::Value::Array(links) = links else {
+        return Err(PlanError::Missing("link: use [[link]] tables"));
+    };
+    let mut out: Vec<(String, String)> = Vec::new();
+    for link in links {
+        let toml::Value::Table(mut net) = link else {
+            return Err(PlanError::Missing("link: use [[link]] tables"));
+        };
+        let name = match net.remove("name") {
+            Some(toml::Value::String(n)) => n,
+            _ => return Err(PlanError::Missing("every [[link]] needs a name")),
+        };
+        let ok = !name.is_empty()
+            && name
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || "-_.".contains(c))
+            && !name.starts_with('.')
+            && !out.iter().any(|(n, _)| *n == name);
+        if !ok {
+            return Err(PlanError::Name(name));
+        }
+        let mut one = table.clone();
+        one.insert("network".into(), toml::Value::Table(net));
+        let text =
+            toml::to_string(&one).map_err(|_| PlanError::Missing("link: cannot write the plan"))?;
+        out.push((name, text));
+    }
+    if out.is_empty() {
+        return Err(PlanError::Missing("[[link]] is empty"));
+    }
+    Ok(Some(out))
+}
+
 /// The column of a warm connection's request after a gap of `gap_ms`:
 /// `rust-h2-warm@0.2s`, `rust-h1-warm@5s`.
 pub fn series_name(client: &str, gap_ms: f64) -> String {
@@ -638,5 +684,63 @@ mod tests {
             ),
             Err(PlanError::Gap(_))
         ));
+    }
+
+    #[test]
+    fn links_split_into_one_plan_each() {
+        let text = r#"
+            seed = 1
+            n = 2
+            sizes = ["10k"]
+            clients = ["rust-h2"]
+            baseline = "a"
+            [[link]]
+            name = "fast"
+            delay = "50ms"
+            [[link]]
+            name = "2mbit-1pct"
+            delay = "50ms"
+            rate = "2mbit"
+            loss = "1%"
+            [[condition]]
+            name = "a"
+            server = "firstbyte""#;
+        let links = split_links(text).expect("links").expect("some");
+        let names: Vec<&str> = links.iter().map(|(n, _)| n.as_str()).collect();
+        assert_eq!(names, ["fast", "2mbit-1pct"]);
+        let slow = Plan::parse(&links[1].1, false).expect("plan");
+        assert_eq!(slow.network.rate.as_deref(), Some("2mbit"));
+        assert_eq!(slow.network.loss.as_deref(), Some("1%"));
+        assert_eq!(slow.conditions[0].name, "a");
+        // The same text always gives the same per-link text (a resume compares them).
+        assert_eq!(split_links(text).expect("again").expect("some"), links);
+        assert_eq!(split_links(PLAN).expect("no links"), None);
+        let both = format!("{text}\n[network]\ndelay = \"1ms\"");
+        assert!(split_links(&both).is_err());
+        let bad = text.replace("name = \"fast\"", "name = \"../x\"");
+        assert!(matches!(split_links(&bad), Err(PlanError::Name(_))));
+    }
+
+    /// Every plan committed in bench/ parses (each link of a `[[link]]` plan too).
+    #[test]
+    fn committed_plans_parse() {
+        let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../bench");
+        let mut seen = 0;
+        for e in std::fs::read_dir(&dir).expect("bench/") {
+            let path = e.expect("entry").path();
+            if path.extension().and_then(|x| x.to_str()) != Some("toml") {
+                continue;
+            }
+            let text = std::fs::read_to_string(&path).expect("read plan");
+            let plans = match split_links(&text).expect("links") {
+                Some(links) => links.into_iter().map(|(_, t)| t).collect(),
+                None => vec![text],
+            };
+            for t in plans {
+                Plan::parse(&t, false).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+                seen += 1;
+            }
+        }
+        assert!(seen >= 8, "{seen} plans");
     }
 }
