@@ -370,6 +370,73 @@ async fn header_buffers_http2() {
     stop(server);
 }
 
+/// Two Host headers name two servers: 400 on HTTP/1.1 and on HTTP/2, as nginx ("client sent
+/// duplicate host header"; nginx-tests h2_host.t "host repeat").
+#[tokio::test]
+async fn duplicate_host_header_is_refused() {
+    let (server, ports) = Server::start("dup-host", TLS_CONF, 1);
+    let port = ports[0];
+    let tcp = tokio::net::TcpStream::connect(("127.0.0.1", port))
+        .await
+        .expect("connect");
+    let name = rustls_pki_types::ServerName::try_from("localhost").expect("name");
+    let tls = tokio_rustls::TlsConnector::from(rust_client_config(&[b"h2"]))
+        .connect(name, tcp)
+        .await
+        .expect("TLS handshake");
+    let (mut send, conn) = h2::client::handshake(tls).await.expect("h2 handshake");
+    let conn = tokio::spawn(conn);
+    for (hosts, want) in [
+        (&["localhost"][..], 200),
+        (&["localhost", "again"][..], 400),
+    ] {
+        let mut req = http::Request::get("/").body(()).expect("request");
+        for h in hosts {
+            req.headers_mut()
+                .append(http::header::HOST, http::HeaderValue::from_static(h));
+        }
+        // No :authority: the Host headers decide.
+        let (resp, _) = send.send_request(req, true).expect("send");
+        assert_eq!(resp.await.expect("response").status(), want, "{hosts:?}");
+    }
+    drop(send);
+    let _ = conn.await;
+
+    let one = curl(&[
+        "-sk",
+        "-o",
+        "/dev/null",
+        "-w",
+        "%{http_code}",
+        "--http1.1",
+        "-H",
+        "Host: localhost",
+        &format!("https://127.0.0.1:{port}/"),
+    ]);
+    assert_eq!(String::from_utf8_lossy(&one.stdout), "200");
+    let mut s = std::process::Command::new("openssl")
+        .args([
+            "s_client",
+            "-quiet",
+            "-connect",
+            &format!("127.0.0.1:{port}"),
+        ])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .expect("openssl");
+    s.stdin
+        .take()
+        .unwrap()
+        .write_all(b"GET / HTTP/1.1\r\nHost: localhost\r\nHost: again\r\nConnection: close\r\n\r\n")
+        .unwrap();
+    let out = s.wait_with_output().expect("openssl output");
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.starts_with("HTTP/1.1 400"), "{text}");
+    stop(server);
+}
+
 /// `worker_rlimit_nofile N`: the running server's soft and hard limits are N; a value the
 /// kernel refuses (past `fs.nr_open`) is an `[alert]` and the server still starts, as nginx.
 #[test]

@@ -291,7 +291,11 @@ where
             .get(header::HOST)
             .and_then(|h| h.to_str().ok())
     });
+    // Two Host headers name two servers: refused (400) as nginx ("client sent duplicate host
+    // header"), on every protocol.
+    let dup_host = parts.headers.get_all(header::HOST).iter().nth(1).is_some();
     let host = match host_raw.map(crate::conf::vhosts::normalize_host) {
+        _ if dup_host => None,
         Some(Ok(h)) => Some(h.into_owned()),
         Some(Err(_)) => None,
         None if parts.version == http::Version::HTTP_11 => None,
