@@ -388,6 +388,14 @@ fn finish_http(h: HttpPart, cx: &mut Cx) -> Result<HttpConf, ConfError> {
         servers: parts,
     } = h;
     let vars = Arc::new(std::mem::take(&mut cx.user_vars));
+    // `ssl` belongs to the address: a server whose own `listen` lacks it still speaks TLS
+    // there when another server's `listen` on the same address says `ssl` (nginx).
+    let ssl_addrs: Vec<std::net::SocketAddr> = parts
+        .iter()
+        .flat_map(|sp| sp.head.listen.iter())
+        .filter(|l| l.ssl)
+        .map(|l| l.addr)
+        .collect();
     for sp in parts {
         servers.push(Arc::new(finish_server(
             sp,
@@ -396,6 +404,7 @@ fn finish_http(h: HttpPart, cx: &mut Cx) -> Result<HttpConf, ConfError> {
             cx,
             &default_types,
             &vars,
+            &ssl_addrs,
         )?));
     }
     check_addresses(&servers)?;
@@ -409,6 +418,7 @@ fn finish_server(
     cx: &mut Cx,
     default_types: &Arc<MimeTypes>,
     vars: &Arc<super::rewrite::VarDefs>,
+    ssl_addrs: &[std::net::SocketAddr],
 ) -> Result<ServerConf, ConfError> {
     let mut srv = sp.srv;
     srv.inherit(http_srv);
@@ -421,8 +431,12 @@ fn finish_server(
     };
     let (certificates, dynamic) = srv.tls.cert_keys(&cx.conf_dir)?;
     let quic = listen.iter().any(|l| l.quic);
-    let tls = if quic || listen.iter().any(|l| l.ssl) {
-        if certificates.is_empty() && dynamic.is_empty() {
+    let has_cert = !(certificates.is_empty() && dynamic.is_empty());
+    // On an address another server made `ssl`, a server with a certificate makes its own
+    // handshakes (SNI); one without falls back to the address's default server's, as nginx.
+    let shared_ssl = has_cert && listen.iter().any(|l| ssl_addrs.contains(&l.addr));
+    let tls = if quic || shared_ssl || listen.iter().any(|l| l.ssl) {
+        if !has_cert {
             return Err(ConfError::NoCertificate { pos: sp.pos });
         }
         let t = srv.tls.finish(certificates, dynamic);

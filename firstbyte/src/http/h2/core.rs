@@ -456,7 +456,10 @@ impl Core {
 
     fn frame(&mut self, head: Head, payload: &[u8]) -> Result<(), Reason> {
         if self.preface == Preface::Settings {
-            if head.kind != kind::SETTINGS || head.has(flag::ACK) {
+            // RFC 9113 §3.4: the magic is followed by a SETTINGS frame. One that acknowledges
+            // the server's (sent first) counts, as nginx and the h2 crate take it: clients
+            // with nothing to set send just that (nginx's own test client does).
+            if head.kind != kind::SETTINGS {
                 return Err(Reason::PROTOCOL_ERROR);
             }
             self.preface = Preface::Done;

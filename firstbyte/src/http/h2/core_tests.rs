@@ -124,6 +124,21 @@ fn preface_must_be_the_magic_then_settings() {
     let mut core = Core::new(cfg());
     core.recv(b"GET / HTTP/1.1\r\n\r\n");
     assert!(core.is_done() && core.error() == Some(Reason::PROTOCOL_ERROR));
+    // A client with nothing to set may answer the server's SETTINGS with just its ACK (nginx's
+    // test client does; nginx and the h2 crate take it): the connection goes on.
+    let mut core = Core::new(cfg());
+    core.out.clear();
+    let mut ack = frame::PREFACE.to_vec();
+    put_head(&mut ack, 0, kind::SETTINGS, flag::ACK, 0);
+    put_head(&mut ack, 8, kind::PING, 0, 0);
+    ack.extend_from_slice(&[0; 8]);
+    assert_eq!(core.recv(&ack), ack.len());
+    let f = frames(&core.out);
+    assert!(!core.is_done() && core.error().is_none());
+    assert!(
+        f.iter().any(|f| f.0 == kind::PING && f.1 == flag::ACK),
+        "PING answered"
+    );
 }
 
 #[test]
