@@ -316,7 +316,7 @@ where
     let misdirect = match conn.sni_server() {
         Some(hs_server) => misdirected(sni, hs_server, &server),
         None => false,
-    };
+    } || (parts.version == http::Version::HTTP_2 && !server.http2 && !addr.http2());
     let mut r = Req {
         conn,
         method,
