@@ -495,3 +495,62 @@ fn charset_and_gzip_http_version() {
     assert_eq!(gz("/gz11/a.txt"), None);
     stop(server);
 }
+
+/// `limit_rate 10k`: a 30 KiB body takes at least 2 s (10 KiB at once, then 10 KiB a second,
+/// nginx's rule), over HTTP/1.1 and HTTP/2, and arrives whole; `limit_rate_after 30k` lets it
+/// all go at once.
+#[test]
+fn limit_rate_paces_the_body() {
+    let conf = r#"
+pid off;
+error_log {dir}/error.log warn;
+events {}
+http {
+    access_log off;
+    root {dir}/html;
+    sendfile on;
+    server {
+        listen 127.0.0.1:{port0} ssl;
+        http2 on;
+        ssl_certificate {certs}/localhost.crt;
+        ssl_certificate_key {certs}/localhost.key;
+        limit_rate 10k;
+        location /after/ { limit_rate_after 30k; alias {dir}/html/; }
+    }
+    server { listen 127.0.0.1:{port1}; limit_rate 10k; }
+}
+"#;
+    let (server, ports) = Server::start("limit-rate", conf, 2);
+    let body: Vec<u8> = (0..30 * 1024u32).map(|i| (i % 251) as u8).collect();
+    std::fs::create_dir_all(server.dir.join("html")).unwrap();
+    std::fs::write(server.dir.join("html/f.bin"), &body).unwrap();
+    let fetch = |args: &[&str]| {
+        let t = std::time::Instant::now();
+        let out = curl(args);
+        assert!(out.status.success(), "{args:?}");
+        assert!(out.stdout == body, "{args:?}: {} bytes", out.stdout.len());
+        t.elapsed()
+    };
+    let tls = format!("https://localhost:{}/f.bin", ports[0]);
+    let plain = format!("http://127.0.0.1:{}/f.bin", ports[1]);
+    for (proto, url) in [
+        ("--http2", &tls),
+        ("--http1.1", &tls),
+        ("--http1.1", &plain),
+    ] {
+        let took = fetch(&[proto, url]);
+        assert!(
+            took >= Duration::from_millis(1950),
+            "{proto} {url}: {took:?}"
+        );
+    }
+    let took = fetch(&[
+        "--http2",
+        &format!("https://localhost:{}/after/f.bin", ports[0]),
+    ]);
+    assert!(
+        took < Duration::from_millis(1900),
+        "limit_rate_after 30k: {took:?}"
+    );
+    stop(server);
+}

@@ -98,6 +98,13 @@ macro_rules! loc_directives {
         "client_body_timeout" client_body_timeout: Duration = Duration::from_secs(60) =>
             (HSL, 1, 1, "60s", Inherit, p::duration)
             "Longest pause between two reads of a request body.";
+        // 0: no limit (nginx's default).
+        "limit_rate" limit_rate: u64 = 0 =>
+            (HSL, 1, 1, "0", Inherit, p::bytes)
+            "Most bytes per second of a response body, as nginx: `limit_rate_after` plus one second's worth go at once, then one second's worth each second; 0: no limit. A rate-limited file is read, not `sendfile`d.";
+        "limit_rate_after" limit_rate_after: u64 = 0 =>
+            (HSL, 1, 1, "0", Inherit, p::bytes)
+            "Bytes of a response body sent at full speed before `limit_rate` applies.";
         "send_timeout" send_timeout: Duration = Duration::from_secs(60) =>
             (HSL, 1, 1, "60s", Inherit, p::duration)
             "Longest pause between two writes of a response.";

@@ -16,6 +16,7 @@ pub mod open_file;
 mod pages;
 pub mod pipeline;
 pub mod proxy;
+pub mod rate;
 pub mod reqvars;
 pub mod rewrite;
 pub(crate) mod send_watch;

@@ -31,8 +31,8 @@ use tokio::task::JoinHandle;
 use crate::conf::model::{Config, LogLevel};
 use crate::log::LogFile;
 
-/// A site whose every answer is `return 200 "ok"`, the process state, one plain-text
-/// connection to it and its server block (for tests of the connection code).
+/// A site whose every answer is `return 200 "ok"` (HTTP/2 on), the process state, one
+/// plain-text connection to it and its server block (for tests of the connection code).
 #[cfg(test)]
 pub(crate) fn test_conn() -> (
     Arc<Site>,
@@ -41,7 +41,7 @@ pub(crate) fn test_conn() -> (
     Arc<crate::conf::model::ServerConf>,
 ) {
     let text =
-        "error_log stderr;\nevents {}\nhttp { access_log off;\n server { listen 127.0.0.1:1; \
+        "error_log stderr;\nevents {}\nhttp { access_log off;\n server { listen 127.0.0.1:1; http2 on; \
                 location / { return 200 \"ok\"; } } }\n";
     let dir = std::env::temp_dir();
     let config = crate::conf::load_str(text, &dir.join("test-conn.conf"), &dir).expect("config");

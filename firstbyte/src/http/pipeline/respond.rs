@@ -16,7 +16,7 @@ use http_body::{Frame, SizeHint};
 use super::log::LogOnDone;
 use super::{server_name, Busy, HttpResponse, Req};
 use crate::conf::model::{AccessLog, Expires, LocationConf};
-use crate::http::body::Body;
+use crate::http::body::{Body, BoxBody};
 use crate::http::compress;
 use crate::http::conn::Conn;
 use crate::http::pages::status_page;
@@ -201,7 +201,14 @@ pub(super) fn finish(
     r.conn.io().set_send_timeout(loc.send_timeout);
     // HTTP/2 frames its DATA itself: sendfile is for HTTP/1.x on a socket that carries the
     // bytes as they are (plain TCP now, kernel TLS later).
-    if loc.sendfile
+    if loc.limit_rate > 0 {
+        let pace = crate::http::rate::Pace {
+            rate: loc.limit_rate,
+            after: loc.limit_rate_after,
+        };
+        let body = std::mem::take(resp.body_mut());
+        *resp.body_mut() = Body::Stream(BoxBody::new(crate::http::rate::RateBody::new(body, pace)));
+    } else if loc.sendfile
         && r.conn.io().sendfile_capable()
         && matches!(r.version, http::Version::HTTP_11 | http::Version::HTTP_10)
     {
