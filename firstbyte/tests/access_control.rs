@@ -562,3 +562,59 @@ http {
     }
     assert_eq!(status, 200);
 }
+
+/// HTTP/2: each stream in progress counts as a connection for `limit_conn` (nginx: "each
+/// concurrent request is considered a separate connection"), until its body is sent: with
+/// the client's stream window at 1 byte the first response stays in progress, and a second
+/// stream on the same connection is refused (nginx-tests h2_limit_conn.t).
+#[tokio::test]
+async fn limit_conn_counts_http2_streams_until_their_body_is_sent() {
+    let conf = r#"
+pid off;
+error_log {dir}/error.log info;
+events {}
+http {
+    access_log off;
+    root {dir}/html;
+    limit_conn_zone $binary_remote_addr zone=conn:64k;
+    server {
+        listen 127.0.0.1:{port0} ssl;
+        http2 on;
+        ssl_certificate {certs}/localhost.crt;
+        ssl_certificate_key {certs}/localhost.key;
+        location /t.html { limit_conn conn 1; }
+    }
+}
+"#;
+    let (server, ports) = Server::start("limit-conn-h2", conf, 1);
+    std::fs::create_dir_all(server.dir.join("html")).unwrap();
+    std::fs::write(server.dir.join("html/t.html"), "SEE-THIS").unwrap();
+    let tcp = tokio::net::TcpStream::connect(("127.0.0.1", ports[0]))
+        .await
+        .expect("connect");
+    let name = rustls_pki_types::ServerName::try_from("localhost").expect("name");
+    let tls = tokio_rustls::TlsConnector::from(rust_client_config(&[b"h2"]))
+        .connect(name, tcp)
+        .await
+        .expect("TLS handshake");
+    let (mut send, conn) = h2::client::Builder::new()
+        .initial_window_size(1)
+        .handshake::<_, bytes::Bytes>(tls)
+        .await
+        .expect("h2 handshake");
+    let conn = tokio::spawn(conn);
+    let get = || {
+        http::Request::get(format!("https://localhost:{}/t.html", ports[0]))
+            .body(())
+            .expect("request")
+    };
+    let (first, _) = send.send_request(get(), true).expect("send");
+    let first = first.await.expect("first response");
+    assert_eq!(first.status(), 200);
+    let (second, _) = send.send_request(get(), true).expect("send");
+    assert_eq!(second.await.expect("second response").status(), 503);
+    drop(first);
+    drop(send);
+    conn.abort();
+    drop(server);
+}

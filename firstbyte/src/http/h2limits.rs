@@ -1,6 +1,5 @@
-//! The limits every HTTP/2 connection is served with, set explicitly on hyper's HTTP/2
-//! builder (TLS `h2`, and plain `h2c` with `http2 on`) rather than left to hyper's and h2's
-//! defaults, which may change between versions. Each says its unit, its value and why.
+//! The limits every HTTP/2 connection is served with (TLS `h2`, and plain `h2c` with `http2
+//! on`), by firstbyte's own HTTP/2 layer (`http::h2`). Each says its unit, its value and why.
 //!
 //! Together they bound what one connection can make the server hold or do: streams open at
 //! once, header bytes per request, buffered request and response data, and the streams a client
@@ -55,25 +54,6 @@ pub const INITIAL_CONNECTION_WINDOW: u32 = 1024 * 1024;
 const _: () = assert!(INITIAL_STREAM_WINDOW <= INITIAL_CONNECTION_WINDOW);
 const _: () = assert!(MAX_LOCAL_ERROR_RESET_STREAMS < 1000);
 
-/// Applies the limits to a hyper HTTP/2 server builder (`hyper::server::conn::http2::Builder`
-/// or hyper-util's `Http2Builder`, which have the same setters). `$server`: the connection's
-/// server block (`http2_max_concurrent_streams`).
-macro_rules! apply_h2_limits {
-    ($b:expr, $server:expr) => {{
-        use $crate::http::h2limits as l;
-        $b.max_concurrent_streams(l::max_concurrent_streams($server))
-            .max_header_list_size(l::max_header_list_size($server))
-            .max_pending_accept_reset_streams(l::MAX_PENDING_ACCEPT_RESET_STREAMS)
-            .max_local_error_reset_streams(l::MAX_LOCAL_ERROR_RESET_STREAMS)
-            .max_send_buf_size(l::MAX_SEND_BUF_SIZE)
-            .initial_stream_window_size(l::INITIAL_STREAM_WINDOW)
-            .initial_connection_window_size(l::INITIAL_CONNECTION_WINDOW)
-            // Fixed windows: the limits above hold (BDP-probing windows would grow past them).
-            .adaptive_window(false)
-    }};
-}
-pub(crate) use apply_h2_limits;
-
 /// Streams one connection may have open at once (SETTINGS_MAX_CONCURRENT_STREAMS):
 /// `http2_max_concurrent_streams`, 128 by default as nginx (hyper's default is 200). More are
 /// refused with RST_STREAM `REFUSED_STREAM`.
@@ -101,17 +81,10 @@ mod tests {
         );
     }
 
-    /// The send buffers of every stream at once stay within 16 MiB, and both of hyper's
-    /// builders take the limits.
+    /// The send buffers of every stream at once stay within 16 MiB.
     #[test]
     fn limits_are_consistent() {
         let streams = max_concurrent_streams(&server("")) as usize;
         assert!(streams * MAX_SEND_BUF_SIZE <= 16 << 20);
-        // Both builders accept them.
-        let mut b = hyper::server::conn::http2::Builder::new(hyper_util::rt::TokioExecutor::new());
-        apply_h2_limits!(b, &server(""));
-        let mut a =
-            hyper_util::server::conn::auto::Builder::new(hyper_util::rt::TokioExecutor::new());
-        apply_h2_limits!(a.http2(), &server(""));
     }
 }

@@ -37,8 +37,8 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use crate::tls::stream::BatchWrite;
-use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
-use tokio::io::{AsyncRead, AsyncWrite};
+use hyper_util::rt::TokioTimer;
+use tokio::io::AsyncRead;
 use tokio::net::TcpStream;
 
 use crate::conf::model::ServerConf;
@@ -47,7 +47,7 @@ use crate::http::reqvars::ConnFacts;
 use crate::net::{IoControl, SocketStream};
 use crate::server::{Shared, Site};
 use h1::WaitInput;
-use shutdown::{Shutdown, Stop};
+use shutdown::Shutdown;
 
 /// Counts a connection as active while it lives.
 /// Counts a connection in `stub_status`'s active ones while it lives.
@@ -124,6 +124,17 @@ pub async fn handle(
     let send_timeout = default.default_location.send_timeout;
     if !addr.ssl() {
         let http2 = addr.http2() || default.http2;
+        // Plain text with `http2 on`: HTTP/2 when the client starts with the h2 preface
+        // (prior knowledge), else HTTP/1.1; both on the same layers as over TLS.
+        let proto = if !http2 {
+            Proto::H1
+        } else {
+            match h2c_preface(&stream, accepted + hs_timeout).await {
+                Some(true) => Proto::H2,
+                Some(false) => Proto::H1,
+                None => return,
+            }
+        };
         let io = Arc::new(IoControl::new(send_timeout, true));
         let stream = SocketStream::new(stream, io.clone(), Some(peer));
         let conn = Arc::new(Conn::new(
@@ -135,7 +146,6 @@ pub async fn handle(
             fd,
             io,
         ));
-        let proto = if http2 { Proto::Auto } else { Proto::H1 };
         let stop = (site, shared);
         serve_http(conn, stream, proto, default, stop).await;
         return;
@@ -167,8 +177,6 @@ pub async fn handle(
 enum Proto {
     H1,
     H2,
-    /// Plain-text with `http2 on`: HTTP/1.1, or HTTP/2 when the client sends the h2 preface.
-    Auto,
 }
 
 /// Serves HTTP on `io` to the connection's end; `stop` is the generation
@@ -213,7 +221,6 @@ async fn serve_http<I>(
         }
         // Boxed: an HTTP/1.1 connection's task does not carry this arm's state.
         Proto::H2 => Box::pin(h2::serve_h2(conn, io, server, stop)).await,
-        Proto::Auto => Box::pin(serve_auto(conn, io, server, keepalive, stop)).await,
     }
 }
 
@@ -226,37 +233,70 @@ fn read_buf_max(server: &ServerConf) -> usize {
     n.saturating_mul(size).saturating_add(first).max(64 * 1024)
 }
 
-/// Plain-text HTTP with `http2 on`: hyper-util's server picks HTTP/1.1 or HTTP/2 by the
-/// client's first bytes.
-async fn serve_auto<I>(
-    conn: Arc<Conn>,
-    io: I,
-    server: Arc<ServerConf>,
-    keepalive: bool,
-    mut stop: Shutdown,
-) where
-    I: AsyncRead + AsyncWrite + Unpin + Send + 'static,
-{
-    let svc_conn = conn.clone();
-    let svc =
-        hyper::service::service_fn(move |req| crate::http::pipeline::serve(svc_conn.clone(), req));
-    let mut b = hyper_util::server::conn::auto::Builder::new(TokioExecutor::new());
-    b.http1()
-        .timer(TokioTimer::new())
-        .keep_alive(keepalive)
-        .title_case_headers(true)
-        .header_read_timeout(None)
-        .max_buf_size(read_buf_max(&server))
-        .writev(true);
-    b.http2().timer(TokioTimer::new());
-    crate::http::h2limits::apply_h2_limits!(b.http2(), &server);
-    let c = b.serve_connection_with_upgrades(TokioIo::new(io), svc);
-    // Boxed: only the protocol in use is allocated, and the task stays small.
-    let mut c = Box::pin(c);
-    let stopped = tokio::select! {
-        _ = &mut c => return,
-        why = stop.until_shutdown(&conn) => why,
-    };
-    c.as_mut().graceful_shutdown();
-    shutdown::finish_graceful(c, stopped == Stop::Idle).await;
+/// Whether a plain-text connection starts with HTTP/2's connection preface (h2c with prior
+/// knowledge): peeks at its first bytes, without taking them, until they match the preface or
+/// differ from it; `None` when the client sends nothing in time (or fails).
+async fn h2c_preface(stream: &TcpStream, deadline: Instant) -> Option<bool> {
+    let mut buf = [0u8; 24];
+    loop {
+        let n = tokio::time::timeout_at(deadline.into(), stream.peek(&mut buf))
+            .await
+            .ok()?
+            .ok()?;
+        if let Some(h2) = preface_verdict(&buf[..n]) {
+            return Some(h2);
+        }
+        // Part of the preface so far: a peek would return the same bytes at once, so wait a
+        // little for the rest (clients send it in one packet; nginx's tests split it).
+        tokio::time::timeout_at(
+            deadline.into(),
+            tokio::time::sleep(Duration::from_millis(5)),
+        )
+        .await
+        .ok()?;
+    }
+}
+
+/// Some(true): `first` is HTTP/2's preface; Some(false): it cannot be (or the client closed:
+/// empty); None: a prefix of it, wait for more.
+fn preface_verdict(first: &[u8]) -> Option<bool> {
+    let preface = crate::http::h2::frame::PREFACE;
+    let n = first.len().min(preface.len());
+    if first.is_empty() || first[..n] != preface[..n] {
+        Some(false)
+    } else if n == preface.len() {
+        Some(true)
+    } else {
+        None
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::preface_verdict;
+
+    #[test]
+    fn h2c_is_told_by_the_whole_preface() {
+        let p = crate::http::h2::frame::PREFACE;
+        assert_eq!(preface_verdict(p), Some(true));
+        assert_eq!(preface_verdict(&[p, b"\0\0\0\x04"].concat()), Some(true));
+        // A prefix: wait for the rest (nginx's tests send "PRI * HTTP/2.0\r\n\r\n" first).
+        assert_eq!(preface_verdict(&p[..18]), None);
+        assert_eq!(preface_verdict(b"P"), None);
+        // HTTP/1.1 requests, PUT and PATCH included, and an HTTP/1.1 "PRI" that is not h2.
+        for h1 in [
+            &b"GET / HTTP/1.1\r\n"[..],
+            b"PUT /",
+            b"PATCH /x HTTP/1.1",
+            b"PRI / HTTP/1.1\r\n",
+        ] {
+            assert_eq!(
+                preface_verdict(h1),
+                Some(false),
+                "{:?}",
+                String::from_utf8_lossy(h1)
+            );
+        }
+        assert_eq!(preface_verdict(b""), Some(false), "closed before a byte");
+    }
 }

@@ -88,8 +88,6 @@ async fn idle(conn: &Conn, first: Duration, keepalive: Duration) {
     }
 }
 
-pub(super) use crate::http::conn::finish_graceful;
-
 /// Resolves once the site was retired by a reload and the connection has started a request.
 /// A connection accepted just before the reload has not sent its request yet: closing it then
 /// would fail that request, so it serves one on the configuration it was accepted under first.
