@@ -1,4 +1,4 @@
-//! The rewrite module, `map` and `split_clients`, end to end: certbot's HTTP→HTTPS snippet,
+//! The rewrite module, `map`, `split_clients` and `geo`, end to end: certbot's HTTP→HTTPS snippet,
 //! `rewrite` with each flag and the ten-cycle limit, `set` and `if` with captures and file
 //! tests, `map` (default, regex, hostnames) and `split_clients` buckets, and those variables
 //! in the access log.
@@ -26,6 +26,20 @@ http {
         example.net exact;
     }
     split_clients "$arg_id" $bucket { 30% A; 30% B; * C; }
+    geo $geo {
+        default world;
+        127.0.0.0/8 loopback;
+        127.0.0.2/32 two;
+        delete 127.0.0.3/32;
+        127.0.0.3/32 three;
+        proxy 127.0.0.1;
+    }
+    geo $arg_ip $geo_arg {
+        ranges;
+        default none;
+        10.0.0.0-10.0.0.255 ten;
+        10.0.0.10-10.0.0.20 inner;
+    }
 
     server {
         listen 127.0.0.1:{port0};
@@ -52,6 +66,7 @@ http {
         location /ep { error_page 404 /ep405; return 404; }
         location /ep405 { return 405; }
         location /m { return 200 "$mapped|$hostkind|$bucket\n"; }
+        location /geo { return 200 "$geo|$geo_arg\n"; }
         location /s {
             set $tag "t-$arg_v";
             if ($arg_v ~ ^(?<num>\d+)$) { return 200 "num $1 $num $tag\n"; }
@@ -181,6 +196,25 @@ fn map_and_split_clients() {
     assert_eq!(buckets, "AAABABBCABAACACACBCB");
     // map and split_clients outputs in the access log.
     assert!(wait_log(&s, "/m map=re:xyz bucket=C tag=").contains("bucket=C"));
+}
+
+/// `geo`: the client's address (loopback: `127.0.0.0/8`), through a trusted proxy's
+/// `X-Forwarded-For` (the client, 127.0.0.1, is a `proxy`), the longest network first; and
+/// `ranges` on another variable's value (a later range wins inside an earlier one).
+#[test]
+fn geo_by_address_proxy_and_ranges() {
+    let (_s, p) = start("rw-geo");
+    let g = |extra: &[&str], q: &str| get(p[1], "rw.test", &format!("/geo{q}"), extra).2;
+    assert_eq!(g(&[], ""), "loopback|none\n");
+    assert_eq!(g(&["-H", "X-Forwarded-For: 127.0.0.2"], ""), "two|none\n");
+    assert_eq!(g(&["-H", "X-Forwarded-For: 127.0.0.3"], ""), "three|none\n");
+    assert_eq!(
+        g(&["-H", "X-Forwarded-For: 192.0.2.1, 8.8.8.8"], ""),
+        "world|none\n"
+    );
+    assert_eq!(g(&[], "?ip=10.0.0.5"), "loopback|ten\n");
+    assert_eq!(g(&[], "?ip=10.0.0.15"), "loopback|inner\n");
+    assert_eq!(g(&[], "?ip=junk"), "loopback|none\n");
 }
 
 /// The access log once it holds `needle` (lines are written when a body is done: 2 s at

@@ -89,7 +89,7 @@ pub(crate) fn set_real_ip_from(s: &mut LocSettings, d: &Directive, cx: &mut Cx) 
     Ok(())
 }
 
-fn parse_cidr(a: &str) -> Option<(IpAddr, u8)> {
+pub(crate) fn parse_cidr(a: &str) -> Option<(IpAddr, u8)> {
     let (addr, bits) = match a.split_once('/') {
         Some((addr, bits)) => (addr, Some(bits)),
         None => (a, None),

@@ -284,6 +284,7 @@ pub(crate) static DIRECTIVES: &[Spec] = &[
     block("if", SL, 1, ANY, Handler::If, "Run the directives inside when the condition holds: `$var`, `=`, `!=`, `~`, `~*`, `!~`, `!~*`, `-f`, `-d`, `-e`, `-x` and their negations. In a location it may also hold `root`, `add_header`, `proxy_pass`, `access_log`, `error_page`, `gzip`, `sendfile` (an implicit location, as nginx)."),
     d("rewrite_log", HSL, 1, 1, "off", Inherit, Loc(rw::rewrite_log), "Log regex matches and rewrites at `notice` to the error log."),
     d("uninitialized_variable_warn", HSL, 1, 1, "on", Inherit, Loc(rw::uninitialized_variable_warn), "Warn when a `set` variable is used before it is set."),
+    block("geo", HTTP, 1, 2, Shared(rw::geo), "A variable whose value depends on the client's address (or the first parameter's): `CIDR value`, longest match; `default`, `delete`, `include`, `proxy CIDR` and `proxy_recursive` (trusted proxies' `X-Forwarded-For`), `ranges` (`FIRST-LAST value`), `volatile`."),
     block("map", HTTP, 2, 2, Shared(rw::map), "A variable whose value maps from another's: exact keys, `~regex`/`~*regex`, `default`, `hostnames`, `volatile`, `include`; evaluated when used, once per request."),
     block("split_clients", HTTP, 2, 2, Shared(rw::split_clients), "A variable that splits clients by percentage of nginx's MurmurHash2 of a value."),
     d("add_header", HSL, 2, 3, "", InheritIfNone, Loc(h::add_header), "Response header added to 2xx/3xx responses (`always`: to all)."),

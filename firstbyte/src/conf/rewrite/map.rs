@@ -59,7 +59,7 @@ fn out_var(d: &Directive) -> Result<&str, ConfError> {
         .ok_or_else(|| other(d, format!("invalid variable name \"{name}\"")))
 }
 
-fn define(cx: &mut Cx, d: &Directive, name: &str, slot: Slot) -> R {
+pub(super) fn define(cx: &mut Cx, d: &Directive, name: &str, slot: Slot) -> R {
     if super::super::vars::KNOWN.contains(&name) || cx.user_vars.slots.contains_key(name) {
         return Err(other(d, format!("the duplicate \"{name}\" variable")));
     }

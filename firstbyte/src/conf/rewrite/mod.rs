@@ -1,4 +1,4 @@
-//! nginx's rewrite module, `map` and `split_clients`: read at load into programs and
+//! nginx's rewrite module, `map`, `split_clients` and `geo`: read at load into programs and
 //! variable definitions; [`crate::http::rewrite`] runs them per request.
 //!
 //! The rewrite directives of a level (`set`, `if`, `rewrite`, `return`, `break`) become one
@@ -14,6 +14,7 @@
 //! [`Slot`] in [`VarDefs`].
 
 mod directives;
+mod geo;
 mod map;
 pub mod regex;
 
@@ -22,6 +23,8 @@ use std::sync::Arc;
 
 pub(crate) use directives::{brk, ret, rewrite, rewrite_log, set, uninitialized_variable_warn};
 pub(crate) use directives::{if_block, IfIn};
+pub(crate) use geo::geo;
+pub use geo::GeoDef;
 pub(crate) use map::{map, split_clients};
 pub use map::{MapDef, MapKey, SplitDef};
 
@@ -276,6 +279,8 @@ pub enum Slot {
     Map(usize),
     /// A `split_clients` output.
     Split(usize),
+    /// A `geo` output.
+    Geo(usize),
 }
 
 /// The variables a configuration defines, shared by its servers.
@@ -289,6 +294,8 @@ pub struct VarDefs {
     pub maps: Vec<MapDef>,
     /// `split_clients` blocks, by slot.
     pub splits: Vec<SplitDef>,
+    /// `geo` blocks, by slot.
+    pub geos: Vec<GeoDef>,
 }
 
 impl VarDefs {
@@ -337,6 +344,11 @@ pub(crate) fn declared_names(tree: &[Directive], out: &mut Vec<String>) {
         match d.name.as_str() {
             "set" => {
                 if let Some(n) = d.args.first().and_then(|a| a.strip_prefix('$')) {
+                    out.push(n.to_string());
+                }
+            }
+            "geo" => {
+                if let Some(n) = d.args.last().and_then(|a| a.strip_prefix('$')) {
                     out.push(n.to_string());
                 }
             }

@@ -8,7 +8,7 @@ use std::borrow::Cow;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, OnceLock};
 
-use crate::conf::rewrite::{MapDef, MapKey, Slot, SplitDef, VarDefs};
+use crate::conf::rewrite::{GeoDef, MapDef, MapKey, Slot, SplitDef, VarDefs};
 use crate::conf::vars::Vars;
 
 /// One request's values of the configuration's own variables.
@@ -16,7 +16,7 @@ use crate::conf::vars::Vars;
 pub struct UserVars {
     defs: Arc<VarDefs>,
     set: Vec<Option<String>>,
-    /// `map` outputs, then `split_clients` outputs.
+    /// `map` outputs, then `split_clients` outputs, then `geo` outputs.
     cache: Vec<OnceLock<Option<String>>>,
     /// Being computed (a map whose source reads itself is a cycle).
     busy: Vec<AtomicBool>,
@@ -42,7 +42,7 @@ impl UserVars {
         if defs.is_empty() {
             return None;
         }
-        let n = defs.maps.len() + defs.splits.len();
+        let n = defs.maps.len() + defs.splits.len() + defs.geos.len();
         Some(Box::new(Self {
             defs: defs.clone(),
             set: vec![None; defs.set_names.len()],
@@ -85,6 +85,16 @@ impl UserVars {
                     Some(split_value(s, &s.source.eval(all)).to_string())
                 })
             }
+            Slot::Geo(k) => {
+                let g = self.defs.geos.get(k)?;
+                let i = self.defs.maps.len() + self.defs.splits.len() + k;
+                if g.volatile {
+                    return self
+                        .guarded(i, name, || Some(geo_value(g, all).to_string()))
+                        .map(Cow::Owned);
+                }
+                self.cached(i, name, || Some(geo_value(g, all).to_string()))
+            }
         }
     }
 
@@ -112,6 +122,20 @@ impl UserVars {
         }
         cell.get()?.as_deref().map(Cow::Borrowed)
     }
+}
+
+/// A `geo`'s value for the request: by its source's value, or by the client's address
+/// (`$remote_addr`, after `X-Forwarded-For` when the client is a trusted `proxy`).
+pub fn geo_value<'a>(g: &'a GeoDef, all: &dyn Vars) -> &'a str {
+    let ip = match &g.source {
+        Some(src) => src.eval(all).trim().parse().ok(),
+        None => {
+            let client = all.get("remote_addr").and_then(|a| a.parse().ok());
+            let xff = all.get("http_x_forwarded_for");
+            g.address(client, xff.as_deref())
+        }
+    };
+    g.lookup(ip)
 }
 
 /// A map's value for the request: exact key, then (with `hostnames`) the longest
