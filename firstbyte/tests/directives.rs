@@ -554,3 +554,66 @@ http {
     );
     stop(server);
 }
+
+/// `http2_chunk_size 1k`: no DATA frame carries more than 1 KiB of a 10 KiB body (the h2
+/// client hands over each DATA frame's payload as one chunk); without it frames fill records.
+#[tokio::test]
+async fn http2_chunk_size_caps_data_frames() {
+    let conf = r#"
+pid off;
+error_log {dir}/error.log warn;
+events {}
+http {
+    access_log off;
+    root {dir}/html;
+    server {
+        listen 127.0.0.1:{port0} ssl;
+        http2 on;
+        ssl_certificate {certs}/localhost.crt;
+        ssl_certificate_key {certs}/localhost.key;
+        location /small/ { http2_chunk_size 1k; alias {dir}/html/; }
+    }
+}
+"#;
+    let (server, ports) = Server::start("h2-chunk", conf, 1);
+    std::fs::create_dir_all(server.dir.join("html")).unwrap();
+    std::fs::write(server.dir.join("html/f.bin"), vec![5u8; 10 * 1024]).unwrap();
+    let tcp = tokio::net::TcpStream::connect(("127.0.0.1", ports[0]))
+        .await
+        .expect("connect");
+    let name = rustls_pki_types::ServerName::try_from("localhost").expect("name");
+    let tls = tokio_rustls::TlsConnector::from(rust_client_config(&[b"h2"]))
+        .connect(name, tcp)
+        .await
+        .expect("TLS handshake");
+    let (mut send, conn) = h2::client::handshake(tls).await.expect("h2 handshake");
+    let conn = tokio::spawn(conn);
+    for (path, most) in [("/small/f.bin", 1024), ("/f.bin", 16 * 1024)] {
+        let req = http::Request::get(format!("https://localhost:{}{path}", ports[0]))
+            .body(())
+            .expect("request");
+        let (resp, _) = send.send_request(req, true).expect("send");
+        let mut body = resp.await.expect("response").into_body();
+        let (mut total, mut largest, mut frames) = (0, 0, 0);
+        while let Some(chunk) = body.data().await {
+            let chunk = chunk.expect("data");
+            let _ = body.flow_control().release_capacity(chunk.len());
+            total += chunk.len();
+            largest = largest.max(chunk.len());
+            frames += 1;
+        }
+        assert_eq!(total, 10 * 1024, "{path}");
+        assert!(largest <= most, "{path}: a {largest}-byte DATA frame");
+        if path.starts_with("/small") {
+            assert!(frames >= 10, "{path}: {frames} frames");
+        } else {
+            assert!(
+                frames <= 2,
+                "{path}: {frames} frames (record-sized by default)"
+            );
+        }
+    }
+    drop(send);
+    let _ = conn.await;
+    stop(server);
+}

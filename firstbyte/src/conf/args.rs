@@ -160,6 +160,14 @@ pub(crate) fn bytes(d: &Directive, _: &mut Cx) -> Result<u64, ConfError> {
     size(d, arg0(d))
 }
 
+/// A size above zero, kept as set (for values whose default is "none").
+pub(crate) fn some_bytes(d: &Directive, _: &mut Cx) -> Result<Option<u64>, ConfError> {
+    match size(d, arg0(d))? {
+        0 => Err(invalid(d)),
+        n => Ok(Some(n)),
+    }
+}
+
 /// A plain number of the field's type.
 pub(crate) fn count<T: std::str::FromStr>(d: &Directive, _: &mut Cx) -> Result<T, ConfError> {
     number(d, arg0(d))

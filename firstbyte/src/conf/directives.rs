@@ -105,6 +105,10 @@ macro_rules! loc_directives {
         "limit_rate_after" limit_rate_after: u64 = 0 =>
             (HSL, 1, 1, "0", Inherit, p::bytes)
             "Bytes of a response body sent at full speed before `limit_rate` applies.";
+        // None: DATA frames fill TLS records (firstbyte's; nginx's default is 8k).
+        "http2_chunk_size" http2_chunk_size: Option<u64> = None =>
+            (HSL, 1, 1, "", Inherit, p::some_bytes)
+            "HTTP/2: the most response body bytes per DATA frame. Unset, firstbyte sizes DATA frames so that each fills one TLS record (`ssl_buffer_size`, or 16 KiB), nginx cuts them at 8k.";
         "send_timeout" send_timeout: Duration = Duration::from_secs(60) =>
             (HSL, 1, 1, "60s", Inherit, p::duration)
             "Longest pause between two writes of a response.";
@@ -208,6 +212,10 @@ macro_rules! srv_directives {
         "http2_max_concurrent_streams" http2_max_concurrent_streams: u32 = 128 =>
             (HS, 1, 1, "128", Inherit, p::count)
             "Streams one HTTP/2 connection may have open at once (`SETTINGS_MAX_CONCURRENT_STREAMS`); more are refused with `REFUSED_STREAM`.";
+        // 1m: firstbyte's (nginx's is 64k).
+        "http2_body_preread_size" http2_body_preread_size: u64 = 1 << 20 =>
+            (HS, 1, 1, "1m", Inherit, p::bytes)
+            "HTTP/2: request body bytes a client may send on a stream before the server reads them (the stream's initial window, `SETTINGS_INITIAL_WINDOW_SIZE`; at most 2147483647). firstbyte's default is 1m, nginx's 64k: one upload can use the whole 1 MiB connection window in one round trip.";
         "client_header_buffer_size" client_header_buffer_size: u64 = 1 << 10 =>
             (HS, 1, 1, "1k", Inherit, p::bytes)
             "HTTP/1.x: the first buffer a request head fills, whole lines in order, before `large_client_header_buffers`; a head that fits it is never refused.";

@@ -308,6 +308,7 @@ pub(crate) static DIRECTIVES: &[Spec] = &[
     ignored("variables_hash_max_size", HTTP, 1, 1, HASH),
     ignored("variables_hash_bucket_size", HTTP, 1, 1, HASH),
     ignored("server_tokens", HSL, 1, 1, "firstbyte always sends \"Server: firstbyte\", without a version"),
+    ignored("output_buffers", HSL, 1, 2, "firstbyte reads files in 64 KiB chunks (or sends them with sendfile), whatever the buffers"),
     // access, stub_status
     d("allow", HSL, 1, 1, "", InheritIfNone, Loc(h::allow), "Allow an address, a CIDR network or `all` (rules apply in order)."),
     d("deny", HSL, 1, 1, "", InheritIfNone, Loc(h::deny), "Deny an address, a CIDR network or `all` (rules apply in order)."),

@@ -41,8 +41,15 @@ pub const MAX_LOCAL_ERROR_RESET_STREAMS: usize = 128;
 pub const MAX_SEND_BUF_SIZE: usize = 128 * 1024;
 
 /// Request-body bytes a client may send on one stream before the server reads them
-/// (SETTINGS_INITIAL_WINDOW_SIZE), 1 MiB: one upload can use the whole connection window.
+/// (SETTINGS_INITIAL_WINDOW_SIZE) by default, 1 MiB: one upload can use the whole connection
+/// window. `http2_body_preread_size` sets it (see [`stream_window`]).
 pub const INITIAL_STREAM_WINDOW: u32 = 1024 * 1024;
+
+/// The stream window of `server`'s connections: `http2_body_preread_size`, at most 2^31 − 1
+/// (RFC 9113 §6.9.2); the connection window is never smaller than it.
+pub fn stream_window(server: &ServerConf) -> u32 {
+    u32::try_from(server.http2_body_preread_size.min(0x7fff_ffff)).unwrap_or(0x7fff_ffff)
+}
 
 /// Request-body bytes a client may send on the whole connection before the server reads them,
 /// 1 MiB: the most unread request data one connection holds in memory (a 100 ms round trip
@@ -79,6 +86,21 @@ mod tests {
             max_concurrent_streams(&server("http2_max_concurrent_streams 32;")),
             32
         );
+    }
+
+    #[test]
+    fn stream_window_is_the_preread_size() {
+        assert_eq!(stream_window(&server("")), INITIAL_STREAM_WINDOW);
+        assert_eq!(
+            stream_window(&server("http2_body_preread_size 64k;")),
+            65536
+        );
+        assert_eq!(
+            stream_window(&server("http2_body_preread_size 4g;")),
+            0x7fff_ffff
+        );
+        let c = crate::http::h2::serve::config(&server("http2_body_preread_size 4m;"), None);
+        assert_eq!((c.stream_window, c.conn_window), (4 << 20, 4 << 20));
     }
 
     /// The send buffers of every stream at once stay within 16 MiB.

@@ -57,6 +57,8 @@ enum Answer {
         body: Pin<Box<ResponseBody>>,
         pending: Bytes,
         ended: bool,
+        /// `http2_chunk_size`: the most body bytes per DATA frame (else the core's frame size).
+        chunk: usize,
     },
     Done,
 }
@@ -97,8 +99,8 @@ pub fn config(server: &ServerConf, data_chunk: Option<usize>) -> Config {
     Config {
         max_concurrent: limits::max_concurrent_streams(server),
         max_header_list: limits::max_header_list_size(server) as usize,
-        stream_window: limits::INITIAL_STREAM_WINDOW,
-        conn_window: limits::INITIAL_CONNECTION_WINDOW,
+        stream_window: limits::stream_window(server),
+        conn_window: limits::INITIAL_CONNECTION_WINDOW.max(limits::stream_window(server)),
         max_pending_resets: limits::MAX_PENDING_ACCEPT_RESET_STREAMS,
         max_local_resets: limits::MAX_LOCAL_ERROR_RESET_STREAMS,
         data_frame: data_chunk.unwrap_or(super::frame::DEFAULT_MAX_FRAME),
@@ -412,6 +414,7 @@ fn step(core: &mut Core, s: &mut Slot, cx: &mut Context<'_>) -> bool {
             Answer::Done
         } else {
             Answer::Body {
+                chunk: rbody.h2_chunk.unwrap_or(usize::MAX),
                 body: Box::pin(rbody),
                 pending: Bytes::new(),
                 ended: false,
@@ -422,6 +425,7 @@ fn step(core: &mut Core, s: &mut Slot, cx: &mut Context<'_>) -> bool {
         body,
         pending,
         ended,
+        chunk,
     } = &mut s.answer
     else {
         return false;
@@ -436,7 +440,7 @@ fn step(core: &mut Core, s: &mut Slot, cx: &mut Context<'_>) -> bool {
             if cap == 0 && !pending.is_empty() {
                 return false;
             }
-            let n = cap.min(pending.len());
+            let n = cap.min(pending.len()).min(*chunk);
             let end = *ended && n == pending.len();
             core.send_data(s.id, &pending[..n], end);
             pending.advance(n);
@@ -445,6 +449,14 @@ fn step(core: &mut Core, s: &mut Slot, cx: &mut Context<'_>) -> bool {
                 return false;
             }
             if !pending.is_empty() {
+                if n == *chunk && n < cap {
+                    // Cut by http2_chunk_size, window left: the next frame, unless the output
+                    // buffer is full.
+                    if core.out.len() > OUT_HIGH {
+                        return true;
+                    }
+                    continue;
+                }
                 return false;
             }
         }

@@ -249,6 +249,9 @@ pub(super) fn finish(
             progress: None,
             // limit_conn's counts are held until the response body is done.
             _limit_conn: r.guard.take(),
+            h2_chunk: loc
+                .http2_chunk_size
+                .map(|c| usize::try_from(c).unwrap_or(usize::MAX)),
         },
     )
 }
@@ -264,6 +267,8 @@ pub struct ResponseBody {
     pub(super) progress: Option<Arc<crate::http::send_watch::Progress>>,
     /// limit_conn counts held until the body is done (None for most requests).
     pub(super) _limit_conn: Option<Box<super::guard::GuardState>>,
+    /// `http2_chunk_size`: the most body bytes per HTTP/2 DATA frame.
+    pub h2_chunk: Option<usize>,
 }
 
 impl ResponseBody {
@@ -276,6 +281,7 @@ impl ResponseBody {
             busy: None,
             progress: None,
             _limit_conn: None,
+            h2_chunk: None,
         }
     }
 }
