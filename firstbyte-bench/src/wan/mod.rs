@@ -14,6 +14,7 @@
 //! runs once per link, into `DIR/<link name>/`, and `DIR/summary.md` joins their summaries.
 
 mod client;
+mod glance;
 mod plan;
 mod results;
 mod rng;
@@ -326,20 +327,38 @@ pub fn main(args: Args) -> i32 {
     let Some(links) = links else {
         return run_plan(&text, &plan_path, &out, quick, report);
     };
-    // One run per link, each in its own directory (and resumable there); then one summary.
+    // One run per link, each in its own directory (and resumable there); then one summary:
+    // the at-a-glance tables over every link, then each link's own.
     let mut code = 0;
-    let mut md = String::new();
+    let mut parts = String::new();
+    let mut glance = Vec::new();
     for (name, sub) in &links {
         eprintln!("firstbyte-bench: link \"{name}\"");
-        let c = run_plan(sub, &plan_path, &out.join(name), quick, report);
+        let dir = out.join(name);
+        let c = run_plan(sub, &plan_path, &dir, quick, report);
         if c != 0 && code == 0 {
             code = c;
         }
-        let part = std::fs::read_to_string(out.join(name).join("summary.md")).unwrap_or_default();
-        md.push_str(&format!(
+        let part = std::fs::read_to_string(dir.join("summary.md")).unwrap_or_default();
+        parts.push_str(&format!(
             "# Link \"{name}\" ({name}/summary.md)\n\n{part}\n"
         ));
+        if let (Ok(plan), Ok(rows)) = (
+            Plan::parse(sub, quick),
+            results::read(&dir.join("results.csv")),
+        ) {
+            glance.push(glance::LinkGroups {
+                name: name.clone(),
+                groups: summary::groups(&plan, &rows),
+            });
+        }
     }
+    let md = format!(
+        "# WAN bench over {} links: {}\n\n{}{parts}",
+        links.len(),
+        plan_path.display(),
+        glance::render(&glance)
+    );
     if let Err(e) = std::fs::write(out.join("summary.md"), md) {
         return fail(format!("{}: {e}", out.display()));
     }
