@@ -589,20 +589,7 @@ http {
     let (server, ports) = Server::start("limit-conn-h2", conf, 1);
     std::fs::create_dir_all(server.dir.join("html")).unwrap();
     std::fs::write(server.dir.join("html/t.html"), "SEE-THIS").unwrap();
-    let tcp = tokio::net::TcpStream::connect(("127.0.0.1", ports[0]))
-        .await
-        .expect("connect");
-    let name = rustls_pki_types::ServerName::try_from("localhost").expect("name");
-    let tls = tokio_rustls::TlsConnector::from(rust_client_config(&[b"h2"]))
-        .connect(name, tcp)
-        .await
-        .expect("TLS handshake");
-    let (mut send, conn) = h2::client::Builder::new()
-        .initial_window_size(1)
-        .handshake::<_, bytes::Bytes>(tls)
-        .await
-        .expect("h2 handshake");
-    let conn = tokio::spawn(conn);
+    let (mut send, conn) = h2_tls_client(ports[0], Some(1)).await;
     let get = || {
         http::Request::get(format!("https://localhost:{}/t.html", ports[0]))
             .body(())

@@ -337,16 +337,7 @@ http {
 async fn header_buffers_http2() {
     let (server, ports) = Server::start("header-buffers-h2", TLS_CONF, 1);
     let port = ports[0];
-    let tcp = tokio::net::TcpStream::connect(("127.0.0.1", port))
-        .await
-        .expect("connect");
-    let name = rustls_pki_types::ServerName::try_from("localhost").expect("name");
-    let tls = tokio_rustls::TlsConnector::from(rust_client_config(&[b"h2"]))
-        .connect(name, tcp)
-        .await
-        .expect("TLS handshake");
-    let (mut send, conn) = h2::client::handshake(tls).await.expect("h2 handshake");
-    let conn = tokio::spawn(conn);
+    let (mut send, conn) = h2_tls_client(port, None).await;
     let with_header = |bytes: usize| {
         let mut req = http::Request::get(format!("https://localhost:{port}/"))
             .body(())
@@ -376,16 +367,7 @@ async fn header_buffers_http2() {
 async fn duplicate_host_header_is_refused() {
     let (server, ports) = Server::start("dup-host", TLS_CONF, 1);
     let port = ports[0];
-    let tcp = tokio::net::TcpStream::connect(("127.0.0.1", port))
-        .await
-        .expect("connect");
-    let name = rustls_pki_types::ServerName::try_from("localhost").expect("name");
-    let tls = tokio_rustls::TlsConnector::from(rust_client_config(&[b"h2"]))
-        .connect(name, tcp)
-        .await
-        .expect("TLS handshake");
-    let (mut send, conn) = h2::client::handshake(tls).await.expect("h2 handshake");
-    let conn = tokio::spawn(conn);
+    let (mut send, conn) = h2_tls_client(port, None).await;
     for (hosts, want) in [
         (&["localhost"][..], 200),
         (&["localhost", "again"][..], 400),
@@ -578,16 +560,7 @@ http {
     let (server, ports) = Server::start("h2-chunk", conf, 1);
     std::fs::create_dir_all(server.dir.join("html")).unwrap();
     std::fs::write(server.dir.join("html/f.bin"), vec![5u8; 10 * 1024]).unwrap();
-    let tcp = tokio::net::TcpStream::connect(("127.0.0.1", ports[0]))
-        .await
-        .expect("connect");
-    let name = rustls_pki_types::ServerName::try_from("localhost").expect("name");
-    let tls = tokio_rustls::TlsConnector::from(rust_client_config(&[b"h2"]))
-        .connect(name, tcp)
-        .await
-        .expect("TLS handshake");
-    let (mut send, conn) = h2::client::handshake(tls).await.expect("h2 handshake");
-    let conn = tokio::spawn(conn);
+    let (mut send, conn) = h2_tls_client(ports[0], None).await;
     for (path, most) in [("/small/f.bin", 1024), ("/f.bin", 16 * 1024)] {
         let req = http::Request::get(format!("https://localhost:{}{path}", ports[0]))
             .body(())

@@ -52,3 +52,29 @@ openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -days 2 -su
         String::from_utf8_lossy(&out.stderr)
     );
 }
+
+/// An HTTP/2 client over TLS (ALPN `h2`, trusting the test CA, SNI `localhost`) to
+/// 127.0.0.1:`port`, and its connection task. `window`: the client's initial stream window
+/// (None: h2's default).
+pub async fn h2_tls_client(
+    port: u16,
+    window: Option<u32>,
+) -> (
+    h2::client::SendRequest<bytes::Bytes>,
+    tokio::task::JoinHandle<Result<(), h2::Error>>,
+) {
+    let tcp = tokio::net::TcpStream::connect(("127.0.0.1", port))
+        .await
+        .expect("connect");
+    let name = rustls_pki_types::ServerName::try_from("localhost").expect("name");
+    let tls = tokio_rustls::TlsConnector::from(rust_client_config(&[b"h2"]))
+        .connect(name, tcp)
+        .await
+        .expect("TLS handshake");
+    let mut b = h2::client::Builder::new();
+    if let Some(w) = window {
+        b.initial_window_size(w);
+    }
+    let (send, conn) = b.handshake(tls).await.expect("h2 handshake");
+    (send, tokio::spawn(conn))
+}
