@@ -32,16 +32,24 @@ pub struct RustClient {
 impl RustClient {
     /// A client speaking HTTP/2 (`http2`) or HTTP/1.1.
     pub fn new(http2: bool) -> std::io::Result<Self> {
-        let runtime = tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()?;
-        let tls = client_config(http2).map_err(std::io::Error::other)?;
+        let (runtime, tls) = runtime_and_config(http2)?;
         Ok(Self {
             runtime,
-            tls: Arc::new(tls),
+            tls,
             http2,
         })
     }
+}
+
+/// The client's own current-thread runtime and its TLS config ([`client_config`]).
+pub(super) fn runtime_and_config(
+    http2: bool,
+) -> std::io::Result<(tokio::runtime::Runtime, Arc<ClientConfig>)> {
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()?;
+    let tls = client_config(http2).map_err(std::io::Error::other)?;
+    Ok((runtime, Arc::new(tls)))
 }
 
 /// A TLS 1.3 + 1.2 client config with no session resumption and the given ALPN.

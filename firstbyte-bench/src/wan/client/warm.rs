@@ -18,7 +18,7 @@ use hyper_util::rt::{TokioExecutor, TokioIo};
 use rustls::ClientConfig;
 use rustls_pki_types::ServerName;
 
-use super::rust::{client_config, read_response};
+use super::rust::{read_response, runtime_and_config};
 use super::{ms, Fetched, Fetcher, Target, REQUEST_TIMEOUT_S};
 
 /// The warm-connection client.
@@ -31,13 +31,10 @@ pub struct WarmClient {
 impl WarmClient {
     /// A client speaking HTTP/2 (`http2`) or HTTP/1.1.
     pub fn new(http2: bool) -> std::io::Result<Self> {
-        let runtime = tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()?;
-        let tls = client_config(http2).map_err(std::io::Error::other)?;
+        let (runtime, tls) = runtime_and_config(http2)?;
         Ok(Self {
             runtime,
-            tls: Arc::new(tls),
+            tls,
             http2,
         })
     }
