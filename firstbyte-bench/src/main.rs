@@ -11,12 +11,16 @@
 //! - `firstbyte-bench idle-load [--quick] [--out DIR]`: request latency under h2load with and
 //!   without 10,000 idle TLS connections, interleaved rounds.
 //!
+//! - `firstbyte-bench ktls [--quick] [--out DIR]`: kernel TLS + sendfile against user-space
+//!   TLS and nginx's kTLS, in a VM with Debian's kernel (`scripts/ktls-vm --bench`).
+//!
 //! One clap parser ([`cli`]) reads every subcommand's options (`firstbyte-bench SUBCOMMAND
 //! --help` lists them); a bad value exits with code 2. Long runs print progress with an ETA
 //! ([`progress`]).
 
 mod cli;
 mod idle_load;
+mod ktls;
 mod loopback;
 mod progress;
 mod records;
@@ -37,6 +41,7 @@ fn main() {
         Command::Records(args) => records::main(args),
         Command::Sslcache(args) => sslcache::main(args),
         Command::IdleLoad(args) => idle_load::main(args),
+        Command::Ktls(args) => ktls::main(args),
     };
     std::process::exit(code);
 }

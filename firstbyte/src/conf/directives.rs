@@ -69,7 +69,7 @@ macro_rules! loc_directives {
         // Defaults below are nginx's.
         "sendfile" sendfile: bool = false =>
             (HSL, 1, 1, "off", Inherit, p::on_off)
-            "Send files with sendfile(2) on plain-HTTP connections (on TLS once kernel TLS comes).";
+            "Send files with sendfile(2) on plain-HTTP/1.1 connections, and on TLS ones that kernel TLS serves (`ssl_conf_command Options KTLS`).";
         "absolute_redirect" absolute_redirect: bool = true =>
             (HSL, 1, 1, "on", Inherit, p::on_off)
             "Redirects firstbyte makes carry `scheme://host[:port]`; off: a relative `Location`.";

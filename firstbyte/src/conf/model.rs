@@ -683,6 +683,9 @@ pub struct TlsConf {
     pub ciphersuites: Option<String>,
     /// `ssl_conf_command NumTickets N`: TLS 1.3 tickets per handshake. Default 2 (OpenSSL's, as nginx).
     pub num_tickets: Option<u32>,
+    /// `ssl_conf_command Options KTLS`: kernel TLS for HTTP/1.x after the handshake, so file
+    /// bodies go out with `sendfile` (`tls::ktls`). Off by default, as nginx.
+    pub ktls: bool,
     /// `ssl_session_ticket_key FILE` (several: the first encrypts, all decrypt).
     pub session_ticket_keys: Vec<PathBuf>,
     /// `ssl_certificate` / `ssl_certificate_key` pairs written with variables, loaded at

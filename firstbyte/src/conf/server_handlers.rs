@@ -87,7 +87,8 @@ pub(crate) fn protocols(d: &Directive, cx: &mut Cx) -> Result<Vec<TlsVersion>, C
     Ok(kept)
 }
 
-/// `ssl_conf_command NAME VALUE`: `Ciphersuites` and `NumTickets` only.
+/// `ssl_conf_command NAME VALUE`: `Ciphersuites`, `NumTickets` and `Options KTLS` / `-KTLS`
+/// (nginx's switch for kernel TLS) only.
 pub(crate) fn ssl_conf_command(s: &mut SrvSettings, d: &Directive, _: &mut Cx) -> R {
     let name = arg0(d);
     let v = d.args.get(1).map(String::as_str).unwrap_or("");
@@ -99,6 +100,20 @@ pub(crate) fn ssl_conf_command(s: &mut SrvSettings, d: &Directive, _: &mut Cx) -
         cmds.ciphersuites = Some(v.to_string());
     } else if name.eq_ignore_ascii_case("numtickets") {
         cmds.num_tickets = Some(number(d, v)?);
+    } else if name.eq_ignore_ascii_case("options") {
+        // OpenSSL's syntax: a comma-separated list, `-` turns an option off.
+        for opt in v.split(',').map(str::trim) {
+            match opt {
+                "KTLS" => cmds.ktls = Some(true),
+                "-KTLS" => cmds.ktls = Some(false),
+                _ => {
+                    return Err(unsupported(
+                        d,
+                        format!("ssl_conf_command \"Options {opt}\""),
+                    ))
+                }
+            }
+        }
     } else {
         return Err(unsupported(d, format!("ssl_conf_command \"{name}\"")));
     }
@@ -307,10 +322,30 @@ mod tests {
         let cmds = s.tls.conf_commands.clone().unwrap();
         assert_eq!(cmds.num_tickets, Some(1));
         assert_eq!(cmds.ciphersuites.as_deref(), Some("TLS_AES_128_GCM_SHA256"));
-        let e = ssl_conf_command(&mut s, &dir("ssl_conf_command", &["Options", "x"]), &mut c);
+        ssl_conf_command(
+            &mut s,
+            &dir("ssl_conf_command", &["Options", "KTLS"]),
+            &mut c,
+        )
+        .unwrap();
+        assert_eq!(s.tls.conf_commands.clone().unwrap().ktls, Some(true));
+        let e = ssl_conf_command(
+            &mut s,
+            &dir("ssl_conf_command", &["Options", "KTLS,x"]),
+            &mut c,
+        );
         assert_eq!(
             e.unwrap_err().to_string(),
-            "ssl_conf_command \"Options\" is not supported by firstbyte yet in /t.conf:3"
+            "ssl_conf_command \"Options x\" is not supported by firstbyte yet in /t.conf:3"
+        );
+        let e = ssl_conf_command(
+            &mut s,
+            &dir("ssl_conf_command", &["Frobnicate", "x"]),
+            &mut c,
+        );
+        assert_eq!(
+            e.unwrap_err().to_string(),
+            "ssl_conf_command \"Frobnicate\" is not supported by firstbyte yet in /t.conf:3"
         );
         ssl_protocols(&mut s, &dir("ssl_protocols", &["SSLv3", "TLSv1.3"]), &mut c).unwrap();
         assert_eq!(s.tls.protocols, Some(vec![TlsVersion::Tls13]));

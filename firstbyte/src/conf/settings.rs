@@ -217,6 +217,8 @@ pub(crate) fn default_types() -> MimeTypes {
 pub(crate) struct ConfCommands {
     pub ciphersuites: Option<String>,
     pub num_tickets: Option<u32>,
+    /// `Options KTLS` (`Some(true)`) or `Options -KTLS`.
+    pub ktls: Option<bool>,
 }
 
 /// An `ssl_certificate` as written.
@@ -295,6 +297,7 @@ impl TlsSettings {
             certificates,
             ciphersuites: cmds.ciphersuites,
             num_tickets: cmds.num_tickets,
+            ktls: cmds.ktls.unwrap_or(false),
             session_ticket_keys: self.session_ticket_keys.clone().unwrap_or_default(),
             dynamic_certificates,
         })

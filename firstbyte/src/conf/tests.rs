@@ -103,7 +103,7 @@ fn errors_are_worded_as_nginx() {
         ("http { ssl_certificate_cache max=0; }", "invalid parameter \"max=0\" in /t/x.conf:1"),
         (
             "http { ssl_conf_command Options PrioritizeChaCha; }",
-            "ssl_conf_command \"Options\" is not supported by firstbyte yet in /t/x.conf:1",
+            "ssl_conf_command \"Options PrioritizeChaCha\" is not supported by firstbyte yet in /t/x.conf:1",
         ),
         (
             "http { server { ssl on; } }",

@@ -54,6 +54,10 @@ pub struct ConnectionInfo {
     pub cwnd: u32,
     /// The TLS record-size policy of this connection.
     pub record_policy: String,
+    /// Whether the kernel encrypts what this connection sends (kernel TLS).
+    pub ktls_tx: bool,
+    /// Whether the kernel decrypts what this connection receives (kernel TLS).
+    pub ktls_rx: bool,
     /// Whether `TCP_NODELAY` is on for this socket (read back from the kernel).
     pub tcp_nodelay: bool,
     /// `TCP_NOTSENT_LOWAT` of this socket in bytes, read back from the kernel (0: unset).
@@ -79,6 +83,8 @@ pub fn gather(conn: &Conn, protocol: &str) -> ConnectionInfo {
         rtt_us: ti.rtt_us,
         cwnd: ti.snd_cwnd,
         record_policy: conn.facts().record_policy.to_string(),
+        ktls_tx: tls.is_some_and(|t| t.ktls.0),
+        ktls_rx: tls.is_some_and(|t| t.ktls.1),
         tcp_nodelay: crate::net::nodelay(conn.fd()).unwrap_or(false),
         tcp_notsent_lowat: crate::net::notsent_lowat(conn.fd()).unwrap_or(0),
         tcp_congestion: crate::net::congestion(conn.fd()).unwrap_or_default(),
@@ -120,6 +126,11 @@ pub fn html(i: &ConnectionInfo) -> String {
     rows += &row("RTT (TCP_INFO)", &format!("{} µs", i.rtt_us));
     rows += &row("Congestion window", &format!("{} segments", i.cwnd));
     rows += &row("Record policy", &i.record_policy);
+    let on = |b: bool| if b { "kernel" } else { "user space" };
+    rows += &row(
+        "TLS records (kernel TLS)",
+        &format!("send: {}, receive: {}", on(i.ktls_tx), on(i.ktls_rx)),
+    );
     rows += &row("TCP_NODELAY", if i.tcp_nodelay { "on" } else { "off" });
     rows += &row("TCP_NOTSENT_LOWAT", &i.tcp_notsent_lowat.to_string());
     rows += &row("TCP_CONGESTION", &i.tcp_congestion);
@@ -207,6 +218,8 @@ mod tests {
             rtt_us: 42,
             cwnd: 10,
             record_policy: "static".into(),
+            ktls_tx: true,
+            ktls_rx: false,
             tcp_nodelay: true,
             tcp_notsent_lowat: 16384,
             tcp_congestion: "bbr".into(),
@@ -215,6 +228,7 @@ mod tests {
         };
         let h = html(&i);
         assert!(h.contains("TLSv1.3") && h.contains("&lt;x&gt;") && h.contains("42 µs"));
+        assert!(h.contains("send: kernel, receive: user space"), "{h}");
         let j: serde_json::Value = serde_json::to_value(&i).unwrap();
         for k in [
             "tls_version",
@@ -225,6 +239,8 @@ mod tests {
             "rtt_us",
             "cwnd",
             "record_policy",
+            "ktls_tx",
+            "ktls_rx",
             "tcp_notsent_lowat",
             "tcp_congestion",
         ] {

@@ -47,6 +47,8 @@ pub struct TlsFacts {
     /// The client's certificate and its verification, when the handshake's server block
     /// asked for one and the client sent it.
     pub client: Option<crate::tls::peer::PeerCert>,
+    /// Whether the kernel makes this connection's records (kernel TLS): sending, receiving.
+    pub ktls: (bool, bool),
 }
 
 /// Everything a variable of one request can be computed from.

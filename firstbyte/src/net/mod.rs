@@ -11,11 +11,14 @@ use std::os::fd::{AsRawFd, RawFd};
 use socket2::{Domain, Protocol, Socket, Type};
 
 pub mod proxy_protocol;
+mod records;
 mod stream;
 
 #[cfg(test)]
-pub use stream::{is_marker, Sendfile};
-pub use stream::{marker, FileRange, IoControl, SocketStream, StallTimer, MARKER_LEN};
+pub use stream::is_marker;
+pub use stream::{
+    marker, FileRange, IoControl, ReadReady, Sendfile, SocketStream, StallTimer, MARKER_LEN,
+};
 
 /// What a listening socket needs (from `listen`).
 #[derive(Debug, Clone, PartialEq, Eq)]

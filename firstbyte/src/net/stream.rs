@@ -21,8 +21,9 @@
 //! Marker bytes never reach the wire: a marker with no queued range is an error that closes
 //! the connection. The marker region is one untouched `calloc`: virtual memory only.
 //!
-//! TLS connections keep the read-and-encrypt path; kernel TLS will make their socket accept
-//! `sendfile` too, and then only [`IoControl::new`]'s `sendfile` argument changes.
+//! TLS connections keep the read-and-encrypt path, unless kernel TLS takes their records
+//! (`tls::ktls`): their socket then accepts `sendfile` too. Until the switch, such a
+//! connection's reads stop at record boundaries ([`IoControl::set_record_reads`]).
 //!
 //! `send_timeout` (nginx's meaning: the longest wait for the client to accept data, between two
 //! successive writes) is a [`StallTimer`] armed when a write finds the socket full and disarmed
@@ -87,6 +88,7 @@ pub struct FileRange {
 pub struct IoControl {
     send_timeout_ms: AtomicU64,
     sendfile: bool,
+    record_reads: std::sync::atomic::AtomicBool,
     ranges: Mutex<VecDeque<FileRange>>,
 }
 
@@ -97,6 +99,7 @@ impl IoControl {
         Self {
             send_timeout_ms: AtomicU64::new(duration_ms(send_timeout)),
             sendfile,
+            record_reads: std::sync::atomic::AtomicBool::new(false),
             // Two ranges cover a response and a pipelined one behind it: no growth after.
             ranges: Mutex::new(if sendfile {
                 VecDeque::with_capacity(2)
@@ -109,6 +112,13 @@ impl IoControl {
     /// Whether file bodies on this connection may be sent with `sendfile`.
     pub fn sendfile_capable(&self) -> bool {
         self.sendfile
+    }
+
+    /// Reads stop at TLS record boundaries while `on` (see `net::records`): set before the
+    /// ClientHello of a connection that may switch to kernel TLS, cleared after the switch
+    /// or the decision not to.
+    pub fn set_record_reads(&self, on: bool) {
+        self.record_reads.store(on, Ordering::Relaxed);
     }
 
     /// Sets `send_timeout` (the request's location decides it; zero: none).
@@ -262,6 +272,7 @@ pub struct SocketStream<S> {
     timer: StallTimer,
     corked: bool,
     peer: Option<SocketAddr>,
+    cut: super::records::RecordCut,
 }
 
 impl<S> SocketStream<S> {
@@ -273,7 +284,13 @@ impl<S> SocketStream<S> {
             timer: StallTimer::default(),
             corked: false,
             peer,
+            cut: Default::default(),
         }
+    }
+
+    /// The wrapped socket, for a connection that moves on (kernel TLS).
+    pub fn into_inner(self) -> S {
+        self.inner
     }
 
     /// The wrapped socket.
@@ -283,7 +300,19 @@ impl<S> SocketStream<S> {
     }
 }
 
-impl SocketStream<TcpStream> {
+/// A socket that can say it has input without reading it.
+pub trait ReadReady {
+    /// `Ready` once a read would not block (data or EOF).
+    fn poll_read_ready(&self, cx: &mut Context<'_>) -> Poll<io::Result<()>>;
+}
+
+impl ReadReady for TcpStream {
+    fn poll_read_ready(&self, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        TcpStream::poll_read_ready(self, cx)
+    }
+}
+
+impl<S: ReadReady> SocketStream<S> {
     /// Waits until the socket is readable (data or EOF) without reading: an idle
     /// keep-alive connection waits here with no read buffer (see `server::conn::h1`).
     pub fn poll_read_ready(&self, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
@@ -394,7 +423,20 @@ impl<S: AsyncRead + Unpin> AsyncRead for SocketStream<S> {
         cx: &mut Context<'_>,
         buf: &mut ReadBuf<'_>,
     ) -> Poll<io::Result<()>> {
-        Pin::new(&mut self.get_mut().inner).poll_read(cx, buf)
+        let this = self.get_mut();
+        if !this.ctl.record_reads.load(Ordering::Relaxed) {
+            return Pin::new(&mut this.inner).poll_read(cx, buf);
+        }
+        let mut part = buf.take(this.cut.room());
+        ready!(Pin::new(&mut this.inner).poll_read(cx, &mut part))?;
+        let n = part.filled().len();
+        let start = buf.filled().len();
+        // SAFETY: the read initialized these `n` bytes of `buf`'s unfilled part (`part`
+        // shares its memory).
+        unsafe { buf.assume_init(n) };
+        buf.advance(n);
+        this.cut.consumed(&buf.filled()[start..]);
+        Poll::Ready(Ok(()))
     }
 }
 

@@ -100,6 +100,7 @@ mod tests {
             ciphers: "HIGH".into(),
             ciphersuites: None,
             num_tickets: None,
+            ktls: false,
             prefer_server_ciphers: false,
             ecdh_curve: "auto".into(),
             early_data: false,

@@ -26,6 +26,7 @@ mod context;
 mod dynamic;
 mod error;
 mod hkdf;
+pub mod ktls;
 mod names;
 pub mod peer;
 mod selfsigned;

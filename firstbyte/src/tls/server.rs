@@ -224,6 +224,12 @@ fn assemble(
         .with_cert_resolver(resolver);
 
     config.alpn_protocols = alpn_protocols(alpn_h2);
+    // Kernel TLS takes the traffic keys after the handshake (`tls::ktls`).
+    config.enable_secret_extraction = tls.ktls;
+    if tls.ktls {
+        // Probed (and a `[warn]` logged when unusable) once, at the first load that asks.
+        let _ = super::ktls::sys::support();
+    }
     config.ignore_client_order = tls.prefer_server_ciphers;
     config.max_early_data_size = early_data_size(tls);
     config.send_tls13_tickets =
@@ -263,6 +269,7 @@ fn same_settings(a: &TlsConf, b: &TlsConf) -> bool {
         ciphers,
         ciphersuites,
         num_tickets,
+        ktls,
         prefer_server_ciphers,
         ecdh_curve,
         early_data,
@@ -288,6 +295,7 @@ fn same_settings(a: &TlsConf, b: &TlsConf) -> bool {
         && *ciphers == b.ciphers
         && *ciphersuites == b.ciphersuites
         && *num_tickets == b.num_tickets
+        && *ktls == b.ktls
         && *prefer_server_ciphers == b.prefer_server_ciphers
         && *ecdh_curve == b.ecdh_curve
         && *early_data == b.early_data
@@ -649,6 +657,7 @@ mod tests {
             ciphers: "HIGH:!aNULL:!MD5".into(),
             ciphersuites: None,
             num_tickets: None,
+            ktls: false,
             prefer_server_ciphers: false,
             ecdh_curve: "auto".into(),
             early_data: false,

@@ -1,6 +1,8 @@
 //! The TLS part of accepting a connection: read the ClientHello, choose the server block by
 //! its SNI (before any certificate is sent), run the handshake under one deadline, and note
-//! what it settled (protocol, cipher, ALPN, client certificate) for the requests.
+//! what it settled (protocol, cipher, ALPN, client certificate) for the requests. With
+//! `ssl_conf_command Options KTLS`, an HTTP/1.x connection then hands its records to the
+//! kernel (`tls::ktls`), decided before rustls gives up anything.
 
 use std::net::SocketAddr;
 use std::os::fd::RawFd;
@@ -15,15 +17,29 @@ use crate::http::conn::{Conn, TlsSettled};
 use crate::http::reqvars::{ConnFacts, TlsFacts};
 use crate::net::{IoControl, SocketStream};
 use crate::server::{Shared, Site};
+use crate::tls::ktls::{self, sys::KtlsSocket};
+
+/// A TLS connection's stream after its handshake.
+pub(super) enum Secured {
+    /// Records made by rustls in user space. Boxed so the serving task holds a pointer, not
+    /// the rustls connection.
+    User(Box<crate::tls::stream::TlsStream<SocketStream<TcpStream>, crate::record::SocketInfo>>),
+    /// Records made by the kernel (kernel TLS).
+    Kernel(Box<SocketStream<KtlsSocket>>),
+}
 
 /// A TLS connection after its handshake, ready for HTTP.
-/// The stream is boxed so the serving task holds a pointer, not the rustls connection.
-pub(super) type TlsReady = (
-    Box<crate::tls::stream::TlsStream<SocketStream<TcpStream>, crate::record::SocketInfo>>,
-    Arc<Conn>,
-    Proto,
-    Arc<ServerConf>,
-);
+pub(super) type TlsReady = (Secured, Arc<Conn>, Proto, Arc<ServerConf>);
+
+/// Whether a connection on `addr` may switch to kernel TLS: a server there asks for it and
+/// the kernel has it. Its handshake's reads then stop at record boundaries.
+fn ktls_possible(addr: &crate::conf::vhosts::AddrServers) -> bool {
+    let asked = addr
+        .servers()
+        .iter()
+        .any(|s| s.tls.as_ref().is_some_and(|t| t.ktls));
+    asked && matches!(ktls::sys::support(), ktls::Support::Ciphers(c) if !c.is_empty())
+}
 
 /// Reads a `listen ... proxy_protocol` connection's PROXY header (before TLS), as nginx:
 /// the header's bytes only, nothing after them (the socket is peeked, then exactly the
@@ -131,8 +147,9 @@ pub(super) async fn accept_tls(
     let addr = site.vhosts().addr_servers(socket, local);
     let default = addr.default_server().clone();
     let release = crate::tls::stream::Release::new();
-    // Kernel TLS will make `sendfile` possible here too (the seam: `IoControl::new`'s flag).
     let io = Arc::new(IoControl::new(send_timeout, false));
+    let may_switch = ktls_possible(addr);
+    io.set_record_reads(may_switch);
     let mut stream = SocketStream::new(stream, io.clone(), Some(peer));
     let handshake_failed = |e: &dyn std::fmt::Display| {
         crate::fblog!(
@@ -203,7 +220,7 @@ pub(super) async fn accept_tls(
         crate::record::SocketInfo(Some(fd)),
         release.clone(),
     ));
-    let mut tls = match tokio::time::timeout_at(hs_deadline, handshake).await {
+    let tls = match tokio::time::timeout_at(hs_deadline, handshake).await {
         Ok(Ok(t)) => t,
         Ok(Err(e)) => {
             handshake_failed(&e);
@@ -214,6 +231,33 @@ pub(super) async fn accept_tls(
             return None;
         }
     };
+    io.set_record_reads(false);
+    let decision = (may_switch && server.tls.as_ref().is_some_and(|t| t.ktls)).then(|| {
+        let sc = tls.connection();
+        ktls::decide(
+            ktls::sys::support(),
+            sc.protocol_version(),
+            sc.negotiated_cipher_suite().map(|s| s.suite()),
+            sc.alpn_protocol()
+                .map_or("", |p| std::str::from_utf8(p).unwrap_or("")),
+        )
+    });
+    let mut kernel = None;
+    if let Some(d) = decision {
+        match d {
+            ktls::Decision::Kernel(v, c) => match ktls::sys::attach_ulp(fd) {
+                Ok(()) => kernel = Some((v, c)),
+                // rustls still has the connection: it goes on in user space.
+                Err(e) => crate::fblog!(
+                    Info,
+                    "setsockopt(TCP_ULP, \"tls\") failed ({}), TLS stays in user space, client: {}",
+                    crate::log::OsError(&e),
+                    peer.ip()
+                ),
+            },
+            ktls::Decision::User(why) => crate::fblog!(Debug, "BIO_get_ktls_send(): 0 ({why})"),
+        }
+    }
     let sc = tls.connection();
     let alpn = sc
         .alpn_protocol()
@@ -243,8 +287,42 @@ pub(super) async fn accept_tls(
                 rustls::pki_types::UnixTime::now(),
             )
         }),
+        ktls: (kernel.is_some(), kernel.is_some()),
     });
     facts.record_policy = tls.policy().name();
+    let (secured, io) = match kernel {
+        Some((version, cipher)) => {
+            let policy = tls.policy().clone();
+            let (sock, conn) = tls.into_parts();
+            match ktls::sys::switch(sock.into_inner(), conn, version, policy).await {
+                Ok(k) => {
+                    crate::fblog!(
+                        Debug,
+                        "kTLS: {} {} in the kernel, client: {}",
+                        version.name(),
+                        cipher.name(),
+                        peer.ip()
+                    );
+                    // The socket now carries plaintext as it is: file bodies may `sendfile`.
+                    let io = Arc::new(IoControl::new(send_timeout, true));
+                    (
+                        Secured::Kernel(Box::new(SocketStream::new(k, io.clone(), Some(peer)))),
+                        io,
+                    )
+                }
+                Err(e) => {
+                    crate::fblog!(
+                        Error,
+                        "kernel TLS switch failed: {}, client: {}",
+                        e.0,
+                        peer.ip()
+                    );
+                    return None;
+                }
+            }
+        }
+        None => (Secured::User(Box::new(tls)), io),
+    };
     let conn = Conn::new(
         site.http().clone(),
         shared.http.clone(),
@@ -263,14 +341,17 @@ pub(super) async fn accept_tls(
         accepted,
     });
     let conn = Arc::new(conn);
+    let mut secured = secured;
     let proto = if alpn == "h2" {
         // firstbyte's HTTP/2 speaks first (SETTINGS) and writes once per turn itself.
-        tls.speak_first();
+        if let Secured::User(tls) = &mut secured {
+            tls.speak_first();
+        }
         Proto::H2
     } else {
         Proto::H1
     };
-    Some((Box::new(tls), conn, proto, server))
+    Some((secured, conn, proto, server))
 }
 
 #[cfg(test)]

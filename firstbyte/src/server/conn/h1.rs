@@ -12,7 +12,6 @@ use std::time::{Duration, Instant};
 
 use hyper_util::rt::TokioIo;
 use tokio::io::{AsyncRead, AsyncWrite};
-use tokio::net::TcpStream;
 
 use super::shutdown::{Shutdown, Stop};
 use crate::http::conn::{Conn, H1Watch};
@@ -204,7 +203,7 @@ pub(super) trait WaitInput {
     fn poll_input(&mut self, cx: &mut Context<'_>) -> Poll<std::io::Result<()>>;
 }
 
-impl WaitInput for SocketStream<TcpStream> {
+impl<S: crate::net::ReadReady> WaitInput for SocketStream<S> {
     fn poll_input(&mut self, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
         self.poll_read_ready(cx)
     }

@@ -169,7 +169,11 @@ pub async fn handle(
     else {
         return;
     };
-    serve_http(conn, tls, proto, server, (site, shared)).await;
+    match tls {
+        accept::Secured::User(tls) => serve_http(conn, tls, proto, server, (site, shared)).await,
+        // Unboxed: a plain-HTTP connection's socket lives in its task the same way.
+        accept::Secured::Kernel(k) => serve_http(conn, *k, proto, server, (site, shared)).await,
+    }
 }
 
 /// Which HTTP to speak.

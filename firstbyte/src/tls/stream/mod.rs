@@ -284,6 +284,12 @@ impl<IO, T> TlsStream<IO, T> {
         self.plan.policy()
     }
 
+    /// Takes the stream apart for kernel TLS (`tls::ktls`), before its first read or write:
+    /// the socket and the rustls connection, whose queue may still hold the TLS 1.3 tickets.
+    pub fn into_parts(self) -> (IO, ServerConnection) {
+        (self.io, self.conn)
+    }
+
     /// Whether the TLS 1.3 tickets are still held.
     #[cfg(test)]
     pub fn holding(&self) -> bool {

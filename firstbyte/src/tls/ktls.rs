@@ -1,0 +1,496 @@
+//! Kernel TLS (`ssl_conf_command Options KTLS`): after a handshake made by rustls in user
+//! space, the record layer moves into the kernel (`TCP_ULP "tls"`, `TLS_TX`, `TLS_RX`), so a
+//! file body leaves with `sendfile(2)` — page cache to socket, encrypted by the kernel, with no
+//! copy through user space — as nginx does with OpenSSL's `SSL_sendfile`.
+//!
+//! The switch is decided *before* rustls gives up its state, so a connection is never lost to
+//! a switch that fails: once at start [`sys::support`] probes what the kernel takes (the `tls`
+//! module, then `TLS_TX` and `TLS_RX` for each version and cipher, on a loopback pair), and
+//! per connection [`decide`] compares the handshake's result with that probe. Only then does
+//! [`sys::switch`] write what rustls still has queued (the TLS 1.3 session tickets), extract
+//! the traffic keys with their sequence numbers and hand them to the kernel.
+//!
+//! What stays in user space, and why:
+//! - **HTTP/2.** nginx uses kTLS only for HTTP/1.x `sendfile`: HTTP/2 frames every DATA chunk
+//!   itself, so its bytes pass through user space anyway, and firstbyte's HTTP/2 layer batches
+//!   a turn's frames into one `writev` of records it sizes itself.
+//! - **A peer's TLS 1.3 KeyUpdate.** rustls' buffered `ServerConnection` hands over keys, not
+//!   the traffic secrets a new key is derived from (`KernelConnection` exists only for the
+//!   unbuffered API), and kernels before the TLS rekey support cannot take a second `TLS_RX`
+//!   anyway. A KeyUpdate is read (the kernel returns it as a handshake record) and logged; the
+//!   response in flight completes, and the connection ends at the peer's next record, which
+//!   the old key cannot open ([`PostHandshake::KeyUpdate`]).
+//!
+//! The decisions here are plain code (cipher mapping, probe result → decision, the kernel's
+//! `crypto_info` bytes, record sizes → send calls), unit-tested; `sys` is the shell of
+//! `setsockopt`, `recvmsg`/`sendmsg` with control messages and `sendfile`.
+
+pub(crate) mod sys;
+
+use rustls::{CipherSuite, ConnectionTrafficSecrets, ProtocolVersion};
+
+use crate::record::MAX_RECORD_SIZE;
+
+/// A cipher the kernel's `tls` module may offer (`linux/tls.h`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum KernelCipher {
+    /// `TLS_CIPHER_AES_GCM_128` (51).
+    Aes128Gcm,
+    /// `TLS_CIPHER_AES_GCM_256` (52).
+    Aes256Gcm,
+    /// `TLS_CIPHER_CHACHA20_POLY1305` (54).
+    Chacha20Poly1305,
+}
+
+impl KernelCipher {
+    /// Every cipher firstbyte's suites can use.
+    pub const ALL: [KernelCipher; 3] = [Self::Aes128Gcm, Self::Aes256Gcm, Self::Chacha20Poly1305];
+
+    /// The kernel's `cipher_type`.
+    pub fn code(self) -> u16 {
+        match self {
+            Self::Aes128Gcm => 51,
+            Self::Aes256Gcm => 52,
+            Self::Chacha20Poly1305 => 54,
+        }
+    }
+
+    /// The name in log lines.
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::Aes128Gcm => "AES-128-GCM",
+            Self::Aes256Gcm => "AES-256-GCM",
+            Self::Chacha20Poly1305 => "CHACHA20-POLY1305",
+        }
+    }
+
+    fn key_len(self) -> usize {
+        match self {
+            Self::Aes128Gcm => 16,
+            Self::Aes256Gcm | Self::Chacha20Poly1305 => 32,
+        }
+    }
+
+    /// The implicit part of the nonce: 4 bytes for GCM (the rest of rustls' 12-byte IV goes
+    /// in the `iv` field), none for ChaCha20 (all 12 bytes are the `iv` field).
+    fn salt_len(self) -> usize {
+        match self {
+            Self::Aes128Gcm | Self::Aes256Gcm => 4,
+            Self::Chacha20Poly1305 => 0,
+        }
+    }
+}
+
+/// The TLS versions the kernel offloads.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum KernelVersion {
+    /// TLS 1.2 (`TLS_1_2_VERSION`, 0x0303).
+    Tls12,
+    /// TLS 1.3 (`TLS_1_3_VERSION`, 0x0304).
+    Tls13,
+}
+
+impl KernelVersion {
+    /// Both versions.
+    pub const ALL: [KernelVersion; 2] = [Self::Tls12, Self::Tls13];
+
+    fn code(self) -> u16 {
+        match self {
+            Self::Tls12 => 0x0303,
+            Self::Tls13 => 0x0304,
+        }
+    }
+
+    /// `TLSv1.2` / `TLSv1.3`, as the logs spell versions.
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::Tls12 => "TLSv1.2",
+            Self::Tls13 => "TLSv1.3",
+        }
+    }
+
+    /// The kernel version of a negotiated rustls version.
+    pub fn of(v: ProtocolVersion) -> Option<Self> {
+        match v {
+            ProtocolVersion::TLSv1_2 => Some(Self::Tls12),
+            ProtocolVersion::TLSv1_3 => Some(Self::Tls13),
+            _ => None,
+        }
+    }
+}
+
+/// The kernel cipher a negotiated suite needs, if the kernel has one for it.
+pub fn cipher_of(suite: CipherSuite) -> Option<KernelCipher> {
+    use CipherSuite as S;
+    match suite {
+        S::TLS13_AES_128_GCM_SHA256
+        | S::TLS_ECDHE_ECDSA_WITH_AES_128_GCM_SHA256
+        | S::TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA256 => Some(KernelCipher::Aes128Gcm),
+        S::TLS13_AES_256_GCM_SHA384
+        | S::TLS_ECDHE_ECDSA_WITH_AES_256_GCM_SHA384
+        | S::TLS_ECDHE_RSA_WITH_AES_256_GCM_SHA384 => Some(KernelCipher::Aes256Gcm),
+        S::TLS13_CHACHA20_POLY1305_SHA256
+        | S::TLS_ECDHE_ECDSA_WITH_CHACHA20_POLY1305_SHA256
+        | S::TLS_ECDHE_RSA_WITH_CHACHA20_POLY1305_SHA256 => Some(KernelCipher::Chacha20Poly1305),
+        _ => None,
+    }
+}
+
+/// What the start-up probe found.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Support {
+    /// `setsockopt(TCP_ULP, "tls")` failed: no kernel TLS at all (the reason, as logged).
+    NoModule(String),
+    /// The module is there; these (version, cipher) pairs took both `TLS_TX` and `TLS_RX`.
+    Ciphers(Vec<(KernelVersion, KernelCipher)>),
+}
+
+impl Support {
+    /// The one line logged at start when kernel TLS cannot be used, `None` when it can
+    /// (with at least one cipher).
+    pub fn warning(&self) -> Option<String> {
+        match self {
+            Self::NoModule(why) => Some(format!(
+                "kernel TLS is not available ({why}): \"ssl_conf_command Options KTLS\" is ignored, TLS is served in user space"
+            )),
+            Self::Ciphers(c) if c.is_empty() => Some(
+                "kernel TLS takes none of the ciphers (AES-128-GCM, AES-256-GCM, CHACHA20-POLY1305): \"ssl_conf_command Options KTLS\" is ignored, TLS is served in user space"
+                    .to_string(),
+            ),
+            Self::Ciphers(_) => None,
+        }
+    }
+
+    /// The line logged at start when kernel TLS can be used: what it takes.
+    pub fn summary(&self) -> String {
+        match self {
+            Self::NoModule(_) => String::new(),
+            Self::Ciphers(c) => {
+                let list: Vec<String> = c
+                    .iter()
+                    .map(|(v, c)| format!("{} {}", v.name(), c.name()))
+                    .collect();
+                format!("kernel TLS available for {}", list.join(", "))
+            }
+        }
+    }
+}
+
+/// A connection's record layer after its handshake.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Decision {
+    /// Hand the keys to the kernel.
+    Kernel(KernelVersion, KernelCipher),
+    /// Stay in user space, for this reason (logged at debug level).
+    User(&'static str),
+}
+
+/// Decides where a connection's records are made, from the probe and the handshake's result
+/// (version, suite, ALPN). Called before anything is taken from rustls.
+pub fn decide(
+    support: &Support,
+    version: Option<ProtocolVersion>,
+    suite: Option<CipherSuite>,
+    alpn: &str,
+) -> Decision {
+    let Support::Ciphers(have) = support else {
+        return Decision::User("the kernel has no TLS module");
+    };
+    if alpn == "h2" {
+        return Decision::User("HTTP/2 stays in user space");
+    }
+    let Some(v) = version.and_then(KernelVersion::of) else {
+        return Decision::User("protocol version not offloaded");
+    };
+    let Some(c) = suite.and_then(cipher_of) else {
+        return Decision::User("cipher has no kernel offload");
+    };
+    if !have.contains(&(v, c)) {
+        return Decision::User("the kernel does not take this cipher");
+    }
+    Decision::Kernel(v, c)
+}
+
+/// Why traffic keys cannot go to the kernel.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Unsupported;
+
+/// The kernel's `struct tls12_crypto_info_*` for `setsockopt(SOL_TLS, TLS_TX | TLS_RX)`:
+/// version, cipher type, IV (explicit part), key, salt (implicit part of the IV), record
+/// sequence number (big-endian), in that order, with no padding.
+pub fn crypto_info(
+    version: KernelVersion,
+    secrets: &ConnectionTrafficSecrets,
+    seq: u64,
+) -> Result<Vec<u8>, Unsupported> {
+    let (cipher, key, iv) = match secrets {
+        ConnectionTrafficSecrets::Aes128Gcm { key, iv } => {
+            (KernelCipher::Aes128Gcm, key.as_ref(), iv.as_ref())
+        }
+        ConnectionTrafficSecrets::Aes256Gcm { key, iv } => {
+            (KernelCipher::Aes256Gcm, key.as_ref(), iv.as_ref())
+        }
+        ConnectionTrafficSecrets::Chacha20Poly1305 { key, iv } => {
+            (KernelCipher::Chacha20Poly1305, key.as_ref(), iv.as_ref())
+        }
+        _ => return Err(Unsupported),
+    };
+    raw_crypto_info(version, cipher, key, iv, seq)
+}
+
+/// [`crypto_info`] from raw parts (the probe uses zero keys).
+pub fn raw_crypto_info(
+    version: KernelVersion,
+    cipher: KernelCipher,
+    key: &[u8],
+    iv: &[u8],
+    seq: u64,
+) -> Result<Vec<u8>, Unsupported> {
+    if key.len() != cipher.key_len() || iv.len() != 12 {
+        return Err(Unsupported);
+    }
+    let (salt, iv) = iv.split_at(cipher.salt_len());
+    let mut out = Vec::with_capacity(4 + 12 + 32 + 8);
+    out.extend_from_slice(&version.code().to_ne_bytes());
+    out.extend_from_slice(&cipher.code().to_ne_bytes());
+    out.extend_from_slice(iv);
+    out.extend_from_slice(key);
+    out.extend_from_slice(salt);
+    out.extend_from_slice(&seq.to_be_bytes());
+    Ok(out)
+}
+
+/// TLS record content types (RFC 8446 §5.1).
+pub const CONTENT_ALERT: u8 = 21;
+/// A handshake record.
+pub const CONTENT_HANDSHAKE: u8 = 22;
+/// Application data.
+pub const CONTENT_DATA: u8 = 23;
+
+/// The close_notify alert: level warning (1), description close_notify (0).
+pub const CLOSE_NOTIFY: [u8; 2] = [1, 0];
+
+/// What a non-data record the kernel hands up means.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PostHandshake {
+    /// The peer closed its side (close_notify): EOF.
+    CloseNotify,
+    /// Any other alert: the connection failed (its description).
+    Alert(u8),
+    /// A TLS 1.3 KeyUpdate: the peer's next records use a key the kernel does not have.
+    KeyUpdate {
+        /// `update_requested`: the peer asked us to update ours too.
+        requested: bool,
+    },
+    /// Another handshake message (its type): not expected from a client, ignored.
+    Handshake(u8),
+    /// A record type the kernel should not hand up, or a malformed one.
+    Invalid,
+}
+
+/// Reads one non-data record handed up by the kernel (its type and plaintext).
+pub fn post_handshake(content_type: u8, body: &[u8]) -> PostHandshake {
+    match (content_type, body) {
+        (CONTENT_ALERT, [_, 0]) => PostHandshake::CloseNotify,
+        (CONTENT_ALERT, [_, d]) => PostHandshake::Alert(*d),
+        // KeyUpdate: type 24, length 1, request_update 0 or 1 (RFC 8446 §4.6.3).
+        (CONTENT_HANDSHAKE, [24, 0, 0, 1, r @ (0 | 1)]) => {
+            PostHandshake::KeyUpdate { requested: *r == 1 }
+        }
+        (CONTENT_HANDSHAKE, [t, ..]) if *t != 24 => PostHandshake::Handshake(*t),
+        _ => PostHandshake::Invalid,
+    }
+}
+
+/// How many bytes one send call may take so that it makes records of `record` bytes (the
+/// record policy's next size): the kernel closes a record at the end of each call made
+/// without `MSG_MORE` (and `sendfile` sets it only inside one call), so a policy below the
+/// full 16 KB is one call per record; at full size one call makes full records itself.
+pub fn send_size(record: usize, want: usize) -> usize {
+    if record >= MAX_RECORD_SIZE {
+        want
+    } else {
+        want.min(record.max(1))
+    }
+}
+
+/// The records the kernel makes of one call of `sent` bytes sized by [`send_size`] for
+/// `record`: their plaintext sizes, for the policy's accounting.
+pub fn records_of(sent: usize, record: usize) -> impl Iterator<Item = usize> {
+    let size = record.clamp(1, MAX_RECORD_SIZE);
+    let full = sent / size;
+    let rest = sent % size;
+    std::iter::repeat_n(size, full).chain((rest > 0).then_some(rest))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const IV: [u8; 12] = [
+        0xa0, 0xa1, 0xa2, 0xa3, 0xa4, 0xa5, 0xa6, 0xa7, 0xa8, 0xa9, 0xaa, 0xab,
+    ];
+
+    /// 32-byte secrets as rustls extracts them (rustls makes no 16-byte key outside itself).
+    fn secrets(c: KernelCipher) -> ConnectionTrafficSecrets {
+        let mut k = [0u8; 32];
+        for (i, b) in k.iter_mut().enumerate() {
+            *b = i as u8 + 1;
+        }
+        let key = rustls::crypto::cipher::AeadKey::from(k);
+        let iv = rustls::crypto::cipher::Iv::new(IV);
+        match c {
+            KernelCipher::Aes256Gcm => ConnectionTrafficSecrets::Aes256Gcm { key, iv },
+            _ => ConnectionTrafficSecrets::Chacha20Poly1305 { key, iv },
+        }
+    }
+
+    #[test]
+    fn crypto_info_has_the_kernels_layout() {
+        // struct tls12_crypto_info_aes_gcm_128: 4 + iv 8 + key 16 + salt 4 + rec_seq 8 = 40.
+        let key: Vec<u8> = (1..=16).collect();
+        let b =
+            raw_crypto_info(KernelVersion::Tls13, KernelCipher::Aes128Gcm, &key, &IV, 7).unwrap();
+        assert_eq!(b.len(), 40);
+        assert_eq!(&b[..2], &0x0304u16.to_ne_bytes());
+        assert_eq!(&b[2..4], &51u16.to_ne_bytes());
+        assert_eq!(&b[4..12], &[0xa4, 0xa5, 0xa6, 0xa7, 0xa8, 0xa9, 0xaa, 0xab]);
+        assert_eq!(&b[12..28], &(1..=16).collect::<Vec<u8>>()[..]);
+        assert_eq!(&b[28..32], &[0xa0, 0xa1, 0xa2, 0xa3]);
+        assert_eq!(&b[32..], &7u64.to_be_bytes());
+        // aes_gcm_256: 4 + 8 + 32 + 4 + 8 = 56.
+        let b = crypto_info(KernelVersion::Tls12, &secrets(KernelCipher::Aes256Gcm), 1).unwrap();
+        assert_eq!(b.len(), 56);
+        assert_eq!(
+            &b[..4],
+            &[&0x0303u16.to_ne_bytes()[..], &52u16.to_ne_bytes()[..]].concat()[..]
+        );
+        assert_eq!(&b[44..48], &[0xa0, 0xa1, 0xa2, 0xa3]);
+        // chacha20_poly1305: 4 + iv 12 + key 32 + salt 0 + 8 = 56; the whole IV is `iv`.
+        let b = crypto_info(
+            KernelVersion::Tls13,
+            &secrets(KernelCipher::Chacha20Poly1305),
+            u64::MAX - 1,
+        )
+        .unwrap();
+        assert_eq!(b.len(), 56);
+        assert_eq!(&b[2..4], &54u16.to_ne_bytes());
+        assert_eq!(b[4], 0xa0);
+        assert_eq!(b[15], 0xab);
+        assert_eq!(&b[48..], &(u64::MAX - 1).to_be_bytes());
+        assert_eq!(
+            raw_crypto_info(
+                KernelVersion::Tls13,
+                KernelCipher::Aes128Gcm,
+                &[0; 32],
+                &[0; 12],
+                0
+            ),
+            Err(Unsupported),
+            "a key of the wrong length is refused"
+        );
+    }
+
+    #[test]
+    fn every_aead_suite_maps_and_others_do_not() {
+        for s in crate::tls::provider().cipher_suites.iter() {
+            assert!(cipher_of(s.suite()).is_some(), "{:?}", s.suite());
+        }
+        assert_eq!(cipher_of(CipherSuite::TLS13_AES_128_CCM_SHA256), None);
+        assert_eq!(
+            cipher_of(CipherSuite::TLS_ECDHE_RSA_WITH_CHACHA20_POLY1305_SHA256),
+            Some(KernelCipher::Chacha20Poly1305)
+        );
+    }
+
+    #[test]
+    fn decisions_follow_the_probe_and_the_handshake() {
+        let none = Support::NoModule(
+            "setsockopt(TCP_ULP, \"tls\") failed (2: No such file or directory)".into(),
+        );
+        let v13 = Some(ProtocolVersion::TLSv1_3);
+        let aes = Some(CipherSuite::TLS13_AES_128_GCM_SHA256);
+        assert_eq!(
+            decide(&none, v13, aes, "http/1.1"),
+            Decision::User("the kernel has no TLS module")
+        );
+        assert!(none
+            .warning()
+            .unwrap()
+            .contains("No such file or directory"));
+        let some = Support::Ciphers(vec![(KernelVersion::Tls13, KernelCipher::Aes128Gcm)]);
+        assert_eq!(some.warning(), None);
+        assert_eq!(
+            some.summary(),
+            "kernel TLS available for TLSv1.3 AES-128-GCM"
+        );
+        assert_eq!(
+            decide(&some, v13, aes, ""),
+            Decision::Kernel(KernelVersion::Tls13, KernelCipher::Aes128Gcm)
+        );
+        assert_eq!(
+            decide(&some, v13, aes, "h2"),
+            Decision::User("HTTP/2 stays in user space")
+        );
+        assert!(matches!(
+            decide(
+                &some,
+                Some(ProtocolVersion::TLSv1_2),
+                Some(CipherSuite::TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA256),
+                ""
+            ),
+            Decision::User(_)
+        ));
+        assert!(matches!(
+            decide(
+                &some,
+                v13,
+                Some(CipherSuite::TLS13_CHACHA20_POLY1305_SHA256),
+                ""
+            ),
+            Decision::User(_)
+        ));
+        assert!(Support::Ciphers(Vec::new()).warning().is_some());
+    }
+
+    #[test]
+    fn records_from_the_kernel_are_read() {
+        assert_eq!(post_handshake(21, &[1, 0]), PostHandshake::CloseNotify);
+        assert_eq!(post_handshake(21, &[2, 40]), PostHandshake::Alert(40));
+        assert_eq!(
+            post_handshake(22, &[24, 0, 0, 1, 0]),
+            PostHandshake::KeyUpdate { requested: false }
+        );
+        assert_eq!(
+            post_handshake(22, &[24, 0, 0, 1, 1]),
+            PostHandshake::KeyUpdate { requested: true }
+        );
+        assert_eq!(
+            post_handshake(22, &[24, 0, 0, 1, 2]),
+            PostHandshake::Invalid
+        );
+        assert_eq!(
+            post_handshake(22, &[4, 0, 0, 0]),
+            PostHandshake::Handshake(4)
+        );
+        assert_eq!(post_handshake(21, &[1]), PostHandshake::Invalid);
+        assert_eq!(post_handshake(20, &[1]), PostHandshake::Invalid);
+        assert_eq!(post_handshake(22, &[]), PostHandshake::Invalid);
+    }
+
+    #[test]
+    fn record_sizes_become_send_calls() {
+        // Full-size records: one call, the kernel cuts 16 KB records.
+        assert_eq!(send_size(16_384, 2 << 20), 2 << 20);
+        // Smaller policies: one call per record.
+        assert_eq!(send_size(1369, 2 << 20), 1369);
+        assert_eq!(send_size(4096, 100), 100);
+        assert_eq!(send_size(0, 100), 1);
+        assert_eq!(
+            records_of(40_000, 16_384).collect::<Vec<_>>(),
+            [16_384, 16_384, 7232]
+        );
+        assert_eq!(records_of(1369, 1369).collect::<Vec<_>>(), [1369]);
+        assert_eq!(records_of(0, 1369).count(), 0);
+    }
+}

@@ -1,0 +1,524 @@
+//! The kernel side of kernel TLS: the start-up probe, the switch of one connection, and the
+//! socket that serves it afterwards ([`KtlsSocket`]: `recvmsg` with the record type in a
+//! control message, `sendmsg` of alerts, `sendfile` sized by the record policy).
+
+use std::io::{self, IoSlice};
+use std::mem::MaybeUninit;
+use std::os::fd::{AsRawFd, RawFd};
+use std::pin::Pin;
+use std::sync::OnceLock;
+use std::task::{ready, Context, Poll};
+use std::time::Instant;
+
+use rustls::ServerConnection;
+use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt, Interest, ReadBuf};
+use tokio::net::TcpStream;
+
+use super::{
+    crypto_info, post_handshake, raw_crypto_info, records_of, send_size, KernelCipher,
+    KernelVersion, PostHandshake, Support, CLOSE_NOTIFY, CONTENT_ALERT, CONTENT_DATA,
+};
+use crate::record::{RecordPolicy, SocketInfo, TcpInfoSource};
+
+// linux/tls.h, linux/tcp.h (the libc crate has not every one of them).
+const SOL_TLS: libc::c_int = 282;
+const TCP_ULP: libc::c_int = 31;
+const TLS_TX: libc::c_int = 1;
+const TLS_RX: libc::c_int = 2;
+const TLS_SET_RECORD_TYPE: libc::c_int = 1;
+const TLS_GET_RECORD_TYPE: libc::c_int = 2;
+
+fn setsockopt(fd: RawFd, level: libc::c_int, name: libc::c_int, val: &[u8]) -> io::Result<()> {
+    // SAFETY: `val` is a live buffer of the given length for the call's duration.
+    let r = unsafe {
+        libc::setsockopt(
+            fd,
+            level,
+            name,
+            val.as_ptr().cast(),
+            val.len() as libc::socklen_t,
+        )
+    };
+    if r < 0 {
+        Err(io::Error::last_os_error())
+    } else {
+        Ok(())
+    }
+}
+
+/// `setsockopt(TCP_ULP, "tls")`: the socket takes the `tls` upper-layer protocol. Until keys
+/// are installed it still sends and receives plain bytes.
+pub fn attach_ulp(fd: RawFd) -> io::Result<()> {
+    setsockopt(fd, libc::IPPROTO_TCP, TCP_ULP, b"tls")
+}
+
+/// What this kernel takes, probed once (on the first call) on loopback socket pairs; the
+/// result is logged once: a `[warn]` when kernel TLS cannot be used, a `[notice]` with the
+/// ciphers when it can.
+pub fn support() -> &'static Support {
+    static SUPPORT: OnceLock<Support> = OnceLock::new();
+    SUPPORT.get_or_init(|| {
+        let s = probe();
+        match s.warning() {
+            Some(w) => crate::fblog!(Warn, "{w}"),
+            None => crate::fblog!(Notice, "{}", s.summary()),
+        }
+        s
+    })
+}
+
+fn probe() -> Support {
+    let pair = || -> io::Result<(std::net::TcpStream, std::net::TcpStream)> {
+        let l = std::net::TcpListener::bind("127.0.0.1:0")?;
+        let c = std::net::TcpStream::connect(l.local_addr()?)?;
+        let (s, _) = l.accept()?;
+        Ok((c, s))
+    };
+    match pair().and_then(|(c, _s)| attach_ulp(c.as_raw_fd())) {
+        Ok(()) => {}
+        Err(e) => {
+            return Support::NoModule(format!(
+                "setsockopt(TCP_ULP, \"tls\") failed ({})",
+                crate::log::OsError(&e)
+            ))
+        }
+    }
+    let mut have = Vec::new();
+    for v in KernelVersion::ALL {
+        for c in KernelCipher::ALL {
+            let key = vec![0u8; if c == KernelCipher::Aes128Gcm { 16 } else { 32 }];
+            let Ok(info) = raw_crypto_info(v, c, &key, &[0; 12], 0) else {
+                continue;
+            };
+            let ok = pair().and_then(|(c, _s)| {
+                let fd = c.as_raw_fd();
+                attach_ulp(fd)?;
+                setsockopt(fd, SOL_TLS, TLS_TX, &info)?;
+                setsockopt(fd, SOL_TLS, TLS_RX, &info)
+            });
+            if ok.is_ok() {
+                have.push((v, c));
+            }
+        }
+    }
+    Support::Ciphers(have)
+}
+
+/// Why a switch failed after rustls gave up its state (the connection is lost; rare: the
+/// probe said the kernel takes this cipher).
+#[derive(Debug)]
+pub struct SwitchError(pub String);
+
+/// Moves one connection's record layer into the kernel. `ulp` must have been attached
+/// ([`attach_ulp`]) — the step that can fail while rustls still has the connection. Writes
+/// what rustls still has queued (TLS 1.3 session tickets) first, then takes the keys and
+/// their sequence numbers. Returns the kernel socket, with any plaintext rustls had already
+/// decrypted (none when the handshake's reads stopped at its last record) to be read first.
+pub async fn switch(
+    mut tcp: TcpStream,
+    mut conn: ServerConnection,
+    version: KernelVersion,
+    policy: RecordPolicy,
+) -> Result<KtlsSocket, SwitchError> {
+    let fail = |what: &str, e: &dyn std::fmt::Display| SwitchError(format!("{what} ({e})"));
+    let mut queued = Vec::new();
+    while conn.wants_write() {
+        conn.write_tls(&mut queued)
+            .map_err(|e| fail("writing the session tickets", &e))?;
+    }
+    tcp.write_all(&queued)
+        .await
+        .map_err(|e| fail("writing the session tickets", &e))?;
+    let mut early = Vec::new();
+    {
+        use std::io::Read;
+        match conn.reader().read_to_end(&mut early) {
+            Ok(_) => {}
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => {}
+            Err(e) => return Err(fail("reading buffered plaintext", &e)),
+        }
+    }
+    let secrets = conn
+        .dangerous_extract_secrets()
+        .map_err(|e| fail("dangerous_extract_secrets()", &e))?;
+    let fd = tcp.as_raw_fd();
+    let (tx_seq, tx) = &secrets.tx;
+    let (rx_seq, rx) = &secrets.rx;
+    let tx = crypto_info(version, tx, *tx_seq).map_err(|_| SwitchError("cipher".into()))?;
+    let rx = crypto_info(version, rx, *rx_seq).map_err(|_| SwitchError("cipher".into()))?;
+    setsockopt(fd, SOL_TLS, TLS_TX, &tx).map_err(|e| fail("setsockopt(TLS_TX)", &e))?;
+    setsockopt(fd, SOL_TLS, TLS_RX, &rx).map_err(|e| fail("setsockopt(TLS_RX)", &e))?;
+    crate::fblog!(Debug, "BIO_get_ktls_send(): 1");
+    crate::fblog!(Debug, "BIO_get_ktls_recv(): 1");
+    Ok(KtlsSocket {
+        inner: tcp,
+        policy,
+        early,
+        early_at: 0,
+        rx: Rx::Open,
+        close_sent: false,
+    })
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Rx {
+    Open,
+    /// close_notify (or the peer's FIN): EOF from now on.
+    Closed,
+    /// The peer sent a KeyUpdate: its next record fails (see the module docs of `ktls`).
+    Rekeyed,
+}
+
+/// A socket whose records the kernel makes and opens.
+pub struct KtlsSocket {
+    inner: TcpStream,
+    policy: RecordPolicy,
+    early: Vec<u8>,
+    early_at: usize,
+    rx: Rx,
+    close_sent: bool,
+}
+
+/// One `recvmsg` into `buf`: its length and the record type (data unless the kernel says).
+fn recv_record(fd: RawFd, buf: &mut [MaybeUninit<u8>]) -> io::Result<(usize, u8)> {
+    // CMSG_SPACE(1) is 24 on 64-bit Linux; room for one.
+    let mut control = [0u64; 8];
+    let mut iov = libc::iovec {
+        iov_base: buf.as_mut_ptr().cast(),
+        iov_len: buf.len(),
+    };
+    // SAFETY: a zeroed msghdr is valid; its pointers are set to live buffers below.
+    let mut msg: libc::msghdr = unsafe { std::mem::zeroed() };
+    msg.msg_iov = &mut iov;
+    msg.msg_iovlen = 1;
+    msg.msg_control = control.as_mut_ptr().cast();
+    msg.msg_controllen = std::mem::size_of_val(&control);
+    // SAFETY: `msg` points at `iov` (into `buf`) and `control`, both live for the call.
+    let n = unsafe { libc::recvmsg(fd, &mut msg, 0) };
+    if n < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    let mut kind = CONTENT_DATA;
+    // SAFETY: the kernel filled `msg`'s control area; CMSG_* walk it within its length.
+    unsafe {
+        let mut c = libc::CMSG_FIRSTHDR(&msg);
+        while !c.is_null() {
+            if (*c).cmsg_level == SOL_TLS && (*c).cmsg_type == TLS_GET_RECORD_TYPE {
+                kind = *libc::CMSG_DATA(c);
+            }
+            c = libc::CMSG_NXTHDR(&msg, c);
+        }
+    }
+    Ok((n as usize, kind))
+}
+
+/// After a KeyUpdate: whether the peer sent more bytes (`true`) or closed (`false`);
+/// `WouldBlock` when neither. Never decrypts: `SIOCINQ` counts the TCP bytes, and the peek
+/// runs only when there are none (then the TLS layer has no record to open).
+fn bytes_after_rekey(fd: RawFd) -> io::Result<bool> {
+    let mut n: libc::c_int = 0;
+    // SAFETY: FIONREAD writes one int.
+    if unsafe { libc::ioctl(fd, libc::FIONREAD, &mut n) } < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    if n > 0 {
+        return Ok(true);
+    }
+    let mut b = [0u8; 1];
+    // SAFETY: a 1-byte buffer for a peek.
+    let r = unsafe {
+        libc::recv(
+            fd,
+            b.as_mut_ptr().cast(),
+            1,
+            libc::MSG_PEEK | libc::MSG_DONTWAIT,
+        )
+    };
+    match r {
+        0 => Ok(false),
+        r if r > 0 => Ok(true),
+        _ => Err(io::Error::last_os_error()),
+    }
+}
+
+/// One `sendmsg` of a record of type `kind` (an alert) through the kernel.
+fn send_record(fd: RawFd, kind: u8, body: &[u8]) -> io::Result<usize> {
+    let mut control = [0u64; 8];
+    let mut iov = libc::iovec {
+        iov_base: body.as_ptr() as *mut libc::c_void,
+        iov_len: body.len(),
+    };
+    // SAFETY: as in `recv_record`; the control message is built within `control`.
+    unsafe {
+        let mut msg: libc::msghdr = std::mem::zeroed();
+        msg.msg_iov = &mut iov;
+        msg.msg_iovlen = 1;
+        msg.msg_control = control.as_mut_ptr().cast();
+        msg.msg_controllen = libc::CMSG_SPACE(1) as usize;
+        let c = libc::CMSG_FIRSTHDR(&msg);
+        (*c).cmsg_level = SOL_TLS;
+        (*c).cmsg_type = TLS_SET_RECORD_TYPE;
+        (*c).cmsg_len = libc::CMSG_LEN(1) as usize;
+        *libc::CMSG_DATA(c) = kind;
+        let n = libc::sendmsg(fd, &msg, libc::MSG_NOSIGNAL);
+        if n < 0 {
+            Err(io::Error::last_os_error())
+        } else {
+            Ok(n as usize)
+        }
+    }
+}
+
+impl KtlsSocket {
+    /// The record size the policy wants next.
+    fn next_record(&mut self) -> usize {
+        let tcp = if self.policy.wants_tcp_info() {
+            SocketInfo(Some(self.inner.as_raw_fd())).tcp_info()
+        } else {
+            None
+        };
+        self.policy.next_size(Instant::now(), tcp.as_ref())
+    }
+
+    fn on_sent(&mut self, sent: usize, record: usize) {
+        let now = Instant::now();
+        for r in records_of(sent, record) {
+            self.policy.on_record(now, r);
+        }
+    }
+
+    /// Handles a non-data record; `Some` ends the read with that result.
+    fn on_control(&mut self, kind: u8, body: &[u8]) -> Option<io::Result<()>> {
+        match post_handshake(kind, body) {
+            PostHandshake::CloseNotify => {
+                crate::fblog!(Debug, "kTLS: close_notify received");
+                self.rx = Rx::Closed;
+                Some(Ok(()))
+            }
+            PostHandshake::Alert(d) => {
+                Some(Err(io::Error::other(format!("peer sent TLS alert {d}"))))
+            }
+            PostHandshake::KeyUpdate { requested } => {
+                crate::fblog!(
+                    Info,
+                    "kTLS: the client updated its keys (KeyUpdate, update_requested={}); kernel TLS cannot follow: the connection ends at its next record",
+                    u8::from(requested)
+                );
+                self.rx = Rx::Rekeyed;
+                None
+            }
+            PostHandshake::Handshake(t) => {
+                crate::fblog!(Debug, "kTLS: handshake message {t} ignored");
+                None
+            }
+            PostHandshake::Invalid => Some(Err(io::Error::new(
+                io::ErrorKind::InvalidData,
+                "unexpected TLS record",
+            ))),
+        }
+    }
+}
+
+impl AsyncRead for KtlsSocket {
+    fn poll_read(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<io::Result<()>> {
+        let this = self.get_mut();
+        if this.early_at < this.early.len() {
+            let n = buf.remaining().min(this.early.len() - this.early_at);
+            buf.put_slice(&this.early[this.early_at..this.early_at + n]);
+            this.early_at += n;
+            if this.early_at == this.early.len() {
+                this.early = Vec::new();
+                this.early_at = 0;
+            }
+            return Poll::Ready(Ok(()));
+        }
+        let fd = this.inner.as_raw_fd();
+        loop {
+            match this.rx {
+                Rx::Closed => return Poll::Ready(Ok(())),
+                Rx::Rekeyed => {
+                    // Whatever comes next is under a key the kernel does not have: wait for
+                    // bytes (not reading them, which would fail the socket's sending too).
+                    ready!(this.inner.poll_read_ready(cx))?;
+                    match this
+                        .inner
+                        .try_io(Interest::READABLE, || bytes_after_rekey(fd))
+                    {
+                        Err(e) if e.kind() == io::ErrorKind::WouldBlock => continue,
+                        Err(e) => return Poll::Ready(Err(e)),
+                        Ok(false) => {
+                            this.rx = Rx::Closed;
+                            return Poll::Ready(Ok(()));
+                        }
+                        Ok(true) => {
+                            return Poll::Ready(Err(io::Error::other(
+                                "the client updated its TLS keys: kernel TLS cannot read on",
+                            )))
+                        }
+                    }
+                }
+                Rx::Open => {}
+            }
+            ready!(this.inner.poll_read_ready(cx))?;
+            // Control records are a few bytes; a tiny caller buffer reads through a stash.
+            let mut small = [MaybeUninit::<u8>::uninit(); 64];
+            let direct = buf.remaining() >= small.len();
+            // SAFETY: `recv_record` only writes into the unfilled part; the bytes it reports
+            // are then marked initialized.
+            let target = if direct {
+                unsafe { buf.unfilled_mut() }
+            } else {
+                &mut small[..]
+            };
+            let r = this
+                .inner
+                .try_io(Interest::READABLE, || recv_record(fd, target));
+            let (n, kind) = match r {
+                Ok(x) => x,
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => continue,
+                Err(e) => return Poll::Ready(Err(e)),
+            };
+            if direct {
+                // SAFETY: the kernel wrote `n` bytes at the start of the unfilled part.
+                unsafe { buf.assume_init(n) };
+            }
+            if kind == CONTENT_DATA {
+                if n == 0 {
+                    this.rx = Rx::Closed;
+                    return Poll::Ready(Ok(()));
+                }
+                if direct {
+                    buf.advance(n);
+                } else {
+                    // SAFETY: the kernel wrote the first `n` bytes of `small`.
+                    let got = unsafe { std::slice::from_raw_parts(small.as_ptr().cast::<u8>(), n) };
+                    let k = n.min(buf.remaining());
+                    buf.put_slice(&got[..k]);
+                    this.early = got[k..].to_vec();
+                    this.early_at = 0;
+                }
+                return Poll::Ready(Ok(()));
+            }
+            let body = if direct {
+                buf.initialize_unfilled_to(n)[..n].to_vec()
+            } else {
+                // SAFETY: as above.
+                unsafe { std::slice::from_raw_parts(small.as_ptr().cast::<u8>(), n) }.to_vec()
+            };
+            if let Some(r) = this.on_control(kind, &body) {
+                return Poll::Ready(r);
+            }
+        }
+    }
+}
+
+impl AsyncWrite for KtlsSocket {
+    fn poll_write(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<io::Result<usize>> {
+        self.poll_write_vectored(cx, &[IoSlice::new(buf)])
+    }
+
+    fn poll_write_vectored(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        bufs: &[IoSlice<'_>],
+    ) -> Poll<io::Result<usize>> {
+        let this = self.get_mut();
+        let total: usize = bufs.iter().map(|b| b.len()).sum();
+        let record = this.next_record();
+        let allowed = send_size(record, total);
+        let r = if allowed == total {
+            Pin::new(&mut this.inner).poll_write_vectored(cx, bufs)
+        } else {
+            // One call per record: the first `allowed` bytes.
+            let mut left = allowed;
+            let mut cut = Vec::with_capacity(bufs.len());
+            for b in bufs {
+                if left == 0 {
+                    break;
+                }
+                let n = b.len().min(left);
+                cut.push(IoSlice::new(&b[..n]));
+                left -= n;
+            }
+            Pin::new(&mut this.inner).poll_write_vectored(cx, &cut)
+        };
+        if let Poll::Ready(Ok(n)) = r {
+            this.on_sent(n, record);
+        }
+        r
+    }
+
+    fn is_write_vectored(&self) -> bool {
+        true
+    }
+
+    fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.get_mut().inner).poll_flush(cx)
+    }
+
+    fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        let this = self.get_mut();
+        if !this.close_sent {
+            let fd = this.inner.as_raw_fd();
+            loop {
+                ready!(this.inner.poll_write_ready(cx))?;
+                match this.inner.try_io(Interest::WRITABLE, || {
+                    send_record(fd, CONTENT_ALERT, &CLOSE_NOTIFY)
+                }) {
+                    Err(e) if e.kind() == io::ErrorKind::WouldBlock => continue,
+                    Err(e) => return Poll::Ready(Err(e)),
+                    Ok(_) => break,
+                }
+            }
+            crate::fblog!(Debug, "kTLS: close_notify sent");
+            this.close_sent = true;
+        }
+        Pin::new(&mut this.inner).poll_shutdown(cx)
+    }
+}
+
+impl crate::net::Sendfile for KtlsSocket {
+    fn poll_sendfile(
+        &mut self,
+        cx: &mut Context<'_>,
+        file: RawFd,
+        offset: u64,
+        count: usize,
+    ) -> Poll<io::Result<usize>> {
+        let record = self.next_record();
+        let n = send_size(record, count);
+        let sent = ready!(crate::net::Sendfile::poll_sendfile(
+            &mut self.inner,
+            cx,
+            file,
+            offset,
+            n
+        ))?;
+        crate::fblog!(Debug, "SSL_sendfile: {sent}");
+        self.on_sent(sent, record);
+        Poll::Ready(Ok(sent))
+    }
+
+    fn raw_fd(&self) -> Option<RawFd> {
+        Some(self.inner.as_raw_fd())
+    }
+}
+
+impl crate::net::ReadReady for KtlsSocket {
+    fn poll_read_ready(&self, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        if self.early_at < self.early.len() || self.rx == Rx::Closed {
+            return Poll::Ready(Ok(()));
+        }
+        self.inner.poll_read_ready(cx)
+    }
+}
+
+impl crate::tls::stream::BatchWrite for crate::net::SocketStream<KtlsSocket> {}

@@ -1,0 +1,215 @@
+//! Kernel TLS (`ssl_conf_command Options KTLS`). On a kernel without the `tls` module (this
+//! machine's) the start-up probe warns once and TLS is served in user space; where the kernel
+//! has it, HTTP/1.1 connections switch after the handshake. The kernel side is exercised in a
+//! VM by `scripts/ktls-vm`, which runs `vm_keyupdate_mid_download` below as its client.
+
+mod support;
+
+use std::io::{Read, Write};
+use std::net::TcpStream;
+use std::sync::Arc;
+use std::time::Duration;
+
+use support::*;
+
+const CONF: &str = r#"
+pid off;
+error_log {dir}/error.log debug;
+events {}
+http {
+    access_log off;
+    sendfile on;
+    server {
+        listen 127.0.0.1:{port0} ssl;
+        ssl_certificate {certs}/localhost.crt;
+        ssl_certificate_key {certs}/localhost.key;
+        ssl_conf_command Options KTLS;
+        root {dir}/html;
+        location = /info { connection_info; }
+    }
+}
+"#;
+
+/// Whether this kernel takes `TCP_ULP "tls"` (asked here, apart from the server's probe).
+fn kernel_has_tls() -> bool {
+    let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let c = TcpStream::connect(l.local_addr().unwrap()).unwrap();
+    let _s = l.accept().unwrap();
+    let fd = std::os::fd::AsRawFd::as_raw_fd(&c);
+    // SAFETY: a valid socket and a 3-byte option value.
+    let r = unsafe { libc::setsockopt(fd, libc::IPPROTO_TCP, 31, b"tls".as_ptr().cast(), 3) };
+    r == 0
+}
+
+#[test]
+fn without_kernel_tls_the_probe_warns_once_and_tls_serves_in_user_space() {
+    let (server, ports) = Server::start("ktls-fallback", CONF, 1);
+    let data: Vec<u8> = (0..1_000_003u32).map(|i| (i % 251) as u8).collect();
+    std::fs::write(server.dir.join("html/big.bin"), &data).unwrap();
+    let url = format!("https://localhost:{}/big.bin", ports[0]);
+    let resolve = format!("localhost:{}:127.0.0.1", ports[0]);
+    let ca = certs().ca();
+    for version in [&["--tlsv1.3"][..], &["--tlsv1.2", "--tls-max", "1.2"][..]] {
+        let mut args = vec![
+            "--http1.1",
+            "--cacert",
+            ca.to_str().unwrap(),
+            "--resolve",
+            &resolve,
+        ];
+        args.extend_from_slice(version);
+        args.push(&url);
+        let (code, _, body) = curl_i(&args);
+        assert_eq!(code, 200, "{version:?}");
+        assert!(
+            body == data,
+            "{version:?}: body differs ({} bytes)",
+            body.len()
+        );
+    }
+    let info = format!("https://localhost:{}/info?format=json", ports[0]);
+    let (_, _, body) = curl_i(&[
+        "--http1.1",
+        "--cacert",
+        ca.to_str().unwrap(),
+        "--resolve",
+        &resolve,
+        &info,
+    ]);
+    let j: serde_json::Value = serde_json::from_slice(&body).expect("JSON");
+    let stderr = server.stderr_text();
+    let log = std::fs::read_to_string(server.dir.join("error.log")).unwrap_or_default();
+    if kernel_has_tls() {
+        assert!(stderr.contains("kernel TLS available for"), "{stderr}");
+        assert_eq!(j["ktls_tx"], true, "{j}");
+        assert!(log.contains("BIO_get_ktls_send(): 1"), "{log}");
+    } else {
+        let warning = "[warn]";
+        let lines: Vec<&str> = stderr
+            .lines()
+            .filter(|l| l.contains("kernel TLS is not available"))
+            .collect();
+        assert_eq!(lines.len(), 1, "one warning at start:\n{stderr}");
+        assert!(
+            lines[0].contains(warning)
+                && lines[0]
+                    .contains("setsockopt(TCP_ULP, \"tls\") failed (2: No such file or directory)")
+                && lines[0].contains("TLS is served in user space"),
+            "{}",
+            lines[0]
+        );
+        assert_eq!(j["ktls_tx"], false, "{j}");
+        assert_eq!(j["ktls_rx"], false, "{j}");
+        assert!(!log.contains("BIO_get_ktls_send(): 1"), "{log}");
+        // Never switched, so file bodies were read and encrypted in user space.
+        assert!(!log.contains("SSL_sendfile"), "{log}");
+    }
+}
+
+/// Accepts any server certificate (the VM's server has a throwaway self-signed one).
+#[derive(Debug)]
+struct AnyCert(Arc<rustls::crypto::CryptoProvider>);
+
+impl rustls::client::danger::ServerCertVerifier for AnyCert {
+    fn verify_server_cert(
+        &self,
+        _: &rustls_pki_types::CertificateDer<'_>,
+        _: &[rustls_pki_types::CertificateDer<'_>],
+        _: &rustls_pki_types::ServerName<'_>,
+        _: &[u8],
+        _: rustls_pki_types::UnixTime,
+    ) -> Result<rustls::client::danger::ServerCertVerified, rustls::Error> {
+        Ok(rustls::client::danger::ServerCertVerified::assertion())
+    }
+    fn verify_tls12_signature(
+        &self,
+        m: &[u8],
+        c: &rustls_pki_types::CertificateDer<'_>,
+        d: &rustls::DigitallySignedStruct,
+    ) -> Result<rustls::client::danger::HandshakeSignatureValid, rustls::Error> {
+        rustls::crypto::verify_tls12_signature(m, c, d, &self.0.signature_verification_algorithms)
+    }
+    fn verify_tls13_signature(
+        &self,
+        m: &[u8],
+        c: &rustls_pki_types::CertificateDer<'_>,
+        d: &rustls::DigitallySignedStruct,
+    ) -> Result<rustls::client::danger::HandshakeSignatureValid, rustls::Error> {
+        rustls::crypto::verify_tls13_signature(m, c, d, &self.0.signature_verification_algorithms)
+    }
+    fn supported_verify_schemes(&self) -> Vec<rustls::SignatureScheme> {
+        self.0.signature_verification_algorithms.supported_schemes()
+    }
+}
+
+/// The client side of the VM's KeyUpdate check (`scripts/ktls-guest.sh` runs it with
+/// `KTLS_ADDR` and `KTLS_FILE`): over TLS 1.3 it requests the file, sends a KeyUpdate when a
+/// third of the body has arrived, reads the rest, and compares every byte.
+#[test]
+#[ignore = "the VM's client: run by scripts/ktls-vm"]
+fn vm_keyupdate_mid_download() {
+    let addr = std::env::var("KTLS_ADDR").expect("KTLS_ADDR");
+    let file = std::env::var("KTLS_FILE").expect("KTLS_FILE");
+    let path = std::env::var("KTLS_PATH").expect("KTLS_PATH");
+    let want = std::fs::read(&file).expect("the served file");
+    let provider = Arc::new(rustls::crypto::aws_lc_rs::default_provider());
+    let config = rustls::ClientConfig::builder_with_provider(provider.clone())
+        .with_protocol_versions(&[&rustls::version::TLS13])
+        .unwrap()
+        .dangerous()
+        .with_custom_certificate_verifier(Arc::new(AnyCert(provider)))
+        .with_no_client_auth();
+    let name = rustls_pki_types::ServerName::try_from("localhost").unwrap();
+    let conn = rustls::ClientConnection::new(Arc::new(config), name).unwrap();
+    let sock = TcpStream::connect(&addr).unwrap();
+    sock.set_read_timeout(Some(Duration::from_secs(60)))
+        .unwrap();
+    let mut tls = rustls::StreamOwned::new(conn, sock);
+    write!(
+        tls,
+        "GET {path} HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n"
+    )
+    .unwrap();
+    tls.flush().unwrap();
+    let mut got = Vec::new();
+    let mut buf = vec![0u8; 64 * 1024];
+    let mut updated = false;
+    loop {
+        let n = match tls.read(&mut buf) {
+            Ok(n) => n,
+            Err(e) if e.kind() == std::io::ErrorKind::UnexpectedEof => 0,
+            Err(e) => panic!("read after {} bytes: {e}", got.len()),
+        };
+        if n == 0 {
+            break;
+        }
+        got.extend_from_slice(&buf[..n]);
+        if !updated && got.len() > want.len() / 3 {
+            tls.conn.refresh_traffic_keys().expect("KeyUpdate");
+            tls.flush().unwrap();
+            // The KeyUpdate goes out with the next write_tls.
+            while tls.conn.wants_write() {
+                tls.conn.write_tls(&mut tls.sock).unwrap();
+            }
+            println!("ktls: KeyUpdate sent after {} bytes", got.len());
+            updated = true;
+        }
+    }
+    let head_end = got
+        .windows(4)
+        .position(|w| w == b"\r\n\r\n")
+        .expect("response head")
+        + 4;
+    assert!(got.starts_with(b"HTTP/1.1 200"), "{:?}", &got[..head_end]);
+    assert!(updated, "the body ended before a third of it");
+    assert!(
+        got[head_end..] == want[..],
+        "body differs: {} of {} bytes",
+        got.len() - head_end,
+        want.len()
+    );
+    println!(
+        "ktls: KeyUpdate mid-download: {} bytes identical",
+        want.len()
+    );
+}
