@@ -590,3 +590,30 @@ http {
     let _ = conn.await;
     stop(server);
 }
+
+/// `listen ... sndbuf= rcvbuf= so_keepalive=`: the accepted connection has the buffers (the
+/// kernel doubles what is set) and a keep-alive timer, as `ss` shows it.
+#[test]
+fn listen_socket_tuning_reaches_accepted_connections() {
+    let conf = "pid off;\nevents {}\nhttp { access_log off; server { listen 127.0.0.1:{port0} sndbuf=64k rcvbuf=32k so_keepalive=7:3:2; return 200 ok; } }\n";
+    let (server, ports) = Server::start("listen-tuning", conf, 1);
+    let s = TcpStream::connect(("127.0.0.1", ports[0])).expect("connect");
+    let filter = format!("( sport = :{} )", ports[0]);
+    let mut out = String::new();
+    for _ in 0..50 {
+        let o = std::process::Command::new("ss")
+            .args(["-tmon", "state", "established", &filter])
+            .output()
+            .expect("ss");
+        out = String::from_utf8_lossy(&o.stdout).into_owned();
+        if out.contains("skmem") {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    assert!(out.contains("tb131072"), "SO_SNDBUF 64k: {out}");
+    assert!(out.contains("rb65536"), "SO_RCVBUF 32k: {out}");
+    assert!(out.contains("timer:(keepalive"), "SO_KEEPALIVE: {out}");
+    drop(s);
+    stop(server);
+}

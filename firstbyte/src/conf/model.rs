@@ -208,6 +208,10 @@ pub struct Listen {
     pub quic: bool,
     /// `proxy_protocol`: every connection starts with a PROXY protocol header.
     pub proxy_protocol: bool,
+    /// `bind`: a socket of its own even under a wildcard address.
+    pub bind: bool,
+    /// `sndbuf=`, `rcvbuf=`, `so_keepalive=`.
+    pub tuning: crate::net::SocketTuning,
     /// Where the directive was written.
     pub pos: Pos,
 }
@@ -231,6 +235,8 @@ impl Listen {
             ipv6only: true,
             quic: false,
             proxy_protocol: false,
+            bind: false,
+            tuning: crate::net::SocketTuning::default(),
             pos,
         }
     }

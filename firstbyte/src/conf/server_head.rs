@@ -61,18 +61,51 @@ pub(crate) fn parse_addr(s: &str) -> Result<SocketAddr, &'static str> {
 }
 
 /// Parameters of `listen` that nginx has and firstbyte does not yet.
-const UNSUPPORTED_PARAMS: &[&str] = &[
-    "bind",
-    "so_keepalive",
-    "rcvbuf",
-    "sndbuf",
-    "setfib",
-    "accept_filter",
-    "multipath",
-];
+const UNSUPPORTED_PARAMS: &[&str] = &["setfib", "accept_filter", "multipath"];
 
-/// `listen ADDR[:PORT] [ssl] [http2] [default_server] [reuseport] [deferred] [backlog=N] [fastopen=N]
-/// [ipv6only=on|off]`.
+/// `so_keepalive=on|off|[keepidle]:[keepintvl]:[keepcnt]` (times in seconds, or with nginx's
+/// units).
+fn so_keepalive(v: &str) -> Option<crate::net::KeepAlive> {
+    let mut k = crate::net::KeepAlive {
+        on: true,
+        idle: None,
+        interval: None,
+        count: None,
+    };
+    match v {
+        "on" => return Some(k),
+        "off" => {
+            k.on = false;
+            return Some(k);
+        }
+        _ => {}
+    }
+    let parts: Vec<&str> = v.split(':').collect();
+    let [idle, interval, count] = parts.as_slice() else {
+        return None;
+    };
+    let secs = |s: &str| -> Option<Option<u32>> {
+        if s.is_empty() {
+            return Some(None);
+        }
+        let t = super::units::time(s)?.as_secs();
+        u32::try_from(t).ok().filter(|n| *n > 0).map(Some)
+    };
+    k.idle = secs(idle)?;
+    k.interval = secs(interval)?;
+    k.count = if count.is_empty() {
+        None
+    } else {
+        Some(count.parse().ok().filter(|n| *n > 0)?)
+    };
+    if k.idle.is_none() && k.interval.is_none() && k.count.is_none() {
+        return None;
+    }
+    Some(k)
+}
+
+/// `listen ADDR[:PORT] [ssl] [http2] [default_server] [reuseport] [deferred] [bind] [backlog=N]
+/// [fastopen=N] [sndbuf=SIZE] [rcvbuf=SIZE] [so_keepalive=...] [ipv6only=on|off]`.
 pub(crate) fn listen(h: &mut ServerHead, d: &Directive, cx: &mut Cx) -> R {
     let text = d.args.first().map(String::as_str).unwrap_or("");
     if text.starts_with("unix:") {
@@ -101,6 +134,24 @@ pub(crate) fn listen(h: &mut ServerHead, d: &Directive, cx: &mut Cx) -> R {
             ("deferred", None) => l.deferred = true,
             ("quic", None) => l.quic = true,
             ("proxy_protocol", None) => l.proxy_protocol = true,
+            ("bind", None) => l.bind = true,
+            ("sndbuf" | "rcvbuf", Some(v)) => {
+                let n = super::units::size(v)
+                    .and_then(|n| u32::try_from(n).ok())
+                    .filter(|n| *n > 0)
+                    .ok_or_else(|| other(format!("invalid {key} \"{v}\"")))?;
+                if key == "sndbuf" {
+                    l.tuning.sndbuf = Some(n);
+                } else {
+                    l.tuning.rcvbuf = Some(n);
+                }
+            }
+            ("so_keepalive", Some(v)) => {
+                l.tuning.keepalive = Some(
+                    so_keepalive(v)
+                        .ok_or_else(|| other(format!("invalid so_keepalive value: \"{p}\"")))?,
+                );
+            }
             ("backlog", Some(v)) => {
                 l.backlog = v
                     .parse::<i32>()
@@ -147,6 +198,7 @@ pub(crate) fn listen(h: &mut ServerHead, d: &Directive, cx: &mut Cx) -> R {
             ("ssl", l.ssl),
             ("http2", l.http2),
             ("proxy_protocol", l.proxy_protocol),
+            ("so_keepalive", l.tuning.keepalive.is_some()),
         ];
         if let Some((name, _)) = clash.iter().find(|(_, set)| *set) {
             return Err(other(format!(
@@ -261,6 +313,54 @@ mod tests {
         assert_eq!(a("example.com:80"), Err("host not found"));
         assert_eq!(a("[::1:80"), Err("invalid host"));
         assert_eq!(a("[zz]:80"), Err("invalid IPv6 address"));
+    }
+
+    #[test]
+    fn socket_tuning_parameters() {
+        let mut h = ServerHead::default();
+        let mut c = cx();
+        let d = dir(
+            "listen",
+            &[
+                "8080",
+                "bind",
+                "sndbuf=64k",
+                "rcvbuf=1m",
+                "so_keepalive=30m::10",
+            ],
+        );
+        listen(&mut h, &d, &mut c).unwrap();
+        let l = &h.listen[0];
+        assert!(l.bind);
+        assert_eq!(l.tuning.sndbuf, Some(65536));
+        assert_eq!(l.tuning.rcvbuf, Some(1 << 20));
+        assert_eq!(
+            l.tuning.keepalive,
+            Some(crate::net::KeepAlive {
+                on: true,
+                idle: Some(1800),
+                interval: None,
+                count: Some(10)
+            })
+        );
+        assert_eq!(so_keepalive("off").map(|k| k.on), Some(false));
+        for bad in ["", "::", "x", "1:2", "0::", "::0", "1:2:3:4"] {
+            assert_eq!(so_keepalive(bad), None, "{bad:?}");
+        }
+        let mut h = ServerHead::default();
+        let e = listen(&mut h, &dir("listen", &["80", "sndbuf=0"]), &mut c).unwrap_err();
+        assert!(e.to_string().contains("invalid sndbuf \"0\""), "{e}");
+        let e = listen(
+            &mut h,
+            &dir("listen", &["443", "quic", "so_keepalive=on"]),
+            &mut c,
+        )
+        .unwrap_err();
+        assert!(
+            e.to_string()
+                .contains("\"so_keepalive\" parameter is incompatible with \"quic\""),
+            "{e}"
+        );
     }
 
     #[test]

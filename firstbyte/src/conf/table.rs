@@ -269,7 +269,7 @@ pub(crate) static DIRECTIVES: &[Spec] = &[
     block("http", MAIN, 0, 0, Handler::Http, "The HTTP server."),
     // http core
     block("server", HTTP, 0, 0, Handler::Server, "A virtual server."),
-    d("listen", SERVER, 1, ANY, "*:80 (*:8000 when not root)", Own, Head(server_head::listen), "Address and port to accept on, with `ssl`, `http2`, `default_server`, `reuseport`, `deferred` (`TCP_DEFER_ACCEPT`: accepted once the ClientHello is in), `backlog=N`, `fastopen=N`, `ipv6only=on|off`."),
+    d("listen", SERVER, 1, ANY, "*:80 (*:8000 when not root)", Own, Head(server_head::listen), "Address and port to accept on, with `ssl`, `http2`, `default_server`, `reuseport`, `deferred` (`TCP_DEFER_ACCEPT`: accepted once the ClientHello is in), `backlog=N`, `fastopen=N`, `ipv6only=on|off`, `bind`, `sndbuf=SIZE`, `rcvbuf=SIZE`, `so_keepalive=on|off|[idle]:[intvl]:[cnt]` (set on the listening socket, which the accepted connections inherit), `quic`, `proxy_protocol`."),
     d("server_name", SERVER, 1, ANY, "\"\"", Own, Head(server_head::server_name), "Names of the server: exact, `*.example.com`, `.example.com`, `www.example.*`, `~regex`."),
     block("location", SL, 1, 2, Handler::Location, "Settings for URIs: `= /exact`, `/prefix`, `^~ /prefix`, `~ regex`, `~* regex`, `@name`."),
     d("root", HSL, 1, 1, "html", Inherit, Loc(h::root), "Directory that request URIs are appended to."),

@@ -45,6 +45,8 @@ pub struct ListenSocket {
     pub deferred: bool,
     /// `IPV6_V6ONLY` (IPv6 sockets only).
     pub ipv6only: bool,
+    /// `sndbuf=`, `rcvbuf=`, `so_keepalive=`.
+    pub tuning: crate::net::SocketTuning,
     /// A UDP socket for QUIC (`listen ... quic`), not a TCP one.
     pub quic: bool,
     /// The `listen` directive the socket's options come from.
@@ -363,6 +365,8 @@ struct AddrBuild {
 /// written, so a value other than the default counts as set.
 fn sets_options(l: &Listen) -> bool {
     l.reuseport
+        || l.bind
+        || l.tuning != crate::net::SocketTuning::default()
         || l.backlog != DEFAULT_BACKLOG
         || l.fastopen.is_some()
         || l.deferred
@@ -587,6 +591,7 @@ fn socket_of(a: &AddrBuild, peers: &[&AddrBuild]) -> ListenSocket {
         fastopen: l.fastopen,
         deferred: l.deferred,
         ipv6only: l.ipv6only,
+        tuning: l.tuning,
         quic: l.quic,
         pos: l.pos.clone(),
     }

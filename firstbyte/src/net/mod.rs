@@ -20,6 +20,62 @@ pub use stream::{
     marker, FileRange, IoControl, ReadReady, Sendfile, SocketStream, StallTimer, MARKER_LEN,
 };
 
+/// `listen`'s `sndbuf=`, `rcvbuf=` and `so_keepalive=`: set on the listening socket, from
+/// which Linux copies them to every connection it accepts.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct SocketTuning {
+    /// `SO_SNDBUF`.
+    pub sndbuf: Option<u32>,
+    /// `SO_RCVBUF`.
+    pub rcvbuf: Option<u32>,
+    /// `SO_KEEPALIVE` and its timers.
+    pub keepalive: Option<KeepAlive>,
+}
+
+/// `so_keepalive=on|off|[keepidle]:[keepintvl]:[keepcnt]`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct KeepAlive {
+    /// `SO_KEEPALIVE` on or off.
+    pub on: bool,
+    /// `TCP_KEEPIDLE`, seconds.
+    pub idle: Option<u32>,
+    /// `TCP_KEEPINTVL`, seconds.
+    pub interval: Option<u32>,
+    /// `TCP_KEEPCNT`.
+    pub count: Option<u32>,
+}
+
+impl SocketTuning {
+    /// Applies the options to `fd`.
+    pub fn apply(&self, sock: &Socket) -> io::Result<()> {
+        if let Some(n) = self.sndbuf {
+            sock.set_send_buffer_size(n as usize)?;
+        }
+        if let Some(n) = self.rcvbuf {
+            sock.set_recv_buffer_size(n as usize)?;
+        }
+        if let Some(k) = self.keepalive {
+            sock.set_keepalive(k.on)?;
+            let fd = sock.as_raw_fd();
+            for (opt, v) in [
+                (libc::TCP_KEEPIDLE, k.idle),
+                (libc::TCP_KEEPINTVL, k.interval),
+                (libc::TCP_KEEPCNT, k.count),
+            ] {
+                if let Some(v) = v {
+                    set_int(
+                        fd,
+                        libc::IPPROTO_TCP,
+                        opt,
+                        i32::try_from(v).unwrap_or(i32::MAX),
+                    )?;
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
 /// What a listening socket needs (from `listen`).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ListenOpts {
@@ -35,6 +91,8 @@ pub struct ListenOpts {
     pub deferred: bool,
     /// `IPV6_V6ONLY` (IPv6 only).
     pub ipv6only: bool,
+    /// `sndbuf=`, `rcvbuf=`, `so_keepalive=`.
+    pub tuning: SocketTuning,
 }
 
 /// Binds and listens, non-blocking, with `SO_REUSEADDR` (as nginx) so a restart never waits on
@@ -70,6 +128,7 @@ pub fn bind_listener(o: &ListenOpts) -> io::Result<std::net::TcpListener> {
             1,
         )?;
     }
+    o.tuning.apply(&sock)?;
     sock.set_nonblocking(true)?;
     sock.bind(&o.addr.into())?;
     sock.listen(o.backlog)?;
@@ -78,11 +137,12 @@ pub fn bind_listener(o: &ListenOpts) -> io::Result<std::net::TcpListener> {
 
 /// Binds a UDP socket for QUIC (`listen ... quic`), non-blocking, with `SO_REUSEADDR` and, when
 /// asked, `SO_REUSEPORT`. QUIC endpoints receive on it (quinn sets its own socket options:
-/// GSO/GRO, ECN, path MTU discovery).
+/// GSO/GRO, ECN, path MTU discovery); `sndbuf=`/`rcvbuf=` apply as on TCP.
 pub fn bind_udp(
     addr: SocketAddr,
     reuseport: bool,
     ipv6only: bool,
+    tuning: SocketTuning,
 ) -> io::Result<std::net::UdpSocket> {
     let sock = Socket::new(Domain::for_address(addr), Type::DGRAM, Some(Protocol::UDP))?;
     sock.set_reuse_address(true)?;
@@ -92,6 +152,7 @@ pub fn bind_udp(
     if addr.is_ipv6() {
         sock.set_only_v6(ipv6only)?;
     }
+    tuning.apply(&sock)?;
     sock.set_nonblocking(true)?;
     sock.bind(&addr.into())?;
     Ok(sock.into())
@@ -281,6 +342,7 @@ mod tests {
             fastopen: Some(8),
             deferred: false,
             ipv6only: true,
+            tuning: SocketTuning::default(),
         })
         .unwrap();
         let addr = l.local_addr().unwrap();
@@ -309,6 +371,7 @@ mod tests {
             fastopen: None,
             deferred: true,
             ipv6only: true,
+            tuning: SocketTuning::default(),
         })
         .unwrap();
         let v = get_int(l.as_raw_fd(), libc::IPPROTO_TCP, libc::TCP_DEFER_ACCEPT).unwrap();

@@ -96,7 +96,7 @@ pub fn bind_sockets(site: &Site, open: impl Fn(&SocketKey) -> bool) -> Result<Fr
             continue;
         }
         let bound = if s.quic {
-            crate::net::bind_udp(s.addr, s.reuseport, s.ipv6only).map(Bound::Udp)
+            crate::net::bind_udp(s.addr, s.reuseport, s.ipv6only, s.tuning).map(Bound::Udp)
         } else {
             crate::net::bind_listener(&crate::net::ListenOpts {
                 addr: s.addr,
@@ -105,6 +105,7 @@ pub fn bind_sockets(site: &Site, open: impl Fn(&SocketKey) -> bool) -> Result<Fr
                 fastopen: s.fastopen,
                 deferred: s.deferred,
                 ipv6only: s.ipv6only,
+                tuning: s.tuning,
             })
             .map(Bound::Tcp)
         }
