@@ -89,6 +89,13 @@ rx=$(awk '/TlsRxSw/ {print $2}' /proc/net/tls_stat)
 [ "${tx:-0}" -ge $n ] && [ "${rx:-0}" -ge $n ] || fail "/proc/net/tls_stat: TlsTxSw=$tx TlsRxSw=$rx"
 echo "ktls: /proc/net/tls_stat TlsTxSw=$tx TlsRxSw=$rx"
 
+# A first request in the same write as the client's Finished, larger than one read of the
+# server's rustls (12 KB of headers; tests/ktls.rs): the handshake's reads stop at the Finished
+# record, so the kernel gets the request's record whole.
+KTLS_ADDR=127.0.0.1:8443 timeout 60 "$testbin" --ignored --exact vm_large_first_request \
+    --nocapture > big.out 2>&1 || fail "a 12 KB first request: $(grep -v "^$" big.out | tail -6)"
+echo "ktls: a 12 KB first request in the Finished's write: read whole by the kernel"
+
 # A KeyUpdate from the client in the middle of an 8 MB download. (openssl s_client sends one
 # on "k", but reads its stdin only while the socket has nothing to read: during a download,
 # never. The client is rustls, in this checkout's test binary: tests/ktls.rs.)
