@@ -39,6 +39,14 @@ http {
         ssl_conf_command Options KTLS;
         root $w/html;
     }
+    server {
+        listen 127.0.0.1:8444 ssl;
+        ssl_certificate $w/cert.pem;
+        ssl_certificate_key $w/key.pem;
+        ssl_conf_command Options KTLS;
+        ssl_buffer_size 4k;
+        root $w/html;
+    }
 }
 EOF
 $fb -c fb.conf 2> stderr.txt &
@@ -88,6 +96,26 @@ tx=$(awk '/TlsTxSw/ {print $2}' /proc/net/tls_stat)
 rx=$(awk '/TlsRxSw/ {print $2}' /proc/net/tls_stat)
 [ "${tx:-0}" -ge $n ] && [ "${rx:-0}" -ge $n ] || fail "/proc/net/tls_stat: TlsTxSw=$tx TlsRxSw=$rx"
 echo "ktls: /proc/net/tls_stat TlsTxSw=$tx TlsRxSw=$rx"
+
+# The record policy still sizes the records: with ssl_buffer_size 4k every sendfile call is
+# one record of at most 4096 bytes (the kernel closes a record at the end of each call).
+lines_before=$(wc -l < error.log)
+curl -sk --http1.1 -o got.bin https://127.0.0.1:8444/big.bin || fail "ssl_buffer_size 4k: curl"
+cmp -s got.bin html/big.bin || fail "ssl_buffer_size 4k: body differs"
+tail -n +$((lines_before + 1)) error.log | grep -o "SSL_sendfile: [0-9]*" | awk '{print $2}' > sizes.txt
+calls=$(wc -l < sizes.txt)
+max=$(sort -n sizes.txt | tail -1)
+total=$(awk '{s += $1} END {print s + 0}' sizes.txt)
+[ "$total" -eq $size ] && [ "$max" -le 4096 ] && [ "$calls" -ge $((size / 4096)) ] \
+    || fail "ssl_buffer_size 4k: $calls sendfile calls, largest $max, $total bytes"
+echo "ktls: ssl_buffer_size 4k: $calls sendfile calls of at most $max bytes, body identical"
+
+# A first request in the same write as the client's Finished, larger than one read of the
+# server's rustls (12 KB of headers; tests/ktls.rs): the handshake's reads stop at the Finished
+# record, so the kernel gets the request's record whole.
+KTLS_ADDR=127.0.0.1:8443 timeout 60 "$testbin" --ignored --exact vm_large_first_request \
+    --nocapture > big.out 2>&1 || fail "a 12 KB first request: $(grep -v "^$" big.out | tail -6)"
+echo "ktls: a 12 KB first request in the Finished's write: read whole by the kernel"
 
 # A KeyUpdate from the client in the middle of an 8 MB download. (openssl s_client sends one
 # on "k", but reads its stdin only while the socket has nothing to read: during a download,

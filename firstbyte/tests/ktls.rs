@@ -142,6 +142,56 @@ impl rustls::client::danger::ServerCertVerifier for AnyCert {
     }
 }
 
+/// A TLS 1.3 rustls client connected (TCP only: the handshake runs with the first I/O).
+fn vm_client(addr: &str) -> rustls::StreamOwned<rustls::ClientConnection, TcpStream> {
+    let provider = Arc::new(rustls::crypto::aws_lc_rs::default_provider());
+    let config = rustls::ClientConfig::builder_with_provider(provider.clone())
+        .with_protocol_versions(&[&rustls::version::TLS13])
+        .unwrap()
+        .dangerous()
+        .with_custom_certificate_verifier(Arc::new(AnyCert(provider)))
+        .with_no_client_auth();
+    let name = rustls_pki_types::ServerName::try_from("localhost").unwrap();
+    let conn = rustls::ClientConnection::new(Arc::new(config), name).unwrap();
+    let sock = TcpStream::connect(addr).unwrap();
+    sock.set_read_timeout(Some(Duration::from_secs(60)))
+        .unwrap();
+    rustls::StreamOwned::new(conn, sock)
+}
+
+/// The client side of the VM's large-first-request check (`KTLS_ADDR`): a 12 KB request
+/// written before the handshake ends, so rustls sends it in the same write as its Finished —
+/// more than the server's rustls reads at once (4 KB): the server's handshake reads must stop
+/// at the Finished record for the kernel to get the request's record whole.
+#[test]
+#[ignore = "the VM's client: run by scripts/ktls-vm"]
+fn vm_large_first_request() {
+    let addr = std::env::var("KTLS_ADDR").expect("KTLS_ADDR");
+    let mut tls = vm_client(&addr);
+    let pad = "a".repeat(4000);
+    let req = format!(
+        "GET /small.txt HTTP/1.1\r\nHost: localhost\r\nX-Pad1: {pad}\r\nX-Pad2: {pad}\r\nX-Pad3: {pad}\r\nConnection: close\r\n\r\n"
+    );
+    // Queued before the handshake: it leaves right behind the Finished, in one write.
+    tls.conn.writer().write_all(req.as_bytes()).unwrap();
+    while tls.conn.is_handshaking() {
+        tls.conn.complete_io(&mut tls.sock).expect("handshake");
+    }
+    while tls.conn.wants_write() {
+        tls.conn.write_tls(&mut tls.sock).unwrap();
+    }
+    let mut got = Vec::new();
+    match tls.read_to_end(&mut got) {
+        Ok(_) => {}
+        Err(e) if e.kind() == std::io::ErrorKind::UnexpectedEof => {}
+        Err(e) => panic!("read after {} bytes: {e}", got.len()),
+    }
+    let text = String::from_utf8_lossy(&got);
+    assert!(text.starts_with("HTTP/1.1 200"), "{text}");
+    assert!(text.ends_with("small file\n"), "{text}");
+    println!("ktls: a 12 KB request in the Finished's write: answered");
+}
+
 /// The client side of the VM's KeyUpdate check (`scripts/ktls-guest.sh` runs it with
 /// `KTLS_ADDR` and `KTLS_FILE`): over TLS 1.3 it requests the file, sends a KeyUpdate when a
 /// third of the body has arrived, reads the rest, and compares every byte.
@@ -152,19 +202,7 @@ fn vm_keyupdate_mid_download() {
     let file = std::env::var("KTLS_FILE").expect("KTLS_FILE");
     let path = std::env::var("KTLS_PATH").expect("KTLS_PATH");
     let want = std::fs::read(&file).expect("the served file");
-    let provider = Arc::new(rustls::crypto::aws_lc_rs::default_provider());
-    let config = rustls::ClientConfig::builder_with_provider(provider.clone())
-        .with_protocol_versions(&[&rustls::version::TLS13])
-        .unwrap()
-        .dangerous()
-        .with_custom_certificate_verifier(Arc::new(AnyCert(provider)))
-        .with_no_client_auth();
-    let name = rustls_pki_types::ServerName::try_from("localhost").unwrap();
-    let conn = rustls::ClientConnection::new(Arc::new(config), name).unwrap();
-    let sock = TcpStream::connect(&addr).unwrap();
-    sock.set_read_timeout(Some(Duration::from_secs(60)))
-        .unwrap();
-    let mut tls = rustls::StreamOwned::new(conn, sock);
+    let mut tls = vm_client(&addr);
     write!(
         tls,
         "GET {path} HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n"
