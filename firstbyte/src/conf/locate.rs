@@ -29,6 +29,9 @@ pub struct Matched<'a> {
     /// `captures[0]` is the whole match (`$0`), `captures[n]` is `$n` (`None` when group `n`
     /// did not take part). Empty when no regex location matched.
     pub captures: Vec<Option<String>>,
+    /// nginx's automatic redirect: the URI is a `proxy_pass` prefix location's name without
+    /// its trailing slash (`/app` for `location /app/`); the answer is 301 to `URI/`.
+    pub auto_redirect: bool,
 }
 
 /// How a level of matching ended (nginx's return codes of `ngx_http_core_find_location`).
@@ -40,6 +43,8 @@ enum Step {
     Inclusive,
     /// An exact or regex location matched: final.
     Final,
+    /// The URI is a proxied prefix location's name less its slash: final, redirect.
+    AutoRedirect,
 }
 
 impl Locations {
@@ -48,8 +53,12 @@ impl Locations {
     pub fn find(&self, uri: &str) -> Option<Matched<'_>> {
         let mut conf = None;
         let mut captures = Vec::new();
-        self.find_in(uri, &mut conf, &mut captures);
-        conf.map(|conf| Matched { conf, captures })
+        let step = self.find_in(uri, &mut conf, &mut captures);
+        conf.map(|conf| Matched {
+            conf,
+            captures,
+            auto_redirect: step == Step::AutoRedirect,
+        })
     }
 
     /// A named location (`location @name`), looked up with or without the leading `@`.
@@ -74,6 +83,17 @@ impl Locations {
             *conf = Some(exact);
             return Step::Final;
         }
+        // nginx's `auto_redirect`: `/app` when `location /app/` proxies answers 301 `/app/`,
+        // before any regex location is tried.
+        if let Some(p) = self.prefix.iter().find(|p| {
+            p.conf.proxy.is_some()
+                && p.prefix.len() == uri.len() + 1
+                && p.prefix.ends_with('/')
+                && p.prefix.starts_with(uri)
+        }) {
+            *conf = Some(&p.conf);
+            return Step::AutoRedirect;
+        }
         let mut step = Step::Declined;
         let mut no_regex = false;
         if let Some(prefix) = self.longest_prefix(uri) {
@@ -82,7 +102,7 @@ impl Locations {
             // nginx keeps the nested level's answer: if nothing nested matched, the prefix
             // location stays the winner (set just above) and the level reads as declined.
             step = match prefix.conf.locations.find_in(uri, conf, captures) {
-                Step::Final => return Step::Final,
+                s @ (Step::Final | Step::AutoRedirect) => return s,
                 Step::Declined | Step::Inclusive => Step::Inclusive,
             };
         }

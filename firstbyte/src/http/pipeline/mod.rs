@@ -53,7 +53,7 @@ use crate::conf::model::{ProxyConf, ServerConf};
 use crate::conf::vars::ComplexValue;
 use access::client_refusal;
 use phases::error;
-use respond::{finish, status_response};
+use respond::finish;
 
 pub use access::misdirected;
 pub use headers::valid_header_name;
@@ -119,6 +119,9 @@ struct Req<'a> {
     protocol: &'static str,
     version: http::Version,
     host: String,
+    /// The request named a valid host (`:authority` or `Host`); else `host` is the server's
+    /// name, and redirects name the local address instead, as nginx.
+    host_given: bool,
     server: Arc<ServerConf>,
     captures: Vec<Option<String>>,
     internal: bool,
@@ -327,6 +330,7 @@ where
         protocol,
         version: parts.version,
         host: String::new(),
+        host_given: false,
         server,
         captures: Vec::new(),
         internal: false,
@@ -343,6 +347,7 @@ where
     };
     r.user = super::rewrite::uservars::UserVars::new(&r.server.vars);
     let host_ok = host.is_some();
+    r.host_given = host.as_deref().is_some_and(|h| !h.is_empty());
     r.host = match host {
         Some(h) if !h.is_empty() => h,
         _ => server_name(&r.server).to_string(),
@@ -420,10 +425,20 @@ where
             }
             out
         }
-        _ => (
-            Step::Done(status_response(400)),
-            r.server.default_location.clone(),
-        ),
+        _ => {
+            if !host_ok {
+                crate::fblog!(
+                    Info,
+                    "client sent invalid host header while reading client request headers, client: {}, server: {}",
+                    conn.client_ip(),
+                    server_name(&r.server),
+                );
+            }
+            // Through the server's `error_page 400`, as nginx.
+            let loc = r.server.default_location.clone();
+            let (resp, loc) = error(&mut r, 400, loc);
+            (Step::Done(resp), loc)
+        }
     };
     let (resp, loc) = match step {
         Step::Done(resp) => (resp, loc),

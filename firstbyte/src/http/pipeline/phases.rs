@@ -78,6 +78,18 @@ pub(super) fn run(r: &mut Req) -> (Step, Arc<LocationConf>) {
                 }
             },
             None => match server.locations.find(&r.uri) {
+                Some(m) if m.auto_redirect => {
+                    // `location /app/ { proxy_pass ...; }` and a request for `/app`: 301 to
+                    // `/app/`, the query string kept, as nginx.
+                    let mut to = crate::http::uri::encode_path(&r.uri);
+                    to.push('/');
+                    if let Some(a) = r.args.as_deref().filter(|a| !a.is_empty()) {
+                        to.push('?');
+                        to.push_str(a);
+                    }
+                    let abs = absolute(r, &to);
+                    return (Step::Done(redirect_response(301, &abs)), m.conf.clone());
+                }
                 Some(m) => {
                     r.captures = m.captures;
                     m.conf.clone()
@@ -153,6 +165,7 @@ pub(super) fn error(
         protocol: r.protocol,
         version: r.version,
         host: r.host.clone(),
+        host_given: r.host_given,
         server: r.server.clone(),
         captures: Vec::new(),
         internal: true,
@@ -435,6 +448,11 @@ fn serve_static(r: &mut Req, loc: &Arc<LocationConf>, path: PathBuf) -> Out {
     match static_files::serve(&fr, &r.conn.shared().files) {
         static_files::FileOutcome::Response(resp) => Out::Response(resp),
         static_files::FileOutcome::Redirect(to) => {
+            // nginx keeps the query string: `/dir?a=b` → `/dir/?a=b`.
+            let to = match r.args.as_deref() {
+                Some(a) if !a.is_empty() => format!("{to}?{a}"),
+                _ => to,
+            };
             let abs = absolute(r, &to);
             Out::Response(redirect_response(301, &abs))
         }

@@ -88,10 +88,16 @@ pub(super) fn absolute(r: &Req, path: &str) -> String {
     }
     let tls = r.conn.facts().tls.is_some();
     let name = server_name(&r.server);
-    let host = if loc.server_name_in_redirect || r.host.is_empty() {
+    // nginx: the server's name with `server_name_in_redirect`, else the request's host, else
+    // (none, or an invalid one answered through `error_page`) the local address.
+    let local;
+    let host = if loc.server_name_in_redirect {
         name
-    } else {
+    } else if r.host_given {
         r.host.as_str()
+    } else {
+        local = r.conn.facts().local.map(|a| a.ip().to_string());
+        local.as_deref().unwrap_or(name)
     };
     let port = r
         .conn
