@@ -11,8 +11,9 @@
 //! holds the whole body. [`apply`] does both, and adds `Vary` to the responses that could have
 //! been compressed but were not, as nginx does.
 //!
-//! nginx's rules kept here: only statuses 200, 403 and 404; never a `HEAD` response (so 206
-//! and 304 never); never a response that already has a `Content-Encoding`; `text/html` always
+//! nginx's rules kept here: only statuses 200, 403 and 404 (so 206 and 304 never); a `HEAD`
+//! response gets the head a `GET` would (`Content-Encoding`, no `Content-Length`), its length
+//! read from `Content-Length`; never a response that already has a `Content-Encoding`; `text/html` always
 //! and the `*_types` besides (`*` = any); not below `gzip_min_length` when the length is known;
 //! gzip only for HTTP/1.1 and later (nginx's `gzip_http_version 1.1` default) and not for
 //! requests that came through a proxy (`Via` present: nginx's `gzip_proxied off` default);
@@ -197,7 +198,7 @@ pub struct Decision {
 /// The request facts the filters look at.
 #[derive(Debug, Clone, Copy)]
 pub struct RequestInfo<'a> {
-    /// `HEAD` responses are never compressed.
+    /// A `HEAD` response gets the `GET` response's head and stays without a body.
     pub method: &'a Method,
     /// gzip needs HTTP/1.1 or later (nginx's `gzip_http_version 1.1` default).
     pub version: Version,
@@ -225,8 +226,7 @@ pub fn decide(
     if !matches!(
         resp.status,
         StatusCode::OK | StatusCode::FORBIDDEN | StatusCode::NOT_FOUND
-    ) || *req.method == Method::HEAD
-    {
+    ) {
         return none;
     }
     if resp
@@ -332,15 +332,7 @@ pub fn compress(resp: Response<Body>, enc: Encoding, conf: &Compression) -> Resp
             .and_then(|v| v.to_str().ok())
             .and_then(|v| v.trim().parse::<u64>().ok())
     });
-    parts.headers.remove(CONTENT_LENGTH);
-    parts.headers.remove(ACCEPT_RANGES);
-    parts
-        .headers
-        .insert(CONTENT_ENCODING, HeaderValue::from_static(enc.as_str()));
-    if conf.gzip_vary {
-        add_vary(&mut parts.headers);
-    }
-    weaken_etag(&mut parts.headers);
+    head_as_compressed(&mut parts.headers, enc, conf);
     let encoder = Encoder::new(enc, conf, len);
     let body = CompressBody {
         inner: body,
@@ -350,12 +342,31 @@ pub fn compress(resp: Response<Body>, enc: Encoding, conf: &Compression) -> Resp
     Response::from_parts(parts, Body::Stream(body.boxed_unsync()))
 }
 
+/// The head of a response compressed with `enc`: no length, no ranges, `Content-Encoding`,
+/// `Vary` (with `gzip_vary`), a weak `ETag`.
+fn head_as_compressed(headers: &mut HeaderMap, enc: Encoding, conf: &Compression) {
+    headers.remove(CONTENT_LENGTH);
+    headers.remove(ACCEPT_RANGES);
+    headers.insert(CONTENT_ENCODING, HeaderValue::from_static(enc.as_str()));
+    if conf.gzip_vary {
+        add_vary(headers);
+    }
+    weaken_etag(headers);
+}
+
 /// The whole filter: [`decide`], then [`compress`] or, for an eligible response this client
 /// did not accept, only `Vary`.
 pub fn apply(req: &RequestInfo<'_>, resp: Response<Body>, conf: &Compression) -> Response<Body> {
     let (mut parts, body) = resp.into_parts();
-    let decision = decide(req, &parts, body.size_hint().exact(), conf);
+    let head = *req.method == Method::HEAD;
+    // A HEAD response has no body: its length is the one its head announces.
+    let hint = if head { None } else { body.size_hint().exact() };
+    let decision = decide(req, &parts, hint, conf);
     match decision.encoding {
+        Some(enc) if head => {
+            head_as_compressed(&mut parts.headers, enc, conf);
+            Response::from_parts(parts, body)
+        }
         Some(enc) => compress(Response::from_parts(parts, body), enc, conf),
         None => {
             if decision.vary {
@@ -688,12 +699,27 @@ mod tests {
         for s in [206, 304, 500, 301, 201] {
             assert_eq!(pick(&get(&h), &parts(s, HTML), Some(100), &c), None, "{s}");
         }
-        // HEAD.
+        // HEAD: decided as GET (nginx-tests gzip.t "gzip head").
         let head = RequestInfo {
             method: &Method::HEAD,
             ..get(&h)
         };
-        assert_eq!(pick(&head, &parts(200, HTML), Some(100), &c), None);
+        assert_eq!(
+            pick(&head, &parts(200, HTML), Some(100), &c),
+            Some(Encoding::Gzip)
+        );
+        let lengthy = &[("content-type", "text/html"), ("content-length", "100")];
+        let r = apply(
+            &head,
+            Response::from_parts(parts(200, lengthy), Body::Empty),
+            &c,
+        );
+        assert_eq!(r.headers()[CONTENT_ENCODING], "gzip");
+        assert!(r.headers().get(CONTENT_LENGTH).is_none());
+        assert!(
+            matches!(r.body(), Body::Empty),
+            "a HEAD response stays without a body"
+        );
         // Already encoded.
         let enc = &[("content-type", "text/html"), ("content-encoding", "gzip")];
         assert_eq!(pick(&get(&h), &parts(200, enc), Some(100), &c), None);

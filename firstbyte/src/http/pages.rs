@@ -2,9 +2,17 @@
 
 use bytes::Bytes;
 
-/// Reason phrase for a status code (nginx's wording where nginx has its own).
+/// Reason phrase for a status code in a page's title (nginx's wording where nginx has its own).
 pub fn reason(code: u16) -> &'static str {
     match code {
+        401 => "Authorization Required",
+        405 => "Not Allowed",
+        408 => "Request Time-out",
+        413 => "Request Entity Too Large",
+        414 => "Request-URI Too Large",
+        416 => "Requested Range Not Satisfiable",
+        503 => "Service Temporarily Unavailable",
+        504 => "Gateway Time-out",
         494 => "Request Header Or Cookie Too Large",
         495 => "SSL Certificate Error",
         496 => "SSL Certificate Required",
@@ -15,6 +23,16 @@ pub fn reason(code: u16) -> &'static str {
             .and_then(|s| s.canonical_reason())
             .unwrap_or("Unknown"),
     }
+}
+
+/// nginx's reason phrase in an HTTP/1.x status line where it differs from the standard one
+/// (`HTTP/1.1 405 Not Allowed`, `302 Moved Temporarily`); None: the standard phrase.
+pub fn status_line_reason(code: u16) -> Option<&'static str> {
+    Some(match code {
+        302 => "Moved Temporarily",
+        405 | 408 | 413 | 414 | 416 | 503 | 504 => reason(code),
+        _ => return None,
+    })
 }
 
 /// nginx's own codes 494–497 are answered as 400 (with a page naming the real cause); the

@@ -368,6 +368,28 @@ where
             let (resp, loc) = error(&mut r, 425, loc);
             (Step::Done(resp), loc)
         }
+        // nginx refuses TRACE (405, "client sent TRACE method") and CONNECT (405; 400 when the
+        // target names no port) before any location runs.
+        _ if r.method == http::Method::TRACE || r.method == http::Method::CONNECT => {
+            let code = if r.method == http::Method::CONNECT && parts.uri.port_u16().is_none() {
+                400
+            } else {
+                405
+            };
+            crate::fblog!(
+                Info,
+                "client sent {} method while reading client request headers, client: {}, server: {}",
+                r.method,
+                conn.client_ip(),
+                server_name(&r.server),
+            );
+            let loc = r.server.default_location.clone();
+            let (mut resp, loc) = error(&mut r, code, loc);
+            // Refused while reading the head: nginx closes the connection after it.
+            resp.headers_mut()
+                .insert(header::CONNECTION, http::HeaderValue::from_static("close"));
+            (Step::Done(resp), loc)
+        }
         _ if too_large.is_some() => {
             let (code, what) = match too_large {
                 Some(headers::HeadTooLarge::RequestLine) => (414, "client sent too long URI"),
@@ -434,9 +456,11 @@ where
                     server_name(&r.server),
                 );
             }
-            // Through the server's `error_page 400`, as nginx.
+            // Through the server's `error_page 400`, as nginx, which then closes the connection.
             let loc = r.server.default_location.clone();
-            let (resp, loc) = error(&mut r, 400, loc);
+            let (mut resp, loc) = error(&mut r, 400, loc);
+            resp.headers_mut()
+                .insert(header::CONNECTION, http::HeaderValue::from_static("close"));
             (Step::Done(resp), loc)
         }
     };

@@ -134,6 +134,11 @@ pub(super) fn finish(
     req_headers: &HeaderMap,
 ) -> HttpResponse {
     let code = resp.status().as_u16();
+    // nginx's status line wording (`HTTP/1.1 405 Not Allowed`); HTTP/2 and 3 carry none.
+    if let Some(p) = crate::http::pages::status_line_reason(resp.status().as_u16()) {
+        resp.extensions_mut()
+            .insert(hyper::ext::ReasonPhrase::from_static(p.as_bytes()));
+    }
     // nginx's headers filter: `expires` first, then `add_header`.
     if loc.expires != Expires::Off && add_header_applies(code) {
         let now = i64::try_from(crate::log::now().secs).unwrap_or(i64::MAX);
@@ -197,7 +202,11 @@ pub(super) fn finish(
         h.insert(header::DATE, crate::log::now().http_date.clone());
     }
     let last = r.nreq >= u64::from(loc.keepalive_requests);
-    if r.version == http::Version::HTTP_2 {
+    if r.version == http::Version::HTTP_3 {
+        // No connection-level headers in HTTP/3 (RFC 9114 §4.2); a `close` asked for above
+        // (a refused request) means nothing on a multiplexed connection.
+        h.remove(header::CONNECTION);
+    } else if r.version == http::Version::HTTP_2 {
         if last {
             r.conn.request_goaway();
         }
