@@ -9,7 +9,7 @@ use std::time::Duration;
 use super::args::{arg0, choice, invalid, number, once, size, time, unsupported, value, R};
 use super::cx::Cx;
 use super::error::ConfError;
-use super::model::{Source, TlsVersion, Upstream, UpstreamServer};
+use super::model::{BalanceMethod, NextUpstream, Source, TlsVersion, Upstream, UpstreamServer};
 use super::parse::Directive;
 use super::proxy_settings::{resolve_host, CertArg, PassSet};
 use super::settings::LocSettings;
@@ -76,6 +76,9 @@ pub(crate) const UPSTREAM_DIRECTIVES: &[&str] = &[
     "keepalive_timeout",
     "keepalive_requests",
     "keepalive_time",
+    "least_conn",
+    "ip_hash",
+    "hash",
 ];
 
 /// `upstream NAME { server ADDR [weight=N] [max_fails=N] [fail_timeout=T] [backup] [down]; keepalive N; }`.
@@ -91,8 +94,10 @@ pub(crate) fn upstream(cx: &mut Cx, d: &Directive) -> R {
         name: name.clone(),
         servers: Vec::new(),
         keepalive: None,
+        method: BalanceMethod::RoundRobin,
         pos: d.pos.clone(),
     };
+    let mut method_set = false;
     for c in d.block.as_deref().unwrap_or_default() {
         if c.block.is_some() {
             return Err(ConfError::NotTerminated {
@@ -125,7 +130,16 @@ pub(crate) fn upstream(cx: &mut Cx, d: &Directive) -> R {
                     &c.pos,
                 );
             }
-            "zone" | "least_conn" | "ip_hash" | "hash" | "random" | "server_resolver" => {
+            "least_conn" | "ip_hash" | "hash" => {
+                let method = balance_method(c)?;
+                if method_set {
+                    // nginx: a warning, and the later method wins.
+                    cx.warn("load balancing method redefined", &c.pos);
+                }
+                method_set = true;
+                up.method = method;
+            }
+            "zone" | "random" | "server_resolver" => {
                 return Err(ConfError::Unsupported {
                     name: c.name.clone(),
                     pos: c.pos.clone(),
@@ -139,6 +153,18 @@ pub(crate) fn upstream(cx: &mut Cx, d: &Directive) -> R {
             }
         }
     }
+    if !matches!(
+        up.method,
+        BalanceMethod::RoundRobin | BalanceMethod::LeastConn
+    ) {
+        // nginx refuses `backup` once a hash method is set (its servers have no backup flag).
+        if let Some(s) = up.servers.iter().find(|s| s.backup) {
+            return Err(ConfError::other(
+                format!("invalid parameter \"backup\" of server \"{}\"", s.name),
+                &up.pos,
+            ));
+        }
+    }
     if up.servers.is_empty() {
         return Err(ConfError::other(
             format!("no servers are inside upstream \"{}\"", arg0(d)),
@@ -147,6 +173,66 @@ pub(crate) fn upstream(cx: &mut Cx, d: &Directive) -> R {
     }
     cx.upstreams.insert(name, Arc::new(up));
     Ok(())
+}
+
+/// `least_conn`, `ip_hash` (no arguments) or `hash KEY [consistent]`.
+fn balance_method(c: &Directive) -> Result<BalanceMethod, ConfError> {
+    let count = match c.name.as_str() {
+        "hash" => (1..=2).contains(&c.args.len()),
+        _ => c.args.is_empty(),
+    };
+    if !count {
+        return Err(ConfError::ArgCount {
+            name: c.name.clone(),
+            pos: c.pos.clone(),
+        });
+    }
+    Ok(match c.name.as_str() {
+        "least_conn" => BalanceMethod::LeastConn,
+        "ip_hash" => BalanceMethod::IpHash,
+        _ => {
+            let consistent = match c.args.get(1).map(String::as_str) {
+                None => false,
+                Some("consistent") => true,
+                Some(other) => {
+                    return Err(ConfError::other(
+                        format!("invalid parameter \"{other}\""),
+                        &c.pos,
+                    ))
+                }
+            };
+            BalanceMethod::Hash {
+                key: value(c, arg0(c))?,
+                consistent,
+            }
+        }
+    })
+}
+
+/// `proxy_next_upstream error | timeout | invalid_header | http_NNN | non_idempotent ... | off`.
+pub(crate) fn next_upstream(d: &Directive, _: &mut Cx) -> Result<NextUpstream, ConfError> {
+    let mut bits = 0u16;
+    for a in &d.args {
+        bits |= match a.as_str() {
+            "error" => NextUpstream::ERROR,
+            "timeout" => NextUpstream::TIMEOUT,
+            "invalid_header" => NextUpstream::INVALID_HEADER,
+            "http_500" => NextUpstream::HTTP_500,
+            "http_502" => NextUpstream::HTTP_502,
+            "http_503" => NextUpstream::HTTP_503,
+            "http_504" => NextUpstream::HTTP_504,
+            "http_403" => NextUpstream::HTTP_403,
+            "http_404" => NextUpstream::HTTP_404,
+            "http_429" => NextUpstream::HTTP_429,
+            "non_idempotent" => NextUpstream::NON_IDEMPOTENT,
+            // nginx: `off` alone; with others it is "invalid value".
+            "off" if d.args.len() == 1 => 0,
+            // nginx accepts `updating` for its cache and ignores it here.
+            "updating" => 0,
+            _ => return Err(ConfError::other(format!("invalid value \"{a}\""), &d.pos)),
+        };
+    }
+    Ok(NextUpstream(bits))
 }
 
 fn upstream_server(up: &mut Upstream, c: &Directive) -> R {

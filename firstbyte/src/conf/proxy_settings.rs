@@ -17,8 +17,8 @@ use super::declare::{finish_conf, settings_struct};
 use super::directives::{proxy_buffer_directives, proxy_directives, proxy_ssl_directives};
 use super::error::ConfError;
 use super::model::{
-    CertificateCache, DynamicCertKey, Pos, ProxyBuffers, ProxyConf, ProxySsl, ProxyTarget, Source,
-    TlsVersion,
+    CertificateCache, DynamicCertKey, NextUpstream, Pos, ProxyBuffers, ProxyConf, ProxySsl,
+    ProxyTarget, Source, TlsVersion,
 };
 use super::vars::ComplexValue;
 

@@ -337,7 +337,7 @@ pub(crate) static DIRECTIVES: &[Spec] = &[
     ignored("ssl_dhparam", HS, 1, 1, "rustls offers only ECDHE key exchange"),
     d("ssl_session_ticket_key", HS, 1, 1, "", InheritIfNone, Srv(srv::ssl_session_ticket_key), "Ticket key file (the first encrypts, all decrypt); none: generated and rotated."),
     // upstream, proxy
-    block("upstream", HTTP, 1, 1, Shared(px::upstream), "Group of upstream servers: `server ADDR [weight=N] [max_fails=N] [fail_timeout=T] [backup] [down]` (round-robin by weight), `keepalive N` idle connections pooled."),
+    block("upstream", HTTP, 1, 1, Shared(px::upstream), "Group of upstream servers: `server ADDR [weight=N] [max_fails=N] [fail_timeout=T] [backup] [down]` (round-robin by weight), `keepalive N` idle connections pooled; `least_conn`, `ip_hash`, `hash KEY [consistent]` choose the server as nginx (the same key picks the same server nginx would)."),
     d("proxy_pass", LOCATION, 1, 1, "", Own, Loc(px::proxy_pass), "Proxy requests to `http://` or `https://` HOST[:PORT][/URI] or an upstream name; a URI part replaces the location's prefix."),
     d("proxy_set_header", HSL, 2, 2, "Host $proxy_host; Connection close", InheritIfNone, Loc(px::proxy_set_header), "Request header sent upstream (an empty value removes it); e.g. `X-Forwarded-For $proxy_add_x_forwarded_for`, `Upgrade $http_upgrade` for WebSocket."),
     d("proxy_buffers", HSL, 2, 2, "8 4k", Inherit, Loc(px::proxy_buffers), "Memory for a buffered response (`proxy_buffering on`): NUMBER buffers of SIZE (nginx's \"8 4k|8k\": one memory page each, 4k on x86_64 Linux)."),
@@ -460,8 +460,8 @@ mod tests {
 
     use crate::conf::declare::defaults_match_docs;
     use crate::conf::model::{
-        CertificateCache, DisableSymlinks, Expires, GzipStatic, SessionCache, TlsVersion, User,
-        VerifyClient, WorkerProcesses,
+        CertificateCache, DisableSymlinks, Expires, GzipStatic, NextUpstream, SessionCache,
+        TlsVersion, User, VerifyClient, WorkerProcesses,
     };
 
     // The lists' defaults as docs/directives.md shows them parse to the values the model

@@ -91,7 +91,12 @@ fn errors_are_worded_as_nginx() {
         ("http { server { location ~ ( { } } }", "invalid regex \"(\": unclosed group in /t/x.conf:1"),
         ("http { proxy_pass http://x; }", "\"proxy_pass\" directive is not allowed here in /t/x.conf:1"),
         ("http { proxy_cache z; }", "\"proxy_cache\" directive is not supported by firstbyte yet in /t/x.conf:1"),
-        ("http { upstream b { server 127.0.0.1; least_conn; } }", "\"least_conn\" directive is not supported by firstbyte yet in /t/x.conf:1"),
+        ("http { upstream b { server 127.0.0.1; random; } }", "\"random\" directive is not supported by firstbyte yet in /t/x.conf:1"),
+        ("http { upstream b { server 127.0.0.1 backup; hash $uri; } }", "invalid parameter \"backup\" of server \"127.0.0.1\" in /t/x.conf:1"),
+        ("http { upstream b { server 127.0.0.1; hash $uri foo; } }", "invalid parameter \"foo\" in /t/x.conf:1"),
+        ("http { upstream b { server 127.0.0.1; ip_hash x; } }", "invalid number of arguments in \"ip_hash\" directive in /t/x.conf:1"),
+        ("http { proxy_next_upstream error bogus; }", "invalid value \"bogus\" in /t/x.conf:1"),
+        ("http { proxy_next_upstream error off; }", "invalid value \"off\" in /t/x.conf:1"),
         ("http { upstream b { } }", "no servers are inside upstream \"b\" in /t/x.conf:1"),
         ("http { server { location / { proxy_pass ftp://x; } } }", "invalid URL prefix in \"ftp://x\" in /t/x.conf:1"),
         // A server-level `if` takes rewrite directives only (nginx: `expires` is for `if` in a location).

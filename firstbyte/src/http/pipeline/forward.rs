@@ -125,7 +125,20 @@ where
         request_line: &request_line,
         host: &r.host,
     };
-    px::forward(route, &site.proxies.pool, req, upgrade, &log)
-        .await
-        .map_err(|f| f.status())
+    use crate::conf::model::BalanceMethod;
+    let key = match &route.method {
+        BalanceMethod::IpHash => r.conn.facts().peer.map(|p| px::ip_hash_key(p.ip())),
+        BalanceMethod::Hash { key, .. } => Some(key.eval(&r.vars()).into_bytes()),
+        _ => None,
+    };
+    px::forward(
+        route,
+        &site.proxies.pool,
+        req,
+        upgrade,
+        &log,
+        key.unwrap_or_default(),
+    )
+    .await
+    .map_err(|f| f.status())
 }

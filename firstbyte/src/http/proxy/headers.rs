@@ -210,6 +210,9 @@ mod tests {
             read_timeout: Duration::from_secs(60),
             send_timeout: Duration::from_secs(60),
             buffering: false,
+            next_upstream: crate::conf::model::NextUpstream::DEFAULT,
+            next_upstream_tries: 0,
+            next_upstream_timeout: Duration::ZERO,
             pass_headers: vec!["server".into()],
             hide_headers: vec!["x-secret".into()],
             ssl: ProxySsl {

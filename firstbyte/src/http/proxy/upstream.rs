@@ -358,6 +358,8 @@ pub struct UpstreamBody {
     timeout: Duration,
     timer: Pin<Box<Sleep>>,
     back: Option<Return>,
+    /// Held while the response is read: `least_conn` counts the connection until then.
+    _conn: Option<super::ConnGuard>,
 }
 
 impl UpstreamBody {
@@ -368,7 +370,14 @@ impl UpstreamBody {
             timeout,
             timer: Box::pin(sleep(timeout)),
             back,
+            _conn: None,
         }
+    }
+
+    /// Keeps `conn` (the balancer's count of this connection) until the body is dropped.
+    pub(super) fn hold(mut self, conn: super::ConnGuard) -> Self {
+        self._conn = Some(conn);
+        self
     }
 }
 

@@ -1,0 +1,251 @@
+//! `upstream {}` groups end to end: `proxy_next_upstream` (statuses, methods, tries, a sent
+//! body), `max_fails`, and the balancing methods `least_conn`, `ip_hash` and `hash`.
+
+mod support;
+
+use std::io::{BufReader, Read, Write};
+use std::net::TcpStream;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use support::*;
+
+/// An upstream answering every request with `status` and its `name` as the body (after
+/// `delay` when the path is `/slow`); the port and its request count.
+fn named(name: &'static str, status: u16) -> (u16, Arc<AtomicUsize>) {
+    let hits = Arc::new(AtomicUsize::new(0));
+    let h = hits.clone();
+    let (port, _) = upstream(move |s| {
+        let mut r = BufReader::new(s.try_clone().expect("clone"));
+        let Some(head) = read_head(&mut r) else {
+            return;
+        };
+        h.fetch_add(1, Ordering::SeqCst);
+        // Read a body the request declares, so the proxy's write never blocks.
+        let len = head
+            .lines()
+            .find_map(|l| {
+                l.to_ascii_lowercase()
+                    .strip_prefix("content-length:")
+                    .map(|v| v.trim().parse::<usize>().unwrap_or(0))
+            })
+            .unwrap_or(0);
+        let mut body = vec![0u8; len];
+        let _ = r.read_exact(&mut body);
+        if head.starts_with("GET /slow") {
+            std::thread::sleep(Duration::from_millis(2000));
+        }
+        let mut w = s;
+        let _ = write!(
+            w,
+            "HTTP/1.1 {status} X\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{name}",
+            name.len()
+        );
+    });
+    (port, hits)
+}
+
+fn front(upstreams: &str, location: &str) -> (Server, u16) {
+    let dir = tempdir("upstream");
+    let port = free_port();
+    let conf = format!(
+        "pid {d}/fb.pid;\nerror_log {d}/error.log info;\nevents {{}}\nhttp {{\n access_log off;\n {upstreams}\n server {{ listen 127.0.0.1:{port};\n location / {{ {location} }}\n }}\n}}\n",
+        d = dir.display()
+    );
+    (Server::start_in(&dir, &conf, port), port)
+}
+
+/// Sends a raw request and returns (status, body).
+fn ask(port: u16, req: &str) -> (u16, String) {
+    let mut s = TcpStream::connect(("127.0.0.1", port)).expect("connect front");
+    s.set_read_timeout(Some(Duration::from_secs(10))).ok();
+    s.write_all(req.as_bytes()).expect("write");
+    let mut buf = Vec::new();
+    let _ = s.read_to_end(&mut buf);
+    let (status, _, body) = parse_response(&buf);
+    (status, String::from_utf8_lossy(&body).into_owned())
+}
+
+fn get(port: u16, path: &str) -> (u16, String) {
+    ask(
+        port,
+        &format!("GET {path} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"),
+    )
+}
+
+fn post(port: u16) -> (u16, String) {
+    ask(
+        port,
+        "POST / HTTP/1.1\r\nHost: x\r\nContent-Length: 0\r\nConnection: close\r\n\r\n",
+    )
+}
+
+fn two(bad: u16, good: u16, extra: &str) -> String {
+    format!(
+        "upstream u {{ server 127.0.0.1:{bad} max_fails=0; server 127.0.0.1:{good} max_fails=0; }} {extra}"
+    )
+}
+
+#[test]
+fn next_upstream_on_a_listed_status_and_not_otherwise() {
+    let (bad, bad_hits) = named("bad", 502);
+    let (good, _) = named("good", 200);
+    // Listed: each request that meets the 502 server goes on to the other.
+    let (_s, port) = front(
+        &two(bad, good, ""),
+        "proxy_pass http://u; proxy_next_upstream error http_502;",
+    );
+    for _ in 0..4 {
+        assert_eq!(get(port, "/"), (200, "good".into()));
+    }
+    assert!(
+        bad_hits.load(Ordering::SeqCst) >= 1,
+        "the 502 server was tried"
+    );
+    // nginx's default (`error timeout`): the upstream's 502 is the answer, as sent.
+    let (_s, port) = front(&two(bad, good, ""), "proxy_pass http://u;");
+    let answers: Vec<(u16, String)> = (0..2).map(|_| get(port, "/")).collect();
+    assert!(answers.contains(&(502, "bad".into())), "{answers:?}");
+    assert!(answers.contains(&(200, "good".into())), "{answers:?}");
+}
+
+#[test]
+fn post_is_retried_only_with_non_idempotent() {
+    let (bad, _) = named("bad", 502);
+    let (good, _) = named("good", 200);
+    let (_s, port) = front(
+        &two(bad, good, ""),
+        "proxy_pass http://u; proxy_next_upstream error http_502;",
+    );
+    let answers: Vec<(u16, String)> = (0..2).map(|_| post(port)).collect();
+    assert!(answers.contains(&(502, "bad".into())), "{answers:?}");
+    let (_s, port) = front(
+        &two(bad, good, ""),
+        "proxy_pass http://u; proxy_next_upstream error http_502 non_idempotent;",
+    );
+    for _ in 0..2 {
+        assert_eq!(post(port), (200, "good".into()));
+    }
+}
+
+#[test]
+fn tries_limit_and_a_sent_body_stop_the_retry() {
+    let (bad, _) = named("bad", 503);
+    let (good, _) = named("good", 200);
+    let (_s, port) = front(
+        &two(bad, good, ""),
+        "proxy_pass http://u; proxy_next_upstream http_503; proxy_next_upstream_tries 1;",
+    );
+    let answers: Vec<(u16, String)> = (0..2).map(|_| get(port, "/")).collect();
+    assert!(answers.contains(&(503, "bad".into())), "{answers:?}");
+    // A PUT with a body: sent once, so the 503 stands (the body streamed and is gone).
+    let (_s, port) = front(
+        &two(bad, good, ""),
+        "proxy_pass http://u; proxy_next_upstream http_503;",
+    );
+    let put = "PUT / HTTP/1.1\r\nHost: x\r\nContent-Length: 5\r\nConnection: close\r\n\r\nhello";
+    let answers: Vec<(u16, String)> = (0..2).map(|_| ask(port, put)).collect();
+    assert!(answers.contains(&(503, "bad".into())), "{answers:?}");
+    // Without a body it is retried.
+    for _ in 0..2 {
+        assert_eq!(get(port, "/"), (200, "good".into()));
+    }
+}
+
+#[test]
+fn a_failing_status_counts_against_max_fails() {
+    let (bad, bad_hits) = named("bad", 500);
+    let (good, _) = named("good", 200);
+    let (_s, port) = front(
+        &format!(
+            "upstream u {{ server 127.0.0.1:{bad} max_fails=1 fail_timeout=60s; server 127.0.0.1:{good}; }}"
+        ),
+        "proxy_pass http://u; proxy_next_upstream error http_500;",
+    );
+    for _ in 0..6 {
+        assert_eq!(get(port, "/"), (200, "good".into()));
+    }
+    // Once failed, the server rests for fail_timeout: round robin alone would hit it 3 times.
+    assert_eq!(bad_hits.load(Ordering::SeqCst), 1);
+    // 404 is passed on but does not count as a failure (nginx).
+    let (missing, missing_hits) = named("missing", 404);
+    let (_s, port) = front(
+        &format!(
+            "upstream u {{ server 127.0.0.1:{missing} max_fails=1 fail_timeout=60s; server 127.0.0.1:{good}; }}"
+        ),
+        "proxy_pass http://u; proxy_next_upstream error http_404;",
+    );
+    for _ in 0..4 {
+        assert_eq!(get(port, "/"), (200, "good".into()));
+    }
+    assert!(
+        missing_hits.load(Ordering::SeqCst) >= 2,
+        "404 is no failure"
+    );
+}
+
+#[test]
+fn least_conn_avoids_the_busy_server() {
+    let (a, a_hits) = named("a", 200);
+    let (b, b_hits) = named("b", 200);
+    let (_s, port) = front(
+        &format!("upstream u {{ least_conn; server 127.0.0.1:{a}; server 127.0.0.1:{b}; }}"),
+        "proxy_pass http://u;",
+    );
+    let slow = std::thread::spawn(move || get(port, "/slow"));
+    // Wait until the slow request reached its server.
+    for _ in 0..200 {
+        if a_hits.load(Ordering::SeqCst) + b_hits.load(Ordering::SeqCst) == 1 {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    let busy = if a_hits.load(Ordering::SeqCst) == 1 {
+        "a"
+    } else {
+        "b"
+    };
+    for _ in 0..4 {
+        let (status, body) = get(port, "/");
+        assert_eq!(status, 200);
+        assert_ne!(
+            body, busy,
+            "a request went to the server holding a connection"
+        );
+    }
+    let (status, body) = slow.join().expect("slow");
+    assert_eq!((status, body.as_str()), (200, busy));
+}
+
+#[test]
+fn ip_hash_and_hash_keep_a_client_or_key_on_one_server() {
+    let (a, _) = named("a", 200);
+    let (b, _) = named("b", 200);
+    let (c, _) = named("c", 200);
+    let servers = format!("server 127.0.0.1:{a}; server 127.0.0.1:{b}; server 127.0.0.1:{c};");
+    let (_s, port) = front(
+        &format!("upstream u {{ ip_hash; {servers} }}"),
+        "proxy_pass http://u;",
+    );
+    let first = get(port, "/").1;
+    for _ in 0..4 {
+        assert_eq!(get(port, "/").1, first, "one client, one server");
+    }
+    for method in ["hash $arg_k", "hash $arg_k consistent"] {
+        let (_s, port) = front(
+            &format!("upstream u {{ {method}; {servers} }}"),
+            "proxy_pass http://u;",
+        );
+        let mut seen = std::collections::HashSet::new();
+        for k in 0..12 {
+            let path = format!("/?k=key{k}");
+            let one = get(port, &path).1;
+            for _ in 0..2 {
+                assert_eq!(get(port, &path).1, one, "{method}: key{k} stays");
+            }
+            seen.insert(one);
+        }
+        assert!(seen.len() >= 2, "{method}: keys spread: {seen:?}");
+    }
+}
