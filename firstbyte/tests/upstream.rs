@@ -1,5 +1,6 @@
 //! `upstream {}` groups end to end: `proxy_next_upstream` (statuses, methods, tries, a sent
-//! body), `max_fails`, and the balancing methods `least_conn`, `ip_hash` and `hash`.
+//! body), `max_fails`, the balancing methods `least_conn`, `ip_hash` and `hash`, and
+//! `proxy_redirect`.
 
 mod support;
 
@@ -248,4 +249,59 @@ fn ip_hash_and_hash_keep_a_client_or_key_on_one_server() {
         }
         assert!(seen.len() >= 2, "{method}: keys spread: {seen:?}");
     }
+}
+
+#[test]
+fn proxy_redirect_rewrites_location_and_refresh() {
+    let (up, _) = upstream(|s| {
+        let mut r = BufReader::new(s.try_clone().expect("clone"));
+        let Some(head) = read_head(&mut r) else {
+            return;
+        };
+        let port = s.local_addr().map(|a| a.port()).unwrap_or(0);
+        let path = head.split(' ').nth(1).unwrap_or("/").to_string();
+        let mut w = s;
+        let _ = write!(
+            w,
+            "HTTP/1.1 302 Found\r\nLocation: http://127.0.0.1:{port}{path}next\r\nRefresh: 3; url=http://127.0.0.1:{port}{path}later\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"
+        );
+    });
+    let dir = tempdir("upstream-redirect");
+    let port = free_port();
+    let conf = format!(
+        "pid {d}/fb.pid;\nerror_log {d}/error.log info;\nevents {{}}\nhttp {{\n access_log off;\n server {{ listen 127.0.0.1:{port};\n location /front/ {{ proxy_pass http://127.0.0.1:{up}/app/; }}\n location /re/ {{ proxy_pass http://127.0.0.1:{up}; proxy_redirect ~^http://127\\.0\\.0\\.1:\\d+/re/(.*)$ https://example.test/$host/$1; }}\n location /off/ {{ proxy_pass http://127.0.0.1:{up}; proxy_redirect off; }}\n }}\n}}\n",
+        d = dir.display()
+    );
+    let _s = Server::start_in(&dir, &conf, port);
+    let head = |path: &str| {
+        let mut s = TcpStream::connect(("127.0.0.1", port)).expect("connect");
+        s.set_read_timeout(Some(Duration::from_secs(10))).ok();
+        write!(
+            s,
+            "GET {path} HTTP/1.1\r\nHost: site.test\r\nConnection: close\r\n\r\n"
+        )
+        .expect("write");
+        let mut buf = Vec::new();
+        let _ = s.read_to_end(&mut buf);
+        let (status, headers, _) = parse_response(&buf);
+        assert_eq!(status, 302);
+        (
+            header(&headers, "location").unwrap_or("").to_string(),
+            header(&headers, "refresh").unwrap_or("").to_string(),
+        )
+    };
+    // default: the proxy_pass URL becomes the location's prefix.
+    let (location, refresh) = head("/front/a");
+    assert!(location.ends_with("/front/anext"), "{location}");
+    assert!(!location.contains(&up.to_string()), "{location}");
+    assert!(
+        refresh.starts_with("3; url=") && refresh.ends_with("/front/alater"),
+        "{refresh}"
+    );
+    // A regex with captures and a variable.
+    let (location, _) = head("/re/b");
+    assert_eq!(location, "https://example.test/site.test/bnext");
+    // off: as the upstream sent it.
+    let (location, _) = head("/off/c");
+    assert_eq!(location, format!("http://127.0.0.1:{up}/off/cnext"));
 }

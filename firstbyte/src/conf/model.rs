@@ -603,6 +603,27 @@ impl NextUpstream {
     }
 }
 
+/// One `proxy_redirect` rule: how a `Location` or `Refresh` URL from the upstream changes.
+#[derive(Debug, Clone)]
+pub enum Redirect {
+    /// `proxy_redirect REDIRECT REPLACEMENT`: a value starting with REDIRECT (evaluated,
+    /// case-sensitive) has that start replaced.
+    Prefix {
+        /// What the value starts with.
+        pattern: ComplexValue,
+        /// What replaces it.
+        replacement: ComplexValue,
+    },
+    /// `proxy_redirect ~REGEX REPLACEMENT` (`~*`: caseless): a matching value is replaced
+    /// whole by REPLACEMENT, which may use the captures (`$1`).
+    Regex {
+        /// The pattern.
+        regex: super::rewrite::regex::Regex,
+        /// What replaces the value.
+        replacement: ComplexValue,
+    },
+}
+
 /// Where `proxy_pass` sends requests.
 #[derive(Debug, Clone)]
 pub enum ProxyTarget {
@@ -636,6 +657,8 @@ pub struct ProxyConf {
     pub pass_headers: Vec<String>,
     /// `proxy_hide_header`: upstream headers not passed.
     pub hide_headers: Vec<String>,
+    /// `proxy_redirect`: rules tried in order on `Location` and `Refresh` (empty: `off`).
+    pub redirects: Vec<Redirect>,
     /// Upstream TLS (`proxy_ssl_*`), used when `tls`.
     pub ssl: ProxySsl,
 }

@@ -9,9 +9,11 @@ use std::time::Duration;
 use super::args::{arg0, choice, invalid, number, once, size, time, unsupported, value, R};
 use super::cx::Cx;
 use super::error::ConfError;
-use super::model::{BalanceMethod, NextUpstream, Source, TlsVersion, Upstream, UpstreamServer};
+use super::model::{
+    BalanceMethod, NextUpstream, Redirect, Source, TlsVersion, Upstream, UpstreamServer,
+};
 use super::parse::Directive;
-use super::proxy_settings::{resolve_host, CertArg, PassSet};
+use super::proxy_settings::{resolve_host, CertArg, PassSet, RedirectSet};
 use super::settings::LocSettings;
 
 /// 10 s: nginx's default `fail_timeout` of an upstream server.
@@ -428,6 +430,64 @@ pub(crate) fn ssl_protocols(d: &Directive, _: &mut Cx) -> Result<Vec<TlsVersion>
         return Err(invalid(d));
     }
     Ok(v)
+}
+
+/// `proxy_redirect default | off | REDIRECT REPLACEMENT` (several; REDIRECT `~REGEX` or
+/// `~*REGEX`), with nginx's checks: `off` with rules, or rules after `off`, is a duplicate;
+/// `default` needs `proxy_pass` before it in the same location.
+pub(crate) fn proxy_redirect(s: &mut LocSettings, d: &Directive, _: &mut Cx) -> R {
+    let duplicate = || ConfError::Duplicate {
+        name: d.name.clone(),
+        pos: d.pos.clone(),
+    };
+    if matches!(s.proxy.redirects, Some(RedirectSet::Off)) {
+        return Err(duplicate());
+    }
+    let rule = if d.args.len() == 1 {
+        match arg0(d) {
+            "off" => {
+                if s.proxy.redirects.is_some() {
+                    return Err(duplicate());
+                }
+                s.proxy.redirects = Some(RedirectSet::Off);
+                return Ok(());
+            }
+            "default" => match &s.proxy.pass {
+                Some(p) => p.default_redirect(&s.here.prefix),
+                None => {
+                    return Err(ConfError::other(
+                        "\"proxy_redirect default\" should be placed after the \"proxy_pass\" directive",
+                        &d.pos,
+                    ))
+                }
+            },
+            other => return Err(ConfError::other(format!("invalid parameter \"{other}\""), &d.pos)),
+        }
+    } else {
+        let replacement = value(d, nth(d, 1))?;
+        let pattern = arg0(d);
+        match pattern.strip_prefix('~') {
+            Some(re) => {
+                let (re, caseless) = match re.strip_prefix('*') {
+                    Some(r) => (r, true),
+                    None => (re, false),
+                };
+                Redirect::Regex {
+                    regex: super::rewrite::regex::Regex::compile(re, caseless, &d.pos)?,
+                    replacement,
+                }
+            }
+            None => Redirect::Prefix {
+                pattern: value(d, pattern)?,
+                replacement,
+            },
+        }
+    };
+    match &mut s.proxy.redirects {
+        Some(RedirectSet::Rules(v)) => v.push(rule),
+        _ => s.proxy.redirects = Some(RedirectSet::Rules(vec![rule])),
+    }
+    Ok(())
 }
 
 /// `proxy_pass_header NAME` (several).

@@ -18,7 +18,7 @@ use super::directives::{proxy_buffer_directives, proxy_directives, proxy_ssl_dir
 use super::error::ConfError;
 use super::model::{
     CertificateCache, DynamicCertKey, NextUpstream, Pos, ProxyBuffers, ProxyConf, ProxySsl,
-    ProxyTarget, Source, TlsVersion,
+    ProxyTarget, Redirect, Source, TlsVersion,
 };
 use super::vars::ComplexValue;
 
@@ -36,6 +36,37 @@ pub(crate) struct PassSet {
     pub pos: Pos,
     /// Filled by [`ProxySettings::resolve`].
     pub target: Option<ProxyTarget>,
+}
+
+/// `proxy_redirect` of one level as written.
+#[derive(Debug, Clone)]
+pub(crate) enum RedirectSet {
+    /// `proxy_redirect off`.
+    Off,
+    /// Rules, `default` already turned into its rule.
+    Rules(Vec<Redirect>),
+}
+
+impl PassSet {
+    /// `proxy_redirect default` for this `proxy_pass` in a location with prefix `location`
+    /// (nginx: the URL as written and the location's name when it has a URI part; else the
+    /// URL with `/` added, replaced by `/`).
+    pub fn default_redirect(&self, location: &str) -> Redirect {
+        let scheme = if self.tls { "https" } else { "http" };
+        let url = format!(
+            "{scheme}://{}{}",
+            self.host,
+            self.uri.as_deref().unwrap_or("")
+        );
+        let (pattern, replacement) = match &self.uri {
+            Some(_) => (url, location.to_string()),
+            None => (format!("{url}/"), "/".to_string()),
+        };
+        Redirect::Prefix {
+            pattern: ComplexValue::literal(&pattern),
+            replacement: ComplexValue::literal(&replacement),
+        }
+    }
 }
 
 /// A certificate or key as written: a file, `data:`, or with variables.
@@ -56,6 +87,7 @@ pub(crate) struct ProxySettings {
     pub body_temp_path: Option<PathBuf>,
     pub pass_headers: Option<Vec<String>>,
     pub hide_headers: Option<Vec<String>>,
+    pub redirects: Option<RedirectSet>,
     pub ssl_certificate: Option<CertArg>,
     pub ssl_certificate_key: Option<CertArg>,
     pub bufs: ProxyBufferSettings,
@@ -93,6 +125,7 @@ impl ProxySettings {
         or(&mut self.body_temp_path, &p.body_temp_path);
         or(&mut self.pass_headers, &p.pass_headers);
         or(&mut self.hide_headers, &p.hide_headers);
+        or(&mut self.redirects, &p.redirects);
         or(&mut self.ssl_certificate, &p.ssl_certificate);
         or(&mut self.ssl_certificate_key, &p.ssl_certificate_key);
     }
@@ -142,8 +175,9 @@ impl ProxySettings {
         Ok(())
     }
 
-    /// The model's proxy settings when this level has a resolved `proxy_pass`.
-    pub fn finish(&self, cx: &Cx) -> Option<ProxyConf> {
+    /// The model's proxy settings when this level has a resolved `proxy_pass`; `location`
+    /// is the location's prefix (for `proxy_redirect default`).
+    pub fn finish(&self, cx: &Cx, location: &str) -> Option<ProxyConf> {
         let p = self.pass.as_ref()?;
         let target = p.target.clone()?;
         let (certificate, certificate_key, dynamic) =
@@ -172,6 +206,11 @@ impl ProxySettings {
             buffers: self.buffers_conf(cx),
             pass_headers: self.pass_headers.clone().unwrap_or_default(),
             hide_headers: self.hide_headers.clone().unwrap_or_default(),
+            redirects: match &self.redirects {
+                Some(RedirectSet::Off) => Vec::new(),
+                Some(RedirectSet::Rules(r)) => r.clone(),
+                None => vec![p.default_redirect(location)],
+            },
             ssl: proxy_ssl_directives!(finish_conf! (self.ssl) ProxySsl {
                 certificate,
                 certificate_key,

@@ -95,6 +95,11 @@ fn errors_are_worded_as_nginx() {
         ("http { upstream b { server 127.0.0.1 backup; hash $uri; } }", "invalid parameter \"backup\" of server \"127.0.0.1\" in /t/x.conf:1"),
         ("http { upstream b { server 127.0.0.1; hash $uri foo; } }", "invalid parameter \"foo\" in /t/x.conf:1"),
         ("http { upstream b { server 127.0.0.1; ip_hash x; } }", "invalid number of arguments in \"ip_hash\" directive in /t/x.conf:1"),
+        ("http { server { location / { proxy_redirect default; proxy_pass http://127.0.0.1; } } }", "\"proxy_redirect default\" should be placed after the \"proxy_pass\" directive in /t/x.conf:1"),
+        ("http { proxy_redirect off; proxy_redirect http://a/ /; }", "\"proxy_redirect\" directive is duplicate in /t/x.conf:1"),
+        ("http { proxy_redirect http://a/ /; proxy_redirect off; }", "\"proxy_redirect\" directive is duplicate in /t/x.conf:1"),
+        ("http { proxy_redirect on; }", "invalid parameter \"on\" in /t/x.conf:1"),
+        ("http { proxy_redirect ~( /; }", "invalid regex \"(\": unclosed group in /t/x.conf:1"),
         ("http { proxy_next_upstream error bogus; }", "invalid value \"bogus\" in /t/x.conf:1"),
         ("http { proxy_next_upstream error off; }", "invalid value \"off\" in /t/x.conf:1"),
         ("http { upstream b { } }", "no servers are inside upstream \"b\" in /t/x.conf:1"),
@@ -927,4 +932,63 @@ fn proxy_buffer_directives_with_nginx_defaults_and_checks() {
         let e = err(&format!("events {{}}\nhttp {{ {bad} }}"));
         assert!(e.contains("invalid value"), "{bad}: {e}");
     }
+}
+
+#[test]
+fn proxy_redirect_default_off_and_inherited_rules() {
+    use crate::conf::model::Redirect;
+    let rules = |c: &Config, i: usize| {
+        servers(c)[0].locations.prefix[i]
+            .conf
+            .proxy
+            .clone()
+            .expect("proxy")
+            .redirects
+            .clone()
+    };
+    let texts = |r: &[Redirect]| -> Vec<(String, String)> {
+        r.iter()
+            .map(|r| match r {
+                Redirect::Prefix {
+                    pattern,
+                    replacement,
+                } => (
+                    pattern.as_static().unwrap_or("?").to_string(),
+                    replacement.as_static().unwrap_or("?").to_string(),
+                ),
+                Redirect::Regex { regex, .. } => (regex.source.clone(), "regex".into()),
+            })
+            .collect()
+    };
+    // Unset: nginx's default, from the URL as written and the location's prefix.
+    let c = http(
+        "server { location /one/ { proxy_pass http://127.0.0.1:9/app/; }\n location /two/ { proxy_pass http://127.0.0.1:9; } }",
+    );
+    assert_eq!(
+        texts(&rules(&c, 0)),
+        vec![("http://127.0.0.1:9/app/".into(), "/one/".into())]
+    );
+    assert_eq!(
+        texts(&rules(&c, 1)),
+        vec![("http://127.0.0.1:9/".into(), "/".into())]
+    );
+    // Rules of an outer level are inherited whole; `off` leaves none; `default` in place.
+    let c = http(
+        "proxy_redirect http://a/ /a/; proxy_redirect ~^http://b/(.*) /b/$1;\n server { location /x/ { proxy_pass http://127.0.0.1:9; }\n location /y/ { proxy_pass http://127.0.0.1:9; proxy_redirect off; }\n location /z/ { proxy_pass http://127.0.0.1:9/z/; proxy_redirect default; proxy_redirect http://c/ /c/; } }",
+    );
+    assert_eq!(
+        texts(&rules(&c, 0)),
+        vec![
+            ("http://a/".into(), "/a/".into()),
+            ("^http://b/(.*)".into(), "regex".into())
+        ]
+    );
+    assert!(rules(&c, 1).is_empty());
+    assert_eq!(
+        texts(&rules(&c, 2)),
+        vec![
+            ("http://127.0.0.1:9/z/".into(), "/z/".into()),
+            ("http://c/".into(), "/c/".into())
+        ]
+    );
 }

@@ -48,8 +48,8 @@ where
             None => path,
         }
     };
+    let forwarded_for = ph::add_x_forwarded_for(r.headers, remote.as_deref());
     let (headers, client_cert) = {
-        let forwarded_for = ph::add_x_forwarded_for(r.headers, remote.as_deref());
         let inner = r.vars();
         let vars = ph::ProxyVars {
             inner: &inner,
@@ -140,5 +140,17 @@ where
         key.unwrap_or_default(),
     )
     .await
+    .map(|mut resp| {
+        if !conf.redirects.is_empty() {
+            let inner = r.vars();
+            let vars = ph::ProxyVars {
+                inner: &inner,
+                proxy_host: &conf.host,
+                forwarded_for: &forwarded_for,
+            };
+            ph::redirect_headers(&conf.redirects, resp.headers_mut(), &vars);
+        }
+        resp
+    })
     .map_err(|f| f.status())
 }
