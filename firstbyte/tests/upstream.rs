@@ -305,3 +305,75 @@ fn proxy_redirect_rewrites_location_and_refresh() {
     let (location, _) = head("/off/c");
     assert_eq!(location, format!("http://127.0.0.1:{up}/off/cnext"));
 }
+
+#[test]
+fn unix_socket_upstreams() {
+    let dir = tempdir("upstream-unix");
+    let sock = dir.join("up.sock");
+    let l = std::os::unix::net::UnixListener::bind(&sock).expect("bind unix");
+    // The server may run as `nobody`: the socket must be open to it.
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&sock, std::fs::Permissions::from_mode(0o777)).expect("chmod");
+    std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o755)).expect("chmod dir");
+    std::thread::spawn(move || {
+        for s in l.incoming().flatten() {
+            std::thread::spawn(move || {
+                let mut r = BufReader::new(s.try_clone().expect("clone"));
+                let mut head = String::new();
+                loop {
+                    let mut line = String::new();
+                    match std::io::BufRead::read_line(&mut r, &mut line) {
+                        Ok(0) | Err(_) => return,
+                        Ok(_) => {}
+                    }
+                    head.push_str(&line);
+                    if line == "\r\n" {
+                        break;
+                    }
+                }
+                let line = head.lines().next().unwrap_or("").to_string();
+                let host = head
+                    .lines()
+                    .find_map(|l| {
+                        l.to_ascii_lowercase()
+                            .strip_prefix("host: ")
+                            .map(str::to_string)
+                    })
+                    .unwrap_or_default();
+                let body = format!("{line}|{host}");
+                let mut w = s;
+                let _ = write!(
+                    w,
+                    "HTTP/1.1 200 OK\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+                    body.len()
+                );
+            });
+        }
+    });
+    let port = free_port();
+    let conf = format!(
+        "pid {d}/fb.pid;\nerror_log {d}/error.log info;\nevents {{}}\nhttp {{\n access_log off;\n upstream u {{ server unix:{s}; }}\n server {{ listen 127.0.0.1:{port};\n location /direct/ {{ proxy_pass http://unix:{s}:/inner/; }}\n location /group/ {{ proxy_pass http://u; }}\n location /dead/ {{ proxy_pass http://unix:{d}/none.sock; }}\n }}\n}}\n",
+        d = dir.display(),
+        s = sock.display()
+    );
+    let _s = Server::start_in(&dir, &conf, port);
+    // The URI part replaces the prefix; Host is nginx's `localhost` for a unix socket.
+    assert_eq!(
+        get(port, "/direct/x?y=1"),
+        (200, "GET /inner/x?y=1 HTTP/1.0|localhost".into())
+    );
+    assert_eq!(
+        get(port, "/group/z"),
+        (200, "GET /group/z HTTP/1.0|u".into())
+    );
+    assert_eq!(get(port, "/dead/").0, 502);
+    std::thread::sleep(Duration::from_millis(100));
+    let log = std::fs::read_to_string(dir.join("error.log")).unwrap_or_default();
+    assert!(
+        log.contains(&format!(
+            "upstream: \"http://unix:{}/none.sock:/dead/\"",
+            dir.display()
+        )),
+        "{log}"
+    );
+}

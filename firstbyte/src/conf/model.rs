@@ -519,11 +519,30 @@ pub struct Upstream {
     pub pos: Pos,
 }
 
+/// An upstream server's address: TCP or a unix-domain socket (`unix:/path`).
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub enum PeerAddr {
+    /// An IP address and port.
+    Tcp(SocketAddr),
+    /// A unix-domain socket's path.
+    Unix(PathBuf),
+}
+
+impl std::fmt::Display for PeerAddr {
+    /// As nginx writes it in logs and `$upstream_addr`: `127.0.0.1:8080`, `unix:/path`.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            PeerAddr::Tcp(a) => write!(f, "{a}"),
+            PeerAddr::Unix(p) => write!(f, "unix:{}", p.display()),
+        }
+    }
+}
+
 /// `server ADDR [weight=N] [max_fails=N] [fail_timeout=T] [backup] [down]` inside `upstream`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct UpstreamServer {
     /// The address (a name resolves when the config loads, as nginx; each address is a peer).
-    pub addr: SocketAddr,
+    pub addr: PeerAddr,
     /// The name as written (`$upstream_addr` shows the address).
     pub name: String,
     /// `weight=N`. Default 1.
@@ -629,8 +648,9 @@ pub enum Redirect {
 pub enum ProxyTarget {
     /// `http://NAME` naming an `upstream` block.
     Upstream(Arc<Upstream>),
-    /// `http://HOST:PORT` with no upstream of that name: the addresses it resolved to at load.
-    Addrs(Vec<SocketAddr>),
+    /// `http://HOST:PORT` with no upstream of that name: the addresses it resolved to at load
+    /// (or `http://unix:/path:`'s socket).
+    Addrs(Vec<PeerAddr>),
 }
 
 proxy_directives! { conf_struct!

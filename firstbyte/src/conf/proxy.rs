@@ -10,7 +10,7 @@ use super::args::{arg0, choice, invalid, number, once, size, time, unsupported, 
 use super::cx::Cx;
 use super::error::ConfError;
 use super::model::{
-    BalanceMethod, NextUpstream, Redirect, Source, TlsVersion, Upstream, UpstreamServer,
+    BalanceMethod, NextUpstream, PeerAddr, Redirect, Source, TlsVersion, Upstream, UpstreamServer,
 };
 use super::parse::Directive;
 use super::proxy_settings::{resolve_host, CertArg, PassSet, RedirectSet};
@@ -272,11 +272,22 @@ fn upstream_server(up: &mut Upstream, c: &Directive) -> R {
         },
         _ => (addr.as_str(), 80),
     };
-    if addr.starts_with("unix:") {
-        return Err(unsupported(c, "a unix socket upstream".into()));
-    }
-    let addrs = resolve_host(host, port)
-        .map_err(|_| ConfError::other(format!("host not found in upstream \"{addr}\""), &c.pos))?;
+    let addrs = match addr.strip_prefix("unix:") {
+        Some(path) if !path.is_empty() => vec![PeerAddr::Unix(PathBuf::from(path))],
+        Some(_) => {
+            return Err(ConfError::other(
+                format!("no path in the unix domain socket \"{addr}\""),
+                &c.pos,
+            ))
+        }
+        None => resolve_host(host, port)
+            .map_err(|_| {
+                ConfError::other(format!("host not found in upstream \"{addr}\""), &c.pos)
+            })?
+            .into_iter()
+            .map(PeerAddr::Tcp)
+            .collect(),
+    };
     for a in addrs {
         up.servers.push(UpstreamServer {
             addr: a,
@@ -298,6 +309,10 @@ pub(crate) fn proxy_pass(s: &mut LocSettings, d: &Directive, _: &mut Cx) -> R {
     if url.contains('$') {
         return Err(unsupported(d, "a variable in \"proxy_pass\"".into()));
     }
+    if let Some(pass) = unix_url(url, &d.pos)? {
+        s.proxy.pass = Some(pass);
+        return Ok(());
+    }
     let Some((tls, hostname, port, host, uri)) = split_url(url) else {
         return Err(ConfError::other(
             format!("invalid URL prefix in \"{url}\""),
@@ -318,8 +333,41 @@ pub(crate) fn proxy_pass(s: &mut LocSettings, d: &Directive, _: &mut Cx) -> R {
         uri,
         pos: d.pos.clone(),
         target: None,
+        unix: None,
     });
     Ok(())
+}
+
+/// `http://unix:/path/to.sock[:/uri]` (nginx's `ngx_parse_unix_domain_url`): the socket is
+/// the peer, `$proxy_host` is `localhost`. None: not a unix-socket URL.
+fn unix_url(url: &str, pos: &super::model::Pos) -> Result<Option<PassSet>, ConfError> {
+    let (tls, rest) = if let Some(r) = strip_prefix_ci(url, "http://unix:") {
+        (false, r)
+    } else if let Some(r) = strip_prefix_ci(url, "https://unix:") {
+        (true, r)
+    } else {
+        return Ok(None);
+    };
+    let (path, uri) = match rest.find(':') {
+        Some(i) => (&rest[..i], Some(rest[i + 1..].to_string())),
+        None => (rest, None),
+    };
+    if path.is_empty() {
+        return Err(ConfError::other(
+            format!("no path in the unix domain socket in \"{url}\""),
+            pos,
+        ));
+    }
+    Ok(Some(PassSet {
+        tls,
+        hostname: "localhost".into(),
+        port: 0,
+        host: "localhost".into(),
+        uri: uri.filter(|u| !u.is_empty()),
+        pos: pos.clone(),
+        target: None,
+        unix: Some(PathBuf::from(path)),
+    }))
 }
 
 /// `proxy_set_header NAME VALUE` (several).
@@ -563,5 +611,31 @@ mod tests {
         // Found by fuzz/ (config): "https://".len() falls inside the second U+FFFD.
         assert!(split_url("http\u{FFFD}\u{FFFD}27.0.0.1:8080/a-a").is_none());
         assert!(split_url("é").is_none());
+    }
+
+    #[test]
+    fn unix_socket_urls_as_nginx() {
+        let pos = super::super::model::Pos {
+            file: Arc::new("t".into()),
+            line: 1,
+        };
+        let p = unix_url("http://unix:/run/app.sock:/api/", &pos)
+            .expect("ok")
+            .expect("unix");
+        assert_eq!(p.unix, Some(PathBuf::from("/run/app.sock")));
+        assert_eq!(
+            (p.uri.as_deref(), p.host.as_str()),
+            (Some("/api/"), "localhost")
+        );
+        let p = unix_url("https://UNIX:/run/app.sock", &pos)
+            .expect("ok")
+            .expect("unix");
+        assert!(p.tls);
+        assert_eq!(
+            (p.unix, p.uri),
+            (Some(PathBuf::from("/run/app.sock")), None)
+        );
+        assert!(unix_url("http://unix:", &pos).is_err());
+        assert!(unix_url("http://unixhost:80/", &pos).expect("ok").is_none());
     }
 }

@@ -17,8 +17,8 @@ use super::declare::{finish_conf, settings_struct};
 use super::directives::{proxy_buffer_directives, proxy_directives, proxy_ssl_directives};
 use super::error::ConfError;
 use super::model::{
-    CertificateCache, DynamicCertKey, NextUpstream, Pos, ProxyBuffers, ProxyConf, ProxySsl,
-    ProxyTarget, Redirect, Source, TlsVersion,
+    CertificateCache, DynamicCertKey, NextUpstream, PeerAddr, Pos, ProxyBuffers, ProxyConf,
+    ProxySsl, ProxyTarget, Redirect, Source, TlsVersion,
 };
 use super::vars::ComplexValue;
 
@@ -36,6 +36,8 @@ pub(crate) struct PassSet {
     pub pos: Pos,
     /// Filled by [`ProxySettings::resolve`].
     pub target: Option<ProxyTarget>,
+    /// `http://unix:/path:`: the socket.
+    pub unix: Option<PathBuf>,
 }
 
 /// `proxy_redirect` of one level as written.
@@ -53,11 +55,17 @@ impl PassSet {
     /// URL with `/` added, replaced by `/`).
     pub fn default_redirect(&self, location: &str) -> Redirect {
         let scheme = if self.tls { "https" } else { "http" };
-        let url = format!(
-            "{scheme}://{}{}",
-            self.host,
-            self.uri.as_deref().unwrap_or("")
-        );
+        let url = match &self.unix {
+            Some(path) => match &self.uri {
+                Some(u) => format!("{scheme}://unix:{}:{u}", path.display()),
+                None => format!("{scheme}://unix:{}", path.display()),
+            },
+            None => format!(
+                "{scheme}://{}{}",
+                self.host,
+                self.uri.as_deref().unwrap_or("")
+            ),
+        };
         let (pattern, replacement) = match &self.uri {
             Some(_) => (url, location.to_string()),
             None => (format!("{url}/"), "/".to_string()),
@@ -164,6 +172,10 @@ impl ProxySettings {
                 &p.pos,
             ));
         }
+        if let Some(path) = &p.unix {
+            p.target = Some(ProxyTarget::Addrs(vec![PeerAddr::Unix(path.clone())]));
+            return Ok(());
+        }
         if let Some(u) = cx.upstreams.get(&p.hostname) {
             p.target = Some(ProxyTarget::Upstream(u.clone()));
             return Ok(());
@@ -171,7 +183,9 @@ impl ProxySettings {
         let addrs = resolve_host(&p.hostname, p.port).map_err(|_| {
             ConfError::other(format!("host not found in upstream \"{}\"", p.host), &p.pos)
         })?;
-        p.target = Some(ProxyTarget::Addrs(addrs));
+        p.target = Some(ProxyTarget::Addrs(
+            addrs.into_iter().map(PeerAddr::Tcp).collect(),
+        ));
         Ok(())
     }
 

@@ -21,7 +21,7 @@
 
 use std::time::{Duration, Instant};
 
-use crate::conf::model::{BalanceMethod, UpstreamServer};
+use crate::conf::model::{BalanceMethod, PeerAddr, UpstreamServer};
 
 /// One server's state.
 #[derive(Debug, Clone)]
@@ -184,7 +184,7 @@ impl Balancer {
     pub fn equal(n: usize) -> Self {
         let servers: Vec<UpstreamServer> = (0..n)
             .map(|i| UpstreamServer {
-                addr: std::net::SocketAddr::from(([0, 0, 0, 0], 0)),
+                addr: PeerAddr::Tcp(std::net::SocketAddr::from(([0, 0, 0, 0], 0))),
                 name: i.to_string(),
                 weight: 1,
                 max_fails: 1,
@@ -628,7 +628,7 @@ mod tests {
 
     fn server(weight: u32, max_fails: u32) -> UpstreamServer {
         UpstreamServer {
-            addr: "127.0.0.1:1".parse().expect("addr"),
+            addr: PeerAddr::Tcp("127.0.0.1:1".parse().expect("addr")),
             name: "a".into(),
             weight,
             max_fails,

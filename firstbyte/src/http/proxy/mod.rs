@@ -25,7 +25,6 @@ mod tunnel;
 mod upstream;
 
 use std::collections::HashMap;
-use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
@@ -43,7 +42,7 @@ pub use upstream::{connect, ConnectError, Pool, ReqBody, UpstreamTls};
 
 use super::body::{is_client_body_error, Body};
 use crate::conf::model::{
-    BalanceMethod, HttpConf, LocationConf, Locations, NextUpstream, ProxyConf, ProxySsl,
+    BalanceMethod, HttpConf, LocationConf, Locations, NextUpstream, PeerAddr, ProxyConf, ProxySsl,
     ProxyTarget,
 };
 use crate::tls::{ObjectStore, TlsError};
@@ -52,7 +51,7 @@ use crate::tls::{ObjectStore, TlsError};
 pub struct Route {
     /// The location's proxy settings.
     pub conf: Arc<ProxyConf>,
-    peers: Arc<Vec<SocketAddr>>,
+    peers: Arc<Vec<PeerAddr>>,
     balancer: Arc<Mutex<Balancer>>,
     tls: Option<UpstreamTls>,
     /// `proxy_ssl_certificate` with variables: the client config is chosen per request.
@@ -115,7 +114,7 @@ impl Route {
     }
 }
 
-type Shared = (Arc<Vec<SocketAddr>>, Arc<Mutex<Balancer>>, usize);
+type Shared = (Arc<Vec<PeerAddr>>, Arc<Mutex<Balancer>>, usize);
 
 /// `proxy_ssl_*` settings as a map key: equal settings share a client config. Hashing the
 /// fields directly (not a formatted string) keeps 10,000 locations cheap to build.
@@ -180,7 +179,7 @@ impl<'a> Builder<'a> {
                     .entry(ptr(u))
                     .or_insert_with(|| {
                         (
-                            Arc::new(u.servers.iter().map(|s| s.addr).collect()),
+                            Arc::new(u.servers.iter().map(|s| s.addr.clone()).collect()),
                             Arc::new(Mutex::new(Balancer::with_method(&u.servers, &u.method))),
                             u.keepalive.unwrap_or(0),
                         )
@@ -255,10 +254,14 @@ impl LogContext<'_> {
         &self,
         reason: &dyn std::fmt::Display,
         scheme: &str,
-        peer: Option<SocketAddr>,
+        peer: Option<&PeerAddr>,
         uri: &str,
     ) -> String {
         let upstream = match peer {
+            // nginx: `http://unix:/path:/uri` for a unix socket.
+            Some(PeerAddr::Unix(path)) => {
+                format!(", upstream: \"{scheme}://unix:{}:{uri}\"", path.display())
+            }
             Some(p) => format!(", upstream: \"{scheme}://{p}{uri}\""),
             None => String::new(),
         };
@@ -405,14 +408,14 @@ pub async fn forward(
             balancer: route.balancer.clone(),
             index: i,
         };
-        let Some(&addr) = route.peers.get(i) else {
+        let Some(addr) = route.peers.get(i).cloned() else {
             return Err(Failure::BadGateway);
         };
         let tries_left = tries.saturating_sub(attempt.tried.len());
         let Some(this) = req.take().or_else(|| (!has_body).then(rebuild)) else {
             return Err(last);
         };
-        let key = (addr, cfg_key, cert_key.clone());
+        let key = (addr.clone(), cfg_key, cert_key.clone());
         let mut pooled = None;
         if route.keepalive > 0 {
             pooled = pool.checkout(&key);
@@ -436,7 +439,7 @@ pub async fn forward(
                     Err(_) => (s, Sent::HeaderTimeout),
                 }
             }
-            None => match connect(addr, tls, conf.connect_timeout, conf.send_timeout).await {
+            None => match connect(&addr, tls, conf.connect_timeout, conf.send_timeout).await {
                 Ok(mut s) => {
                     let r = tokio::time::timeout(conf.read_timeout, s.send_request(this)).await;
                     match r {
@@ -446,7 +449,7 @@ pub async fn forward(
                     }
                 }
                 Err(e) => {
-                    crate::fblog!(Error, "{}", log.line(&e, scheme, Some(addr), &uri));
+                    crate::fblog!(Error, "{}", log.line(&e, scheme, Some(&addr), &uri));
                     let outcome = if e.is_timeout() {
                         last = Failure::Timeout;
                         next::Outcome::Timeout
@@ -516,7 +519,7 @@ pub async fn forward(
             Sent::Failed(e) if is_client_body_error(&e) => return Err(Failure::ClientBody),
             Sent::Failed(e) => {
                 let (reason, failure) = send_failure(&e);
-                crate::fblog!(Error, "{}", log.line(&reason, scheme, Some(addr), &uri));
+                crate::fblog!(Error, "{}", log.line(&reason, scheme, Some(&addr), &uri));
                 last = failure;
                 if failure == Failure::Timeout {
                     next::Outcome::Timeout
@@ -527,7 +530,7 @@ pub async fn forward(
                 }
             }
             Sent::HeaderTimeout => {
-                last = header_timeout(log, scheme, addr, &uri);
+                last = header_timeout(log, scheme, &addr, &uri);
                 next::Outcome::Timeout
             }
         };
@@ -580,7 +583,7 @@ impl Route {
 
 /// `proxy_read_timeout` passed before the response header: logged, 504 (the caller counts
 /// it against `max_fails`, nginx's `proxy_next_upstream timeout`).
-fn header_timeout(log: &LogContext<'_>, scheme: &str, peer: SocketAddr, uri: &str) -> Failure {
+fn header_timeout(log: &LogContext<'_>, scheme: &str, peer: &PeerAddr, uri: &str) -> Failure {
     crate::fblog!(
         Error,
         "{}",
@@ -641,7 +644,7 @@ async fn respond(
     // The client's protocol, not the upstream's, goes on the status line.
     parts.version = http::Version::default();
     headers::response_headers(conf, &mut parts.headers, false);
-    let peer = key.0;
+    let peer = key.0.clone();
     let back = (route.keepalive > 0 && conf.http11).then(|| upstream::Return {
         pool: pool.clone(),
         key,
@@ -651,7 +654,7 @@ async fn respond(
     let body = upstream::UpstreamBody::new(incoming, conf.read_timeout, back).hold(conn);
     if conf.buffering {
         let scheme = if conf.tls { "https" } else { "http" };
-        let tail = log.line(&"", scheme, Some(peer), uri);
+        let tail = log.line(&"", scheme, Some(&peer), uri);
         let body = spool::buffered(body, &conf.buffers, tail);
         return Ok(Response::from_parts(
             parts,
