@@ -148,7 +148,8 @@ where
                 proxy_host: &conf.host,
                 forwarded_for: &forwarded_for,
             };
-            ph::redirect_headers(&conf.redirects, resp.headers_mut(), &vars);
+            let complete = |l: &str| super::respond::absolute(r, l);
+            ph::redirect_headers(&conf.redirects, resp.headers_mut(), &vars, &complete);
         }
         resp
     })

@@ -29,7 +29,10 @@ struct Peer {
     weight: i64,
     current: i64,
     fails: u32,
-    failed_at: Option<Instant>,
+    /// nginx's `accessed`: the last failure.
+    accessed: Option<Instant>,
+    /// nginx's `checked`: the last failure, or a pick once `fail_timeout` had passed since.
+    checked: Option<Instant>,
     max_fails: u32,
     fail_timeout: Duration,
     backup: bool,
@@ -152,7 +155,8 @@ impl Balancer {
                 weight: i64::from(s.weight.max(1)),
                 current: 0,
                 fails: 0,
-                failed_at: None,
+                accessed: None,
+                checked: None,
                 max_fails: s.max_fails,
                 fail_timeout: s.fail_timeout,
                 backup: s.backup,
@@ -219,8 +223,8 @@ impl Balancer {
         if self.peers.len() == 1 || p.max_fails == 0 || p.fails < p.max_fails {
             return true;
         }
-        match p.failed_at {
-            Some(t) => now.saturating_duration_since(t) >= p.fail_timeout,
+        match p.checked {
+            Some(t) => now.saturating_duration_since(t) > p.fail_timeout,
             None => true,
         }
     }
@@ -243,7 +247,15 @@ impl Balancer {
                 .or_else(|| self.pick_among(now, &a.tried, true, least))
         })?;
         a.tried.push(i);
-        self.peers[i].conns += 1;
+        let p = &mut self.peers[i];
+        p.conns += 1;
+        // nginx: a pick once fail_timeout has passed opens a new window, so that a success
+        // then clears the failures (and a failure takes the peer out again at once).
+        if p.checked
+            .is_none_or(|c| now.saturating_duration_since(c) > p.fail_timeout)
+        {
+            p.checked = Some(now);
+        }
         Some(i)
     }
 
@@ -424,14 +436,19 @@ impl Balancer {
     pub fn failed(&mut self, i: usize, now: Instant) {
         if let Some(p) = self.peers.get_mut(i) {
             p.fails = p.fails.saturating_add(1);
-            p.failed_at = Some(now);
+            p.accessed = Some(now);
+            p.checked = Some(now);
         }
     }
 
-    /// Reports a successful attempt on server `i`.
+    /// Reports a successful attempt on server `i`. As nginx, it clears the failures only
+    /// once a pick came after `fail_timeout` since the last failure: `max_fails` counts
+    /// failures within `fail_timeout`, successes between them notwithstanding.
     pub fn succeeded(&mut self, i: usize) {
         if let Some(p) = self.peers.get_mut(i) {
-            p.fails = 0;
+            if p.accessed.is_none_or(|a| p.checked.is_some_and(|c| a < c)) {
+                p.fails = 0;
+            }
         }
     }
 }
@@ -659,9 +676,31 @@ mod tests {
         for _ in 0..4 {
             assert_eq!(b.pick_tried(t0 + Duration::from_secs(1), &[]), Some(1));
         }
-        assert!(b.available(0, t0 + Duration::from_secs(10)));
+        let later = t0 + Duration::from_secs(11);
+        assert!(b.available(0, later));
+        // Back after fail_timeout: a success now clears the count...
+        assert_eq!(b.pick_tried(later, &[1]), Some(0));
         b.succeeded(0);
-        assert!(b.available(0, t0));
+        b.failed(0, later);
+        assert!(b.available(0, later), "one failure of two again");
+    }
+
+    #[test]
+    fn successes_within_fail_timeout_do_not_clear_failures() {
+        // nginx's upstream.t: max_fails=3 counts the 3rd, 6th and 9th request failing,
+        // with successes between them.
+        let mut b = Balancer::new(&[server(1, 3), server(1, 3)]);
+        let t = Instant::now();
+        for _ in 0..2 {
+            assert_eq!(b.pick_tried(t, &[1]), Some(0));
+            b.succeeded(0);
+            b.failed(0, t);
+            assert!(b.available(0, t));
+        }
+        assert_eq!(b.pick_tried(t, &[1]), Some(0));
+        b.succeeded(0);
+        b.failed(0, t);
+        assert!(!b.available(0, t), "three failures within fail_timeout");
     }
 
     #[test]

@@ -231,8 +231,15 @@ pub fn rewrite_redirect(
 }
 
 /// Applies `proxy_redirect` to the upstream's `Location` headers and to the URL of its
-/// `Refresh` headers (after `url=`, any case), as nginx.
-pub fn redirect_headers(rules: &[Redirect], headers: &mut HeaderMap, vars: &dyn Vars) {
+/// `Refresh` headers (after `url=`, any case), as nginx. A rewritten `Location` goes through
+/// `complete` (nginx's header filter then makes a relative one absolute, per
+/// `absolute_redirect`); one no rule matched stays as the upstream sent it.
+pub fn redirect_headers(
+    rules: &[Redirect],
+    headers: &mut HeaderMap,
+    vars: &dyn Vars,
+    complete: &dyn Fn(&str) -> String,
+) {
     if rules.is_empty() {
         return;
     }
@@ -253,7 +260,10 @@ pub fn redirect_headers(rules: &[Redirect], headers: &mut HeaderMap, vars: &dyn 
             } else {
                 0
             };
-            if let Some(new) = rewrite_redirect(rules, text, prefix, vars) {
+            if let Some(mut new) = rewrite_redirect(rules, text, prefix, vars) {
+                if !is_refresh {
+                    new = complete(&new);
+                }
                 if let Ok(h) = HeaderValue::from_str(&new) {
                     *v = h;
                 }
@@ -506,8 +516,8 @@ mod tests {
             "content-location",
             HeaderValue::from_static("http://backend/c"),
         );
-        redirect_headers(&rules, &mut h, &NoVars);
-        assert_eq!(h["location"], "/next");
+        redirect_headers(&rules, &mut h, &NoVars, &|l| format!("http://front{l}"));
+        assert_eq!(h["location"], "http://front/next");
         assert_eq!(h["refresh"], "5; URL=/later");
         assert_eq!(
             h["content-location"], "http://backend/c",
@@ -516,7 +526,7 @@ mod tests {
         // `off` is no rules: nothing changes.
         let mut h2 = HeaderMap::new();
         h2.insert("location", HeaderValue::from_static("http://backend/next"));
-        redirect_headers(&[], &mut h2, &NoVars);
+        redirect_headers(&[], &mut h2, &NoVars, &|l| format!("http://front{l}"));
         assert_eq!(h2["location"], "http://backend/next");
     }
 }
