@@ -374,3 +374,49 @@ fn unix_socket_upstreams() {
         "{log}"
     );
 }
+
+#[test]
+fn upstream_variables_name_every_try() {
+    let (bad, _) = named("bad", 502);
+    let (good, _) = named("good", 200);
+    let dir = tempdir("upstream-vars");
+    let port = free_port();
+    let conf = format!(
+        "pid {d}/fb.pid;\nerror_log {d}/error.log info;\nevents {{}}\nhttp {{\n log_format up \"$upstream_addr|$upstream_status|$upstream_connect_time|$upstream_header_time|$upstream_response_time\";\n access_log {d}/access.log up;\n upstream u {{ server 127.0.0.1:{bad} max_fails=0; server 127.0.0.1:{good} max_fails=0; }}\n server {{ listen 127.0.0.1:{port};\n add_header X-Up \"$upstream_addr|$upstream_status\" always;\n location / {{ proxy_pass http://u; proxy_next_upstream error http_502; }}\n location /off {{ proxy_pass http://u; proxy_next_upstream off; }}\n }}\n}}\n",
+        d = dir.display()
+    );
+    let _s = Server::start_in(&dir, &conf, port);
+    let up_header = |path: &str| {
+        let mut s = TcpStream::connect(("127.0.0.1", port)).expect("connect");
+        s.set_read_timeout(Some(Duration::from_secs(10))).ok();
+        write!(
+            s,
+            "GET {path} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"
+        )
+        .expect("write");
+        let mut buf = Vec::new();
+        let _ = s.read_to_end(&mut buf);
+        let (status, headers, _) = parse_response(&buf);
+        (status, header(&headers, "x-up").unwrap_or("").to_string())
+    };
+    // Round robin starts with the first server: the 502, then the next one.
+    assert_eq!(
+        up_header("/"),
+        (200, format!("127.0.0.1:{bad}, 127.0.0.1:{good}|502, 200"))
+    );
+    std::thread::sleep(Duration::from_millis(200));
+    let log = std::fs::read_to_string(dir.join("access.log")).unwrap_or_default();
+    let line = log.lines().next().unwrap_or("");
+    let fields: Vec<&str> = line.split('|').collect();
+    assert_eq!(fields.len(), 5, "{line}");
+    assert_eq!(fields[0], format!("127.0.0.1:{bad}, 127.0.0.1:{good}"));
+    assert_eq!(fields[1], "502, 200");
+    for f in &fields[2..] {
+        let parts: Vec<&str> = f.split(", ").collect();
+        assert_eq!(parts.len(), 2, "{line}");
+        for t in parts {
+            let (s, ms) = t.split_once('.').expect("seconds.millis");
+            assert!(s.parse::<u64>().is_ok() && ms.len() == 3, "{line}");
+        }
+    }
+}

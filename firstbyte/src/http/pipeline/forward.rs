@@ -131,27 +131,31 @@ where
         BalanceMethod::Hash { key, .. } => Some(key.eval(&r.vars()).into_bytes()),
         _ => None,
     };
-    px::forward(
+    let mut up = px::UpstreamVars::default();
+    let result = px::forward(
         route,
         &site.proxies.pool,
         req,
         upgrade,
         &log,
         key.unwrap_or_default(),
+        &mut up,
     )
-    .await
-    .map(|mut resp| {
-        if !conf.redirects.is_empty() {
-            let inner = r.vars();
-            let vars = ph::ProxyVars {
-                inner: &inner,
-                proxy_host: &conf.host,
-                forwarded_for: &forwarded_for,
-            };
-            let complete = |l: &str| super::respond::absolute(r, l);
-            ph::redirect_headers(&conf.redirects, resp.headers_mut(), &vars, &complete);
-        }
-        resp
-    })
-    .map_err(|f| f.status())
+    .await;
+    let _ = r.upstream.set(up);
+    result
+        .map(|mut resp| {
+            if !conf.redirects.is_empty() {
+                let inner = r.vars();
+                let vars = ph::ProxyVars {
+                    inner: &inner,
+                    proxy_host: &conf.host,
+                    forwarded_for: &forwarded_for,
+                };
+                let complete = |l: &str| super::respond::absolute(r, l);
+                ph::redirect_headers(&conf.redirects, resp.headers_mut(), &vars, &complete);
+            }
+            resp
+        })
+        .map_err(|f| f.status())
 }

@@ -23,6 +23,7 @@ pub mod next;
 mod spool;
 mod tunnel;
 mod upstream;
+mod vars;
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -39,6 +40,7 @@ pub use client_cert::{
 pub use spool::{Spool, SpoolBody};
 pub use tunnel::ClientUpgrade;
 pub use upstream::{connect, ConnectError, Pool, ReqBody, UpstreamTls};
+pub use vars::UpstreamVars;
 
 use super::body::{is_client_body_error, Body};
 use crate::conf::model::{
@@ -304,6 +306,7 @@ pub async fn forward(
     on_upgrade: Option<ClientUpgrade>,
     log: &LogContext<'_>,
     balance_key: Vec<u8>,
+    up: &mut UpstreamVars,
 ) -> Result<Response<Body>, Failure> {
     // One turn to the scheduler before any upstream work: an HTTP/2 stream the client reset
     // right after its HEADERS is dropped by hyper at this first `Pending` (it checks for a
@@ -398,6 +401,9 @@ pub async fn forward(
                     &uri
                 )
             );
+            // nginx records the group's name as the address of this last "try".
+            up.begin(conf.host.clone(), Instant::now());
+            up.end(502, Instant::now());
             return Err(if attempt.tried.is_empty() {
                 Failure::BadGateway
             } else {
@@ -412,6 +418,7 @@ pub async fn forward(
             return Err(Failure::BadGateway);
         };
         let tries_left = tries.saturating_sub(attempt.tried.len());
+        up.begin(addr.to_string(), Instant::now());
         let Some(this) = req.take().or_else(|| (!has_body).then(rebuild)) else {
             return Err(last);
         };
@@ -422,6 +429,7 @@ pub async fn forward(
         }
         let (sender, sent) = match pooled {
             Some(mut s) => {
+                up.connected(Instant::now());
                 s.set_send_timeout(conf.send_timeout);
                 // A pooled connection the upstream closed meanwhile gives the request back.
                 let r = tokio::time::timeout(conf.read_timeout, s.try_send_request(this)).await;
@@ -431,6 +439,7 @@ pub async fn forward(
                             // Not this server's fault, and not a try: again, afresh.
                             req = Some(m);
                             attempt.tried.pop();
+                            up.forget();
                             continue;
                         }
                         None => (s, Sent::Failed(e.into_error())),
@@ -441,6 +450,7 @@ pub async fn forward(
             }
             None => match connect(&addr, tls, conf.connect_timeout, conf.send_timeout).await {
                 Ok(mut s) => {
+                    up.connected(Instant::now());
                     let r = tokio::time::timeout(conf.read_timeout, s.send_request(this)).await;
                     match r {
                         Ok(Ok(resp)) => (s, Sent::Response(resp)),
@@ -459,6 +469,7 @@ pub async fn forward(
                     };
                     // Nothing was sent: the request (and its body) is still whole.
                     req = Some(this);
+                    up.end(last.status(), Instant::now());
                     route.failed(i);
                     drop(guard);
                     let facts = next::Request {
@@ -488,6 +499,7 @@ pub async fn forward(
         let outcome = match sent {
             Sent::Response(resp) => {
                 let status = resp.status().as_u16();
+                up.header(status, Instant::now());
                 let outcome = next::Outcome::Status(status);
                 if NextUpstream::status_bit(status).is_some()
                     && next::go_next(
@@ -502,6 +514,7 @@ pub async fn forward(
                     if outcome.is_failure() {
                         route.failed(i);
                     }
+                    up.end(status, Instant::now());
                     last = Failure::BadGateway;
                     continue;
                 }
@@ -537,6 +550,7 @@ pub async fn forward(
         drop(sender);
         route.failed(i);
         drop(guard);
+        up.end(last.status(), Instant::now());
         if !next::go_next(
             conf.next_upstream,
             conf.next_upstream_timeout,
