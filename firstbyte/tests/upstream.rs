@@ -420,3 +420,28 @@ fn upstream_variables_name_every_try() {
         }
     }
 }
+
+#[test]
+fn intercept_errors_sends_the_error_page() {
+    let (missing, _) = named("upstream-404", 404);
+    let group = format!("upstream u {{ server 127.0.0.1:{missing}; }}");
+    let page = "}\n location = /page { return 200 \"page for $upstream_status\";";
+    // Off (the default): the upstream's own 404.
+    let (_a, off) = front(
+        &group,
+        &format!("proxy_pass http://u; error_page 404 /page; {page}"),
+    );
+    assert_eq!(get(off, "/x"), (404, "upstream-404".into()));
+    // On: the error_page for 404, with the original status.
+    let (_b, on) = front(
+        &group,
+        &format!("proxy_pass http://u; proxy_intercept_errors on; error_page 404 /page; {page}"),
+    );
+    assert_eq!(get(on, "/x"), (404, "page for 404".into()));
+    // On, but no error_page names 404: the upstream's answer passes.
+    let (_c, other) = front(
+        &group,
+        &format!("proxy_pass http://u; proxy_intercept_errors on; error_page 500 /page; {page}"),
+    );
+    assert_eq!(get(other, "/x"), (404, "upstream-404".into()));
+}

@@ -289,6 +289,10 @@ macro_rules! proxy_directives {
         "proxy_buffering" buffering: bool = false =>
             (HSL, 1, 1, "off", Inherit, p::on_off)
             "firstbyte's default is off: the upstream's bytes go to the client as they arrive. nginx buffers by default; `on` reads the upstream as fast as it sends, into `proxy_buffers` and then a temp file, as nginx.";
+        // off: nginx's default.
+        "proxy_intercept_errors" intercept_errors: bool = false =>
+            (HSL, 1, 1, "off", Inherit, p::on_off)
+            "An upstream response with a status of 300 or more that an `error_page` names is replaced by that page, as nginx.";
         // nginx's default.
         "proxy_next_upstream" next_upstream: NextUpstream = NextUpstream::DEFAULT =>
             (HSL, 1, ANY, "error timeout", Inherit, px::next_upstream)

@@ -143,6 +143,20 @@ where
     )
     .await;
     let _ = r.upstream.set(up);
+    // proxy_intercept_errors: an error status an error_page names goes to that page.
+    let result = match result {
+        Ok(resp)
+            if conf.intercept_errors
+                && resp.status().as_u16() >= 300
+                && loc
+                    .error_page
+                    .iter()
+                    .any(|p| p.codes.contains(&resp.status().as_u16())) =>
+        {
+            return Err(resp.status().as_u16());
+        }
+        other => other,
+    };
     result
         .map(|mut resp| {
             if !conf.redirects.is_empty() {

@@ -301,6 +301,7 @@ mod tests {
             read_timeout: Duration::from_secs(60),
             send_timeout: Duration::from_secs(60),
             buffering: false,
+            intercept_errors: false,
             next_upstream: crate::conf::model::NextUpstream::DEFAULT,
             next_upstream_tries: 0,
             next_upstream_timeout: Duration::ZERO,
