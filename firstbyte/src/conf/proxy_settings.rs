@@ -158,6 +158,10 @@ impl ProxySettings {
 
     /// Resolves `proxy_pass`: an `upstream` of that name, else the host's addresses now.
     pub fn resolve(&mut self, cx: &Cx) -> R {
+        if self.pass.is_none() {
+            return Ok(());
+        }
+        let b = self.buffers_conf(cx);
         let Some(p) = &mut self.pass else {
             return Ok(());
         };
@@ -172,6 +176,33 @@ impl ProxySettings {
                 &p.pos,
             ));
         }
+        // nginx's checks of the merged buffer sizes (ngx_http_proxy_merge_loc_conf).
+        let one = b.buffer_size.max(b.size);
+        let both =
+            "the maximum of the value of \"proxy_buffer_size\" and one of the \"proxy_buffers\"";
+        let check = |bad: bool, msg: String| {
+            if bad {
+                Err(ConfError::other(msg, &p.pos))
+            } else {
+                Ok(())
+            }
+        };
+        check(
+            b.busy_size < one,
+            format!("\"proxy_busy_buffers_size\" must be equal to or greater than {both}"),
+        )?;
+        check(
+            b.busy_size > b.count.saturating_sub(1).saturating_mul(b.size),
+            "\"proxy_busy_buffers_size\" must be less than the size of all \"proxy_buffers\" minus one buffer".into(),
+        )?;
+        check(
+            b.temp_file_write_size < one,
+            format!("\"proxy_temp_file_write_size\" must be equal to or greater than {both}"),
+        )?;
+        check(
+            b.max_temp_file_size != 0 && b.max_temp_file_size < one as u64,
+            format!("\"proxy_max_temp_file_size\" must be equal to zero to disable temporary files usage or must be equal to or greater than {both}"),
+        )?;
         if let Some(path) = &p.unix {
             p.target = Some(ProxyTarget::Addrs(vec![PeerAddr::Unix(path.clone())]));
             return Ok(());
