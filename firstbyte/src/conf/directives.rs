@@ -319,13 +319,13 @@ macro_rules! proxy_buffer_directives {
             "Memory for the start of a buffered response, beside `proxy_buffers`.";
         "proxy_busy_buffers_size" busy_size: usize = 8192 =>
             (HSL, 1, 1, "8k", Inherit, px::buffer_size)
-            "Accepted as nginx; firstbyte sends from any buffer as the client takes it.";
+            "Checked as nginx (unset: twice the larger of `proxy_buffer_size` and one of `proxy_buffers`); firstbyte sends from any buffer as the client takes it.";
         "proxy_max_temp_file_size" max_temp_file_size: u64 = 1024 << 20 =>
             (HSL, 1, 1, "1024m", Inherit, p::bytes)
             "Largest temp file of one buffered response; past it (or with 0) the upstream is read only as fast as the client takes the response.";
         "proxy_temp_file_write_size" temp_file_write_size: usize = 8192 =>
             (HSL, 1, 1, "8k", Inherit, px::buffer_size)
-            "Largest write to a temp file at once.";
+            "Largest write to a temp file at once (unset: twice the larger of `proxy_buffer_size` and one of `proxy_buffers`).";
     } };
 }
 pub(crate) use proxy_buffer_directives;

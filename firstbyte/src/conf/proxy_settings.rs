@@ -142,7 +142,7 @@ impl ProxySettings {
     fn buffers_conf(&self, cx: &Cx) -> ProxyBuffers {
         let d = ProxyBuffers::default();
         let (count, size) = self.buffers.unwrap_or((d.count, d.size));
-        proxy_buffer_directives!(finish_conf! (self.bufs) ProxyBuffers {
+        let mut b = proxy_buffer_directives!(finish_conf! (self.bufs) ProxyBuffers {
             count,
             size,
             temp_path: self
@@ -153,7 +153,17 @@ impl ProxySettings {
                 .body_temp_path
                 .clone()
                 .unwrap_or_else(|| cx.prefixed("client_body_temp")),
-        })
+        });
+        // nginx: unset, the busy size and the temp-file write size are twice the larger of
+        // proxy_buffer_size and one of proxy_buffers (8k with the defaults).
+        let twice = b.buffer_size.max(b.size).saturating_mul(2);
+        if self.bufs.busy_size.is_none() {
+            b.busy_size = twice;
+        }
+        if self.bufs.temp_file_write_size.is_none() {
+            b.temp_file_write_size = twice;
+        }
+        b
     }
 
     /// Resolves `proxy_pass`: an `upstream` of that name, else the host's addresses now.

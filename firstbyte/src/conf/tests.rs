@@ -102,8 +102,9 @@ fn errors_are_worded_as_nginx() {
         ("http { proxy_redirect ~( /; }", "invalid regex \"(\": unclosed group in /t/x.conf:1"),
         ("http { server { location / { proxy_busy_buffers_size 4k; proxy_buffer_size 8k; proxy_pass http://127.0.0.1:9; } } }", "\"proxy_busy_buffers_size\" must be equal to or greater than the maximum of the value of \"proxy_buffer_size\" and one of the \"proxy_buffers\" in /t/x.conf:1"),
         ("http { server { location / { proxy_buffers 2 4k; proxy_busy_buffers_size 8k; proxy_pass http://127.0.0.1:9; } } }", "\"proxy_busy_buffers_size\" must be less than the size of all \"proxy_buffers\" minus one buffer in /t/x.conf:1"),
-        ("http { server { location / { proxy_buffer_size 16k; proxy_busy_buffers_size 16k; proxy_pass http://127.0.0.1:9; } } }", "\"proxy_temp_file_write_size\" must be equal to or greater than the maximum of the value of \"proxy_buffer_size\" and one of the \"proxy_buffers\" in /t/x.conf:1"),
+        ("http { server { location / { proxy_buffer_size 16k; proxy_busy_buffers_size 16k; proxy_temp_file_write_size 8k; proxy_pass http://127.0.0.1:9; } } }", "\"proxy_temp_file_write_size\" must be equal to or greater than the maximum of the value of \"proxy_buffer_size\" and one of the \"proxy_buffers\" in /t/x.conf:1"),
         ("http { server { location / { proxy_max_temp_file_size 1k; proxy_pass http://127.0.0.1:9; } } }", "\"proxy_max_temp_file_size\" must be equal to zero to disable temporary files usage or must be equal to or greater than the maximum of the value of \"proxy_buffer_size\" and one of the \"proxy_buffers\" in /t/x.conf:1"),
+        ("http { server { location / { proxy_buffers 4 128; proxy_buffer_size 128; proxy_busy_buffers_size 512; proxy_pass http://127.0.0.1:9; } } }", "\"proxy_busy_buffers_size\" must be less than the size of all \"proxy_buffers\" minus one buffer in /t/x.conf:1"),
         ("http { proxy_next_upstream error bogus; }", "invalid value \"bogus\" in /t/x.conf:1"),
         ("http { proxy_next_upstream error off; }", "invalid value \"off\" in /t/x.conf:1"),
         ("http { upstream b { } }", "no servers are inside upstream \"b\" in /t/x.conf:1"),
@@ -995,4 +996,26 @@ fn proxy_redirect_default_off_and_inherited_rules() {
             ("http://c/".into(), "/c/".into())
         ]
     );
+}
+
+#[test]
+fn proxy_busy_and_write_sizes_follow_the_buffers_when_unset() {
+    let c = http("server { location / { proxy_buffer_size 128; proxy_buffers 4 128; proxy_pass http://127.0.0.1:9; } }");
+    let b = servers(&c)[0].locations.prefix[0]
+        .conf
+        .proxy
+        .clone()
+        .expect("proxy")
+        .buffers
+        .clone();
+    assert_eq!((b.busy_size, b.temp_file_write_size), (256, 256));
+    let c = http("server { location / { proxy_pass http://127.0.0.1:9; } }");
+    let b = servers(&c)[0].locations.prefix[0]
+        .conf
+        .proxy
+        .clone()
+        .expect("proxy")
+        .buffers
+        .clone();
+    assert_eq!((b.busy_size, b.temp_file_write_size), (8192, 8192));
 }
