@@ -304,6 +304,22 @@ macro_rules! proxy_directives {
         "proxy_buffering" buffering: bool = false =>
             (HSL, 1, 1, "off", Inherit, p::on_off)
             "firstbyte's default is off: the upstream's bytes go to the client as they arrive. nginx buffers by default; `on` reads the upstream as fast as it sends, into `proxy_buffers` and then a temp file, as nginx.";
+        // off: nginx's default.
+        "proxy_intercept_errors" intercept_errors: bool = false =>
+            (HSL, 1, 1, "off", Inherit, p::on_off)
+            "An upstream response with a status of 300 or more that an `error_page` names is replaced by that page, as nginx.";
+        // nginx's default.
+        "proxy_next_upstream" next_upstream: NextUpstream = NextUpstream::DEFAULT =>
+            (HSL, 1, ANY, "error timeout", Inherit, px::next_upstream)
+            "When a request goes to the next server: `error`, `timeout`, `invalid_header`, `http_500`, `http_502`, `http_503`, `http_504`, `http_403`, `http_404`, `http_429`, `non_idempotent` (POST, LOCK and PATCH are retried once sent only with it), or `off`. As nginx, nothing is retried once the response has started; firstbyte streams request bodies (nginx's `proxy_request_buffering off`), so a request whose body was sent is not retried either.";
+        // 0: no limit but the number of servers (nginx's default).
+        "proxy_next_upstream_tries" next_upstream_tries: u32 = 0 =>
+            (HSL, 1, 1, "0", Inherit, p::count)
+            "Most servers one request tries (0: every server once).";
+        // 0: no limit (nginx's default).
+        "proxy_next_upstream_timeout" next_upstream_timeout: Duration = Duration::ZERO =>
+            (HSL, 1, 1, "0", Inherit, p::duration)
+            "No next server once this long has passed since the first try (0: no limit).";
     } };
 }
 pub(crate) use proxy_directives;
@@ -318,13 +334,13 @@ macro_rules! proxy_buffer_directives {
             "Memory for the start of a buffered response, beside `proxy_buffers`.";
         "proxy_busy_buffers_size" busy_size: usize = 8192 =>
             (HSL, 1, 1, "8k", Inherit, px::buffer_size)
-            "Accepted as nginx; firstbyte sends from any buffer as the client takes it.";
+            "Checked as nginx (unset: twice the larger of `proxy_buffer_size` and one of `proxy_buffers`); firstbyte sends from any buffer as the client takes it.";
         "proxy_max_temp_file_size" max_temp_file_size: u64 = 1024 << 20 =>
             (HSL, 1, 1, "1024m", Inherit, p::bytes)
             "Largest temp file of one buffered response; past it (or with 0) the upstream is read only as fast as the client takes the response.";
         "proxy_temp_file_write_size" temp_file_write_size: usize = 8192 =>
             (HSL, 1, 1, "8k", Inherit, px::buffer_size)
-            "Largest write to a temp file at once.";
+            "Largest write to a temp file at once (unset: twice the larger of `proxy_buffer_size` and one of `proxy_buffers`).";
     } };
 }
 pub(crate) use proxy_buffer_directives;

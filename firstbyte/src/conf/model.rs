@@ -519,15 +519,36 @@ pub struct Upstream {
     pub servers: Vec<UpstreamServer>,
     /// `keepalive N`: idle connections kept per worker. None: no pool (nginx's default).
     pub keepalive: Option<usize>,
+    /// The balancing method (`least_conn`, `ip_hash`, `hash`); round robin by default.
+    pub method: BalanceMethod,
     /// Where the block starts.
     pub pos: Pos,
+}
+
+/// An upstream server's address: TCP or a unix-domain socket (`unix:/path`).
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub enum PeerAddr {
+    /// An IP address and port.
+    Tcp(SocketAddr),
+    /// A unix-domain socket's path.
+    Unix(PathBuf),
+}
+
+impl std::fmt::Display for PeerAddr {
+    /// As nginx writes it in logs and `$upstream_addr`: `127.0.0.1:8080`, `unix:/path`.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            PeerAddr::Tcp(a) => write!(f, "{a}"),
+            PeerAddr::Unix(p) => write!(f, "unix:{}", p.display()),
+        }
+    }
 }
 
 /// `server ADDR [weight=N] [max_fails=N] [fail_timeout=T] [backup] [down]` inside `upstream`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct UpstreamServer {
     /// The address (a name resolves when the config loads, as nginx; each address is a peer).
-    pub addr: SocketAddr,
+    pub addr: PeerAddr,
     /// The name as written (`$upstream_addr` shows the address).
     pub name: String,
     /// `weight=N`. Default 1.
@@ -542,13 +563,100 @@ pub struct UpstreamServer {
     pub down: bool,
 }
 
+/// How an `upstream` group chooses a server for a request.
+#[derive(Debug, Clone, Default)]
+pub enum BalanceMethod {
+    /// nginx's default: smooth weighted round robin.
+    #[default]
+    RoundRobin,
+    /// `least_conn`: fewest active connections per weight unit.
+    LeastConn,
+    /// `ip_hash`: the client's IPv4 /24 (or whole IPv6 address) picks the server.
+    IpHash,
+    /// `hash KEY [consistent]`: the evaluated key picks the server; `consistent` is ketama.
+    Hash {
+        /// The key, with variables.
+        key: ComplexValue,
+        /// `consistent`.
+        consistent: bool,
+    },
+}
+
+/// `proxy_next_upstream`: the conditions under which a request goes to the next server, as
+/// nginx's `NGX_HTTP_UPSTREAM_FT_*` bits.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct NextUpstream(pub u16);
+
+impl NextUpstream {
+    /// A connection or I/O error with the server.
+    pub const ERROR: u16 = 1;
+    /// A timeout connecting, sending or reading the header.
+    pub const TIMEOUT: u16 = 1 << 1;
+    /// An empty or invalid response header.
+    pub const INVALID_HEADER: u16 = 1 << 2;
+    /// Status 500.
+    pub const HTTP_500: u16 = 1 << 3;
+    /// Status 502.
+    pub const HTTP_502: u16 = 1 << 4;
+    /// Status 503.
+    pub const HTTP_503: u16 = 1 << 5;
+    /// Status 504.
+    pub const HTTP_504: u16 = 1 << 6;
+    /// Status 403.
+    pub const HTTP_403: u16 = 1 << 7;
+    /// Status 404.
+    pub const HTTP_404: u16 = 1 << 8;
+    /// Status 429.
+    pub const HTTP_429: u16 = 1 << 9;
+    /// Retry POST, LOCK and PATCH too once the request was sent.
+    pub const NON_IDEMPOTENT: u16 = 1 << 10;
+    /// nginx's default: `error timeout`.
+    pub const DEFAULT: NextUpstream = NextUpstream(Self::ERROR | Self::TIMEOUT);
+
+    /// The bit of a response status `proxy_next_upstream` can name.
+    pub fn status_bit(status: u16) -> Option<u16> {
+        Some(match status {
+            500 => Self::HTTP_500,
+            502 => Self::HTTP_502,
+            503 => Self::HTTP_503,
+            504 => Self::HTTP_504,
+            403 => Self::HTTP_403,
+            404 => Self::HTTP_404,
+            429 => Self::HTTP_429,
+            _ => return None,
+        })
+    }
+}
+
+/// One `proxy_redirect` rule: how a `Location` or `Refresh` URL from the upstream changes.
+#[derive(Debug, Clone)]
+pub enum Redirect {
+    /// `proxy_redirect REDIRECT REPLACEMENT`: a value starting with REDIRECT (evaluated,
+    /// case-sensitive) has that start replaced.
+    Prefix {
+        /// What the value starts with.
+        pattern: ComplexValue,
+        /// What replaces it.
+        replacement: ComplexValue,
+    },
+    /// `proxy_redirect ~REGEX REPLACEMENT` (`~*`: caseless): a matching value is replaced
+    /// whole by REPLACEMENT, which may use the captures (`$1`).
+    Regex {
+        /// The pattern.
+        regex: super::rewrite::regex::Regex,
+        /// What replaces the value.
+        replacement: ComplexValue,
+    },
+}
+
 /// Where `proxy_pass` sends requests.
 #[derive(Debug, Clone)]
 pub enum ProxyTarget {
     /// `http://NAME` naming an `upstream` block.
     Upstream(Arc<Upstream>),
-    /// `http://HOST:PORT` with no upstream of that name: the addresses it resolved to at load.
-    Addrs(Vec<SocketAddr>),
+    /// `http://HOST:PORT` with no upstream of that name: the addresses it resolved to at load
+    /// (or `http://unix:/path:`'s socket).
+    Addrs(Vec<PeerAddr>),
 }
 
 proxy_directives! { conf_struct!
@@ -575,6 +683,8 @@ pub struct ProxyConf {
     pub pass_headers: Vec<String>,
     /// `proxy_hide_header`: upstream headers not passed.
     pub hide_headers: Vec<String>,
+    /// `proxy_redirect`: rules tried in order on `Location` and `Refresh` (empty: `off`).
+    pub redirects: Vec<Redirect>,
     /// Upstream TLS (`proxy_ssl_*`), used when `tls`.
     pub ssl: ProxySsl,
 }

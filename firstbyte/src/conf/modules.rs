@@ -134,7 +134,7 @@ mod tests {
             "--with-http_gzip_static_module",
             "--with-http_stub_status_module",
             "--without-http_fastcgi_module",
-            "--without-http_upstream_hash_module",
+            "--without-http_upstream_random_module",
         ] {
             assert!(flags.contains(&f), "{f} missing from {args}");
         }
@@ -148,6 +148,9 @@ mod tests {
             "--without-http_gzip_module",
             "--without-http_access_module",
             "--without-http_upstream_keepalive_module",
+            "--without-http_upstream_hash_module",
+            "--without-http_upstream_ip_hash_module",
+            "--without-http_upstream_least_conn_module",
             "--with-http_v3_module",
             "--with-http_dav_module",
         ] {

@@ -9,9 +9,11 @@ use std::time::Duration;
 use super::args::{arg0, choice, invalid, number, once, size, time, unsupported, value, R};
 use super::cx::Cx;
 use super::error::ConfError;
-use super::model::{Source, TlsVersion, Upstream, UpstreamServer};
+use super::model::{
+    BalanceMethod, NextUpstream, PeerAddr, Redirect, Source, TlsVersion, Upstream, UpstreamServer,
+};
 use super::parse::Directive;
-use super::proxy_settings::{resolve_host, CertArg, PassSet};
+use super::proxy_settings::{resolve_host, CertArg, PassSet, RedirectSet};
 use super::settings::LocSettings;
 
 /// 10 s: nginx's default `fail_timeout` of an upstream server.
@@ -76,6 +78,9 @@ pub(crate) const UPSTREAM_DIRECTIVES: &[&str] = &[
     "keepalive_timeout",
     "keepalive_requests",
     "keepalive_time",
+    "least_conn",
+    "ip_hash",
+    "hash",
 ];
 
 /// `upstream NAME { server ADDR [weight=N] [max_fails=N] [fail_timeout=T] [backup] [down]; keepalive N; }`.
@@ -91,8 +96,10 @@ pub(crate) fn upstream(cx: &mut Cx, d: &Directive) -> R {
         name: name.clone(),
         servers: Vec::new(),
         keepalive: None,
+        method: BalanceMethod::RoundRobin,
         pos: d.pos.clone(),
     };
+    let mut method_set = false;
     for c in d.block.as_deref().unwrap_or_default() {
         if c.block.is_some() {
             return Err(ConfError::NotTerminated {
@@ -125,7 +132,16 @@ pub(crate) fn upstream(cx: &mut Cx, d: &Directive) -> R {
                     &c.pos,
                 );
             }
-            "zone" | "least_conn" | "ip_hash" | "hash" | "random" | "server_resolver" => {
+            "least_conn" | "ip_hash" | "hash" => {
+                let method = balance_method(c)?;
+                if method_set {
+                    // nginx: a warning, and the later method wins.
+                    cx.warn("load balancing method redefined", &c.pos);
+                }
+                method_set = true;
+                up.method = method;
+            }
+            "zone" | "random" | "server_resolver" => {
                 return Err(ConfError::Unsupported {
                     name: c.name.clone(),
                     pos: c.pos.clone(),
@@ -139,6 +155,18 @@ pub(crate) fn upstream(cx: &mut Cx, d: &Directive) -> R {
             }
         }
     }
+    if !matches!(
+        up.method,
+        BalanceMethod::RoundRobin | BalanceMethod::LeastConn
+    ) {
+        // nginx refuses `backup` once a hash method is set (its servers have no backup flag).
+        if let Some(s) = up.servers.iter().find(|s| s.backup) {
+            return Err(ConfError::other(
+                format!("invalid parameter \"backup\" of server \"{}\"", s.name),
+                &up.pos,
+            ));
+        }
+    }
     if up.servers.is_empty() {
         return Err(ConfError::other(
             format!("no servers are inside upstream \"{}\"", arg0(d)),
@@ -147,6 +175,66 @@ pub(crate) fn upstream(cx: &mut Cx, d: &Directive) -> R {
     }
     cx.upstreams.insert(name, Arc::new(up));
     Ok(())
+}
+
+/// `least_conn`, `ip_hash` (no arguments) or `hash KEY [consistent]`.
+fn balance_method(c: &Directive) -> Result<BalanceMethod, ConfError> {
+    let count = match c.name.as_str() {
+        "hash" => (1..=2).contains(&c.args.len()),
+        _ => c.args.is_empty(),
+    };
+    if !count {
+        return Err(ConfError::ArgCount {
+            name: c.name.clone(),
+            pos: c.pos.clone(),
+        });
+    }
+    Ok(match c.name.as_str() {
+        "least_conn" => BalanceMethod::LeastConn,
+        "ip_hash" => BalanceMethod::IpHash,
+        _ => {
+            let consistent = match c.args.get(1).map(String::as_str) {
+                None => false,
+                Some("consistent") => true,
+                Some(other) => {
+                    return Err(ConfError::other(
+                        format!("invalid parameter \"{other}\""),
+                        &c.pos,
+                    ))
+                }
+            };
+            BalanceMethod::Hash {
+                key: value(c, arg0(c))?,
+                consistent,
+            }
+        }
+    })
+}
+
+/// `proxy_next_upstream error | timeout | invalid_header | http_NNN | non_idempotent ... | off`.
+pub(crate) fn next_upstream(d: &Directive, _: &mut Cx) -> Result<NextUpstream, ConfError> {
+    let mut bits = 0u16;
+    for a in &d.args {
+        bits |= match a.as_str() {
+            "error" => NextUpstream::ERROR,
+            "timeout" => NextUpstream::TIMEOUT,
+            "invalid_header" => NextUpstream::INVALID_HEADER,
+            "http_500" => NextUpstream::HTTP_500,
+            "http_502" => NextUpstream::HTTP_502,
+            "http_503" => NextUpstream::HTTP_503,
+            "http_504" => NextUpstream::HTTP_504,
+            "http_403" => NextUpstream::HTTP_403,
+            "http_404" => NextUpstream::HTTP_404,
+            "http_429" => NextUpstream::HTTP_429,
+            "non_idempotent" => NextUpstream::NON_IDEMPOTENT,
+            // nginx: `off` alone; with others it is "invalid value".
+            "off" if d.args.len() == 1 => 0,
+            // nginx accepts `updating` for its cache and ignores it here.
+            "updating" => 0,
+            _ => return Err(ConfError::other(format!("invalid value \"{a}\""), &d.pos)),
+        };
+    }
+    Ok(NextUpstream(bits))
 }
 
 fn upstream_server(up: &mut Upstream, c: &Directive) -> R {
@@ -184,11 +272,22 @@ fn upstream_server(up: &mut Upstream, c: &Directive) -> R {
         },
         _ => (addr.as_str(), 80),
     };
-    if addr.starts_with("unix:") {
-        return Err(unsupported(c, "a unix socket upstream".into()));
-    }
-    let addrs = resolve_host(host, port)
-        .map_err(|_| ConfError::other(format!("host not found in upstream \"{addr}\""), &c.pos))?;
+    let addrs = match addr.strip_prefix("unix:") {
+        Some(path) if !path.is_empty() => vec![PeerAddr::Unix(PathBuf::from(path))],
+        Some(_) => {
+            return Err(ConfError::other(
+                format!("no path in the unix domain socket \"{addr}\""),
+                &c.pos,
+            ))
+        }
+        None => resolve_host(host, port)
+            .map_err(|_| {
+                ConfError::other(format!("host not found in upstream \"{addr}\""), &c.pos)
+            })?
+            .into_iter()
+            .map(PeerAddr::Tcp)
+            .collect(),
+    };
     for a in addrs {
         up.servers.push(UpstreamServer {
             addr: a,
@@ -210,6 +309,10 @@ pub(crate) fn proxy_pass(s: &mut LocSettings, d: &Directive, _: &mut Cx) -> R {
     if url.contains('$') {
         return Err(unsupported(d, "a variable in \"proxy_pass\"".into()));
     }
+    if let Some(pass) = unix_url(url, &d.pos)? {
+        s.proxy.pass = Some(pass);
+        return Ok(());
+    }
     let Some((tls, hostname, port, host, uri)) = split_url(url) else {
         return Err(ConfError::other(
             format!("invalid URL prefix in \"{url}\""),
@@ -230,8 +333,41 @@ pub(crate) fn proxy_pass(s: &mut LocSettings, d: &Directive, _: &mut Cx) -> R {
         uri,
         pos: d.pos.clone(),
         target: None,
+        unix: None,
     });
     Ok(())
+}
+
+/// `http://unix:/path/to.sock[:/uri]` (nginx's `ngx_parse_unix_domain_url`): the socket is
+/// the peer, `$proxy_host` is `localhost`. None: not a unix-socket URL.
+fn unix_url(url: &str, pos: &super::model::Pos) -> Result<Option<PassSet>, ConfError> {
+    let (tls, rest) = if let Some(r) = strip_prefix_ci(url, "http://unix:") {
+        (false, r)
+    } else if let Some(r) = strip_prefix_ci(url, "https://unix:") {
+        (true, r)
+    } else {
+        return Ok(None);
+    };
+    let (path, uri) = match rest.find(':') {
+        Some(i) => (&rest[..i], Some(rest[i + 1..].to_string())),
+        None => (rest, None),
+    };
+    if path.is_empty() {
+        return Err(ConfError::other(
+            format!("no path in the unix domain socket in \"{url}\""),
+            pos,
+        ));
+    }
+    Ok(Some(PassSet {
+        tls,
+        hostname: "localhost".into(),
+        port: 0,
+        host: "localhost".into(),
+        uri: uri.filter(|u| !u.is_empty()),
+        pos: pos.clone(),
+        target: None,
+        unix: Some(PathBuf::from(path)),
+    }))
 }
 
 /// `proxy_set_header NAME VALUE` (several).
@@ -344,6 +480,64 @@ pub(crate) fn ssl_protocols(d: &Directive, _: &mut Cx) -> Result<Vec<TlsVersion>
     Ok(v)
 }
 
+/// `proxy_redirect default | off | REDIRECT REPLACEMENT` (several; REDIRECT `~REGEX` or
+/// `~*REGEX`), with nginx's checks: `off` with rules, or rules after `off`, is a duplicate;
+/// `default` needs `proxy_pass` before it in the same location.
+pub(crate) fn proxy_redirect(s: &mut LocSettings, d: &Directive, _: &mut Cx) -> R {
+    let duplicate = || ConfError::Duplicate {
+        name: d.name.clone(),
+        pos: d.pos.clone(),
+    };
+    if matches!(s.proxy.redirects, Some(RedirectSet::Off)) {
+        return Err(duplicate());
+    }
+    let rule = if d.args.len() == 1 {
+        match arg0(d) {
+            "off" => {
+                if s.proxy.redirects.is_some() {
+                    return Err(duplicate());
+                }
+                s.proxy.redirects = Some(RedirectSet::Off);
+                return Ok(());
+            }
+            "default" => match &s.proxy.pass {
+                Some(p) => p.default_redirect(&s.here.prefix),
+                None => {
+                    return Err(ConfError::other(
+                        "\"proxy_redirect default\" should be placed after the \"proxy_pass\" directive",
+                        &d.pos,
+                    ))
+                }
+            },
+            other => return Err(ConfError::other(format!("invalid parameter \"{other}\""), &d.pos)),
+        }
+    } else {
+        let replacement = value(d, nth(d, 1))?;
+        let pattern = arg0(d);
+        match pattern.strip_prefix('~') {
+            Some(re) => {
+                let (re, caseless) = match re.strip_prefix('*') {
+                    Some(r) => (r, true),
+                    None => (re, false),
+                };
+                Redirect::Regex {
+                    regex: super::rewrite::regex::Regex::compile(re, caseless, &d.pos)?,
+                    replacement,
+                }
+            }
+            None => Redirect::Prefix {
+                pattern: value(d, pattern)?,
+                replacement,
+            },
+        }
+    };
+    match &mut s.proxy.redirects {
+        Some(RedirectSet::Rules(v)) => v.push(rule),
+        _ => s.proxy.redirects = Some(RedirectSet::Rules(vec![rule])),
+    }
+    Ok(())
+}
+
 /// `proxy_pass_header NAME` (several).
 pub(crate) fn proxy_pass_header(s: &mut LocSettings, d: &Directive, _: &mut Cx) -> R {
     s.proxy
@@ -417,5 +611,31 @@ mod tests {
         // Found by fuzz/ (config): "https://".len() falls inside the second U+FFFD.
         assert!(split_url("http\u{FFFD}\u{FFFD}27.0.0.1:8080/a-a").is_none());
         assert!(split_url("é").is_none());
+    }
+
+    #[test]
+    fn unix_socket_urls_as_nginx() {
+        let pos = super::super::model::Pos {
+            file: Arc::new("t".into()),
+            line: 1,
+        };
+        let p = unix_url("http://unix:/run/app.sock:/api/", &pos)
+            .expect("ok")
+            .expect("unix");
+        assert_eq!(p.unix, Some(PathBuf::from("/run/app.sock")));
+        assert_eq!(
+            (p.uri.as_deref(), p.host.as_str()),
+            (Some("/api/"), "localhost")
+        );
+        let p = unix_url("https://UNIX:/run/app.sock", &pos)
+            .expect("ok")
+            .expect("unix");
+        assert!(p.tls);
+        assert_eq!(
+            (p.unix, p.uri),
+            (Some(PathBuf::from("/run/app.sock")), None)
+        );
+        assert!(unix_url("http://unix:", &pos).is_err());
+        assert!(unix_url("http://unixhost:80/", &pos).expect("ok").is_none());
     }
 }

@@ -17,8 +17,8 @@ use super::declare::{finish_conf, settings_struct};
 use super::directives::{proxy_buffer_directives, proxy_directives, proxy_ssl_directives};
 use super::error::ConfError;
 use super::model::{
-    CertificateCache, DynamicCertKey, Pos, ProxyBuffers, ProxyConf, ProxySsl, ProxyTarget, Source,
-    TlsVersion,
+    CertificateCache, DynamicCertKey, NextUpstream, PeerAddr, Pos, ProxyBuffers, ProxyConf,
+    ProxySsl, ProxyTarget, Redirect, Source, TlsVersion,
 };
 use super::vars::ComplexValue;
 
@@ -36,6 +36,45 @@ pub(crate) struct PassSet {
     pub pos: Pos,
     /// Filled by [`ProxySettings::resolve`].
     pub target: Option<ProxyTarget>,
+    /// `http://unix:/path:`: the socket.
+    pub unix: Option<PathBuf>,
+}
+
+/// `proxy_redirect` of one level as written.
+#[derive(Debug, Clone)]
+pub(crate) enum RedirectSet {
+    /// `proxy_redirect off`.
+    Off,
+    /// Rules, `default` already turned into its rule.
+    Rules(Vec<Redirect>),
+}
+
+impl PassSet {
+    /// `proxy_redirect default` for this `proxy_pass` in a location with prefix `location`
+    /// (nginx: the URL as written and the location's name when it has a URI part; else the
+    /// URL with `/` added, replaced by `/`).
+    pub fn default_redirect(&self, location: &str) -> Redirect {
+        let scheme = if self.tls { "https" } else { "http" };
+        let url = match &self.unix {
+            Some(path) => match &self.uri {
+                Some(u) => format!("{scheme}://unix:{}:{u}", path.display()),
+                None => format!("{scheme}://unix:{}", path.display()),
+            },
+            None => format!(
+                "{scheme}://{}{}",
+                self.host,
+                self.uri.as_deref().unwrap_or("")
+            ),
+        };
+        let (pattern, replacement) = match &self.uri {
+            Some(_) => (url, location.to_string()),
+            None => (format!("{url}/"), "/".to_string()),
+        };
+        Redirect::Prefix {
+            pattern: ComplexValue::literal(&pattern),
+            replacement: ComplexValue::literal(&replacement),
+        }
+    }
 }
 
 /// A certificate or key as written: a file, `data:`, or with variables.
@@ -56,6 +95,7 @@ pub(crate) struct ProxySettings {
     pub body_temp_path: Option<PathBuf>,
     pub pass_headers: Option<Vec<String>>,
     pub hide_headers: Option<Vec<String>>,
+    pub redirects: Option<RedirectSet>,
     pub ssl_certificate: Option<CertArg>,
     pub ssl_certificate_key: Option<CertArg>,
     pub bufs: ProxyBufferSettings,
@@ -93,6 +133,7 @@ impl ProxySettings {
         or(&mut self.body_temp_path, &p.body_temp_path);
         or(&mut self.pass_headers, &p.pass_headers);
         or(&mut self.hide_headers, &p.hide_headers);
+        or(&mut self.redirects, &p.redirects);
         or(&mut self.ssl_certificate, &p.ssl_certificate);
         or(&mut self.ssl_certificate_key, &p.ssl_certificate_key);
     }
@@ -101,7 +142,7 @@ impl ProxySettings {
     fn buffers_conf(&self, cx: &Cx) -> ProxyBuffers {
         let d = ProxyBuffers::default();
         let (count, size) = self.buffers.unwrap_or((d.count, d.size));
-        proxy_buffer_directives!(finish_conf! (self.bufs) ProxyBuffers {
+        let mut b = proxy_buffer_directives!(finish_conf! (self.bufs) ProxyBuffers {
             count,
             size,
             temp_path: self
@@ -112,11 +153,25 @@ impl ProxySettings {
                 .body_temp_path
                 .clone()
                 .unwrap_or_else(|| cx.prefixed("client_body_temp")),
-        })
+        });
+        // nginx: unset, the busy size and the temp-file write size are twice the larger of
+        // proxy_buffer_size and one of proxy_buffers (8k with the defaults).
+        let twice = b.buffer_size.max(b.size).saturating_mul(2);
+        if self.bufs.busy_size.is_none() {
+            b.busy_size = twice;
+        }
+        if self.bufs.temp_file_write_size.is_none() {
+            b.temp_file_write_size = twice;
+        }
+        b
     }
 
     /// Resolves `proxy_pass`: an `upstream` of that name, else the host's addresses now.
     pub fn resolve(&mut self, cx: &Cx) -> R {
+        if self.pass.is_none() {
+            return Ok(());
+        }
+        let b = self.buffers_conf(cx);
         let Some(p) = &mut self.pass else {
             return Ok(());
         };
@@ -131,6 +186,37 @@ impl ProxySettings {
                 &p.pos,
             ));
         }
+        // nginx's checks of the merged buffer sizes (ngx_http_proxy_merge_loc_conf).
+        let one = b.buffer_size.max(b.size);
+        let both =
+            "the maximum of the value of \"proxy_buffer_size\" and one of the \"proxy_buffers\"";
+        let check = |bad: bool, msg: String| {
+            if bad {
+                Err(ConfError::other(msg, &p.pos))
+            } else {
+                Ok(())
+            }
+        };
+        check(
+            b.busy_size < one,
+            format!("\"proxy_busy_buffers_size\" must be equal to or greater than {both}"),
+        )?;
+        check(
+            b.busy_size > b.count.saturating_sub(1).saturating_mul(b.size),
+            "\"proxy_busy_buffers_size\" must be less than the size of all \"proxy_buffers\" minus one buffer".into(),
+        )?;
+        check(
+            b.temp_file_write_size < one,
+            format!("\"proxy_temp_file_write_size\" must be equal to or greater than {both}"),
+        )?;
+        check(
+            b.max_temp_file_size != 0 && b.max_temp_file_size < one as u64,
+            format!("\"proxy_max_temp_file_size\" must be equal to zero to disable temporary files usage or must be equal to or greater than {both}"),
+        )?;
+        if let Some(path) = &p.unix {
+            p.target = Some(ProxyTarget::Addrs(vec![PeerAddr::Unix(path.clone())]));
+            return Ok(());
+        }
         if let Some(u) = cx.upstreams.get(&p.hostname) {
             p.target = Some(ProxyTarget::Upstream(u.clone()));
             return Ok(());
@@ -138,12 +224,15 @@ impl ProxySettings {
         let addrs = resolve_host(&p.hostname, p.port).map_err(|_| {
             ConfError::other(format!("host not found in upstream \"{}\"", p.host), &p.pos)
         })?;
-        p.target = Some(ProxyTarget::Addrs(addrs));
+        p.target = Some(ProxyTarget::Addrs(
+            addrs.into_iter().map(PeerAddr::Tcp).collect(),
+        ));
         Ok(())
     }
 
-    /// The model's proxy settings when this level has a resolved `proxy_pass`.
-    pub fn finish(&self, cx: &Cx) -> Option<ProxyConf> {
+    /// The model's proxy settings when this level has a resolved `proxy_pass`; `location`
+    /// is the location's prefix (for `proxy_redirect default`).
+    pub fn finish(&self, cx: &Cx, location: &str) -> Option<ProxyConf> {
         let p = self.pass.as_ref()?;
         let target = p.target.clone()?;
         let (certificate, certificate_key, dynamic) =
@@ -172,6 +261,11 @@ impl ProxySettings {
             buffers: self.buffers_conf(cx),
             pass_headers: self.pass_headers.clone().unwrap_or_default(),
             hide_headers: self.hide_headers.clone().unwrap_or_default(),
+            redirects: match &self.redirects {
+                Some(RedirectSet::Off) => Vec::new(),
+                Some(RedirectSet::Rules(r)) => r.clone(),
+                None => vec![p.default_redirect(location)],
+            },
             ssl: proxy_ssl_directives!(finish_conf! (self.ssl) ProxySsl {
                 certificate,
                 certificate_key,

@@ -195,7 +195,7 @@ impl LocSettings {
             access: self.access.clone().unwrap_or_default(),
             compression: compression_directives!(finish_conf! (self.compression) Compression {}),
             types: self.types.clone().unwrap_or_else(|| default_types.clone()),
-            proxy: self.proxy.finish(cx).map(Arc::new),
+            proxy: self.proxy.finish(cx, &self.here.prefix).map(Arc::new),
             guard: self.guard.finish(cx),
             locations,
             pos,

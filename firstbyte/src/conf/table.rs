@@ -339,12 +339,13 @@ pub(crate) static DIRECTIVES: &[Spec] = &[
     ignored("ssl_dhparam", HS, 1, 1, "rustls offers only ECDHE key exchange"),
     d("ssl_session_ticket_key", HS, 1, 1, "", InheritIfNone, Srv(srv::ssl_session_ticket_key), "Ticket key file (the first encrypts, all decrypt); none: generated and rotated."),
     // upstream, proxy
-    block("upstream", HTTP, 1, 1, Shared(px::upstream), "Group of upstream servers: `server ADDR [weight=N] [max_fails=N] [fail_timeout=T] [backup] [down]` (round-robin by weight), `keepalive N` idle connections pooled."),
-    d("proxy_pass", LOCATION, 1, 1, "", Own, Loc(px::proxy_pass), "Proxy requests to `http://` or `https://` HOST[:PORT][/URI] or an upstream name; a URI part replaces the location's prefix."),
+    block("upstream", HTTP, 1, 1, Shared(px::upstream), "Group of upstream servers: `server ADDR|unix:/path [weight=N] [max_fails=N] [fail_timeout=T] [backup] [down]` (round-robin by weight), `keepalive N` idle connections pooled; `least_conn`, `ip_hash`, `hash KEY [consistent]` choose the server as nginx (the same key picks the same server nginx would)."),
+    d("proxy_pass", LOCATION, 1, 1, "", Own, Loc(px::proxy_pass), "Proxy requests to `http://` or `https://` HOST[:PORT][/URI], an upstream name, or a unix socket (`http://unix:/path.sock:/URI`); a URI part replaces the location's prefix."),
     d("proxy_set_header", HSL, 2, 2, "Host $proxy_host; Connection close", InheritIfNone, Loc(px::proxy_set_header), "Request header sent upstream (an empty value removes it); e.g. `X-Forwarded-For $proxy_add_x_forwarded_for`, `Upgrade $http_upgrade` for WebSocket."),
     d("proxy_buffers", HSL, 2, 2, "8 4k", Inherit, Loc(px::proxy_buffers), "Memory for a buffered response (`proxy_buffering on`): NUMBER buffers of SIZE (nginx's \"8 4k|8k\": one memory page each, 4k on x86_64 Linux)."),
     d("proxy_temp_path", HSL, 1, 4, "proxy_temp", Inherit, Loc(px::proxy_temp_path), "Directory of the temp files a buffered response spills to past its buffers (under the prefix when relative). Levels are accepted; the files are unlinked as soon as they are made."),
     d("client_body_temp_path", HSL, 1, 4, "client_body_temp", Inherit, Loc(px::client_body_temp_path), "Directory where a request body that must be read whole before it goes upstream (chunked, to an HTTP/1.0 upstream) spills past 16k of memory (under the prefix when relative); as `proxy_temp_path`, made at start."),
+    d("proxy_redirect", HSL, 1, 2, "default", InheritIfNone, Loc(px::proxy_redirect), "Rewrites the upstream's `Location` and `Refresh` URLs: `REDIRECT REPLACEMENT` replaces a leading REDIRECT (case-sensitive; variables allowed), `~REGEX`/`~*REGEX` replaces a matching URL whole (captures `$1`.. in REPLACEMENT); rules are tried in order. `default`: the `proxy_pass` URL becomes the location's prefix; `off`: none."),
     d("proxy_pass_header", HSL, 1, 1, "", InheritIfNone, Loc(px::proxy_pass_header), "Pass an upstream header hidden by default (`Server`, `Date`)."),
     d("proxy_hide_header", HSL, 1, 1, "", InheritIfNone, Loc(px::proxy_hide_header), "Do not pass this upstream header."),
     d("proxy_ssl_certificate", HSL, 1, 1, "", Inherit, Loc(px::proxy_ssl_certificate), "Client certificate for HTTPS upstreams (file, `data:`, or with variables such as `$host`)."),
@@ -462,8 +463,8 @@ mod tests {
 
     use crate::conf::declare::defaults_match_docs;
     use crate::conf::model::{
-        CertificateCache, DisableSymlinks, Expires, GzipStatic, SessionCache, TlsVersion, User,
-        VerifyClient, WorkerProcesses,
+        CertificateCache, DisableSymlinks, Expires, GzipStatic, NextUpstream, SessionCache,
+        TlsVersion, User, VerifyClient, WorkerProcesses,
     };
 
     // The lists' defaults as docs/directives.md shows them parse to the values the model

@@ -91,7 +91,22 @@ fn errors_are_worded_as_nginx() {
         ("http { server { location ~ ( { } } }", "invalid regex \"(\": unclosed group in /t/x.conf:1"),
         ("http { proxy_pass http://x; }", "\"proxy_pass\" directive is not allowed here in /t/x.conf:1"),
         ("http { proxy_cache z; }", "\"proxy_cache\" directive is not supported by firstbyte yet in /t/x.conf:1"),
-        ("http { upstream b { server 127.0.0.1; least_conn; } }", "\"least_conn\" directive is not supported by firstbyte yet in /t/x.conf:1"),
+        ("http { upstream b { server 127.0.0.1; random; } }", "\"random\" directive is not supported by firstbyte yet in /t/x.conf:1"),
+        ("http { upstream b { server 127.0.0.1 backup; hash $uri; } }", "invalid parameter \"backup\" of server \"127.0.0.1\" in /t/x.conf:1"),
+        ("http { upstream b { server 127.0.0.1; hash $uri foo; } }", "invalid parameter \"foo\" in /t/x.conf:1"),
+        ("http { upstream b { server 127.0.0.1; ip_hash x; } }", "invalid number of arguments in \"ip_hash\" directive in /t/x.conf:1"),
+        ("http { server { location / { proxy_redirect default; proxy_pass http://127.0.0.1; } } }", "\"proxy_redirect default\" should be placed after the \"proxy_pass\" directive in /t/x.conf:1"),
+        ("http { proxy_redirect off; proxy_redirect http://a/ /; }", "\"proxy_redirect\" directive is duplicate in /t/x.conf:1"),
+        ("http { proxy_redirect http://a/ /; proxy_redirect off; }", "\"proxy_redirect\" directive is duplicate in /t/x.conf:1"),
+        ("http { proxy_redirect on; }", "invalid parameter \"on\" in /t/x.conf:1"),
+        ("http { proxy_redirect ~( /; }", "invalid regex \"(\": unclosed group in /t/x.conf:1"),
+        ("http { server { location / { proxy_busy_buffers_size 4k; proxy_buffer_size 8k; proxy_pass http://127.0.0.1:9; } } }", "\"proxy_busy_buffers_size\" must be equal to or greater than the maximum of the value of \"proxy_buffer_size\" and one of the \"proxy_buffers\" in /t/x.conf:1"),
+        ("http { server { location / { proxy_buffers 2 4k; proxy_busy_buffers_size 8k; proxy_pass http://127.0.0.1:9; } } }", "\"proxy_busy_buffers_size\" must be less than the size of all \"proxy_buffers\" minus one buffer in /t/x.conf:1"),
+        ("http { server { location / { proxy_buffer_size 16k; proxy_busy_buffers_size 16k; proxy_temp_file_write_size 8k; proxy_pass http://127.0.0.1:9; } } }", "\"proxy_temp_file_write_size\" must be equal to or greater than the maximum of the value of \"proxy_buffer_size\" and one of the \"proxy_buffers\" in /t/x.conf:1"),
+        ("http { server { location / { proxy_max_temp_file_size 1k; proxy_pass http://127.0.0.1:9; } } }", "\"proxy_max_temp_file_size\" must be equal to zero to disable temporary files usage or must be equal to or greater than the maximum of the value of \"proxy_buffer_size\" and one of the \"proxy_buffers\" in /t/x.conf:1"),
+        ("http { server { location / { proxy_buffers 4 128; proxy_buffer_size 128; proxy_busy_buffers_size 512; proxy_pass http://127.0.0.1:9; } } }", "\"proxy_busy_buffers_size\" must be less than the size of all \"proxy_buffers\" minus one buffer in /t/x.conf:1"),
+        ("http { proxy_next_upstream error bogus; }", "invalid value \"bogus\" in /t/x.conf:1"),
+        ("http { proxy_next_upstream error off; }", "invalid value \"off\" in /t/x.conf:1"),
         ("http { upstream b { } }", "no servers are inside upstream \"b\" in /t/x.conf:1"),
         ("http { server { location / { proxy_pass ftp://x; } } }", "invalid URL prefix in \"ftp://x\" in /t/x.conf:1"),
         // A server-level `if` takes rewrite directives only (nginx: `expires` is for `if` in a location).
@@ -922,4 +937,85 @@ fn proxy_buffer_directives_with_nginx_defaults_and_checks() {
         let e = err(&format!("events {{}}\nhttp {{ {bad} }}"));
         assert!(e.contains("invalid value"), "{bad}: {e}");
     }
+}
+
+#[test]
+fn proxy_redirect_default_off_and_inherited_rules() {
+    use crate::conf::model::Redirect;
+    let rules = |c: &Config, i: usize| {
+        servers(c)[0].locations.prefix[i]
+            .conf
+            .proxy
+            .clone()
+            .expect("proxy")
+            .redirects
+            .clone()
+    };
+    let texts = |r: &[Redirect]| -> Vec<(String, String)> {
+        r.iter()
+            .map(|r| match r {
+                Redirect::Prefix {
+                    pattern,
+                    replacement,
+                } => (
+                    pattern.as_static().unwrap_or("?").to_string(),
+                    replacement.as_static().unwrap_or("?").to_string(),
+                ),
+                Redirect::Regex { regex, .. } => (regex.source.clone(), "regex".into()),
+            })
+            .collect()
+    };
+    // Unset: nginx's default, from the URL as written and the location's prefix.
+    let c = http(
+        "server { location /one/ { proxy_pass http://127.0.0.1:9/app/; }\n location /two/ { proxy_pass http://127.0.0.1:9; } }",
+    );
+    assert_eq!(
+        texts(&rules(&c, 0)),
+        vec![("http://127.0.0.1:9/app/".into(), "/one/".into())]
+    );
+    assert_eq!(
+        texts(&rules(&c, 1)),
+        vec![("http://127.0.0.1:9/".into(), "/".into())]
+    );
+    // Rules of an outer level are inherited whole; `off` leaves none; `default` in place.
+    let c = http(
+        "proxy_redirect http://a/ /a/; proxy_redirect ~^http://b/(.*) /b/$1;\n server { location /x/ { proxy_pass http://127.0.0.1:9; }\n location /y/ { proxy_pass http://127.0.0.1:9; proxy_redirect off; }\n location /z/ { proxy_pass http://127.0.0.1:9/z/; proxy_redirect default; proxy_redirect http://c/ /c/; } }",
+    );
+    assert_eq!(
+        texts(&rules(&c, 0)),
+        vec![
+            ("http://a/".into(), "/a/".into()),
+            ("^http://b/(.*)".into(), "regex".into())
+        ]
+    );
+    assert!(rules(&c, 1).is_empty());
+    assert_eq!(
+        texts(&rules(&c, 2)),
+        vec![
+            ("http://127.0.0.1:9/z/".into(), "/z/".into()),
+            ("http://c/".into(), "/c/".into())
+        ]
+    );
+}
+
+#[test]
+fn proxy_busy_and_write_sizes_follow_the_buffers_when_unset() {
+    let c = http("server { location / { proxy_buffer_size 128; proxy_buffers 4 128; proxy_pass http://127.0.0.1:9; } }");
+    let b = servers(&c)[0].locations.prefix[0]
+        .conf
+        .proxy
+        .clone()
+        .expect("proxy")
+        .buffers
+        .clone();
+    assert_eq!((b.busy_size, b.temp_file_write_size), (256, 256));
+    let c = http("server { location / { proxy_pass http://127.0.0.1:9; } }");
+    let b = servers(&c)[0].locations.prefix[0]
+        .conf
+        .proxy
+        .clone()
+        .expect("proxy")
+        .buffers
+        .clone();
+    assert_eq!((b.busy_size, b.temp_file_write_size), (8192, 8192));
 }

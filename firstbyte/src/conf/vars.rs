@@ -109,6 +109,9 @@ pub const KNOWN: &[&str] = &[
     "proxy_add_x_forwarded_for",
     "upstream_addr",
     "upstream_status",
+    "upstream_connect_time",
+    "upstream_header_time",
+    "upstream_response_time",
 ];
 
 /// Prefixes of variable families (`$http_user_agent`, `$arg_id`, ...).

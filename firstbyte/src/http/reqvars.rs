@@ -93,6 +93,8 @@ pub struct RequestVars<'a> {
     pub user: Option<&'a crate::http::rewrite::uservars::UserVars>,
     /// What auth_basic, real IP and the limits decided (None for most requests).
     pub guard: Option<&'a GuardVars>,
+    /// The servers a proxied request tried (`$upstream_addr`, ...).
+    pub upstream: Option<&'a crate::http::proxy::UpstreamVars>,
 }
 
 /// What auth_basic, real IP and the limits decided for a request, for its variables.
@@ -198,6 +200,11 @@ impl Vars for RequestVars<'_> {
             "server_addr" => self.conn.local.map(|a| Cow::Owned(a.ip().to_string())),
             "server_port" => self.conn.local.map(|a| Cow::Owned(a.port().to_string())),
             "status" => Some(Cow::Owned(format!("{:03}", self.status))),
+            "upstream_addr"
+            | "upstream_status"
+            | "upstream_connect_time"
+            | "upstream_header_time"
+            | "upstream_response_time" => self.upstream?.get(name, Instant::now()).map(Cow::Owned),
             "body_bytes_sent" => Some(Cow::Owned(self.body_bytes_sent.to_string())),
             "bytes_sent" => Some(Cow::Owned(self.body_bytes_sent.to_string())),
             "request_length" => self
@@ -351,6 +358,7 @@ mod tests {
             captures: &[],
             user: None,
             guard: None,
+            upstream: None,
         };
         let cv = ComplexValue::parse(
             "$scheme://$host$request_uri $remote_addr $http_user_agent $arg_id $cookie_b $status $ssl_protocol $request",

@@ -48,8 +48,8 @@ where
             None => path,
         }
     };
+    let forwarded_for = ph::add_x_forwarded_for(r.headers, remote.as_deref());
     let (headers, client_cert) = {
-        let forwarded_for = ph::add_x_forwarded_for(r.headers, remote.as_deref());
         let inner = r.vars();
         let vars = ph::ProxyVars {
             inner: &inner,
@@ -125,7 +125,51 @@ where
         request_line: &request_line,
         host: &r.host,
     };
-    px::forward(route, &site.proxies.pool, req, upgrade, &log)
-        .await
+    use crate::conf::model::BalanceMethod;
+    let key = match &route.method {
+        BalanceMethod::IpHash => r.conn.facts().peer.map(|p| px::ip_hash_key(p.ip())),
+        BalanceMethod::Hash { key, .. } => Some(key.eval(&r.vars()).into_bytes()),
+        _ => None,
+    };
+    let mut up = px::UpstreamVars::default();
+    let result = px::forward(
+        route,
+        &site.proxies.pool,
+        req,
+        upgrade,
+        &log,
+        key.unwrap_or_default(),
+        &mut up,
+    )
+    .await;
+    let _ = r.upstream.set(up);
+    // proxy_intercept_errors: an error status an error_page names goes to that page.
+    let result = match result {
+        Ok(resp)
+            if conf.intercept_errors
+                && resp.status().as_u16() >= 300
+                && loc
+                    .error_page
+                    .iter()
+                    .any(|p| p.codes.contains(&resp.status().as_u16())) =>
+        {
+            return Err(resp.status().as_u16());
+        }
+        other => other,
+    };
+    result
+        .map(|mut resp| {
+            if !conf.redirects.is_empty() {
+                let inner = r.vars();
+                let vars = ph::ProxyVars {
+                    inner: &inner,
+                    proxy_host: &conf.host,
+                    forwarded_for: &forwarded_for,
+                };
+                let complete = |l: &str| super::respond::absolute(r, l);
+                ph::redirect_headers(&conf.redirects, resp.headers_mut(), &vars, &complete);
+            }
+            resp
+        })
         .map_err(|f| f.status())
 }

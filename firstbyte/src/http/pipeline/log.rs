@@ -29,6 +29,7 @@ pub(super) struct LogOnDone {
     pub(super) early_data: bool,
     pub(super) user: Option<Box<crate::http::rewrite::uservars::UserVars>>,
     pub(super) guard: Option<crate::http::reqvars::GuardVars>,
+    pub(super) upstream: Option<crate::http::proxy::UpstreamVars>,
 }
 
 impl LogOnDone {
@@ -57,6 +58,7 @@ impl LogOnDone {
             captures: &[],
             user: self.user.as_deref(),
             guard: self.guard.as_ref(),
+            upstream: self.upstream.as_ref(),
         };
         for t in targets {
             let mut line = t.format.value.eval_log(&vars, t.format.escape, log_escape);

@@ -141,6 +141,8 @@ struct Req<'a> {
     valid_location: bool,
     /// Received in TLS early data (0-RTT): see [`EarlyData`].
     early_data: bool,
+    /// The servers `proxy_pass` tried, once it ran (`$upstream_addr`, ...).
+    upstream: std::sync::OnceLock<crate::http::proxy::UpstreamVars>,
 }
 
 /// A request extension the connection layer adds to a request that arrived in TLS early data
@@ -181,6 +183,7 @@ impl Req<'_> {
             connection_requests: self.nreq,
             captures: &self.captures,
             user: self.user.as_deref(),
+            upstream: self.upstream.get(),
             guard: self.guard.as_ref().map(|g| &g.vars),
         }
     }
@@ -344,6 +347,7 @@ where
         user: None,
         rewrite_loc: None,
         valid_location: true,
+        upstream: std::sync::OnceLock::new(),
     };
     r.user = super::rewrite::uservars::UserVars::new(&r.server.vars);
     let host_ok = host.is_some();

@@ -179,6 +179,7 @@ pub(super) fn error(
         rewrite_loc: None,
         valid_location: true,
         guard: r.guard.as_ref().map(|g| Box::new(g.for_redirect())),
+        upstream: r.upstream.clone(),
     };
     let server = r.server.clone();
     let (page_loc, out) = if let Some(name) = target.strip_prefix('@') {

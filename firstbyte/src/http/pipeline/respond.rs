@@ -251,6 +251,7 @@ pub(super) fn finish(
             early_data: r.early_data,
             user: r.user.clone(),
             guard: r.guard.as_ref().map(|g| g.vars.clone()),
+            upstream: r.upstream.get().cloned(),
         })),
     };
     let (parts, body) = resp.into_parts();

@@ -12,9 +12,9 @@
 
 use std::borrow::Cow;
 
-use http::header::{self, HeaderMap, HeaderName, HeaderValue};
+use http::header::{self, Entry as HeaderMapEntry, HeaderMap, HeaderName, HeaderValue};
 
-use crate::conf::model::ProxyConf;
+use crate::conf::model::{ProxyConf, Redirect};
 use crate::conf::vars::{ComplexValue, Vars};
 
 /// Request headers nginx sets by default (an empty value: not passed).
@@ -181,6 +181,97 @@ pub fn response_headers(conf: &ProxyConf, headers: &mut HeaderMap, switching: bo
     }
 }
 
+/// The request's variables with a `proxy_redirect` regex's captures as `$1`...
+struct Captures<'a> {
+    inner: &'a dyn Vars,
+    caps: Vec<Option<String>>,
+}
+
+impl Vars for Captures<'_> {
+    fn get(&self, name: &str) -> Option<Cow<'_, str>> {
+        match name.parse::<usize>() {
+            Ok(n) => self
+                .caps
+                .get(n)
+                .and_then(|c| c.as_deref().map(Cow::Borrowed)),
+            Err(_) => self.inner.get(name),
+        }
+    }
+}
+
+/// `value` with `proxy_redirect`'s first matching rule applied to what follows `prefix`
+/// bytes (nginx's `ngx_http_proxy_rewrite_redirect`); None: no rule matched.
+pub fn rewrite_redirect(
+    rules: &[Redirect],
+    value: &str,
+    prefix: usize,
+    vars: &dyn Vars,
+) -> Option<String> {
+    let (head, rest) = (value.get(..prefix)?, value.get(prefix..)?);
+    for rule in rules {
+        match rule {
+            Redirect::Prefix {
+                pattern,
+                replacement,
+            } => {
+                let pattern = pattern.eval(vars);
+                if let Some(tail) = rest.strip_prefix(pattern.as_str()) {
+                    return Some(format!("{head}{}{tail}", replacement.eval(vars)));
+                }
+            }
+            Redirect::Regex { regex, replacement } => {
+                if let Some(caps) = regex.capture_texts(rest) {
+                    let vars = Captures { inner: vars, caps };
+                    return Some(format!("{head}{}", replacement.eval(&vars)));
+                }
+            }
+        }
+    }
+    None
+}
+
+/// Applies `proxy_redirect` to the upstream's `Location` headers and to the URL of its
+/// `Refresh` headers (after `url=`, any case), as nginx. A rewritten `Location` goes through
+/// `complete` (nginx's header filter then makes a relative one absolute, per
+/// `absolute_redirect`); one no rule matched stays as the upstream sent it.
+pub fn redirect_headers(
+    rules: &[Redirect],
+    headers: &mut HeaderMap,
+    vars: &dyn Vars,
+    complete: &dyn Fn(&str) -> String,
+) {
+    if rules.is_empty() {
+        return;
+    }
+    for name in [header::LOCATION, HeaderName::from_static("refresh")] {
+        let is_refresh = name != header::LOCATION;
+        let HeaderMapEntry::Occupied(mut entry) = headers.entry(name) else {
+            continue;
+        };
+        for v in entry.iter_mut() {
+            let Ok(text) = v.to_str() else {
+                continue;
+            };
+            let prefix = if is_refresh {
+                match text.to_ascii_lowercase().find("url=") {
+                    Some(i) => i + 4,
+                    None => continue,
+                }
+            } else {
+                0
+            };
+            if let Some(mut new) = rewrite_redirect(rules, text, prefix, vars) {
+                if !is_refresh {
+                    new = complete(&new);
+                }
+                if let Ok(h) = HeaderValue::from_str(&new) {
+                    *v = h;
+                }
+            }
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -210,8 +301,13 @@ mod tests {
             read_timeout: Duration::from_secs(60),
             send_timeout: Duration::from_secs(60),
             buffering: false,
+            intercept_errors: false,
+            next_upstream: crate::conf::model::NextUpstream::DEFAULT,
+            next_upstream_tries: 0,
+            next_upstream_timeout: Duration::ZERO,
             pass_headers: vec!["server".into()],
             hide_headers: vec!["x-secret".into()],
+            redirects: vec![],
             ssl: ProxySsl {
                 certificate: None,
                 certificate_key: None,
@@ -342,5 +438,96 @@ mod tests {
         h.insert("content-length", HeaderValue::from_static("5"));
         response_headers(&c, &mut h, false);
         assert_eq!(h["content-length"], "5");
+    }
+
+    fn prefix(p: &str, r: &str) -> Redirect {
+        Redirect::Prefix {
+            pattern: ComplexValue::parse(p).expect("pattern"),
+            replacement: ComplexValue::parse(r).expect("replacement"),
+        }
+    }
+
+    fn regex(re: &str, caseless: bool, r: &str) -> Redirect {
+        let pos = crate::conf::model::Pos {
+            file: std::sync::Arc::new("t".into()),
+            line: 1,
+        };
+        Redirect::Regex {
+            regex: crate::conf::rewrite::regex::Regex::compile(re, caseless, &pos).expect("re"),
+            replacement: ComplexValue::parse(r).expect("replacement"),
+        }
+    }
+
+    #[test]
+    fn redirect_prefix_rules_in_order_case_sensitive() {
+        let rules = [
+            prefix("http://backend:8080/app/", "/front/"),
+            prefix("http://backend:8080/", "/"),
+        ];
+        let v = NoVars;
+        assert_eq!(
+            rewrite_redirect(&rules, "http://backend:8080/app/x?y=1", 0, &v).as_deref(),
+            Some("/front/x?y=1")
+        );
+        assert_eq!(
+            rewrite_redirect(&rules, "http://backend:8080/other", 0, &v).as_deref(),
+            Some("/other")
+        );
+        assert_eq!(
+            rewrite_redirect(&rules, "http://BACKEND:8080/x", 0, &v),
+            None
+        );
+        assert_eq!(rewrite_redirect(&rules, "http://elsewhere/", 0, &v), None);
+        // Variables in the replacement ($http_upgrade is "websocket" in NoVars).
+        let with_var = [prefix("http://b/", "https://$http_upgrade/")];
+        assert_eq!(
+            rewrite_redirect(&with_var, "http://b/p", 0, &v).as_deref(),
+            Some("https://websocket/p")
+        );
+    }
+
+    #[test]
+    fn redirect_regex_replaces_the_whole_value_with_captures() {
+        let rules = [regex(r"^http://([^:/]+):\d+(/.*)$", false, "https://$1$2")];
+        let v = NoVars;
+        assert_eq!(
+            rewrite_redirect(&rules, "http://host:8080/a/b", 0, &v).as_deref(),
+            Some("https://host/a/b")
+        );
+        assert_eq!(rewrite_redirect(&rules, "/relative", 0, &v), None);
+        let caseless = [regex("^HTTP://X/(.*)", true, "/x/$1")];
+        assert_eq!(
+            rewrite_redirect(&caseless, "http://x/y", 0, &v).as_deref(),
+            Some("/x/y")
+        );
+        let cased = [regex("^HTTP://X/(.*)", false, "/x/$1")];
+        assert_eq!(rewrite_redirect(&cased, "http://x/y", 0, &v), None);
+    }
+
+    #[test]
+    fn location_and_refresh_url_are_rewritten() {
+        let rules = [prefix("http://backend/", "/")];
+        let mut h = HeaderMap::new();
+        h.insert("location", HeaderValue::from_static("http://backend/next"));
+        h.insert(
+            "refresh",
+            HeaderValue::from_static("5; URL=http://backend/later"),
+        );
+        h.insert(
+            "content-location",
+            HeaderValue::from_static("http://backend/c"),
+        );
+        redirect_headers(&rules, &mut h, &NoVars, &|l| format!("http://front{l}"));
+        assert_eq!(h["location"], "http://front/next");
+        assert_eq!(h["refresh"], "5; URL=/later");
+        assert_eq!(
+            h["content-location"], "http://backend/c",
+            "not nginx's either"
+        );
+        // `off` is no rules: nothing changes.
+        let mut h2 = HeaderMap::new();
+        h2.insert("location", HeaderValue::from_static("http://backend/next"));
+        redirect_headers(&[], &mut h2, &NoVars, &|l| format!("http://front{l}"));
+        assert_eq!(h2["location"], "http://backend/next");
     }
 }

@@ -6,9 +6,11 @@
 //! object store). Per request, the pipeline (`http::pipeline`) evaluates the upstream URI and headers
 //! (`headers`) and calls [`forward`]: pick a peer, take an idle connection from the pool or
 //! connect (`upstream`), send the request with the client's body streamed, and wait for the
-//! response header within `proxy_read_timeout`. A connect error or timeout marks the peer
-//! failed and tries the next one (nginx's `proxy_next_upstream error timeout`); when none is
-//! left the answer is 502 (504 for a timeout) and the reason is logged in nginx's words. The
+//! response header within `proxy_read_timeout`. A failed attempt (connect error, timeout, a
+//! status `proxy_next_upstream` lists) counts against the peer's `max_fails` and goes to the
+//! next peer when `next::go_next` allows; when none is left the answer is 502 (504 for a
+//! timeout), or the last upstream's own answer for a status, and the reason is logged in
+//! nginx's words. The
 //! response body streams to the client as it arrives (`proxy_buffering off`, firstbyte's
 //! default) or is read as fast as the upstream sends into `proxy_buffers` and then a temp
 //! file (`on`, nginx's default; `spool`). A `101 Switching Protocols`
@@ -17,12 +19,13 @@
 mod balance;
 mod client_cert;
 pub mod headers;
+pub mod next;
 mod spool;
 mod tunnel;
 mod upstream;
+mod vars;
 
 use std::collections::HashMap;
-use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
@@ -30,29 +33,35 @@ use bytes::Bytes;
 use http::{Request, Response, StatusCode};
 use http_body_util::BodyExt;
 
-pub use balance::Balancer;
+pub use balance::{ip_hash_key, Attempt, Balancer};
 pub use client_cert::{
     paths as client_cert_paths, ClientCertCounts, ClientCertPaths, DynamicClient,
 };
 pub use spool::{Spool, SpoolBody};
 pub use tunnel::ClientUpgrade;
 pub use upstream::{connect, ConnectError, Pool, ReqBody, UpstreamTls};
+pub use vars::UpstreamVars;
 
 use super::body::{is_client_body_error, Body};
-use crate::conf::model::{HttpConf, LocationConf, Locations, ProxyConf, ProxySsl, ProxyTarget};
+use crate::conf::model::{
+    BalanceMethod, HttpConf, LocationConf, Locations, NextUpstream, PeerAddr, ProxyConf, ProxySsl,
+    ProxyTarget,
+};
 use crate::tls::{ObjectStore, TlsError};
 
 /// One location's way to its upstream.
 pub struct Route {
     /// The location's proxy settings.
     pub conf: Arc<ProxyConf>,
-    peers: Arc<Vec<SocketAddr>>,
+    peers: Arc<Vec<PeerAddr>>,
     balancer: Arc<Mutex<Balancer>>,
     tls: Option<UpstreamTls>,
     /// `proxy_ssl_certificate` with variables: the client config is chosen per request.
     dynamic: Option<Arc<DynamicClient>>,
     /// `keepalive N` of the upstream (0: no pool).
     keepalive: usize,
+    /// The upstream's balancing method (what key a request brings).
+    pub method: BalanceMethod,
 }
 
 /// Every route of one load, and its connection pool.
@@ -107,7 +116,7 @@ impl Route {
     }
 }
 
-type Shared = (Arc<Vec<SocketAddr>>, Arc<Mutex<Balancer>>, usize);
+type Shared = (Arc<Vec<PeerAddr>>, Arc<Mutex<Balancer>>, usize);
 
 /// `proxy_ssl_*` settings as a map key: equal settings share a client config. Hashing the
 /// fields directly (not a formatted string) keeps 10,000 locations cheap to build.
@@ -172,8 +181,8 @@ impl<'a> Builder<'a> {
                     .entry(ptr(u))
                     .or_insert_with(|| {
                         (
-                            Arc::new(u.servers.iter().map(|s| s.addr).collect()),
-                            Arc::new(Mutex::new(Balancer::new(&u.servers))),
+                            Arc::new(u.servers.iter().map(|s| s.addr.clone()).collect()),
+                            Arc::new(Mutex::new(Balancer::with_method(&u.servers, &u.method))),
                             u.keepalive.unwrap_or(0),
                         )
                     })
@@ -219,6 +228,10 @@ impl<'a> Builder<'a> {
                 tls,
                 dynamic,
                 keepalive,
+                method: match &p.target {
+                    ProxyTarget::Upstream(u) => u.method.clone(),
+                    ProxyTarget::Addrs(_) => BalanceMethod::RoundRobin,
+                },
             };
             self.out.routes.insert(ptr(p), Arc::new(route));
         }
@@ -243,10 +256,14 @@ impl LogContext<'_> {
         &self,
         reason: &dyn std::fmt::Display,
         scheme: &str,
-        peer: Option<SocketAddr>,
+        peer: Option<&PeerAddr>,
         uri: &str,
     ) -> String {
         let upstream = match peer {
+            // nginx: `http://unix:/path:/uri` for a unix socket.
+            Some(PeerAddr::Unix(path)) => {
+                format!(", upstream: \"{scheme}://unix:{}:{uri}\"", path.display())
+            }
             Some(p) => format!(", upstream: \"{scheme}://{p}{uri}\""),
             None => String::new(),
         };
@@ -288,6 +305,8 @@ pub async fn forward(
     mut req: Request<ReqBody>,
     on_upgrade: Option<ClientUpgrade>,
     log: &LogContext<'_>,
+    balance_key: Vec<u8>,
+    up: &mut UpstreamVars,
 ) -> Result<Response<Body>, Failure> {
     // One turn to the scheduler before any upstream work: an HTTP/2 stream the client reset
     // right after its HEADERS is dropped by hyper at this first `Pending` (it checks for a
@@ -339,117 +358,246 @@ pub async fn forward(
         }
     }
     let tls = request_tls.as_ref().or(route.tls.as_ref());
-    let mut tried: Vec<usize> = Vec::new();
+    // What a retry needs to send the request again: its head (the body is streamed, so a
+    // request with one is sent at most once; `next::go_next` knows).
+    let has_body = !http_body::Body::is_end_stream(req.body());
+    let head = (
+        req.method().clone(),
+        req.uri().clone(),
+        req.version(),
+        req.headers().clone(),
+    );
+    let rebuild = || {
+        let mut r = Request::new(request_body(http_body_util::Empty::<Bytes>::new()));
+        *r.method_mut() = head.0.clone();
+        *r.uri_mut() = head.1.clone();
+        *r.version_mut() = head.2;
+        *r.headers_mut() = head.3.clone();
+        r
+    };
+    let mut req = Some(req);
+    let mut attempt = Attempt::new(balance_key);
+    let tries = route.balancer.lock().map_or(1, |b| b.tries());
+    let tries = match conf.next_upstream_tries {
+        0 => tries,
+        n => tries.min(n as usize),
+    };
+    let started = Instant::now();
     let mut last = Failure::BadGateway;
-    let (peer_index, peer, key, mut sender) = loop {
+    loop {
         let pick = route
             .balancer
             .lock()
             .ok()
-            .and_then(|mut b| b.pick(Instant::now(), &tried));
+            .and_then(|mut b| b.pick(Instant::now(), &mut attempt));
         let Some(i) = pick else {
-            if tried.is_empty() {
-                crate::fblog!(
-                    Error,
-                    "{}",
-                    log.line(
-                        &"no live upstreams while connecting to upstream",
-                        scheme,
-                        None,
-                        &uri
-                    )
-                );
-            }
-            return Err(last);
+            crate::fblog!(
+                Error,
+                "{}",
+                log.line(
+                    &"no live upstreams while connecting to upstream",
+                    scheme,
+                    None,
+                    &uri
+                )
+            );
+            // nginx records the group's name as the address of this last "try".
+            up.begin(conf.host.clone(), Instant::now());
+            up.end(502, Instant::now());
+            return Err(if attempt.tried.is_empty() {
+                Failure::BadGateway
+            } else {
+                last
+            });
         };
-        tried.push(i);
-        let Some(&addr) = route.peers.get(i) else {
+        let guard = ConnGuard {
+            balancer: route.balancer.clone(),
+            index: i,
+        };
+        let Some(addr) = route.peers.get(i).cloned() else {
             return Err(Failure::BadGateway);
         };
-        let key = (addr, cfg_key, cert_key.clone());
+        let tries_left = tries.saturating_sub(attempt.tried.len());
+        up.begin(addr.to_string(), Instant::now());
+        let Some(this) = req.take().or_else(|| (!has_body).then(rebuild)) else {
+            return Err(last);
+        };
+        let key = (addr.clone(), cfg_key, cert_key.clone());
+        let mut pooled = None;
         if route.keepalive > 0 {
-            if let Some(mut s) = pool.checkout(&key) {
+            pooled = pool.checkout(&key);
+        }
+        let (sender, sent) = match pooled {
+            Some(mut s) => {
+                up.connected(Instant::now());
                 s.set_send_timeout(conf.send_timeout);
                 // A pooled connection the upstream closed meanwhile gives the request back.
-                // `proxy_read_timeout` bounds the wait for the header here as on a new one.
-                match tokio::time::timeout(conf.read_timeout, s.try_send_request(req)).await {
-                    Err(_) => return Err(header_timeout(route, i, log, scheme, addr, &uri)),
-                    Ok(Ok(resp)) => {
-                        return respond(route, pool, (i, key, s), resp, on_upgrade, log, &uri)
-                            .await;
-                    }
+                let r = tokio::time::timeout(conf.read_timeout, s.try_send_request(this)).await;
+                match r {
                     Ok(Err(mut e)) => match e.take_message() {
                         Some(m) => {
-                            req = m;
-                            tried.pop();
+                            // Not this server's fault, and not a try: again, afresh.
+                            req = Some(m);
+                            attempt.tried.pop();
+                            up.forget();
                             continue;
                         }
-                        None => {
-                            let e = e.into_error();
-                            if is_client_body_error(&e) {
-                                return Err(Failure::ClientBody);
-                            }
-                            let (reason, failure) = send_failure(&e);
-                            crate::fblog!(Error, "{}", log.line(&reason, scheme, Some(addr), &uri));
-                            return Err(failure);
-                        }
+                        None => (s, Sent::Failed(e.into_error())),
                     },
+                    Ok(Ok(resp)) => (s, Sent::Response(resp)),
+                    Err(_) => (s, Sent::HeaderTimeout),
                 }
             }
-        }
-        match connect(addr, tls, conf.connect_timeout, conf.send_timeout).await {
-            Ok(s) => break (i, addr, key, s),
-            Err(e) => {
-                crate::fblog!(Error, "{}", log.line(&e, scheme, Some(addr), &uri));
-                if let Ok(mut b) = route.balancer.lock() {
-                    b.failed(i, Instant::now());
+            None => match connect(&addr, tls, conf.connect_timeout, conf.send_timeout).await {
+                Ok(mut s) => {
+                    up.connected(Instant::now());
+                    let r = tokio::time::timeout(conf.read_timeout, s.send_request(this)).await;
+                    match r {
+                        Ok(Ok(resp)) => (s, Sent::Response(resp)),
+                        Ok(Err(e)) => (s, Sent::Failed(e)),
+                        Err(_) => (s, Sent::HeaderTimeout),
+                    }
                 }
-                last = if e.is_timeout() {
-                    Failure::Timeout
+                Err(e) => {
+                    crate::fblog!(Error, "{}", log.line(&e, scheme, Some(&addr), &uri));
+                    let outcome = if e.is_timeout() {
+                        last = Failure::Timeout;
+                        next::Outcome::Timeout
+                    } else {
+                        last = Failure::BadGateway;
+                        next::Outcome::Error
+                    };
+                    // Nothing was sent: the request (and its body) is still whole.
+                    req = Some(this);
+                    up.end(last.status(), Instant::now());
+                    route.failed(i);
+                    drop(guard);
+                    let facts = next::Request {
+                        method: &head.0,
+                        sent: false,
+                        has_body: false,
+                    };
+                    if !next::go_next(
+                        conf.next_upstream,
+                        conf.next_upstream_timeout,
+                        outcome,
+                        facts,
+                        tries_left,
+                        started.elapsed(),
+                    ) {
+                        return Err(last);
+                    }
+                    continue;
+                }
+            },
+        };
+        let facts = next::Request {
+            method: &head.0,
+            sent: true,
+            has_body,
+        };
+        let outcome = match sent {
+            Sent::Response(resp) => {
+                let status = resp.status().as_u16();
+                up.header(status, Instant::now());
+                let outcome = next::Outcome::Status(status);
+                if NextUpstream::status_bit(status).is_some()
+                    && next::go_next(
+                        conf.next_upstream,
+                        conf.next_upstream_timeout,
+                        outcome,
+                        facts,
+                        tries_left,
+                        started.elapsed(),
+                    )
+                {
+                    if outcome.is_failure() {
+                        route.failed(i);
+                    }
+                    up.end(status, Instant::now());
+                    last = Failure::BadGateway;
+                    continue;
+                }
+                return respond(
+                    route,
+                    pool,
+                    (i, key, sender, guard),
+                    resp,
+                    on_upgrade,
+                    log,
+                    &uri,
+                )
+                .await;
+            }
+            Sent::Failed(e) if is_client_body_error(&e) => return Err(Failure::ClientBody),
+            Sent::Failed(e) => {
+                let (reason, failure) = send_failure(&e);
+                crate::fblog!(Error, "{}", log.line(&reason, scheme, Some(&addr), &uri));
+                last = failure;
+                if failure == Failure::Timeout {
+                    next::Outcome::Timeout
+                } else if e.is_parse() {
+                    next::Outcome::InvalidHeader
                 } else {
-                    Failure::BadGateway
-                };
-            }
-        }
-    };
-    let sent = tokio::time::timeout(conf.read_timeout, sender.send_request(req)).await;
-    let resp = match sent {
-        Ok(Ok(r)) => r,
-        Ok(Err(e)) if is_client_body_error(&e) => return Err(Failure::ClientBody),
-        Ok(Err(e)) => {
-            let (reason, failure) = send_failure(&e);
-            crate::fblog!(Error, "{}", log.line(&reason, scheme, Some(peer), &uri));
-            if failure == Failure::Timeout {
-                if let Ok(mut b) = route.balancer.lock() {
-                    b.failed(peer_index, Instant::now());
+                    next::Outcome::Error
                 }
             }
-            return Err(failure);
+            Sent::HeaderTimeout => {
+                last = header_timeout(log, scheme, &addr, &uri);
+                next::Outcome::Timeout
+            }
+        };
+        drop(sender);
+        route.failed(i);
+        drop(guard);
+        up.end(last.status(), Instant::now());
+        if !next::go_next(
+            conf.next_upstream,
+            conf.next_upstream_timeout,
+            outcome,
+            facts,
+            tries_left,
+            started.elapsed(),
+        ) {
+            return Err(last);
         }
-        Err(_) => return Err(header_timeout(route, peer_index, log, scheme, peer, &uri)),
-    };
-    respond(
-        route,
-        pool,
-        (peer_index, key, sender),
-        resp,
-        on_upgrade,
-        log,
-        &uri,
-    )
-    .await
+    }
 }
 
-/// `proxy_read_timeout` passed before the response header: logged, the peer marked failed
-/// (nginx's `proxy_next_upstream timeout` counts it against `max_fails`), 504.
-fn header_timeout(
-    route: &Route,
-    peer_index: usize,
-    log: &LogContext<'_>,
-    scheme: &str,
-    peer: SocketAddr,
-    uri: &str,
-) -> Failure {
+/// What sending the request over one connection gave.
+enum Sent {
+    Response(Response<hyper::body::Incoming>),
+    Failed(hyper::Error),
+    HeaderTimeout,
+}
+
+/// One connection to a peer as the balancer counts it (`least_conn`): released when the
+/// attempt fails or the response body is done.
+pub(crate) struct ConnGuard {
+    balancer: Arc<Mutex<Balancer>>,
+    index: usize,
+}
+
+impl Drop for ConnGuard {
+    fn drop(&mut self) {
+        if let Ok(mut b) = self.balancer.lock() {
+            b.release(self.index);
+        }
+    }
+}
+
+impl Route {
+    /// Counts a failure of peer `i` against its `max_fails`.
+    fn failed(&self, i: usize) {
+        if let Ok(mut b) = self.balancer.lock() {
+            b.failed(i, Instant::now());
+        }
+    }
+}
+
+/// `proxy_read_timeout` passed before the response header: logged, 504 (the caller counts
+/// it against `max_fails`, nginx's `proxy_next_upstream timeout`).
+fn header_timeout(log: &LogContext<'_>, scheme: &str, peer: &PeerAddr, uri: &str) -> Failure {
     crate::fblog!(
         Error,
         "{}",
@@ -460,9 +608,6 @@ fn header_timeout(
             uri
         )
     );
-    if let Ok(mut b) = route.balancer.lock() {
-        b.failed(peer_index, Instant::now());
-    }
     Failure::Timeout
 }
 
@@ -487,7 +632,7 @@ fn send_failure(e: &hyper::Error) -> (String, Failure) {
 async fn respond(
     route: &Route,
     pool: &Arc<Pool>,
-    (peer_index, key, sender): (usize, upstream::PoolKey, upstream::Sender),
+    (peer_index, key, sender, conn): (usize, upstream::PoolKey, upstream::Sender, ConnGuard),
     mut resp: Response<hyper::body::Incoming>,
     on_upgrade: Option<ClientUpgrade>,
     log: &LogContext<'_>,
@@ -513,17 +658,17 @@ async fn respond(
     // The client's protocol, not the upstream's, goes on the status line.
     parts.version = http::Version::default();
     headers::response_headers(conf, &mut parts.headers, false);
-    let peer = key.0;
+    let peer = key.0.clone();
     let back = (route.keepalive > 0 && conf.http11).then(|| upstream::Return {
         pool: pool.clone(),
         key,
         sender,
         max: route.keepalive,
     });
-    let body = upstream::UpstreamBody::new(incoming, conf.read_timeout, back);
+    let body = upstream::UpstreamBody::new(incoming, conf.read_timeout, back).hold(conn);
     if conf.buffering {
         let scheme = if conf.tls { "https" } else { "http" };
-        let tail = log.line(&"", scheme, Some(peer), uri);
+        let tail = log.line(&"", scheme, Some(&peer), uri);
         let body = spool::buffered(body, &conf.buffers, tail);
         return Ok(Response::from_parts(
             parts,

@@ -16,7 +16,6 @@
 use std::collections::HashMap;
 use std::future::Future;
 use std::io;
-use std::net::SocketAddr;
 use std::pin::Pin;
 use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll};
@@ -29,6 +28,8 @@ use hyper::client::conn::http1::SendRequest;
 use hyper_util::rt::TokioIo;
 use rustls::pki_types::ServerName;
 use tokio::net::TcpStream;
+
+use crate::conf::model::PeerAddr;
 use tokio::time::{sleep, Instant as TokioInstant, Sleep};
 
 /// The request body type sent upstream (the client's body, streamed).
@@ -88,7 +89,7 @@ impl SharedTimeout {
 
 /// What identifies interchangeable connections: the peer, the route's TLS config (0 for
 /// plain), and the evaluated client certificate paths when they come from variables.
-pub type PoolKey = (SocketAddr, usize, Option<Arc<str>>);
+pub type PoolKey = (PeerAddr, usize, Option<Arc<str>>);
 
 /// Why connecting failed, in nginx's words (`... while connecting to upstream`).
 #[derive(Debug, thiserror::Error)]
@@ -128,33 +129,52 @@ pub struct UpstreamTls {
 /// connection's task (upgrades allowed, for WebSocket). Writes that wait longer than
 /// `send_timeout` fail the connection.
 pub async fn connect(
-    addr: SocketAddr,
+    addr: &PeerAddr,
     tls: Option<&UpstreamTls>,
     timeout: Duration,
     send_timeout: Duration,
 ) -> Result<Sender, ConnectError> {
     let work = async {
-        let tcp = TcpStream::connect(addr)
-            .await
-            .map_err(ConnectError::Connect)?;
-        let _ = tcp.set_nodelay(true);
         let shared = SharedTimeout::new(send_timeout);
-        let tcp = SendTimeout::new(tcp, shared.clone());
-        match tls {
-            None => handshake(tcp, shared).await,
-            Some(t) => {
-                let c = tokio_rustls::TlsConnector::from(t.config.clone());
-                let s = c
-                    .connect(t.name.clone(), tcp)
+        match addr {
+            PeerAddr::Tcp(a) => {
+                let tcp = TcpStream::connect(a).await.map_err(ConnectError::Connect)?;
+                let _ = tcp.set_nodelay(true);
+                over(SendTimeout::new(tcp, shared.clone()), tls, shared).await
+            }
+            PeerAddr::Unix(path) => {
+                let unix = tokio::net::UnixStream::connect(path)
                     .await
-                    .map_err(ConnectError::Tls)?;
-                handshake(s, shared).await
+                    .map_err(ConnectError::Connect)?;
+                over(SendTimeout::new(unix, shared.clone()), tls, shared).await
             }
         }
     };
     match tokio::time::timeout(timeout, work).await {
         Ok(r) => r,
         Err(_) => Err(ConnectError::TimedOut),
+    }
+}
+
+/// HTTP/1 over `io`, through TLS when `tls` is given.
+async fn over<S>(
+    io: S,
+    tls: Option<&UpstreamTls>,
+    shared: SharedTimeout,
+) -> Result<Sender, ConnectError>
+where
+    S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
+{
+    match tls {
+        None => handshake(io, shared).await,
+        Some(t) => {
+            let c = tokio_rustls::TlsConnector::from(t.config.clone());
+            let s = c
+                .connect(t.name.clone(), io)
+                .await
+                .map_err(ConnectError::Tls)?;
+            handshake(s, shared).await
+        }
     }
 }
 
@@ -358,6 +378,8 @@ pub struct UpstreamBody {
     timeout: Duration,
     timer: Pin<Box<Sleep>>,
     back: Option<Return>,
+    /// Held while the response is read: `least_conn` counts the connection until then.
+    _conn: Option<super::ConnGuard>,
 }
 
 impl UpstreamBody {
@@ -368,7 +390,14 @@ impl UpstreamBody {
             timeout,
             timer: Box::pin(sleep(timeout)),
             back,
+            _conn: None,
         }
+    }
+
+    /// Keeps `conn` (the balancer's count of this connection) until the body is dropped.
+    pub(super) fn hold(mut self, conn: super::ConnGuard) -> Self {
+        self._conn = Some(conn);
+        self
     }
 }
 
@@ -491,7 +520,7 @@ mod tests {
         // Port 1 on loopback: nothing listens there in a test environment.
         let t = std::time::Instant::now();
         let r = connect(
-            "127.0.0.1:1".parse().expect("addr"),
+            &PeerAddr::Tcp("127.0.0.1:1".parse().expect("addr")),
             None,
             Duration::from_secs(5),
             Duration::from_secs(5),
