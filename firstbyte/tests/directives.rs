@@ -617,3 +617,42 @@ fn listen_socket_tuning_reaches_accepted_connections() {
     drop(s);
     stop(server);
 }
+
+/// `return 444`: no response. HTTP/1.1: the connection closes with nothing written (curl: 52,
+/// empty reply); HTTP/2: the stream is reset (curl: 92) and the connection serves the next
+/// request; the access log records 444.
+#[test]
+fn return_444_closes_without_a_response() {
+    let conf = r#"
+pid off;
+error_log {dir}/error.log info;
+events {}
+http {
+    access_log {dir}/access.log;
+    http2 on;
+    ssl_certificate {certs}/localhost.crt;
+    ssl_certificate_key {certs}/localhost.key;
+    server {
+        listen 127.0.0.1:{port0};
+        listen 127.0.0.1:{port1} ssl;
+        location / { return 444; }
+        location /ok { return 200 "ok\n"; }
+    }
+}
+"#;
+    let (server, ports) = Server::start("return-444", conf, 2);
+    let url = format!("http://127.0.0.1:{}/", ports[0]);
+    let h1 = curl(&["-s", &url]);
+    assert_eq!(h1.status.code(), Some(52), "{h1:?}");
+    assert!(h1.stdout.is_empty());
+    let h2 = curl(&["-s", "--http2-prior-knowledge", &url]);
+    assert_eq!(h2.status.code(), Some(92), "{h2:?}");
+    // The stream, not the connection: the next request on it is served.
+    let tls = format!("https://localhost:{}", ports[1]);
+    let both = curl(&["-s", "--http2", &format!("{tls}/"), &format!("{tls}/ok")]);
+    assert_eq!(String::from_utf8_lossy(&both.stdout), "ok\n");
+    let log = std::fs::read_to_string(server.dir.join("access.log")).unwrap_or_default();
+    assert!(log.contains("\"GET / HTTP/1.1\" 444 0"), "{log}");
+    assert!(log.contains("\"GET /ok HTTP/2.0\" 200"), "{log}");
+    stop(server);
+}

@@ -378,6 +378,11 @@ async fn request(
     }
     let req = http::Request::from_parts(parts, RecvBody { recv, done: false });
     let Ok(resp) = crate::http::pipeline::serve(conn, req).await;
+    if resp.status().as_u16() == crate::http::pipeline::CLOSE {
+        // nginx's 444: no response, the stream is reset.
+        send.stop_stream(h3::error::Code::H3_REQUEST_REJECTED);
+        return;
+    }
     let (parts, body) = resp.into_parts();
     if send
         .send_response(http::Response::from_parts(parts, ()))

@@ -400,6 +400,12 @@ fn step(core: &mut Core, s: &mut Slot, cx: &mut Context<'_>) -> bool {
             s.answer = Answer::Done;
             return false;
         }
+        if parts.status.as_u16() == crate::http::pipeline::CLOSE {
+            // nginx's 444: no response; the stream is reset, the connection goes on.
+            core.reset(s.id, Reason::INTERNAL_ERROR);
+            s.answer = Answer::Done;
+            return false;
+        }
         let end = s.head || rbody.is_end_stream();
         let length = if end {
             None

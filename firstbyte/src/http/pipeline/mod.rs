@@ -66,6 +66,11 @@ const MAX_REDIRECTS: u8 = 10;
 /// What the pipeline hands back to hyper.
 pub type HttpResponse = Response<ResponseBody>;
 
+/// nginx's 444: the request gets no response; the connection (HTTP/1.x) or the stream
+/// (HTTP/2, HTTP/3) is closed. The pipeline answers with this status and each protocol's
+/// shell does the closing; the access log records 444.
+pub const CLOSE: u16 = 444;
+
 /// Serves one request. `B` is the request body (hyper's `Incoming`), streamed to an upstream
 /// by `proxy_pass` and otherwise dropped.
 pub async fn serve<B>(conn: Arc<Conn>, req: Request<B>) -> Result<HttpResponse, Infallible>

@@ -63,7 +63,15 @@ pub(super) async fn serve_h1<I>(
     let mut svc = hyper::service::service_fn(move |req: hyper::Request<hyper::body::Incoming>| {
         let c = svc_conn.clone();
         let req = req.map(|body| ReqBody::new(body, &c));
-        crate::http::pipeline::serve(c, req)
+        async move {
+            let Ok(resp) = crate::http::pipeline::serve(c, req).await;
+            // nginx's 444: no response at all; a service error makes hyper close the
+            // connection without writing one.
+            if resp.status().as_u16() == crate::http::pipeline::CLOSE {
+                return Err(CloseWithoutResponse);
+            }
+            Ok(resp)
+        }
     });
     let mut io = Watched {
         io,
@@ -196,6 +204,18 @@ fn parkable(m: H1Moves) -> bool {
         && m.open_bodies == 0
         && m.inflight == 0
 }
+
+/// The service's "error" for nginx's 444: close without a response.
+#[derive(Debug)]
+struct CloseWithoutResponse;
+
+impl std::fmt::Display for CloseWithoutResponse {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("444: connection closed without a response")
+    }
+}
+
+impl std::error::Error for CloseWithoutResponse {}
 
 /// A stream an idle HTTP/1.1 connection waits on with no read buffer.
 pub(super) trait WaitInput {
