@@ -46,6 +46,10 @@ http {
         location /cs/all/ { types { text/css css; } charset utf-8; charset_types *; }
         location /gz/ { gzip on; gzip_min_length 1; gzip_types text/plain; gzip_http_version 1.0; }
         location /gz11/ { gzip on; gzip_min_length 1; gzip_types text/plain; }
+        location /gzp/ {
+            gzip on; gzip_min_length 1; gzip_types text/plain; gzip_http_version 1.0;
+            gzip_proxied any; gzip_disable "^Wget/" msie6;
+        }
     }
 }
 "#;
@@ -93,6 +97,7 @@ fn start(tag: &str) -> (Server, u16) {
         "cs/all/a.css",
         "gz/a.txt",
         "gz11/a.txt",
+        "gzp/a.txt",
     ] {
         write(&dir, f, "0123456789");
     }
@@ -448,7 +453,8 @@ fn worker_rlimit_nofile() {
 }
 
 /// `charset` names the charset of listed types that name none (`charset_types *`: every
-/// type); `gzip_http_version 1.0` compresses for HTTP/1.0 clients, the default 1.1 does not.
+/// type); `gzip_http_version 1.0` compresses for HTTP/1.0 clients, the default 1.1 does not;
+/// `gzip_proxied` and `gzip_disable` decide for proxied requests and user agents.
 #[test]
 fn charset_and_gzip_http_version() {
     let (server, port) = start("charset");
@@ -475,6 +481,34 @@ fn charset_and_gzip_http_version() {
     };
     assert_eq!(gz("/gz/a.txt").as_deref(), Some("gzip"));
     assert_eq!(gz("/gz11/a.txt"), None);
+    // gzip_proxied (a `Via` means proxied: off by default) and gzip_disable.
+    let gz_with = |path: &str, extra: &str| {
+        let (code, h, _) = raw(
+            port,
+            &format!(
+                "GET {path} HTTP/1.0\r\nHost: localhost\r\nAccept-Encoding: gzip\r\n{extra}\r\n"
+            ),
+        );
+        assert_eq!(code, 200, "{path}");
+        header(&h, "content-encoding").map(str::to_string)
+    };
+    assert_eq!(gz_with("/gz/a.txt", "Via: 1.1 proxy\r\n"), None);
+    assert_eq!(
+        gz_with("/gzp/a.txt", "Via: 1.1 proxy\r\n").as_deref(),
+        Some("gzip")
+    );
+    assert_eq!(gz_with("/gzp/a.txt", "User-Agent: wget/1.21\r\n"), None);
+    assert_eq!(
+        gz_with(
+            "/gzp/a.txt",
+            "User-Agent: Mozilla/4.0 (compatible; MSIE 6.0; Windows 98)\r\n"
+        ),
+        None
+    );
+    assert_eq!(
+        gz_with("/gzp/a.txt", "User-Agent: curl/8\r\n").as_deref(),
+        Some("gzip")
+    );
     stop(server);
 }
 

@@ -11,7 +11,9 @@ use std::time::Duration;
 
 use super::cx::Cx;
 use super::error::ConfError;
-use super::model::{CertificateCache, DisableSymlinks, GzipStatic, User, WorkerProcesses};
+use super::model::{
+    CertificateCache, DisableSymlinks, GzipDisable, GzipProxied, GzipStatic, User, WorkerProcesses,
+};
 use super::parse::Directive;
 use super::units;
 use super::vars::ComplexValue;
@@ -290,6 +292,40 @@ pub(crate) fn gzip_static(d: &Directive, _: &mut Cx) -> Result<GzipStatic, ConfE
         ("always", GzipStatic::Always),
     ];
     choice(d, arg0(d), &opts)
+}
+
+/// `gzip_proxied off|expired|no-cache|no-store|private|no_last_modified|no_etag|auth|any ...`.
+pub(crate) fn gzip_proxied(d: &Directive, _: &mut Cx) -> Result<GzipProxied, ConfError> {
+    let mut flags = 0;
+    for a in &d.args {
+        flags |= match a.as_str() {
+            "off" => GzipProxied::OFF,
+            "expired" => GzipProxied::EXPIRED,
+            "no-cache" => GzipProxied::NO_CACHE,
+            "no-store" => GzipProxied::NO_STORE,
+            "private" => GzipProxied::PRIVATE,
+            "no_last_modified" => GzipProxied::NO_LAST_MODIFIED,
+            "no_etag" => GzipProxied::NO_ETAG,
+            "auth" => GzipProxied::AUTH,
+            "any" => GzipProxied::ANY,
+            _ => return Err(param(d, a)),
+        };
+    }
+    Ok(GzipProxied(flags))
+}
+
+/// `gzip_disable msie6|REGEX ...` (regexes case-insensitive, as nginx's).
+pub(crate) fn gzip_disable(d: &Directive, _: &mut Cx) -> Result<GzipDisable, ConfError> {
+    let mut g = GzipDisable::default();
+    for a in &d.args {
+        if a == "msie6" {
+            g.msie6 = true;
+        } else {
+            g.patterns
+                .push(super::rewrite::regex::Regex::compile(a, true, &d.pos)?);
+        }
+    }
+    Ok(g)
 }
 
 /// `disable_symlinks off|on|if_not_owner` (`from=` is not supported yet).

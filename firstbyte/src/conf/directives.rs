@@ -178,6 +178,12 @@ macro_rules! compression_directives {
         "gzip_min_length" gzip_min_length: u64 = 20 =>
             (HSL, 1, 1, "20", Inherit, p::bytes)
             "Smallest response (by Content-Length) compressed.";
+        "gzip_proxied" gzip_proxied: crate::conf::model::GzipProxied = crate::conf::model::GzipProxied(crate::conf::model::GzipProxied::OFF) =>
+            (HSL, 1, ANY, "off", Inherit, p::gzip_proxied)
+            "Whether responses to requests that came through a proxy (`Via`) are compressed: `off`, `any`, or when the response says it is not cacheable (`expired`, `no-cache`, `no-store`, `private`, `no_last_modified`, `no_etag`) or the request has `auth`; nginx's rules, for Brotli too.";
+        "gzip_disable" gzip_disable: crate::conf::model::GzipDisable = crate::conf::model::GzipDisable::default() =>
+            (HSL, 1, ANY, "", Inherit, p::gzip_disable)
+            "No compression for requests whose `User-Agent` matches one of these regular expressions (case-insensitive), or `msie6` (MSIE 4–6 without SV1).";
         "gzip_vary" gzip_vary: bool = false =>
             (HSL, 1, 1, "off", Inherit, p::on_off)
             "Add `Vary: Accept-Encoding` to compressible responses.";

@@ -421,6 +421,80 @@ pub enum Net {
     Cidr(std::net::IpAddr, u8),
 }
 
+/// `gzip_proxied`: which responses to requests that came through a proxy (`Via`) may be
+/// compressed, as nginx's flags.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct GzipProxied(pub u16);
+
+impl GzipProxied {
+    /// `off`: none (nginx's default).
+    pub const OFF: u16 = 1 << 0;
+    /// `expired`: `Expires` at or before `Date`.
+    pub const EXPIRED: u16 = 1 << 1;
+    /// `no-cache` in `Cache-Control`.
+    pub const NO_CACHE: u16 = 1 << 2;
+    /// `no-store` in `Cache-Control`.
+    pub const NO_STORE: u16 = 1 << 3;
+    /// `private` in `Cache-Control`.
+    pub const PRIVATE: u16 = 1 << 4;
+    /// No `Last-Modified`.
+    pub const NO_LAST_MODIFIED: u16 = 1 << 5;
+    /// No `ETag`.
+    pub const NO_ETAG: u16 = 1 << 6;
+    /// The request has `Authorization`.
+    pub const AUTH: u16 = 1 << 7;
+    /// All.
+    pub const ANY: u16 = 1 << 8;
+
+    /// Whether `flag` is set.
+    pub fn has(self, flag: u16) -> bool {
+        self.0 & flag != 0
+    }
+}
+
+/// `gzip_disable`: user agents whose requests get no compression (regexes, case-insensitive,
+/// and nginx's `msie6` mask).
+#[derive(Debug, Clone, Default)]
+pub struct GzipDisable {
+    /// `msie6`: MSIE 4–6 without SV1.
+    pub msie6: bool,
+    /// The expressions.
+    pub patterns: Vec<super::rewrite::regex::Regex>,
+}
+
+impl PartialEq for GzipDisable {
+    fn eq(&self, other: &Self) -> bool {
+        self.msie6 == other.msie6
+            && self.patterns.len() == other.patterns.len()
+            && self
+                .patterns
+                .iter()
+                .zip(&other.patterns)
+                .all(|(a, b)| a.source == b.source)
+    }
+}
+
+impl GzipDisable {
+    /// Whether a request with this `User-Agent` is refused compression.
+    pub fn refuses(&self, user_agent: Option<&str>) -> bool {
+        let Some(ua) = user_agent else {
+            return false;
+        };
+        (self.msie6 && is_msie6(ua)) || self.patterns.iter().any(|p| p.is_match(ua))
+    }
+}
+
+/// nginx's `msie6` mask: "MSIE 4.", "MSIE 5." or "MSIE 6." not followed (in the same
+/// user agent) by "SV1" (XP SP2's MSIE 6, which handles gzip).
+fn is_msie6(ua: &str) -> bool {
+    let Some(at) = ua.find("MSIE ") else {
+        return false;
+    };
+    let v = &ua[at + 5..];
+    let old = v.len() >= 2 && matches!(v.as_bytes()[0], b'4'..=b'6') && v.as_bytes()[1] == b'.';
+    old && !(v.as_bytes()[0] == b'6' && ua.contains("SV1"))
+}
+
 /// `gzip_static`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum GzipStatic {

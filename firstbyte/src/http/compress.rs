@@ -35,7 +35,7 @@ use http_body::{Body as _, Frame, SizeHint};
 use http_body_util::BodyExt;
 
 use super::body::Body;
-use crate::conf::model::Compression;
+use crate::conf::model::{Compression, GzipProxied};
 
 /// Brotli window: 2^22 bytes (4 MiB), the brotli library's own default and the largest
 /// plain window; smaller when the body's length is known, as the brotli module does.
@@ -122,11 +122,66 @@ pub fn accepted(headers: &HeaderMap) -> Accepted {
     }
 }
 
-/// nginx's `ngx_http_gzip_ok` with its defaults: the client accepts gzip and the request did
-/// not come through a proxy (`gzip_proxied off`: a `Via` header means "proxied").
-/// `gzip_static on` uses the same test.
-pub fn gzip_ok(headers: &HeaderMap) -> bool {
-    accepted(headers).gzip && !headers.contains_key(http::header::VIA)
+/// nginx's `ngx_http_gzip_ok`: the client accepts gzip and may get a compressed response
+/// ([`client_ok`]). `gzip_static on` uses the same test (with no response head yet).
+pub fn gzip_ok(req: &HeaderMap, resp: &HeaderMap, conf: &Compression) -> bool {
+    accepted(req).gzip && client_ok(req, resp, conf)
+}
+
+/// Whether this client may get a compressed response, whatever it accepts: its `User-Agent`
+/// is not in `gzip_disable`, and a request that came through a proxy (`Via`) passes
+/// `gzip_proxied` ([`proxied_ok`]).
+pub fn client_ok(req: &HeaderMap, resp: &HeaderMap, conf: &Compression) -> bool {
+    let ua = req
+        .get(http::header::USER_AGENT)
+        .and_then(|v| v.to_str().ok());
+    !conf.gzip_disable.refuses(ua) && proxied_ok(req, resp, conf.gzip_proxied)
+}
+
+/// `gzip_proxied`, nginx's rules in nginx's order: not proxied (no `Via`): yes; `off`: no;
+/// `any`: yes; `auth` and an `Authorization`: yes; an `Expires`: yes only with `expired` and
+/// a time not after `Date` (or now); a `Cache-Control`: yes only for a listed `no-cache`,
+/// `no-store` or `private` in it; else no with `no_last_modified` and a `Last-Modified`, or
+/// with `no_etag` and an `ETag`; else yes.
+pub fn proxied_ok(req: &HeaderMap, resp: &HeaderMap, p: GzipProxied) -> bool {
+    if !req.contains_key(http::header::VIA) {
+        return true;
+    }
+    if p.has(GzipProxied::OFF) {
+        return false;
+    }
+    if p.has(GzipProxied::ANY)
+        || (p.has(GzipProxied::AUTH) && req.contains_key(http::header::AUTHORIZATION))
+    {
+        return true;
+    }
+    let time = |name| {
+        resp.get(name)
+            .and_then(|v: &HeaderValue| v.to_str().ok())
+            .and_then(|v| httpdate::parse_http_date(v.trim()).ok())
+    };
+    if resp.contains_key(http::header::EXPIRES) {
+        let Some(expires) = time(http::header::EXPIRES) else {
+            return false;
+        };
+        let date = time(http::header::DATE).unwrap_or_else(std::time::SystemTime::now);
+        return p.has(GzipProxied::EXPIRED) && expires <= date;
+    }
+    if resp.contains_key(http::header::CACHE_CONTROL) {
+        let has = |token: &str| {
+            resp.get_all(http::header::CACHE_CONTROL).iter().any(|v| {
+                v.to_str().is_ok_and(|v| {
+                    v.split(',')
+                        .any(|t| t.trim().split('=').next() == Some(token))
+                })
+            })
+        };
+        return (p.has(GzipProxied::NO_CACHE) && has("no-cache"))
+            || (p.has(GzipProxied::NO_STORE) && has("no-store"))
+            || (p.has(GzipProxied::PRIVATE) && has("private"));
+    }
+    !(p.has(GzipProxied::NO_LAST_MODIFIED) && resp.contains_key(http::header::LAST_MODIFIED)
+        || p.has(GzipProxied::NO_ETAG) && resp.contains_key(http::header::ETAG))
 }
 
 /// Whether a `Content-Type` is one of `types`: `text/html` always, `*` any, compared without
@@ -252,12 +307,15 @@ pub fn decide(
         return none;
     }
     let accepts = accepted(req.headers);
-    let encoding = if br_eligible && accepts.br {
+    let client = client_ok(req.headers, &resp.headers, conf);
+    let encoding = if !client {
+        None
+    } else if br_eligible && accepts.br {
         Some(Encoding::Brotli)
     } else if gzip_eligible
         && (req.version >= Version::HTTP_11
             || (conf.gzip_http10 && req.version == Version::HTTP_10))
-        && gzip_ok(req.headers)
+        && accepts.gzip
     {
         Some(Encoding::Gzip)
     } else {
@@ -518,6 +576,8 @@ mod tests {
             gzip_comp_level: 1,
             gzip_min_length: 20,
             gzip_vary: true,
+            gzip_proxied: GzipProxied(GzipProxied::OFF),
+            gzip_disable: Default::default(),
             brotli: false,
             brotli_types: vec![],
             brotli_comp_level: 6,
@@ -1009,5 +1069,69 @@ mod tests {
             .read_to_end(&mut plain)
             .unwrap();
         assert_eq!(plain, data);
+    }
+
+    #[test]
+    fn gzip_proxied_follows_nginx() {
+        let via = headers(&[("via", "1.1 proxy")]);
+        let auth = headers(&[("via", "1.1 proxy"), ("authorization", "Basic eA==")]);
+        let none = HeaderMap::new();
+        let p = |flags: u16| GzipProxied(flags);
+        // Not proxied: always; proxied with `off` (the default): never.
+        assert!(proxied_ok(&none, &none, p(GzipProxied::OFF)));
+        assert!(!proxied_ok(&via, &none, p(GzipProxied::OFF)));
+        assert!(proxied_ok(&via, &none, p(GzipProxied::ANY)));
+        assert!(proxied_ok(&auth, &none, p(GzipProxied::AUTH)));
+        assert!(
+            !proxied_ok(&via, &none, p(GzipProxied::AUTH | GzipProxied::NO_ETAG))
+                || proxied_ok(&via, &none, p(GzipProxied::NO_ETAG))
+        );
+        // Expires: only `expired`, and only a time not after Date.
+        let past = headers(&[
+            ("expires", "Thu, 01 Jan 1970 00:00:00 GMT"),
+            ("date", "Tue, 24 Nov 2026 00:00:00 GMT"),
+        ]);
+        let future = headers(&[
+            ("expires", "Thu, 01 Jan 2099 00:00:00 GMT"),
+            ("date", "Tue, 24 Nov 2026 00:00:00 GMT"),
+        ]);
+        assert!(proxied_ok(&via, &past, p(GzipProxied::EXPIRED)));
+        assert!(!proxied_ok(&via, &future, p(GzipProxied::EXPIRED)));
+        assert!(!proxied_ok(&via, &past, p(GzipProxied::NO_CACHE)));
+        // Cache-Control: only a listed token.
+        let cc = headers(&[("cache-control", "max-age=0, private")]);
+        assert!(proxied_ok(&via, &cc, p(GzipProxied::PRIVATE)));
+        assert!(!proxied_ok(&via, &cc, p(GzipProxied::NO_CACHE)));
+        // Else: no_last_modified / no_etag refuse when the header is there.
+        let lm = headers(&[("last-modified", "Tue, 24 Nov 2026 00:00:00 GMT")]);
+        assert!(!proxied_ok(&via, &lm, p(GzipProxied::NO_LAST_MODIFIED)));
+        assert!(proxied_ok(&via, &none, p(GzipProxied::NO_LAST_MODIFIED)));
+        assert!(proxied_ok(&via, &lm, p(GzipProxied::NO_ETAG)));
+    }
+
+    #[test]
+    fn gzip_disable_by_user_agent() {
+        let pos = crate::conf::model::Pos {
+            file: std::sync::Arc::new(std::path::PathBuf::from("/t.conf")),
+            line: 1,
+        };
+        let d = crate::conf::model::GzipDisable {
+            msie6: true,
+            patterns: vec![
+                crate::conf::rewrite::regex::Regex::compile("^curl/", true, &pos).unwrap(),
+            ],
+        };
+        assert!(d.refuses(Some("Mozilla/4.0 (compatible; MSIE 6.0; Windows NT 5.0)")));
+        assert!(!d.refuses(Some(
+            "Mozilla/4.0 (compatible; MSIE 6.0; Windows NT 5.1; SV1)"
+        )));
+        assert!(!d.refuses(Some("Mozilla/4.0 (compatible; MSIE 7.0; Windows NT 6.0)")));
+        assert!(d.refuses(Some("CURL/8.0")), "case-insensitive");
+        assert!(!d.refuses(Some("Wget/1.21")));
+        assert!(!d.refuses(None));
+        let mut c = conf();
+        c.gzip_disable = d;
+        let h = headers(&[("accept-encoding", "gzip"), ("user-agent", "curl/8.0")]);
+        assert_eq!(pick(&get(&h), &parts(200, HTML), Some(100), &c), None);
     }
 }

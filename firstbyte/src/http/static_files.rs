@@ -238,7 +238,8 @@ fn precompressed(
     }
     let vary = req.loc.compression.gzip_vary;
     let br_ok = accepted(req.headers).br;
-    let gzip_ok = mode == GzipStatic::Always || gzip_ok(req.headers);
+    let gzip_ok =
+        mode == GzipStatic::Always || gzip_ok(req.headers, &HeaderMap::new(), &req.loc.compression);
     let mut exists = false;
     for (suffix, encoding, ok) in [(".br", "br", br_ok), (".gz", "gzip", gzip_ok)] {
         if !ok && !vary {
