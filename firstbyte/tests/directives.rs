@@ -21,6 +21,13 @@ http {
     access_log off;
     client_header_buffer_size 1k;
     large_client_header_buffers 2 1k;
+    # H5BP's cache expiration: a map from the type to an `expires` value.
+    map $arg_kind $expires {
+        default off;
+        page epoch;
+        asset 1h;
+        bad junk;
+    }
     server {
         listen 127.0.0.1:{port0};
         server_name localhost;
@@ -37,6 +44,7 @@ http {
             location /access/inner/ { }
         }
         location /negative/ { expires -2048; }
+        location /mapped/ { expires $expires; }
         location /daily/ { expires @15h30m33s; }
         location /modified/ { expires modified 2048; }
         location /cs/ {
@@ -90,6 +98,7 @@ fn start(tag: &str) -> (Server, u16) {
         "access/a.txt",
         "access/inner/a.txt",
         "negative/a.txt",
+        "mapped/a.txt",
         "daily/a.txt",
         "modified/a.txt",
         "cs/a.txt",
@@ -217,6 +226,17 @@ fn expires_forms() {
         let d = date_secs(&e.expect("Expires")) - now();
         assert!((2040..=2050).contains(&d), "{path}: {d}");
     }
+    // From a map, per response; an invalid value sets nothing.
+    assert_eq!(exp("/mapped/a.txt"), (None, None));
+    assert_eq!(
+        exp("/mapped/a.txt?kind=page").1.as_deref(),
+        Some("no-cache")
+    );
+    assert_eq!(
+        exp("/mapped/a.txt?kind=asset").1.as_deref(),
+        Some("max-age=3600")
+    );
+    assert_eq!(exp("/mapped/a.txt?kind=bad"), (None, None));
     let (e, cc) = exp("/negative/a.txt");
     assert_eq!(cc.as_deref(), Some("no-cache"));
     assert!(date_secs(&e.expect("Expires")) < now() - 2000);

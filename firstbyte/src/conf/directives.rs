@@ -138,7 +138,7 @@ macro_rules! loc_directives {
             "Write a missing file's `open() \"...\" failed (2: No such file or directory)` to the error log.";
         "expires" expires: Expires = Expires::Off =>
             (HSL, 1, 2, "off", Inherit, h::expires)
-            "`Expires` and `Cache-Control` for 200, 201, 204, 206, 301, 302, 303, 304, 307 and 308 responses: `TIME` from now (`max-age`; negative: `no-cache`), `modified TIME` from the file's mtime, `@TIME` the next time of day (local time), `epoch`, `max` (2037, 10 years), `off`. Variables are not supported yet.";
+            "`Expires` and `Cache-Control` for 200, 201, 204, 206, 301, 302, 303, 304, 307 and 308 responses: `TIME` from now (`max-age`; negative: `no-cache`), `modified TIME` from the file's mtime, `@TIME` the next time of day (local time), `epoch`, `max` (2037, 10 years), `off`; a value with variables (e.g. from a `map`) is read per response (an invalid one is logged and sets nothing).";
         "charset" charset: Option<String> = None =>
             (HSL, 1, 1, "off", Inherit, p::charset)
             "Add `; charset=NAME` to the `Content-Type` of responses whose type is in `charset_types` and that name none (no recoding: `source_charset` is not supported).";

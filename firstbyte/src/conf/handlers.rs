@@ -344,8 +344,22 @@ pub(crate) fn expires(d: &Directive, _: &mut Cx) -> Result<Expires, ConfError> {
         _ => return Err(invalid(d)),
     };
     if v.contains('$') {
-        return Err(unsupported(d, "a variable in \"expires\"".into()));
+        let value = super::args::value(d, v)?;
+        return Ok(Expires::Var {
+            modified,
+            value: std::sync::Arc::new(value),
+        });
     }
+    parse_expires(modified, v).map_err(|e| match e {
+        None => invalid(d),
+        Some(msg) => ConfError::other(msg, &d.pos),
+    })
+}
+
+/// An `expires` value (with `modified` or not) as nginx reads it: `epoch`, `max`, `off`,
+/// `[+|-]TIME`, `@TIME`. `Err(Some(msg))`: nginx's message; `Err(None)`: "invalid value".
+/// Also used per response for a value with variables.
+pub fn parse_expires(modified: bool, v: &str) -> Result<Expires, Option<&'static str>> {
     if !modified {
         match v {
             "epoch" => return Ok(Expires::Epoch),
@@ -356,9 +370,8 @@ pub(crate) fn expires(d: &Directive, _: &mut Cx) -> Result<Expires, ConfError> {
     }
     let (daily, minus, t) = if let Some(t) = v.strip_prefix('@') {
         if modified {
-            return Err(ConfError::other(
+            return Err(Some(
                 "\"expires\" directive daily time cannot be used with \"modified\" parameter",
-                &d.pos,
             ));
         }
         (true, false, t)
@@ -371,12 +384,11 @@ pub(crate) fn expires(d: &Directive, _: &mut Cx) -> Result<Expires, ConfError> {
     };
     let secs = units::time(t)
         .and_then(|t| i64::try_from(t.as_secs()).ok())
-        .ok_or_else(|| invalid(d))?;
+        .ok_or(None)?;
     if daily {
         if secs > 24 * 60 * 60 {
-            return Err(ConfError::other(
+            return Err(Some(
                 "\"expires\" directive daily time value must be less than 24 hours",
-                &d.pos,
             ));
         }
         return Ok(Expires::Daily(secs));

@@ -68,7 +68,10 @@ fn expires_forms_and_messages_as_nginx() {
         let c = ok(&format!(
             "events {{}}\nhttp {{ expires {v}; server {{ }} }}\n"
         ));
-        c.http.expect("http").servers[0].default_location.expires
+        c.http.expect("http").servers[0]
+            .default_location
+            .expires
+            .clone()
     };
     assert_eq!(e("epoch"), Expires::Epoch);
     assert_eq!(e("max"), Expires::Max);
@@ -78,6 +81,10 @@ fn expires_forms_and_messages_as_nginx() {
     assert_eq!(e("-2048"), Expires::Access(-2048));
     assert_eq!(e("@15h30m33s"), Expires::Daily(15 * 3600 + 30 * 60 + 33));
     assert_eq!(e("modified 2048"), Expires::Modified(2048));
+    assert!(
+        matches!(e("modified $arg_e"), Expires::Var { modified: true, .. }),
+        "a value with variables is read per response"
+    );
     let cases: &[(&str, &str)] = &[
         ("expires foo;", "\"expires\" directive invalid value in /t/x.conf:2"),
         ("expires modified max;", "\"expires\" directive invalid value in /t/x.conf:2"),
@@ -89,10 +96,6 @@ fn expires_forms_and_messages_as_nginx() {
         (
             "expires @25h;",
             "\"expires\" directive daily time value must be less than 24 hours in /t/x.conf:2",
-        ),
-        (
-            "expires $arg_e;",
-            "a variable in \"expires\" is not supported by firstbyte yet in /t/x.conf:2",
         ),
         ("expires 1h;\nexpires 2h;", "\"expires\" directive is duplicate in /t/x.conf:3"),
         ("expires 1 2 3;", "invalid number of arguments in \"expires\" directive in /t/x.conf:2"),

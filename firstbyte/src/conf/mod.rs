@@ -44,6 +44,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 pub use error::ConfError;
+pub use handlers::parse_expires;
 use model::Config;
 pub use modules::configure_arguments;
 

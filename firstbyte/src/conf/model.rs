@@ -514,7 +514,7 @@ pub struct Compression {
 }
 
 /// `expires`: what `Expires` and `Cache-Control` say (seconds).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Expires {
     /// `off` (default): neither header is touched.
     Off,
@@ -528,6 +528,14 @@ pub enum Expires {
     Modified(i64),
     /// `@TIME`: the next time this time of day comes, local time (seconds after midnight).
     Daily(i64),
+    /// A value with variables (`expires $expires`, `expires modified $t`), read per response
+    /// as one of the others.
+    Var {
+        /// `modified` was given.
+        modified: bool,
+        /// The value.
+        value: Arc<super::vars::ComplexValue>,
+    },
 }
 
 /// `disable_symlinks`.

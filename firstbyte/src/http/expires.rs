@@ -33,7 +33,8 @@ pub fn headers(
     next_daily: impl FnOnce(i64) -> i64,
 ) -> Option<(String, String)> {
     let (when, max_age, negative) = match e {
-        Expires::Off => return None,
+        // Variables are read by the caller (`Expires::Var` never reaches here).
+        Expires::Off | Expires::Var { .. } => return None,
         Expires::Epoch => return Some((EPOCH.into(), "no-cache".into())),
         Expires::Max => return Some((MAX.into(), MAX_AGE.into())),
         Expires::Daily(t) => {

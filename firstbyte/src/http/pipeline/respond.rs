@@ -142,7 +142,22 @@ pub(super) fn finish(
     // nginx's headers filter: `expires` first, then `add_header`.
     if loc.expires != Expires::Off && add_header_applies(code) {
         let now = i64::try_from(crate::log::now().secs).unwrap_or(i64::MAX);
-        crate::http::expires::apply(loc.expires, now, resp.headers_mut());
+        let e = match &loc.expires {
+            Expires::Var { modified, value } => {
+                let v = r.eval(value);
+                match crate::conf::parse_expires(*modified, &v) {
+                    Ok(e) => e,
+                    Err(_) => {
+                        // nginx fails the response here; firstbyte logs it and leaves the
+                        // headers alone.
+                        crate::fblog!(Error, "invalid \"expires\" value \"{v}\"");
+                        Expires::Off
+                    }
+                }
+            }
+            e => e.clone(),
+        };
+        crate::http::expires::apply(e, now, resp.headers_mut());
     }
     if code == 401 {
         if let Some(v) = r.guard.as_ref().and_then(|g| g.www_authenticate.clone()) {
