@@ -265,7 +265,6 @@ pub(crate) static DIRECTIVES: &[Spec] = &[
     ignored("load_module", MAIN, 1, 1, "modules are built into firstbyte"),
     ignored("resolver", HSL, 1, ANY, RESOLVER),
     ignored("resolver_timeout", HSL, 1, 1, RESOLVER),
-    ignored("ssl_stapling_verify", HS, 1, 1, "firstbyte staples only \"ssl_stapling_file\" responses, which nginx does not verify either"),
     block("http", MAIN, 0, 0, Handler::Http, "The HTTP server."),
     // http core
     block("server", HTTP, 0, 0, Handler::Server, "A virtual server."),
@@ -406,7 +405,7 @@ pub(crate) static UNSUPPORTED: &[&str] = &[
     "sendfile_max_chunk", "slice",
     "slice_size", "ssi", "ssl_crl",
     "ssl_engine", "ssl_handshake_timeout",
-    "ssl_reject_handshake", "ssl_stapling_responder",
+    "ssl_reject_handshake",
     "ssl_verify_depth", "ssl_preread", "stream", "sticky",
     "subrequest_output_buffer_size", "thread_pool", "timer_resolution",
     "valid_referers", "worker_aio_requests",

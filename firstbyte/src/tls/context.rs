@@ -111,6 +111,8 @@ mod tests {
             client_certificate: None,
             stapling: false,
             stapling_file: None,
+            stapling_verify: false,
+            stapling_responder: None,
             trusted_certificate: None,
             dynamic_certificates: Vec::new(),
             certificate_cache: crate::conf::model::CertificateCache::Off,

@@ -29,6 +29,7 @@ use rustls::{
 use super::ciphers;
 use super::context::SessionContext;
 use super::sessions::TimedSessions;
+use super::stapler::{Stapler, StaplingConf};
 use super::store::ObjectStore;
 use super::tickets::{Ticketer, TlsShared};
 use super::TlsError;
@@ -116,6 +117,9 @@ struct Inputs {
     roots: Option<Arc<RootCertStore>>,
     /// `ssl_session_ticket_key` files (name, bytes), when tickets are on.
     tickets: Vec<(String, Arc<[u8]>)>,
+    /// `ssl_trusted_certificate` and `ssl_client_certificate` (PEM), when OCSP responses are
+    /// fetched (`ssl_stapling on` without `ssl_stapling_file`).
+    trusted: Vec<Arc<[u8]>>,
 }
 
 impl Inputs {
@@ -137,6 +141,12 @@ impl Inputs {
                 .iter()
                 .zip(&other.tickets)
                 .all(|((_, a), (_, b))| Arc::ptr_eq(a, b))
+            && self.trusted.len() == other.trusted.len()
+            && self
+                .trusted
+                .iter()
+                .zip(&other.trusted)
+                .all(|(a, b)| Arc::ptr_eq(a, b))
     }
 }
 
@@ -161,9 +171,24 @@ fn load(tls: &TlsConf, store: &mut ObjectStore) -> Result<Inputs, TlsError> {
             Some(store.roots(path)?)
         }
     };
+    let mut trusted = Vec::new();
     if let Some(path) = &tls.trusted_certificate {
-        // Loaded and checked as nginx does at start (no OCSP response is fetched to use it).
+        // Loaded and checked as nginx does at start.
         store.roots(path)?;
+    }
+    if tls.stapling && tls.stapling_file.is_none() {
+        // Where the stapler looks for issuers and verification anchors: both CA files, as
+        // nginx's certificate store holds both.
+        for path in [&tls.trusted_certificate, &tls.client_certificate]
+            .into_iter()
+            .flatten()
+        {
+            let bytes = store.bytes(path).map_err(|e| TlsError::ClientCertificate {
+                name: path.display().to_string(),
+                reason: super::error::LoadReason::Io(e),
+            })?;
+            trusted.push(bytes);
+        }
     }
     let mut tickets = Vec::new();
     if tls.session_tickets {
@@ -181,6 +206,7 @@ fn load(tls: &TlsConf, store: &mut ObjectStore) -> Result<Inputs, TlsError> {
         certs,
         roots,
         tickets,
+        trusted,
     })
 }
 
@@ -210,11 +236,15 @@ fn assemble(
     let resolver: Arc<dyn ResolvesServerCert> = if inputs.certs.is_empty() {
         Arc::new(super::DynamicResolver::new(tls, provider.clone()))
     } else {
-        Arc::new(CertResolver::new(
+        let mut r = CertResolver::new(
             inputs.certs.clone(),
             if tls13 { suites13 } else { Vec::new() },
             if tls12 { suites12 } else { Vec::new() },
-        ))
+        );
+        if tls.stapling && tls.stapling_file.is_none() {
+            r.staple(tls, &inputs.trusted);
+        }
+        Arc::new(r)
     };
 
     let verifier = client_verifier(tls, inputs.roots.clone(), &provider)?;
@@ -274,6 +304,8 @@ fn same_settings(a: &TlsConf, b: &TlsConf) -> bool {
         client_certificate,
         stapling,
         stapling_file,
+        stapling_verify,
+        stapling_responder,
         trusted_certificate,
         dynamic_certificates,
         certificate_cache,
@@ -299,6 +331,8 @@ fn same_settings(a: &TlsConf, b: &TlsConf) -> bool {
         && *client_certificate == b.client_certificate
         && *stapling == b.stapling
         && *stapling_file == b.stapling_file
+        && *stapling_verify == b.stapling_verify
+        && *stapling_responder == b.stapling_responder
         && *trusted_certificate == b.trusted_certificate
         // Handshake-time certificates keep a cache in their resolver: never carried over.
         && dynamic_certificates.is_empty()
@@ -537,6 +571,8 @@ impl ClientCertVerifier for AnyClientCert {
 struct CertResolver {
     /// ECDSA (and EdDSA) first, then RSA; otherwise in directive order.
     certs: Vec<Arc<CertifiedKey>>,
+    /// Per certificate, its OCSP fetcher (`ssl_stapling on` without `ssl_stapling_file`).
+    staplers: Vec<Option<Arc<Stapler>>>,
     tls13: Vec<SupportedCipherSuite>,
     tls12: Vec<SupportedCipherSuite>,
 }
@@ -557,10 +593,31 @@ impl CertResolver {
     ) -> Self {
         certs.sort_by_key(|c| c.key.algorithm() == SignatureAlgorithm::RSA);
         Self {
+            staplers: vec![None; certs.len()],
             certs,
             tls13,
             tls12,
         }
+    }
+
+    /// Fetches OCSP responses for every certificate (`trusted`: the PEM CA files).
+    fn staple(&mut self, tls: &TlsConf, trusted: &[Arc<[u8]>]) {
+        use rustls::pki_types::pem::PemObject;
+        let trusted: Vec<Vec<u8>> = trusted
+            .iter()
+            .flat_map(|pem| CertificateDer::pem_slice_iter(pem).flatten())
+            .map(|c| c.to_vec())
+            .collect();
+        let conf = StaplingConf {
+            responder: tls.stapling_responder.as_deref(),
+            verify: tls.stapling_verify,
+            trusted: &trusted,
+        };
+        self.staplers = self
+            .certs
+            .iter()
+            .map(|ck| Some(Stapler::new(ck.clone(), conf)))
+            .collect();
     }
 }
 
@@ -573,6 +630,9 @@ impl ResolvesServerCert for CertResolver {
             &self.tls13,
             &self.tls12,
         )?;
+        if let Some(Some(s)) = self.staplers.get(i) {
+            return Some(s.certified());
+        }
         self.certs.get(i).cloned()
     }
 }
@@ -660,6 +720,8 @@ mod tests {
             client_certificate: None,
             stapling: false,
             stapling_file: None,
+            stapling_verify: false,
+            stapling_responder: None,
             trusted_certificate: None,
             dynamic_certificates: vec![],
             certificate_cache: crate::conf::model::CertificateCache::Off,
