@@ -253,7 +253,7 @@ macro_rules! tls_directives {
             "CA certificates that client certificates must chain to.";
         "ssl_stapling" stapling: bool = false =>
             (HS, 1, 1, "off", Inherit, p::on_off)
-            "Staple an OCSP response: from `ssl_stapling_file`, else fetched from the certificate's responder (AIA, or `ssl_stapling_responder`) by HTTP/1.0 POST, cached and refreshed before `nextUpdate` (at most hourly). As nginx, the first handshake starts the fetch and goes without; a failure is a `[warn]` and the certificate goes out bare. The issuer comes from the certificate chain or `ssl_trusted_certificate`; the responder's host is resolved by the system resolver.";
+            "Staple an OCSP response: from `ssl_stapling_file`, else fetched from the certificate's responder (AIA, or `ssl_stapling_responder`) by HTTP/1.0 GET as nginx sends it, cached and refreshed before `nextUpdate` (at most hourly). As nginx, the first handshake starts the fetch and goes without; a failure is a `[warn]` and the certificate goes out bare. The issuer comes from the certificate chain or `ssl_trusted_certificate`; the responder's host is resolved by the system resolver.";
         "ssl_stapling_verify" stapling_verify: bool = false =>
             (HS, 1, 1, "off", Inherit, p::on_off)
             "Check fetched OCSP responses: signed by the issuer, or by a responder it delegated to (`id-kp-OCSPSigning`), with the issuer in (or signed by a certificate of) `ssl_trusted_certificate` or `ssl_client_certificate`. An unverified response is not stapled.";

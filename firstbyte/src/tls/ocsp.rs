@@ -140,33 +140,73 @@ impl Responder {
         })
     }
 
-    /// The HTTP/1.0 POST carrying `body` (RFC 6960 appendix A.1).
-    pub fn post(&self, body: &[u8]) -> Vec<u8> {
+    /// The HTTP/1.0 GET carrying `request` as nginx sends it (RFC 6960 appendix A.1): the
+    /// path, a `/`, then the request in base64 with `+`, `/` and `=` percent-escaped.
+    pub fn get(&self, request: &[u8]) -> Vec<u8> {
         let host = if self.host.contains(':') {
             format!("[{}]", self.host)
         } else {
             self.host.clone()
         };
-        let mut out = format!(
-            "POST {} HTTP/1.0\r\nHost: {}:{}\r\nContent-Type: application/ocsp-request\r\nContent-Length: {}\r\n\r\n",
-            self.path,
-            host,
-            self.port,
-            body.len()
+        let sep = if self.path.ends_with('/') { "" } else { "/" };
+        let mut b64 = String::new();
+        for c in base64(request).chars() {
+            match c {
+                '+' => b64.push_str("%2B"),
+                '/' => b64.push_str("%2F"),
+                '=' => b64.push_str("%3D"),
+                c => b64.push(c),
+            }
+        }
+        format!(
+            "GET {}{sep}{b64} HTTP/1.0\r\nHost: {host}\r\n\r\n",
+            self.path
         )
-        .into_bytes();
-        out.extend_from_slice(body);
-        out
+        .into_bytes()
     }
+}
+
+fn base64(data: &[u8]) -> String {
+    const ABC: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+    let mut out = String::with_capacity(data.len().div_ceil(3) * 4);
+    for chunk in data.chunks(3) {
+        let b = [
+            chunk[0],
+            *chunk.get(1).unwrap_or(&0),
+            *chunk.get(2).unwrap_or(&0),
+        ];
+        let n = (u32::from(b[0]) << 16) | (u32::from(b[1]) << 8) | u32::from(b[2]);
+        for i in 0..4 {
+            if i <= chunk.len() {
+                out.push(char::from(ABC[(n >> (18 - 6 * i)) as usize & 63]));
+            } else {
+                out.push('=');
+            }
+        }
+    }
+    out
 }
 
 /// The body of an HTTP/1.x response read to its end: status 200 required (the content type
 /// is not checked: nginx checks it, the DER check that follows is stricter).
 pub fn http_body(resp: &[u8]) -> Result<&[u8], String> {
-    let end = resp
-        .windows(4)
-        .position(|w| w == b"\r\n\r\n")
-        .ok_or("OCSP responder sent a truncated response")?;
+    // The header ends at the first empty line; bare LF line ends are taken, as nginx takes them.
+    let mut start = 0;
+    let end = loop {
+        let Some(nl) = resp[start..].iter().position(|b| *b == b'\n') else {
+            return Err("OCSP responder sent a truncated response".into());
+        };
+        let line = &resp[start..start + nl];
+        if line.is_empty() || line == b"\r" {
+            break start;
+        }
+        start += nl + 1;
+    };
+    let body = &resp[end..];
+    let body = &body[body
+        .iter()
+        .position(|b| *b == b'\n')
+        .map_or(body.len(), |i| i + 1)..];
     let head = std::str::from_utf8(&resp[..end]).map_err(|_| "OCSP responder sent a bad header")?;
     let status = head.lines().next().unwrap_or("");
     let mut parts = status.split_ascii_whitespace();
@@ -184,7 +224,7 @@ pub fn http_body(resp: &[u8]) -> Result<&[u8], String> {
     {
         return Err("OCSP responder sent a chunked response to HTTP/1.0".into());
     }
-    Ok(&resp[end + 4..])
+    Ok(body)
 }
 
 /// One certificate to staple for.

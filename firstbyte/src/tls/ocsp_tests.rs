@@ -112,12 +112,18 @@ fn responder_urls_parse_as_nginx_takes_them() {
     assert!(Responder::parse("https://ocsp.example.com/").is_none());
     assert!(Responder::parse("http://:80/").is_none());
     assert!(Responder::parse("http://h:99999/").is_none());
-    let post = String::from_utf8(r.post(b"xy")).unwrap();
-    assert!(
-        post.starts_with("POST /a?b HTTP/1.0\r\nHost: [::1]:8080\r\n"),
-        "{post}"
+    let get = String::from_utf8(r.get(&[0xfb, 0xff, 0xfe, 0x61])).unwrap();
+    assert_eq!(
+        get,
+        "GET /a?b/%2B%2F%2F%2BYQ%3D%3D HTTP/1.0\r\nHost: [::1]\r\n\r\n"
     );
-    assert!(post.ends_with("Content-Length: 2\r\n\r\nxy"), "{post}");
+    let r = Responder::parse("http://127.0.0.1:81/ocsp/").unwrap();
+    let get = String::from_utf8(r.get(b"foobar")).unwrap();
+    assert!(get.starts_with("GET /ocsp/Zm9vYmFy HTTP/1.0\r\n"), "{get}");
+    assert_eq!(base64(b""), "");
+    assert_eq!(base64(b"f"), "Zg==");
+    assert_eq!(base64(b"fo"), "Zm8=");
+    assert_eq!(base64(b"foo"), "Zm9v");
 }
 
 #[test]

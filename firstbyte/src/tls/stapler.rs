@@ -3,7 +3,7 @@
 //!
 //! As nginx, the first handshake that presents the certificate starts the fetch and goes out
 //! without a staple; the handshake never waits. A background task then asks the responder
-//! (HTTP/1.0 POST; the host is resolved with the system resolver, as firstbyte resolves every
+//! (HTTP/1.0 GET, as nginx; the host is resolved with the system resolver, as firstbyte resolves every
 //! name: `resolver` is accepted but names are not re-resolved through it), checks the answer
 //! with `ocsp` and swaps it in, then sleeps until `ocsp::refresh_after`. A failure is a
 //! `[warn]` in the error log; the last good response keeps being stapled until its `nextUpdate`
@@ -210,7 +210,7 @@ async fn fetch(plan: &Plan) -> Result<Vec<u8>, String> {
     let mut sock = tokio::net::TcpStream::connect(addr)
         .await
         .map_err(|e| format!("connect() to {addr} failed ({e})"))?;
-    sock.write_all(&r.post(&plan.subject.request()))
+    sock.write_all(&r.get(&plan.subject.request()))
         .await
         .map_err(|e| format!("send() to {addr} failed ({e})"))?;
     let mut resp = Vec::new();
