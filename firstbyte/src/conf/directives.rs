@@ -262,7 +262,10 @@ macro_rules! tls_directives {
             "OCSP responder URL (`http://` only, as nginx), instead of the certificate's Authority Information Access.";
         "ssl_trusted_certificate" trusted_certificate: Option<PathBuf> = None =>
             (HS, 1, 1, "", Inherit, p::conf_file)
-            "CA certificates for OCSP stapling (the issuer, and the anchors of `ssl_stapling_verify`), not sent to clients. Refused beside `ssl_verify_client` (where nginx also builds client chains from it).";
+            "CA certificates trusted but not sent to clients: for client certificates (`ssl_verify_client`, beside `ssl_client_certificate`, whose names alone are sent) and for OCSP stapling (the issuer, and the anchors of `ssl_stapling_verify`).";
+        "ssl_crl" crl: Option<PathBuf> = None =>
+            (HS, 1, 1, "", Inherit, p::conf_file)
+            "CRLs (PEM) client certificates are checked against with `ssl_verify_client`: as nginx (OpenSSL's `CRL_CHECK_ALL`), every certificate of the chain needs a CRL from its issuer, and an expired CRL fails the check.";
         "ssl_stapling_file" stapling_file: Option<PathBuf> = None =>
             (HS, 1, 1, "", Inherit, p::conf_file)
             "DER OCSP response to staple.";

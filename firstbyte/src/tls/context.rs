@@ -113,6 +113,7 @@ mod tests {
             stapling_file: None,
             stapling_verify: false,
             stapling_responder: None,
+            crl: None,
             trusted_certificate: None,
             dynamic_certificates: Vec::new(),
             certificate_cache: crate::conf::model::CertificateCache::Off,

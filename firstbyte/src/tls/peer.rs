@@ -104,6 +104,9 @@ fn reason(e: &Error) -> &'static str {
             CertificateError::UnknownIssuer => "unable to get local issuer certificate",
             CertificateError::BadSignature => "certificate signature failure",
             CertificateError::Revoked => "certificate revoked",
+            CertificateError::UnknownRevocationStatus => "unable to get certificate CRL",
+            CertificateError::ExpiredRevocationList
+            | CertificateError::ExpiredRevocationListContext { .. } => "CRL has expired",
             CertificateError::InvalidPurpose | CertificateError::InvalidPurposeContext { .. } => {
                 "unsupported certificate purpose"
             }
