@@ -24,7 +24,7 @@ fn sh(script: &str, dir: &Path) {
 }
 
 /// A CA (`ca.crt`), clients `good` and `revoked` signed by it, `ca.crl` revoking the second,
-/// and a `stranger` the CA never signed.
+/// a `stranger` the CA never signed, and `deep` signed by an intermediate (sent with it).
 fn pki(dir: &Path) {
     sh(
         r#"
@@ -44,6 +44,16 @@ for c in good revoked; do
 done
 openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -days 30 \
   -subj /CN=stranger -keyout stranger.key -out stranger.crt 2>/dev/null
+printf 'basicConstraints=critical,CA:TRUE\nkeyUsage=keyCertSign,cRLSign\n' > int.ext
+openssl req -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -subj /CN=int \
+  -keyout int.key -out int.csr 2>/dev/null
+openssl x509 -req -in int.csr -CA ca.crt -CAkey ca.key -set_serial 20 -days 30 \
+  -extfile int.ext -out int.crt 2>/dev/null
+openssl req -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -subj /CN=deep \
+  -keyout deep.key -out deep.csr 2>/dev/null
+openssl x509 -req -in deep.csr -CA int.crt -CAkey int.key -set_serial 21 -days 30 \
+  -extfile client.ext -out deep.leaf 2>/dev/null
+cat deep.leaf int.crt > deep.crt
 openssl ca -config ca.conf -revoke revoked.crt -keyfile ca.key -cert ca.crt 2>/dev/null
 openssl ca -config ca.conf -gencrl -keyfile ca.key -cert ca.crt -out ca.crl 2>/dev/null
 chmod 644 *.key
@@ -73,6 +83,15 @@ http {
         listen 127.0.0.1:{port1} ssl;
         ssl_verify_client optional;
         ssl_trusted_certificate {dir}/pki/ca.crt;
+        error_page 495 = /verify;
+        location / { return 200 "$ssl_client_verify"; }
+        location /verify { return 200 "$ssl_client_verify"; }
+    }
+    server {
+        listen 127.0.0.1:{port2} ssl;
+        ssl_verify_client optional;
+        ssl_client_certificate {dir}/pki/ca.crt;
+        ssl_verify_depth 0;
         error_page 495 = /verify;
         location / { return 200 "$ssl_client_verify"; }
         location /verify { return 200 "$ssl_client_verify"; }
@@ -108,7 +127,7 @@ fn revoked_clients_fail_and_trusted_certificates_anchor_chains() {
     let pki_dir = dir.join("pki");
     std::fs::create_dir_all(&pki_dir).unwrap();
     pki(&pki_dir);
-    let ports = [free_port(), free_port()];
+    let ports = [free_port(), free_port(), free_port()];
     let conf = render(CONF, &dir, &ports);
     let _s = Server::start_in(&dir, &conf, ports[0]);
 
@@ -124,6 +143,14 @@ fn revoked_clients_fail_and_trusted_certificates_anchor_chains() {
     assert_eq!(verify(ports[1], &pki_dir, "good"), "SUCCESS");
     let stranger = verify(ports[1], &pki_dir, "stranger");
     assert!(stranger.starts_with("FAILED:"), "{stranger}");
+    // ssl_verify_depth: 1 (the default) takes one intermediate, 0 none.
+    assert_eq!(verify(ports[1], &pki_dir, "deep"), "SUCCESS");
+    assert_eq!(verify(ports[2], &pki_dir, "good"), "SUCCESS");
+    assert_eq!(
+        verify(ports[2], &pki_dir, "deep"),
+        "FAILED:certificate chain too long"
+    );
+
     let text = s_client(ports[1]);
     assert!(
         text.contains("No client certificate CA names sent"),

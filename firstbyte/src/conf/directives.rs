@@ -263,6 +263,9 @@ macro_rules! tls_directives {
         "ssl_trusted_certificate" trusted_certificate: Option<PathBuf> = None =>
             (HS, 1, 1, "", Inherit, p::conf_file)
             "CA certificates trusted but not sent to clients: for client certificates (`ssl_verify_client`, beside `ssl_client_certificate`, whose names alone are sent) and for OCSP stapling (the issuer, and the anchors of `ssl_stapling_verify`).";
+        "ssl_verify_depth" verify_depth: u32 = 1 =>
+            (HS, 1, 1, "1", Inherit, p::count)
+            "Most intermediate certificates between a client certificate and its CA, as nginx with OpenSSL ≥ 1.1.0 counts them (0: signed by the CA itself); a longer chain fails with `certificate chain too long`.";
         "ssl_crl" crl: Option<PathBuf> = None =>
             (HS, 1, 1, "", Inherit, p::conf_file)
             "CRLs (PEM) client certificates are checked against with `ssl_verify_client`: as nginx (OpenSSL's `CRL_CHECK_ALL`), every certificate of the chain needs a CRL from its issuer, and an expired CRL fails the check.";

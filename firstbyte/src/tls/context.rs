@@ -114,6 +114,7 @@ mod tests {
             stapling_verify: false,
             stapling_responder: None,
             crl: None,
+            verify_depth: 1,
             trusted_certificate: None,
             dynamic_certificates: Vec::new(),
             certificate_cache: crate::conf::model::CertificateCache::Off,

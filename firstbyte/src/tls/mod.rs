@@ -24,6 +24,7 @@ mod certs;
 mod ciphers;
 mod client;
 mod context;
+mod depth;
 mod dynamic;
 mod error;
 mod hkdf;

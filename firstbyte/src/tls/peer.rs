@@ -113,6 +113,7 @@ fn reason(e: &Error) -> &'static str {
             CertificateError::BadEncoding => "unable to decode certificate",
             _ => "certificate verify failed",
         },
+        Error::General(s) if s == super::depth::CHAIN_TOO_LONG => super::depth::CHAIN_TOO_LONG,
         _ => "certificate verify failed",
     }
 }

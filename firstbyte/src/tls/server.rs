@@ -320,6 +320,7 @@ fn same_settings(a: &TlsConf, b: &TlsConf) -> bool {
         stapling_verify,
         stapling_responder,
         crl,
+        verify_depth,
         trusted_certificate,
         dynamic_certificates,
         certificate_cache,
@@ -348,6 +349,7 @@ fn same_settings(a: &TlsConf, b: &TlsConf) -> bool {
         && *stapling_verify == b.stapling_verify
         && *stapling_responder == b.stapling_responder
         && *crl == b.crl
+        && *verify_depth == b.verify_depth
         && *trusted_certificate == b.trusted_certificate
         // Handshake-time certificates keep a cache in their resolver: never carried over.
         && dynamic_certificates.is_empty()
@@ -528,6 +530,7 @@ fn strict_client_verifier(
         }
         (None, None) => return Err(TlsError::NoClientCertificate),
     };
+    let anchors = roots.subjects();
     let mut builder = WebPkiClientVerifier::builder_with_provider(roots, provider.clone())
         .clear_root_hint_subjects()
         .add_root_hint_subjects(hints);
@@ -537,10 +540,14 @@ fn strict_client_verifier(
             .with_crls(list.iter().cloned())
             .enforce_revocation_expiration();
     }
-    builder
+    let inner = builder
         .build()
-        .map(Some)
-        .map_err(|e| TlsError::Rustls(rustls::Error::General(e.to_string())))
+        .map_err(|e| TlsError::Rustls(rustls::Error::General(e.to_string())))?;
+    Ok(Some(Arc::new(super::depth::DepthLimited::new(
+        inner,
+        anchors,
+        tls.verify_depth,
+    ))))
 }
 
 fn opt_ptr_eq<T: ?Sized>(a: &Option<Arc<T>>, b: &Option<Arc<T>>) -> bool {
@@ -769,6 +776,7 @@ mod tests {
             stapling_verify: false,
             stapling_responder: None,
             crl: None,
+            verify_depth: 1,
             trusted_certificate: None,
             dynamic_certificates: vec![],
             certificate_cache: crate::conf::model::CertificateCache::Off,
