@@ -442,6 +442,7 @@ fn finish_server(
         let t = srv.tls.finish(certificates, dynamic);
         if matches!(t.verify_client, VerifyClient::On | VerifyClient::Optional)
             && t.client_certificate.is_none()
+            && t.trusted_certificate.is_none()
         {
             return Err(ConfError::other(
                 "no ssl_client_certificate for ssl_verify_client",
@@ -480,19 +481,6 @@ fn finish_server(
                     &sp.pos,
                 ));
             }
-        }
-        if t.stapling && t.stapling_file.is_none() {
-            // nginx serves without a staple when it cannot get a response; firstbyte gets none.
-            cx.warn(
-                "\"ssl_stapling\" ignored: firstbyte fetches no OCSP responses (name one with \"ssl_stapling_file\")",
-                &sp.pos,
-            );
-        }
-        if t.trusted_certificate.is_some() && t.verify_client != VerifyClient::Off {
-            return Err(ConfError::other(
-                "\"ssl_trusted_certificate\" with \"ssl_verify_client\" is not supported by firstbyte yet (nginx builds client chains from it)",
-                &sp.pos,
-            ));
         }
         Some(t)
     } else {

@@ -274,10 +274,22 @@ macro_rules! tls_directives {
             "CA certificates that client certificates must chain to.";
         "ssl_stapling" stapling: bool = false =>
             (HS, 1, 1, "off", Inherit, p::on_off)
-            "Staple an OCSP response from `ssl_stapling_file`; without one, a `[warn]` and no stapling, as nginx when it cannot get a response (firstbyte fetches none).";
+            "Staple an OCSP response: from `ssl_stapling_file`, else fetched from the certificate's responder (AIA, or `ssl_stapling_responder`) by HTTP/1.0 GET as nginx sends it, cached and refreshed before `nextUpdate` (at most hourly). As nginx, the first handshake starts the fetch and goes without; a failure is a `[warn]` and the certificate goes out bare. The issuer comes from the certificate chain or `ssl_trusted_certificate`; the responder's host is resolved by the system resolver.";
+        "ssl_stapling_verify" stapling_verify: bool = false =>
+            (HS, 1, 1, "off", Inherit, p::on_off)
+            "Check fetched OCSP responses: signed by the issuer, or by a responder it delegated to (`id-kp-OCSPSigning`), with the issuer in (or signed by a certificate of) `ssl_trusted_certificate` or `ssl_client_certificate`. An unverified response is not stapled.";
+        "ssl_stapling_responder" stapling_responder: Option<String> = None =>
+            (HS, 1, 1, "", Inherit, srv::stapling_responder)
+            "OCSP responder URL (`http://` only, as nginx), instead of the certificate's Authority Information Access.";
         "ssl_trusted_certificate" trusted_certificate: Option<PathBuf> = None =>
             (HS, 1, 1, "", Inherit, p::conf_file)
-            "CA certificates for verifying OCSP responses, not sent to clients; loaded and checked. firstbyte fetches no OCSP responses, and refuses it beside `ssl_verify_client` (where nginx also builds client chains from it).";
+            "CA certificates trusted but not sent to clients: for client certificates (`ssl_verify_client`, beside `ssl_client_certificate`, whose names alone are sent) and for OCSP stapling (the issuer, and the anchors of `ssl_stapling_verify`).";
+        "ssl_verify_depth" verify_depth: u32 = 1 =>
+            (HS, 1, 1, "1", Inherit, p::count)
+            "Most intermediate certificates between a client certificate and its CA, as nginx with OpenSSL ≥ 1.1.0 counts them (0: signed by the CA itself); a longer chain fails with `certificate chain too long`.";
+        "ssl_crl" crl: Option<PathBuf> = None =>
+            (HS, 1, 1, "", Inherit, p::conf_file)
+            "CRLs (PEM) client certificates are checked against with `ssl_verify_client`: as nginx (OpenSSL's `CRL_CHECK_ALL`), every certificate of the chain needs a CRL from its issuer, and an expired CRL fails the check.";
         "ssl_stapling_file" stapling_file: Option<PathBuf> = None =>
             (HS, 1, 1, "", Inherit, p::conf_file)
             "DER OCSP response to staple.";

@@ -178,6 +178,22 @@ pub(crate) fn verify_client(d: &Directive, _: &mut Cx) -> Result<VerifyClient, C
     choice(d, arg0(d), &opts)
 }
 
+/// `ssl_stapling_responder URL`: `http://` only (nginx: "invalid URL prefix in OCSP responder").
+pub(crate) fn stapling_responder(d: &Directive, _: &mut Cx) -> Result<Option<String>, ConfError> {
+    let url = arg0(d);
+    if !url
+        .get(..7)
+        .is_some_and(|p| p.eq_ignore_ascii_case("http://"))
+        || url.len() == 7
+    {
+        return Err(ConfError::other(
+            format!("invalid URL prefix in OCSP responder \"{url}\" in \"ssl_stapling_responder\""),
+            &d.pos,
+        ));
+    }
+    Ok(Some(url.to_string()))
+}
+
 /// `ssl on|off`: removed in nginx 1.25, an error here too.
 pub(crate) fn ssl(_: &mut SrvSettings, d: &Directive, _: &mut Cx) -> R {
     Err(ConfError::SslDirective { pos: d.pos.clone() })
@@ -355,6 +371,20 @@ mod tests {
         assert!(e.to_string().contains("names no protocol"), "{e}");
         let e = ssl_protocols(&mut s, &dir("ssl_protocols", &["TLSv9"]), &mut c).unwrap_err();
         assert_eq!(e.to_string(), "invalid value \"TLSv9\" in /t.conf:3");
+    }
+
+    #[test]
+    fn stapling_responder_takes_http_urls_only() {
+        let mut c = cx();
+        let ok = dir("ssl_stapling_responder", &["http://ocsp.example.com:8080/"]);
+        assert_eq!(
+            stapling_responder(&ok, &mut c).unwrap().as_deref(),
+            Some("http://ocsp.example.com:8080/")
+        );
+        for bad in ["https://ocsp.example.com/", "ocsp.example.com", "http://"] {
+            let e = stapling_responder(&dir("ssl_stapling_responder", &[bad]), &mut c).unwrap_err();
+            assert!(e.to_string().contains("invalid URL prefix"), "{e}");
+        }
     }
 
     #[test]

@@ -86,6 +86,8 @@ pub const KNOWN: &[&str] = &[
     "request_filename",
     "ssl_protocol",
     "ssl_cipher",
+    "ssl_curve",
+    "ssl_curves",
     "ssl_server_name",
     "ssl_session_reused",
     "ssl_alpn_protocol",

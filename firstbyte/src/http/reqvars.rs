@@ -38,6 +38,8 @@ pub struct TlsFacts {
     pub cipher: &'static str,
     /// `x25519`.
     pub group: &'static str,
+    /// `$ssl_curves`: the groups the client offered (`x25519:prime256v1`).
+    pub curves: String,
     /// `h2`, `http/1.1` or empty.
     pub alpn: String,
     /// Whether the session was resumed.
@@ -241,6 +243,8 @@ impl Vars for RequestVars<'_> {
             "request_filename" => self.request_filename.map(Cow::Borrowed),
             "ssl_protocol" => tls.map(|t| Cow::Borrowed(t.protocol)),
             "ssl_cipher" => tls.map(|t| Cow::Borrowed(t.cipher)),
+            "ssl_curve" => tls.map(|t| Cow::Borrowed(t.group)),
+            "ssl_curves" => tls.map(|t| Cow::Borrowed(t.curves.as_str())),
             "ssl_server_name" => tls.and_then(|t| t.server_name.as_deref().map(Cow::Borrowed)),
             "ssl_session_reused" => tls.map(|t| Cow::Borrowed(if t.resumed { "r" } else { "." })),
             "ssl_alpn_protocol" => tls.map(|t| Cow::Borrowed(t.alpn.as_str())),

@@ -13,7 +13,8 @@
 //! After reading a ClientHello's SNI (tokio-rustls `LazyConfigAcceptor`) the runtime picks a
 //! server block and uses its config. `names` spells negotiated parameters as OpenSSL does, for
 //! `$ssl_protocol`, `$ssl_cipher`, `$ssl_curve`; `selfsigned` makes the built-in site's
-//! certificate. Errors are [`TlsError`], worded as nginx's `[emerg]` lines.
+//! certificate. `ocsp` builds and checks OCSP messages and `stapler` fetches and refreshes
+//! them for `ssl_stapling`, stapled by the server config's certificate resolver. Errors are [`TlsError`], worded as nginx's `[emerg]` lines.
 //!
 //! Only the aws-lc-rs provider is used ([`provider`]); `ring` is never compiled in.
 //! 0-RTT is not accepted yet: see `server::early_data_size`.
@@ -23,15 +24,18 @@ mod certs;
 mod ciphers;
 mod client;
 mod context;
+mod depth;
 mod dynamic;
 mod error;
 mod hkdf;
 pub mod ktls;
 mod names;
+mod ocsp;
 pub mod peer;
 mod selfsigned;
 mod server;
 mod sessions;
+mod stapler;
 mod store;
 pub mod stream;
 #[cfg(test)]
@@ -44,7 +48,7 @@ pub use certcache::{CertCache, Lookup};
 pub use client::{client_config, upstream_server_name, ClientBase};
 pub use dynamic::{cache_limits, load_pair, stamp_of, DynamicResolver, PairStamp};
 pub use error::TlsError;
-pub use names::{cipher_name, group_name, protocol_name};
+pub use names::{cipher_name, curves_list, group_name, protocol_name};
 pub use selfsigned::self_signed;
 pub use server::ServerConfigs;
 pub use store::ObjectStore;

@@ -79,6 +79,23 @@ pub fn group_name(group: NamedGroup) -> &'static str {
     }
 }
 
+/// `$ssl_curves`: the client's groups in its order, by OpenSSL's names, colon-separated;
+/// groups OpenSSL has no name for as `0x` and four hex digits (GREASE values among them), as
+/// nginx prints them.
+pub fn curves_list(groups: &[NamedGroup]) -> String {
+    let mut out = String::new();
+    for g in groups {
+        if !out.is_empty() {
+            out.push(':');
+        }
+        match group_name(*g) {
+            "unknown" => out.push_str(&format!("0x{:04x}", u16::from(*g))),
+            name => out.push_str(name),
+        }
+    }
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -118,5 +135,16 @@ mod tests {
         assert_eq!(group_name(NamedGroup::secp256r1), "prime256v1");
         assert_eq!(group_name(NamedGroup::secp384r1), "secp384r1");
         assert_eq!(group_name(NamedGroup::X25519MLKEM768), "X25519MLKEM768");
+    }
+
+    #[test]
+    fn curves_are_listed_as_nginx() {
+        let list = [
+            NamedGroup::from(0x0a0a),
+            NamedGroup::X25519,
+            NamedGroup::secp256r1,
+        ];
+        assert_eq!(curves_list(&list), "0x0a0a:x25519:prime256v1");
+        assert_eq!(curves_list(&[]), "");
     }
 }

@@ -104,12 +104,16 @@ fn reason(e: &Error) -> &'static str {
             CertificateError::UnknownIssuer => "unable to get local issuer certificate",
             CertificateError::BadSignature => "certificate signature failure",
             CertificateError::Revoked => "certificate revoked",
+            CertificateError::UnknownRevocationStatus => "unable to get certificate CRL",
+            CertificateError::ExpiredRevocationList
+            | CertificateError::ExpiredRevocationListContext { .. } => "CRL has expired",
             CertificateError::InvalidPurpose | CertificateError::InvalidPurposeContext { .. } => {
                 "unsupported certificate purpose"
             }
             CertificateError::BadEncoding => "unable to decode certificate",
             _ => "certificate verify failed",
         },
+        Error::General(s) if s == super::depth::CHAIN_TOO_LONG => super::depth::CHAIN_TOO_LONG,
         _ => "certificate verify failed",
     }
 }

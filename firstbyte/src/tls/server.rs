@@ -15,7 +15,7 @@ use std::sync::{Arc, OnceLock};
 
 use rustls::client::danger::HandshakeSignatureValid;
 use rustls::crypto::CryptoProvider;
-use rustls::pki_types::{CertificateDer, UnixTime};
+use rustls::pki_types::{CertificateDer, CertificateRevocationListDer, UnixTime};
 use rustls::server::danger::{ClientCertVerified, ClientCertVerifier};
 use rustls::server::{
     ClientHello, NoServerSessionStorage, ResolvesServerCert, WebPkiClientVerifier,
@@ -29,6 +29,7 @@ use rustls::{
 use super::ciphers;
 use super::context::SessionContext;
 use super::sessions::TimedSessions;
+use super::stapler::{Stapler, StaplingConf};
 use super::store::ObjectStore;
 use super::tickets::{Ticketer, TlsShared};
 use super::TlsError;
@@ -114,8 +115,16 @@ struct Inputs {
     certs: Vec<Arc<CertifiedKey>>,
     /// `ssl_client_certificate`, when `ssl_verify_client` is `on` or `optional`.
     roots: Option<Arc<RootCertStore>>,
+    /// `ssl_trusted_certificate`, trusted for client chains beside `roots` (not named to
+    /// clients), when `ssl_verify_client` is `on` or `optional`.
+    trusted_roots: Option<Arc<RootCertStore>>,
+    /// `ssl_crl`, when client chains are verified.
+    crl: Option<Arc<Vec<CertificateRevocationListDer<'static>>>>,
     /// `ssl_session_ticket_key` files (name, bytes), when tickets are on.
     tickets: Vec<(String, Arc<[u8]>)>,
+    /// `ssl_trusted_certificate` and `ssl_client_certificate` (PEM), when OCSP responses are
+    /// fetched (`ssl_stapling on` without `ssl_stapling_file`).
+    trusted: Vec<Arc<[u8]>>,
 }
 
 impl Inputs {
@@ -137,6 +146,14 @@ impl Inputs {
                 .iter()
                 .zip(&other.tickets)
                 .all(|((_, a), (_, b))| Arc::ptr_eq(a, b))
+            && opt_ptr_eq(&self.trusted_roots, &other.trusted_roots)
+            && opt_ptr_eq(&self.crl, &other.crl)
+            && self.trusted.len() == other.trusted.len()
+            && self
+                .trusted
+                .iter()
+                .zip(&other.trusted)
+                .all(|(a, b)| Arc::ptr_eq(a, b))
     }
 }
 
@@ -151,19 +168,38 @@ fn load(tls: &TlsConf, store: &mut ObjectStore) -> Result<Inputs, TlsError> {
     for pair in &tls.certificates {
         certs.push(store.certified_key(pair, tls.password_file.as_deref(), ocsp)?);
     }
-    let roots = match tls.verify_client {
-        VerifyClient::Off | VerifyClient::OptionalNoCa => None,
-        VerifyClient::On | VerifyClient::Optional => {
-            let path = tls
-                .client_certificate
-                .as_deref()
-                .ok_or(TlsError::NoClientCertificate)?;
-            Some(store.roots(path)?)
-        }
+    let verify = matches!(tls.verify_client, VerifyClient::On | VerifyClient::Optional);
+    let roots = match &tls.client_certificate {
+        Some(path) if verify => Some(store.roots(path)?),
+        _ => None,
     };
+    let mut trusted_roots = None;
     if let Some(path) = &tls.trusted_certificate {
-        // Loaded and checked as nginx does at start (no OCSP response is fetched to use it).
-        store.roots(path)?;
+        // Loaded and checked as nginx does at start.
+        let r = store.roots(path)?;
+        trusted_roots = verify.then_some(r);
+    }
+    if verify && roots.is_none() && trusted_roots.is_none() {
+        return Err(TlsError::NoClientCertificate);
+    }
+    let crl = match &tls.crl {
+        Some(path) if verify => Some(store.crls(path)?),
+        _ => None,
+    };
+    let mut trusted = Vec::new();
+    if tls.stapling && tls.stapling_file.is_none() {
+        // Where the stapler looks for issuers and verification anchors: both CA files, as
+        // nginx's certificate store holds both.
+        for path in [&tls.trusted_certificate, &tls.client_certificate]
+            .into_iter()
+            .flatten()
+        {
+            let bytes = store.bytes(path).map_err(|e| TlsError::ClientCertificate {
+                name: path.display().to_string(),
+                reason: super::error::LoadReason::Io(e),
+            })?;
+            trusted.push(bytes);
+        }
     }
     let mut tickets = Vec::new();
     if tls.session_tickets {
@@ -180,7 +216,10 @@ fn load(tls: &TlsConf, store: &mut ObjectStore) -> Result<Inputs, TlsError> {
     Ok(Inputs {
         certs,
         roots,
+        trusted_roots,
+        crl,
         tickets,
+        trusted,
     })
 }
 
@@ -210,14 +249,18 @@ fn assemble(
     let resolver: Arc<dyn ResolvesServerCert> = if inputs.certs.is_empty() {
         Arc::new(super::DynamicResolver::new(tls, provider.clone()))
     } else {
-        Arc::new(CertResolver::new(
+        let mut r = CertResolver::new(
             inputs.certs.clone(),
             if tls13 { suites13 } else { Vec::new() },
             if tls12 { suites12 } else { Vec::new() },
-        ))
+        );
+        if tls.stapling && tls.stapling_file.is_none() {
+            r.staple(tls, &inputs.trusted);
+        }
+        Arc::new(r)
     };
 
-    let verifier = client_verifier(tls, inputs.roots.clone(), &provider)?;
+    let verifier = client_verifier(tls, inputs, &provider)?;
     let mut config = ServerConfig::builder_with_provider(provider)
         .with_protocol_versions(&versions)?
         .with_client_cert_verifier(verifier)
@@ -281,6 +324,10 @@ fn same_settings(a: &TlsConf, b: &TlsConf) -> bool {
         client_certificate,
         stapling,
         stapling_file,
+        stapling_verify,
+        stapling_responder,
+        crl,
+        verify_depth,
         trusted_certificate,
         dynamic_certificates,
         certificate_cache,
@@ -307,6 +354,10 @@ fn same_settings(a: &TlsConf, b: &TlsConf) -> bool {
         && *client_certificate == b.client_certificate
         && *stapling == b.stapling
         && *stapling_file == b.stapling_file
+        && *stapling_verify == b.stapling_verify
+        && *stapling_responder == b.stapling_responder
+        && *crl == b.crl
+        && *verify_depth == b.verify_depth
         && *trusted_certificate == b.trusted_certificate
         // Handshake-time certificates keep a cache in their resolver: never carried over.
         && dynamic_certificates.is_empty()
@@ -386,14 +437,14 @@ impl ServerConfigs {
                     (prev.config.clone(), inputs, prev.client_verifier.clone())
                 } else {
                     let parts = check(tls)?;
-                    let v = strict_client_verifier(tls, inputs.roots.clone(), &parts.provider)?;
+                    let v = strict_client_verifier(tls, &inputs, &parts.provider)?;
                     (assemble(tls, alpn_h2, shared, parts, &inputs)?, inputs, v)
                 }
             }
             None => {
                 let parts = check(tls)?;
                 let inputs = load(tls, store)?;
-                let v = strict_client_verifier(tls, inputs.roots.clone(), &parts.provider)?;
+                let v = strict_client_verifier(tls, &inputs, &parts.provider)?;
                 (assemble(tls, alpn_h2, shared, parts, &inputs)?, inputs, v)
             }
         };
@@ -446,37 +497,73 @@ impl ServerConfigs {
 /// ([`strict_client_verifier`], `tls::peer`), so a request gets nginx's 495 page.
 fn client_verifier(
     tls: &TlsConf,
-    roots: Option<Arc<RootCertStore>>,
+    inputs: &Inputs,
     provider: &Arc<CryptoProvider>,
 ) -> Result<Arc<dyn ClientCertVerifier>, TlsError> {
     match tls.verify_client {
         VerifyClient::Off => Ok(WebPkiClientVerifier::no_client_auth()),
         VerifyClient::OptionalNoCa | VerifyClient::Optional => Ok(Arc::new(AnyClientCert {
             provider: provider.clone(),
-            hints: roots.map(|r| r.subjects()).unwrap_or_default(),
+            hints: inputs
+                .roots
+                .as_ref()
+                .map(|r| r.subjects())
+                .unwrap_or_default(),
         })),
         VerifyClient::On => {
-            strict_client_verifier(tls, roots, provider)?.ok_or(TlsError::NoClientCertificate)
+            strict_client_verifier(tls, inputs, provider)?.ok_or(TlsError::NoClientCertificate)
         }
     }
 }
 
 /// The verifier a client's chain must pass for `ssl_verify_client on` or `optional`: the
-/// chain leads to a certificate of `ssl_client_certificate`. `None` for `off` and
-/// `optional_no_ca`.
+/// chain leads to a certificate of `ssl_client_certificate` or `ssl_trusted_certificate`
+/// (only the former's names are sent to the client, as nginx), and no certificate of it is
+/// revoked by `ssl_crl`. `None` for `off` and `optional_no_ca`.
 fn strict_client_verifier(
     tls: &TlsConf,
-    roots: Option<Arc<RootCertStore>>,
+    inputs: &Inputs,
     provider: &Arc<CryptoProvider>,
 ) -> Result<Option<Arc<dyn ClientCertVerifier>>, TlsError> {
     if !matches!(tls.verify_client, VerifyClient::On | VerifyClient::Optional) {
         return Ok(None);
     }
-    let roots = roots.ok_or(TlsError::NoClientCertificate)?;
-    WebPkiClientVerifier::builder_with_provider(roots, provider.clone())
+    let (roots, hints) = match (&inputs.roots, &inputs.trusted_roots) {
+        (Some(c), None) => (c.clone(), c.subjects()),
+        (None, Some(t)) => (t.clone(), Vec::new()),
+        (Some(c), Some(t)) => {
+            let mut all = RootCertStore::clone(c);
+            all.roots.extend(t.roots.iter().cloned());
+            (Arc::new(all), c.subjects())
+        }
+        (None, None) => return Err(TlsError::NoClientCertificate),
+    };
+    let anchors = roots.subjects();
+    let mut builder = WebPkiClientVerifier::builder_with_provider(roots, provider.clone())
+        .clear_root_hint_subjects()
+        .add_root_hint_subjects(hints);
+    if let Some(list) = &inputs.crl {
+        // OpenSSL refuses a chain whose CRL is past its nextUpdate ("CRL has expired").
+        builder = builder
+            .with_crls(list.iter().cloned())
+            .enforce_revocation_expiration();
+    }
+    let inner = builder
         .build()
-        .map(Some)
-        .map_err(|e| TlsError::Rustls(rustls::Error::General(e.to_string())))
+        .map_err(|e| TlsError::Rustls(rustls::Error::General(e.to_string())))?;
+    Ok(Some(Arc::new(super::depth::DepthLimited::new(
+        inner,
+        anchors,
+        tls.verify_depth,
+    ))))
+}
+
+fn opt_ptr_eq<T: ?Sized>(a: &Option<Arc<T>>, b: &Option<Arc<T>>) -> bool {
+    match (a, b) {
+        (None, None) => true,
+        (Some(a), Some(b)) => Arc::ptr_eq(a, b),
+        _ => false,
+    }
 }
 
 /// `ssl_verify_client optional` / `optional_no_ca` at the handshake: ask for a certificate
@@ -526,9 +613,16 @@ impl ClientCertVerifier for AnyClientCert {
         cert: &CertificateDer<'_>,
         dss: &DigitallySignedStruct,
     ) -> Result<HandshakeSignatureValid, rustls::Error> {
-        rustls::crypto::verify_tls13_signature(
+        // Through the key alone: webpki's certificate parser refuses X.509 v1, which OpenSSL
+        // (so nginx) takes from clients; nothing about the certificate is trusted here.
+        let spki = x509_parser::parse_x509_certificate(cert.as_ref())
+            .map(|(_, c)| c.tbs_certificate.subject_pki.raw.to_vec())
+            .map_err(|_| {
+                rustls::Error::InvalidCertificate(rustls::CertificateError::BadEncoding)
+            })?;
+        rustls::crypto::verify_tls13_signature_with_raw_key(
             message,
-            cert,
+            &rustls::pki_types::SubjectPublicKeyInfoDer::from(spki.as_slice()),
             dss,
             &self.provider.signature_verification_algorithms,
         )
@@ -545,6 +639,8 @@ impl ClientCertVerifier for AnyClientCert {
 struct CertResolver {
     /// ECDSA (and EdDSA) first, then RSA; otherwise in directive order.
     certs: Vec<Arc<CertifiedKey>>,
+    /// Per certificate, its OCSP fetcher (`ssl_stapling on` without `ssl_stapling_file`).
+    staplers: Vec<Option<Arc<Stapler>>>,
     tls13: Vec<SupportedCipherSuite>,
     tls12: Vec<SupportedCipherSuite>,
 }
@@ -565,10 +661,31 @@ impl CertResolver {
     ) -> Self {
         certs.sort_by_key(|c| c.key.algorithm() == SignatureAlgorithm::RSA);
         Self {
+            staplers: vec![None; certs.len()],
             certs,
             tls13,
             tls12,
         }
+    }
+
+    /// Fetches OCSP responses for every certificate (`trusted`: the PEM CA files).
+    fn staple(&mut self, tls: &TlsConf, trusted: &[Arc<[u8]>]) {
+        use rustls::pki_types::pem::PemObject;
+        let trusted: Vec<Vec<u8>> = trusted
+            .iter()
+            .flat_map(|pem| CertificateDer::pem_slice_iter(pem).flatten())
+            .map(|c| c.to_vec())
+            .collect();
+        let conf = StaplingConf {
+            responder: tls.stapling_responder.as_deref(),
+            verify: tls.stapling_verify,
+            trusted: &trusted,
+        };
+        self.staplers = self
+            .certs
+            .iter()
+            .map(|ck| Some(Stapler::new(ck.clone(), conf)))
+            .collect();
     }
 }
 
@@ -581,6 +698,9 @@ impl ResolvesServerCert for CertResolver {
             &self.tls13,
             &self.tls12,
         )?;
+        if let Some(Some(s)) = self.staplers.get(i) {
+            return Some(s.certified());
+        }
         self.certs.get(i).cloned()
     }
 }
@@ -669,6 +789,10 @@ mod tests {
             client_certificate: None,
             stapling: false,
             stapling_file: None,
+            stapling_verify: false,
+            stapling_responder: None,
+            crl: None,
+            verify_depth: 1,
             trusted_certificate: None,
             dynamic_certificates: vec![],
             certificate_cache: crate::conf::model::CertificateCache::Off,

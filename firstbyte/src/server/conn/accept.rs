@@ -185,6 +185,7 @@ pub(super) async fn accept_tls(
         .client_hello()
         .server_name()
         .map(str::to_ascii_lowercase);
+    let curves = crate::tls::curves_list(hello.client_hello().named_groups().unwrap_or(&[]));
     // The block whose config makes the handshake (the SNI's, or the default's when the SNI's
     // has no certificate): its client checks are the connection's.
     let sni_block = addr.find(sni.as_deref()).clone();
@@ -277,6 +278,7 @@ pub(super) async fn accept_tls(
             .map(|g| crate::tls::group_name(g.name()))
             .unwrap_or(""),
         alpn: alpn.clone(),
+        curves,
         resumed: matches!(sc.handshake_kind(), Some(rustls::HandshakeKind::Resumed)),
         server_name: sni,
         client: server.tls.as_ref().and_then(|t| {
