@@ -332,8 +332,11 @@ fn reloads_under_h2load_fail_nothing_and_leak_nothing() {
         pss100 < base_pss + 20 * 1024 && pss100 * 2 < base_pss * 3,
         "{summary}"
     );
+    // 8 MiB: the allocator's arenas under load once held 4.6 MiB more at the 100th reload
+    // than at the 50th (and none in other runs); a leak of a configuration per reload (50
+    // servers, their TLS configs) would pass it within the 50 reloads.
     assert!(
-        pss100 < pss50 + 4 * 1024,
+        pss100 < pss50 + 8 * 1024,
         "grew from 50 to 100 reloads: {summary}"
     );
     assert!(fds100 <= base_fds + 2, "descriptors leak: {summary}");
