@@ -255,7 +255,7 @@ macro_rules! tls_directives {
             "Key-exchange groups, e.g. `X25519:prime256v1`.";
         "ssl_early_data" early_data: bool = false =>
             (HS, 1, 1, "off", Inherit, p::on_off)
-            "Accept TLS 1.3 early data (0-RTT) on HTTP/3 (QUIC): a resumed client's GET or HEAD without a body is answered a round trip sooner; other requests in early data get `425 Too Early` (RFC 8470). Tickets are then single-use entries of `ssl_session_cache` (required), so early data cannot be replayed; over TCP firstbyte does not take early data yet (the client sends its request after the handshake).";
+            "Accept TLS 1.3 early data (0-RTT) over TCP (up to 16 KB, answered with the server's Finished) and HTTP/3: a resumed client's GET or HEAD without a body is answered a round trip sooner; other requests in early data (taken before the client's Finished) get `425 Too Early` (RFC 8470). Tickets are then single-use entries of `ssl_session_cache` (required), so early data cannot be replayed.";
         "ssl_session_tickets" session_tickets: bool = true =>
             (HS, 1, 1, "on", Inherit, p::on_off)
             "Resume sessions with stateless tickets.";

@@ -51,6 +51,16 @@ pub struct TlsFacts {
     pub client: Option<crate::tls::peer::PeerCert>,
     /// Whether the kernel makes this connection's records (kernel TLS): sending, receiving.
     pub ktls: (bool, bool),
+    /// Over TCP, when the handshake accepted early data (0-RTT): open until it completes.
+    pub early: Option<crate::tls::stream::EarlyGate>,
+}
+
+impl TlsFacts {
+    /// Whether a request taken now is taken in early data: the TCP handshake that accepted
+    /// 0-RTT has not completed (QUIC marks its requests itself, see `pipeline::EarlyData`).
+    pub fn in_early_data(&self) -> bool {
+        self.early.as_ref().is_some_and(|g| g.handshaking())
+    }
 }
 
 /// Everything a variable of one request can be computed from.

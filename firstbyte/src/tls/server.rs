@@ -38,11 +38,19 @@ use crate::conf::model::{ServerConf, SessionCache, Source, TlsConf, TlsVersion, 
 /// OpenSSL's (and so nginx's) number of TLS 1.3 tickets per full handshake: 2.
 pub const DEFAULT_NUM_TICKETS: u32 = 2;
 
-/// 0-RTT bytes accepted: none until the early-data issue. rustls accepts early data only on
-/// stateful resumption, so enabling it is this value (from `ssl_early_data`) plus
-/// `ssl_session_tickets off` and an `ssl_session_cache`, all of which this module already wires.
-pub fn early_data_size(_tls: &TlsConf) -> u32 {
-    0
+/// 0-RTT bytes accepted over TCP with `ssl_early_data on`: 16 KB, what nginx allows
+/// (`SSL_CTX_set_max_early_data` with its 16 KB buffer) — a request head, not a body. rustls
+/// accepts early data only on stateful resumption: with it on, the tickets are single-use
+/// entries of `ssl_session_cache` (see [`build`]), which is the replay protection.
+pub const EARLY_DATA_SIZE: u32 = 16 * 1024;
+
+/// 0-RTT bytes accepted over TCP: [`EARLY_DATA_SIZE`] with `ssl_early_data on`, else none.
+pub fn early_data_size(tls: &TlsConf) -> u32 {
+    if tls.early_data {
+        EARLY_DATA_SIZE
+    } else {
+        0
+    }
 }
 
 /// ALPN protocols offered, most preferred first: `h2` (when HTTP/2 is on) then `http/1.1`.
@@ -275,6 +283,12 @@ fn assemble(
     }
     config.ignore_client_order = tls.prefer_server_ciphers;
     config.max_early_data_size = early_data_size(tls);
+    // The answer to a request in early data leaves with the server's Finished (0.5-RTT data),
+    // a round trip before the client's Finished; without it 0-RTT would save nothing. rustls
+    // never sends it to a client it asked for a certificate, and the stream hands out the
+    // connection before its handshake completes only when early data was accepted
+    // (`tls::stream::handshake`), so no other handshake changes.
+    config.send_half_rtt_data = tls.early_data;
     config.send_tls13_tickets =
         usize::try_from(tls.num_tickets.unwrap_or(DEFAULT_NUM_TICKETS)).unwrap_or(usize::MAX);
     // Sessions resume only on servers with the same certificates and client checks.
@@ -1034,7 +1048,7 @@ mod tests {
     }
 
     /// With `ssl_early_data on`, TLS 1.3 tickets are single-use cache entries (rustls takes
-    /// early data only so), while TCP itself takes no early data yet.
+    /// early data only so), 16 KB of early data are taken and answered at 0.5-RTT.
     #[test]
     fn early_data_means_stateful_tickets() {
         let (_d, mut tls) = ecdsa_conf("early");
@@ -1044,8 +1058,13 @@ mod tests {
         let cfg = build(&tls, &shared);
         assert!(!cfg.ticketer.enabled(), "no stateless tickets");
         assert!(cfg.session_storage.can_cache());
-        assert_eq!(cfg.max_early_data_size, 0, "TCP takes no early data");
+        assert_eq!(cfg.max_early_data_size, EARLY_DATA_SIZE);
+        assert!(cfg.send_half_rtt_data);
         assert!(resumes(cfg.clone(), cfg, BOTH));
+        tls.early_data = false;
+        let off = build(&tls, &shared);
+        assert_eq!(off.max_early_data_size, 0);
+        assert!(!off.send_half_rtt_data);
     }
 
     #[test]

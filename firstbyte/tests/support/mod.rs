@@ -32,8 +32,16 @@ pub fn tempdir(tag: &str) -> PathBuf {
     ));
     let _ = std::fs::remove_dir_all(&d);
     std::fs::create_dir_all(&d).expect("create temp dir");
+    exit_hook();
+    if let Ok(mut l) = TEMP.lock() {
+        l.push(d.clone());
+    }
     d
 }
+
+/// Test directories, removed when the test process exits (after its servers are killed), so
+/// a run leaves nothing behind; a failed test's files stay readable until then.
+static TEMP: std::sync::Mutex<Vec<PathBuf>> = std::sync::Mutex::new(Vec::new());
 
 /// A port that was free a moment ago.
 pub fn free_port() -> u16 {
@@ -285,6 +293,7 @@ impl Drop for Server {
 /// destructor for statics).
 static LIVE: std::sync::Mutex<Vec<u32>> = std::sync::Mutex::new(Vec::new());
 
+/// At process exit: kills the servers still running and removes the test directories.
 extern "C" fn kill_live_servers() {
     let pids = match LIVE.lock() {
         Ok(mut l) => std::mem::take(&mut *l),
@@ -297,15 +306,25 @@ extern "C" fn kill_live_servers() {
             libc::waitpid(pid as i32, std::ptr::null_mut(), 0);
         }
     }
+    if let Ok(mut dirs) = TEMP.lock() {
+        for d in std::mem::take(&mut *dirs) {
+            let _ = std::fs::remove_dir_all(d);
+        }
+    }
 }
 
-/// Kills `pid` at process exit unless [`forget_at_exit`] is called first.
-pub fn reap_at_exit(pid: u32) {
+/// Registers [`kill_live_servers`] to run at process exit, once.
+fn exit_hook() {
     static HOOK: std::sync::Once = std::sync::Once::new();
     // SAFETY: registers a plain extern "C" function with no arguments.
     HOOK.call_once(|| unsafe {
         libc::atexit(kill_live_servers);
     });
+}
+
+/// Kills `pid` at process exit unless [`forget_at_exit`] is called first.
+pub fn reap_at_exit(pid: u32) {
+    exit_hook();
     if let Ok(mut l) = LIVE.lock() {
         l.push(pid);
     }

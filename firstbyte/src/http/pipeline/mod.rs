@@ -254,7 +254,8 @@ where
         mut extensions,
         ..
     } = parts;
-    let early_data = extensions.get::<EarlyData>().is_some();
+    let early_data = extensions.get::<EarlyData>().is_some()
+        || conn.facts().tls.as_ref().is_some_and(|t| t.in_early_data());
     // nginx reads the headers under the server the connection found before Host (SNI's, or
     // the address's default): its underscores_in_headers and ignore_invalid_headers apply.
     let header_server = conn.first_server();

@@ -233,16 +233,19 @@ pub(super) async fn accept_tls(
         }
     };
     io.set_record_reads(false);
-    let decision = (may_switch && server.tls.as_ref().is_some_and(|t| t.ktls)).then(|| {
-        let sc = tls.connection();
-        ktls::decide(
-            ktls::sys::support(),
-            sc.protocol_version(),
-            sc.negotiated_cipher_suite().map(|s| s.suite()),
-            sc.alpn_protocol()
-                .map_or("", |p| std::str::from_utf8(p).unwrap_or("")),
-        )
-    });
+    // A 0-RTT connection's handshake is not done: it stays in user space.
+    let early = tls.early_gate().cloned();
+    let decision = (may_switch && early.is_none() && server.tls.as_ref().is_some_and(|t| t.ktls))
+        .then(|| {
+            let sc = tls.connection();
+            ktls::decide(
+                ktls::sys::support(),
+                sc.protocol_version(),
+                sc.negotiated_cipher_suite().map(|s| s.suite()),
+                sc.alpn_protocol()
+                    .map_or("", |p| std::str::from_utf8(p).unwrap_or("")),
+            )
+        });
     let mut kernel = None;
     if let Some(d) = decision {
         match d {
@@ -290,6 +293,7 @@ pub(super) async fn accept_tls(
             )
         }),
         ktls: (kernel.is_some(), kernel.is_some()),
+        early,
     });
     facts.record_policy = tls.policy().name();
     let (secured, io) = match kernel {

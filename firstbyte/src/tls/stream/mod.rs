@@ -75,6 +75,31 @@ impl Release {
     }
 }
 
+/// Open while a TLS 1.3 handshake that accepted early data (0-RTT) waits for the client's
+/// Finished. The stream is handed out then (see [`handshake`]): a request taken while the gate
+/// is open may be a replay — nobody has proven to be the client yet — so the HTTP layer serves
+/// only what is safe to replay (RFC 8470). A request dispatched after the Finished was read
+/// is the authenticated client's even if its bytes came as early data: a replayed ClientHello
+/// never gets that far. nginx decides the same way (`SSL_in_early_data` when the request is
+/// processed).
+#[derive(Debug, Clone)]
+pub struct EarlyGate(Arc<AtomicBool>);
+
+impl EarlyGate {
+    fn open() -> Self {
+        Self(Arc::new(AtomicBool::new(true)))
+    }
+
+    /// Whether the handshake still waits for the client's Finished.
+    pub fn handshaking(&self) -> bool {
+        self.0.load(Ordering::Acquire)
+    }
+
+    fn close(&self) {
+        self.0.store(false, Ordering::Release);
+    }
+}
+
 /// `std::io` view of an async reader for rustls' `read_tls` (Pending → `WouldBlock`).
 struct SyncRead<'a, 'b, IO> {
     io: &'a mut IO,
@@ -211,6 +236,11 @@ pub async fn read_client_hello<IO: AsyncRead + AsyncWrite + Unpin>(
 /// stream. Every handshake flight is written whole as soon as it exists; TLS 1.3 tickets are
 /// left queued for the first response, or for the first flush once the caller chooses
 /// [`TlsStream::speak_first`].
+///
+/// When the server accepted early data (0-RTT: `max_early_data_size` set, a resumed TLS 1.3
+/// client that sent some), the stream is returned as soon as the server's flight is out:
+/// its reads yield the early data, its writes leave at once (0.5-RTT data), and its
+/// [`EarlyGate`] stays open until the client's Finished arrives.
 pub async fn handshake<IO, T>(
     mut io: IO,
     mut conn: ServerConnection,
@@ -228,6 +258,19 @@ where
                 std::task::ready!(poll_write_tls(&mut conn, &mut io, cx))?;
                 continue;
             }
+            if conn.early_data().is_some() {
+                // 0-RTT accepted and the server's flight is out: serve the early data now —
+                // after processing what came with the ClientHello (its early data records sit
+                // read but undecrypted, and the client may send nothing more before an answer).
+                if let Err(e) = conn.process_new_packets() {
+                    let _ = poll_write_tls(&mut conn, &mut io, cx);
+                    return Poll::Ready(Err(io::Error::new(io::ErrorKind::InvalidData, e)));
+                }
+                if !conn.wants_write() {
+                    break;
+                }
+                continue;
+            }
             if !std::task::ready!(poll_read_tls(&mut conn, &mut io, cx))? {
                 return Poll::Ready(Err(io::Error::from(io::ErrorKind::UnexpectedEof)));
             }
@@ -235,6 +278,7 @@ where
         Poll::Ready(Ok::<(), io::Error>(()))
     })
     .await?;
+    let gate = conn.is_handshaking().then(EarlyGate::open);
     let tls13 = conn.protocol_version() == Some(rustls::ProtocolVersion::TLSv1_3);
     if !tls13 {
         // TLS 1.2's final flight is the handshake's: the client waits for it.
@@ -244,7 +288,7 @@ where
     // Records are encrypted whole; queued ciphertext is bounded by PUSH_AT instead.
     conn.set_buffer_limit(None);
     let plan = WritePlan::new(policy, Instant::now(), tls13, conn.wants_write());
-    Ok(TlsStream {
+    let mut stream = TlsStream {
         io,
         conn,
         plan,
@@ -254,7 +298,29 @@ where
         release,
         eof: false,
         close_sent: false,
-    })
+        early: gate.map(|g| Early {
+            gate: g,
+            data: Vec::new(),
+            read: 0,
+        }),
+    };
+    stream.take_early();
+    Ok(stream)
+}
+
+/// A 0-RTT connection's early data and the gate that says whether its handshake is done.
+struct Early {
+    gate: EarlyGate,
+    /// Early data taken from rustls, not yet read.
+    data: Vec<u8>,
+    /// How much of `data` has been read.
+    read: usize,
+}
+
+impl Early {
+    fn unread(&self) -> &[u8] {
+        &self.data[self.read..]
+    }
 }
 
 /// A server TLS connection after its handshake (see the module docs). The decisions are
@@ -271,9 +337,37 @@ pub struct TlsStream<IO, T> {
     release: Release,
     eof: bool,
     close_sent: bool,
+    /// Set when the handshake accepted early data (0-RTT).
+    early: Option<Early>,
 }
 
 impl<IO, T> TlsStream<IO, T> {
+    /// For a connection that accepted early data (0-RTT): the gate that is open until its
+    /// handshake completes.
+    pub fn early_gate(&self) -> Option<&EarlyGate> {
+        self.early.as_ref().map(|e| &e.gate)
+    }
+
+    /// Moves the early data rustls holds into the stream's own buffer, read before anything
+    /// that follows the handshake (rustls keeps the two apart), and closes the gate once the
+    /// handshake is done.
+    fn take_early(&mut self) {
+        let Some(early) = &mut self.early else {
+            return;
+        };
+        if let Some(mut from) = self.conn.early_data() {
+            if early.read == early.data.len() {
+                early.data.clear();
+                early.read = 0;
+            }
+            // Never fails: rustls' buffer reads like a slice.
+            let _ = from.read_to_end(&mut early.data);
+        }
+        if !self.conn.is_handshaking() {
+            early.gate.close();
+        }
+    }
+
     /// The rustls connection (version, suite, ALPN, SNI, resumption).
     pub fn connection(&self) -> &ServerConnection {
         &self.conn
@@ -355,6 +449,15 @@ impl<IO: AsyncRead + AsyncWrite + Unpin, T: TcpInfoSource + Unpin> AsyncRead for
         let this = self.get_mut();
         this.before_read(cx)?;
         loop {
+            if let Some(early) = &mut this.early {
+                let unread = early.unread();
+                if !unread.is_empty() {
+                    let n = unread.len().min(buf.remaining());
+                    buf.put_slice(&unread[..n]);
+                    early.read += n;
+                    return Poll::Ready(Ok(()));
+                }
+            }
             match read_plain(&mut this.conn, buf) {
                 Ok(()) => return Poll::Ready(Ok(())),
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => {}
@@ -379,6 +482,9 @@ impl<IO: AsyncRead + AsyncWrite + Unpin, T: TcpInfoSource + Unpin> TlsStream<IO,
         use std::io::BufRead;
         self.before_read(cx)?;
         loop {
+            if self.early.as_ref().is_some_and(|e| !e.unread().is_empty()) {
+                return Poll::Ready(Ok(()));
+            }
             match self.conn.reader().fill_buf() {
                 // Data, or close_notify (an empty chunk).
                 Ok(_) => return Poll::Ready(Ok(())),
@@ -409,6 +515,7 @@ impl<IO: AsyncRead + AsyncWrite + Unpin, T: TcpInfoSource + Unpin> TlsStream<IO,
         if !std::task::ready!(poll_read_tls(&mut self.conn, &mut self.io, cx))? {
             self.eof = true;
         }
+        self.take_early();
         if self.conn.wants_write() && !self.plan.holding() {
             if let Poll::Ready(Err(e)) = poll_write_tls(&mut self.conn, &mut self.io, cx) {
                 return Poll::Ready(Err(e));
