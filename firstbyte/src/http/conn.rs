@@ -52,6 +52,14 @@ pub struct Conn {
     last_request: Notify,
     /// What the socket under an HTTP/1.1 connection has seen of hyper (see `server::conn::h1`).
     h1: H1Watch,
+    /// Counted as "Reading" in `stub_status`: a request head is arriving (see [`Conn::input`]).
+    reading: std::sync::atomic::AtomicBool,
+}
+
+impl Drop for Conn {
+    fn drop(&mut self) {
+        self.end_reading();
+    }
 }
 
 /// What a TLS handshake settled for a connection's requests (see [`Conn::with_tls`]).
@@ -94,26 +102,39 @@ impl Conn {
             io,
             last_request: Notify::new(),
             h1: H1Watch::default(),
+            reading: std::sync::atomic::AtomicBool::new(false),
+        }
+    }
+
+    /// Bytes arrived on an HTTP/1.1 connection: with no request in flight they begin the next
+    /// request's head, which starts its `client_header_timeout` and counts as "Reading" in
+    /// `stub_status` until the request reaches the pipeline (nginx counts from the request's
+    /// first byte until its head is read).
+    pub(crate) fn input(&self) {
+        if self.activity.input() && !self.reading.swap(true, Ordering::Relaxed) {
+            self.shared.stats.reading.fetch_add(1, Ordering::Relaxed);
+        }
+    }
+
+    fn end_reading(&self) {
+        if self.reading.swap(false, Ordering::Relaxed) {
+            self.shared.stats.reading.fetch_sub(1, Ordering::Relaxed);
         }
     }
 
     /// The connection after its TLS handshake.
-    pub fn with_tls(self, tls: TlsSettled) -> Conn {
-        Conn {
-            data_chunk: tls.data_chunk,
-            first_response: tls.first_response,
-            sni_server: Some(tls.server),
-            activity: Activity::since(tls.accepted),
-            ..self
-        }
+    pub fn with_tls(mut self, tls: TlsSettled) -> Conn {
+        self.data_chunk = tls.data_chunk;
+        self.first_response = tls.first_response;
+        self.sni_server = Some(tls.server);
+        self.activity = Activity::since(tls.accepted);
+        self
     }
 
     /// A QUIC connection after its handshake: the server block chosen by SNI.
-    pub fn with_quic(self, server: Arc<ServerConf>) -> Conn {
-        Conn {
-            sni_server: Some(server),
-            ..self
-        }
+    pub fn with_quic(mut self, server: Arc<ServerConf>) -> Conn {
+        self.sni_server = Some(server);
+        self
     }
 
     /// The servers listening on this connection's address.
@@ -192,6 +213,7 @@ impl Conn {
     /// A request's response is being made: busy for the idle timer, "Writing" in
     /// `stub_status`, until [`Conn::end_response`].
     pub fn begin_response(&self) {
+        self.end_reading();
         self.activity.begin();
         self.shared.stats.writing.fetch_add(1, Ordering::Relaxed);
     }
@@ -273,14 +295,16 @@ impl Activity {
     }
 
     /// Bytes arrived: with no request in flight, they begin the next request's head (the
-    /// first such byte starts its `client_header_timeout`).
-    pub(crate) fn input(&self) {
+    /// first such byte starts its `client_header_timeout`). True when they did.
+    pub(crate) fn input(&self) -> bool {
         if self.inflight() == 0 && self.head_ms.load(Ordering::Relaxed) == NO_HEAD {
             let now = self.born.elapsed().as_millis() as u64;
-            let _ =
-                self.head_ms
-                    .compare_exchange(NO_HEAD, now, Ordering::Relaxed, Ordering::Relaxed);
+            return self
+                .head_ms
+                .compare_exchange(NO_HEAD, now, Ordering::Relaxed, Ordering::Relaxed)
+                .is_ok();
         }
+        false
     }
 
     /// Requests whose response is not finished.

@@ -27,6 +27,8 @@ pub struct ConnFacts {
     pub record_policy: &'static str,
     /// The addresses of a `listen ... proxy_protocol` connection's PROXY header.
     pub proxy_protocol: Option<crate::net::proxy_protocol::ProxyAddrs>,
+    /// The TCP socket, open for as long as the connection's requests are (`$tcpinfo_*`).
+    pub socket: Option<std::os::fd::RawFd>,
 }
 
 /// What the handshake settled.
@@ -97,6 +99,8 @@ pub struct RequestVars<'a> {
     pub body_bytes_sent: u64,
     /// When the request started.
     pub start: Instant,
+    /// From the start until the response head was ready (`$ttfb`; known once it is).
+    pub ttfb: Option<std::time::Duration>,
     /// Requests served on this connection so far, this one included.
     pub connection_requests: u64,
     /// Regex captures of the matched location, `rewrite` or `if` (`$1`..).
@@ -107,6 +111,30 @@ pub struct RequestVars<'a> {
     pub guard: Option<&'a GuardVars>,
     /// The servers a proxied request tried (`$upstream_addr`, ...).
     pub upstream: Option<&'a crate::http::proxy::UpstreamVars>,
+}
+
+/// `1.234`: seconds with milliseconds, as `$request_time`.
+fn seconds_ms(t: std::time::Duration) -> String {
+    format!("{}.{:03}", t.as_secs(), t.subsec_millis())
+}
+
+/// `$request_id`: 32 hex digits naming one request — a keyed hash (two SipHash keys drawn
+/// at process start) of the connection's serial number and the request's number on it, so
+/// every use within a request (a header to the upstream, the log line) agrees without the
+/// request storing it, and ids are unique within the process and unpredictable outside it.
+/// nginx draws 16 random bytes per request; the format is the same.
+fn request_id(connection: u64, request: u64) -> String {
+    use std::hash::{BuildHasher, Hasher};
+    static KEYS: std::sync::OnceLock<[std::collections::hash_map::RandomState; 2]> =
+        std::sync::OnceLock::new();
+    let keys = KEYS.get_or_init(|| Default::default());
+    let half = |k: &std::collections::hash_map::RandomState| {
+        let mut h = k.build_hasher();
+        h.write_u64(connection);
+        h.write_u64(request);
+        h.finish()
+    };
+    format!("{:016x}{:016x}", half(&keys[0]), half(&keys[1]))
 }
 
 /// What auth_basic, real IP and the limits decided for a request, for its variables.
@@ -224,13 +252,23 @@ impl Vars for RequestVars<'_> {
                 .get(http::header::CONTENT_LENGTH)
                 .and_then(|v| v.to_str().ok())
                 .map(|v| Cow::Owned(v.to_string())),
-            "request_time" => {
-                let t = self.start.elapsed();
-                Some(Cow::Owned(format!(
-                    "{}.{:03}",
-                    t.as_secs(),
-                    t.subsec_millis()
-                )))
+            "request_time" => Some(Cow::Owned(seconds_ms(self.start.elapsed()))),
+            "ttfb" => self.ttfb.map(|t| Cow::Owned(seconds_ms(t))),
+            "request_id" => Some(Cow::Owned(request_id(
+                self.conn.id,
+                self.connection_requests,
+            ))),
+            "tcpinfo_rtt" | "tcpinfo_rttvar" | "tcpinfo_snd_cwnd" | "tcpinfo_rcv_space" => {
+                let info = crate::net::tcp_info(self.conn.socket?).ok()?;
+                Some(Cow::Owned(
+                    match name {
+                        "tcpinfo_rtt" => info.rtt_us,
+                        "tcpinfo_rttvar" => info.rttvar_us,
+                        "tcpinfo_snd_cwnd" => info.snd_cwnd,
+                        _ => info.rcv_space,
+                    }
+                    .to_string(),
+                ))
             }
             "time_local" => Some(Cow::Owned(crate::log::now().time_local.clone())),
             "time_iso8601" => Some(Cow::Owned(crate::log::now().iso8601.clone())),
@@ -350,6 +388,7 @@ mod tests {
                 ..Default::default()
             }),
             record_policy: "static",
+            socket: None,
         };
         let v = RequestVars {
             conn: &conn,
@@ -368,6 +407,7 @@ mod tests {
             response_headers: None,
             body_bytes_sent: 123,
             start: Instant::now(),
+            ttfb: None,
             connection_requests: 1,
             captures: &[],
             user: None,

@@ -75,6 +75,8 @@ pub struct Stats {
     pub requests: AtomicU64,
     /// Requests being answered.
     pub writing: AtomicU64,
+    /// Connections whose next request's head is arriving.
+    pub reading: AtomicU64,
 }
 
 /// Process-wide state requests count in and read, across configuration generations.

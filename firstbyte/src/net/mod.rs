@@ -298,6 +298,8 @@ pub struct TcpInfo {
     pub total_retrans: u32,
     /// Slow-start threshold, segments.
     pub snd_ssthresh: u32,
+    /// Receive-space estimate, bytes (`$tcpinfo_rcv_space`).
+    pub rcv_space: u32,
 }
 
 /// Reads `TCP_INFO` (only while the socket is open).
@@ -326,6 +328,7 @@ pub fn tcp_info(fd: RawFd) -> io::Result<TcpInfo> {
         unacked: ti.tcpi_unacked,
         total_retrans: ti.tcpi_total_retrans,
         snd_ssthresh: ti.tcpi_snd_ssthresh,
+        rcv_space: ti.tcpi_rcv_space,
     })
 }
 

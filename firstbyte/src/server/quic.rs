@@ -258,6 +258,7 @@ async fn serve(
         }),
         record_policy: "quic",
         proxy_protocol: None,
+        socket: None,
     };
     let send_timeout = server.default_location.send_timeout;
     // The request head's bound: `large_client_header_buffers`, as over HTTP/2.

@@ -25,6 +25,8 @@ pub(super) struct LogOnDone {
     pub(super) status: u16,
     pub(super) response_headers: HeaderMap,
     pub(super) start: Instant,
+    /// From the start until the response head was ready.
+    pub(super) ttfb: std::time::Duration,
     pub(super) nreq: u64,
     pub(super) early_data: bool,
     pub(super) user: Option<Box<crate::http::rewrite::uservars::UserVars>>,
@@ -54,6 +56,7 @@ impl LogOnDone {
             response_headers: Some(&self.response_headers),
             body_bytes_sent: sent,
             start: self.start,
+            ttfb: Some(self.ttfb),
             connection_requests: self.nreq,
             captures: &[],
             user: self.user.as_deref(),

@@ -185,6 +185,7 @@ impl Req<'_> {
             response_headers: None,
             body_bytes_sent: 0,
             start: self.start,
+            ttfb: None,
             connection_requests: self.nreq,
             captures: &self.captures,
             user: self.user.as_deref(),

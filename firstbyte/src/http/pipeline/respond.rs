@@ -52,12 +52,13 @@ pub(super) fn stub_status(conn: &Conn) -> Response<Body> {
     let s = &conn.shared().stats;
     let active = s.active.load(Ordering::Relaxed);
     let writing = s.writing.load(Ordering::Relaxed);
+    let reading = s.reading.load(Ordering::Relaxed);
     let text = format!(
-        "Active connections: {active} \nserver accepts handled requests\n {} {} {} \nReading: 0 Writing: {writing} Waiting: {} \n",
+        "Active connections: {active} \nserver accepts handled requests\n {} {} {} \nReading: {reading} Writing: {writing} Waiting: {} \n",
         s.accepts.load(Ordering::Relaxed),
         s.handled.load(Ordering::Relaxed),
         s.requests.load(Ordering::Relaxed),
-        active.saturating_sub(writing),
+        active.saturating_sub(writing + reading),
     );
     let mut r = Response::new(Body::full(text));
     r.headers_mut()
@@ -262,6 +263,7 @@ pub(super) fn finish(
             status: code,
             response_headers: resp.headers().clone(),
             start: r.start,
+            ttfb: r.start.elapsed(),
             nreq: r.nreq,
             early_data: r.early_data,
             user: r.user.clone(),

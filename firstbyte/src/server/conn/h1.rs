@@ -268,7 +268,7 @@ impl<I: AsyncRead + Unpin> AsyncRead for Watched<I> {
             .read_blocked
             .store(r.is_pending(), Ordering::Relaxed);
         if buf.filled().len() > before {
-            this.conn.activity().input();
+            this.conn.input();
         }
         r
     }

@@ -113,6 +113,7 @@ pub async fn handle(
         tls: None,
         record_policy: "static",
         proxy_protocol: None,
+        socket: Some(fd),
     };
 
     if addr.proxy_protocol() {
