@@ -127,7 +127,7 @@ fn request_id(connection: u64, request: u64) -> String {
     use std::hash::{BuildHasher, Hasher};
     static KEYS: std::sync::OnceLock<[std::collections::hash_map::RandomState; 2]> =
         std::sync::OnceLock::new();
-    let keys = KEYS.get_or_init(|| Default::default());
+    let keys = KEYS.get_or_init(Default::default);
     let half = |k: &std::collections::hash_map::RandomState| {
         let mut h = k.build_hasher();
         h.write_u64(connection);
