@@ -10,6 +10,7 @@ use std::time::{Duration, Instant};
 
 use tokio::sync::Notify;
 
+use super::builtin::QuicProbe;
 use super::reqvars::ConnFacts;
 use super::{Shared, Site};
 use crate::conf::model::ServerConf;
@@ -52,6 +53,8 @@ pub struct Conn {
     last_request: Notify,
     /// What the socket under an HTTP/1.1 connection has seen of hyper (see `server::conn::h1`).
     h1: H1Watch,
+    /// The QUIC transport's state, on HTTP/3 connections (for the connection-info page).
+    quic: Option<Arc<dyn QuicProbe>>,
 }
 
 /// What a TLS handshake settled for a connection's requests (see [`Conn::with_tls`]).
@@ -94,6 +97,7 @@ impl Conn {
             io,
             last_request: Notify::new(),
             h1: H1Watch::default(),
+            quic: None,
         }
     }
 
@@ -108,12 +112,19 @@ impl Conn {
         }
     }
 
-    /// A QUIC connection after its handshake: the server block chosen by SNI.
-    pub fn with_quic(self, server: Arc<ServerConf>) -> Conn {
+    /// A QUIC connection after its handshake: the server block chosen by SNI, and what reads
+    /// the transport's state.
+    pub fn with_quic(self, server: Arc<ServerConf>, probe: Arc<dyn QuicProbe>) -> Conn {
         Conn {
             sni_server: Some(server),
+            quic: Some(probe),
             ..self
         }
+    }
+
+    /// The QUIC transport's state, on HTTP/3 connections.
+    pub fn quic(&self) -> Option<&dyn QuicProbe> {
+        self.quic.as_deref()
     }
 
     /// The servers listening on this connection's address.
