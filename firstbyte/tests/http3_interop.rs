@@ -223,7 +223,6 @@ fn chromium_loads_the_connection_info_page_over_http3() {
         ],
         &profile,
     );
-    let _ = std::fs::remove_dir_all(&profile);
     for want in [
         "<th>ALPN</th><td>h3</td>",
         "<th>HTTP</th><td>HTTP/3.0</td>",
@@ -242,6 +241,9 @@ fn chromium_loads_the_connection_info_page_over_http3() {
             .any(|l| l.contains("\"GET / HTTP/3.0\" 200") && l.contains("HeadlessChrome")),
         "access log: {log}"
     );
+    let dir = server.dir.clone();
+    drop(server);
+    let _ = std::fs::remove_dir_all(dir);
 }
 
 /// The page's JSON carries the QUIC transport's facts over HTTP/3, `null` over TCP; a
@@ -301,6 +303,9 @@ fn connection_info_json_reports_quic_facts_and_0rtt() {
     let j: serde_json::Value = serde_json::from_slice(&out.stdout).expect("JSON over TCP");
     assert!(j["quic"].is_null(), "{j}");
     assert_ne!(j["protocol"], "HTTP/3.0", "{j}");
+    let dir = server.dir.clone();
+    drop(server);
+    let _ = std::fs::remove_dir_all(dir);
 }
 
 // ---------------------------------------------------------------------------------------
