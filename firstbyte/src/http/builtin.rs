@@ -35,6 +35,43 @@ http {
 }
 "#;
 
+/// What a QUIC connection's transport knows now (HTTP/3 only): read when the page is asked for.
+#[derive(Debug, Clone, Default, Serialize, PartialEq, Eq)]
+pub struct QuicInfo {
+    /// The QUIC version (1: RFC 9000).
+    pub version: u32,
+    /// Smoothed RTT, µs.
+    pub rtt_us: u64,
+    /// The smallest RTT seen, µs.
+    pub min_rtt_us: u64,
+    /// Congestion window, bytes.
+    pub cwnd_bytes: u64,
+    /// The largest UDP payload the path carries now (path MTU discovery), bytes.
+    pub mtu: u16,
+    /// Packets sent on the connection.
+    pub sent_packets: u64,
+    /// Packets declared lost (and sent again).
+    pub lost_packets: u64,
+    /// Congestion events (the window was cut).
+    pub congestion_events: u64,
+    /// UDP datagrams and bytes sent and received.
+    pub udp_tx_datagrams: u64,
+    /// Bytes in UDP datagrams sent.
+    pub udp_tx_bytes: u64,
+    /// UDP datagrams received.
+    pub udp_rx_datagrams: u64,
+    /// Bytes in UDP datagrams received.
+    pub udp_rx_bytes: u64,
+    /// Whether the client sent requests in 0-RTT (early data) on this connection.
+    pub zero_rtt: bool,
+}
+
+/// Reads a QUIC connection's transport state (the runtime implements it on its connection).
+pub trait QuicProbe: Send + Sync {
+    /// The facts now.
+    fn info(&self) -> QuicInfo;
+}
+
 /// What the page reports.
 #[derive(Debug, Serialize, PartialEq, Eq)]
 pub struct ConnectionInfo {
@@ -48,9 +85,12 @@ pub struct ConnectionInfo {
     pub alpn: String,
     /// Whether the TLS session was resumed.
     pub resumed: bool,
-    /// Smoothed RTT from `TCP_INFO`, µs.
-    pub rtt_us: u32,
-    /// Congestion window from `TCP_INFO`, segments.
+    /// Over TCP: whether the handshake accepted TLS 1.3 early data (0-RTT; over HTTP/3 see
+    /// `quic.zero_rtt`).
+    pub early_data: bool,
+    /// Smoothed RTT, µs: from `TCP_INFO`, or QUIC's estimate over HTTP/3.
+    pub rtt_us: u64,
+    /// Congestion window from `TCP_INFO`, segments (0 over HTTP/3: see `quic.cwnd_bytes`).
     pub cwnd: u32,
     /// The TLS record-size policy of this connection.
     pub record_policy: String,
@@ -66,21 +106,29 @@ pub struct ConnectionInfo {
     pub tcp_congestion: String,
     /// The client's address.
     pub client: String,
-    /// `HTTP/2.0` or `HTTP/1.1`.
+    /// `HTTP/3.0`, `HTTP/2.0` or `HTTP/1.1`.
     pub protocol: String,
+    /// The QUIC transport's facts, over HTTP/3 (`null` over TCP).
+    pub quic: Option<QuicInfo>,
 }
 
 /// Gathers the facts of `conn` now.
 pub fn gather(conn: &Conn, protocol: &str) -> ConnectionInfo {
     let tls = conn.facts().tls.as_ref();
-    let ti = crate::net::tcp_info(conn.fd()).unwrap_or_default();
+    let quic = conn.quic().map(|q| q.info());
+    let ti = if quic.is_some() {
+        crate::net::TcpInfo::default()
+    } else {
+        crate::net::tcp_info(conn.fd()).unwrap_or_default()
+    };
     ConnectionInfo {
         tls_version: tls.map(|t| t.protocol.to_string()).unwrap_or_default(),
         cipher: tls.map(|t| t.cipher.to_string()).unwrap_or_default(),
         group: tls.map(|t| t.group.to_string()).unwrap_or_default(),
         alpn: tls.map(|t| t.alpn.clone()).unwrap_or_default(),
         resumed: tls.is_some_and(|t| t.resumed),
-        rtt_us: ti.rtt_us,
+        early_data: tls.is_some_and(|t| t.early.is_some()),
+        rtt_us: quic.as_ref().map_or(ti.rtt_us.into(), |q| q.rtt_us),
         cwnd: ti.snd_cwnd,
         record_policy: conn.facts().record_policy.to_string(),
         ktls_tx: tls.is_some_and(|t| t.ktls.0),
@@ -90,6 +138,7 @@ pub fn gather(conn: &Conn, protocol: &str) -> ConnectionInfo {
         tcp_congestion: crate::net::congestion(conn.fd()).unwrap_or_default(),
         client: conn.client_ip(),
         protocol: protocol.to_string(),
+        quic,
     }
 }
 
@@ -114,26 +163,69 @@ fn esc(s: &str) -> String {
         .replace('"', "&quot;")
 }
 
+fn row(k: &str, v: &str) -> String {
+    format!("<tr><th>{}</th><td>{}</td></tr>\n", esc(k), esc(v))
+}
+
+/// The rows of an HTTP/3 connection's transport, in place of TCP's.
+fn quic_rows(q: &QuicInfo) -> String {
+    let mut rows = String::new();
+    let version = match q.version {
+        1 => "1 (RFC 9000)".to_string(),
+        v => format!("{v:#010x}"),
+    };
+    rows += &row("QUIC version", &version);
+    rows += &row(
+        "RTT (QUIC)",
+        &format!("{} µs (min {} µs)", q.rtt_us, q.min_rtt_us),
+    );
+    rows += &row("Congestion window", &format!("{} bytes", q.cwnd_bytes));
+    rows += &row("Path MTU (UDP payload)", &format!("{} bytes", q.mtu));
+    rows += &row(
+        "Packets sent / lost",
+        &format!("{} / {}", q.sent_packets, q.lost_packets),
+    );
+    rows += &row("Congestion events", &q.congestion_events.to_string());
+    rows += &row(
+        "UDP datagrams sent / received",
+        &format!(
+            "{} ({} bytes) / {} ({} bytes)",
+            q.udp_tx_datagrams, q.udp_tx_bytes, q.udp_rx_datagrams, q.udp_rx_bytes
+        ),
+    );
+    rows += &row("0-RTT", if q.zero_rtt { "used" } else { "not used" });
+    rows
+}
+
 /// Renders the page as HTML.
 pub fn html(i: &ConnectionInfo) -> String {
-    let row = |k: &str, v: &str| format!("<tr><th>{}</th><td>{}</td></tr>\n", esc(k), esc(v));
     let mut rows = String::new();
     rows += &row("TLS version", &i.tls_version);
-    rows += &row("Cipher suite", &i.cipher);
-    rows += &row("Key exchange group", &i.group);
+    // quinn reports neither the cipher suite, the group nor resumption of a QUIC connection.
+    if i.quic.is_none() {
+        rows += &row("Cipher suite", &i.cipher);
+        rows += &row("Key exchange group", &i.group);
+    }
     rows += &row("ALPN", &i.alpn);
-    rows += &row("Resumed", if i.resumed { "yes" } else { "no" });
-    rows += &row("RTT (TCP_INFO)", &format!("{} µs", i.rtt_us));
-    rows += &row("Congestion window", &format!("{} segments", i.cwnd));
-    rows += &row("Record policy", &i.record_policy);
-    let on = |b: bool| if b { "kernel" } else { "user space" };
-    rows += &row(
-        "TLS records (kernel TLS)",
-        &format!("send: {}, receive: {}", on(i.ktls_tx), on(i.ktls_rx)),
-    );
-    rows += &row("TCP_NODELAY", if i.tcp_nodelay { "on" } else { "off" });
-    rows += &row("TCP_NOTSENT_LOWAT", &i.tcp_notsent_lowat.to_string());
-    rows += &row("TCP_CONGESTION", &i.tcp_congestion);
+    if i.quic.is_none() {
+        rows += &row("Resumed", if i.resumed { "yes" } else { "no" });
+        rows += &row("0-RTT", if i.early_data { "used" } else { "not used" });
+    }
+    if let Some(q) = &i.quic {
+        rows += &quic_rows(q);
+    } else {
+        rows += &row("RTT (TCP_INFO)", &format!("{} µs", i.rtt_us));
+        rows += &row("Congestion window", &format!("{} segments", i.cwnd));
+        rows += &row("Record policy", &i.record_policy);
+        let on = |b: bool| if b { "kernel" } else { "user space" };
+        rows += &row(
+            "TLS records (kernel TLS)",
+            &format!("send: {}, receive: {}", on(i.ktls_tx), on(i.ktls_rx)),
+        );
+        rows += &row("TCP_NODELAY", if i.tcp_nodelay { "on" } else { "off" });
+        rows += &row("TCP_NOTSENT_LOWAT", &i.tcp_notsent_lowat.to_string());
+        rows += &row("TCP_CONGESTION", &i.tcp_congestion);
+    }
     rows += &row("HTTP", &i.protocol);
     rows += &row("Your address", &i.client);
     format!(
@@ -215,6 +307,7 @@ mod tests {
             group: "x25519".into(),
             alpn: "h2".into(),
             resumed: false,
+            early_data: false,
             rtt_us: 42,
             cwnd: 10,
             record_policy: "static".into(),
@@ -225,6 +318,7 @@ mod tests {
             tcp_congestion: "bbr".into(),
             client: "127.0.0.1".into(),
             protocol: String::new(),
+            quic: None,
         };
         let h = html(&i);
         assert!(h.contains("TLSv1.3") && h.contains("&lt;x&gt;") && h.contains("42 µs"));
@@ -246,5 +340,65 @@ mod tests {
         ] {
             assert!(j.get(k).is_some(), "{k}");
         }
+    }
+
+    /// Over HTTP/3 the page shows the QUIC transport in place of TCP's socket options, and
+    /// the JSON carries it under `quic`.
+    #[test]
+    fn http3_connections_show_the_quic_transport() {
+        let i = ConnectionInfo {
+            tls_version: "TLSv1.3".into(),
+            cipher: String::new(),
+            group: String::new(),
+            alpn: "h3".into(),
+            resumed: false,
+            early_data: false,
+            rtt_us: 1234,
+            cwnd: 0,
+            record_policy: "quic".into(),
+            ktls_tx: false,
+            ktls_rx: false,
+            tcp_nodelay: false,
+            tcp_notsent_lowat: 0,
+            tcp_congestion: String::new(),
+            client: "127.0.0.1".into(),
+            protocol: "HTTP/3.0".into(),
+            quic: Some(QuicInfo {
+                version: 1,
+                rtt_us: 1234,
+                min_rtt_us: 1000,
+                cwnd_bytes: 14720,
+                mtu: 1452,
+                sent_packets: 9,
+                lost_packets: 2,
+                zero_rtt: true,
+                ..QuicInfo::default()
+            }),
+        };
+        let h = html(&i);
+        for want in [
+            "<th>QUIC version</th><td>1 (RFC 9000)</td>",
+            "<th>RTT (QUIC)</th><td>1234 µs (min 1000 µs)</td>",
+            "<th>Congestion window</th><td>14720 bytes</td>",
+            "<th>Packets sent / lost</th><td>9 / 2</td>",
+            "<th>0-RTT</th><td>used</td>",
+            "<th>ALPN</th><td>h3</td>",
+            "<th>HTTP</th><td>HTTP/3.0</td>",
+        ] {
+            assert!(h.contains(want), "{want} in {h}");
+        }
+        assert!(
+            !h.contains("TCP_NODELAY") && !h.contains("Cipher suite"),
+            "{h}"
+        );
+        let j: serde_json::Value = serde_json::to_value(&i).unwrap();
+        assert_eq!(j["quic"]["version"], 1);
+        assert_eq!(j["quic"]["cwnd_bytes"], 14720);
+        assert_eq!(j["quic"]["lost_packets"], 2);
+        assert_eq!(j["quic"]["zero_rtt"], true);
+        assert_eq!(j["rtt_us"], 1234);
+        let tcp = ConnectionInfo { quic: None, ..i };
+        assert!(serde_json::to_value(&tcp).unwrap()["quic"].is_null());
+        assert!(!html(&tcp).contains("QUIC version"));
     }
 }

@@ -10,6 +10,7 @@ use std::time::{Duration, Instant};
 
 use tokio::sync::Notify;
 
+use super::builtin::QuicProbe;
 use super::reqvars::ConnFacts;
 use super::{Shared, Site};
 use crate::conf::model::ServerConf;
@@ -54,6 +55,8 @@ pub struct Conn {
     h1: H1Watch,
     /// Counted as "Reading" in `stub_status`: a request head is arriving (see [`Conn::input`]).
     reading: std::sync::atomic::AtomicBool,
+    /// The QUIC transport's state, on HTTP/3 connections (for the connection-info page).
+    quic: Option<Arc<dyn QuicProbe>>,
 }
 
 impl Drop for Conn {
@@ -103,6 +106,7 @@ impl Conn {
             last_request: Notify::new(),
             h1: H1Watch::default(),
             reading: std::sync::atomic::AtomicBool::new(false),
+            quic: None,
         }
     }
 
@@ -131,10 +135,17 @@ impl Conn {
         self
     }
 
-    /// A QUIC connection after its handshake: the server block chosen by SNI.
-    pub fn with_quic(mut self, server: Arc<ServerConf>) -> Conn {
+    /// A QUIC connection after its handshake: the server block chosen by SNI, and what reads
+    /// the transport's state.
+    pub fn with_quic(mut self, server: Arc<ServerConf>, probe: Arc<dyn QuicProbe>) -> Conn {
         self.sni_server = Some(server);
+        self.quic = Some(probe);
         self
+    }
+
+    /// The QUIC transport's state, on HTTP/3 connections.
+    pub fn quic(&self) -> Option<&dyn QuicProbe> {
+        self.quic.as_deref()
     }
 
     /// The servers listening on this connection's address.

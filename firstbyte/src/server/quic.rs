@@ -205,6 +205,8 @@ async fn serve(
     // data); `handshaken` says when it has, and requests before are marked as early data.
     let early = default.tls.as_ref().is_some_and(|t| t.early_data);
     let handshaken = Arc::new(AtomicBool::new(!early));
+    // Set once a request is taken from early data (the connection-info page's "0-RTT").
+    let early_used = Arc::new(AtomicBool::new(false));
     let quic = if early {
         // A server's conversion always succeeds (quinn).
         let Ok((quic, done)) = connecting.into_0rtt() else {
@@ -264,6 +266,10 @@ async fn serve(
     // The request head's bound: `large_client_header_buffers`, as over HTTP/2.
     let max_fields = crate::http::h2limits::max_header_list_size(&server);
     let io = Arc::new(crate::net::IoControl::new(send_timeout, false));
+    let probe = Arc::new(Probe {
+        quic: quic.clone(),
+        early_used: early_used.clone(),
+    });
     let conn = Arc::new(
         Conn::new(
             site.http().clone(),
@@ -274,7 +280,7 @@ async fn serve(
             -1,
             io,
         )
-        .with_quic(server),
+        .with_quic(server, probe),
     );
     let handle = quic.clone();
     let h3 = h3::server::builder()
@@ -294,7 +300,8 @@ async fn serve(
         tokio::select! {
             r = h3.accept(), if !closing => match r {
                 Ok(Some(resolver)) => {
-                    requests.spawn(request(conn.clone(), resolver, handshaken.clone()));
+                    let early = (handshaken.clone(), early_used.clone());
+                    requests.spawn(request(conn.clone(), resolver, early));
                 }
                 // The client said GOAWAY and its requests are done, or the connection closed.
                 Ok(None) | Err(_) => break,
@@ -320,6 +327,38 @@ async fn serve(
         // it (or closes itself), not when the last stream handle goes.
         linger(&handle, send_timeout).await;
         handle.close(H3_NO_ERROR.into(), b"");
+    }
+}
+
+/// Reads a connection's transport state for the connection-info page.
+struct Probe {
+    quic: quinn::Connection,
+    /// Whether a request was taken from early data.
+    early_used: Arc<AtomicBool>,
+}
+
+impl crate::http::builtin::QuicProbe for Probe {
+    fn info(&self) -> crate::http::builtin::QuicInfo {
+        let s = self.quic.stats();
+        let us = |d: Duration| u64::try_from(d.as_micros()).unwrap_or(u64::MAX);
+        crate::http::builtin::QuicInfo {
+            // quinn does not say which version a connection speaks. Its versions are 1 and
+            // drafts 29-34, whose HTTP/3 ALPN tokens are `h3-NN`; the endpoint offers only
+            // `h3`, which RFC 9114 binds to version 1, so a connection serving HTTP/3 is v1.
+            version: 1,
+            rtt_us: us(s.path.rtt),
+            min_rtt_us: us(s.path.min_rtt),
+            cwnd_bytes: s.path.cwnd,
+            mtu: s.path.current_mtu,
+            sent_packets: s.path.sent_packets,
+            lost_packets: s.path.lost_packets,
+            congestion_events: s.path.congestion_events,
+            udp_tx_datagrams: s.udp_tx.datagrams,
+            udp_tx_bytes: s.udp_tx.bytes,
+            udp_rx_datagrams: s.udp_rx.datagrams,
+            udp_rx_bytes: s.udp_rx.bytes,
+            zero_rtt: self.early_used.load(Ordering::Relaxed),
+        }
     }
 }
 
@@ -366,7 +405,7 @@ async fn stopping(
 async fn request(
     conn: Arc<Conn>,
     resolver: h3::server::RequestResolver<h3_quinn::Connection, Bytes>,
-    handshaken: Arc<AtomicBool>,
+    (handshaken, early_used): (Arc<AtomicBool>, Arc<AtomicBool>),
 ) {
     let Ok((req, stream)) = resolver.resolve_request().await else {
         return;
@@ -376,6 +415,7 @@ async fn request(
     let (mut parts, ()) = req.into_parts();
     if !handshaken.load(Ordering::Acquire) {
         parts.extensions.insert(crate::http::pipeline::EarlyData);
+        early_used.store(true, Ordering::Relaxed);
     }
     let req = http::Request::from_parts(parts, RecvBody { recv, done: false });
     let Ok(resp) = crate::http::pipeline::serve(conn, req).await;
