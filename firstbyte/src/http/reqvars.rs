@@ -101,6 +101,8 @@ pub struct RequestVars<'a> {
     pub start: Instant,
     /// From the start until the response head was ready (`$ttfb`; known once it is).
     pub ttfb: Option<std::time::Duration>,
+    /// The process's connection counts (`$connections_*`, as `stub_status`).
+    pub stats: Option<&'a crate::http::site::Stats>,
     /// Requests served on this connection so far, this one included.
     pub connection_requests: u64,
     /// Regex captures of the matched location, `rewrite` or `if` (`$1`..).
@@ -254,6 +256,20 @@ impl Vars for RequestVars<'_> {
                 .map(|v| Cow::Owned(v.to_string())),
             "request_time" => Some(Cow::Owned(seconds_ms(self.start.elapsed()))),
             "ttfb" => self.ttfb.map(|t| Cow::Owned(seconds_ms(t))),
+            "connections_active"
+            | "connections_reading"
+            | "connections_writing"
+            | "connections_waiting" => {
+                let s = self.stats?;
+                let (active, reading, writing) = s.connections();
+                let v = match name {
+                    "connections_active" => active,
+                    "connections_reading" => reading,
+                    "connections_writing" => writing,
+                    _ => active.saturating_sub(reading + writing),
+                };
+                Some(Cow::Owned(v.to_string()))
+            }
             "request_id" => Some(Cow::Owned(request_id(
                 self.conn.id,
                 self.connection_requests,
@@ -408,6 +424,7 @@ mod tests {
             body_bytes_sent: 123,
             start: Instant::now(),
             ttfb: None,
+            stats: None,
             connection_requests: 1,
             captures: &[],
             user: None,

@@ -7,7 +7,7 @@
 
 use std::collections::HashMap;
 use std::path::PathBuf;
-use std::sync::atomic::AtomicU64;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -77,6 +77,17 @@ pub struct Stats {
     pub writing: AtomicU64,
     /// Connections whose next request's head is arriving.
     pub reading: AtomicU64,
+}
+
+impl Stats {
+    /// Active connections, those reading a request head, and requests being answered.
+    pub fn connections(&self) -> (u64, u64, u64) {
+        (
+            self.active.load(Ordering::Relaxed),
+            self.reading.load(Ordering::Relaxed),
+            self.writing.load(Ordering::Relaxed),
+        )
+    }
 }
 
 /// Process-wide state requests count in and read, across configuration generations.

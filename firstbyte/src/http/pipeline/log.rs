@@ -13,6 +13,7 @@ use crate::http::reqvars::{ConnFacts, RequestVars};
 pub(super) struct LogOnDone {
     pub(super) conn_facts: ConnFacts,
     pub(super) site: Arc<crate::http::Site>,
+    pub(super) shared: Arc<crate::http::site::Shared>,
     pub(super) loc: Arc<LocationConf>,
     pub(super) method: String,
     pub(super) request_uri: String,
@@ -57,6 +58,7 @@ impl LogOnDone {
             body_bytes_sent: sent,
             start: self.start,
             ttfb: Some(self.ttfb),
+            stats: Some(&self.shared.stats),
             connection_requests: self.nreq,
             captures: &[],
             user: self.user.as_deref(),

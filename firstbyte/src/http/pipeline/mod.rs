@@ -186,6 +186,7 @@ impl Req<'_> {
             body_bytes_sent: 0,
             start: self.start,
             ttfb: None,
+            stats: Some(&self.conn.shared().stats),
             connection_requests: self.nreq,
             captures: &self.captures,
             user: self.user.as_deref(),

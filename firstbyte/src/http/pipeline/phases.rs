@@ -342,6 +342,10 @@ fn content(r: &mut Req, loc: &Arc<LocationConf>) -> Out {
         return Out::Status(403);
     }
     if loc.stub_status {
+        // nginx's stub_status answers GET and HEAD only.
+        if r.method != http::Method::GET && r.method != http::Method::HEAD {
+            return Out::Status(405);
+        }
         return Out::Response(stub_status(r.conn));
     }
     if let Some(conf) = &loc.proxy {

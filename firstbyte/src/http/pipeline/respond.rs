@@ -50,9 +50,7 @@ pub(super) fn redirect_response(code: u16, location: &str) -> Response<Body> {
 
 pub(super) fn stub_status(conn: &Conn) -> Response<Body> {
     let s = &conn.shared().stats;
-    let active = s.active.load(Ordering::Relaxed);
-    let writing = s.writing.load(Ordering::Relaxed);
-    let reading = s.reading.load(Ordering::Relaxed);
+    let (active, reading, writing) = s.connections();
     let text = format!(
         "Active connections: {active} \nserver accepts handled requests\n {} {} {} \nReading: {reading} Writing: {writing} Waiting: {} \n",
         s.accepts.load(Ordering::Relaxed),
@@ -251,6 +249,7 @@ pub(super) fn finish(
         AccessLog::Logs(_) => Some(Box::new(LogOnDone {
             conn_facts: r.conn.facts().clone(),
             site: r.conn.site().clone(),
+            shared: r.conn.shared().clone(),
             loc: loc.clone(),
             method: r.method.to_string(),
             request_uri: r.request_uri.to_string(),
