@@ -1,0 +1,144 @@
+//! QUIC's two server secrets, derived by HKDF-SHA256 (aws-lc-rs) from one host key: the key
+//! that signs stateless reset tokens (an endpoint's) and the key that seals address-validation
+//! (Retry) tokens (a server config's). The host key is `quic_host_key`'s file, or else a random
+//! secret made once per process, so a reload keeps tokens and resets valid.
+
+use std::sync::{Arc, OnceLock};
+
+use arc_swap::ArcSwap;
+use aws_lc_rs::{hkdf, hmac};
+
+use crate::conf::model::ServerConf;
+
+/// Keeps keys from firstbyte's HKDF apart from any other use of the same file.
+const SALT: &[u8] = b"firstbyte quic_host_key";
+
+/// The keys derived from one host key.
+pub(super) struct HostKeys {
+    /// Signs stateless reset tokens (HMAC-SHA256 of the connection ID).
+    pub reset: hmac::Key,
+    /// Seals Retry tokens (quinn derives one AEAD key per token from it).
+    pub token: Arc<hkdf::Prk>,
+}
+
+impl HostKeys {
+    /// The keys of `server`'s `quic_host_key`, or of the process's own secret.
+    pub fn of(server: &ServerConf) -> HostKeys {
+        match &server.quic_host_key {
+            Some(k) => Self::derive(&k.secret),
+            None => Self::derive(process_secret()),
+        }
+    }
+
+    /// HKDF-Extract with firstbyte's salt, then one Expand per key, each with its own label.
+    pub fn derive(secret: &[u8]) -> HostKeys {
+        let prk = hkdf::Salt::new(hkdf::HKDF_SHA256, SALT).extract(secret);
+        // Expand fails only for more than 255 hash lengths of output; each key is one.
+        let reset = prk
+            .expand(&[b"sr_token_key".as_slice()], hmac::HMAC_SHA256)
+            .map(hmac::Key::from);
+        let token = prk
+            .expand(&[b"av_token_key".as_slice()], hkdf::HKDF_SHA256)
+            .map(hkdf::Prk::from);
+        let (Ok(reset), Ok(token)) = (reset, token) else {
+            unreachable!("one hash length of HKDF output")
+        };
+        HostKeys {
+            reset,
+            token: Arc::new(token),
+        }
+    }
+}
+
+/// 32 random bytes made once per process: the host key without `quic_host_key`.
+fn process_secret() -> &'static [u8] {
+    static SECRET: OnceLock<[u8; 32]> = OnceLock::new();
+    SECRET.get_or_init(|| {
+        let mut s = [0u8; 32];
+        // aws-lc's RNG does not fail on Linux; a zero key would still be a valid (weak) one.
+        let _ = aws_lc_rs::rand::fill(&mut s);
+        s
+    })
+}
+
+/// An endpoint's stateless reset key. quinn fixes it when the endpoint is made; a reload that
+/// changes `quic_host_key` swaps the key inside, so the UDP socket stays.
+pub(super) struct ResetKey(ArcSwap<hmac::Key>);
+
+impl ResetKey {
+    pub fn new(key: hmac::Key) -> Arc<ResetKey> {
+        Arc::new(ResetKey(ArcSwap::from_pointee(key)))
+    }
+
+    pub fn set(&self, key: hmac::Key) {
+        self.0.store(Arc::new(key));
+    }
+}
+
+impl quinn::crypto::HmacKey for ResetKey {
+    fn sign(&self, data: &[u8], signature_out: &mut [u8]) {
+        quinn::crypto::HmacKey::sign(&**self.0.load(), data, signature_out)
+    }
+
+    fn signature_len(&self) -> usize {
+        quinn::crypto::HmacKey::signature_len(&**self.0.load())
+    }
+
+    fn verify(&self, data: &[u8], signature: &[u8]) -> Result<(), quinn::crypto::CryptoError> {
+        quinn::crypto::HmacKey::verify(&**self.0.load(), data, signature)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use quinn::crypto::HmacKey;
+
+    fn tag(k: &dyn HmacKey, data: &[u8]) -> Vec<u8> {
+        let mut out = vec![0u8; k.signature_len()];
+        k.sign(data, &mut out);
+        out
+    }
+
+    #[test]
+    fn the_same_secret_gives_the_same_keys_and_others_do_not() {
+        let a = HostKeys::derive(&[1u8; 32]);
+        let b = HostKeys::derive(&[1u8; 32]);
+        let c = HostKeys::derive(&[2u8; 32]);
+        assert_eq!(tag(&a.reset, b"cid"), tag(&b.reset, b"cid"));
+        assert_ne!(tag(&a.reset, b"cid"), tag(&c.reset, b"cid"));
+        // The token key is not the reset key: a sealed token opens with b's, not c's.
+        use quinn::crypto::HandshakeTokenKey;
+        let mut sealed = b"token".to_vec();
+        a.token
+            .aead_from_hkdf(b"nonce")
+            .seal(&mut sealed, b"")
+            .unwrap();
+        let mut copy = sealed.clone();
+        assert_eq!(
+            b.token
+                .aead_from_hkdf(b"nonce")
+                .open(&mut copy, b"")
+                .unwrap(),
+            b"token"
+        );
+        let mut copy = sealed.clone();
+        assert!(c
+            .token
+            .aead_from_hkdf(b"nonce")
+            .open(&mut copy, b"")
+            .is_err());
+    }
+
+    #[test]
+    fn the_process_secret_is_made_once_and_a_reset_key_swaps() {
+        assert_eq!(process_secret(), process_secret());
+        assert_ne!(process_secret(), &[0u8; 32]);
+        let k = ResetKey::new(HostKeys::derive(&[1u8; 32]).reset);
+        let before = tag(&*k, b"cid");
+        k.verify(b"cid", &before).expect("own tag verifies");
+        k.set(HostKeys::derive(&[2u8; 32]).reset);
+        assert_ne!(tag(&*k, b"cid"), before);
+        assert!(k.verify(b"cid", &before).is_err());
+    }
+}
