@@ -21,7 +21,7 @@
 use std::fmt;
 use std::net::SocketAddr;
 use std::pin::Pin;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::task::{Context, Poll};
 use std::time::Duration;
@@ -31,7 +31,7 @@ use bytes::{Buf, Bytes};
 use http_body_util::BodyExt;
 use tokio::task::JoinHandle;
 
-use super::quic_keys::{HostKeys, ResetKey};
+use super::quic_keys::{CidGenerator, HostKeys, ResetKey};
 use super::{Shared, Site};
 use crate::conf::model::ServerConf;
 use crate::http::conn::Conn;
@@ -45,8 +45,10 @@ const UNI_STREAMS: u32 = 16;
 pub(super) struct Endpoint {
     endpoint: quinn::Endpoint,
     addr: SocketAddr,
-    /// The stateless reset key, swapped when a reload changes `quic_host_key`.
+    /// The stateless reset key and the connection IDs' key, swapped when a reload changes
+    /// `quic_host_key` (quinn fixes the endpoint's own when it is made).
     reset_key: Arc<ResetKey>,
+    cid_key: Arc<AtomicU64>,
     accept: JoinHandle<()>,
 }
 
@@ -60,10 +62,14 @@ impl Endpoint {
         shared: Arc<Shared>,
         current: &Arc<ArcSwap<Site>>,
     ) -> std::io::Result<Endpoint> {
-        let (config, reset) = server_config(site, addr).map_err(std::io::Error::other)?;
-        let reset_key = ResetKey::new(reset);
+        let (config, keys) = server_config(site, addr).map_err(std::io::Error::other)?;
+        let reset_key = ResetKey::new(keys.reset);
+        let cid_key = Arc::new(AtomicU64::new(keys.cid));
+        let mut endpoint_config = quinn::EndpointConfig::new(reset_key.clone());
+        let key = cid_key.clone();
+        endpoint_config.cid_generator(move || Box::new(CidGenerator(key.clone())));
         let endpoint = quinn::Endpoint::new(
-            quinn::EndpointConfig::new(reset_key.clone()),
+            endpoint_config,
             Some(config),
             udp,
             Arc::new(quinn::TokioRuntime),
@@ -73,6 +79,7 @@ impl Endpoint {
             endpoint,
             addr,
             reset_key,
+            cid_key,
             accept,
         })
     }
@@ -80,8 +87,9 @@ impl Endpoint {
     /// New connections get `site`'s TLS and transport settings and keys (a reload).
     pub fn reconfigure(&self, site: &Arc<Site>) {
         match server_config(site, self.addr) {
-            Ok((c, reset)) => {
-                self.reset_key.set(reset);
+            Ok((c, keys)) => {
+                self.reset_key.set(keys.reset);
+                self.cid_key.store(keys.cid, Ordering::Relaxed);
                 self.endpoint.set_server_config(Some(c));
             }
             Err(e) => crate::fblog!(Alert, "QUIC on {} keeps its old settings: {e}", self.addr),
@@ -104,12 +112,11 @@ fn socket_of(site: &Site, addr: SocketAddr) -> Option<usize> {
 }
 
 /// The endpoint's settings for `site`, all from the address's default server block: TLS (ALPN
-/// h3, certificates by SNI), transport limits, the Retry token key; and the stateless reset
-/// key.
+/// h3, certificates by SNI), transport limits, the Retry token key; and the endpoint's keys.
 fn server_config(
     site: &Arc<Site>,
     addr: SocketAddr,
-) -> Result<(quinn::ServerConfig, aws_lc_rs::hmac::Key), String> {
+) -> Result<(quinn::ServerConfig, HostKeys), String> {
     let socket = socket_of(site, addr).ok_or("the configuration has no such QUIC listener")?;
     let default = site.vhosts().addr_servers(socket, addr).default_server();
     let base = site
@@ -128,9 +135,9 @@ fn server_config(
     let crypto = quinn::crypto::rustls::QuicServerConfig::try_from(Arc::new(tls))
         .map_err(|e| format!("TLS settings unusable for QUIC: {e}"))?;
     let keys = HostKeys::of(default);
-    let mut config = quinn::ServerConfig::new(Arc::new(crypto), keys.token);
+    let mut config = quinn::ServerConfig::new(Arc::new(crypto), keys.token.clone());
     config.transport_config(Arc::new(transport_config(default)?));
-    Ok((config, keys.reset))
+    Ok((config, keys))
 }
 
 /// A QUIC integer, saturated at its largest value.

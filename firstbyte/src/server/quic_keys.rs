@@ -1,9 +1,14 @@
-//! QUIC's two server secrets, derived by HKDF-SHA256 (aws-lc-rs) from one host key: the key
-//! that signs stateless reset tokens (an endpoint's) and the key that seals address-validation
-//! (Retry) tokens (a server config's). The host key is `quic_host_key`'s file, or else a random
+//! QUIC's server secrets, derived by HKDF-SHA256 (aws-lc-rs) from one host key: the key that
+//! signs stateless reset tokens and the one that keys the connection IDs' check (an
+//! endpoint's), and the key that seals address-validation (Retry) tokens (a server config's).
+//! A stateless reset needs both endpoint keys: quinn answers a packet for a connection it does
+//! not know only when the connection ID passes the check, so another instance (or a restart)
+//! resets a client's connection only with the same host key. The host key is `quic_host_key`'s file, or else a random
 //! secret made once per process, so a reload keeps tokens and resets valid.
 
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, OnceLock};
+use std::time::Duration;
 
 use arc_swap::ArcSwap;
 use aws_lc_rs::{hkdf, hmac};
@@ -19,6 +24,17 @@ pub(super) struct HostKeys {
     pub reset: hmac::Key,
     /// Seals Retry tokens (quinn derives one AEAD key per token from it).
     pub token: Arc<hkdf::Prk>,
+    /// Keys the hash in connection IDs (see [`CidGenerator`]).
+    pub cid: u64,
+}
+
+/// An HKDF output length.
+struct Len(usize);
+
+impl hkdf::KeyType for Len {
+    fn len(&self) -> usize {
+        self.0
+    }
 }
 
 impl HostKeys {
@@ -40,12 +56,17 @@ impl HostKeys {
         let token = prk
             .expand(&[b"av_token_key".as_slice()], hkdf::HKDF_SHA256)
             .map(hkdf::Prk::from);
-        let (Ok(reset), Ok(token)) = (reset, token) else {
-            unreachable!("one hash length of HKDF output")
+        let mut cid = [0u8; 8];
+        let cid_ok = prk
+            .expand(&[b"cid_key".as_slice()], Len(cid.len()))
+            .and_then(|okm| okm.fill(&mut cid));
+        let (Ok(reset), Ok(token), Ok(())) = (reset, token, cid_ok) else {
+            unreachable!("at most one hash length of HKDF output")
         };
         HostKeys {
             reset,
             token: Arc::new(token),
+            cid: u64::from_le_bytes(cid),
         }
     }
 }
@@ -86,6 +107,35 @@ impl quinn::crypto::HmacKey for ResetKey {
 
     fn verify(&self, data: &[u8], signature: &[u8]) -> Result<(), quinn::crypto::CryptoError> {
         quinn::crypto::HmacKey::verify(&**self.0.load(), data, signature)
+    }
+}
+
+/// quinn's 8-byte connection IDs (3 random bytes and 5 of a keyed hash of them, which lets a
+/// packet for an unknown connection be checked before it is answered with a stateless reset),
+/// with the key from the host key and swapped by a reload.
+pub(super) struct CidGenerator(pub Arc<AtomicU64>);
+
+impl CidGenerator {
+    fn hashed(&self) -> quinn_proto::HashedConnectionIdGenerator {
+        quinn_proto::HashedConnectionIdGenerator::from_key(self.0.load(Ordering::Relaxed))
+    }
+}
+
+impl quinn::ConnectionIdGenerator for CidGenerator {
+    fn generate_cid(&mut self) -> quinn::ConnectionId {
+        self.hashed().generate_cid()
+    }
+
+    fn validate(&self, cid: &quinn::ConnectionId) -> Result<(), quinn_proto::InvalidCid> {
+        self.hashed().validate(cid)
+    }
+
+    fn cid_len(&self) -> usize {
+        self.hashed().cid_len()
+    }
+
+    fn cid_lifetime(&self) -> Option<Duration> {
+        None
     }
 }
 
