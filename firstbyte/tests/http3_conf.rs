@@ -412,3 +412,196 @@ fn quic_host_key_makes_stateless_resets_survive_a_restart() {
     });
     let _ = std::fs::remove_dir_all(&keys);
 }
+
+/// `strace` attached to a running server, tracing its `sendmsg` calls into a file; detached
+/// (SIGINT) when dropped.
+struct Trace {
+    child: std::process::Child,
+    path: std::path::PathBuf,
+}
+
+impl Trace {
+    fn attach(server: &Server, name: &str) -> Trace {
+        use std::io::BufRead;
+        let path = server.dir.join(name);
+        let mut child = std::process::Command::new("strace")
+            .args(["-f", "-e", "trace=sendmsg,sendmmsg", "-o"])
+            .arg(&path)
+            .args(["-p", &server.child.id().to_string()])
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .expect("strace (Debian's strace package) runs");
+        support::reap_at_exit(child.id());
+        // "strace: Process N attached with M threads" once it traces every thread.
+        let mut err = std::io::BufReader::new(child.stderr.take().unwrap());
+        let mut line = String::new();
+        while !line.contains("attached") {
+            line.clear();
+            assert!(
+                err.read_line(&mut line).expect("strace's stderr") > 0,
+                "strace did not attach"
+            );
+        }
+        std::thread::spawn(move || std::io::copy(&mut err, &mut std::io::sink()));
+        Trace { child, path }
+    }
+
+    /// Detaches and returns (sendmsg calls, those carrying a `UDP_SEGMENT` message).
+    fn finish(mut self) -> (usize, usize) {
+        self.stop();
+        let text = std::fs::read_to_string(&self.path).expect("trace file");
+        let calls = text.lines().filter(|l| l.contains("sendmsg(")).count();
+        let segmented = text
+            .lines()
+            .filter(|l| l.contains("sendmsg(") && l.contains("cmsg_level=SOL_UDP"))
+            .count();
+        (calls, segmented)
+    }
+
+    fn stop(&mut self) {
+        // SAFETY: kill has no memory preconditions.
+        unsafe { libc::kill(self.child.id() as i32, libc::SIGINT) };
+        let _ = self.child.wait();
+        support::forget_at_exit(self.child.id());
+    }
+}
+
+impl Drop for Trace {
+    fn drop(&mut self) {
+        if let Ok(None) = self.child.try_wait() {
+            self.stop();
+        }
+    }
+}
+
+/// Downloads `/big.bin` over a new HTTP/3 connection; returns its length.
+async fn download(ep: &quinn::Endpoint, port: u16) -> usize {
+    let conn = quic(ep, port, "a.test").await.expect("h3");
+    let mut send = h3(&conn).await;
+    let (status, body) = get(&mut send, "a.test", "/big.bin").await.expect("GET");
+    assert_eq!(status, 200);
+    conn.close(0u32.into(), b"");
+    body.len()
+}
+
+/// `quic_gso off` (nginx's default): every packet goes out in a `sendmsg` of its own. `on`
+/// (firstbyte's default): the server hands the kernel several packets per call with
+/// `UDP_SEGMENT`. A reload switches it for new connections, on the same socket.
+#[test]
+fn quic_gso_decides_whether_packets_leave_in_batches() {
+    let (server, ports) = Server::start("h3c-gso", &site("quic_gso off;"), 1);
+    let size = 2 << 20;
+    std::fs::write(server.dir.join("html/big.bin"), vec![7u8; size]).unwrap();
+    rt().block_on(async {
+        let ep = client(None);
+        let trace = Trace::attach(&server, "off.trace");
+        assert_eq!(download(&ep, ports[0]).await, size);
+        let (calls, segmented) = trace.finish();
+        // 2 MiB is well over 1,000 packets of at most 1,452 bytes.
+        assert!(calls > 1000, "{calls} sendmsg calls");
+        assert_eq!(segmented, 0, "quic_gso off: no UDP_SEGMENT");
+        let text = std::fs::read_to_string(&server.conf).unwrap();
+        std::fs::write(&server.conf, text.replace("quic_gso off;", "")).unwrap();
+        server.signal(libc::SIGHUP);
+        let deadline = Instant::now() + Duration::from_secs(20);
+        while !std::fs::read_to_string(server.dir.join("error.log"))
+            .unwrap_or_default()
+            .contains("reconfiguration done")
+        {
+            assert!(
+                Instant::now() < deadline,
+                "no reload: {}",
+                server.stderr_text()
+            );
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        let trace = Trace::attach(&server, "on.trace");
+        assert_eq!(download(&ep, ports[0]).await, size);
+        let (calls, segmented) = trace.finish();
+        assert!(
+            segmented > 0 && calls < size / 1500,
+            "quic_gso on: {segmented} of {calls} sendmsg calls with UDP_SEGMENT"
+        );
+    });
+}
+
+/// `quic_active_connection_id_limit`: quinn keeps 5 of a client's connection IDs, and the
+/// client sees that (it keeps 5 active at the server, not nginx's default 2); any other value
+/// is refused at load with the reason.
+#[test]
+fn quic_active_connection_id_limit_is_what_quinn_advertises() {
+    let (_server, ports) =
+        Server::start("h3c-cids", &site("quic_active_connection_id_limit 5;"), 1);
+    rt().block_on(async {
+        let ep = client(None);
+        let conn = quic(&ep, ports[0], "a.test").await.expect("h3");
+        let mut send = h3(&conn).await;
+        get(&mut send, "a.test", "/who").await.expect("GET");
+        // The client fills the server's limit: its handshake ID and NEW_CONNECTION_IDs, less
+        // those the server retired (a retransmitted frame can only add to the count).
+        let stats = conn.stats();
+        let active = 1 + stats.frame_tx.new_connection_id - stats.frame_rx.retire_connection_id;
+        assert!(active >= 5, "{stats:?}");
+        // More than the limit would be a CONNECTION_ID_LIMIT_ERROR: the connection still serves.
+        get(&mut send, "a.test", "/who").await.expect("GET after");
+    });
+    let dir = support::tempdir("h3c-cid-t");
+    let path = dir.join("t.conf");
+    std::fs::write(
+        &path,
+        support::render(&site("quic_active_connection_id_limit 2;"), &dir, &[8443]),
+    )
+    .unwrap();
+    let out = support::firstbyte(&["-t", "-c", path.to_str().unwrap()]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "{err}");
+    assert!(
+        err.contains(&format!(
+            "[emerg] \"quic_active_connection_id_limit\" 2 cannot be honoured: firstbyte's QUIC stack (quinn) always stores 5 connection IDs of a client and advertises 5; only 5 can be set in {}:7",
+            path.display()
+        )),
+        "{err}"
+    );
+}
+
+/// `quic_host_key` with a missing, empty or short file: `[emerg]` at `-t`, naming file and line.
+#[test]
+fn quic_host_key_files_are_checked_at_load() {
+    let dir = support::tempdir("h3c-key-t");
+    let path = dir.join("t.conf");
+    std::fs::write(dir.join("empty.key"), b"").unwrap();
+    std::fs::write(dir.join("short.key"), b"0123456789").unwrap();
+    std::fs::write(dir.join("good.key"), [3u8; 32]).unwrap();
+    for (file, want) in [
+        ("missing.key", None),
+        ("empty.key", Some("zero key size")),
+        ("short.key", Some("is too short a key (10 bytes")),
+        ("good.key", None),
+    ] {
+        // Relative: against the configuration's directory, as nginx.
+        let conf = support::render(&site(&format!("quic_host_key {file};")), &dir, &[8443]);
+        std::fs::write(&path, conf).unwrap();
+        let out = support::firstbyte(&["-t", "-c", path.to_str().unwrap()]);
+        let err = String::from_utf8_lossy(&out.stderr);
+        let at = format!("in {}:7", path.display());
+        match (file, want) {
+            ("good.key", _) => assert!(out.status.success(), "{err}"),
+            ("missing.key", _) => assert!(
+                !out.status.success()
+                    && err.contains(&format!(
+                        "[emerg] open() \"{}\" failed (2: No such file or directory) {at}",
+                        dir.join(file).display()
+                    )),
+                "{err}"
+            ),
+            (_, Some(w)) => assert!(
+                !out.status.success()
+                    && err.contains(&format!("[emerg] \"{}\" {w}", dir.join(file).display()))
+                    && err.contains(&at),
+                "{err}"
+            ),
+            _ => unreachable!(),
+        }
+    }
+}
