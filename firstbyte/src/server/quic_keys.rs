@@ -178,6 +178,25 @@ mod tests {
             .aead_from_hkdf(b"nonce")
             .open(&mut copy, b"")
             .is_err());
+        assert_eq!(a.cid, b.cid);
+        assert_ne!(a.cid, c.cid);
+    }
+
+    #[test]
+    fn connection_ids_check_with_the_same_key_only() {
+        use quinn::ConnectionIdGenerator;
+        let key = Arc::new(AtomicU64::new(HostKeys::derive(&[1u8; 32]).cid));
+        let mut a = CidGenerator(key.clone());
+        let cid = a.generate_cid();
+        assert_eq!(cid.len(), 8);
+        assert!(a.validate(&cid).is_ok());
+        let b = CidGenerator(Arc::new(AtomicU64::new(HostKeys::derive(&[1u8; 32]).cid)));
+        assert!(
+            b.validate(&cid).is_ok(),
+            "another instance with the same key"
+        );
+        key.store(HostKeys::derive(&[2u8; 32]).cid, Ordering::Relaxed);
+        assert!(a.validate(&cid).is_err(), "after a reload to another key");
     }
 
     #[test]
