@@ -15,8 +15,8 @@
 //!
 //! Reload: the UDP socket and the endpoint stay; the endpoint gets the new site's TLS and
 //! transport settings and keys for new connections, and connections keep the site they
-//! started on. A retired site's
-//! connections (and all of them on `-s quit`) say GOAWAY and end once their requests have.
+//! started on. A retired site's connections (and all of them on `-s quit`) say GOAWAY and end
+//! once their requests have.
 
 use std::fmt;
 use std::net::SocketAddr;
