@@ -15,6 +15,46 @@ use bytes::{Buf, Bytes};
 use rustls_pki_types::pem::PemObject;
 use support::{certs, curl_i, header, Server};
 
+/// A server whose directory goes when it does.
+struct Tidy(Option<Server>);
+
+impl std::ops::Deref for Tidy {
+    type Target = Server;
+    fn deref(&self) -> &Server {
+        self.0.as_ref().expect("running")
+    }
+}
+
+impl Drop for Tidy {
+    fn drop(&mut self) {
+        if let Some(server) = self.0.take() {
+            let dir = server.dir.clone();
+            drop(server);
+            let _ = std::fs::remove_dir_all(dir);
+        }
+    }
+}
+
+fn start(tag: &str, conf: &str) -> (Tidy, Vec<u16>) {
+    let (server, ports) = Server::start(tag, conf, 1);
+    (Tidy(Some(server)), ports)
+}
+
+/// A temporary directory, removed when dropped.
+struct TempDir(std::path::PathBuf);
+
+impl TempDir {
+    fn new(tag: &str) -> TempDir {
+        TempDir(support::tempdir(tag))
+    }
+}
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
 fn rt() -> tokio::runtime::Runtime {
     tokio::runtime::Builder::new_current_thread()
         .enable_all()
@@ -148,7 +188,7 @@ fn site(extra: &str) -> String {
 /// whose Host names it gets 421 (as nginx), and its TCP responses advertise no HTTP/3.
 #[test]
 fn http3_off_refuses_the_handshake_and_misdirected_requests() {
-    let (server, ports) = Server::start("h3c-off", &site(""), 1);
+    let (server, ports) = start("h3c-off", &site(""));
     let port = ports[0];
     rt().block_on(async {
         let ep = client(None);
@@ -200,7 +240,7 @@ fn http3_off_refuses_the_handshake_and_misdirected_requests() {
 #[test]
 fn stream_limits_are_the_transport_parameters_and_reload() {
     let conf = site("http3_max_concurrent_streams 2;\n    http3_stream_buffer_size 16k;");
-    let (server, ports) = Server::start("h3c-streams", &conf, 1);
+    let (server, ports) = start("h3c-streams", &conf);
     let port = ports[0];
     rt().block_on(async {
         let ep = client(None);
@@ -341,8 +381,8 @@ fn is_retry(d: &[u8]) -> bool {
 /// client that comes back with its token is served; off (nginx's default): no Retry.
 #[test]
 fn quic_retry_validates_the_address_first() {
-    let (_off, off_ports) = Server::start("h3c-noretry", &site(""), 1);
-    let (_on, on_ports) = Server::start("h3c-retry", &site("quic_retry on;"), 1);
+    let (_off, off_ports) = start("h3c-noretry", &site(""));
+    let (_on, on_ports) = start("h3c-retry", &site("quic_retry on;"));
     rt().block_on(async {
         let ep = client(None);
         for (port, retry) in [(off_ports[0], false), (on_ports[0], true)] {
@@ -376,7 +416,8 @@ fn host_key(dir: &std::path::Path, byte: u8) -> std::path::PathBuf {
 /// the reset and times out.
 #[test]
 fn quic_host_key_makes_stateless_resets_survive_a_restart() {
-    let keys = support::tempdir("h3c-keys");
+    let keys = TempDir::new("h3c-keys");
+    let keys = &keys.0;
     let with_key = site(&format!("quic_host_key {};", host_key(&keys, 7).display()));
     rt().block_on(async {
         // The client's idle timeout bounds the case where the reset is not recognised.
@@ -384,8 +425,8 @@ fn quic_host_key_makes_stateless_resets_survive_a_restart() {
         for (second, recognised) in [(with_key.as_str(), true), (&site("")[..], false)] {
             // Both servers start before the connection: starting one blocks this thread, which
             // drives the client's timers.
-            let (first, ports) = Server::start("h3c-key1", &with_key, 1);
-            let (_next, next_ports) = Server::start("h3c-key2", second, 1);
+            let (first, ports) = start("h3c-key1", &with_key);
+            let (_next, next_ports) = start("h3c-key2", second);
             let relay = Relay::start(ports[0]).await;
             let conn = quic(&ep, relay.port, "a.test").await.expect("handshake");
             let mut send = h3(&conn).await;
@@ -410,7 +451,6 @@ fn quic_host_key_makes_stateless_resets_survive_a_restart() {
             }
         }
     });
-    let _ = std::fs::remove_dir_all(&keys);
 }
 
 /// `strace` attached to a running server, tracing its `sendmsg` calls into a file; detached
@@ -490,7 +530,7 @@ async fn download(ep: &quinn::Endpoint, port: u16) -> usize {
 /// `UDP_SEGMENT`. A reload switches it for new connections, on the same socket.
 #[test]
 fn quic_gso_decides_whether_packets_leave_in_batches() {
-    let (server, ports) = Server::start("h3c-gso", &site("quic_gso off;"), 1);
+    let (server, ports) = start("h3c-gso", &site("quic_gso off;"));
     let size = 2 << 20;
     std::fs::write(server.dir.join("html/big.bin"), vec![7u8; size]).unwrap();
     rt().block_on(async {
@@ -531,8 +571,7 @@ fn quic_gso_decides_whether_packets_leave_in_batches() {
 /// is refused at load with the reason.
 #[test]
 fn quic_active_connection_id_limit_is_what_quinn_advertises() {
-    let (_server, ports) =
-        Server::start("h3c-cids", &site("quic_active_connection_id_limit 5;"), 1);
+    let (_server, ports) = start("h3c-cids", &site("quic_active_connection_id_limit 5;"));
     rt().block_on(async {
         let ep = client(None);
         let conn = quic(&ep, ports[0], "a.test").await.expect("h3");
@@ -546,7 +585,8 @@ fn quic_active_connection_id_limit_is_what_quinn_advertises() {
         // More than the limit would be a CONNECTION_ID_LIMIT_ERROR: the connection still serves.
         get(&mut send, "a.test", "/who").await.expect("GET after");
     });
-    let dir = support::tempdir("h3c-cid-t");
+    let tmp = TempDir::new("h3c-cid-t");
+    let dir = &tmp.0;
     let path = dir.join("t.conf");
     std::fs::write(
         &path,
@@ -568,7 +608,8 @@ fn quic_active_connection_id_limit_is_what_quinn_advertises() {
 /// `quic_host_key` with a missing, empty or short file: `[emerg]` at `-t`, naming file and line.
 #[test]
 fn quic_host_key_files_are_checked_at_load() {
-    let dir = support::tempdir("h3c-key-t");
+    let tmp = TempDir::new("h3c-key-t");
+    let dir = &tmp.0;
     let path = dir.join("t.conf");
     std::fs::write(dir.join("empty.key"), b"").unwrap();
     std::fs::write(dir.join("short.key"), b"0123456789").unwrap();
