@@ -418,7 +418,7 @@ fn host_key(dir: &std::path::Path, byte: u8) -> std::path::PathBuf {
 fn quic_host_key_makes_stateless_resets_survive_a_restart() {
     let keys = TempDir::new("h3c-keys");
     let keys = &keys.0;
-    let with_key = site(&format!("quic_host_key {};", host_key(&keys, 7).display()));
+    let with_key = site(&format!("quic_host_key {};", host_key(keys, 7).display()));
     rt().block_on(async {
         // The client's idle timeout bounds the case where the reset is not recognised.
         let ep = client(Some(Duration::from_secs(2)));
@@ -590,7 +590,7 @@ fn quic_active_connection_id_limit_is_what_quinn_advertises() {
     let path = dir.join("t.conf");
     std::fs::write(
         &path,
-        support::render(&site("quic_active_connection_id_limit 2;"), &dir, &[8443]),
+        support::render(&site("quic_active_connection_id_limit 2;"), dir, &[8443]),
     )
     .unwrap();
     let out = support::firstbyte(&["-t", "-c", path.to_str().unwrap()]);
@@ -621,7 +621,7 @@ fn quic_host_key_files_are_checked_at_load() {
         ("good.key", None),
     ] {
         // Relative: against the configuration's directory, as nginx.
-        let conf = support::render(&site(&format!("quic_host_key {file};")), &dir, &[8443]);
+        let conf = support::render(&site(&format!("quic_host_key {file};")), dir, &[8443]);
         std::fs::write(&path, conf).unwrap();
         let out = support::firstbyte(&["-t", "-c", path.to_str().unwrap()]);
         let err = String::from_utf8_lossy(&out.stderr);
