@@ -497,7 +497,8 @@ fn finish_server(
     );
     Ok(srv_directives!(finish_conf! (srv) ServerConf {
         pos: sp.pos,
-        alt_svc: alt_svc(&listen),
+        // A block that does not serve HTTP/3 does not advertise it.
+        alt_svc: alt_svc(&listen).filter(|_| srv.http3.unwrap_or(true)),
         listen,
         server_names: sp
             .head

@@ -229,6 +229,30 @@ macro_rules! srv_directives {
         "large_client_header_buffers" large_client_header_buffers: (usize, usize) = (4, 8 << 10) =>
             (HS, 2, 2, "4 8k", Inherit, p::buffers)
             "NUMBER SIZE. HTTP/1.x, as nginx: lines that do not fit `client_header_buffer_size` go whole into up to NUMBER buffers of SIZE; a request line that fits none gets 414, a header line (or the final CRLF) 400 \"Request Header Or Cookie Too Large\". firstbyte counts lines as `METHOD TARGET HTTP/1.1` and `Name: value`, each with CRLF (hyper keeps no spacing), and hyper refuses a head past 64k (or past all the buffers, when larger) first, with 431. HTTP/2: the decoded header list (name + value + 32 per field) is bounded by NUMBER x SIZE (`SETTINGS_MAX_HEADER_LIST_SIZE`; more: 431).";
+        // HTTP/3 and QUIC (nginx's ngx_http_v3_module). Apart from `http3`, the values of an
+        // address's default server block apply to every QUIC connection of that address, as in
+        // nginx (one endpoint per UDP socket).
+        "http3" http3: bool = true =>
+            (HS, 1, 1, "on", Inherit, p::on_off)
+            "Serve HTTP/3 for this server block on its `listen ... quic` sockets. As nginx, a client whose SNI (or, without SNI, the address's default server) names a block with `http3 off` is refused in the QUIC handshake (a TLS alert: nginx's is `no_application_protocol`, firstbyte's `access_denied`), and a request whose Host names such a block on a connection made for another gets 421 Misdirected Request. A block with `http3 off` sends no automatic `Alt-Svc`.";
+        "http3_max_concurrent_streams" http3_max_concurrent_streams: u32 = 128 =>
+            (HS, 1, 1, "128", Inherit, p::count)
+            "Request streams (QUIC bidirectional streams) one HTTP/3 connection may have open at once (the `initial_max_streams_bidi` transport parameter); a client opens the next when one ends. The address's default server block decides.";
+        "http3_stream_buffer_size" http3_stream_buffer_size: u64 = 64 << 10 =>
+            (HS, 1, 1, "64k", Inherit, p::bytes)
+            "HTTP/3: request body bytes a client may send on one stream before the server reads them (QUIC's per-stream receive window); the connection's window is this times the streams allowed (`http3_max_concurrent_streams` plus 16 unidirectional), as nginx. nginx also holds a response stream to this many unacknowledged bytes; firstbyte does not (quinn's connection send window bounds responses), so a download is not held to 64k per round trip. The address's default server block decides.";
+        "quic_retry" quic_retry: bool = false =>
+            (HS, 1, 1, "off", Inherit, p::on_off)
+            "Validate a client's address before the handshake: its first Initial packet is answered with a Retry packet carrying a token, and only a client that echoes it from the same address gets a handshake (one more round trip; no server work or amplification for spoofed addresses). Tokens are sealed with a key derived from `quic_host_key` and last 15 s. The address's default server block decides.";
+        "quic_gso" quic_gso: bool = true =>
+            (HS, 1, 1, "on", Inherit, p::on_off)
+            "Send a connection's packets in batches with UDP generic segmentation offload (`UDP_SEGMENT`, where the kernel has it): fewer system calls, the same datagrams on the wire. firstbyte's default is on, nginx's off: a deliberate difference, since GSO changes nothing a client sees. The address's default server block decides.";
+        "quic_host_key" quic_host_key: Option<crate::conf::quic::QuicHostKey> = None =>
+            (HS, 1, 1, "", Inherit, crate::conf::quic::host_key)
+            "A file holding a secret (at least 16 bytes, e.g. `openssl rand 32`), read at load, from which the keys of stateless resets, of the connection-ID check that precedes a reset, and of address-validation (Retry) tokens are derived (HKDF-SHA256): a restarted server, or another instance at the same address, with the same file ends a client's stale connection with a stateless reset the client accepts, and takes the others' Retry tokens. Unset: a random secret made once when firstbyte starts and kept across reloads (nginx makes a new one at every reload). An unreadable, empty or shorter file is an `[emerg]`. The address's default server block decides.";
+        "quic_active_connection_id_limit" quic_active_connection_id_limit: u32 = crate::conf::quic::QUINN_CID_LIMIT =>
+            (HS, 1, 1, "5", Inherit, crate::conf::quic::active_connection_id_limit)
+            "Connection IDs of a client the server keeps (the `active_connection_id_limit` transport parameter). firstbyte's QUIC stack (quinn) always keeps and advertises 5, so 5 is the default (nginx's is 2) and any other value is refused at load rather than silently not applied.";
     } };
 }
 pub(crate) use srv_directives;

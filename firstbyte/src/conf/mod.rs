@@ -30,6 +30,7 @@ mod modules;
 mod parse;
 mod proxy;
 mod proxy_settings;
+pub mod quic;
 pub mod realip;
 pub mod rewrite;
 mod server_handlers;

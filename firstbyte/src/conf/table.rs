@@ -395,7 +395,7 @@ pub(crate) static UNSUPPORTED: &[&str] = &[
     "connection_pool_size", "create_full_put_path",
     "debug_connection", "debug_points", "degradation", "degrade", "directio", "directio_alignment", "empty_gif", "env",
     "f4f", "f4f_buffer_size", "flv", "brotli_static", "brotli_min_length", "brotli_window",
-    "brotli_buffers", "hash", "http3", "if_modified_since",
+    "brotli_buffers", "hash", "if_modified_since",
     "internal_redirect", "ip_hash", "keepalive", "keepalive_disable", "keepalive_time",
     "least_conn", "least_time", "lingering_close",
     "lingering_time", "lingering_timeout", "lock_file", "log_subrequest",

@@ -10,6 +10,7 @@
 
 mod conn;
 mod quic;
+mod quic_keys;
 mod site;
 mod sockets;
 

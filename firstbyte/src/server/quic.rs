@@ -8,14 +8,20 @@
 //! certificate (protocols, ciphers) are the default block's; client certificates are refused
 //! at load for QUIC listeners (see `conf::build`).
 //!
-//! Reload: the UDP socket and the endpoint stay; the endpoint gets the new site's TLS config
-//! for new connections, and connections keep the site they started on. A retired site's
-//! connections (and all of them on `-s quit`) say GOAWAY and end once their requests have.
+//! The transport settings (`http3_max_concurrent_streams`, `http3_stream_buffer_size`,
+//! `quic_gso`, `quic_retry`, `quic_host_key`) are the default server block's too, as nginx's;
+//! `http3 off` is per block: the handshake of a client whose SNI names such a block fails, and
+//! a request whose Host names one gets 421 (`http::pipeline`).
+//!
+//! Reload: the UDP socket and the endpoint stay; the endpoint gets the new site's TLS and
+//! transport settings and keys for new connections, and connections keep the site they
+//! started on. A retired site's connections (and all of them on `-s quit`) say GOAWAY and end
+//! once their requests have.
 
 use std::fmt;
 use std::net::SocketAddr;
 use std::pin::Pin;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::task::{Context, Poll};
 use std::time::Duration;
@@ -25,19 +31,24 @@ use bytes::{Buf, Bytes};
 use http_body_util::BodyExt;
 use tokio::task::JoinHandle;
 
+use super::quic_keys::{CidGenerator, HostKeys, ResetKey};
 use super::{Shared, Site};
 use crate::conf::model::ServerConf;
 use crate::http::conn::Conn;
 use crate::http::reqvars::{ConnFacts, TlsFacts};
 
-/// Bidirectional streams (requests) a client may open at once: nginx's
-/// `http3_max_concurrent_streams` default.
-const MAX_CONCURRENT_STREAMS: u32 = 128;
+/// Unidirectional streams a client may open at once: its control and QPACK streams (3), with
+/// room for extensions.
+const UNI_STREAMS: u32 = 16;
 
 /// A running QUIC endpoint on one UDP socket.
 pub(super) struct Endpoint {
     endpoint: quinn::Endpoint,
     addr: SocketAddr,
+    /// The stateless reset key and the connection IDs' key, swapped when a reload changes
+    /// `quic_host_key` (quinn fixes the endpoint's own when it is made).
+    reset_key: Arc<ResetKey>,
+    cid_key: Arc<AtomicU64>,
     accept: JoinHandle<()>,
 }
 
@@ -51,9 +62,14 @@ impl Endpoint {
         shared: Arc<Shared>,
         current: &Arc<ArcSwap<Site>>,
     ) -> std::io::Result<Endpoint> {
-        let config = server_config(site, addr).map_err(std::io::Error::other)?;
+        let (config, keys) = server_config(site, addr).map_err(std::io::Error::other)?;
+        let reset_key = ResetKey::new(keys.reset);
+        let cid_key = Arc::new(AtomicU64::new(keys.cid));
+        let mut endpoint_config = quinn::EndpointConfig::new(reset_key.clone());
+        let key = cid_key.clone();
+        endpoint_config.cid_generator(move || Box::new(CidGenerator(key.clone())));
         let endpoint = quinn::Endpoint::new(
-            quinn::EndpointConfig::default(),
+            endpoint_config,
             Some(config),
             udp,
             Arc::new(quinn::TokioRuntime),
@@ -62,14 +78,20 @@ impl Endpoint {
         Ok(Endpoint {
             endpoint,
             addr,
+            reset_key,
+            cid_key,
             accept,
         })
     }
 
-    /// New connections get `site`'s TLS and transport settings (a reload).
+    /// New connections get `site`'s TLS and transport settings and keys (a reload).
     pub fn reconfigure(&self, site: &Arc<Site>) {
         match server_config(site, self.addr) {
-            Ok(c) => self.endpoint.set_server_config(Some(c)),
+            Ok((c, keys)) => {
+                self.reset_key.set(keys.reset);
+                self.cid_key.store(keys.cid, Ordering::Relaxed);
+                self.endpoint.set_server_config(Some(c));
+            }
             Err(e) => crate::fblog!(Alert, "QUIC on {} keeps its old settings: {e}", self.addr),
         }
     }
@@ -89,9 +111,12 @@ fn socket_of(site: &Site, addr: SocketAddr) -> Option<usize> {
         .position(|s| s.addr == addr && s.quic)
 }
 
-/// The endpoint's settings for `site`: TLS from the address's default server block (ALPN h3,
-/// certificates by SNI), transport limits from nginx's defaults.
-fn server_config(site: &Arc<Site>, addr: SocketAddr) -> Result<quinn::ServerConfig, String> {
+/// The endpoint's settings for `site`, all from the address's default server block: TLS (ALPN
+/// h3, certificates by SNI), transport limits, the Retry token key; and the endpoint's keys.
+fn server_config(
+    site: &Arc<Site>,
+    addr: SocketAddr,
+) -> Result<(quinn::ServerConfig, HostKeys), String> {
     let socket = socket_of(site, addr).ok_or("the configuration has no such QUIC listener")?;
     let default = site.vhosts().addr_servers(socket, addr).default_server();
     let base = site
@@ -109,17 +134,36 @@ fn server_config(site: &Arc<Site>, addr: SocketAddr) -> Result<quinn::ServerConf
     });
     let crypto = quinn::crypto::rustls::QuicServerConfig::try_from(Arc::new(tls))
         .map_err(|e| format!("TLS settings unusable for QUIC: {e}"))?;
-    let mut config = quinn::ServerConfig::with_crypto(Arc::new(crypto));
+    let keys = HostKeys::of(default);
+    let mut config = quinn::ServerConfig::new(Arc::new(crypto), keys.token.clone());
+    config.transport_config(Arc::new(transport_config(default)?));
+    Ok((config, keys))
+}
+
+/// A QUIC integer, saturated at its largest value.
+fn varint(n: u64) -> quinn::VarInt {
+    quinn::VarInt::from_u64(n).unwrap_or(quinn::VarInt::MAX)
+}
+
+/// Transport parameters and sending, from `server`'s directives (nginx's meanings).
+fn transport_config(server: &ServerConf) -> Result<quinn::TransportConfig, String> {
     let mut transport = quinn::TransportConfig::default();
-    transport.max_concurrent_bidi_streams(MAX_CONCURRENT_STREAMS.into());
-    // The client's control and QPACK streams (3), with room for extensions.
-    transport.max_concurrent_uni_streams(16u32.into());
-    let idle = default.default_location.keepalive_timeout;
+    let streams = server.http3_max_concurrent_streams;
+    transport.max_concurrent_bidi_streams(streams.into());
+    transport.max_concurrent_uni_streams(UNI_STREAMS.into());
+    // As nginx: each stream's window is the buffer size, the connection's that times the
+    // streams allowed.
+    let buffer = server.http3_stream_buffer_size;
+    transport.stream_receive_window(varint(buffer));
+    transport.receive_window(varint(
+        buffer.saturating_mul(u64::from(streams) + u64::from(UNI_STREAMS)),
+    ));
+    transport.enable_segmentation_offload(server.quic_gso);
+    let idle = server.default_location.keepalive_timeout;
     let idle = quinn::IdleTimeout::try_from(idle.max(Duration::from_millis(1)))
         .map_err(|e| format!("keepalive_timeout too long for QUIC: {e}"))?;
     transport.max_idle_timeout(Some(idle));
-    config.transport_config(Arc::new(transport));
-    Ok(config)
+    Ok(transport)
 }
 
 /// Chooses the server block by SNI and asks its certificate resolver.
@@ -142,6 +186,15 @@ impl rustls::server::ResolvesServerCert for BySni {
     ) -> Option<Arc<rustls::sign::CertifiedKey>> {
         let servers = self.site.vhosts().addr_servers(self.socket, self.addr);
         let server = servers.find(hello.server_name());
+        if !server.http3 {
+            // nginx refuses the ALPN; rustls has no per-name ALPN, so no certificate instead.
+            crate::fblog!(
+                Info,
+                "QUIC handshake refused: \"http3\" is off in the server block for SNI \"{}\"",
+                hello.server_name().unwrap_or("")
+            );
+            return None;
+        }
         self.site.tls_for(server)?.cert_resolver.resolve(hello)
     }
 }
@@ -158,6 +211,18 @@ async fn accept_loop(
             incoming.refuse();
             continue;
         };
+        // `quic_retry on`: an unvalidated client first gets a Retry packet with a token; it
+        // comes back with the token (from the same address) and is validated.
+        let servers = site.vhosts().addr_servers(socket, addr);
+        if servers.default_server().quic_retry
+            && !incoming.remote_address_validated()
+            && incoming.may_retry()
+        {
+            if let Err(e) = incoming.retry() {
+                e.into_incoming().ignore();
+            }
+            continue;
+        }
         let limit = site.config.main.max_connections();
         if shared.http.stats.active.load(Ordering::Relaxed) >= limit {
             crate::fblog!(

@@ -18,7 +18,8 @@
 //! HTTP/1.x (see `net::stream`), the location's `send_timeout` for the socket layer,
 //! `client_body_timeout` on a proxied request body (a stalled body answers 408), the HTTP/2
 //! GOAWAY after `keepalive_requests`, and nginx's 421 for a Host whose server block asks for
-//! other client-certificate checks than the handshake (chosen by SNI) made ([`misdirected`]).
+//! other client-certificate checks than the handshake (chosen by SNI) made ([`misdirected`])
+//! or does not serve the protocol in use (`http3 off` over HTTP/3).
 //!
 //! Files: this one takes the request in and runs the steps; `phases` (rewrite directives,
 //! location match, `internal`, access, `try_files`, static files, `error_page`) gives
@@ -330,7 +331,10 @@ where
     let misdirect = match conn.sni_server() {
         Some(hs_server) => misdirected(sni, hs_server, &server),
         None => false,
-    } || (parts.version == http::Version::HTTP_2 && !server.http2 && !addr.http2());
+    };
+    // The Host's block does not speak the protocol in use (nginx's 421 for `http3 off`).
+    let disabled = (parts.version == http::Version::HTTP_2 && !server.http2 && !addr.http2())
+        || (parts.version == http::Version::HTTP_3 && !server.http3);
     let mut r = Req {
         conn,
         method,
@@ -420,10 +424,15 @@ where
                 .insert(header::CONNECTION, http::HeaderValue::from_static("close"));
             (Step::Done(resp), loc)
         }
-        (true, _, _) if misdirect => {
+        (true, _, _) if misdirect || disabled => {
             crate::fblog!(
                 Info,
-                "client attempted to request the server name different from the one that was negotiated, client: {}, server: {}, host: \"{}\"",
+                "client attempted to request the server name {}, client: {}, server: {}, host: \"{}\"",
+                if misdirect {
+                    "different from the one that was negotiated"
+                } else {
+                    "for which the negotiated protocol is disabled"
+                },
                 conn.client_ip(),
                 server_name(&r.server),
                 r.host
