@@ -122,24 +122,35 @@ async fn fetch_resumed(
     config: quinn::ClientConfig,
     target: Target,
 ) -> Fetched {
-    let t0 = Instant::now();
-    let name = target.addr.ip().to_string();
-    let prime = async {
-        let conn = ep
-            .connect_with(config.clone(), target.addr, &name)
-            .map_err(|e| format!("connect: {e}"))?
-            .await
-            .map_err(|e| format!("QUIC handshake: {e}"))?;
-        let r = request(conn.clone(), &target, http::Method::HEAD, t0).await;
-        conn.close(0u32.into(), b"");
-        r
-    };
-    if let Err(e) = prime.await {
+    if let Err(e) = prime(ep, config.clone(), &target).await {
         return Fetched {
             error: Some(format!("first connection (for a ticket): {e}")),
             ..Fetched::default()
         };
     }
+    fetch_early(ep, config, target).await
+}
+
+/// A HEAD on a full handshake: leaves the server's tickets in `config`'s session store.
+async fn prime(
+    ep: &quinn::Endpoint,
+    config: quinn::ClientConfig,
+    target: &Target,
+) -> Result<(), String> {
+    let name = target.addr.ip().to_string();
+    let conn = ep
+        .connect_with(config, target.addr, &name)
+        .map_err(|e| format!("connect: {e}"))?
+        .await
+        .map_err(|e| format!("QUIC handshake: {e}"))?;
+    let r = request(conn.clone(), target, http::Method::HEAD, Instant::now()).await;
+    conn.close(0u32.into(), b"");
+    r.map(|_| ())
+}
+
+/// The measured GET, in 0-RTT when `config`'s store holds a ticket that allows it.
+async fn fetch_early(ep: &quinn::Endpoint, config: quinn::ClientConfig, target: Target) -> Fetched {
+    let name = target.addr.ip().to_string();
     let t0 = Instant::now();
     let connecting = match ep.connect_with(config, target.addr, &name) {
         Ok(c) => c,
@@ -306,7 +317,57 @@ async fn request(
 
 #[cfg(test)]
 mod tests {
+    use super::super::testserver;
     use super::*;
+
+    /// Each sample says what the server did with its 0-RTT request: accepted (the server
+    /// that issued the ticket), rejected (another server: the request is sent again and
+    /// answered), or not possible (a ticket that allows no early data).
+    #[test]
+    fn zero_rtt_is_reported_as_the_server_decides() {
+        let mut c = H3Client::resuming().expect("client");
+        let (early, other, off) = c.runtime.block_on(async {
+            (
+                testserver::h3(true),
+                testserver::h3(true),
+                testserver::h3(false),
+            )
+        });
+        let target = |addr| Target {
+            addr,
+            path: "/x".into(),
+        };
+        let f = c.fetch(&target(early));
+        assert_eq!(
+            (f.handshake, f.status, f.body_bytes),
+            (Some(Handshake::EarlyAccepted), 200, 2),
+            "{f:?}"
+        );
+        assert!(
+            f.connect_ms <= f.ttfb_ms && f.appconnect_ms <= f.ttfb_ms,
+            "{f:?}"
+        );
+        let f = c.fetch(&target(off));
+        assert_eq!(
+            (f.handshake, f.status),
+            (Some(Handshake::NoEarly), 200),
+            "{f:?}"
+        );
+        // A ticket from one server offered to another: 0-RTT rejected, the GET sent again.
+        let config = resuming_tls_config().and_then(quic_config).expect("config");
+        let ep = c.endpoint.clone();
+        let f = c.runtime.block_on(async move {
+            prime(&ep, config.clone(), &target(early))
+                .await
+                .expect("ticket");
+            fetch_early(&ep, config, target(other)).await
+        });
+        assert_eq!(
+            (f.handshake, f.status, f.body_bytes),
+            (Some(Handshake::EarlyRejected), 200, 2),
+            "{f:?}"
+        );
+    }
 
     #[test]
     fn config_is_cold_tls13_h3() {

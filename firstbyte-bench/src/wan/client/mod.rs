@@ -22,6 +22,8 @@ pub mod curl;
 pub mod h3;
 pub mod resumed;
 pub mod rust;
+#[cfg(test)]
+mod testserver;
 pub mod warm;
 
 use std::net::SocketAddr;
@@ -133,7 +135,8 @@ impl ClientKind {
 pub enum Handshake {
     /// A full handshake; the client offered no ticket (resumption off): `cold`.
     Cold,
-    /// The client offered a ticket, the server made a full handshake: `full`.
+    /// A resuming client's full handshake: it had no ticket to offer (the server sent
+    /// none) or the server did not take it: `full`.
     Full,
     /// The session was resumed, the request went after the handshake: `resumed`.
     Resumed,

@@ -324,7 +324,59 @@ async fn exchange(
 
 #[cfg(test)]
 mod tests {
+    use super::super::testserver;
     use super::*;
+
+    /// Over TCP: a ticket that allows early data offered to a server that does not know it:
+    /// the request went as early data, was rejected, sent again after the handshake and
+    /// answered; a ticket from a server with early data off: resumed, nothing sent early.
+    #[test]
+    fn rejected_early_data_and_tickets_without_it_are_reported() {
+        let mut c = ResumedClient::new(false, true).expect("client");
+        let (early, other, off) = c.runtime.block_on(async {
+            (
+                testserver::h1(true).await,
+                testserver::h1(true).await,
+                testserver::h1(false).await,
+            )
+        });
+        let target = |addr| Target {
+            addr,
+            path: "/x".into(),
+        };
+        let f = c.fetch(&target(off));
+        assert_eq!(
+            (f.handshake, f.status, f.body_bytes),
+            (Some(Handshake::Resumed), 200, 2),
+            "{f:?}"
+        );
+        let config = Arc::new(client_config(false, true).expect("config"));
+        let f = c.runtime.block_on(async move {
+            let prime = exchange(
+                config.clone(),
+                false,
+                true,
+                &target(early),
+                http::Method::HEAD,
+            )
+            .await;
+            assert_eq!(
+                (prime.status, prime.handshake),
+                (200, Some(Handshake::Full)),
+                "{prime:?}"
+            );
+            exchange(config, false, true, &target(other), http::Method::GET).await
+        });
+        assert_eq!(
+            (f.handshake, f.status, f.body_bytes),
+            (Some(Handshake::EarlyRejected), 200, 2),
+            "{f:?}"
+        );
+        assert!(
+            f.connect_ms <= f.appconnect_ms && f.appconnect_ms <= f.ttfb_ms,
+            "{f:?}"
+        );
+    }
 
     #[test]
     fn config_resumes_tls13_and_early_data_is_the_callers() {
