@@ -1,7 +1,7 @@
 //! End to end: `firstbyte-bench run` on a tiny plan through the real emulator (as root),
 //! against the real firstbyte and nginx; then a resume after losing the last rows.
 //!
-//! Prerequisites fail loudly rather than skip: root, curl, nginx (`bash scripts/test`
+//! Prerequisites fail loudly rather than skip: root, curl, nginx, caddy (`bash scripts/test`
 //! installs them), and the debug `firstbyte` and `firstbyte-netem` binaries next to this
 //! crate's binary (`cargo build -p firstbyte -p firstbyte-netem`; `cargo test --workspace`
 //! builds them).
@@ -9,7 +9,7 @@
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-const HEADER: &str = "condition,server,size_bytes,client,seq,connect_ms,appconnect_ms,ttfb_ms,total_ms,syn_retransmits,http_version,status,gap_ms,position";
+const HEADER: &str = "condition,server,size_bytes,client,seq,connect_ms,appconnect_ms,ttfb_ms,total_ms,syn_retransmits,http_version,status,gap_ms,position,handshake";
 
 const PLAN: &str = r#"
 seed = 7
@@ -120,7 +120,8 @@ fn tiny_plan_end_to_end_and_resume() {
     let r = rows(&out);
     assert_eq!(r.len(), 2 * 2 * 2, "2 conditions × 2 clients × n=2");
     for row in &r {
-        assert_eq!(row.len(), 14, "{row:?}");
+        assert_eq!(row.len(), 15, "{row:?}");
+        assert_eq!(row[14], "cold", "no ticket is ever offered: {row:?}");
         assert_eq!(
             (row[12].as_str(), row[13].as_str()),
             ("0.000", "1"),
@@ -287,5 +288,95 @@ config = "ssl_dyn_rec_enable adaptive;"
         "{summary}"
     );
     assert!(summary.contains("### 100 KB — rust-h1-warm\n"), "{summary}");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// The resuming clients say truthfully which handshake each sample had, and the times agree:
+/// a request really sent in 0-RTT answers sooner than any handshake allows without it
+/// (HTTP/3 under 2 RTT, TCP under 3 RTT), and every other sample takes at least that long.
+/// Servers with early data off give `no-0rtt` (HTTP/3: the ticket allows no early data) and
+/// `resumed` (TCP: the session resumes, the request waits for the handshake); nginx 1.22 with
+/// `ssl_early_data on` takes TCP early data, firstbyte and Caddy take HTTP/3 0-RTT.
+#[test]
+fn resuming_clients_report_the_handshake_they_had() {
+    check_prerequisites();
+    assert!(
+        Path::new("/usr/bin/caddy").is_file(),
+        "caddy missing: apt-get install caddy"
+    );
+    let dir = scratch("resume");
+    let plan = dir.join("plan.toml");
+    std::fs::write(
+        &plan,
+        r#"
+seed = 13
+n = 2
+sizes = ["10k"]
+baseline = "fb"
+[network]
+delay = "25ms"
+[[condition]]
+name = "fb"
+server = "firstbyte"
+config = "ssl_early_data on; ssl_session_cache shared:fb:1m;"
+clients = ["rust-h2-resumed", "rust-h2-0rtt", "rust-h3-0rtt"]
+[[condition]]
+name = "fb-off"
+server = "firstbyte"
+config = ""
+clients = ["rust-h3-0rtt", "rust-h1-0rtt"]
+[[condition]]
+name = "caddy"
+server = "caddy"
+clients = ["rust-h3-0rtt"]
+[[condition]]
+name = "nginx"
+server = "nginx"
+config = "ssl_early_data on; ssl_session_cache shared:ng:1m;"
+clients = ["rust-h2-0rtt", "rust-h1-0rtt"]
+[[condition]]
+name = "nginx-off"
+server = "nginx"
+config = ""
+clients = ["rust-h2-0rtt"]
+"#,
+    )
+    .expect("plan");
+    let out = dir.join("out");
+    run(&plan, &out);
+    let r = rows(&out);
+    assert_eq!(r.len(), (3 + 2 + 1 + 2 + 1) * 2, "{r:?}");
+    let rtt = 50.0;
+    for row in &r {
+        assert_eq!(row[11], "200", "{row:?}");
+        let h3 = row[3].starts_with("rust-h3");
+        let ttfb: f64 = row[7].parse().expect("ttfb");
+        // Without early data: TCP + TLS + request is 3 RTT, QUIC + request 2 RTT.
+        let floor = if h3 { 2.0 * rtt } else { 3.0 * rtt };
+        if row[14] == "0rtt" {
+            assert!(ttfb < floor, "0-RTT, yet no round trip saved: {row:?}");
+        } else {
+            assert!(ttfb >= floor * 0.98, "{row:?}");
+        }
+        let want = match (row[0].as_str(), row[3].as_str()) {
+            ("fb", "rust-h2-resumed") => &["resumed"][..],
+            // firstbyte takes no TCP early data yet; once it does, 0rtt.
+            ("fb", "rust-h2-0rtt") => &["resumed", "0rtt"],
+            ("fb" | "caddy" | "nginx", _) => &["0rtt"],
+            ("fb-off", "rust-h3-0rtt") => &["no-0rtt"],
+            ("fb-off" | "nginx-off", _) => &["resumed"],
+            other => panic!("unexpected cell {other:?}"),
+        };
+        assert!(want.contains(&row[14].as_str()), "want {want:?}: {row:?}");
+    }
+    let summary = std::fs::read_to_string(out.join("summary.md")).expect("summary.md");
+    assert!(
+        summary.contains("### 10 KB — rust-h3-0rtt:no-0rtt"),
+        "{summary}"
+    );
+    assert!(
+        summary.contains("| nginx-off | nginx | 0 | 0 | 0.0% (0) | resumed: 2 |"),
+        "{summary}"
+    );
     let _ = std::fs::remove_dir_all(&dir);
 }

@@ -13,6 +13,9 @@
 //!    (ALPN h2, preface and SETTINGS exchanged both ways, [`super::h2idle`]), no request.
 //! 5. `ttfb`: N sequential `curl --http2` fetches of `/1k` → `time_starttransfer −
 //!    time_appconnect` (handshake done → first byte), median and max, and stalls ≥ 30 ms.
+//! 6. `h3_1k`: the `h2_1k` load over HTTP/3 (32 connections, 10 requests in flight on each,
+//!    the in-crate quinn client of [`super::h3load`]) → server CPU µs per request, and req/s
+//!    (client-bound); firstbyte and Caddy only.
 //!
 //! The output parsers of h2load and curl are pure functions with tests.
 
@@ -44,11 +47,13 @@ pub enum Measure {
     IdleMemoryH2,
     /// New HTTP/2 connection, handshake done → first byte.
     Ttfb,
+    /// HTTP/3, 1 KiB file, keep-alive, the in-crate QUIC load.
+    H3,
 }
 
 impl Measure {
     /// Every measure, in the order they run and are reported.
-    pub const ALL: [Measure; 7] = [
+    pub const ALL: [Measure; 8] = [
         Measure::Handshake,
         Measure::H2,
         Measure::Bulk,
@@ -56,6 +61,7 @@ impl Measure {
         Measure::IdleMemory,
         Measure::IdleMemoryH2,
         Measure::Ttfb,
+        Measure::H3,
     ];
 
     /// The key used in results.json.
@@ -68,6 +74,7 @@ impl Measure {
             Measure::IdleMemory => "idle_mem",
             Measure::IdleMemoryH2 => "idle_mem_h2",
             Measure::Ttfb => "ttfb",
+            Measure::H3 => "h3_1k",
         }
     }
 }
@@ -107,7 +114,7 @@ const fn m(measure: Measure, key: &'static str, label: &'static str, lower: bool
 
 /// Every figure, in report order.
 #[rustfmt::skip]
-pub const METRICS: [Metric; 17] = [
+pub const METRICS: [Metric; 20] = [
     m(Measure::Handshake, "cpu_us", "full TLS 1.3 handshake: server CPU µs each", true),
     m(Measure::Handshake, "per_s", "full handshakes/s (client-bound on 2 cores)", false),
     m(Measure::Handshake, "sys_pct", "full handshake: kernel share of server CPU, %", true),
@@ -125,6 +132,9 @@ pub const METRICS: [Metric; 17] = [
     m(Measure::Ttfb, "median_ms", "new HTTP/2 conn, handshake → first byte: median ms", true),
     m(Measure::Ttfb, "max_ms", "new HTTP/2 conn, handshake → first byte: max ms", true),
     m(Measure::Ttfb, "stalls", "first bytes ≥ 30 ms (stalls) per run", true),
+    m(Measure::H3, "cpu_us", "HTTP/3 1 KiB keep-alive: server CPU µs per request", true),
+    m(Measure::H3, "per_s", "HTTP/3 1 KiB keep-alive: requests/s (client-bound)", false),
+    m(Measure::H3, "sys_pct", "HTTP/3 1 KiB: kernel share of server CPU, %", true),
 ];
 
 /// A first byte this late after the handshake is a stall (a delayed ACK is ~40 ms; a healthy
@@ -410,6 +420,27 @@ pub fn run(
                     after.rss_kib.saturating_sub(before.rss_kib) as f64 / n,
                 ),
             ])
+        }
+        Measure::H3 => {
+            let requests = sz.h2_requests;
+            let before = procfs::sample(pids)?;
+            let load = ctx.runtime.block_on(super::h3load::load(
+                server.addr,
+                "/1k",
+                1024,
+                requests,
+                32,
+                10,
+            ))?;
+            let after = procfs::sample(pids)?;
+            super::h3load::check(&load, requests)?;
+            let cpu = procfs::cpu_seconds(&before, &after, ctx.ticks);
+            let mut figures = vec![
+                ("cpu_us", cpu * 1e6 / load.ok as f64),
+                ("per_s", load.ok as f64 / load.elapsed.as_secs_f64()),
+            ];
+            figures.extend(procfs::sys_percent(&before, &after).map(|p| ("sys_pct", p)));
+            Ok(figures)
         }
         Measure::Ttfb => {
             let mut argv = curl_tls_args();

@@ -1,5 +1,7 @@
 //! `firstbyte-bench loopback [--quick] [--out DIR] [--runs N] [--only MEASURE,...]
-//! [--servers NAME,...]`: firstbyte beside Debian's nginx and h2o on loopback (issue 6).
+//! [--servers NAME,...]`: firstbyte beside Debian's nginx and h2o on loopback (issue 6), and
+//! beside Debian's Caddy over HTTP/3 (issue 11; the `h3_1k` measure is firstbyte and Caddy
+//! only, every other measure firstbyte, nginx and h2o: `servers::Kind::runs`).
 //!
 //! Data flow: [`main`] takes the options ([`Args`], parsed by clap in `crate::cli`), pins itself (the client
 //! side: the in-crate TLS client, h2load, curl) to CPU 0, makes the shared fixtures (one
@@ -15,6 +17,7 @@
 
 pub(crate) mod client;
 mod h2idle;
+mod h3load;
 mod measures;
 pub(crate) mod procfs;
 pub(crate) mod report;
@@ -57,7 +60,7 @@ pub struct Args {
         long,
         value_name = "NAME,...",
         value_delimiter = ',',
-        default_value = "firstbyte,nginx,h2o"
+        default_value = "firstbyte,nginx,h2o,caddy"
     )]
     servers: Vec<Kind>,
 }
@@ -73,7 +76,7 @@ pub struct Options {
     pub runs: usize,
     /// Measures to take (default all).
     pub only: Vec<Measure>,
-    /// Servers to run (default all three).
+    /// Servers to run (default all four; each measure runs those of them that take part).
     pub servers: Vec<Kind>,
 }
 
@@ -202,7 +205,17 @@ fn warm_page_cache(path: &Path) -> Result<()> {
     Ok(())
 }
 
-fn check_tools(firstbyte: &Path) -> Result<()> {
+/// The servers of `servers` that take part in `measure`, in order.
+fn servers_for(measure: Measure, servers: &[Kind]) -> Vec<Kind> {
+    servers
+        .iter()
+        .copied()
+        .filter(|k| k.runs(measure))
+        .collect()
+}
+
+/// Checks the programs the chosen servers and measures need.
+fn check_tools(firstbyte: &Path, servers: &[Kind], measures: &[Measure]) -> Result<()> {
     if !firstbyte.exists() {
         bail!(
             "{} is missing: build it with `cargo build --release -p firstbyte` \
@@ -210,14 +223,29 @@ fn check_tools(firstbyte: &Path) -> Result<()> {
             firstbyte.display()
         );
     }
-    for tool in ["/usr/sbin/nginx", "/usr/bin/h2o"] {
-        if !Path::new(tool).exists() {
-            bail!("{tool} is missing: apt-get install -y nginx h2o");
+    let used = |k: Kind| servers.contains(&k) && measures.iter().any(|&m| k.runs(m));
+    for (kind, tool, package) in [
+        (Kind::Nginx, "/usr/sbin/nginx", "nginx"),
+        (Kind::H2o, "/usr/bin/h2o", "h2o"),
+        (Kind::Caddy, "/usr/bin/caddy", "caddy"),
+    ] {
+        if used(kind) && !Path::new(tool).exists() {
+            bail!("{tool} is missing: apt-get install -y {package}");
         }
     }
-    for tool in ["h2load", "curl", "taskset"] {
+    let mut tools = vec![("taskset", "util-linux")];
+    if measures.contains(&Measure::H2) {
+        tools.push(("h2load", "nghttp2-client"));
+    }
+    if measures
+        .iter()
+        .any(|m| matches!(m, Measure::Bulk | Measure::BulkH2 | Measure::Ttfb))
+    {
+        tools.push(("curl", "curl"));
+    }
+    for (tool, package) in tools {
         if Command::new(tool).arg("--version").output().is_err() {
-            bail!("{tool} is missing: apt-get install -y nghttp2-client curl util-linux");
+            bail!("{tool} is missing: apt-get install -y {package}");
         }
     }
     Ok(())
@@ -232,7 +260,11 @@ fn run(opts: &Options) -> Result<usize> {
     procfs::pin(0, CLIENT_CPU)?;
     raise_nofile();
     let firstbyte = firstbyte_bin();
-    check_tools(&firstbyte)?;
+    let measures: Vec<Measure> = Measure::ALL
+        .into_iter()
+        .filter(|m| opts.only.is_empty() || opts.only.contains(m))
+        .collect();
+    check_tools(&firstbyte, &opts.servers, &measures)?;
     let started = SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .map_or(0, |d| d.as_secs());
@@ -257,19 +289,21 @@ fn run(opts: &Options) -> Result<usize> {
         bulk_bytes: BULK_BYTES,
         ticks: procfs::clock_ticks_per_second(),
     };
-    let measures: Vec<Measure> = Measure::ALL
-        .into_iter()
-        .filter(|m| opts.only.is_empty() || opts.only.contains(m))
+    let phases: Vec<(&'static str, usize)> = measures
+        .iter()
+        .map(|&m| (m.key(), opts.runs * servers_for(m, &opts.servers).len()))
+        .filter(|(_, n)| *n > 0)
         .collect();
-    let runs_each = opts.runs * opts.servers.len();
-    let phases: Vec<(&'static str, usize)> =
-        measures.iter().map(|m| (m.key(), runs_each)).collect();
     let mut progress = Progress::new("loopback", &phases);
     let mut values = Vec::new();
     let mut errors = Vec::new();
     for &measure in &measures {
-        for (run, si) in stats::interleave(opts.servers.len(), opts.runs) {
-            let kind = opts.servers[si];
+        let servers = servers_for(measure, &opts.servers);
+        if servers.is_empty() {
+            continue;
+        }
+        for (run, si) in stats::interleave(servers.len(), opts.runs) {
+            let kind = servers[si];
             let paths = Paths {
                 cert: cert.clone(),
                 key: key.clone(),
@@ -327,7 +361,9 @@ fn one_run(
     firstbyte: &Path,
     ctx: &Ctx,
 ) -> Result<Vec<(&'static str, f64)>> {
-    let mut server = Running::start(kind, paths, firstbyte, SERVER_CPU)?;
+    let mut server = Running::start_with(kind, paths, firstbyte, SERVER_CPU, |port| {
+        servers::render_for(measure, kind, paths, port)
+    })?;
     ctx.runtime
         .block_on(client::handshakes(
             server.addr,
@@ -387,7 +423,7 @@ fn machine_markdown(opts: &Options, started: u64, firstbyte: &Path) -> String {
          - date (UTC): {}\n- command: `{}`{}\n- CPU: {model}, {cpus} CPUs; server pinned to CPU \
          {SERVER_CPU}, client (this harness, h2load, curl) to CPU {CLIENT_CPU}\n- {mem}\n\
          - kernel: {}\n- firstbyte: {} (`{fb}`, workspace commit {commit}; rustls {}, \
-         aws-lc-rs {}, tokio {}, hyper {}, h2 {})\n- nginx: {}\n- h2o: {}\n- h2load: {}\n\
+         aws-lc-rs {}, tokio {}, hyper {}, h2 {}, quinn {}, h3 {})\n- nginx: {}\n- h2o: {}\n- caddy: {}\n- h2load: {}\n\
          - curl: {}\n\n\
          Files: `/1k` (1,024 bytes) and `/1g` (1 GiB sparse file, read once before the runs so \
          every server reads it from the page cache). Certificate: ECDSA P-256 made at start \
@@ -406,8 +442,11 @@ fn machine_markdown(opts: &Options, started: u64, firstbyte: &Path) -> String {
         lockv("tokio"),
         lockv("hyper"),
         lockv("h2"),
+        lockv("quinn"),
+        lockv("h3"),
         tool_version(&["/usr/sbin/nginx", "-v"]),
         tool_version(&["/usr/bin/h2o", "--version"]),
+        tool_version(&["/usr/bin/caddy", "version"]),
         tool_version(&["h2load", "--version"]),
         tool_version(&["curl", "--version"]),
     )
@@ -514,6 +553,22 @@ mod tests {
         assert_eq!(parse(&["--quick", "--runs", "7"]).expect("valid").runs, 7);
         let o = parse(&["--servers", "firstbyte"]).expect("valid");
         assert_eq!(o.servers, [Kind::Firstbyte]);
+        let o = parse(&["--servers", "firstbyte,caddy", "--only", "h3_1k"]).expect("valid");
+        assert_eq!(
+            (o.servers.as_slice(), o.only.as_slice()),
+            (
+                [Kind::Firstbyte, Kind::Caddy].as_slice(),
+                [Measure::H3].as_slice()
+            )
+        );
+        assert_eq!(
+            servers_for(Measure::H3, &Kind::ALL),
+            [Kind::Firstbyte, Kind::Caddy]
+        );
+        assert_eq!(
+            servers_for(Measure::H2, &Kind::ALL),
+            [Kind::Firstbyte, Kind::Nginx, Kind::H2o]
+        );
         let o = parse(&["--only", "bulk_1g_h2", "--only", "idle_mem_h2"]).expect("valid");
         assert_eq!(o.only, [Measure::BulkH2, Measure::IdleMemoryH2]);
     }

@@ -90,8 +90,8 @@ pub fn summary_markdown(values: &[Value]) -> String {
     let mut out = String::from(
         "Median (min–max) over the runs; ratio = firstbyte's median / the peer's median \
          (below 1 is better for firstbyte where lower is better, above 1 where higher is).\n\n\
-         | measure | firstbyte | nginx | h2o | fb/nginx | fb/h2o |\n\
-         |---|---|---|---|---|---|\n",
+         | measure | firstbyte | nginx | h2o | caddy | fb/nginx | fb/h2o | fb/caddy |\n\
+         |---|---|---|---|---|---|---|---|\n",
     );
     for s in &sums {
         let get = |k: Kind| {
@@ -118,13 +118,15 @@ pub fn summary_markdown(values: &[Value]) -> String {
         };
         let better = if s.lower_is_better { "↓" } else { "↑" };
         out.push_str(&format!(
-            "| {} {better} | {} | {} | {} | {} | {} |\n",
+            "| {} {better} | {} | {} | {} | {} | {} | {} | {} |\n",
             s.label,
             cell(Kind::Firstbyte),
             cell(Kind::Nginx),
             cell(Kind::H2o),
+            cell(Kind::Caddy),
             ratio(Kind::Nginx),
             ratio(Kind::H2o),
+            ratio(Kind::Caddy),
         ));
     }
     out
@@ -216,7 +218,7 @@ mod tests {
             .expect("row");
         assert!(row.contains("| 100.0 (90.00–110.0) |"), "{row}");
         assert!(row.contains("| 210.0 (200.0–220.0) |"), "{row}");
-        assert!(row.ends_with("| 0.48 | 0.40 |"), "{row}");
+        assert!(row.ends_with("| — | 0.48 | 0.40 | — |"), "{row}");
         assert!(
             !md.contains("idle HTTP"),
             "metrics without values are left out"
@@ -230,7 +232,24 @@ mod tests {
         let md = summary_markdown(&values);
         let row = md.lines().find(|l| l.contains("max ms")).expect("row");
         assert!(
-            row.ends_with("| — | 0.200 (0.200–0.200) | — | — | — |"),
+            row.ends_with("| — | 0.200 (0.200–0.200) | — | — | — | — | — |"),
+            "{row}"
+        );
+    }
+
+    #[test]
+    fn http3_row_compares_firstbyte_with_caddy() {
+        let values = [
+            v("h3_1k", "cpu_us", Kind::Firstbyte, 0, 20.0),
+            v("h3_1k", "cpu_us", Kind::Caddy, 0, 40.0),
+        ];
+        let md = summary_markdown(&values);
+        let row = md
+            .lines()
+            .find(|l| l.contains("HTTP/3 1 KiB keep-alive: server CPU"))
+            .expect("row");
+        assert!(
+            row.ends_with("| — | — | 40.00 (40.00–40.00) | — | — | 0.50 |"),
             "{row}"
         );
     }

@@ -1,12 +1,18 @@
-//! The three servers under test, their equivalent configs, and starting and stopping them.
+//! The servers under test, their equivalent configs, and starting and stopping them.
 //!
 //! Every server gets the same certificate, the same document root and the same settings: one
 //! worker, access logs off, TLS 1.3 only with AES-128-GCM and X25519 where the server lets us
 //! say so (h2o 2.2.5 has no TLS 1.3 suite directive, so the clients ask for that suite), no
 //! limit on requests per connection (nginx's default `keepalive_requests 1000` would make
 //! h2load reconnect). [`render`] turns a [`Kind`] and [`Paths`] into config text (pure);
-//! [`Running::start`] writes it, starts the server under `taskset` on the server CPU, waits
+//! [`Running::start_with`] writes it, starts the server under `taskset` on the server CPU, waits
 //! for its port, and [`Running::stop`] ends it with SIGTERM (SIGKILL after 20 s).
+//!
+//! Caddy (Debian's 2.6) runs only the HTTP/3 measure, beside firstbyte ([`Kind::runs`]): one
+//! site with HTTP/1.1, HTTP/2 and HTTP/3 on the port, TLS 1.3 with X25519 (Go picks the
+//! TLS 1.3 suite; the client offers only AES-128-GCM), no access log, no admin endpoint, its
+//! data and config directories in the server's work directory. For that measure firstbyte's
+//! config also listens with `quic` on the port ([`render_for`]).
 
 use std::net::{SocketAddr, TcpStream};
 use std::path::{Path, PathBuf};
@@ -26,11 +32,24 @@ pub enum Kind {
     Nginx,
     /// Debian's h2o, `/usr/bin/h2o`.
     H2o,
+    /// Debian's caddy, `/usr/bin/caddy` (the HTTP/3 measure only).
+    Caddy,
 }
 
 impl Kind {
     /// All servers in run order (firstbyte first, then the peers).
-    pub const ALL: [Kind; 3] = [Kind::Firstbyte, Kind::Nginx, Kind::H2o];
+    pub const ALL: [Kind; 4] = [Kind::Firstbyte, Kind::Nginx, Kind::H2o, Kind::Caddy];
+
+    /// Whether this server takes part in `measure`: HTTP/3 is firstbyte against Caddy
+    /// (Debian's nginx 1.22 and h2o 2.2 have none); Caddy takes part in nothing else.
+    pub fn runs(self, measure: super::measures::Measure) -> bool {
+        let h3 = measure == super::measures::Measure::H3;
+        match self {
+            Kind::Firstbyte => true,
+            Kind::Nginx | Kind::H2o => !h3,
+            Kind::Caddy => h3,
+        }
+    }
 
     /// Short lowercase name, used in file names and tables.
     pub fn name(self) -> &'static str {
@@ -38,6 +57,7 @@ impl Kind {
             Kind::Firstbyte => "firstbyte",
             Kind::Nginx => "nginx",
             Kind::H2o => "h2o",
+            Kind::Caddy => "caddy",
         }
     }
 }
@@ -68,6 +88,27 @@ pub struct Paths {
 
 fn p(path: &Path) -> String {
     path.display().to_string()
+}
+
+/// The config of `kind` for `measure`: [`render`], and for HTTP/3 firstbyte also listening
+/// with `quic` on the port (UDP).
+pub fn render_for(
+    measure: super::measures::Measure,
+    kind: Kind,
+    paths: &Paths,
+    port: u16,
+) -> String {
+    let text = render(kind, paths, port);
+    if measure == super::measures::Measure::H3 && kind == Kind::Firstbyte {
+        let tcp = format!("listen 127.0.0.1:{port} ssl;");
+        text.replacen(
+            &tcp,
+            &format!("{tcp}\n        listen 127.0.0.1:{port} quic;"),
+            1,
+        )
+    } else {
+        text
+    }
 }
 
 /// The config text of `kind` listening on 127.0.0.1:`port`.
@@ -120,6 +161,13 @@ pub fn render(kind: Kind, paths: &Paths, port: u16) -> String {
              \x20   minimum-version: TLSv1.2\n    ocsp-update-interval: 0\n\
              hosts:\n  default:\n    paths:\n      /:\n        file.dir: {root}\n"
         ),
+        Kind::Caddy => format!(
+            "{{\n\tadmin off\n\tauto_https disable_redirects\n\tskip_install_trust\n\t\
+             default_sni localhost\n\tservers {{\n\t\tprotocols h1 h2 h3\n\t}}\n}}\n\
+             https://localhost:{port}, https://127.0.0.1:{port} {{\n\tbind 127.0.0.1\n\t\
+             tls {cert} {key} {{\n\t\tprotocols tls1.3 tls1.3\n\t\tcurves x25519\n\t}}\n\t\
+             root * {root}\n\tfile_server\n}}\n"
+        ),
     }
 }
 
@@ -137,6 +185,19 @@ pub fn command_line(kind: Kind, firstbyte: &Path, conf: &Path, work: &Path) -> V
             p(conf),
         ],
         Kind::H2o => vec!["/usr/bin/h2o".into(), "-c".into(), p(conf)],
+        // `env` execs caddy: the pid stays the server's.
+        Kind::Caddy => vec![
+            "env".into(),
+            format!("HOME={}", p(work)),
+            format!("XDG_DATA_HOME={}/data", p(work)),
+            format!("XDG_CONFIG_HOME={}/config", p(work)),
+            "/usr/bin/caddy".into(),
+            "run".into(),
+            "--config".into(),
+            p(conf),
+            "--adapter".into(),
+            "caddyfile".into(),
+        ],
     }
 }
 
@@ -156,14 +217,8 @@ pub struct Running {
 }
 
 impl Running {
-    /// Writes the config, starts the server pinned to `cpu`, and waits until it accepts.
-    pub fn start(kind: Kind, paths: &Paths, firstbyte: &Path, cpu: usize) -> Result<Running> {
-        Self::start_with(kind, paths, firstbyte, cpu, |port| {
-            render(kind, paths, port)
-        })
-    }
-
-    /// [`Running::start`] with the config text `conf(port)` instead of [`render`]'s.
+    /// Writes the config text `conf_text(port)` ([`render`], [`render_for`]), starts the
+    /// server pinned to `cpu`, and waits until it accepts.
     pub fn start_with(
         kind: Kind,
         paths: &Paths,
@@ -173,7 +228,11 @@ impl Running {
     ) -> Result<Running> {
         std::fs::create_dir_all(&paths.work)?;
         let port = free_port()?;
-        let conf = paths.work.join(format!("{}.conf", kind.name()));
+        let conf = paths.work.join(if kind == Kind::Caddy {
+            "Caddyfile".to_string()
+        } else {
+            format!("{}.conf", kind.name())
+        });
         std::fs::write(&conf, conf_text(port))?;
         let argv = command_line(kind, firstbyte, &conf, &paths.work);
         let log = std::fs::File::create(paths.work.join("stderr.log"))?;
@@ -283,6 +342,51 @@ mod tests {
         assert!(c.contains("port: 9443\n"));
         assert!(c.contains("file.dir: /b/www\n"));
         assert!(!c.contains("access-log"));
+    }
+
+    #[test]
+    fn caddy_serves_http3_on_loopback_and_firstbyte_adds_quic_for_that_measure() {
+        use super::super::measures::Measure;
+        let c = render(Kind::Caddy, &paths(), 9443);
+        for want in [
+            "admin off",
+            "protocols h1 h2 h3",
+            "https://localhost:9443, https://127.0.0.1:9443 {",
+            "bind 127.0.0.1",
+            "tls /b/cert.pem /b/key.pem {",
+            "protocols tls1.3 tls1.3",
+            "curves x25519",
+            "root * /b/www",
+        ] {
+            assert!(c.contains(want), "lacks {want:?}:\n{c}");
+        }
+        let fb = render_for(Measure::H3, Kind::Firstbyte, &paths(), 8443);
+        assert!(
+            fb.contains("listen 127.0.0.1:8443 ssl;\n        listen 127.0.0.1:8443 quic;"),
+            "{fb}"
+        );
+        assert!(!render_for(Measure::H2, Kind::Firstbyte, &paths(), 8443).contains("quic"));
+        assert!(Kind::Caddy.runs(Measure::H3) && !Kind::Caddy.runs(Measure::H2));
+        assert!(!Kind::Nginx.runs(Measure::H3) && Kind::Firstbyte.runs(Measure::H3));
+        let argv = command_line(
+            Kind::Caddy,
+            Path::new("/fb"),
+            Path::new("/b/w/Caddyfile"),
+            Path::new("/b/w"),
+        );
+        assert_eq!(argv[0], "env");
+        assert!(argv.contains(&"XDG_DATA_HOME=/b/w/data".to_string()));
+        assert_eq!(
+            argv[4..],
+            [
+                "/usr/bin/caddy",
+                "run",
+                "--config",
+                "/b/w/Caddyfile",
+                "--adapter",
+                "caddyfile"
+            ]
+        );
     }
 
     #[test]

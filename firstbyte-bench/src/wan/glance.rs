@@ -91,9 +91,11 @@ mod tests {
         Cell {
             condition: name.into(),
             server: "firstbyte".into(),
+            ran: true,
             n: 10,
             failed: 0,
             syn_retransmitted: 0,
+            elsewhere: Vec::new(),
             stats: Some([q(ttfb), q(ttfb), q(ttfb), q(ttfb)]),
         }
     }

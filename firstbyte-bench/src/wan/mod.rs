@@ -98,11 +98,12 @@ fn machine_facts(bins: &servers::Binaries) -> String {
         .unwrap_or_default();
     let cpus = std::thread::available_parallelism().map_or(0, |n| n.get());
     format!(
-        "# Machine facts\n\n- kernel: {}\n- cpu: {}\n- cpus: {cpus}\n- curl: {}\n- nginx: {}\n- firstbyte: {} ({})\n- firstbyte git: {}\n- netem: {}\n",
+        "# Machine facts\n\n- kernel: {}\n- cpu: {}\n- cpus: {cpus}\n- curl: {}\n- nginx: {}\n- caddy: {}\n- firstbyte: {} ({})\n- firstbyte git: {}\n- netem: {}\n",
         command_line("uname", &["-srvm"]),
         cpu.split(':').nth(1).unwrap_or("").trim(),
         command_line("curl", &["--version"]),
         command_line(&bins.nginx.display().to_string(), &["-v"]),
+        command_line(&bins.caddy.display().to_string(), &["version"]),
         command_line(&bins.firstbyte.display().to_string(), &["-v"]),
         bins.firstbyte.display(),
         command_line("git", &["-C", env!("CARGO_MANIFEST_DIR"), "rev-parse", "--short", "HEAD"]),
@@ -152,9 +153,22 @@ fn link_section(out: &Path) -> String {
 
 /// How the plan's clients use connections, for the summary's header.
 fn connections(plan: &Plan) -> String {
-    let cold = "Cold connections (new TCP + full TLS handshake per request)";
+    let mut cold = "Cold connections (new TCP + full TLS handshake per request)".to_string();
+    if plan
+        .clients
+        .iter()
+        .any(|c| c.intended() != client::Handshake::Cold)
+    {
+        cold.push_str(
+            "; a resuming client's sample (`-resumed`, `-0rtt`) is a pair of connections: an \
+             unrecorded HEAD for a session ticket, then the measured GET offering it. Column \
+             `handshake` of results.csv says what each sample really had; samples with another \
+             handshake than their client's (a rejected 0-RTT, a ticket not taken) are in columns \
+             of their own, `CLIENT:HANDSHAKE`",
+        );
+    }
     if !plan.clients.iter().any(|c| c.is_warm()) {
-        return cold.into();
+        return cold;
     }
     let gaps: Vec<String> = plan
         .gaps
@@ -175,11 +189,16 @@ fn summary_header(plan: &Plan, plan_path: &Path, quick: bool) -> String {
         .iter()
         .map(|c| {
             format!(
-                "- `{}` ({}, port {}): `{}`",
+                "- `{}` ({}, port {}): `{}`; clients {}",
                 c.name,
                 c.server.name(),
                 c.port,
-                c.config.trim()
+                c.config.trim(),
+                c.clients
+                    .iter()
+                    .map(|k| k.name())
+                    .collect::<Vec<_>>()
+                    .join(", ")
             )
         })
         .collect();
@@ -225,6 +244,12 @@ fn execute(plan: &Plan, out: &Path, results_path: &Path) -> Result<(i32, usize),
         missing.push(format!(
             "{} (apt-get install nginx, or set FB_BENCH_NGINX)",
             bins.nginx.display()
+        ));
+    }
+    if plan.uses(ServerKind::Caddy) && !bins.caddy.is_file() {
+        missing.push(format!(
+            "{} (apt-get install caddy, or set FB_BENCH_CADDY)",
+            bins.caddy.display()
         ));
     }
     if !bins.netem.is_file() {

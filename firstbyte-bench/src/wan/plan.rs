@@ -19,6 +19,7 @@
 //! name = "baseline-16k"
 //! server = "firstbyte"
 //! config = "ssl_buffer_size 16k;"
+//! clients = ["rust-h2", "rust-h3"]   # optional: this condition's clients instead of the plan's
 //! ```
 
 use serde::Deserialize;
@@ -44,14 +45,17 @@ pub enum PlanError {
     #[error("plan: invalid size \"{0}\" (use bytes, or nginx's k/m suffixes)")]
     Size(String),
     /// A client name is unknown.
-    #[error("plan: unknown client \"{0}\" (known: curl-h2, curl-h1, rust-h2, rust-h1, rust-h3, rust-h2-warm, rust-h1-warm)")]
+    #[error("plan: unknown client \"{0}\" (known: curl-h2, curl-h1, rust-h2, rust-h1, rust-h3, rust-h2-warm, rust-h1-warm, rust-h2-resumed, rust-h2-0rtt, rust-h1-resumed, rust-h1-0rtt, rust-h3-0rtt)")]
     Client(String),
     /// A gap is not a duration.
     #[error("plan: invalid gap \"{0}\" (a duration: 200ms, 1.5s)")]
     Gap(String),
     /// A server kind is unknown.
-    #[error("plan: condition \"{0}\": unknown server \"{1}\" (firstbyte or nginx)")]
+    #[error("plan: condition \"{0}\": unknown server \"{1}\" (firstbyte, nginx or caddy)")]
     Server(String, String),
+    /// A condition's server cannot serve one of its clients (nginx 1.22 and HTTP/3).
+    #[error("plan: condition \"{0}\": {1} cannot serve client {2}")]
+    Unservable(String, &'static str, &'static str),
     /// A condition name is empty, repeated, or has characters unsafe in CSV and file names.
     #[error("plan: bad condition name \"{0}\" (unique, letters, digits, '-', '_', '.')")]
     Name(String),
@@ -71,6 +75,8 @@ pub enum ServerKind {
     Firstbyte,
     /// Debian's `/usr/sbin/nginx`, one process for all nginx conditions.
     Nginx,
+    /// Debian's `/usr/bin/caddy` (2.6, HTTP/3 on), one process for all caddy conditions.
+    Caddy,
 }
 
 impl ServerKind {
@@ -79,7 +85,13 @@ impl ServerKind {
         match self {
             ServerKind::Firstbyte => "firstbyte",
             ServerKind::Nginx => "nginx",
+            ServerKind::Caddy => "caddy",
         }
+    }
+
+    /// Whether it can serve this client (Debian's nginx 1.22 has no HTTP/3).
+    pub fn serves(self, client: ClientKind) -> bool {
+        !(self == ServerKind::Nginx && client.is_h3())
     }
 }
 
@@ -90,10 +102,13 @@ pub struct Condition {
     pub name: String,
     /// Which server runs it.
     pub server: ServerKind,
-    /// Directives for its `server {}` block (e.g. `ssl_buffer_size 4k;`).
+    /// Directives for its `server {}` block (e.g. `ssl_buffer_size 4k;`; for caddy,
+    /// Caddyfile lines inside the site block).
     pub config: String,
-    /// TCP port it listens on in the server namespace.
+    /// TCP port it listens on in the server namespace (and UDP, for HTTP/3).
     pub port: u16,
+    /// The clients run against it (its own `clients`, or the plan's).
+    pub clients: Vec<ClientKind>,
 }
 
 /// The emulated link: passed to `firstbyte-netem` as its options.
@@ -188,6 +203,7 @@ struct RawCondition {
     server: String,
     #[serde(default)]
     config: String,
+    clients: Option<Vec<String>>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -205,6 +221,7 @@ struct RawPlan {
     seed: u64,
     n: u32,
     sizes: Vec<toml::Value>,
+    #[serde(default)]
     clients: Vec<String>,
     #[serde(default)]
     gaps: Vec<String>,
@@ -233,7 +250,8 @@ pub struct Plan {
     pub n: u32,
     /// Response sizes in bytes.
     pub sizes: Vec<u64>,
-    /// Clients, each a column of cells.
+    /// Every client of the plan (the plan's, then those only some conditions run), each a
+    /// column of cells.
     pub clients: Vec<ClientKind>,
     /// Idle gaps of the warm clients, in order on one connection (`gaps = ["0.2s", ...]`):
     /// each warm job GETs, then after each gap GETs again. Empty when no warm client runs.
@@ -281,9 +299,6 @@ impl Plan {
         if raw.sizes.is_empty() {
             return Err(PlanError::Missing("sizes is empty"));
         }
-        if raw.clients.is_empty() {
-            return Err(PlanError::Missing("clients is empty"));
-        }
         if raw.n == 0 {
             return Err(PlanError::Missing("n must be at least 1"));
         }
@@ -300,12 +315,35 @@ impl Plan {
                 sizes.push(s);
             }
         }
-        let mut clients = Vec::new();
-        for c in &raw.clients {
-            let k = ClientKind::from_name(c).ok_or_else(|| PlanError::Client(c.clone()))?;
-            if !clients.contains(&k) {
-                clients.push(k);
+        let kinds = |names: &[String]| -> Result<Vec<ClientKind>, PlanError> {
+            let mut out = Vec::new();
+            for c in names {
+                let k = ClientKind::from_name(c).ok_or_else(|| PlanError::Client(c.clone()))?;
+                if !out.contains(&k) {
+                    out.push(k);
+                }
             }
+            Ok(out)
+        };
+        let mut clients = kinds(&raw.clients)?;
+        let plan_clients = clients.clone();
+        let mut per_condition = Vec::new();
+        for c in &raw.condition {
+            let own = match &c.clients {
+                Some(names) => kinds(names)?,
+                None => plan_clients.clone(),
+            };
+            if own.is_empty() {
+                return Err(PlanError::Missing(
+                    "clients is empty (give the plan's, or each condition's)",
+                ));
+            }
+            for k in &own {
+                if !clients.contains(k) {
+                    clients.push(*k);
+                }
+            }
+            per_condition.push(own);
         }
         let mut gaps = Vec::new();
         for g in &raw.gaps {
@@ -318,7 +356,7 @@ impl Plan {
             ));
         }
         let mut conditions: Vec<Condition> = Vec::new();
-        for (i, c) in raw.condition.into_iter().enumerate() {
+        for (i, (c, own)) in raw.condition.into_iter().zip(per_condition).enumerate() {
             let ok = !c.name.is_empty()
                 && c.name
                     .chars()
@@ -330,14 +368,19 @@ impl Plan {
             let server = match c.server.as_str() {
                 "firstbyte" => ServerKind::Firstbyte,
                 "nginx" => ServerKind::Nginx,
+                "caddy" => ServerKind::Caddy,
                 _ => return Err(PlanError::Server(c.name, c.server)),
             };
+            if let Some(k) = own.iter().find(|k| !server.serves(**k)) {
+                return Err(PlanError::Unservable(c.name, server.name(), k.name()));
+            }
             let port = BASE_PORT + i as u16;
             conditions.push(Condition {
                 name: c.name,
                 server,
                 config: c.config,
                 port,
+                clients: own,
             });
         }
         let baseline = conditions
@@ -386,9 +429,9 @@ impl Plan {
     /// give the same order).
     pub fn jobs(&self) -> Vec<Job> {
         let mut jobs = Vec::new();
-        for condition in 0..self.conditions.len() {
+        for (condition, c) in self.conditions.iter().enumerate() {
             for &size in &self.sizes {
-                for &client in &self.clients {
+                for &client in &c.clients {
                     for seq in 0..self.n {
                         jobs.push(Job {
                             condition,
@@ -615,6 +658,16 @@ mod tests {
             Plan::parse(&bad_server, false),
             Err(PlanError::Server(..))
         ));
+        let nginx_h3 = PLAN.replace("\"rust-h1\"]", "\"rust-h3-0rtt\"]");
+        assert!(matches!(
+            Plan::parse(&nginx_h3, false),
+            Err(PlanError::Unservable(..))
+        ));
+        let no_clients = PLAN.replace("clients = [\"curl-h2\", \"rust-h1\"]", "");
+        assert!(matches!(
+            Plan::parse(&no_clients, false),
+            Err(PlanError::Missing(_))
+        ));
         assert!(matches!(
             Plan::parse("seed = ", false),
             Err(PlanError::Toml(_))
@@ -719,6 +772,45 @@ mod tests {
         assert!(split_links(&both).is_err());
         let bad = text.replace("name = \"fast\"", "name = \"../x\"");
         assert!(matches!(split_links(&bad), Err(PlanError::Name(_))));
+    }
+
+    #[test]
+    fn conditions_may_run_their_own_clients() {
+        let text = r#"
+            seed = 1
+            n = 3
+            sizes = ["10k", "1m"]
+            baseline = "fb"
+            [network]
+            delay = "50ms"
+            [[condition]]
+            name = "fb"
+            server = "firstbyte"
+            config = "ssl_early_data on;"
+            clients = ["rust-h2", "rust-h2-0rtt", "rust-h3", "rust-h3-0rtt"]
+            [[condition]]
+            name = "caddy"
+            server = "caddy"
+            clients = ["rust-h3", "rust-h3-0rtt"]
+            [[condition]]
+            name = "nginx"
+            server = "nginx"
+            clients = ["rust-h2"]"#;
+        let p = Plan::parse(text, false).expect("plan");
+        assert_eq!(
+            p.series(),
+            ["rust-h2", "rust-h2-0rtt", "rust-h3", "rust-h3-0rtt"]
+        );
+        assert_eq!(p.conditions[1].server, ServerKind::Caddy);
+        assert_eq!(p.conditions[2].clients, [ClientKind::RustH2]);
+        let jobs = p.jobs();
+        assert_eq!(jobs.len(), (4 + 2 + 1) * 2 * 3);
+        for j in &jobs {
+            assert!(
+                p.conditions[j.condition].clients.contains(&j.client),
+                "{j:?}"
+            );
+        }
     }
 
     /// Every plan committed in bench/ parses (each link of a `[[link]]` plan too).

@@ -2,11 +2,14 @@
 //! to summarize.
 //!
 //! The header is fixed (other tools read it):
-//! `condition,server,size_bytes,client,seq,connect_ms,appconnect_ms,ttfb_ms,total_ms,syn_retransmits,http_version,status,gap_ms,position`.
+//! `condition,server,size_bytes,client,seq,connect_ms,appconnect_ms,ttfb_ms,total_ms,syn_retransmits,http_version,status,gap_ms,position,handshake`.
 //! Times are ms from the start of the connection, three decimals — for a warm client's later
 //! requests (`position` 2, 3, ... on the connection, after `gap_ms` idle) from the moment the
 //! request was sent, with `connect_ms` and `appconnect_ms` 0. Files written before the last
-//! two columns existed (12 columns) read as position 1, gap 0. A failed request is a row
+//! two columns existed (12 columns) read as position 1, gap 0. `handshake` is what the
+//! connection really had (`cold`, `full`, `resumed`, `0rtt`, `0rtt-rejected`, `no-0rtt`; see
+//! `client::Handshake`), empty when a request failed before its handshake was known; files
+//! written before it existed (14 columns) read with it empty. A failed request is a row
 //! with status 0 (it is done; resuming does not retry it, and the summary counts it).
 //! A torn last line (the run was killed mid-write) is ignored when reading.
 
@@ -15,7 +18,10 @@ use std::io::Write;
 use std::path::Path;
 
 /// The header line, exactly.
-pub const HEADER: &str = "condition,server,size_bytes,client,seq,connect_ms,appconnect_ms,ttfb_ms,total_ms,syn_retransmits,http_version,status,gap_ms,position";
+pub const HEADER: &str = "condition,server,size_bytes,client,seq,connect_ms,appconnect_ms,ttfb_ms,total_ms,syn_retransmits,http_version,status,gap_ms,position,handshake";
+
+/// The header before `handshake` was added; such files are still read.
+const HEADER_14: &str = "condition,server,size_bytes,client,seq,connect_ms,appconnect_ms,ttfb_ms,total_ms,syn_retransmits,http_version,status,gap_ms,position";
 
 /// The header before `gap_ms,position` were added; such files are still read.
 const HEADER_12: &str = "condition,server,size_bytes,client,seq,connect_ms,appconnect_ms,ttfb_ms,total_ms,syn_retransmits,http_version,status";
@@ -52,6 +58,8 @@ pub struct Row {
     pub gap_ms: f64,
     /// 1-based position of the request on its connection (1 = a cold connection).
     pub position: u32,
+    /// The handshake the connection had (`client::Handshake::name`), or empty.
+    pub handshake: String,
 }
 
 /// The identity of a request within a run: (condition, size, client, seq).
@@ -71,7 +79,7 @@ impl Row {
     /// The CSV line (no newline).
     pub fn to_csv(&self) -> String {
         format!(
-            "{},{},{},{},{},{:.3},{:.3},{:.3},{:.3},{},{},{},{:.3},{}",
+            "{},{},{},{},{},{:.3},{:.3},{:.3},{:.3},{},{},{},{:.3},{},{}",
             self.condition,
             self.server,
             self.size_bytes,
@@ -85,14 +93,15 @@ impl Row {
             self.http_version,
             self.status,
             self.gap_ms,
-            self.position
+            self.position,
+            self.handshake
         )
     }
 
     /// Parses one CSV line; `None` if it is not a complete row.
     pub fn from_csv(line: &str) -> Option<Row> {
         let f: Vec<&str> = line.trim_end_matches(['\r', '\n']).split(',').collect();
-        if f.len() != 12 && f.len() != 14 {
+        if f.len() != 12 && f.len() != 14 && f.len() != 15 {
             return None;
         }
         let num = |i: usize| f[i].parse::<f64>().ok().filter(|v| v.is_finite());
@@ -109,22 +118,32 @@ impl Row {
             syn_retransmits: f[9].parse().ok()?,
             http_version: f[10].to_string(),
             status: f[11].parse().ok()?,
-            gap_ms: if f.len() == 14 { num(12)? } else { 0.0 },
-            position: if f.len() == 14 {
+            gap_ms: if f.len() >= 14 { num(12)? } else { 0.0 },
+            position: if f.len() >= 14 {
                 f[13].parse().ok()?
             } else {
                 1
             },
+            handshake: f.get(14).map_or(String::new(), |h| h.to_string()),
         })
     }
 
     /// The column of cells it belongs to: the client, or for a later request on a warm
-    /// connection `client@GAPs` (see `Plan::series`).
+    /// connection `client@GAPs` (see `Plan::series`). A successful request whose handshake
+    /// is not the one its client measures (a rejected 0-RTT, a ticket not taken) goes to a
+    /// column of its own, `client:HANDSHAKE` (`rust-h3-0rtt:0rtt-rejected`), so that the
+    /// client's column never mixes them.
     pub fn series(&self) -> String {
         if self.position > 1 {
-            super::plan::series_name(&self.client, self.gap_ms)
-        } else {
-            self.client.clone()
+            return super::plan::series_name(&self.client, self.gap_ms);
+        }
+        let intended =
+            super::client::ClientKind::from_name(&self.client).map(|k| k.intended().name());
+        match intended {
+            Some(want) if self.ok() && !self.handshake.is_empty() && self.handshake != want => {
+                format!("{}:{}", self.client, self.handshake)
+            }
+            _ => self.client.clone(),
         }
     }
 
@@ -151,7 +170,7 @@ pub fn parse(text: &str) -> Result<Vec<Row>, &'static str> {
     let mut lines = text.lines();
     match lines.next() {
         None => return Ok(Vec::new()),
-        Some(h) if h.trim_end() == HEADER || h.trim_end() == HEADER_12 => {}
+        Some(h) if [HEADER, HEADER_14, HEADER_12].contains(&h.trim_end()) => {}
         Some(_) => return Err("header"),
     }
     Ok(lines.filter_map(Row::from_csv).collect())
@@ -206,7 +225,7 @@ impl Writer {
         if len == 0 {
             writeln!(file, "{HEADER}").map_err(|e| ResultsError::Io(name, e))?;
         } else if !existing.starts_with(&format!("{HEADER}\n")) {
-            // An older file (12 columns) is read, never appended to.
+            // An older file (12 or 14 columns) is read, never appended to.
             return Err(ResultsError::Header(name));
         }
         Ok(Writer { file })
@@ -239,6 +258,7 @@ mod tests {
             status: 200,
             gap_ms: 0.0,
             position: 1,
+            handshake: "cold".into(),
         }
     }
 
@@ -290,6 +310,15 @@ mod tests {
         );
         let rows = parse(&old).expect("12 columns");
         assert_eq!((rows[0].position, rows[0].gap_ms), (1, 0.0));
+        assert_eq!(rows[0].handshake, "");
+        let old14 = format!(
+            "{HEADER_14}\nb,firstbyte,10240,rust-h2,0,1.000,2.000,3.000,4.000,0,2,200,0.000,1\n"
+        );
+        let rows14 = parse(&old14).expect("14 columns");
+        assert_eq!(
+            (rows14[0].handshake.as_str(), rows14[0].series().as_str()),
+            ("", "rust-h2")
+        );
         assert_eq!(rows[0].series(), "curl-h2");
         let warm = Row {
             client: "rust-h2-warm".into(),
@@ -306,6 +335,31 @@ mod tests {
         std::fs::write(&path, &old).expect("write");
         assert!(Writer::open(&path).is_err());
         let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    #[test]
+    fn samples_of_another_handshake_get_their_own_column() {
+        let early = |handshake: &str, status| Row {
+            client: "rust-h3-0rtt".into(),
+            handshake: handshake.into(),
+            status,
+            ..row(0)
+        };
+        assert_eq!(early("0rtt", 200).series(), "rust-h3-0rtt");
+        assert_eq!(
+            early("0rtt-rejected", 200).series(),
+            "rust-h3-0rtt:0rtt-rejected"
+        );
+        assert_eq!(early("no-0rtt", 200).series(), "rust-h3-0rtt:no-0rtt");
+        // A failure counts against the client's own column, whatever the handshake.
+        assert_eq!(early("0rtt-rejected", 0).series(), "rust-h3-0rtt");
+        let resumed = Row {
+            client: "rust-h2-resumed".into(),
+            handshake: "full".into(),
+            ..row(0)
+        };
+        assert_eq!(resumed.series(), "rust-h2-resumed:full");
+        assert_eq!(row(0).series(), "curl-h2");
     }
 
     #[test]

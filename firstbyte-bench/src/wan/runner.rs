@@ -15,7 +15,7 @@ use std::net::{IpAddr, SocketAddr};
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-use super::client::{fetcher, ClientKind, Fetcher, Target};
+use super::client::{fetcher, ClientKind, Fetcher, Handshake, Target};
 use super::plan::{Job, Plan};
 use super::results::{self, Row, Writer};
 use super::servers::file_name;
@@ -97,6 +97,18 @@ fn wait_for_ports(ip: IpAddr, ports: &[u16]) -> Result<(), String> {
         }
     }
     Ok(())
+}
+
+/// The `handshake` column of a fetch: what the client saw, or `cold` for a successful
+/// request of a client that never offers a ticket; empty when nothing is known.
+pub fn handshake_name(client: ClientKind, got: &super::client::Fetched) -> String {
+    match got.handshake {
+        Some(h) => h.name().to_string(),
+        None if got.error.is_none() && client.intended() == Handshake::Cold => {
+            Handshake::Cold.name().to_string()
+        }
+        None => String::new(),
+    }
 }
 
 /// The jobs not yet in the results, in run order.
@@ -238,6 +250,7 @@ pub fn worker(plan: &Plan, out: &Path) -> i32 {
                     plan.gaps[k - 1].as_secs_f64() * 1000.0
                 },
                 position: k as u32 + 1,
+                handshake: handshake_name(job.client, got),
             };
             if let Err(e) = writer.append(&row) {
                 eprintln!("firstbyte-bench: {}: {e}", path.display());
@@ -319,6 +332,7 @@ mod tests {
                 status: 200,
                 gap_ms: 0.0,
                 position: 1,
+                handshake: "cold".into(),
             })
             .collect();
         let rest = remaining(&plan, &done);

@@ -28,12 +28,18 @@ pub struct Cell {
     pub condition: String,
     /// Server kind.
     pub server: String,
+    /// Whether the condition runs this column's client (a cell it does not run is left out
+    /// of the tables).
+    pub ran: bool,
     /// Successful requests (the sample size).
     pub n: usize,
     /// Failed requests.
     pub failed: usize,
     /// Successful requests whose connect needed a SYN retransmission.
     pub syn_retransmitted: usize,
+    /// In a resuming client's own column: its successful samples that had another handshake
+    /// (counted in their `CLIENT:HANDSHAKE` column instead), by handshake.
+    pub elsewhere: Vec<(String, usize)>,
     /// `stats[metric][quantile]`, `None` when the cell has no successful request.
     pub stats: Option<[[Estimate; 3]; 4]>,
 }
@@ -60,11 +66,58 @@ fn metric_values(rows: &[&Row], metric: usize) -> Vec<f64> {
         .collect()
 }
 
+/// The columns of cells: the plan's ([`Plan::series`]), then the `CLIENT:HANDSHAKE`
+/// columns of samples whose handshake was not their client's (`Row::series`), sorted.
+pub fn all_series(plan: &Plan, rows: &[Row]) -> Vec<String> {
+    let mut out = plan.series();
+    let mut extra: Vec<String> = rows
+        .iter()
+        .map(Row::series)
+        .filter(|s| !out.contains(s))
+        .collect();
+    extra.sort();
+    extra.dedup();
+    out.extend(extra);
+    out
+}
+
+/// A client's successful first requests on `condition` whose handshake put them in another
+/// column, counted by handshake (sorted).
+fn elsewhere(rows: &[Row], size: u64, client: &str, condition: &str) -> Vec<(String, usize)> {
+    let mut out: Vec<(String, usize)> = Vec::new();
+    for r in rows.iter().filter(|r| {
+        r.size_bytes == size
+            && r.client == client
+            && r.condition == condition
+            && r.position <= 1
+            && r.series() != client
+    }) {
+        match out.iter_mut().find(|(h, _)| *h == r.handshake) {
+            Some((_, n)) => *n += 1,
+            None => out.push((r.handshake.clone(), 1)),
+        }
+    }
+    out.sort();
+    out
+}
+
+/// Whether a column is a resuming client's own (it gets the "other handshake" column).
+fn is_resuming(client: &str) -> bool {
+    super::client::ClientKind::from_name(client)
+        .is_some_and(|k| k.intended() != super::client::Handshake::Cold)
+}
+
 /// Groups the rows into cells and computes their statistics.
 pub fn groups(plan: &Plan, rows: &[Row]) -> Vec<Group> {
     let mut out = Vec::new();
+    let series = all_series(plan, rows);
     for &size in &plan.sizes {
-        for client in plan.series() {
+        for client in series.iter().cloned() {
+            let base = client
+                .split([':', '@'])
+                .next()
+                .unwrap_or(client.as_str())
+                .to_string();
             let mut cells = Vec::new();
             for cond in &plan.conditions {
                 let all: Vec<&Row> = rows
@@ -95,9 +148,15 @@ pub fn groups(plan: &Plan, rows: &[Row]) -> Vec<Group> {
                 cells.push(Cell {
                     condition: cond.name.clone(),
                     server: cond.server.name().to_string(),
+                    ran: cond.clients.iter().any(|k| k.name() == base),
                     n: ok.len(),
                     failed: all.len() - ok.len(),
                     syn_retransmitted: ok.iter().filter(|r| r.syn_retransmits > 0).count(),
+                    elsewhere: if client == base {
+                        elsewhere(rows, size, &client, &cond.name)
+                    } else {
+                        Vec::new()
+                    },
                     stats,
                 });
             }
@@ -158,12 +217,13 @@ fn table_head(out: &mut String, first: &[&str], metrics: &[usize]) {
 pub fn render_group(plan: &Plan, g: &Group) -> String {
     let mut out = String::new();
     let _ = writeln!(out, "### {} — {}\n", size_label(g.size), g.client);
-    table_head(
-        &mut out,
-        &["condition", "server", "n", "failed", "SYN rtx"],
-        &[0, 1],
-    );
-    for (i, c) in g.cells.iter().enumerate() {
+    let resuming = is_resuming(&g.client);
+    let mut head = vec!["condition", "server", "n", "failed", "SYN rtx"];
+    if resuming {
+        head.push("other handshake (own column)");
+    }
+    table_head(&mut out, &head, &[0, 1]);
+    for (i, c) in g.cells.iter().enumerate().filter(|(_, c)| c.ran) {
         let share = if c.n > 0 {
             100.0 * c.syn_retransmitted as f64 / c.n as f64
         } else {
@@ -176,6 +236,18 @@ pub fn render_group(plan: &Plan, g: &Group) -> String {
             c.failed.to_string(),
             format!("{share:.1}% ({})", c.syn_retransmitted),
         ];
+        if resuming {
+            let other: Vec<String> = c
+                .elsewhere
+                .iter()
+                .map(|(h, n)| format!("{h}: {n}"))
+                .collect();
+            cols.push(if other.is_empty() {
+                "none".into()
+            } else {
+                other.join(", ")
+            });
+        }
         for m in 0..2 {
             for q in 0..3 {
                 cols.push(
@@ -188,7 +260,7 @@ pub fn render_group(plan: &Plan, g: &Group) -> String {
     }
     let _ = writeln!(out, "\nAfter connect (what the server controls):\n");
     table_head(&mut out, &["condition"], &[2, 3]);
-    for (i, c) in g.cells.iter().enumerate() {
+    for (i, c) in g.cells.iter().enumerate().filter(|(_, c)| c.ran) {
         let mut cols = vec![c.condition.clone()];
         for m in 2..4 {
             for q in 0..3 {
@@ -207,7 +279,7 @@ pub fn render_group(plan: &Plan, g: &Group) -> String {
         base.condition
     );
     table_head(&mut out, &["condition"], &[0, 1, 2, 3]);
-    for c in &g.cells {
+    for c in g.cells.iter().filter(|c| c.ran) {
         let mut cols = vec![c.condition.clone()];
         for m in 0..4 {
             for q in 0..3 {
@@ -434,6 +506,7 @@ mod tests {
                     status: if seq == 39 { 0 } else { 200 },
                     gap_ms: 0.0,
                     position: 1,
+                    handshake: "cold".into(),
                 });
             }
         }
@@ -528,6 +601,74 @@ mod tests {
             ),
             "WORSE"
         );
+    }
+
+    #[test]
+    fn rejected_early_data_is_never_mixed_with_accepted() {
+        let plan = Plan::parse(
+            r#"
+            seed = 1
+            n = 10
+            sizes = ["10k"]
+            baseline = "fb"
+            [[condition]]
+            name = "fb"
+            server = "firstbyte"
+            clients = ["rust-h3", "rust-h3-0rtt"]
+            [[condition]]
+            name = "ng"
+            server = "nginx"
+            clients = ["rust-h2"]"#,
+            false,
+        )
+        .expect("plan");
+        let mut r = Vec::new();
+        for seq in 0..10u32 {
+            let rejected = seq % 3 == 0; // 4 of 10
+            r.push(Row {
+                condition: "fb".into(),
+                server: "firstbyte".into(),
+                size_bytes: 10240,
+                client: "rust-h3-0rtt".into(),
+                seq,
+                connect_ms: 100.0,
+                appconnect_ms: 100.0,
+                ttfb_ms: if rejected { 300.0 } else { 101.0 },
+                total_ms: if rejected { 301.0 } else { 102.0 },
+                syn_retransmits: 0,
+                http_version: "3".into(),
+                status: 200,
+                gap_ms: 0.0,
+                position: 1,
+                handshake: if rejected { "0rtt-rejected" } else { "0rtt" }.into(),
+            });
+        }
+        let g = groups(&plan, &r);
+        let names: Vec<&str> = g.iter().map(|g| g.client.as_str()).collect();
+        assert_eq!(
+            names,
+            [
+                "rust-h3",
+                "rust-h3-0rtt",
+                "rust-h2",
+                "rust-h3-0rtt:0rtt-rejected"
+            ]
+        );
+        let own = &g[1].cells[0];
+        assert_eq!(own.n, 6);
+        assert_eq!(own.elsewhere, [("0rtt-rejected".to_string(), 4)]);
+        let s = own.stats.expect("stats");
+        assert!((s[0][2].value - 101.0).abs() < 1e-9, "p99 of accepted only");
+        assert_eq!(g[3].cells[0].n, 4);
+        let text = render_group(&plan, &g[1]);
+        assert!(text.contains("other handshake (own column)"), "{text}");
+        assert!(
+            text.contains("| fb | firstbyte | 6 | 0 | 0.0% (0) | 0rtt-rejected: 4 |"),
+            "{text}"
+        );
+        // nginx does not run the client: no row for it.
+        assert!(!text.contains("| ng |"), "{text}");
+        assert!(!render_group(&plan, &g[0]).contains("other handshake"));
     }
 
     #[test]

@@ -247,6 +247,7 @@ mod tests {
                     status: 200,
                     gap_ms: 0.0,
                     position: 1,
+                    handshake: "cold".into(),
                 });
             }
         }

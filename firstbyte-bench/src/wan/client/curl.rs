@@ -77,6 +77,8 @@ pub fn parse_write_out(line: &str) -> Fetched {
         status,
         body_bytes: fields.get(6).and_then(|s| s.parse().ok()).unwrap_or(0),
         error: None,
+        // A new curl process per request: no session cache, never a ticket.
+        handshake: Some(super::Handshake::Cold),
     }
 }
 

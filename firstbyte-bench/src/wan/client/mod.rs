@@ -13,10 +13,17 @@
 //!   completion.
 //! - `warm`: the built-in client keeping its connection for a series of requests with idle
 //!   gaps between them (`Fetcher::fetch_series`): the warm-connection regime of record sizing.
+//! - `resumed`: TLS 1.3 session resumption over TCP (HTTP/2 or HTTP/1.1), with or without
+//!   early data; `h3` also resumes with 0-RTT (`rust-h3-0rtt`). Each of their samples is a
+//!   pair of connections: an unrecorded HEAD that gets a session ticket, then the measured GET
+//!   that uses it. Every fetch says which handshake it really had ([`Handshake`]).
 
 pub mod curl;
 pub mod h3;
+pub mod resumed;
 pub mod rust;
+#[cfg(test)]
+mod testserver;
 pub mod warm;
 
 use std::net::SocketAddr;
@@ -42,11 +49,22 @@ pub enum ClientKind {
     RustH2Warm,
     /// The built-in client, HTTP/1.1, one connection for a series of requests with gaps.
     RustH1Warm,
+    /// TLS 1.3 resumption over TCP, HTTP/2, the request after the handshake.
+    RustH2Resumed,
+    /// TLS 1.3 resumption over TCP, HTTP/2, the request as early data (0-RTT) when the ticket
+    /// allows it.
+    RustH2Early,
+    /// TLS 1.3 resumption over TCP, HTTP/1.1, the request after the handshake.
+    RustH1Resumed,
+    /// TLS 1.3 resumption over TCP, HTTP/1.1, the request as early data when allowed.
+    RustH1Early,
+    /// HTTP/3 resumed, the request in 0-RTT when the ticket allows it.
+    RustH3Early,
 }
 
 impl ClientKind {
     /// Every client, in table order.
-    pub const ALL: [ClientKind; 7] = [
+    pub const ALL: [ClientKind; 12] = [
         ClientKind::CurlH2,
         ClientKind::CurlH1,
         ClientKind::RustH2,
@@ -54,6 +72,11 @@ impl ClientKind {
         ClientKind::RustH3,
         ClientKind::RustH2Warm,
         ClientKind::RustH1Warm,
+        ClientKind::RustH2Resumed,
+        ClientKind::RustH2Early,
+        ClientKind::RustH1Resumed,
+        ClientKind::RustH1Early,
+        ClientKind::RustH3Early,
     ];
 
     /// Its name in plans and results.csv.
@@ -66,7 +89,29 @@ impl ClientKind {
             ClientKind::RustH3 => "rust-h3",
             ClientKind::RustH2Warm => "rust-h2-warm",
             ClientKind::RustH1Warm => "rust-h1-warm",
+            ClientKind::RustH2Resumed => "rust-h2-resumed",
+            ClientKind::RustH2Early => "rust-h2-0rtt",
+            ClientKind::RustH1Resumed => "rust-h1-resumed",
+            ClientKind::RustH1Early => "rust-h1-0rtt",
+            ClientKind::RustH3Early => "rust-h3-0rtt",
         }
+    }
+
+    /// The handshake its samples are meant to measure; a sample that had another one (a
+    /// rejected 0-RTT, a ticket the server did not take) is reported in a column of its own.
+    pub fn intended(self) -> Handshake {
+        match self {
+            ClientKind::RustH2Resumed | ClientKind::RustH1Resumed => Handshake::Resumed,
+            ClientKind::RustH2Early | ClientKind::RustH1Early | ClientKind::RustH3Early => {
+                Handshake::EarlyAccepted
+            }
+            _ => Handshake::Cold,
+        }
+    }
+
+    /// Whether it speaks QUIC (the server needs a QUIC listener).
+    pub fn is_h3(self) -> bool {
+        matches!(self, ClientKind::RustH3 | ClientKind::RustH3Early)
     }
 
     /// Whether it makes a series of requests on one connection (the plan's `gaps`).
@@ -82,6 +127,40 @@ impl ClientKind {
     /// Whether it needs the `curl` program.
     pub fn needs_curl(self) -> bool {
         matches!(self, ClientKind::CurlH2 | ClientKind::CurlH1)
+    }
+}
+
+/// The handshake a sample really had, as recorded in results.csv's `handshake` column.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Handshake {
+    /// A full handshake; the client offered no ticket (resumption off): `cold`.
+    Cold,
+    /// A resuming client's full handshake: it had no ticket to offer (the server sent
+    /// none) or the server did not take it: `full`.
+    Full,
+    /// The session was resumed, the request went after the handshake: `resumed`.
+    Resumed,
+    /// The request went as early data (0-RTT) and the server accepted it: `0rtt`.
+    EarlyAccepted,
+    /// The request went as early data and the server rejected it; it was sent again after
+    /// the handshake: `0rtt-rejected`.
+    EarlyRejected,
+    /// HTTP/3 only: no 0-RTT keys (no ticket, or a ticket allowing no early data), so the
+    /// request waited for the handshake; quinn does not say whether it resumed: `no-0rtt`.
+    NoEarly,
+}
+
+impl Handshake {
+    /// Its name in results.csv.
+    pub fn name(self) -> &'static str {
+        match self {
+            Handshake::Cold => "cold",
+            Handshake::Full => "full",
+            Handshake::Resumed => "resumed",
+            Handshake::EarlyAccepted => "0rtt",
+            Handshake::EarlyRejected => "0rtt-rejected",
+            Handshake::NoEarly => "no-0rtt",
+        }
     }
 }
 
@@ -120,6 +199,8 @@ pub struct Fetched {
     pub body_bytes: u64,
     /// Why it failed, when it did.
     pub error: Option<String>,
+    /// The handshake it had; `None` when it failed before the handshake was known.
+    pub handshake: Option<Handshake>,
 }
 
 /// Runs one fetch on `runtime`, recorded as failed after [`REQUEST_TIMEOUT_S`].
@@ -172,6 +253,11 @@ pub fn fetcher(kind: ClientKind) -> std::io::Result<Box<dyn Fetcher>> {
         ClientKind::RustH3 => Box::new(h3::H3Client::new()?),
         ClientKind::RustH2Warm => Box::new(warm::WarmClient::new(true)?),
         ClientKind::RustH1Warm => Box::new(warm::WarmClient::new(false)?),
+        ClientKind::RustH2Resumed => Box::new(resumed::ResumedClient::new(true, false)?),
+        ClientKind::RustH2Early => Box::new(resumed::ResumedClient::new(true, true)?),
+        ClientKind::RustH1Resumed => Box::new(resumed::ResumedClient::new(false, false)?),
+        ClientKind::RustH1Early => Box::new(resumed::ResumedClient::new(false, true)?),
+        ClientKind::RustH3Early => Box::new(h3::H3Client::resuming()?),
     })
 }
 
@@ -188,6 +274,14 @@ mod tests {
         assert!(ClientKind::CurlH1.needs_curl());
         assert!(!ClientKind::RustH2.needs_curl());
         assert!(ClientKind::RustH1Warm.is_warm() && !ClientKind::RustH1.is_warm());
+        assert_eq!(
+            ClientKind::from_name("rust-h3-0rtt"),
+            Some(ClientKind::RustH3Early)
+        );
+        assert_eq!(ClientKind::RustH2Early.intended(), Handshake::EarlyAccepted);
+        assert_eq!(ClientKind::RustH1Resumed.intended(), Handshake::Resumed);
+        assert_eq!(ClientKind::CurlH2.intended(), Handshake::Cold);
+        assert!(ClientKind::RustH3Early.is_h3() && !ClientKind::RustH2Early.is_h3());
     }
 
     #[test]
