@@ -290,10 +290,29 @@ fn connection_info_json_reports_quic_facts_and_0rtt() {
     assert!(q["udp_rx_bytes"].as_u64().unwrap() >= 1200, "{j}");
     assert!(q["lost_packets"].is_u64(), "{j}");
     assert_eq!(q["zero_rtt"], false, "{j}");
+    assert_eq!(q["congestion"], "cubic", "{j}");
     // Resumed with the ticket: the GET goes in 0-RTT and the page says so.
     let (text, j) = get();
     assert!(text.contains("early_data=yes"), "{text}");
     assert_eq!(j["quic"]["zero_rtt"], true, "{j}");
+    // `tcp_congestion bbr` gives new QUIC connections BBR (after a reload).
+    let conf = std::fs::read_to_string(&server.conf).unwrap();
+    std::fs::write(
+        &server.conf,
+        conf.replace(
+            "ssl_early_data on;",
+            "ssl_early_data on;\n    tcp_congestion bbr;",
+        ),
+    )
+    .unwrap();
+    server.signal(libc::SIGHUP);
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    let mut j = get().1;
+    while j["quic"]["congestion"] != "bbr" && std::time::Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(100));
+        j = get().1;
+    }
+    assert_eq!(j["quic"]["congestion"], "bbr", "{j}");
     // Over TCP the same page has no QUIC facts.
     let out = support::curl(&[
         "--cacert",

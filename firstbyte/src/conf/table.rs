@@ -299,7 +299,7 @@ pub(crate) static DIRECTIVES: &[Spec] = &[
     d("ssl_dyn_rec_threshold", HS, 1, 1, "40", Inherit, Srv(srv::ssl_dyn_rec_threshold), "Records per stage of the dynamic ramp."),
     d("ssl_dyn_rec_timeout", HS, 1, 1, "1s", Inherit, Srv(srv::ssl_dyn_rec_timeout), "Idle time after which dynamic records start small again; `0` turns dynamic records off (Cloudflare's meaning)."),
     d("tcp_notsent_lowat", HS, 1, 1, "", Inherit, Srv(srv::tcp_notsent_lowat), "firstbyte's own: `TCP_NOTSENT_LOWAT` in bytes (unset: the kernel's sysctl)."),
-    d("tcp_congestion", HS, 1, 1, "", Inherit, Srv(srv::tcp_congestion), "firstbyte's own: per-socket `TCP_CONGESTION`, e.g. `bbr` (unset: the kernel's sysctl)."),
+    d("tcp_congestion", HS, 1, 1, "", Inherit, Srv(srv::tcp_congestion), "firstbyte's own: per-socket `TCP_CONGESTION`, e.g. `bbr` (unset: the kernel's sysctl). QUIC listeners follow it: `bbr` gives their connections quinn's BBR, anything else CUBIC."),
     ignored("types_hash_max_size", HSL, 1, 1, HASH),
     ignored("types_hash_bucket_size", HSL, 1, 1, HASH),
     ignored("server_names_hash_max_size", HTTP, 1, 1, HASH),

@@ -64,6 +64,8 @@ pub struct QuicInfo {
     pub udp_rx_bytes: u64,
     /// Whether the client sent requests in 0-RTT (early data) on this connection.
     pub zero_rtt: bool,
+    /// The congestion controller: `cubic`, or `bbr` with `tcp_congestion bbr`.
+    pub congestion: &'static str,
 }
 
 /// Reads a QUIC connection's transport state (the runtime implements it on its connection).
@@ -179,7 +181,10 @@ fn quic_rows(q: &QuicInfo) -> String {
         "RTT (QUIC)",
         &format!("{} µs (min {} µs)", q.rtt_us, q.min_rtt_us),
     );
-    rows += &row("Congestion window", &format!("{} bytes", q.cwnd_bytes));
+    rows += &row(
+        "Congestion window",
+        &format!("{} bytes ({})", q.cwnd_bytes, q.congestion),
+    );
     rows += &row("Path MTU (UDP payload)", &format!("{} bytes", q.mtu));
     rows += &row(
         "Packets sent / lost",

@@ -187,9 +187,18 @@ fn transport_config(server: &ServerConf) -> Result<quinn::TransportConfig, Strin
     let idle = quinn::IdleTimeout::try_from(idle.max(Duration::from_millis(1)))
         .map_err(|e| format!("keepalive_timeout too long for QUIC: {e}"))?;
     transport.max_idle_timeout(Some(idle));
-    let mut cubic = quinn::congestion::CubicConfig::default();
-    cubic.initial_window(INITIAL_WINDOW);
-    transport.congestion_controller_factory(Arc::new(cubic));
+    // `tcp_congestion bbr` chooses BBR for the address's QUIC connections too (quinn's); any
+    // other value, or none, CUBIC. At 1% loss and 100 ms RTT a 1 MB HTTP/3 download took a
+    // median 2.15 s with CUBIC against 1.30 s with BBR (HTTP/2 with BBR: 1.18-1.21 s).
+    if server.socket.congestion.as_deref() == Some("bbr") {
+        let mut bbr = quinn::congestion::BbrConfig::default();
+        bbr.initial_window(INITIAL_WINDOW);
+        transport.congestion_controller_factory(Arc::new(bbr));
+    } else {
+        let mut cubic = quinn::congestion::CubicConfig::default();
+        cubic.initial_window(INITIAL_WINDOW);
+        transport.congestion_controller_factory(Arc::new(cubic));
+    }
     Ok(transport)
 }
 
@@ -450,7 +459,20 @@ impl crate::http::builtin::QuicProbe for Probe {
             udp_rx_datagrams: s.udp_rx.datagrams,
             udp_rx_bytes: s.udp_rx.bytes,
             zero_rtt: self.early_used.load(Ordering::Relaxed),
+            congestion: congestion_name(self.quic.congestion_state()),
         }
+    }
+}
+
+/// The name of a connection's congestion controller (see [`transport_config`]).
+fn congestion_name(c: Box<dyn quinn::congestion::Controller>) -> &'static str {
+    let any = c.into_any();
+    if any.is::<quinn::congestion::Bbr>() {
+        "bbr"
+    } else if any.is::<quinn::congestion::Cubic>() {
+        "cubic"
+    } else {
+        "other"
     }
 }
 
