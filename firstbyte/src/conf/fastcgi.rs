@@ -327,7 +327,86 @@ pub(crate) fn fastcgi_ignore_headers(s: &mut LocSettings, d: &Directive, _: &mut
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::conf::model::FastcgiVars;
+    use crate::conf::model::{Config, FastcgiVars, LocationConf};
+    use crate::conf::testutil::load_as;
+
+    fn load(server: &str) -> Result<Config, String> {
+        load_as(
+            &format!("events {{}}\nhttp {{\n server {{\n{server}\n }}\n}}\n"),
+            true,
+        )
+        .map_err(|e| e.to_string())
+    }
+
+    fn location<'a>(c: &'a Config, prefix: &str) -> &'a LocationConf {
+        let s = &c.http.as_ref().expect("http").servers[0];
+        &s.locations
+            .prefix
+            .iter()
+            .find(|l| l.prefix == prefix)
+            .expect("location")
+            .conf
+    }
+
+    fn params(l: &LocationConf) -> Vec<&str> {
+        let f = l
+            .proxy
+            .as_ref()
+            .and_then(|p| p.fastcgi.as_ref())
+            .expect("fastcgi");
+        f.params.iter().map(|p| p.name.as_str()).collect()
+    }
+
+    #[test]
+    fn params_inherit_as_a_whole_list() {
+        let c = load(
+            "fastcgi_param A 1;\nfastcgi_param B $uri if_not_empty;\n\
+             location /own/ { fastcgi_pass 127.0.0.1:9000; fastcgi_param C 3; }\n\
+             location /outer/ { fastcgi_pass unix:/run/php/php8.2-fpm.sock; fastcgi_read_timeout 5s; }",
+        )
+        .expect("loads");
+        assert_eq!(params(location(&c, "/own/")), ["C"]);
+        let outer = location(&c, "/outer/");
+        assert_eq!(params(outer), ["A", "B"]);
+        let p = outer.proxy.as_ref().expect("proxy");
+        assert_eq!(p.read_timeout, std::time::Duration::from_secs(5));
+        assert!(p.fastcgi.as_ref().expect("fastcgi").params[1].if_not_empty);
+        assert!(
+            matches!(&p.target, ProxyTarget::Addrs(a) if matches!(&a[..], [PeerAddr::Unix(_)]))
+        );
+    }
+
+    #[test]
+    fn errors_as_nginx_and_unsupported_parts_refused() {
+        let e = load("location / { fastcgi_cache zone; }").unwrap_err();
+        assert!(
+            e.contains("\"fastcgi_cache\" directive is not supported by firstbyte yet"),
+            "{e}"
+        );
+        let e = load("location / { fastcgi_store on; }").unwrap_err();
+        assert!(
+            e.contains("\"fastcgi_store\" directive is not supported"),
+            "{e}"
+        );
+        let e = load("fastcgi_split_path_info ^(.+\\.php)$;").unwrap_err();
+        assert!(e.contains("must have 2 captures"), "{e}");
+        let e = load("location / { fastcgi_pass localhost; }").unwrap_err();
+        assert!(e.contains("no port in upstream \"localhost\""), "{e}");
+        let e = load("location / { fastcgi_pass 127.0.0.1:9000; proxy_pass http://127.0.0.1:1; }")
+            .unwrap_err();
+        assert!(e.contains("\"fastcgi_pass\" and \"proxy_pass\""), "{e}");
+        let e = load("location / { fastcgi_param A 1 sometimes; }").unwrap_err();
+        assert!(e.contains("invalid parameter \"sometimes\""), "{e}");
+        let e =
+            load("location / { fastcgi_pass 127.0.0.1:9000; fastcgi_buffers 1 4k; }").unwrap_err();
+        assert!(e.contains("invalid value"), "{e}");
+        let e = load("location / { fastcgi_pass 127.0.0.1:9000; fastcgi_busy_buffers_size 64k; }")
+            .unwrap_err();
+        assert!(
+            e.contains("\"fastcgi_busy_buffers_size\" must be less than"),
+            "{e}"
+        );
+    }
 
     #[test]
     fn script_name_and_path_info_as_nginx() {

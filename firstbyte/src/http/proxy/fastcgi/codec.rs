@@ -156,7 +156,7 @@ impl Decoder {
     }
 
     /// The next whole record, None when more bytes are needed.
-    pub fn next(&mut self) -> Result<Option<Record>, DecodeError> {
+    pub fn record(&mut self) -> Result<Option<Record>, DecodeError> {
         let Some(h) = self.buf.get(..8) else {
             return Ok(None);
         };
@@ -198,7 +198,7 @@ mod tests {
         let mut d = Decoder::default();
         d.push(bytes);
         let mut out = Vec::new();
-        while let Some(r) = d.next().expect("valid") {
+        while let Some(r) = d.record().expect("valid") {
             out.push(r);
         }
         assert!(d.is_empty());
@@ -257,10 +257,10 @@ mod tests {
         stream(&mut out, STDOUT, 1, b"Status: 200\r\n\r\nbody");
         let mut d = Decoder::default();
         for (i, b) in out.iter().enumerate() {
-            assert_eq!(d.next(), Ok(None), "byte {i}");
+            assert_eq!(d.record(), Ok(None), "byte {i}");
             d.push(&[*b]);
         }
-        let r = d.next().expect("ok").expect("record");
+        let r = d.record().expect("ok").expect("record");
         assert_eq!(r.kind, STDOUT);
         assert_eq!(&r.content[..], b"Status: 200\r\n\r\nbody");
         assert!(d.is_empty());
@@ -270,7 +270,7 @@ mod tests {
     fn bad_version_and_end_request() {
         let mut d = Decoder::default();
         d.push(&[2, 6, 0, 1, 0, 0, 0, 0]);
-        assert_eq!(d.next(), Err(DecodeError::Version(2)));
+        assert_eq!(d.record(), Err(DecodeError::Version(2)));
         assert_eq!(end_request(&[0, 0, 1, 2, 3, 0, 0, 0]), (258, 3));
         assert_eq!(end_request(&[1]), (0, 0));
     }

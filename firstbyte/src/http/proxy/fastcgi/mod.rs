@@ -102,7 +102,7 @@ impl Conn {
     /// The next record, each read within `timeout`.
     async fn record(&mut self, timeout: Duration) -> Result<Record, ReadError> {
         loop {
-            if let Some(r) = self.dec.next().map_err(ReadError::Decode)? {
+            if let Some(r) = self.dec.record().map_err(ReadError::Decode)? {
                 return Ok(r);
             }
             let buf = self.dec.buffer();
