@@ -395,6 +395,14 @@ mod tests {
         let e = load("location / { fastcgi_pass 127.0.0.1:9000; proxy_pass http://127.0.0.1:1; }")
             .unwrap_err();
         assert!(e.contains("\"fastcgi_pass\" and \"proxy_pass\""), "{e}");
+        // nginx allows fastcgi_pass (not fastcgi_param) in an `if` in a location.
+        load("location / { if ($uri !~ \"^/images/\") { fastcgi_pass 127.0.0.1:9000; } }")
+            .expect("fastcgi_pass in if");
+        let e = load("location / { if ($uri) { fastcgi_param A 1; } }").unwrap_err();
+        assert!(
+            e.contains("\"fastcgi_param\" directive is not allowed here"),
+            "{e}"
+        );
         let e = load("location / { fastcgi_param A 1 sometimes; }").unwrap_err();
         assert!(e.contains("invalid parameter \"sometimes\""), "{e}");
         let e =
