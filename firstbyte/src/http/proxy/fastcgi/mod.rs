@@ -293,6 +293,7 @@ pub async fn forward(
             return Err(last);
         }
         let pooled = if keep { pool.checkout(&addr) } else { None };
+        let reused = pooled.is_some();
         let mut conn = match pooled {
             Some(c) => c,
             None => match connect(&addr, conf.connect_timeout).await {
@@ -364,6 +365,17 @@ pub async fn forward(
                 return Ok(respond(conf, h, rest, conn, back, guard, tail));
             }
             Err(Exchange::ClientBody) => return Err(Failure::ClientBody),
+            Err(Exchange::Failed {
+                outcome: next::Outcome::Error,
+                ..
+            }) if reused && !has_body => {
+                // An idle connection the server closed meanwhile (nginx: a cached
+                // connection's error is not the server's fault, and not a try): again,
+                // afresh.
+                attempt.tried.pop();
+                up.forget();
+                continue;
+            }
             Err(Exchange::Failed {
                 reason,
                 failure,
@@ -483,29 +495,47 @@ async fn exchange(
     conf: &ProxyConf,
     tail: &str,
 ) -> Result<(cgi::Head, Bytes), Exchange> {
-    conn.write(head, conf.send_timeout)
-        .await
-        .map_err(send_failed)?;
+    // Records go out together while the body has more at hand (a small request is one
+    // write, as nginx's writev), and as soon as it has not, or past 64k.
+    let mut pending = head.to_vec();
     if let Some(mut body) = body {
-        let mut out = Vec::new();
-        while let Some(frame) = body.frame().await {
+        loop {
+            let polled = std::future::poll_fn(|cx| {
+                Poll::Ready(http_body::Body::poll_frame(Pin::new(&mut body), cx))
+            })
+            .await;
+            let frame = match polled {
+                Poll::Ready(f) => f,
+                Poll::Pending => {
+                    if !pending.is_empty() {
+                        conn.write(&pending, conf.send_timeout)
+                            .await
+                            .map_err(send_failed)?;
+                        pending.clear();
+                    }
+                    body.frame().await
+                }
+            };
+            let Some(frame) = frame else {
+                break;
+            };
             let frame = frame.map_err(|_| Exchange::ClientBody)?;
             let Ok(data) = frame.into_data() else {
                 continue;
             };
-            if data.is_empty() {
-                continue;
+            if !data.is_empty() {
+                codec::stream(&mut pending, codec::STDIN, REQUEST_ID, &data);
             }
-            out.clear();
-            codec::stream(&mut out, codec::STDIN, REQUEST_ID, &data);
-            conn.write(&out, conf.send_timeout)
-                .await
-                .map_err(send_failed)?;
+            if pending.len() >= 64 << 10 {
+                conn.write(&pending, conf.send_timeout)
+                    .await
+                    .map_err(send_failed)?;
+                pending.clear();
+            }
         }
     }
-    let mut end = Vec::new();
-    codec::stream(&mut end, codec::STDIN, REQUEST_ID, b"");
-    conn.write(&end, conf.send_timeout)
+    codec::stream(&mut pending, codec::STDIN, REQUEST_ID, b"");
+    conn.write(&pending, conf.send_timeout)
         .await
         .map_err(send_failed)?;
     let limit = conf.buffers.buffer_size;
@@ -523,6 +553,12 @@ async fn exchange(
         }
         match r.kind {
             codec::STDERR => log_stderr(&r.content, READING_HEADER, tail),
+            // nginx: the end of stdout before a whole header is an invalid header.
+            codec::STDOUT if r.content.is_empty() => {
+                return Err(invalid_header(format!(
+                    "upstream prematurely closed FastCGI stdout while {READING_HEADER}"
+                )));
+            }
             codec::STDOUT => {
                 header.extend_from_slice(&r.content);
                 match cgi::parse(&header) {
@@ -539,13 +575,11 @@ async fn exchange(
                     Err(e) => return Err(invalid_header(format!("{e} while {READING_HEADER}"))),
                 }
             }
-            codec::END_REQUEST => {
-                return Err(failed(
-                    format!("upstream prematurely closed FastCGI stdout while {READING_HEADER}"),
-                    false,
-                ));
+            kind => {
+                return Err(invalid_header(format!(
+                    "upstream sent unexpected FastCGI record: {kind} while {READING_HEADER}"
+                )));
             }
-            _ => {}
         }
     }
 }
