@@ -211,6 +211,7 @@ http {{
       fastcgi_pass unix:{sock};
     }}
     location /inherit/ {{ fastcgi_pass unix:{sock}; }}
+    location /streamed/ {{ fastcgi_pass unix:{sock}; fastcgi_request_buffering off; }}
     location /keep/ {{
       fastcgi_pass kept;
       fastcgi_keep_conn on;
@@ -360,6 +361,24 @@ fn post_bodies_reach_stdin() {
     let v = vars(&body);
     assert_eq!(v.get("CONTENT_LENGTH").map(String::as_str), Some("100000"));
     assert_eq!(v.get("BODY").map(String::len), Some(100_000));
+    // fastcgi_request_buffering on (the default): past client_body_buffer_size the body
+    // waited in a temp file before PHP-FPM was asked.
+    assert!(
+        s.error_log()
+            .contains("a client request body is buffered to a temporary file"),
+        "{}",
+        s.error_log()
+    );
+    // fastcgi_request_buffering off: the body streams to PHP-FPM, whole.
+    let body_in = "q".repeat(300_000);
+    let file = s.dir.join("body.txt");
+    std::fs::write(&file, &body_in).expect("body file");
+    let at = format!("@{}", file.display());
+    let (code, _, body) = curl_i(&["--data-binary", &at, &s.url("/streamed/")]);
+    assert_eq!(code, 200);
+    let v = vars(&body);
+    assert_eq!(v.get("CONTENT_LENGTH").map(String::as_str), Some("300000"));
+    assert_eq!(v.get("BODY").map(String::as_str), Some(body_in.as_str()));
 }
 
 #[test]

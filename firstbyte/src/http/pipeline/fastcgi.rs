@@ -45,7 +45,44 @@ where
     let conf = &route.conf;
     let mut body = px::request_body(body);
     let mut content_length = None;
-    if fcgi.pass_request_body
+    let mut stored = None;
+    if fcgi.pass_request_body && fcgi.request_buffering && !http_body::Body::is_end_stream(&body) {
+        use http_body_util::BodyExt;
+        let mut s = fc::stdin::Stored::new(
+            usize::try_from(loc.client_body_buffer_size).unwrap_or(usize::MAX),
+            &conf.buffers.body_temp_path,
+        );
+        while let Some(f) = body.frame().await {
+            if let Ok(d) = f.map_err(|_| 400u16)?.into_data() {
+                match s.push(d) {
+                    Ok(Some(path)) => crate::fblog!(
+                        Warn,
+                        "a client request body is buffered to a temporary file {}, client: {}, server: {}, request: \"{} {} {}\", host: \"{}\"",
+                        path.display(),
+                        r.conn.client_ip(),
+                        server_name(&r.server),
+                        r.method,
+                        r.request_uri,
+                        r.protocol,
+                        r.host
+                    ),
+                    Ok(None) => {}
+                    Err(e) => {
+                        crate::fblog!(
+                            Crit,
+                            "write to a temporary file failed ({}) while reading client request body",
+                            crate::log::OsError(&e)
+                        );
+                        return Err(500);
+                    }
+                }
+            }
+        }
+        if !r.headers.contains_key(header::CONTENT_LENGTH) {
+            content_length = Some(s.len().to_string());
+        }
+        stored = Some(Arc::new(s));
+    } else if fcgi.pass_request_body
         && !r.headers.contains_key(header::CONTENT_LENGTH)
         && !http_body::Body::is_end_stream(&body)
     {
@@ -119,7 +156,11 @@ where
     };
     let req = fc::FcgiRequest {
         params,
-        body: fcgi.pass_request_body.then_some(body),
+        body: match stored {
+            Some(s) => fc::Stdin::Stored(s),
+            None if fcgi.pass_request_body => fc::Stdin::Stream(body),
+            None => fc::Stdin::Empty,
+        },
         method: r.method.clone(),
     };
     let mut up = px::UpstreamVars::default();

@@ -182,7 +182,7 @@ impl Spool {
 }
 
 /// A new temp file in `dir` (made if missing), already unlinked.
-fn temp_file(dir: &Path) -> io::Result<(File, PathBuf)> {
+pub(super) fn temp_file(dir: &Path) -> io::Result<(File, PathBuf)> {
     use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
     if !dir.is_dir() {
         std::fs::DirBuilder::new()

@@ -14,6 +14,7 @@
 
 pub mod cgi;
 pub mod codec;
+pub mod stdin;
 
 use std::collections::HashMap;
 use std::future::Future;
@@ -190,12 +191,22 @@ enum SendError {
     Io(io::Error),
 }
 
+/// The client's body as STDIN.
+pub enum Stdin {
+    /// None (`fastcgi_pass_request_body off`, or no body).
+    Empty,
+    /// Streamed as it arrives: sent once.
+    Stream(super::ReqBody),
+    /// Read whole first (`fastcgi_request_buffering on`): sent to each server tried.
+    Stored(Arc<stdin::Stored>),
+}
+
 /// The request as the caller evaluated it.
 pub struct FcgiRequest {
     /// The PARAMS stream's content (name-value pairs).
     pub params: Vec<u8>,
-    /// The client's body (STDIN), None with `fastcgi_pass_request_body off`.
-    pub body: Option<super::ReqBody>,
+    /// The client's body.
+    pub body: Stdin,
     /// `$request_method`, for `fastcgi_next_upstream` (non-idempotent methods).
     pub method: http::Method,
 }
@@ -237,11 +248,9 @@ pub async fn forward(
         return Err(Failure::BadGateway);
     };
     let keep = fcgi.keep_conn && route.keepalive > 0;
-    let has_body = req
-        .body
-        .as_ref()
-        .is_some_and(|b| !http_body::Body::is_end_stream(b));
-    let mut body = req.body;
+    // A streamed body, once sent, cannot go to the next server.
+    let has_body = matches!(&req.body, Stdin::Stream(b) if !http_body::Body::is_end_stream(b));
+    let mut body = Some(req.body);
     let mut attempt = Attempt::new(balance_key);
     let tries = route.balancer.lock().map_or(1, |b| b.tries());
     let tries = match conf.next_upstream_tries {
@@ -331,7 +340,11 @@ pub async fn forward(
         };
         up.connected(Instant::now());
         let tail = log.line(&"", "fastcgi", Some(&addr), "");
-        let result = exchange(&mut conn, &head, body.take(), conf, &tail).await;
+        let this = match &body {
+            Some(Stdin::Stored(s)) => Stdin::Stored(s.clone()),
+            _ => body.take().unwrap_or(Stdin::Empty),
+        };
+        let result = exchange(&mut conn, &head, this, conf, &tail).await;
         let facts = next::Request {
             method: &req.method,
             sent: true,
@@ -491,14 +504,39 @@ const READING_HEADER: &str = "reading response header from upstream";
 async fn exchange(
     conn: &mut Conn,
     head: &[u8],
-    body: Option<super::ReqBody>,
+    body: Stdin,
     conf: &ProxyConf,
     tail: &str,
 ) -> Result<(cgi::Head, Bytes), Exchange> {
     // Records go out together while the body has more at hand (a small request is one
     // write, as nginx's writev), and as soon as it has not, or past 64k.
     let mut pending = head.to_vec();
-    if let Some(mut body) = body {
+    if let Stdin::Stored(s) = &body {
+        let mut i = 0;
+        loop {
+            let piece = s.piece(i).map_err(|e| {
+                failed(
+                    format!(
+                        "pread() failed ({}) while sending request to upstream",
+                        crate::log::OsError(&e)
+                    ),
+                    false,
+                )
+            })?;
+            let Some(piece) = piece else {
+                break;
+            };
+            i += 1;
+            codec::stream(&mut pending, codec::STDIN, REQUEST_ID, &piece);
+            if pending.len() >= 64 << 10 {
+                conn.write(&pending, conf.send_timeout)
+                    .await
+                    .map_err(send_failed)?;
+                pending.clear();
+            }
+        }
+    }
+    if let Stdin::Stream(mut body) = body {
         loop {
             let polled = std::future::poll_fn(|cx| {
                 Poll::Ready(http_body::Body::poll_frame(Pin::new(&mut body), cx))
