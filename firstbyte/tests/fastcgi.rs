@@ -224,6 +224,12 @@ http {{
       fastcgi_param SCRIPT_FILENAME $document_root/info.php;
     }}
     location /flaky/ {{ fastcgi_pass flaky; }}
+    location /caught/ {{
+      fastcgi_pass unix:{sock};
+      fastcgi_catch_stderr fcgi-stderr-marker;
+      include fastcgi_params;
+      fastcgi_param SCRIPT_FILENAME $document_root/stderr.php;
+    }}
     location /dead/ {{ fastcgi_pass dead; }}
     location /buffered/ {{
       fastcgi_pass unix:{sock};
@@ -402,6 +408,9 @@ fn status_location_and_stderr() {
         .unwrap_or_else(|| panic!("no stderr line in {log}"));
     assert!(line.contains("[error]"), "{line}");
     assert!(line.contains("upstream: \"fastcgi://unix:"), "{line}");
+    // fastcgi_catch_stderr: that stderr before the header makes it an invalid header.
+    let (code, _, _) = curl_i(&[&s.url("/caught/")]);
+    assert_eq!(code, 502);
     // fastcgi_intercept_errors: the 404 goes to error_page.
     let (code, _, body) = curl_i(&[&s.url("/intercept/x")]);
     assert_eq!((code, body.as_slice()), (404, &b"custom not found\n"[..]));

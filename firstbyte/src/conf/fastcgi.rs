@@ -49,6 +49,7 @@ pub(crate) struct FastcgiSettings {
     pub pass_headers: Option<Vec<String>>,
     pub hide_headers: Option<Vec<String>>,
     pub ignore_headers: Option<Vec<String>>,
+    pub catch_stderr: Option<Vec<String>>,
 }
 }
 
@@ -70,6 +71,7 @@ impl FastcgiSettings {
         or(&mut self.pass_headers, &p.pass_headers);
         or(&mut self.hide_headers, &p.hide_headers);
         or(&mut self.ignore_headers, &p.ignore_headers);
+        or(&mut self.catch_stderr, &p.catch_stderr);
     }
 
     fn buffers_conf(&self, cx: &Cx) -> ProxyBuffers {
@@ -162,6 +164,7 @@ impl FastcgiSettings {
             params: self.params.clone().unwrap_or_default(),
             vars: vars.cloned().unwrap_or_default(),
             ignore_headers: self.ignore_headers.clone().unwrap_or_default(),
+            catch_stderr: self.catch_stderr.clone().unwrap_or_default(),
         });
         Some(ProxyConf {
             tls: false,
@@ -295,6 +298,15 @@ pub(crate) fn fastcgi_hide_header(s: &mut LocSettings, d: &Directive, _: &mut Cx
         .hide_headers
         .get_or_insert_with(Vec::new)
         .push(arg0(d).to_ascii_lowercase());
+    Ok(())
+}
+
+/// `fastcgi_catch_stderr STRING` (several).
+pub(crate) fn fastcgi_catch_stderr(s: &mut LocSettings, d: &Directive, _: &mut Cx) -> R {
+    s.fastcgi
+        .catch_stderr
+        .get_or_insert_with(Vec::new)
+        .push(arg0(d).to_string());
     Ok(())
 }
 

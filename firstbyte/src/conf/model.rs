@@ -792,6 +792,9 @@ pub struct FastcgiConf {
     /// `fastcgi_ignore_headers`, lower-cased: checked, and acted on by nothing (firstbyte
     /// has no cache and does not read `X-Accel-*`).
     pub ignore_headers: Vec<String>,
+    /// `fastcgi_catch_stderr`: strings that, in the stderr before the response header, make
+    /// the response an invalid header.
+    pub catch_stderr: Vec<String>,
 }
 }
 

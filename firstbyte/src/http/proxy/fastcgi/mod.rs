@@ -590,7 +590,19 @@ async fn exchange(
             )));
         }
         match r.kind {
-            codec::STDERR => log_stderr(&r.content, READING_HEADER, tail),
+            codec::STDERR => {
+                log_stderr(&r.content, READING_HEADER, tail);
+                let caught = conf.fastcgi.as_ref().is_some_and(|f| {
+                    f.catch_stderr.iter().any(|c| {
+                        !c.is_empty() && r.content.windows(c.len()).any(|w| w == c.as_bytes())
+                    })
+                });
+                if caught {
+                    return Err(invalid_header(format!(
+                        "upstream sent invalid header while {READING_HEADER}"
+                    )));
+                }
+            }
             // nginx: the end of stdout before a whole header is an invalid header.
             codec::STDOUT if r.content.is_empty() => {
                 return Err(invalid_header(format!(
