@@ -14,13 +14,13 @@
 
 pub mod cgi;
 pub mod codec;
+mod conn;
 pub mod stdin;
 
-use std::collections::HashMap;
 use std::future::Future;
 use std::io;
 use std::pin::Pin;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
 
@@ -28,168 +28,14 @@ use bytes::{Bytes, BytesMut};
 use http::{HeaderMap, Response, StatusCode};
 use http_body::Frame;
 use http_body_util::BodyExt;
-use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt, ReadBuf};
-use tokio::net::{TcpStream, UnixStream};
 
-use super::{next, Attempt, ConnGuard, ConnectError, Failure, LogContext, Route, UpstreamVars};
+use super::{next, Attempt, ConnGuard, Failure, LogContext, Route, UpstreamVars};
 use crate::conf::model::{NextUpstream, PeerAddr, ProxyConf};
 use crate::http::body::Body;
 
-use codec::{Decoder, Record, REQUEST_ID};
-
-/// A connection to a FastCGI server.
-pub struct Conn {
-    io: Stream,
-    dec: Decoder,
-}
-
-enum Stream {
-    Tcp(TcpStream),
-    Unix(UnixStream),
-}
-
-impl AsyncRead for Stream {
-    fn poll_read(
-        self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-        buf: &mut ReadBuf<'_>,
-    ) -> Poll<io::Result<()>> {
-        match self.get_mut() {
-            Stream::Tcp(s) => Pin::new(s).poll_read(cx, buf),
-            Stream::Unix(s) => Pin::new(s).poll_read(cx, buf),
-        }
-    }
-}
-
-impl AsyncWrite for Stream {
-    fn poll_write(
-        self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-        buf: &[u8],
-    ) -> Poll<io::Result<usize>> {
-        match self.get_mut() {
-            Stream::Tcp(s) => Pin::new(s).poll_write(cx, buf),
-            Stream::Unix(s) => Pin::new(s).poll_write(cx, buf),
-        }
-    }
-
-    fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        match self.get_mut() {
-            Stream::Tcp(s) => Pin::new(s).poll_flush(cx),
-            Stream::Unix(s) => Pin::new(s).poll_flush(cx),
-        }
-    }
-
-    fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        match self.get_mut() {
-            Stream::Tcp(s) => Pin::new(s).poll_shutdown(cx),
-            Stream::Unix(s) => Pin::new(s).poll_shutdown(cx),
-        }
-    }
-}
-
-impl Conn {
-    /// Whether an idle connection is still open: nothing to read and no end of stream (the
-    /// server closes idle connections when its worker exits).
-    fn alive(&self) -> bool {
-        let mut b = [0u8; 1];
-        let r = match &self.io {
-            Stream::Tcp(s) => s.try_read(&mut b),
-            Stream::Unix(s) => s.try_read(&mut b),
-        };
-        matches!(r, Err(e) if e.kind() == io::ErrorKind::WouldBlock)
-    }
-
-    /// The next record, each read within `timeout`.
-    async fn record(&mut self, timeout: Duration) -> Result<Record, ReadError> {
-        loop {
-            if let Some(r) = self.dec.record().map_err(ReadError::Decode)? {
-                return Ok(r);
-            }
-            let buf = self.dec.buffer();
-            buf.reserve(16 << 10);
-            match tokio::time::timeout(timeout, self.io.read_buf(buf)).await {
-                Err(_) => return Err(ReadError::Timeout),
-                Ok(Err(e)) => return Err(ReadError::Io(e)),
-                Ok(Ok(0)) => return Err(ReadError::Closed),
-                Ok(Ok(_)) => {}
-            }
-        }
-    }
-
-    async fn write(&mut self, data: &[u8], timeout: Duration) -> Result<(), SendError> {
-        match tokio::time::timeout(timeout, self.io.write_all(data)).await {
-            Err(_) => Err(SendError::Timeout),
-            Ok(Err(e)) => Err(SendError::Io(e)),
-            Ok(Ok(())) => Ok(()),
-        }
-    }
-}
-
-async fn connect(addr: &PeerAddr, timeout: Duration) -> Result<Conn, ConnectError> {
-    let work = async {
-        Ok::<_, io::Error>(match addr {
-            PeerAddr::Tcp(a) => {
-                let s = TcpStream::connect(a).await?;
-                let _ = s.set_nodelay(true);
-                Stream::Tcp(s)
-            }
-            PeerAddr::Unix(p) => Stream::Unix(UnixStream::connect(p).await?),
-        })
-    };
-    match tokio::time::timeout(timeout, work).await {
-        Err(_) => Err(ConnectError::TimedOut),
-        Ok(Err(e)) => Err(ConnectError::Connect(e)),
-        Ok(Ok(io)) => Ok(Conn {
-            io,
-            dec: Decoder::default(),
-        }),
-    }
-}
-
-/// Idle FastCGI connections (`fastcgi_keep_conn on` and `keepalive N`), by peer.
-#[derive(Default)]
-pub struct Pool {
-    idle: Mutex<HashMap<PeerAddr, Vec<Conn>>>,
-}
-
-impl Pool {
-    fn checkout(&self, peer: &PeerAddr) -> Option<Conn> {
-        let mut idle = self.idle.lock().ok()?;
-        let list = idle.get_mut(peer)?;
-        while let Some(c) = list.pop() {
-            if c.alive() {
-                return Some(c);
-            }
-        }
-        None
-    }
-
-    fn put(&self, peer: PeerAddr, conn: Conn, max: usize) {
-        if let Ok(mut idle) = self.idle.lock() {
-            let list = idle.entry(peer).or_default();
-            if list.len() >= max {
-                list.remove(0);
-            }
-            list.push(conn);
-        }
-    }
-}
-
-/// Why reading from the FastCGI server failed.
-#[derive(Debug)]
-enum ReadError {
-    Timeout,
-    Io(io::Error),
-    Closed,
-    Decode(codec::DecodeError),
-}
-
-#[derive(Debug)]
-enum SendError {
-    Timeout,
-    Io(io::Error),
-}
+use codec::REQUEST_ID;
+pub use conn::Pool;
+use conn::{connect, Conn, ReadError, SendError};
 
 /// The client's body as STDIN.
 pub enum Stdin {
@@ -817,29 +663,5 @@ mod tests {
     fn header_parameter_names() {
         assert_eq!(header_param("user-agent"), "HTTP_USER_AGENT");
         assert_eq!(header_param("x-a_b"), "HTTP_X_A_B");
-    }
-
-    #[tokio::test]
-    async fn records_over_a_socket_pair() {
-        let (a, mut b) = UnixStream::pair().expect("pair");
-        let mut conn = Conn {
-            io: Stream::Unix(a),
-            dec: Decoder::default(),
-        };
-        let mut out = Vec::new();
-        codec::stream(&mut out, codec::STDERR, 1, b"warn\n");
-        codec::stream(&mut out, codec::STDOUT, 1, b"Status: 201\r\n\r\nhi");
-        b.write_all(&out).await.expect("write");
-        let r = conn.record(Duration::from_secs(5)).await.expect("record");
-        assert_eq!((r.kind, &r.content[..]), (codec::STDERR, &b"warn\n"[..]));
-        let r = conn.record(Duration::from_secs(5)).await.expect("record");
-        assert_eq!(r.kind, codec::STDOUT);
-        assert!(conn.alive());
-        drop(b);
-        assert!(matches!(
-            conn.record(Duration::from_secs(5)).await,
-            Err(ReadError::Closed)
-        ));
-        assert!(!conn.alive());
     }
 }
