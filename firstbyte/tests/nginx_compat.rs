@@ -161,11 +161,12 @@ fn dash_big_v_prints_configure_arguments() {
         "--with-http_v2_module",
         "--with-http_stub_status_module",
         "--with-http_gzip_static_module",
-        "--without-http_fastcgi_module",
+        "--without-http_uwsgi_module",
     ] {
         assert!(flags.contains(&f), "{f}: {line}");
     }
     assert!(!line.contains("http_proxy_module"), "{line}");
+    assert!(!line.contains("http_fastcgi_module"), "{line}");
     assert!(!line.contains("http_rewrite_module"), "{line}");
     assert!(!line.contains("http_map_module"), "{line}");
     assert!(text.contains("TLS SNI support enabled"), "{text}");

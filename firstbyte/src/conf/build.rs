@@ -539,6 +539,8 @@ fn build_locations(
         let mut s = p.loc;
         s.inherit(parent);
         s.proxy.resolve(cx)?;
+        let proxied = s.proxy.pass.is_some();
+        s.fastcgi.resolve(cx, proxied)?;
         let nested = build_locations(p.children, &s, cx, default_types)?;
         let conf = Arc::new(s.finish(cx, p.name, p.pos.clone(), default_types, nested));
         let dup = || ConfError::other(format!("duplicate location \"{}\"", p.uri), &p.pos);

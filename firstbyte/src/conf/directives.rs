@@ -422,3 +422,66 @@ macro_rules! proxy_ssl_directives {
     } };
 }
 pub(crate) use proxy_ssl_directives;
+
+/// `fastcgi_*`, http/server/location (`FastcgiConf`, `FastcgiSettings`): the same meanings as
+/// the `proxy_*` ones of the same name.
+#[rustfmt::skip]
+macro_rules! fastcgi_directives {
+    ($gen:ident ! $($pre:tt)*) => { $gen! { $($pre)* ;
+        // 60 s: nginx's default for the three timeouts.
+        "fastcgi_connect_timeout" connect_timeout: Duration = Duration::from_secs(60) =>
+            (HSL, 1, 1, "60s", Inherit, px::timeout)
+            "Time allowed to connect to a FastCGI server.";
+        "fastcgi_read_timeout" read_timeout: Duration = Duration::from_secs(60) =>
+            (HSL, 1, 1, "60s", Inherit, px::timeout)
+            "Longest wait for the FastCGI server's response header, and between two reads of its answer.";
+        "fastcgi_send_timeout" send_timeout: Duration = Duration::from_secs(60) =>
+            (HSL, 1, 1, "60s", Inherit, px::timeout)
+            "Longest wait between two writes of the request (parameters and body) to the FastCGI server.";
+        // off: as `proxy_buffering` in firstbyte (nginx's default is on).
+        "fastcgi_buffering" buffering: bool = false =>
+            (HSL, 1, 1, "off", Inherit, p::on_off)
+            "As `proxy_buffering`: firstbyte's default is off (the script's output goes to the client as it arrives); `on` reads the FastCGI server as fast as it sends into `fastcgi_buffers` and then a temp file in `fastcgi_temp_path`.";
+        "fastcgi_intercept_errors" intercept_errors: bool = false =>
+            (HSL, 1, 1, "off", Inherit, p::on_off)
+            "A FastCGI response with a status of 300 or more that an `error_page` names is replaced by that page, as nginx.";
+        "fastcgi_next_upstream" next_upstream: NextUpstream = NextUpstream::DEFAULT =>
+            (HSL, 1, ANY, "error timeout", Inherit, px::next_upstream)
+            "When a request goes to the next server of an `upstream`: `error`, `timeout`, `invalid_header`, `http_500`, `http_503`, `http_403`, `http_404`, `http_429`, `non_idempotent`, `off`, as `proxy_next_upstream` (a request whose body was sent is not retried).";
+        "fastcgi_next_upstream_tries" next_upstream_tries: u32 = 0 =>
+            (HSL, 1, 1, "0", Inherit, p::count)
+            "Most servers one request tries (0: every server once).";
+        "fastcgi_next_upstream_timeout" next_upstream_timeout: Duration = Duration::ZERO =>
+            (HSL, 1, 1, "0", Inherit, p::duration)
+            "No next server once this long has passed since the first try (0: no limit).";
+        "fastcgi_keep_conn" keep_conn: bool = false =>
+            (HSL, 1, 1, "off", Inherit, p::on_off)
+            "Ask the FastCGI server to keep the connection open (`FCGI_KEEP_CONN`); with `keepalive N` in the `upstream` block, idle connections are pooled and reused, as nginx.";
+        "fastcgi_index" index: Option<String> = None =>
+            (HSL, 1, 1, "", Inherit, crate::conf::fastcgi::index)
+            "File name appended to `$fastcgi_script_name` when it ends with `/`.";
+        "fastcgi_pass_request_headers" pass_request_headers: bool = true =>
+            (HSL, 1, 1, "on", Inherit, p::on_off)
+            "Pass the request's headers as `HTTP_*` parameters (one named by a `fastcgi_param` is not passed again).";
+        "fastcgi_request_buffering" request_buffering: bool = true =>
+            (HSL, 1, 1, "on", Inherit, p::on_off)
+            "`on` (nginx's default): the request body is read whole (memory up to `client_body_buffer_size`, then a temp file in `client_body_temp_path`) before the FastCGI server is asked, so a slow client holds none of its workers and the body can go to the next server; `off`: it streams as it arrives (one of unknown length is still read whole first: `CONTENT_LENGTH` must give it).";
+        "fastcgi_pass_request_body" pass_request_body: bool = true =>
+            (HSL, 1, 1, "on", Inherit, p::on_off)
+            "Pass the request body as the FastCGI stdin stream.";
+        // nginx's defaults on x86_64 Linux, where a memory page is 4 KiB.
+        "fastcgi_buffer_size" buffer_size: usize = 4096 =>
+            (HSL, 1, 1, "4k", Inherit, px::buffer_size)
+            "Most bytes of the script's response header (a longer one is `upstream sent too big header`, 502, as nginx); and, as `proxy_buffer_size`, memory for the start of a buffered response.";
+        "fastcgi_busy_buffers_size" busy_size: usize = 8192 =>
+            (HSL, 1, 1, "8k", Inherit, px::buffer_size)
+            "As `proxy_busy_buffers_size`.";
+        "fastcgi_max_temp_file_size" max_temp_file_size: u64 = 1024 << 20 =>
+            (HSL, 1, 1, "1024m", Inherit, p::bytes)
+            "As `proxy_max_temp_file_size`.";
+        "fastcgi_temp_file_write_size" temp_file_write_size: usize = 8192 =>
+            (HSL, 1, 1, "8k", Inherit, px::buffer_size)
+            "As `proxy_temp_file_write_size`.";
+    } };
+}
+pub(crate) use fastcgi_directives;

@@ -170,6 +170,7 @@ pub(crate) mod fixtures {
             compression: compression_directives!(defaults_conf! Compression {}),
             types: Arc::new(HashMap::new()),
             proxy: None,
+            fastcgi_vars: None,
             locations,
             pos: pos(1),
         })

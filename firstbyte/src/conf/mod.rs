@@ -21,6 +21,7 @@ mod directives;
 #[cfg(test)]
 pub(crate) mod docs;
 mod error;
+mod fastcgi;
 mod handlers;
 pub mod leaky;
 pub mod limits;

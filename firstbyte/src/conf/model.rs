@@ -13,8 +13,9 @@ use std::time::Duration;
 
 use super::declare::{conf_struct, defaults_conf};
 use super::directives::{
-    compression_directives, loc_directives, main_directives, proxy_buffer_directives,
-    proxy_directives, proxy_ssl_directives, srv_directives, tls_directives,
+    compression_directives, fastcgi_directives, loc_directives, main_directives,
+    proxy_buffer_directives, proxy_directives, proxy_ssl_directives, srv_directives,
+    tls_directives,
 };
 use super::vars::ComplexValue;
 
@@ -581,8 +582,12 @@ pub struct LocationConf {
     pub compression: Compression,
     /// `types {}` (the nearest one wins, as nginx).
     pub types: Arc<MimeTypes>,
-    /// `proxy_pass` and the `proxy_*` settings of this location, when it proxies.
+    /// `proxy_pass` and the `proxy_*` settings of this location, when it proxies; or
+    /// `fastcgi_pass` and the `fastcgi_*` settings in the same shape ([`ProxyConf::fastcgi`]).
     pub proxy: Option<Arc<ProxyConf>>,
+    /// `fastcgi_split_path_info` and `fastcgi_index` of this location, for
+    /// `$fastcgi_script_name` and `$fastcgi_path_info` (None: neither is set).
+    pub fastcgi_vars: Option<Arc<FastcgiVars>>,
     /// Locations nested inside this one.
     pub locations: Locations,
     /// Where the location starts (server position for the server level).
@@ -769,7 +774,74 @@ pub struct ProxyConf {
     pub redirects: Vec<Redirect>,
     /// Upstream TLS (`proxy_ssl_*`), used when `tls`.
     pub ssl: ProxySsl,
+    /// `fastcgi_pass`: the upstream speaks FastCGI; the fields above hold the `fastcgi_*`
+    /// values of the same meaning (timeouts, buffers, next upstream, headers).
+    pub fastcgi: Option<Arc<FastcgiConf>>,
 }
+}
+
+fastcgi_directives! { conf_struct!
+/// `fastcgi_pass` and the `fastcgi_*` settings merged for one location.
+#[derive(Debug, Clone)]
+pub struct FastcgiConf {
+    /// `fastcgi_param NAME VALUE [if_not_empty]`, in order (inherited only when the level
+    /// has none, as nginx).
+    pub params: Vec<FastcgiParam>,
+    /// `fastcgi_split_path_info` and `fastcgi_index`.
+    pub vars: Arc<FastcgiVars>,
+    /// `fastcgi_ignore_headers`, lower-cased: checked, and acted on by nothing (firstbyte
+    /// has no cache and does not read `X-Accel-*`).
+    pub ignore_headers: Vec<String>,
+    /// `fastcgi_catch_stderr`: strings that, in the stderr before the response header, make
+    /// the response an invalid header.
+    pub catch_stderr: Vec<String>,
+}
+}
+
+/// One `fastcgi_param`.
+#[derive(Debug, Clone)]
+pub struct FastcgiParam {
+    /// The parameter's name (`SCRIPT_FILENAME`).
+    pub name: String,
+    /// Its value.
+    pub value: ComplexValue,
+    /// `if_not_empty`: not sent when the value is empty.
+    pub if_not_empty: bool,
+}
+
+/// What `$fastcgi_script_name` and `$fastcgi_path_info` are computed from.
+#[derive(Debug, Clone, Default)]
+pub struct FastcgiVars {
+    /// `fastcgi_split_path_info REGEX`: two captures, the script name and the path info.
+    pub split: Option<regex::Regex>,
+    /// `fastcgi_index NAME`.
+    pub index: Option<String>,
+}
+
+impl FastcgiVars {
+    /// `$fastcgi_script_name` and `$fastcgi_path_info` of a request whose URI is `uri`, as
+    /// nginx: the regex's two captures when it matches (else the URI and nothing), and the
+    /// index appended to a script name ending in `/`.
+    pub fn split<'a>(this: Option<&Self>, uri: &'a str) -> (std::borrow::Cow<'a, str>, &'a str) {
+        use std::borrow::Cow;
+        let (mut name, info) = match this
+            .and_then(|v| v.split.as_ref())
+            .and_then(|re| re.captures(uri))
+        {
+            Some(c) => {
+                let name = c.get(1).map_or("", |m| m.as_str());
+                let info = c.get(2).map_or("", |m| m.as_str());
+                (Cow::Borrowed(name), info)
+            }
+            None => (Cow::Borrowed(uri), ""),
+        };
+        if let Some(index) = this.and_then(|v| v.index.as_deref()) {
+            if name.ends_with('/') {
+                name = Cow::Owned(format!("{name}{index}"));
+            }
+        }
+        (name, info)
+    }
 }
 
 proxy_buffer_directives! { conf_struct!

@@ -135,7 +135,7 @@ mod tests {
             "--with-http_v3_module",
             "--with-http_gzip_static_module",
             "--with-http_stub_status_module",
-            "--without-http_fastcgi_module",
+            "--without-http_uwsgi_module",
             "--without-http_upstream_random_module",
         ] {
             assert!(flags.contains(&f), "{f} missing from {args}");
@@ -147,6 +147,7 @@ mod tests {
             "--without-http_map_module",
             "--without-http_split_clients_module",
             "--without-http_proxy_module",
+            "--without-http_fastcgi_module",
             "--without-http_gzip_module",
             "--without-http_access_module",
             "--without-http_upstream_keepalive_module",

@@ -389,7 +389,7 @@ fn nth(d: &Directive, i: usize) -> &str {
 }
 
 /// A size that must fit memory and be above zero.
-fn buffer_bytes(d: &Directive, s: &str) -> Result<usize, ConfError> {
+pub(crate) fn buffer_bytes(d: &Directive, s: &str) -> Result<usize, ConfError> {
     let n = size(d, s)?;
     match usize::try_from(n) {
         Ok(n) if n > 0 => Ok(n),
@@ -427,7 +427,7 @@ pub(crate) fn client_body_temp_path(s: &mut LocSettings, d: &Directive, cx: &mut
 }
 
 /// A temp directory under the prefix; levels are checked as nginx (1 or 2 characters each).
-fn temp_path(d: &Directive, cx: &Cx) -> Result<PathBuf, ConfError> {
+pub(crate) fn temp_path(d: &Directive, cx: &Cx) -> Result<PathBuf, ConfError> {
     for i in 1..d.args.len() {
         if !matches!(nth(d, i), "1" | "2") {
             return Err(invalid(d));

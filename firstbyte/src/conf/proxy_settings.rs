@@ -186,33 +186,7 @@ impl ProxySettings {
                 &p.pos,
             ));
         }
-        // nginx's checks of the merged buffer sizes (ngx_http_proxy_merge_loc_conf).
-        let one = b.buffer_size.max(b.size);
-        let both =
-            "the maximum of the value of \"proxy_buffer_size\" and one of the \"proxy_buffers\"";
-        let check = |bad: bool, msg: String| {
-            if bad {
-                Err(ConfError::other(msg, &p.pos))
-            } else {
-                Ok(())
-            }
-        };
-        check(
-            b.busy_size < one,
-            format!("\"proxy_busy_buffers_size\" must be equal to or greater than {both}"),
-        )?;
-        check(
-            b.busy_size > b.count.saturating_sub(1).saturating_mul(b.size),
-            "\"proxy_busy_buffers_size\" must be less than the size of all \"proxy_buffers\" minus one buffer".into(),
-        )?;
-        check(
-            b.temp_file_write_size < one,
-            format!("\"proxy_temp_file_write_size\" must be equal to or greater than {both}"),
-        )?;
-        check(
-            b.max_temp_file_size != 0 && b.max_temp_file_size < one as u64,
-            format!("\"proxy_max_temp_file_size\" must be equal to zero to disable temporary files usage or must be equal to or greater than {both}"),
-        )?;
+        check_buffers(&b, "proxy", &p.pos)?;
         if let Some(path) = &p.unix {
             p.target = Some(ProxyTarget::Addrs(vec![PeerAddr::Unix(path.clone())]));
             return Ok(());
@@ -266,6 +240,7 @@ impl ProxySettings {
                 Some(RedirectSet::Rules(r)) => r.clone(),
                 None => vec![p.default_redirect(location)],
             },
+            fastcgi: None,
             ssl: proxy_ssl_directives!(finish_conf! (self.ssl) ProxySsl {
                 certificate,
                 certificate_key,
@@ -293,6 +268,38 @@ fn cert_value(a: &CertArg) -> ComplexValue {
         CertArg::Static(Source::File(p)) => ComplexValue::literal(&p.to_string_lossy()),
         CertArg::Static(Source::Data(d)) => ComplexValue::literal(&format!("data:{d}")),
     }
+}
+
+/// nginx's checks of the merged buffer sizes (`ngx_http_proxy_merge_loc_conf`; `fastcgi`'s
+/// are the same with its prefix).
+pub(crate) fn check_buffers(b: &ProxyBuffers, prefix: &str, pos: &Pos) -> R {
+    let one = b.buffer_size.max(b.size);
+    let both = format!(
+        "the maximum of the value of \"{prefix}_buffer_size\" and one of the \"{prefix}_buffers\""
+    );
+    let check = |bad: bool, msg: String| {
+        if bad {
+            Err(ConfError::other(msg, pos))
+        } else {
+            Ok(())
+        }
+    };
+    check(
+        b.busy_size < one,
+        format!("\"{prefix}_busy_buffers_size\" must be equal to or greater than {both}"),
+    )?;
+    check(
+        b.busy_size > b.count.saturating_sub(1).saturating_mul(b.size),
+        format!("\"{prefix}_busy_buffers_size\" must be less than the size of all \"{prefix}_buffers\" minus one buffer"),
+    )?;
+    check(
+        b.temp_file_write_size < one,
+        format!("\"{prefix}_temp_file_write_size\" must be equal to or greater than {both}"),
+    )?;
+    check(
+        b.max_temp_file_size != 0 && b.max_temp_file_size < one as u64,
+        format!("\"{prefix}_max_temp_file_size\" must be equal to zero to disable temporary files usage or must be equal to or greater than {both}"),
+    )
 }
 
 pub(crate) fn resolve_host(host: &str, port: u16) -> std::io::Result<Vec<SocketAddr>> {

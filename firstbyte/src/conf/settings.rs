@@ -91,6 +91,7 @@ pub(crate) struct LocSettings {
     pub types: Option<Arc<MimeTypes>>,
     pub compression: CompressionSettings,
     pub proxy: ProxySettings,
+    pub fastcgi: super::fastcgi::FastcgiSettings,
     /// `set`, `if`, `rewrite`, `return`, `break`, `rewrite_log`, `uninitialized_variable_warn`.
     pub rewrite: super::rewrite::RewriteSettings,
     /// `auth_basic`, `satisfy`, the real-IP directives, `limit_req`, `limit_conn`.
@@ -125,6 +126,7 @@ impl LocSettings {
         self.inherit_listed(p);
         self.compression.inherit_listed(&p.compression);
         self.proxy.inherit(&p.proxy);
+        self.fastcgi.inherit(&p.fastcgi);
         self.rewrite.inherit(&p.rewrite);
         self.guard.inherit(&p.guard);
     }
@@ -178,6 +180,11 @@ impl LocSettings {
             }]),
         };
         let rewrite = self.rewrite.finish(self, cx, &name, default_types);
+        let fastcgi_vars = self.fastcgi.vars();
+        let proxy = match self.fastcgi.finish(cx, fastcgi_vars.as_ref()) {
+            Some(f) => Some(f),
+            None => self.proxy.finish(cx, &self.here.prefix),
+        };
         loc_directives!(finish_conf! (self) LocationConf {
             name,
             prefix,
@@ -195,7 +202,8 @@ impl LocSettings {
             access: self.access.clone().unwrap_or_default(),
             compression: compression_directives!(finish_conf! (self.compression) Compression {}),
             types: self.types.clone().unwrap_or_else(|| default_types.clone()),
-            proxy: self.proxy.finish(cx, &self.here.prefix).map(Arc::new),
+            proxy: proxy.map(Arc::new),
+            fastcgi_vars,
             guard: self.guard.finish(cx),
             locations,
             pos,

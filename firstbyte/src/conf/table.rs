@@ -26,9 +26,11 @@ use super::args::R;
 use super::cx::Cx;
 use super::declare::{setters, spec_rows};
 use super::directives::{
-    compression_directives, loc_directives, main_directives, proxy_buffer_directives,
-    proxy_directives, proxy_ssl_directives, srv_directives, tls_directives,
+    compression_directives, fastcgi_directives, loc_directives, main_directives,
+    proxy_buffer_directives, proxy_directives, proxy_ssl_directives, srv_directives,
+    tls_directives,
 };
+use super::fastcgi as fcgi;
 use super::handlers as h;
 use super::limits as lim;
 use super::parse::Directive;
@@ -280,7 +282,7 @@ pub(crate) static DIRECTIVES: &[Spec] = &[
     d("rewrite", SL, 2, 3, "", ServerFirst, Loc(rw::rewrite), "Replace a URI matching a regex (captures `$1`..`$9`, named groups); `last` finds the location again (at most 10 times, then 500), `break` stays, `redirect` (302) / `permanent` (301) answer; a replacement starting with `http://`, `https://` or `$scheme` redirects; a trailing `?` drops the arguments."),
     d("set", SL, 2, 2, "", ServerFirst, Loc(rw::set), "Set a variable for the rest of the request."),
     d("break", SL, 0, 0, "", ServerFirst, Loc(rw::brk), "Stop running the rewrite directives of this level."),
-    block("if", SL, 1, ANY, Handler::If, "Run the directives inside when the condition holds: `$var`, `=`, `!=`, `~`, `~*`, `!~`, `!~*`, `-f`, `-d`, `-e`, `-x` and their negations. In a location it may also hold `root`, `add_header`, `proxy_pass`, `access_log`, `error_page`, `gzip`, `sendfile` (an implicit location, as nginx)."),
+    block("if", SL, 1, ANY, Handler::If, "Run the directives inside when the condition holds: `$var`, `=`, `!=`, `~`, `~*`, `!~`, `!~*`, `-f`, `-d`, `-e`, `-x` and their negations. In a location it may also hold `root`, `add_header`, `proxy_pass`, `fastcgi_pass`, `access_log`, `error_page`, `gzip`, `sendfile` (an implicit location, as nginx)."),
     d("rewrite_log", HSL, 1, 1, "off", Inherit, Loc(rw::rewrite_log), "Log regex matches and rewrites at `notice` to the error log."),
     d("uninitialized_variable_warn", HSL, 1, 1, "on", Inherit, Loc(rw::uninitialized_variable_warn), "Warn when a `set` variable is used before it is set."),
     block("geo", HTTP, 1, 2, Shared(rw::geo), "A variable whose value depends on the client's address (or the first parameter's): `CIDR value`, longest match; `default`, `delete`, `include`, `proxy CIDR` and `proxy_recursive` (trusted proxies' `X-Forwarded-For`), `ranges` (`FIRST-LAST value`), `volatile`."),
@@ -349,6 +351,16 @@ pub(crate) static DIRECTIVES: &[Spec] = &[
     d("proxy_hide_header", HSL, 1, 1, "", InheritIfNone, Loc(px::proxy_hide_header), "Do not pass this upstream header."),
     d("proxy_ssl_certificate", HSL, 1, 1, "", Inherit, Loc(px::proxy_ssl_certificate), "Client certificate for HTTPS upstreams (file, `data:`, or with variables such as `$host`)."),
     d("proxy_ssl_certificate_key", HSL, 1, 1, "", Inherit, Loc(px::proxy_ssl_certificate_key), "Key of `proxy_ssl_certificate`."),
+    // FastCGI (ngx_http_fastcgi_module); fastcgi_cache* and fastcgi_store* stay unsupported.
+    d("fastcgi_pass", LOCATION, 1, 1, "", Own, Loc(fcgi::fastcgi_pass), "Pass requests to a FastCGI server (PHP-FPM): `HOST:PORT`, `unix:/path.sock`, or an `upstream` name (balancing, `max_fails`, `keepalive` as for `proxy_pass`). The CGI response's `Status:` sets the status (`Location:` without it: 302), its other headers and body go to the client, and each stderr record is logged as `FastCGI sent in stderr: \"...\"` at `error`."),
+    d("fastcgi_param", HSL, 2, 3, "", InheritIfNone, Loc(fcgi::fastcgi_param), "Parameter sent to the FastCGI server: `NAME VALUE [if_not_empty]` (variables allowed; `if_not_empty`: not sent when empty). A level with any `fastcgi_param` replaces the outer level's whole list, as nginx. Debian's `fastcgi_params`, `fastcgi.conf` and `snippets/fastcgi-php.conf` load as written."),
+    d("fastcgi_split_path_info", HSL, 1, 1, "", Inherit, Loc(fcgi::fastcgi_split_path_info), "Regular expression with two captures applied to the URI: the first is `$fastcgi_script_name`, the second `$fastcgi_path_info` (no match: the URI and nothing)."),
+    d("fastcgi_buffers", HSL, 2, 2, "8 4k", Inherit, Loc(fcgi::fastcgi_buffers), "As `proxy_buffers`, for `fastcgi_buffering on`."),
+    d("fastcgi_temp_path", HSL, 1, 4, "fastcgi_temp", Inherit, Loc(fcgi::fastcgi_temp_path), "As `proxy_temp_path`: where a buffered FastCGI response spills past its buffers."),
+    d("fastcgi_pass_header", HSL, 1, 1, "", InheritIfNone, Loc(fcgi::fastcgi_pass_header), "Pass a header the FastCGI module hides by default (`Status`, `X-Accel-*`). firstbyte acts on no `X-Accel-*` header (no `X-Accel-Redirect` internal redirect): hidden or passed, they change nothing else."),
+    d("fastcgi_hide_header", HSL, 1, 1, "", InheritIfNone, Loc(fcgi::fastcgi_hide_header), "Do not pass this header of the FastCGI response."),
+    d("fastcgi_catch_stderr", HSL, 1, 1, "", InheritIfNone, Loc(fcgi::fastcgi_catch_stderr), "A string that, found in the FastCGI server's stderr before the response header, makes the response an invalid header (502, or the next server with `fastcgi_next_upstream invalid_header`), as nginx."),
+    d("fastcgi_ignore_headers", HSL, 1, ANY, "", Inherit, Loc(fcgi::fastcgi_ignore_headers), "nginx's names (`X-Accel-Redirect`, `X-Accel-Expires`, `X-Accel-Limit-Rate`, `X-Accel-Buffering`, `X-Accel-Charset`, `Expires`, `Cache-Control`, `Set-Cookie`, `Vary`) are checked; firstbyte has no cache and acts on no `X-Accel-*` header, so there is nothing to ignore: these headers pass to the client unless hidden."),
 ];
 
 main_directives!(setters! main_set, crate::conf::settings::MainSettings);
@@ -367,6 +379,8 @@ proxy_buffer_directives!(setters! proxy_buffer_set, crate::conf::settings::LocSe
 proxy_buffer_directives!(spec_rows! PROXY_BUFFER_LISTED, Loc, proxy_buffer_set);
 proxy_ssl_directives!(setters! proxy_ssl_set, crate::conf::settings::LocSettings, proxy.ssl);
 proxy_ssl_directives!(spec_rows! PROXY_SSL_LISTED, Loc, proxy_ssl_set);
+fastcgi_directives!(setters! fastcgi_set, crate::conf::settings::LocSettings, fastcgi);
+fastcgi_directives!(spec_rows! FASTCGI_LISTED, Loc, fastcgi_set);
 
 /// The hand-written rows, then each list's (`directives.rs`).
 static TABLES: &[&[Spec]] = &[
@@ -379,6 +393,7 @@ static TABLES: &[&[Spec]] = &[
     PROXY_LISTED,
     PROXY_BUFFER_LISTED,
     PROXY_SSL_LISTED,
+    FASTCGI_LISTED,
 ];
 
 /// Every directive firstbyte accepts.
@@ -473,6 +488,7 @@ mod tests {
     proxy_directives!(defaults_match_docs! proxy_defaults_match_docs, []);
     proxy_buffer_directives!(defaults_match_docs! proxy_buffer_defaults_match_docs, []);
     proxy_ssl_directives!(defaults_match_docs! proxy_ssl_defaults_match_docs, []);
+    fastcgi_directives!(defaults_match_docs! fastcgi_defaults_match_docs, []);
 
     #[test]
     fn every_directive_has_doc_contexts_and_sane_arguments() {

@@ -120,6 +120,8 @@ pub const KNOWN: &[&str] = &[
     "proxy_port",
     "proxy_add_x_forwarded_for",
     "upstream_addr",
+    "fastcgi_script_name",
+    "fastcgi_path_info",
     "upstream_status",
     "upstream_connect_time",
     "upstream_header_time",

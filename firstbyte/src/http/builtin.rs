@@ -377,6 +377,7 @@ mod tests {
                 sent_packets: 9,
                 lost_packets: 2,
                 zero_rtt: true,
+                congestion: "bbr",
                 ..QuicInfo::default()
             }),
         };
@@ -384,7 +385,7 @@ mod tests {
         for want in [
             "<th>QUIC version</th><td>1 (RFC 9000)</td>",
             "<th>RTT (QUIC)</th><td>1234 µs (min 1000 µs)</td>",
-            "<th>Congestion window</th><td>14720 bytes</td>",
+            "<th>Congestion window</th><td>14720 bytes (bbr)</td>",
             "<th>Packets sent / lost</th><td>9 / 2</td>",
             "<th>0-RTT</th><td>used</td>",
             "<th>ALPN</th><td>h3</td>",

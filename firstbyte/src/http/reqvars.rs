@@ -113,6 +113,8 @@ pub struct RequestVars<'a> {
     pub guard: Option<&'a GuardVars>,
     /// The servers a proxied request tried (`$upstream_addr`, ...).
     pub upstream: Option<&'a crate::http::proxy::UpstreamVars>,
+    /// The location's `fastcgi_split_path_info` and `fastcgi_index`.
+    pub fastcgi: Option<&'a crate::conf::model::FastcgiVars>,
 }
 
 /// `1.234`: seconds with milliseconds, as `$request_time`.
@@ -304,6 +306,12 @@ impl Vars for RequestVars<'_> {
             "content_type" => header(self.headers, "content_type"),
             "content_length" => header(self.headers, "content_length"),
             "document_root" | "realpath_root" => self.document_root.map(Cow::Borrowed),
+            "fastcgi_script_name" => {
+                Some(crate::conf::model::FastcgiVars::split(self.fastcgi, self.uri).0)
+            }
+            "fastcgi_path_info" => Some(Cow::Borrowed(
+                crate::conf::model::FastcgiVars::split(self.fastcgi, self.uri).1,
+            )),
             "request_filename" => self.request_filename.map(Cow::Borrowed),
             "ssl_protocol" => tls.map(|t| Cow::Borrowed(t.protocol)),
             "ssl_cipher" => tls.map(|t| Cow::Borrowed(t.cipher)),
@@ -430,6 +438,7 @@ mod tests {
             user: None,
             guard: None,
             upstream: None,
+            fastcgi: None,
         };
         let cv = ComplexValue::parse(
             "$scheme://$host$request_uri $remote_addr $http_user_agent $arg_id $cookie_b $status $ssl_protocol $request",

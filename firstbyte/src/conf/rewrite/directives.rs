@@ -178,13 +178,14 @@ const REWRITE: &[&str] = &[
 ];
 
 /// Other directives nginx allows in an `if` in a location, that firstbyte has. (nginx's
-/// list also has `expires`, `limit_rate`, `charset`, `ssi`, `post_action` and the other
-/// `*_pass` directives, which firstbyte does not have: those stay "not allowed here" or
+/// list also has `expires`, `limit_rate`, `charset`, `ssi`, `post_action` and the `*_pass`
+/// directives other than `proxy_pass` and `fastcgi_pass`, which firstbyte does not have: those stay "not allowed here" or
 /// "not supported" as anywhere else.)
 const IN_LOCATION_IF: &[&str] = &[
     "root",
     "add_header",
     "proxy_pass",
+    "fastcgi_pass",
     "access_log",
     "error_page",
     "gzip",
@@ -230,6 +231,8 @@ pub(crate) fn if_block(s: &mut LocSettings, d: &Directive, cx: &mut Cx, at: IfIn
         IfIn::Location => {
             if own {
                 inner.proxy.resolve(cx)?;
+                let proxied = inner.proxy.pass.is_some();
+                inner.fastcgi.resolve(cx, proxied)?;
             }
             Some(Box::new(IfLoc {
                 settings: inner,

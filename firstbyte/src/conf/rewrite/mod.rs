@@ -243,8 +243,9 @@ fn finish_stmts(
                     // Content handlers stay as the enclosing location set them (nginx keeps
                     // `r->content_handler` when the `if` location has none); `try_files` and
                     // the rest that does not inherit are lost, as in nginx ("if is evil").
-                    if m.proxy.pass.is_none() {
+                    if m.proxy.pass.is_none() && m.fastcgi.pass.is_none() {
                         m.proxy.pass.clone_from(&parent.proxy.pass);
+                        m.fastcgi.pass.clone_from(&parent.fastcgi.pass);
                     }
                     if m.stub_status.is_none() {
                         m.stub_status = parent.stub_status;

@@ -29,6 +29,9 @@ where
     let Some(route) = site.proxies.route(conf) else {
         return Err(502);
     };
+    if let Some(fcgi) = &conf.fastcgi {
+        return super::fastcgi::pass(r, loc, route, fcgi, body).await;
+    }
     let remote = r.conn.facts().peer.map(|p| p.ip().to_string());
     let target = if r.valid_location {
         ph::upstream_uri(

@@ -52,6 +52,7 @@ impl LogOnDone {
             server_name: &self.server_name,
             document_root: None,
             request_filename: None,
+            fastcgi: None,
             early_data: self.early_data,
             status: self.status,
             response_headers: Some(&self.response_headers),

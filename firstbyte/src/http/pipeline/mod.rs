@@ -28,6 +28,7 @@
 //! the headers every response gets, the body handed to hyper); `log` (the access log line).
 
 mod access;
+mod fastcgi;
 mod forward;
 mod guard;
 mod headers;
@@ -149,6 +150,8 @@ struct Req<'a> {
     early_data: bool,
     /// The servers `proxy_pass` tried, once it ran (`$upstream_addr`, ...).
     upstream: std::sync::OnceLock<crate::http::proxy::UpstreamVars>,
+    /// The current location's `fastcgi_split_path_info` and `fastcgi_index`.
+    fastcgi: Option<Arc<crate::conf::model::FastcgiVars>>,
 }
 
 /// A request extension the connection layer adds to a request that arrived in TLS early data
@@ -192,6 +195,7 @@ impl Req<'_> {
             captures: &self.captures,
             user: self.user.as_deref(),
             upstream: self.upstream.get(),
+            fastcgi: self.fastcgi.as_deref(),
             guard: self.guard.as_ref().map(|g| &g.vars),
         }
     }
@@ -358,6 +362,7 @@ where
         guard: None,
         user: None,
         rewrite_loc: None,
+        fastcgi: None,
         valid_location: true,
         upstream: std::sync::OnceLock::new(),
     };

@@ -177,6 +177,7 @@ pub(super) fn error(
         early_data: r.early_data,
         user: r.user.clone(),
         rewrite_loc: None,
+        fastcgi: None,
         valid_location: true,
         guard: r.guard.as_ref().map(|g| Box::new(g.for_redirect())),
         upstream: r.upstream.clone(),
@@ -273,6 +274,7 @@ fn run_rewrite(
 /// directives, then access and content (in an `if` location when one took over, which is
 /// the location given back).
 fn in_location(r: &mut Req, loc: Arc<LocationConf>) -> (Out, Arc<LocationConf>) {
+    r.fastcgi.clone_from(&loc.fastcgi_vars);
     if let Some(out) = find_config_checks(r, &loc) {
         return (out, loc);
     }
@@ -348,10 +350,13 @@ fn content(r: &mut Req, loc: &Arc<LocationConf>) -> Out {
         }
         return Out::Response(stub_status(r.conn));
     }
-    if let Some(conf) = &loc.proxy {
+    // `fastcgi_pass`: after `$document_root` and `try_files` (Debian's fastcgi-php.conf checks
+    // `try_files $fastcgi_script_name =404`), as nginx's content phase.
+    let fastcgi = loc.proxy.as_ref().filter(|c| c.fastcgi.is_some());
+    if let Some(conf) = loc.proxy.as_ref().filter(|c| c.fastcgi.is_none()) {
         return Out::Proxy(conf.clone());
     }
-    if loc.connection_info {
+    if loc.connection_info && fastcgi.is_none() {
         return Out::Response(crate::http::builtin::connection_info(
             r.conn,
             r.headers,
@@ -372,12 +377,11 @@ fn content(r: &mut Req, loc: &Arc<LocationConf>) -> Out {
             };
             let is_dir_cand = cand.ends_with('/');
             match std::fs::metadata(&path) {
-                Ok(m) if is_dir_cand && m.is_dir() => {
+                Ok(m) if is_dir_cand && m.is_dir() || !is_dir_cand && m.is_file() => {
                     r.uri = cand;
-                    return serve_static(r, loc, path);
-                }
-                Ok(m) if !is_dir_cand && m.is_file() => {
-                    r.uri = cand;
+                    if let Some(conf) = fastcgi {
+                        return Out::Proxy(conf.clone());
+                    }
                     return serve_static(r, loc, path);
                 }
                 _ => {}
@@ -398,6 +402,9 @@ fn content(r: &mut Req, loc: &Arc<LocationConf>) -> Out {
                 }
             }
         };
+    }
+    if let Some(conf) = fastcgi {
+        return Out::Proxy(conf.clone());
     }
     if r.uri.ends_with('/') && loc.index.iter().any(|i| i.as_static().is_none()) {
         let root = r.document_root.clone().unwrap_or_default();

@@ -322,6 +322,7 @@ mod tests {
                 dynamic: None,
                 certificate_cache: CertificateCache::Off,
             },
+            fastcgi: None,
         }
     }
 

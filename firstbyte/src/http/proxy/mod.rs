@@ -18,6 +18,7 @@
 
 mod balance;
 mod client_cert;
+pub mod fastcgi;
 pub mod headers;
 pub mod next;
 mod spool;
@@ -70,6 +71,8 @@ pub struct Proxies {
     routes: HashMap<usize, Arc<Route>>,
     /// Idle upstream connections.
     pub pool: Arc<Pool>,
+    /// Idle FastCGI connections.
+    pub fastcgi_pool: Arc<fastcgi::Pool>,
 }
 
 fn ptr<T>(a: &Arc<T>) -> usize {

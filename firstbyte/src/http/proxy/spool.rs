@@ -182,7 +182,7 @@ impl Spool {
 }
 
 /// A new temp file in `dir` (made if missing), already unlinked.
-fn temp_file(dir: &Path) -> io::Result<(File, PathBuf)> {
+pub(super) fn temp_file(dir: &Path) -> io::Result<(File, PathBuf)> {
     use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
     if !dir.is_dir() {
         std::fs::DirBuilder::new()
@@ -239,6 +239,21 @@ impl http_body::Body for SpoolBody {
     }
 }
 
+/// An upstream's response body a buffered response reads: HTTP ([`UpstreamBody`]) or
+/// FastCGI.
+pub trait Upstream:
+    http_body::Body<Data = Bytes, Error = io::Error> + Unpin + Send + 'static
+{
+    /// Starts the read timeout again (after a pause that was the client's doing).
+    fn rearm(&mut self);
+}
+
+impl Upstream for UpstreamBody {
+    fn rearm(&mut self) {
+        UpstreamBody::rearm(self);
+    }
+}
+
 /// What the reading task and the client's body share.
 struct State {
     spool: Spool,
@@ -265,7 +280,7 @@ pub struct BufferedBody {
 /// Reads `body` on its own task into a spool made from `b`; `log_tail` ends the line logged
 /// when the response spills to a temp file (nginx's `[warn] an upstream response is buffered
 /// to a temporary file`).
-pub fn buffered(mut body: UpstreamBody, b: &ProxyBuffers, log_tail: String) -> BufferedBody {
+pub fn buffered<B: Upstream>(mut body: B, b: &ProxyBuffers, log_tail: String) -> BufferedBody {
     let state = Arc::new(Mutex::new(State {
         spool: Spool::for_response(b),
         end: None,
