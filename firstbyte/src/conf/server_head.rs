@@ -249,8 +249,10 @@ pub(crate) fn server_name(h: &mut ServerHead, d: &Directive, _: &mut Cx) -> R {
     let names = h.names.get_or_insert_with(Vec::new);
     for a in &d.args {
         if let Some(re) = a.strip_prefix('~') {
-            // nginx compiles server name regexes caseless.
-            names.push(ServerName::Regex(regex(re, true, &d.pos)?));
+            // nginx compiles server name regexes caseless; PCRE's `\Q...\E` quoting is
+            // rewritten as escaped text first, as for locations.
+            let re = super::rewrite::regex::unquote(re);
+            names.push(ServerName::Regex(regex(&re, true, &d.pos)?));
             continue;
         }
         let n = a.to_ascii_lowercase();
@@ -473,6 +475,15 @@ mod tests {
         assert!(matches!(&n[3], ServerName::LeadingWildcard(s) if s == ".b.net"));
         assert!(matches!(&n[4], ServerName::TrailingWildcard(s) if s == "www.c."));
         assert!(matches!(&n[5], ServerName::Regex(r) if r.is_match("W12.D.io")));
+        let d = dir("server_name", &["~^(?P<name>[a-z]+)\\Q.example.com\\E$"]);
+        let mut h = ServerHead::default();
+        server_name(&mut h, &d, &mut cx()).unwrap();
+        let re = match &h.names.as_ref().unwrap()[0] {
+            ServerName::Regex(r) => r.clone(),
+            other => panic!("{other:?}"),
+        };
+        assert!(re.is_match("www.example.com"));
+        assert!(!re.is_match("wwwXexampleYcom"), "quoted dots are literal");
         assert!(matches!(&n[6], ServerName::Exact(s) if s.is_empty()));
         assert!(matches!(&n[7], ServerName::Exact(s) if s == "_"));
         for bad in ["a*.b.com", "*.", "*.x.*"] {

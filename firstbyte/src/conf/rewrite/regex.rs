@@ -125,7 +125,7 @@ impl Regex {
 
 /// PCRE's `\Q...\E` (everything between taken literally), which neither engine reads,
 /// rewritten as escaped text.
-fn unquote(re: &str) -> std::borrow::Cow<'_, str> {
+pub(crate) fn unquote(re: &str) -> std::borrow::Cow<'_, str> {
     if !re.contains("\\Q") {
         return std::borrow::Cow::Borrowed(re);
     }
