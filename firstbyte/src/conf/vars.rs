@@ -159,7 +159,8 @@ fn known(name: &str) -> bool {
         || DECLARED.with(|d| d.borrow().contains(name))
         || KNOWN_PREFIXES
             .iter()
-            .any(|p| name.len() > p.len() && name.starts_with(p))
+            // nginx takes the bare prefix too (`$arg_`: the argument with an empty name).
+            .any(|p| name.starts_with(p))
         || name.chars().all(|c| c.is_ascii_digit()) // $1.. regex captures
 }
 
