@@ -406,6 +406,22 @@ pub(crate) fn allow(s: &mut LocSettings, d: &Directive, cx: &mut Cx) -> R {
     access_rule(s, d, cx, true)
 }
 
+/// `lingering_close off`: what firstbyte does; `on` and `always` (nginx's lingering read
+/// before closing) are refused, not ignored.
+pub(crate) fn lingering_close(_: &mut LocSettings, d: &Directive, _: &mut Cx) -> R {
+    match arg0(d) {
+        "off" => Ok(()),
+        "on" | "always" => Err(ConfError::UnsupportedParam {
+            what: format!("\"lingering_close {}\"", arg0(d)),
+            pos: d.pos.clone(),
+        }),
+        _ => Err(ConfError::InvalidValue {
+            name: d.name.clone(),
+            pos: d.pos.clone(),
+        }),
+    }
+}
+
 /// `deny ADDR|CIDR|all`.
 pub(crate) fn deny(s: &mut LocSettings, d: &Directive, cx: &mut Cx) -> R {
     access_rule(s, d, cx, false)

@@ -91,6 +91,8 @@ fn errors_are_worded_as_nginx() {
         ("http { server { location ~ ( { } } }", "invalid regex \"(\": unclosed group in /t/x.conf:1"),
         ("http { proxy_pass http://x; }", "\"proxy_pass\" directive is not allowed here in /t/x.conf:1"),
         ("http { proxy_cache z; }", "\"proxy_cache\" directive is not supported by firstbyte yet in /t/x.conf:1"),
+        ("http { lingering_close always; }", "\"lingering_close always\" is not supported by firstbyte yet in /t/x.conf:1"),
+        ("http { lingering_close maybe; }", "\"lingering_close\" directive invalid value in /t/x.conf:1"),
         ("http { upstream b { server 127.0.0.1; random; } }", "\"random\" directive is not supported by firstbyte yet in /t/x.conf:1"),
         ("http { upstream b { server 127.0.0.1 backup; hash $uri; } }", "invalid parameter \"backup\" of server \"127.0.0.1\" in /t/x.conf:1"),
         ("http { upstream b { server 127.0.0.1; hash $uri foo; } }", "invalid parameter \"foo\" in /t/x.conf:1"),
