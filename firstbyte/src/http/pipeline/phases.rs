@@ -344,6 +344,9 @@ fn content(r: &mut Req, loc: &Arc<LocationConf>) -> Out {
     if loc.stub_status {
         return Out::Response(stub_status(r.conn));
     }
+    if loc.metrics {
+        return Out::Response(super::respond::metrics(r.conn, r.headers));
+    }
     if let Some(conf) = &loc.proxy {
         return Out::Proxy(conf.clone());
     }
