@@ -23,6 +23,7 @@ http {
     server {
         listen 127.0.0.1:{port0};
         listen 127.0.0.1:{port1} ssl;
+        listen 127.0.0.1:{port1} quic;
         http2 on;
         ssl_certificate {certs}/a.test.crt;
         ssl_certificate_key {certs}/a.test.key;
@@ -30,6 +31,14 @@ http {
         location = /metrics { metrics; }
         location /up { proxy_pass http://127.0.0.1:{upstream}; }
         location /dead { proxy_pass http://127.0.0.1:{dead}; }
+    }
+    # Certificates named by the SNI, through ssl_certificate_cache.
+    server {
+        listen 127.0.0.1:{port2} ssl;
+        ssl_certificate {certs}/$ssl_server_name.crt;
+        ssl_certificate_key {certs}/$ssl_server_name.key;
+        ssl_certificate_cache max=10;
+        root {dir}/html;
     }
 }
 "#;
@@ -40,6 +49,17 @@ fn python() -> PathBuf {
     assert!(
         p.exists(),
         "{} is missing: bash scripts/test installs prometheus-client there",
+        p.display()
+    );
+    p
+}
+
+/// The Python venv with aioquic that `scripts/test` makes (`target/tools/aioquic`).
+fn aioquic_python() -> PathBuf {
+    let p = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../target/tools/aioquic/bin/python");
+    assert!(
+        p.exists(),
+        "{} is missing: bash scripts/test installs aioquic there",
         p.display()
     );
     p
@@ -198,8 +218,8 @@ fn prometheus_client_parses_every_family_and_counts_known_traffic() {
     let conf = CONF
         .replace("{upstream}", &up.to_string())
         .replace("{dead}", &dead.to_string());
-    let (server, ports) = Server::start("metrics", &conf, 2);
-    let (plain, tls) = (ports[0], ports[1]);
+    let (server, ports) = Server::start("metrics", &conf, 3);
+    let (plain, tls, by_name) = (ports[0], ports[1], ports[2]);
     let index_len = std::fs::metadata(server.dir.join("html/index.html"))
         .unwrap()
         .len() as f64;
@@ -243,6 +263,41 @@ fn prometheus_client_parses_every_family_and_counts_known_traffic() {
         &format!("{base}/"),
     ]);
     assert!(out.status.success(), "{out:?}");
+    // Two connections from one client: a full handshake, then a resumed one.
+    let out = curl(&[
+        "-k",
+        "--http1.1",
+        "-H",
+        "Connection: close",
+        "-o",
+        "/dev/null",
+        "-o",
+        "/dev/null",
+        &format!("{base}/"),
+        &format!("{base}/"),
+    ]);
+    assert!(out.status.success(), "{out:?}");
+    // A certificate named by the SNI: loaded (a miss), then taken from the cache (a hit).
+    for _ in 0..2 {
+        let resolve = format!("a.test:{by_name}:127.0.0.1");
+        let url = format!("https://a.test:{by_name}/");
+        let out = curl(&["-k", "--resolve", &resolve, "-o", "/dev/null", &url]);
+        assert!(out.status.success(), "{out:?}");
+    }
+    // One request over HTTP/3 (aioquic).
+    let h3 = Command::new(aioquic_python())
+        .arg(PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../scripts/h3-get.py"))
+        .args(["--ca", certs().ca().to_str().unwrap()])
+        .args(["--resolve", &format!("a.test:{tls}:127.0.0.1")])
+        .arg(format!("https://a.test:{tls}/"))
+        .output()
+        .expect("run aioquic");
+    let h3_out = String::from_utf8_lossy(&h3.stdout);
+    assert!(
+        h3.status.success() && h3_out.starts_with("200 "),
+        "{h3_out}{}",
+        String::from_utf8_lossy(&h3.stderr)
+    );
     assert_eq!(
         curl_i(&["--http1.1", &format!("http://127.0.0.1:{plain}/missing")]).0,
         404
@@ -282,6 +337,7 @@ fn prometheus_client_parses_every_family_and_counts_known_traffic() {
     assert_eq!(req(&after, "h2", "2xx"), req(&before, "h2", "2xx") + 3.0);
     assert_eq!(req(&after, "h1", "4xx"), req(&before, "h1", "4xx") + 1.0);
     assert_eq!(req(&after, "h1", "5xx"), req(&before, "h1", "5xx") + 1.0);
+    assert_eq!(req(&after, "h3", "2xx"), req(&before, "h3", "2xx") + 1.0);
     let count = |s: &Samples, name: &str, p: &str| v(s, name, &[("protocol", p)]);
     for h in [
         "firstbyte_http_request_duration_seconds_count",
@@ -293,24 +349,28 @@ fn prometheus_client_parses_every_family_and_counts_known_traffic() {
         count(&after, "firstbyte_http_response_body_bytes_total", "h2"),
         count(&before, "firstbyte_http_response_body_bytes_total", "h2") + 3.0 * index_len
     );
-    let full = |s: &Samples| v(s, "firstbyte_tls_handshakes_total", &[("kind", "full")]);
-    assert_eq!(full(&after), full(&before) + 1.0);
-    assert_eq!(
-        v(
-            &after,
-            "firstbyte_tls_versions_total",
-            &[("version", "TLSv1.3")]
-        ),
-        v(
-            &before,
-            "firstbyte_tls_versions_total",
-            &[("version", "TLSv1.3")]
-        ) + 1.0
-    );
+    // Over TCP: the HTTP/2 connection, the two HTTP/1.1 ones (one resumed), the two by name.
+    let hs = |s: &Samples, k: &str| v(s, "firstbyte_tls_handshakes_total", &[("kind", k)]);
+    assert_eq!(hs(&after, "full"), hs(&before, "full") + 4.0);
+    assert_eq!(hs(&after, "resumed"), hs(&before, "resumed") + 1.0);
+    let quic = |s: &Samples| v(s, "firstbyte_quic_handshakes_total", &[]);
+    assert_eq!(quic(&after), quic(&before) + 1.0);
+    let tls13 = |s: &Samples| v(s, "firstbyte_tls_versions_total", &[("version", "TLSv1.3")]);
+    assert_eq!(tls13(&after), tls13(&before) + 6.0);
+    // A TLS 1.3 resumption exchanges keys too (psk_dhe_ke): five groups over TCP.
     assert_eq!(
         total(&after, "firstbyte_tls_groups_total"),
-        total(&before, "firstbyte_tls_groups_total") + 1.0
+        total(&before, "firstbyte_tls_groups_total") + 5.0
     );
+    let by_name = |s: &Samples, r: &str| {
+        v(
+            s,
+            "firstbyte_ssl_cache_lookups_total",
+            &[("cache", "certificate"), ("result", r)],
+        )
+    };
+    assert_eq!(by_name(&after, "miss"), by_name(&before, "miss") + 1.0);
+    assert_eq!(by_name(&after, "hit"), by_name(&before, "hit") + 1.0);
     assert_eq!(
         v(&after, "firstbyte_upstream_header_seconds_count", &[]),
         v(&before, "firstbyte_upstream_header_seconds_count", &[]) + 1.0

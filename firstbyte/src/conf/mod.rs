@@ -148,4 +148,4 @@ mod listed_tests;
 #[cfg(test)]
 mod tests;
 #[cfg(test)]
-mod testutil;
+pub(crate) mod testutil;

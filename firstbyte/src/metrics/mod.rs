@@ -451,6 +451,29 @@ mod tests {
         );
     }
 
+    /// `metrics` answers in its own location only (nginx's rule for content handlers such as
+    /// `stub_status`), keeps its content handler in an `if` inside it, and is refused at
+    /// http level with file and line.
+    #[test]
+    fn the_directive_is_per_location() {
+        use crate::conf::testutil::{load_as, ok};
+        let c = ok("events {}\nhttp {\n  server {\n    listen 127.0.0.1:8080;\n    \
+             location = /metrics { metrics; if ($arg_x) { } }\n    location /m2 { metrics off; }\n    \
+             location / { }\n  }\n}\n");
+        let s = &c.http.as_ref().expect("http").servers[0];
+        let on = |uri: &str| s.locations.find(uri).expect("location").conf.metrics;
+        assert!(on("/metrics"));
+        assert!(!on("/m2"));
+        assert!(!on("/other"));
+        assert!(!s.default_location.metrics);
+        let e =
+            load_as("events {}\nhttp {\n  metrics;\n}\n", true).expect_err("metrics at http level");
+        assert_eq!(
+            e.to_string(),
+            "\"metrics\" directive is not allowed here in /t/x.conf:3"
+        );
+    }
+
     #[test]
     fn handshake_errors_have_reasons() {
         let e = std::io::Error::new(
