@@ -432,6 +432,7 @@ http {
     access_log off;
     server {
         listen 127.0.0.1:{port0} ssl;
+        listen 127.0.0.1:{port0} quic;
         ssl_certificate {certs}/a.test.crt;
         ssl_certificate_key {certs}/a.test.key;
         root {dir}/html;
@@ -439,8 +440,9 @@ http {
 }
 "#;
 
-/// The error log's lines from rustls (`rustls::...: message`) after one TLS request.
-fn rustls_lines(level: &str) -> Vec<String> {
+/// The error log's lines from rustls (`rustls::...: message`, through `log`) and from quinn
+/// (`quinn...`, through tracing's `log` feature) after one request over TLS and one over QUIC.
+fn library_lines(level: &str) -> (Vec<String>, Vec<String>) {
     let (server, ports) = Server::start(
         &format!("metrics-log-{level}"),
         &LOG_CONF.replace("{level}", level),
@@ -448,21 +450,32 @@ fn rustls_lines(level: &str) -> Vec<String> {
     );
     let out = curl(&["-k", &format!("https://127.0.0.1:{}/", ports[0])]);
     assert!(out.status.success(), "{out:?}");
-    // The handshake's lines are written before the response is sent.
+    let h3 = Command::new(aioquic_python())
+        .arg(PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../scripts/h3-get.py"))
+        .args(["--ca", certs().ca().to_str().unwrap()])
+        .args(["--resolve", &format!("a.test:{}:127.0.0.1", ports[0])])
+        .arg(format!("https://a.test:{}/", ports[0]))
+        .output()
+        .expect("run aioquic");
+    assert!(h3.status.success(), "{h3:?}");
+    // Both requests were answered: their handshakes' lines are written.
     let text = std::fs::read_to_string(server.dir.join("error.log")).unwrap_or_default();
-    text.lines()
-        .filter(|l| l.contains(": rustls::"))
-        .map(str::to_string)
-        .collect()
+    let lines = |what: &str| -> Vec<String> {
+        text.lines()
+            .filter(|l| l.contains(what))
+            .map(str::to_string)
+            .collect()
+    };
+    (lines(": rustls::"), lines(": quinn"))
 }
 
 #[test]
-fn rustls_diagnostics_reach_the_error_log_at_debug_only() {
-    let debug = rustls_lines("debug");
-    assert!(!debug.is_empty(), "no rustls line at debug");
-    assert!(
-        debug.iter().all(|l| l.contains(" [debug] ")),
-        "rustls lines are written at debug: {debug:?}"
-    );
-    assert_eq!(rustls_lines("info"), Vec::<String>::new());
+fn library_diagnostics_reach_the_error_log_at_debug_only() {
+    let (rustls, quinn) = library_lines("debug");
+    assert!(!rustls.is_empty(), "no rustls line at debug");
+    assert!(!quinn.is_empty(), "no quinn line at debug");
+    for l in rustls.iter().chain(&quinn) {
+        assert!(l.contains(" [debug] "), "written at debug: {l}");
+    }
+    assert_eq!(library_lines("info"), (Vec::new(), Vec::new()));
 }

@@ -12,15 +12,36 @@ use prometheus_client::metrics::{MetricType, TypedMetric};
 
 /// Upper bounds in microseconds: 100 µs to 60 s, the spread of a request's or an upstream's
 /// time from a cached file on loopback to a slow backend over a long path.
-const BOUNDS_US: [u64; 17] = [
+pub(super) const BOUNDS_US: [u64; 17] = [
     100, 250, 500, 1_000, 2_500, 5_000, 10_000, 25_000, 50_000, 100_000, 250_000, 500_000,
     1_000_000, 2_500_000, 5_000_000, 10_000_000, 60_000_000,
 ];
 
+/// Buckets of a histogram, `+Inf` included.
+pub(super) const BUCKETS: usize = BOUNDS_US.len() + 1;
+
+/// The bucket of a duration of `us` microseconds.
+#[inline]
+pub(super) fn bucket(us: u64) -> usize {
+    BOUNDS_US.partition_point(|&b| b < us)
+}
+
+/// Per-bucket counts with their upper bounds in seconds, as the encoder takes them.
+pub(super) fn with_bounds(counts: &[u64; BUCKETS]) -> Vec<(f64, u64)> {
+    counts
+        .iter()
+        .enumerate()
+        .map(|(i, &n)| {
+            let le = BOUNDS_US.get(i).map_or(f64::INFINITY, |&b| b as f64 / 1e6);
+            (le, n)
+        })
+        .collect()
+}
+
 #[derive(Debug, Default)]
 struct Inner {
     /// Per bucket (not cumulative); the last one is `+Inf`.
-    counts: [AtomicU64; BOUNDS_US.len() + 1],
+    counts: [AtomicU64; BUCKETS],
     sum_us: AtomicU64,
 }
 
@@ -33,22 +54,18 @@ impl Hist {
     #[inline]
     pub fn observe(&self, d: Duration) {
         let us = u64::try_from(d.as_micros()).unwrap_or(u64::MAX);
-        let i = BOUNDS_US.partition_point(|&b| b < us);
-        self.0.counts[i].fetch_add(1, Relaxed);
+        self.0.counts[bucket(us)].fetch_add(1, Relaxed);
         self.0.sum_us.fetch_add(us, Relaxed);
     }
 
     /// (sum in seconds, count, per-bucket counts with their upper bounds in seconds).
     pub fn snapshot(&self) -> (f64, u64, Vec<(f64, u64)>) {
-        let mut buckets = Vec::with_capacity(BOUNDS_US.len() + 1);
-        let mut count = 0;
-        for (i, c) in self.0.counts.iter().enumerate() {
-            let n = c.load(Relaxed);
-            count += n;
-            let le = BOUNDS_US.get(i).map_or(f64::INFINITY, |&b| b as f64 / 1e6);
-            buckets.push((le, n));
-        }
-        (self.0.sum_us.load(Relaxed) as f64 / 1e6, count, buckets)
+        let counts = self.0.counts.each_ref().map(|c| c.load(Relaxed));
+        (
+            self.0.sum_us.load(Relaxed) as f64 / 1e6,
+            counts.iter().sum(),
+            with_bounds(&counts),
+        )
     }
 }
 

@@ -1,13 +1,15 @@
 //! Process-wide counters for the `metrics` location (Prometheus' text format, through the
 //! `prometheus-client` crate's registry and encoders).
 //!
-//! They live in one static, so they outlive configuration generations as `stub_status`'s do.
-//! Counting is a relaxed atomic add on a handle made in advance: the label values of the
-//! per-request and per-connection families (protocol, status class, TLS version, group) are
-//! resolved once, at start; only rare events (a failed handshake, a failed upstream try, a
-//! certificate load) go through a family's map.
+//! They live in statics, so they outlive configuration generations as `stub_status`'s do.
+//! What each response counts (one call, [`ResponseDone::end`]) goes to its thread's own shard
+//! (`local`: no locked instruction, no cache line shared between threads), added up at a
+//! scrape. Per-connection counts are a relaxed atomic add on a handle made at start (the label
+//! values — TLS version, group, handshake kind — are resolved once); only rare events (a
+//! failed handshake, a failed upstream try, a certificate load) go through a family's map.
 
 mod hist;
+mod local;
 
 use std::sync::LazyLock;
 use std::time::{Duration, Instant};
@@ -83,10 +85,6 @@ impl Named {
 #[derive(Debug)]
 pub struct Metrics {
     registry: Registry,
-    requests: [[Counter; 5]; 3],
-    duration: [Hist; 3],
-    ttfb: [Hist; 3],
-    bytes: [Counter; 3],
     active: Gauge,
     idle: Gauge,
     handshakes: [Counter; 2],
@@ -121,49 +119,8 @@ pub fn proto(v: http::Version) -> usize {
 impl Metrics {
     fn new() -> Self {
         let mut r = Registry::default();
-        let requests = Family::<L2, Counter>::default();
-        let per_proto = |f: &Family<L1, Counter>| {
-            PROTOCOLS.map(|p| f.get_or_create(&[("protocol", p)]).clone())
-        };
-        let hists = || {
-            let f = Family::<L1, Hist>::default();
-            let made = PROTOCOLS.map(|p| f.get_or_create(&[("protocol", p)]).clone());
-            (f, made)
-        };
-        let req_handles = PROTOCOLS.map(|p| {
-            CLASSES.map(|c| {
-                requests
-                    .get_or_create(&[("protocol", p), ("status", c)])
-                    .clone()
-            })
-        });
-        r.register(
-            "firstbyte_http_requests",
-            "Requests answered, by protocol (h1, h2, h3) and status class",
-            requests,
-        );
-        let (duration_f, duration) = hists();
-        r.register_with_unit(
-            "firstbyte_http_request_duration",
-            "From the request's start until its response body was sent (or the client went away)",
-            Unit::Seconds,
-            duration_f,
-        );
-        let (ttfb_f, ttfb) = hists();
-        r.register_with_unit(
-            "firstbyte_http_ttfb",
-            "From the request's start until its response head was ready ($ttfb)",
-            Unit::Seconds,
-            ttfb_f,
-        );
-        let bytes_f = Family::<L1, Counter>::default();
-        let bytes = per_proto(&bytes_f);
-        r.register_with_unit(
-            "firstbyte_http_response_body",
-            "Response body bytes sent",
-            Unit::Bytes,
-            bytes_f,
-        );
+        // Requests, their durations and TTFB, body bytes: per-thread shards (local.rs).
+        r.register_collector(Box::new(local::PerResponse));
         let conns = Family::<L1, Gauge>::default();
         let active = conns.get_or_create(&[("state", "active")]).clone();
         let idle = conns.get_or_create(&[("state", "idle")]).clone();
@@ -241,10 +198,6 @@ impl Metrics {
         );
         Self {
             registry: r,
-            requests: req_handles,
-            duration,
-            ttfb,
-            bytes,
             active,
             idle,
             handshakes,
@@ -301,15 +254,21 @@ impl ResponseDone {
         }
     }
 
+    /// From the request's start until the response head was ready.
+    pub fn ttfb(&self) -> Duration {
+        self.ttfb
+    }
+
     /// The response is over (body sent, or the client went away) after `sent` body bytes.
     #[inline]
     pub fn end(&self, sent: u64) {
-        let m = get();
-        let p = usize::from(self.proto);
-        m.requests[p][usize::from(self.class)].inc();
-        m.ttfb[p].observe(self.ttfb);
-        m.duration[p].observe(self.start.elapsed());
-        m.bytes[p].inc_by(sent);
+        local::count(
+            usize::from(self.proto),
+            usize::from(self.class),
+            self.ttfb,
+            self.start.elapsed(),
+            sent,
+        );
     }
 }
 
@@ -411,16 +370,17 @@ mod tests {
     #[test]
     fn responses_count_by_protocol_and_class() {
         let m = get();
-        let before = m.requests[1][3].get();
-        let bytes = m.bytes[1].get();
-        let d = ResponseDone::new(http::Version::HTTP_2, 404, Instant::now());
+        let before = local::totals();
+        // HTTP/1.1 3xx with bytes: no other test counts those.
+        let d = ResponseDone::new(http::Version::HTTP_11, 302, Instant::now());
         d.end(10);
         d.end(5);
-        assert_eq!(m.requests[1][3].get(), before + 2);
-        assert_eq!(m.bytes[1].get(), bytes + 15);
+        let after = local::totals();
+        assert_eq!(after.requests[0][2], before.requests[0][2] + 2);
+        assert_eq!(after.bytes[0], before.bytes[0] + 15);
         let text = m.encode(false, 3, 1);
         assert!(
-            text.contains("firstbyte_http_requests_total{protocol=\"h2\",status=\"4xx\"}"),
+            text.contains("firstbyte_http_requests_total{protocol=\"h1\",status=\"3xx\"}"),
             "{text}"
         );
         assert!(

@@ -270,6 +270,8 @@ pub(super) fn finish(
     {
         resp.body_mut().set_sendfile(r.conn.io(), loc.tcp_nopush);
     }
+    // The response head is ready: TTFB, read once for the metrics and the access log.
+    let done = crate::metrics::ResponseDone::new(r.version, code, r.start);
     let log = match &loc.access_log {
         AccessLog::Off => None,
         AccessLog::Logs(targets) if targets.is_empty() => None,
@@ -288,7 +290,7 @@ pub(super) fn finish(
             status: code,
             response_headers: resp.headers().clone(),
             start: r.start,
-            ttfb: r.start.elapsed(),
+            ttfb: done.ttfb(),
             nreq: r.nreq,
             early_data: r.early_data,
             user: r.user.clone(),
@@ -296,7 +298,6 @@ pub(super) fn finish(
             upstream: r.upstream.get().cloned(),
         })),
     };
-    let done = crate::metrics::ResponseDone::new(r.version, code, r.start);
     let (parts, body) = resp.into_parts();
     Response::from_parts(
         parts,
