@@ -331,8 +331,14 @@ fn prometheus_client_parses_every_family_and_counts_known_traffic() {
             &[("transport", "tcp"), ("reason", "invalid_message")],
         )
     };
-    let after = until(plain, "the junk handshake counted", |s| {
+    // A response is counted when the server lets go of its body, which may be a moment after
+    // the client has it all: wait for every count.
+    let after = until(plain, "the traffic counted", |s| {
         fail(s) == fail(&before) + 1.0
+            && req(s, "h2", "2xx") == req(&before, "h2", "2xx") + 3.0
+            && req(s, "h3", "2xx") == req(&before, "h3", "2xx") + 1.0
+            && req(s, "h1", "4xx") == req(&before, "h1", "4xx") + 1.0
+            && req(s, "h1", "5xx") == req(&before, "h1", "5xx") + 1.0
     });
     assert_eq!(req(&after, "h2", "2xx"), req(&before, "h2", "2xx") + 3.0);
     assert_eq!(req(&after, "h1", "4xx"), req(&before, "h1", "4xx") + 1.0);
