@@ -7,6 +7,7 @@
 //! - `http`: request routing, static files, compression, the built-in site.
 //! - `net`: listening sockets, socket options and `TCP_INFO`.
 //! - `server`: the runtime that ties them together (accept, handshake, serve, reload).
+//! - `log`, `metrics`: the error log and the process-wide counters, which every layer writes to.
 //!
 //! Imports run one way: runtime (`server`, `cli`, the daemon) → `http` → `tls` → [`conf`] →
 //! `record` → `net`. `http` reads what the runtime built for it (`http::Site`, `http::Shared`,
@@ -22,6 +23,8 @@ mod files;
 pub mod fuzzing;
 pub mod http;
 pub(crate) mod log;
+// Process-wide counters for the `metrics` location; like `log`, any layer counts into it.
+pub(crate) mod metrics;
 // Renders docs/man/ from `-h` and the directive table; a test keeps the pages current.
 #[cfg(test)]
 mod man;

@@ -182,9 +182,45 @@ pub fn open_error_logs(
         .collect()
 }
 
-/// Makes `targets` the error log.
+/// Makes `targets` the error log. Libraries' diagnostics (below) reach it only when one
+/// target is at `debug`; otherwise the `log` facade's maximum level is off, and their log
+/// statements cost one relaxed load.
 pub fn set_error_logs(targets: Vec<(Option<Arc<LogFile>>, LogLevel)>) {
+    let debug = targets.iter().any(|(_, l)| *l == LogLevel::Debug);
     sinks().store(Arc::new(Sinks { targets }));
+    // Fails only when already set (a reload): the same logger stays.
+    let _ = ::log::set_logger(&DIAGNOSTICS);
+    ::log::set_max_level(if debug {
+        ::log::LevelFilter::Debug
+    } else {
+        ::log::LevelFilter::Off
+    });
+}
+
+/// rustls' diagnostics (its `logging` feature writes through the `log` facade), and h2's and
+/// quinn's (they use `tracing`, whose `log` feature hands events to `log` when no tracing
+/// subscriber is set, as here): written to the error log at `debug` as `TARGET: MESSAGE`, as
+/// nginx writes OpenSSL's and its own debug lines at that level. Their `trace` level (every
+/// record and frame) is left out.
+struct Diagnostics;
+
+static DIAGNOSTICS: Diagnostics = Diagnostics;
+
+impl ::log::Log for Diagnostics {
+    fn enabled(&self, m: &::log::Metadata<'_>) -> bool {
+        m.level() <= ::log::max_level()
+    }
+
+    fn log(&self, r: &::log::Record<'_>) {
+        if self.enabled(r.metadata()) {
+            log(
+                LogLevel::Debug,
+                format_args!("{}: {}", r.target(), r.args()),
+            );
+        }
+    }
+
+    fn flush(&self) {}
 }
 
 /// Writes one error-log line at `level`.

@@ -127,6 +127,9 @@ macro_rules! loc_directives {
         "connection_info" connection_info: bool = false =>
             (SL, 0, 1, "off", Own, p::on_unless_off)
             "firstbyte's own: answer with the page showing the visitor their connection (TLS, ALPN, RTT, cwnd), HTML or JSON.";
+        "metrics" metrics: bool = false =>
+            (SL, 0, 1, "off", Own, p::on_unless_off)
+            "firstbyte's own: answer with the process's counters in Prometheus' text format (OpenMetrics when the scraper's `Accept` asks for `application/openmetrics-text`): requests by protocol (`h1`, `h2`, `h3`) and status class, request-duration and TTFB histograms, response body bytes, active and idle connections, TLS handshakes (full, resumed, QUIC) and failures by reason, TLS versions and key-exchange groups, upstream header times and failed tries by reason, reloads by result, SSL object and certificate cache hits and misses, and each loaded certificate's expiry (`notAfter`, seconds since the epoch). Counters live for the process: a reload keeps them. Restrict it with `allow`/`deny`.";
         "gzip_static" gzip_static: GzipStatic = GzipStatic::Off =>
             (HSL, 1, 1, "off", Inherit, p::gzip_static)
             "Send `FILE.gz` (and `FILE.br`) when the client accepts it; `always`: whatever it says.";

@@ -232,6 +232,19 @@ impl Listening {
     }
 }
 
+/// What a load that now serves tells the `metrics`: its object cache's hits (objects reused
+/// from the previous load or shared within this one) and misses (objects parsed), and its
+/// certificates' expiry times.
+fn loaded(site: &Site) {
+    let c = site.store.counts();
+    crate::metrics::cache(
+        crate::metrics::Cache::Object,
+        (c.reused + c.shared) as u64,
+        c.parsed as u64,
+    );
+    crate::metrics::certificates(&site.store.certificate_expiry());
+}
+
 /// The running server.
 pub struct Server {
     source: Source,
@@ -261,6 +274,7 @@ impl Server {
         });
         let site = server.site();
         server.activate(fresh, &site);
+        loaded(&site);
         server
     }
 
@@ -363,6 +377,7 @@ impl Server {
         let built = Arc::new(built);
         let old = self.current.swap(built.clone());
         self.activate(fresh, &built);
+        loaded(&built);
         old.retire();
         // Tearing down a big site (thousands of configs, names, objects) is a few ms of
         // frees: off the runtime thread, so "reconfiguration done" does not wait for it.
@@ -467,7 +482,9 @@ impl Server {
                 _ = hup.recv() => {
                     crate::fblog!(Notice, "signal 1 (SIGHUP) received, reconfiguring");
                     crate::notify::reloading();
-                    match self.reload().await {
+                    let result = self.reload().await;
+                    crate::metrics::reload(result.is_ok());
+                    match result {
                         Ok(()) => {
                             crate::fblog!(
                                 Notice,

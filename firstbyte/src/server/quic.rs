@@ -298,6 +298,7 @@ async fn serve(
     let connecting = match incoming.accept() {
         Ok(c) => c,
         Err(e) => {
+            crate::metrics::tls_failure("quic", quic_reason(&e));
             crate::fblog!(Info, "QUIC handshake failed ({e}), client: {}", peer.ip());
             return;
         }
@@ -320,10 +321,21 @@ async fn serve(
         );
         tokio::spawn(async move {
             match tokio::time::timeout(limit, done).await {
-                Ok(_) => flag.store(true, Ordering::Release),
+                Ok(_) => {
+                    // Done, or the connection was lost on the way (quinn says `false` then,
+                    // and for a server that took no 0-RTT data).
+                    match conn.close_reason() {
+                        None => crate::metrics::quic_handshake(),
+                        Some(e) => crate::metrics::tls_failure("quic", quic_reason(&e)),
+                    }
+                    flag.store(true, Ordering::Release)
+                }
                 // A handshake that does not complete in time ends the connection, as without
                 // early data.
-                Err(_) => conn.close(0u32.into(), b"handshake timeout"),
+                Err(_) => {
+                    crate::metrics::tls_failure("quic", "timeout");
+                    conn.close(0u32.into(), b"handshake timeout")
+                }
             }
         });
         quic
@@ -331,10 +343,12 @@ async fn serve(
         match tokio::time::timeout(default.client_header_timeout, connecting).await {
             Ok(Ok(c)) => c,
             Ok(Err(e)) => {
+                crate::metrics::tls_failure("quic", quic_reason(&e));
                 crate::fblog!(Info, "QUIC handshake failed ({e}), client: {}", peer.ip());
                 return;
             }
             Err(_) => {
+                crate::metrics::tls_failure("quic", "timeout");
                 crate::fblog!(
                     Info,
                     "client timed out in QUIC handshake, client: {}",
@@ -344,6 +358,9 @@ async fn serve(
             }
         }
     };
+    if !early {
+        crate::metrics::quic_handshake();
+    }
     let sni = quic
         .handshake_data()
         .and_then(|d| d.downcast::<quinn::crypto::rustls::HandshakeData>().ok())
@@ -598,5 +615,19 @@ impl http_body::Body for RecvBody {
 
     fn is_end_stream(&self) -> bool {
         self.done
+    }
+}
+
+/// The `metrics` reason of a failed QUIC handshake.
+fn quic_reason(e: &quinn::ConnectionError) -> &'static str {
+    use quinn::ConnectionError as E;
+    match e {
+        E::TimedOut => "timeout",
+        // CRYPTO_ERROR: 0x100 + a TLS alert (RFC 9001 §4.8).
+        E::TransportError(t) if (0x100..0x200).contains(&u64::from(t.code)) => "tls_alert",
+        E::TransportError(_) => "transport_error",
+        E::ConnectionClosed(_) | E::ApplicationClosed(_) | E::Reset => "client_closed",
+        E::VersionMismatch => "version_mismatch",
+        _ => "other",
     }
 }

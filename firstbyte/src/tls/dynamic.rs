@@ -116,8 +116,10 @@ impl DynamicResolver {
             if let Ok(mut c) = c.lock() {
                 let stamp = || Some((stamp_of(&cert), stamp_of(&key)));
                 if let Lookup::Hit(ck) = c.get(&cache_key, now, stamp) {
+                    crate::metrics::cache(crate::metrics::Cache::Certificate, 1, 0);
                     return Ok(ck);
                 }
+                crate::metrics::cache(crate::metrics::Cache::Certificate, 0, 1);
             }
         }
         let stamp_now = || (stamp_of(&cert), stamp_of(&key));

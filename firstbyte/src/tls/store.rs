@@ -255,6 +255,25 @@ impl ObjectStore {
         self.inheritable = on;
     }
 
+    /// Each certificate chain this load holds, by name, with its leaf's `notAfter` (seconds
+    /// since the epoch), sorted by name; a leaf x509-parser cannot read is left out.
+    pub fn certificate_expiry(&self) -> Vec<(String, i64)> {
+        let mut out: Vec<(String, i64)> = self
+            .entries
+            .iter()
+            .filter_map(|(k, e)| match (&k.key, &e.object) {
+                (EntryKey::Chain(source), Object::Chain(chain)) => {
+                    let leaf = chain.first()?;
+                    let (_, c) = x509_parser::parse_x509_certificate(leaf.as_ref()).ok()?;
+                    Some((source_name(source), c.validity().not_after.timestamp()))
+                }
+                _ => None,
+            })
+            .collect();
+        out.sort();
+        out
+    }
+
     /// Parsed, reused and shared counts so far.
     pub fn counts(&self) -> StoreCounts {
         StoreCounts {

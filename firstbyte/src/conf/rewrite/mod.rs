@@ -253,6 +253,9 @@ fn finish_stmts(
                     if m.connection_info.is_none() {
                         m.connection_info = parent.connection_info;
                     }
+                    if m.metrics.is_none() {
+                        m.metrics = parent.metrics;
+                    }
                     // Its rewrite directives run as the enclosing location's.
                     m.rewrite.stmts.clear();
                     Arc::new(m.finish(

@@ -350,6 +350,9 @@ fn content(r: &mut Req, loc: &Arc<LocationConf>) -> Out {
         }
         return Out::Response(stub_status(r.conn));
     }
+    if loc.metrics {
+        return Out::Response(super::respond::metrics(r.conn, r.headers));
+    }
     // `fastcgi_pass`: after `$document_root` and `try_files` (Debian's fastcgi-php.conf checks
     // `try_files $fastcgi_script_name =404`), as nginx's content phase.
     let fastcgi = loc.proxy.as_ref().filter(|c| c.fastcgi.is_some());

@@ -66,6 +66,31 @@ pub(super) fn stub_status(conn: &Conn) -> Response<Body> {
     r
 }
 
+/// The `metrics` location: the process's counters, as OpenMetrics when the scraper asks for
+/// it (Prometheus does), else Prometheus' text format 0.0.4.
+pub(super) fn metrics(conn: &Conn, headers: &HeaderMap) -> Response<Body> {
+    let openmetrics = headers.get_all(header::ACCEPT).iter().any(|v| {
+        v.to_str()
+            .is_ok_and(|v| v.contains("application/openmetrics-text"))
+    });
+    let s = &conn.shared().stats;
+    let active = s.active.load(Ordering::Relaxed);
+    let busy = s.writing.load(Ordering::Relaxed) + s.reading.load(Ordering::Relaxed);
+    let text = crate::metrics::get().encode(openmetrics, active, active.saturating_sub(busy));
+    let mut r = Response::new(Body::full(text));
+    r.headers_mut().insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static(if openmetrics {
+            "application/openmetrics-text; version=1.0.0; charset=utf-8"
+        } else {
+            "text/plain; version=0.0.4; charset=utf-8"
+        }),
+    );
+    r.headers_mut()
+        .insert(header::CACHE_CONTROL, HeaderValue::from_static("no-cache"));
+    r
+}
+
 /// The `Location` of a redirect firstbyte makes (a directory's trailing slash, `return 30x`
 /// with a path), as nginx: with `absolute_redirect on`, `scheme://host[:port]` + the path,
 /// where the host is the request's validated Host (never the raw header) or, with
@@ -243,6 +268,8 @@ pub(super) fn finish(
     {
         resp.body_mut().set_sendfile(r.conn.io(), loc.tcp_nopush);
     }
+    // The response head is ready: TTFB, read once for the metrics and the access log.
+    let done = crate::metrics::ResponseDone::new(r.version, code, r.start);
     let log = match &loc.access_log {
         AccessLog::Off => None,
         AccessLog::Logs(targets) if targets.is_empty() => None,
@@ -262,7 +289,7 @@ pub(super) fn finish(
             status: code,
             response_headers: resp.headers().clone(),
             start: r.start,
-            ttfb: r.start.elapsed(),
+            ttfb: done.ttfb(),
             nreq: r.nreq,
             early_data: r.early_data,
             user: r.user.clone(),
@@ -277,6 +304,7 @@ pub(super) fn finish(
             inner: body,
             sent: 0,
             log,
+            done: Some(done),
             busy: None,
             progress: None,
             // limit_conn's counts are held until the response body is done.
@@ -293,6 +321,8 @@ pub struct ResponseBody {
     pub(super) inner: Body,
     sent: u64,
     log: Option<Box<LogOnDone>>,
+    /// What the `metrics` count when the response ends.
+    done: Option<crate::metrics::ResponseDone>,
     /// The connection whose request this answers: marked idle again when the body is done.
     pub(super) busy: Option<Busy>,
     /// The HTTP/2 stream's progress for `send_timeout`.
@@ -310,6 +340,7 @@ impl ResponseBody {
             inner,
             sent: 0,
             log: None,
+            done: None,
             busy: None,
             progress: None,
             _limit_conn: None,
@@ -322,6 +353,9 @@ impl Drop for ResponseBody {
     fn drop(&mut self) {
         if let Some(l) = self.log.take() {
             l.write(self.sent);
+        }
+        if let Some(d) = &self.done {
+            d.end(self.sent);
         }
         // After the log line: the request ends (uncounted) once it is logged.
         drop(self.busy.take());

@@ -404,6 +404,7 @@ pub async fn forward(
                     &uri
                 )
             );
+            crate::metrics::upstream_failure("no_live_upstreams");
             // nginx records the group's name as the address of this last "try".
             up.begin(conf.host.clone(), Instant::now());
             up.end(502, Instant::now());
@@ -463,6 +464,11 @@ pub async fn forward(
                 }
                 Err(e) => {
                     crate::fblog!(Error, "{}", log.line(&e, scheme, Some(&addr), &uri));
+                    crate::metrics::upstream_failure(if e.is_timeout() {
+                        "connect_timeout"
+                    } else {
+                        "connect_error"
+                    });
                     let outcome = if e.is_timeout() {
                         last = Failure::Timeout;
                         next::Outcome::Timeout
@@ -515,6 +521,7 @@ pub async fn forward(
                     )
                 {
                     if outcome.is_failure() {
+                        crate::metrics::upstream_failure("status");
                         route.failed(i);
                     }
                     up.end(status, Instant::now());
@@ -537,15 +544,18 @@ pub async fn forward(
                 let (reason, failure) = send_failure(&e);
                 crate::fblog!(Error, "{}", log.line(&reason, scheme, Some(&addr), &uri));
                 last = failure;
-                if failure == Failure::Timeout {
-                    next::Outcome::Timeout
+                let (outcome, label) = if failure == Failure::Timeout {
+                    (next::Outcome::Timeout, "timeout")
                 } else if e.is_parse() {
-                    next::Outcome::InvalidHeader
+                    (next::Outcome::InvalidHeader, "invalid_header")
                 } else {
-                    next::Outcome::Error
-                }
+                    (next::Outcome::Error, "error")
+                };
+                crate::metrics::upstream_failure(label);
+                outcome
             }
             Sent::HeaderTimeout => {
+                crate::metrics::upstream_failure("read_timeout");
                 last = header_timeout(log, scheme, &addr, &uri);
                 next::Outcome::Timeout
             }

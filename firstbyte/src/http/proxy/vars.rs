@@ -57,8 +57,10 @@ impl UpstreamVars {
     /// The current try got a response header with `status` at `now`.
     pub fn header(&mut self, status: u16, now: Instant) {
         if let Some(t) = self.tries.last_mut() {
+            let d = now.saturating_duration_since(t.start);
+            crate::metrics::upstream_header(d);
             t.status = Some(status);
-            t.header = Some(now.saturating_duration_since(t.start));
+            t.header = Some(d);
         }
     }
 

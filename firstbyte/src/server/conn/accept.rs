@@ -151,7 +151,8 @@ pub(super) async fn accept_tls(
     let may_switch = ktls_possible(addr);
     io.set_record_reads(may_switch);
     let mut stream = SocketStream::new(stream, io.clone(), Some(peer));
-    let handshake_failed = |e: &dyn std::fmt::Display| {
+    let handshake_failed = |e: &dyn std::fmt::Display, reason: &'static str| {
+        crate::metrics::tls_failure("tcp", reason);
         crate::fblog!(
             Info,
             "SSL_do_handshake() failed ({e}) while SSL handshaking, client: {}",
@@ -159,6 +160,7 @@ pub(super) async fn accept_tls(
         );
     };
     let timed_out = || {
+        crate::metrics::tls_failure("tcp", "timeout");
         crate::fblog!(
             Info,
             "client timed out while SSL handshaking, client: {}",
@@ -173,7 +175,7 @@ pub(super) async fn accept_tls(
     {
         Ok(Ok(a)) => a,
         Ok(Err(e)) => {
-            handshake_failed(&e);
+            handshake_failed(&e, crate::metrics::io_reason(&e));
             return None;
         }
         Err(_) => {
@@ -195,6 +197,7 @@ pub(super) async fn accept_tls(
         default.clone()
     };
     let Some(cfg) = site.tls_for(&server).cloned() else {
+        crate::metrics::tls_failure("tcp", "no_certificate");
         crate::fblog!(
             Error,
             "no \"ssl_certificate\" is defined for server \"{}\", client: {}",
@@ -209,7 +212,7 @@ pub(super) async fn accept_tls(
             let mut out = Vec::new();
             let _ = alert.write_all(&mut out);
             let _ = tokio::io::AsyncWriteExt::write_all(&mut stream, &out).await;
-            handshake_failed(&e);
+            handshake_failed(&e, crate::metrics::rustls_reason(&e));
             return None;
         }
     };
@@ -224,7 +227,7 @@ pub(super) async fn accept_tls(
     let tls = match tokio::time::timeout_at(hs_deadline, handshake).await {
         Ok(Ok(t)) => t,
         Ok(Err(e)) => {
-            handshake_failed(&e);
+            handshake_failed(&e, crate::metrics::io_reason(&e));
             return None;
         }
         Err(_) => {
@@ -295,6 +298,9 @@ pub(super) async fn accept_tls(
         ktls: (kernel.is_some(), kernel.is_some()),
         early,
     });
+    if let Some(t) = &facts.tls {
+        crate::metrics::tls_handshake(t.resumed, t.protocol, t.group);
+    }
     facts.record_policy = tls.policy().name();
     let (secured, io) = match kernel {
         Some((version, cipher)) => {
