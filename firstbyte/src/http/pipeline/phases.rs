@@ -344,6 +344,9 @@ fn content(r: &mut Req, loc: &Arc<LocationConf>) -> Out {
     if loc.stub_status {
         return Out::Response(stub_status(r.conn));
     }
+    if loc.tuning_advisor_status {
+        return Out::Response(crate::http::tuning::status(r.conn, r.args.as_deref()));
+    }
     if let Some(conf) = &loc.proxy {
         return Out::Proxy(conf.clone());
     }

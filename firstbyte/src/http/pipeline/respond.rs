@@ -271,6 +271,14 @@ pub(super) fn finish(
             upstream: r.upstream.get().cloned(),
         })),
     };
+    let watch = crate::http::tuning::Watch::start(crate::http::tuning::Head {
+        conn: r.conn,
+        mode: r.server.tuning_advisor,
+        start: r.start,
+        request_headers: req_headers,
+        nreq: r.nreq,
+        upstream: r.upstream.get(),
+    });
     let (parts, body) = resp.into_parts();
     Response::from_parts(
         parts,
@@ -278,6 +286,7 @@ pub(super) fn finish(
             inner: body,
             sent: 0,
             log,
+            watch,
             busy: None,
             progress: None,
             // limit_conn's counts are held until the response body is done.
@@ -294,6 +303,8 @@ pub struct ResponseBody {
     pub(super) inner: Body,
     sent: u64,
     log: Option<Box<LogOnDone>>,
+    /// The tuning advisor's watch over this response (`tuning_advisor on`).
+    watch: Option<crate::http::tuning::Watch>,
     /// The connection whose request this answers: marked idle again when the body is done.
     pub(super) busy: Option<Busy>,
     /// The HTTP/2 stream's progress for `send_timeout`.
@@ -311,6 +322,7 @@ impl ResponseBody {
             inner,
             sent: 0,
             log: None,
+            watch: None,
             busy: None,
             progress: None,
             _limit_conn: None,
@@ -323,6 +335,9 @@ impl Drop for ResponseBody {
     fn drop(&mut self) {
         if let Some(l) = self.log.take() {
             l.write(self.sent);
+        }
+        if let Some(w) = self.watch.take() {
+            w.done(self.sent);
         }
         // After the log line: the request ends (uncounted) once it is logged.
         drop(self.busy.take());

@@ -217,7 +217,7 @@ pub(super) async fn accept_tls(
     let handshake = Box::pin(crate::tls::stream::handshake(
         stream,
         tls_conn,
-        server.record.policy(),
+        record_policy(&server, &shared.http.advisor),
         crate::record::SocketInfo(Some(fd)),
         release.clone(),
     ));
@@ -579,5 +579,21 @@ mod tests {
                 "{version:?}: {log:?}"
             );
         }
+    }
+}
+
+/// The record policy of a new connection to `server`: its own, or the one `tuning_advisor
+/// apply` switched to.
+fn record_policy(
+    server: &crate::conf::model::ServerConf,
+    advisor: &crate::advisor::Advisor,
+) -> crate::record::RecordPolicy {
+    match (server.tuning_advisor, advisor.applied()) {
+        (crate::advisor::AdvisorMode::Apply, Some(mode)) => crate::record::RecordSettings {
+            ssl_dyn_rec_enable: mode,
+            ..server.record
+        }
+        .policy(),
+        _ => server.record.policy(),
     }
 }
