@@ -211,9 +211,7 @@ impl Advisor {
         let (Some(p), Some(tcp)) = (s.policy, s.tcp) else {
             return None;
         };
-        let Some(ps) = self.policies.get(p) else {
-            return None;
-        };
+        let ps = self.policies.get(p)?;
         let class = size_class(s.body_bytes);
         ps.responses.fetch_add(1, Ordering::Relaxed);
         ps.rtt_us.record(u64::from(tcp.rtt_us));

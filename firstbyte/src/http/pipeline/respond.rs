@@ -273,7 +273,12 @@ pub(super) fn finish(
     };
     let watch = crate::http::tuning::Watch::start(crate::http::tuning::Head {
         conn: r.conn,
-        mode: r.server.tuning_advisor,
+        // The status page's own answers are not traffic.
+        mode: if loc.tuning_advisor_status {
+            crate::advisor::AdvisorMode::Off
+        } else {
+            r.server.tuning_advisor
+        },
         start: r.start,
         request_headers: req_headers,
         nreq: r.nreq,

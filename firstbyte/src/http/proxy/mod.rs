@@ -693,18 +693,6 @@ where
         .boxed_unsync()
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn failure_statuses() {
-        assert_eq!(Failure::BadGateway.status(), 502);
-        assert_eq!(Failure::Timeout.status(), 504);
-        assert_eq!(Failure::ClientBody.status(), 400);
-    }
-}
-
 /// An HTTP/1.1 response head's size as it came: `HTTP/1.1 200 OK\r\n`, `Name: value\r\n`
 /// each, the final CRLF (hyper keeps no reason phrase or spacing: nginx's figure for the
 /// status line is approximate by a few bytes).
@@ -715,4 +703,16 @@ fn header_bytes<B>(resp: &http::Response<B>) -> u64 {
         .map(|(n, v)| n.as_str().len() + 2 + v.len() + 2)
         .sum();
     (17 + fields + 2) as u64
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn failure_statuses() {
+        assert_eq!(Failure::BadGateway.status(), 502);
+        assert_eq!(Failure::Timeout.status(), 504);
+        assert_eq!(Failure::ClientBody.status(), 400);
+    }
 }

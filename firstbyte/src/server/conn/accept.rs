@@ -360,6 +360,22 @@ pub(super) async fn accept_tls(
     Some((secured, conn, proto, server))
 }
 
+/// The record policy of a new connection to `server`: its own, or the one `tuning_advisor
+/// apply` switched to.
+fn record_policy(
+    server: &crate::conf::model::ServerConf,
+    advisor: &crate::advisor::Advisor,
+) -> crate::record::RecordPolicy {
+    match (server.tuning_advisor, advisor.applied()) {
+        (crate::advisor::AdvisorMode::Apply, Some(mode)) => crate::record::RecordSettings {
+            ssl_dyn_rec_enable: mode,
+            ..server.record
+        }
+        .policy(),
+        _ => server.record.policy(),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -579,21 +595,5 @@ mod tests {
                 "{version:?}: {log:?}"
             );
         }
-    }
-}
-
-/// The record policy of a new connection to `server`: its own, or the one `tuning_advisor
-/// apply` switched to.
-fn record_policy(
-    server: &crate::conf::model::ServerConf,
-    advisor: &crate::advisor::Advisor,
-) -> crate::record::RecordPolicy {
-    match (server.tuning_advisor, advisor.applied()) {
-        (crate::advisor::AdvisorMode::Apply, Some(mode)) => crate::record::RecordSettings {
-            ssl_dyn_rec_enable: mode,
-            ..server.record
-        }
-        .policy(),
-        _ => server.record.policy(),
     }
 }
