@@ -348,3 +348,110 @@ fn recommendations_follow_the_traffic() {
     );
     let _ = std::fs::remove_dir_all(&server.dir);
 }
+
+/// firstbyte-netem, built beside the server binary (`cargo build` of the workspace).
+fn netem_bin() -> std::path::PathBuf {
+    let p = Path::new(env!("CARGO_BIN_EXE_firstbyte")).with_file_name("firstbyte-netem");
+    assert!(
+        p.exists(),
+        "{} is missing: build the workspace (cargo build -p firstbyte-netem)",
+        p.display()
+    );
+    p
+}
+
+/// `tuning_advisor apply` over an emulated lossy link (3% loss each way): after a few hundred
+/// 20 KB responses on the configured static policy, most of which saw a retransmission, the
+/// server switches itself to adaptive records, says so at `notice` with its reason, and a new
+/// connection's connection-info page shows the new policy.
+#[test]
+fn apply_switches_to_adaptive_records_on_a_lossy_link() {
+    let dir = tempdir("tuning-advisor-apply");
+    std::fs::create_dir_all(dir.join("html")).expect("mkdir");
+    std::fs::write(dir.join("html/f.bin"), vec![b'f'; 20_000]).expect("file");
+    // The server namespace's address is known only inside it: listen on the wildcard.
+    let conf = render(
+        r#"
+error_log {dir}/error.log info;
+pid {dir}/firstbyte.pid;
+events {}
+http {
+    access_log off;
+    tuning_advisor apply;
+    server {
+        listen 8443 ssl;
+        listen 8080;
+        ssl_certificate {certs}/a.test.crt;
+        ssl_certificate_key {certs}/a.test.key;
+        ssl_dyn_rec_enable off;
+        root {dir}/html;
+        location = /info { connection_info; }
+        location = /tuning-advisor { tuning_advisor_status; }
+    }
+}
+"#,
+        &dir,
+        &[],
+    );
+    std::fs::write(dir.join("firstbyte.conf"), conf).expect("conf");
+    let server = format!(
+        "exec '{}' -c '{}' -g 'daemon off;'",
+        bin().display(),
+        dir.join("firstbyte.conf").display()
+    );
+    // 300 responses on one kept-alive connection, then the connection-info page on a new one,
+    // then the report.
+    let client = "curl -sk --http1.1 --max-time 300 -o /dev/null \"https://$FB_SERVER_ADDR:8443/f.bin?[1-300]\" \
+        && curl -sk --max-time 30 \"https://$FB_SERVER_ADDR:8443/info?format=json\" \
+        && echo && echo ---- \
+        && curl -s --max-time 30 \"http://$FB_SERVER_ADDR:8080/tuning-advisor\"";
+    let out = Command::new(netem_bin())
+        .args(["--delay", "2ms", "--loss", "3%", "--seed", "7"])
+        .args(["--server", &server, "--wait-port", "8443"])
+        .args(["--", "sh", "-c", client])
+        .output()
+        .expect("run firstbyte-netem");
+    let log = std::fs::read_to_string(dir.join("error.log")).unwrap_or_default();
+    assert!(
+        out.status.success(),
+        "netem/curl failed ({}): {}\nserver log: {log}",
+        out.status,
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+    let (info, report) = stdout.split_once("\n----\n").expect("two answers");
+    let info: Value = serde_json::from_str(info.trim()).expect("connection-info JSON");
+    let report: Value = serde_json::from_str(report.trim()).expect("report JSON");
+    let switch = log
+        .lines()
+        .find(|l| l.contains("tuning advisor: record policy"))
+        .unwrap_or_else(|| panic!("no switch in the log: {log}\n{report:#}"));
+    // The switch and its reason (with --nocapture).
+    eprintln!("{switch}");
+    assert!(switch.contains("[notice]"), "{switch}");
+    assert!(
+        switch.contains("record policy \"static\" -> \"adaptive\": "),
+        "{switch}"
+    );
+    assert!(
+        switch.contains("responses saw a retransmission"),
+        "{switch}"
+    );
+    assert_eq!(
+        log.matches("tuning advisor: record policy").count(),
+        1,
+        "one switch: {log}"
+    );
+    assert_eq!(info["record_policy"], "adaptive", "{info:#}");
+    assert_eq!(report["record_policy"]["applied"], "adaptive", "{report:#}");
+    let st = &report["record_policy"]["observed"]["static"];
+    assert_eq!(st["responses"], 300, "{report:#}");
+    assert!(
+        st["responses_with_retransmissions"].as_u64().unwrap_or(0) > 30,
+        "{report:#}"
+    );
+    eprintln!("{:#}", report["record_policy"]);
+    // Nothing else changed: the buffer advice is the same as without `apply`.
+    assert_eq!(rec(&report, "ssl_buffer_size"), pair("OK", "16k"));
+    let _ = std::fs::remove_dir_all(&dir);
+}

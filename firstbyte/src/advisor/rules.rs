@@ -461,7 +461,7 @@ pub fn record_policy(o: &Observed) -> Value {
     }
     let (favours, reason) = policy::favour(&o.policies, o.tls_body.p50);
     json!({
-        "size_classes": "small: up to 16k (one record), medium: up to 256k, large: above",
+        "notes": "size classes: small up to 16k (one record), medium up to 256k, large above; ttfb: until the response head was ready; ttlb: until the last byte was written to the connection (not its delivery); retransmissions: segments TCP sent again on the connection since the advisor last looked at it (a response's own losses mostly show on the connection's next response)",
         "observed": per,
         "favours": favours,
         "reason": reason,

@@ -57,6 +57,8 @@ pub struct Conn {
     reading: std::sync::atomic::AtomicBool,
     /// The QUIC transport's state, on HTTP/3 connections (for the connection-info page).
     quic: Option<Arc<dyn QuicProbe>>,
+    /// `TCP_INFO`'s `total_retrans` when the tuning advisor last read it on this connection.
+    retrans_seen: Arc<std::sync::atomic::AtomicU32>,
 }
 
 impl Drop for Conn {
@@ -107,6 +109,7 @@ impl Conn {
             h1: H1Watch::default(),
             reading: std::sync::atomic::AtomicBool::new(false),
             quic: None,
+            retrans_seen: Arc::default(),
         }
     }
 
@@ -118,6 +121,12 @@ impl Conn {
         if self.activity.input() && !self.reading.swap(true, Ordering::Relaxed) {
             self.shared.stats.reading.fetch_add(1, Ordering::Relaxed);
         }
+    }
+
+    /// The tuning advisor's mark of `total_retrans` on this connection (see
+    /// `http::tuning::retrans_since`).
+    pub(crate) fn retrans_seen(&self) -> &Arc<std::sync::atomic::AtomicU32> {
+        &self.retrans_seen
     }
 
     fn end_reading(&self) {

@@ -4,6 +4,7 @@
 //! `tuning_advisor_status`. Nothing is taken for a server with `tuning_advisor off`.
 
 use std::os::fd::RawFd;
+use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -21,8 +22,8 @@ pub struct Watch {
     apply: bool,
     start: Instant,
     socket: Option<RawFd>,
-    /// `total_retrans` at the first byte.
-    retrans0: u32,
+    /// The connection's mark of `total_retrans` (see [`retrans_since`]).
+    retrans_seen: Arc<AtomicU32>,
     sample: Sample,
 }
 
@@ -70,7 +71,7 @@ impl Watch {
             apply: h.mode == AdvisorMode::Apply,
             start: h.start,
             socket: facts.socket,
-            retrans0: tcp.map_or(0, |t| t.total_retrans),
+            retrans_seen: h.conn.retrans_seen().clone(),
             sample: Sample {
                 body_bytes: 0,
                 request_body_bytes,
@@ -86,7 +87,7 @@ impl Watch {
                 tcp: tcp.map(|t| TcpSample {
                     rtt_us: t.rtt_us,
                     cwnd: t.snd_cwnd,
-                    retrans: 0,
+                    retrans: retrans_since(h.conn.retrans_seen(), t.total_retrans),
                 }),
                 upstream,
             },
@@ -99,8 +100,9 @@ impl Watch {
         s.body_bytes = sent;
         s.ttlb_us = micros(self.start.elapsed());
         if let Some(t) = &mut s.tcp {
-            let end = self.socket.and_then(|fd| crate::net::tcp_info(fd).ok());
-            t.retrans = end.map_or(0, |e| e.total_retrans.saturating_sub(self.retrans0));
+            if let Some(end) = self.socket.and_then(|fd| crate::net::tcp_info(fd).ok()) {
+                t.retrans += retrans_since(&self.retrans_seen, end.total_retrans);
+            }
         }
         if let Some(sw) = self.shared.advisor.observe(&self.sample, self.apply) {
             crate::fblog!(
@@ -112,6 +114,15 @@ impl Watch {
             );
         }
     }
+}
+
+/// Segments retransmitted on a connection since the advisor last looked (at the first or the
+/// last byte of any of its responses; for its first response, since it opened), given
+/// `TCP_INFO`'s `total_retrans` now. A response's own segments are mostly still in flight
+/// when its last byte is written, so their retransmissions count toward the connection's next
+/// response: per connection, every retransmission is counted once.
+fn retrans_since(seen: &AtomicU32, total: u32) -> u32 {
+    total.saturating_sub(seen.fetch_max(total, Ordering::Relaxed))
 }
 
 fn micros(d: std::time::Duration) -> u64 {
