@@ -67,7 +67,10 @@ impl Histogram {
     pub fn record(&self, v: u64) {
         self.buckets[bucket(v)].fetch_add(1, Ordering::Relaxed);
         self.sum.fetch_add(v, Ordering::Relaxed);
-        self.max.fetch_max(v, Ordering::Relaxed);
+        // The maximum rarely moves: read it before writing.
+        if v > self.max.load(Ordering::Relaxed) {
+            self.max.fetch_max(v, Ordering::Relaxed);
+        }
     }
 
     /// Forgets every value.

@@ -36,6 +36,11 @@ pub enum AdvisorMode {
     Apply,
 }
 
+/// Responses per second whose `TCP_INFO` is read (at the first and the last byte); the
+/// others count in the size and keep-alive histograms only. A sample of 1,000 a second is
+/// plenty for the `record_policy` figures and costs ~0.1% of a CPU.
+pub const LOOKS_PER_SECOND: u64 = 1000;
+
 /// Response-size classes of the `record_policy` section.
 pub const SIZE_CLASSES: [&str; 3] = ["small", "medium", "large"];
 
@@ -157,6 +162,8 @@ pub struct Advisor {
     applied: AtomicU8,
     /// The evidence window of `apply` (since the last switch): responses, lossy responses.
     window: [AtomicU64; 2],
+    /// The second (since `started`) of the `TCP_INFO` budget, and the reads in it.
+    looks: [AtomicU64; 2],
 }
 
 impl Default for Advisor {
@@ -183,6 +190,7 @@ impl Advisor {
             policies: Default::default(),
             applied: AtomicU8::new(0),
             window: Default::default(),
+            looks: Default::default(),
         }
     }
 
@@ -269,6 +277,14 @@ impl Advisor {
         self.applied_index().map(mode_of)
     }
 
+    /// Drops the policy `apply` chose and its evidence window (a reload: the configured
+    /// policies stand again).
+    pub fn forget_switch(&self) {
+        self.applied.store(0, Ordering::Relaxed);
+        self.window[0].store(0, Ordering::Relaxed);
+        self.window[1].store(0, Ordering::Relaxed);
+    }
+
     /// Forgets every observation (`GET /tuning-advisor?reset`); a policy `apply` chose stays.
     pub fn reset(&self, now: Instant) {
         if let Ok(mut s) = self.since.lock() {
@@ -305,6 +321,23 @@ impl Advisor {
         }
     }
 
+    /// Whether a response whose head is ready `now` reads `TCP_INFO` (two system calls): yes
+    /// for the first [`LOOKS_PER_SECOND`] responses of each second since the advisor started.
+    /// Checked with a load first, so past the budget the shared counter is only read.
+    pub fn claim_look(&self, now: Instant) -> bool {
+        let sec = now.saturating_duration_since(self.started).as_secs();
+        let cur = self.looks[0].load(Ordering::Relaxed);
+        if cur != sec
+            && self.looks[0]
+                .compare_exchange(cur, sec, Ordering::Relaxed, Ordering::Relaxed)
+                .is_ok()
+        {
+            self.looks[1].store(0, Ordering::Relaxed);
+        }
+        self.looks[1].load(Ordering::Relaxed) < LOOKS_PER_SECOND
+            && self.looks[1].fetch_add(1, Ordering::Relaxed) < LOOKS_PER_SECOND
+    }
+
     /// Time since the process started, and since the last reset.
     pub fn ages(&self, now: Instant) -> (Duration, Duration) {
         let since = self.since.lock().map_or(self.started, |s| *s);
@@ -339,6 +372,16 @@ mod tests {
     }
 
     #[test]
+    fn tcp_info_budget_per_second() {
+        let t0 = Instant::now();
+        let a = Advisor::new(t0);
+        let yes = (0..1500).filter(|_| a.claim_look(t0)).count();
+        assert_eq!(yes, 1000);
+        assert!(!a.claim_look(t0 + Duration::from_millis(999)));
+        assert!(a.claim_look(t0 + Duration::from_millis(1000)));
+    }
+
+    #[test]
     fn apply_switches_once_on_clear_loss_and_reset_keeps_it() {
         let a = Advisor::new(Instant::now());
         let mut switches = Vec::new();
@@ -354,6 +397,8 @@ mod tests {
         a.reset(Instant::now());
         assert_eq!(a.samples.load(Ordering::Relaxed), 0);
         assert_eq!(a.applied(), Some(DynRecMode::Adaptive));
+        a.forget_switch();
+        assert_eq!(a.applied(), None);
         // `on` observes but never switches.
         let b = Advisor::new(Instant::now());
         for _ in 0..1000 {

@@ -57,8 +57,8 @@ pub struct Conn {
     reading: std::sync::atomic::AtomicBool,
     /// The QUIC transport's state, on HTTP/3 connections (for the connection-info page).
     quic: Option<Arc<dyn QuicProbe>>,
-    /// `TCP_INFO`'s `total_retrans` when the tuning advisor last read it on this connection.
-    retrans_seen: Arc<std::sync::atomic::AtomicU32>,
+    /// What the tuning advisor last read of this connection's `TCP_INFO`, and when.
+    tcp_marks: crate::http::tuning::TcpMarks,
 }
 
 impl Drop for Conn {
@@ -109,7 +109,7 @@ impl Conn {
             h1: H1Watch::default(),
             reading: std::sync::atomic::AtomicBool::new(false),
             quic: None,
-            retrans_seen: Arc::default(),
+            tcp_marks: Default::default(),
         }
     }
 
@@ -123,10 +123,9 @@ impl Conn {
         }
     }
 
-    /// The tuning advisor's mark of `total_retrans` on this connection (see
-    /// `http::tuning::retrans_since`).
-    pub(crate) fn retrans_seen(&self) -> &Arc<std::sync::atomic::AtomicU32> {
-        &self.retrans_seen
+    /// What the tuning advisor last read of this connection's `TCP_INFO`, and when.
+    pub(crate) fn tcp_marks(&self) -> &crate::http::tuning::TcpMarks {
+        &self.tcp_marks
     }
 
     fn end_reading(&self) {

@@ -3,9 +3,7 @@
 //! [`Advisor`](crate::advisor::Advisor) when its body is done; [`status`] answers
 //! `tuning_advisor_status`. Nothing is taken for a server with `tuning_advisor off`.
 
-use std::os::fd::RawFd;
 use std::sync::atomic::{AtomicU32, Ordering};
-use std::sync::Arc;
 use std::time::Instant;
 
 use http::header::{self, HeaderValue};
@@ -14,16 +12,11 @@ use http::{HeaderMap, Response};
 use crate::advisor::{AdvisorMode, Sample, TcpSample, UpstreamSample};
 use crate::http::body::Body;
 use crate::http::conn::Conn;
-use crate::http::site::Shared;
 
 /// One response being watched, from its first byte to its last.
 pub struct Watch {
-    shared: Arc<Shared>,
     apply: bool,
     start: Instant,
-    socket: Option<RawFd>,
-    /// The connection's mark of `total_retrans` (see [`retrans_since`]).
-    retrans_seen: Arc<AtomicU32>,
     sample: Sample,
 }
 
@@ -50,7 +43,19 @@ impl Watch {
             return None;
         }
         let facts = h.conn.facts();
-        let tcp = facts.socket.and_then(|fd| crate::net::tcp_info(fd).ok());
+        let tls = facts.tls.is_some() && facts.socket.is_some();
+        // TCP_INFO (two system calls) and the clock for at most `LOOKS_PER_SECOND` responses
+        // a second: every response of a server up to that rate, a sample above it (the
+        // others count in the size and keep-alive histograms only).
+        let mut tcp = None;
+        let mut ttfb_us = 0;
+        if tls {
+            let now = Instant::now();
+            if h.conn.shared().advisor.claim_look(now) {
+                tcp = facts.socket.and_then(|fd| crate::net::tcp_info(fd).ok());
+                ttfb_us = micros(now.saturating_duration_since(h.start));
+            }
+        }
         let request_body_bytes = h
             .request_headers
             .get(header::CONTENT_LENGTH)
@@ -65,13 +70,10 @@ impl Watch {
                 header_us: u64::try_from(t.as_micros()).unwrap_or(u64::MAX),
                 reused,
             });
-        let tls = facts.tls.is_some() && facts.socket.is_some();
+        let marks = h.conn.tcp_marks();
         Some(Self {
-            shared: h.conn.shared().clone(),
             apply: h.mode == AdvisorMode::Apply,
             start: h.start,
-            socket: facts.socket,
-            retrans_seen: h.conn.retrans_seen().clone(),
             sample: Sample {
                 body_bytes: 0,
                 request_body_bytes,
@@ -81,30 +83,34 @@ impl Watch {
                 } else {
                     None
                 },
-                ttfb_us: micros(h.start.elapsed()),
+                ttfb_us,
                 ttlb_us: 0,
                 client_reused: h.nreq > 1,
                 tcp: tcp.map(|t| TcpSample {
                     rtt_us: t.rtt_us,
                     cwnd: t.snd_cwnd,
-                    retrans: retrans_since(h.conn.retrans_seen(), t.total_retrans),
+                    retrans: marks.retrans_since(t.total_retrans),
                 }),
                 upstream,
             },
         })
     }
 
-    /// The body is done (or dropped) after `sent` bytes: count the response.
-    pub fn done(mut self, sent: u64) {
+    /// The body is done (or dropped) after `sent` bytes on `conn`: count the response.
+    pub fn done(mut self, sent: u64, conn: &Conn) {
         let s = &mut self.sample;
         s.body_bytes = sent;
-        s.ttlb_us = micros(self.start.elapsed());
         if let Some(t) = &mut s.tcp {
-            if let Some(end) = self.socket.and_then(|fd| crate::net::tcp_info(fd).ok()) {
-                t.retrans += retrans_since(&self.retrans_seen, end.total_retrans);
+            s.ttlb_us = micros(self.start.elapsed());
+            if let Some(end) = conn
+                .facts()
+                .socket
+                .and_then(|fd| crate::net::tcp_info(fd).ok())
+            {
+                t.retrans += conn.tcp_marks().retrans_since(end.total_retrans);
             }
         }
-        if let Some(sw) = self.shared.advisor.observe(&self.sample, self.apply) {
+        if let Some(sw) = conn.shared().advisor.observe(&self.sample, self.apply) {
             crate::fblog!(
                 Notice,
                 "tuning advisor: record policy \"{}\" -> \"{}\": {}",
@@ -116,13 +122,22 @@ impl Watch {
     }
 }
 
-/// Segments retransmitted on a connection since the advisor last looked (at the first or the
-/// last byte of any of its responses; for its first response, since it opened), given
-/// `TCP_INFO`'s `total_retrans` now. A response's own segments are mostly still in flight
-/// when its last byte is written, so their retransmissions count toward the connection's next
-/// response: per connection, every retransmission is counted once.
-fn retrans_since(seen: &AtomicU32, total: u32) -> u32 {
-    total.saturating_sub(seen.fetch_max(total, Ordering::Relaxed))
+/// What the advisor last read of one connection's `TCP_INFO`.
+#[derive(Debug, Default)]
+pub struct TcpMarks {
+    /// `total_retrans` at the last read.
+    retrans: AtomicU32,
+}
+
+impl TcpMarks {
+    /// Segments retransmitted on the connection since the advisor last read them (at the first
+    /// or the last byte of one of its responses; for its first, since it opened), given
+    /// `total_retrans` now. A response's own segments are mostly still in flight when its
+    /// last byte is written, so their retransmissions count toward the next response read:
+    /// per connection, every retransmission is counted once.
+    fn retrans_since(&self, total: u32) -> u32 {
+        total.saturating_sub(self.retrans.fetch_max(total, Ordering::Relaxed))
+    }
 }
 
 fn micros(d: std::time::Duration) -> u64 {
@@ -150,4 +165,19 @@ pub fn status(conn: &Conn, args: Option<&str>) -> Response<Body> {
     r.headers_mut()
         .insert(header::CACHE_CONTROL, HeaderValue::from_static("no-cache"));
     r
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn retransmissions_counted_once() {
+        let m = TcpMarks::default();
+        assert_eq!(m.retrans_since(3), 3);
+        assert_eq!(m.retrans_since(3), 0);
+        assert_eq!(m.retrans_since(5), 2);
+        // An older reading (a concurrent stream's) counts nothing twice.
+        assert_eq!(m.retrans_since(4), 0);
+    }
 }

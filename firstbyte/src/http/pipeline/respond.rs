@@ -341,8 +341,8 @@ impl Drop for ResponseBody {
         if let Some(l) = self.log.take() {
             l.write(self.sent);
         }
-        if let Some(w) = self.watch.take() {
-            w.done(self.sent);
+        if let (Some(w), Some(busy)) = (self.watch.take(), &self.busy) {
+            w.done(self.sent, &busy.0);
         }
         // After the log line: the request ends (uncounted) once it is logged.
         drop(self.busy.take());
