@@ -28,6 +28,7 @@ http {
     server {
         listen 127.0.0.1:{port0};
         listen 127.0.0.1:{port1} ssl;
+        http2 on;
         ssl_certificate {certs}/a.test.crt;
         ssl_certificate_key {certs}/a.test.key;
         root {dir}/html;
@@ -104,11 +105,16 @@ fn report(port: u16, reset: bool) -> Value {
 
 /// GETs `paths` over one TLS connection (HTTP/1.1 keep-alive).
 fn fetch_tls(port: u16, paths: &[&str]) {
+    fetch_tls_as("--http1.1", port, paths)
+}
+
+/// GETs `paths` over one TLS connection, HTTP/1.1 or HTTP/2 (`--http1.1`, `--http2`).
+fn fetch_tls_as(version: &str, port: u16, paths: &[&str]) {
     let urls: Vec<String> = paths
         .iter()
         .map(|p| format!("https://127.0.0.1:{port}{p}"))
         .collect();
-    let mut args = vec!["--http1.1", "-o", "/dev/null"];
+    let mut args = vec![version, "-o", "/dev/null"];
     for u in &urls {
         args.push(u);
     }
@@ -245,6 +251,15 @@ fn recommendations_follow_the_traffic() {
     // A server with `tuning_advisor off` is not observed.
     fetch_tls(off, &["/small.bin"; 5]);
     assert_eq!(report(plain, false)["sample_size"], 100);
+
+    // The same over HTTP/2 (firstbyte's own HTTP/2 layer): every stream is counted.
+    report(plain, true);
+    fetch_tls_as("--http2", tls, &["/small.bin"; 20]);
+    let r = report(plain, false);
+    assert_eq!(r["sample_size"], 20, "{r:#}");
+    assert_eq!(rec(&r, "ssl_buffer_size"), pair("REDUCE", "4k"), "{r:#}");
+    assert_eq!(r["ssl_buffer_size"]["observed"]["max"], "1.0k");
+    assert_eq!(r["record_policy"]["observed"]["static"]["responses"], 20);
 
     // All large: 16k stays.
     assert_eq!(report(plain, true)["sample_size"], 0, "reset");
