@@ -5,15 +5,17 @@
 //! - `conf`: the nginx-syntax configuration language, parsed and merged into plain data.
 //! - `tls`: certificates, keys, SNI, tickets and sessions, turned into rustls configs.
 //! - `http`: request routing, static files, compression, the built-in site.
+//! - `advisor`: the tuning advisor's histograms and rules (pure; no I/O).
 //! - `net`: listening sockets, socket options and `TCP_INFO`.
 //! - `server`: the runtime that ties them together (accept, handshake, serve, reload).
 //! - `log`, `metrics`: the error log and the process-wide counters, which every layer writes to.
 //!
 //! Imports run one way: runtime (`server`, `cli`, the daemon) → `http` → `tls` → [`conf`] →
-//! `record` → `net`. `http` reads what the runtime built for it (`http::Site`, `http::Shared`,
+//! `advisor` → `record` → `net`. `http` reads what the runtime built for it (`http::Site`, `http::Shared`,
 //! `http::conn::Conn`) and never names the runtime.
 #![warn(missing_docs)]
 
+pub(crate) mod advisor;
 mod broker;
 pub mod cli;
 pub(crate) mod conf;

@@ -294,6 +294,20 @@ pub(crate) fn gzip_static(d: &Directive, _: &mut Cx) -> Result<GzipStatic, ConfE
     choice(d, arg0(d), &opts)
 }
 
+/// `tuning_advisor on|off|apply`.
+pub(crate) fn tuning_advisor(
+    d: &Directive,
+    _: &mut Cx,
+) -> Result<crate::advisor::AdvisorMode, ConfError> {
+    use crate::advisor::AdvisorMode;
+    let opts = [
+        ("off", AdvisorMode::Off),
+        ("on", AdvisorMode::On),
+        ("apply", AdvisorMode::Apply),
+    ];
+    choice(d, arg0(d), &opts)
+}
+
 /// `gzip_proxied off|expired|no-cache|no-store|private|no_last_modified|no_etag|auth|any ...`.
 pub(crate) fn gzip_proxied(d: &Directive, _: &mut Cx) -> Result<GzipProxied, ConfError> {
     let mut flags = 0;

@@ -124,6 +124,9 @@ macro_rules! loc_directives {
         "stub_status" stub_status: bool = false =>
             (SL, 0, 1, "", Own, p::on_unless_off)
             "Answer with nginx's basic status page.";
+        "tuning_advisor_status" tuning_advisor_status: bool = false =>
+            (SL, 0, 1, "", Own, p::on_unless_off)
+            "Answer with the tuning advisor's JSON: per setting (`proxy_buffer_size`, `proxy_buffers`, `proxy_read_timeout`, `client_body_buffer_size`, `keepalive`, `ssl_buffer_size`) `observed {avg, max, p95_approx, p99_approx}`, `recommendation` (`OK`, `REDUCE`, `INCREASE`), `suggested_value` and `reason`; `dyn_rec_advisory` for bimodal response sizes; `record_policy` (which TLS record policy the traffic favours and why); `nginx_config.snippet` for an `http` block, which nginx and firstbyte both accept. `?reset` clears the histograms. Guard it with `allow`/`deny`.";
         "connection_info" connection_info: bool = false =>
             (SL, 0, 1, "off", Own, p::on_unless_off)
             "firstbyte's own: answer with the page showing the visitor their connection (TLS, ALPN, RTT, cwnd), HTML or JSON.";
@@ -228,6 +231,10 @@ macro_rules! srv_directives {
         "client_header_buffer_size" client_header_buffer_size: u64 = 1 << 10 =>
             (HS, 1, 1, "1k", Inherit, p::bytes)
             "HTTP/1.x: the first buffer a request head fills, whole lines in order, before `large_client_header_buffers`; a head that fits it is never refused.";
+        // off: nothing observed unless asked for (the tuning module's default).
+        "tuning_advisor" tuning_advisor: crate::advisor::AdvisorMode = crate::advisor::AdvisorMode::Off =>
+            (HS, 1, 1, "off", Inherit, p::tuning_advisor)
+            "The tuning advisor (GetPageSpeed's ngx_http_tuning, built in): `on` observes every response of the server in fixed-memory histograms (upstream header and body sizes, time to the upstream's header, request bodies, TLS response bodies, keep-alive reuse, and per TLS record policy the RTT, congestion window and retransmissions from `TCP_INFO` at the first and last byte, time to first and last byte; `TCP_INFO` is read for up to 1,000 responses a second, a sample above that) for `tuning_advisor_status`; nothing is allocated per request. `apply` (firstbyte's own) also switches the record policy (`ssl_dyn_rec_enable`) of the servers with `apply` by itself when the evidence is clear: to `adaptive` when, after at least 200 responses, more than 5% of them (beyond 2 sigma) saw a retransmission and the median response is at most 256k; back to `off` (static) when fewer than 1% did. Each switch is logged at `notice` with its reason; nothing else is ever changed, and a reload starts from the configured policy again.";
         // 4 buffers of 8k: nginx's default.
         "large_client_header_buffers" large_client_header_buffers: (usize, usize) = (4, 8 << 10) =>
             (HS, 2, 2, "4 8k", Inherit, p::buffers)

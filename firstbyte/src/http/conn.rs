@@ -57,6 +57,8 @@ pub struct Conn {
     reading: std::sync::atomic::AtomicBool,
     /// The QUIC transport's state, on HTTP/3 connections (for the connection-info page).
     quic: Option<Arc<dyn QuicProbe>>,
+    /// What the tuning advisor last read of this connection's `TCP_INFO`, and when.
+    tcp_marks: crate::http::tuning::TcpMarks,
 }
 
 impl Drop for Conn {
@@ -107,6 +109,7 @@ impl Conn {
             h1: H1Watch::default(),
             reading: std::sync::atomic::AtomicBool::new(false),
             quic: None,
+            tcp_marks: Default::default(),
         }
     }
 
@@ -118,6 +121,11 @@ impl Conn {
         if self.activity.input() && !self.reading.swap(true, Ordering::Relaxed) {
             self.shared.stats.reading.fetch_add(1, Ordering::Relaxed);
         }
+    }
+
+    /// What the tuning advisor last read of this connection's `TCP_INFO`, and when.
+    pub(crate) fn tcp_marks(&self) -> &crate::http::tuning::TcpMarks {
+        &self.tcp_marks
     }
 
     fn end_reading(&self) {

@@ -22,6 +22,7 @@ pub mod rewrite;
 pub(crate) mod send_watch;
 mod site;
 pub mod static_files;
+pub mod tuning;
 pub mod uri;
 
 pub use site::{Shared, Site, Stats};

@@ -1,6 +1,6 @@
 //! What requests read beyond their own connection: per configuration generation, the
 //! [`Site`] (virtual hosts, `proxy_pass` routes and upstream pool, access log files); per
-//! process, the [`Shared`] state (`stub_status` counters, the open-file cache).
+//! process, the [`Shared`] state (`stub_status` counters, the open-file cache, the tuning advisor).
 //!
 //! The runtime (`server`) builds both and keeps, beside them, what only it needs: rustls
 //! configs, the TLS object store, error logs, the reload and drain signals.
@@ -96,6 +96,8 @@ pub struct Shared {
     pub stats: Stats,
     /// Open files of static responses.
     pub files: OpenFileCache,
+    /// The tuning advisor's histograms (`tuning_advisor`), kept across reloads.
+    pub advisor: crate::advisor::Advisor,
 }
 
 impl Shared {
@@ -104,6 +106,7 @@ impl Shared {
         Self {
             stats: Stats::default(),
             files: OpenFileCache::new(Duration::from_secs(1)),
+            advisor: crate::advisor::Advisor::default(),
         }
     }
 }

@@ -376,6 +376,9 @@ impl Server {
         crate::log::set_error_logs(built.error_logs.clone());
         let built = Arc::new(built);
         let old = self.current.swap(built.clone());
+        // The new configuration's record policies stand until `tuning_advisor apply` decides
+        // again on fresh evidence.
+        self.shared.http.advisor.forget_switch();
         self.activate(fresh, &built);
         loaded(&built);
         old.retire();

@@ -353,6 +353,9 @@ fn content(r: &mut Req, loc: &Arc<LocationConf>) -> Out {
     if loc.metrics {
         return Out::Response(super::respond::metrics(r.conn, r.headers));
     }
+    if loc.tuning_advisor_status {
+        return Out::Response(crate::http::tuning::status(r.conn, r.args.as_deref()));
+    }
     // `fastcgi_pass`: after `$document_root` and `try_files` (Debian's fastcgi-php.conf checks
     // `try_files $fastcgi_script_name =404`), as nginx's content phase.
     let fastcgi = loc.proxy.as_ref().filter(|c| c.fastcgi.is_some());

@@ -297,6 +297,19 @@ pub(super) fn finish(
             upstream: r.upstream.get().cloned(),
         })),
     };
+    let watch = crate::http::tuning::Watch::start(crate::http::tuning::Head {
+        conn: r.conn,
+        // The status page's own answers are not traffic.
+        mode: if loc.tuning_advisor_status {
+            crate::advisor::AdvisorMode::Off
+        } else {
+            r.server.tuning_advisor
+        },
+        start: r.start,
+        request_headers: req_headers,
+        nreq: r.nreq,
+        upstream: r.upstream.get(),
+    });
     let (parts, body) = resp.into_parts();
     Response::from_parts(
         parts,
@@ -305,6 +318,7 @@ pub(super) fn finish(
             sent: 0,
             log,
             done: Some(done),
+            watch,
             busy: None,
             progress: None,
             // limit_conn's counts are held until the response body is done.
@@ -323,6 +337,8 @@ pub struct ResponseBody {
     log: Option<Box<LogOnDone>>,
     /// What the `metrics` count when the response ends.
     done: Option<crate::metrics::ResponseDone>,
+    /// The tuning advisor's watch over this response (`tuning_advisor on`).
+    watch: Option<crate::http::tuning::Watch>,
     /// The connection whose request this answers: marked idle again when the body is done.
     pub(super) busy: Option<Busy>,
     /// The HTTP/2 stream's progress for `send_timeout`.
@@ -341,6 +357,7 @@ impl ResponseBody {
             sent: 0,
             log: None,
             done: None,
+            watch: None,
             busy: None,
             progress: None,
             _limit_conn: None,
@@ -356,6 +373,9 @@ impl Drop for ResponseBody {
         }
         if let Some(d) = &self.done {
             d.end(self.sent);
+        }
+        if let (Some(w), Some(busy)) = (self.watch.take(), &self.busy) {
+            w.done(self.sent, &busy.0);
         }
         // After the log line: the request ends (uncounted) once it is logged.
         drop(self.busy.take());

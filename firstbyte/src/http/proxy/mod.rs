@@ -434,6 +434,7 @@ pub async fn forward(
         let (sender, sent) = match pooled {
             Some(mut s) => {
                 up.connected(Instant::now());
+                up.reused();
                 s.set_send_timeout(conf.send_timeout);
                 // A pooled connection the upstream closed meanwhile gives the request back.
                 let r = tokio::time::timeout(conf.read_timeout, s.try_send_request(this)).await;
@@ -509,6 +510,7 @@ pub async fn forward(
             Sent::Response(resp) => {
                 let status = resp.status().as_u16();
                 up.header(status, Instant::now());
+                up.header_bytes(header_bytes(&resp));
                 let outcome = next::Outcome::Status(status);
                 if NextUpstream::status_bit(status).is_some()
                     && next::go_next(
@@ -702,6 +704,18 @@ where
 {
     body.map_err(|e| std::io::Error::other(e.into()))
         .boxed_unsync()
+}
+
+/// An HTTP/1.1 response head's size as it came: `HTTP/1.1 200 OK\r\n`, `Name: value\r\n`
+/// each, the final CRLF (hyper keeps no reason phrase or spacing: nginx's figure for the
+/// status line is approximate by a few bytes).
+fn header_bytes<B>(resp: &http::Response<B>) -> u64 {
+    let fields: usize = resp
+        .headers()
+        .iter()
+        .map(|(n, v)| n.as_str().len() + 2 + v.len() + 2)
+        .sum();
+    (17 + fields + 2) as u64
 }
 
 #[cfg(test)]

@@ -17,6 +17,10 @@ struct Try {
     connect: Option<Duration>,
     header: Option<Duration>,
     end: Option<Instant>,
+    /// Response header bytes (status line and fields), for the tuning advisor.
+    header_bytes: u64,
+    /// Sent on a pooled connection.
+    reused: bool,
 }
 
 /// The servers a request tried, in order.
@@ -39,6 +43,8 @@ impl UpstreamVars {
             connect: None,
             header: None,
             end: None,
+            header_bytes: 0,
+            reused: false,
         });
     }
 
@@ -71,6 +77,27 @@ impl UpstreamVars {
             t.status.get_or_insert(status);
             t.end = Some(now);
         }
+    }
+
+    /// The current try went on a pooled (kept-alive) connection.
+    pub fn reused(&mut self) {
+        if let Some(t) = self.tries.last_mut() {
+            t.reused = true;
+        }
+    }
+
+    /// The current try's response header was `n` bytes.
+    pub fn header_bytes(&mut self, n: u64) {
+        if let Some(t) = self.tries.last_mut() {
+            t.header_bytes = n;
+        }
+    }
+
+    /// For the tuning advisor: the last try's time to its header, header bytes, and whether
+    /// it went on a pooled connection; `None` when no try got a header.
+    pub fn answered(&self) -> Option<(Duration, u64, bool)> {
+        let t = self.tries.last()?;
+        Some((t.header?, t.header_bytes, t.reused))
     }
 
     /// Whether no server was tried.

@@ -220,7 +220,7 @@ pub(super) async fn accept_tls(
     let handshake = Box::pin(crate::tls::stream::handshake(
         stream,
         tls_conn,
-        server.record.policy(),
+        record_policy(&server, &shared.http.advisor),
         crate::record::SocketInfo(Some(fd)),
         release.clone(),
     ));
@@ -364,6 +364,22 @@ pub(super) async fn accept_tls(
         Proto::H1
     };
     Some((secured, conn, proto, server))
+}
+
+/// The record policy of a new connection to `server`: its own, or the one `tuning_advisor
+/// apply` switched to.
+fn record_policy(
+    server: &crate::conf::model::ServerConf,
+    advisor: &crate::advisor::Advisor,
+) -> crate::record::RecordPolicy {
+    match (server.tuning_advisor, advisor.applied()) {
+        (crate::advisor::AdvisorMode::Apply, Some(mode)) => crate::record::RecordSettings {
+            ssl_dyn_rec_enable: mode,
+            ..server.record
+        }
+        .policy(),
+        _ => server.record.policy(),
+    }
 }
 
 #[cfg(test)]
