@@ -78,3 +78,59 @@ fn header_and_keepalive_timeouts() {
         "{t:?}"
     );
 }
+
+/// `keepalive_time`: the first response after it closes the connection (`Connection: close`);
+/// `$connection_time` counts from the accept.
+#[test]
+fn keepalive_time_closes_the_connection_after_its_time() {
+    let conf = r#"
+pid off;
+error_log {dir}/error.log info;
+events {}
+http {
+    access_log off;
+    keepalive_time 1s;
+    server {
+        listen 127.0.0.1:{port0};
+        location / { return 200 "t=$connection_time\n"; }
+    }
+}
+"#;
+    let (_s, ports) = Server::start("keepalive-time", conf, 1);
+    let mut sock = TcpStream::connect(("127.0.0.1", ports[0])).unwrap();
+    sock.set_read_timeout(Some(Duration::from_secs(10)))
+        .unwrap();
+    let mut ask = || {
+        sock.write_all(b"GET / HTTP/1.1\r\nHost: x\r\n\r\n")
+            .unwrap();
+        let mut got = Vec::new();
+        let mut buf = [0u8; 4096];
+        while !String::from_utf8_lossy(&got).contains("\nt=")
+            || !got.ends_with(b"\n")
+            || !String::from_utf8_lossy(&got).contains("\r\n\r\n")
+        {
+            let n = sock.read(&mut buf).unwrap();
+            assert!(n > 0, "closed early: {}", String::from_utf8_lossy(&got));
+            got.extend_from_slice(&buf[..n]);
+        }
+        String::from_utf8_lossy(&got).into_owned()
+    };
+    let first = ask();
+    assert!(
+        !first.to_ascii_lowercase().contains("connection: close"),
+        "{first}"
+    );
+    assert!(first.contains("t=0."), "{first}");
+    std::thread::sleep(Duration::from_millis(1200));
+    let second = ask();
+    assert!(
+        second.to_ascii_lowercase().contains("connection: close"),
+        "{second}"
+    );
+    let t: f64 = second
+        .rsplit("t=")
+        .next()
+        .and_then(|v| v.trim().parse().ok())
+        .unwrap_or_else(|| panic!("{second}"));
+    assert!(t >= 1.2, "{second}");
+}

@@ -88,6 +88,9 @@ macro_rules! loc_directives {
         "keepalive_timeout" keepalive_timeout: Duration = Duration::from_secs(75) =>
             (HSL, 1, 2, "75s", Inherit, p::keepalive_timeout)
             "How long an idle keep-alive connection stays open; 0 disables keep-alive.";
+        "keepalive_time" keepalive_time: Duration = Duration::from_secs(3600) =>
+            (HSL, 1, 1, "1h", Inherit, p::duration)
+            "Longest time a keep-alive connection serves requests: the first response after it closes the connection (HTTP/1.x `Connection: close`, HTTP/2 GOAWAY).";
         "keepalive_requests" keepalive_requests: u32 = 1000 =>
             (HSL, 1, 1, "1000", Inherit, p::count)
             "Most requests served on one connection.";

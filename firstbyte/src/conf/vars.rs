@@ -47,6 +47,7 @@ pub const KNOWN: &[&str] = &[
     "request_method",
     "request_time",
     "request_id",
+    "connection_time",
     "connections_active",
     "connections_reading",
     "connections_writing",

@@ -290,6 +290,11 @@ impl Activity {
         Self::since(Instant::now())
     }
 
+    /// How long ago the connection was accepted (`keepalive_time`).
+    pub(crate) fn age(&self) -> Duration {
+        self.born.elapsed()
+    }
+
     /// A connection accepted at `born`.
     fn since(born: Instant) -> Self {
         Self {

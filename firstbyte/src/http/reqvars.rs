@@ -29,6 +29,8 @@ pub struct ConnFacts {
     pub proxy_protocol: Option<crate::net::proxy_protocol::ProxyAddrs>,
     /// The TCP socket, open for as long as the connection's requests are (`$tcpinfo_*`).
     pub socket: Option<std::os::fd::RawFd>,
+    /// When the connection was accepted (`$connection_time`).
+    pub accepted: Option<Instant>,
 }
 
 /// What the handshake settled.
@@ -257,6 +259,10 @@ impl Vars for RequestVars<'_> {
                 .and_then(|v| v.to_str().ok())
                 .map(|v| Cow::Owned(v.to_string())),
             "request_time" => Some(Cow::Owned(seconds_ms(self.start.elapsed()))),
+            "connection_time" => self
+                .conn
+                .accepted
+                .map(|t| Cow::Owned(seconds_ms(t.elapsed()))),
             "ttfb" => self.ttfb.map(|t| Cow::Owned(seconds_ms(t))),
             "connections_active"
             | "connections_reading"
@@ -413,6 +419,7 @@ mod tests {
             }),
             record_policy: "static",
             socket: None,
+            accepted: None,
         };
         let v = RequestVars {
             conn: &conn,

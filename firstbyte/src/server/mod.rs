@@ -58,6 +58,7 @@ pub(crate) fn test_conn() -> (
         record_policy: "static",
         proxy_protocol: None,
         socket: None,
+        accepted: None,
     };
     let io = Arc::new(crate::net::IoControl::new(Duration::from_secs(60), false));
     let conn = crate::http::conn::Conn::new(

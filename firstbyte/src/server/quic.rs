@@ -379,6 +379,7 @@ async fn serve(
         record_policy: "quic",
         proxy_protocol: None,
         socket: None,
+        accepted: Some(std::time::Instant::now()),
     };
     let send_timeout = server.default_location.send_timeout;
     // The request head's bound: `large_client_header_buffers`, as over HTTP/2.

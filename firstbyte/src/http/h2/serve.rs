@@ -235,7 +235,12 @@ impl<I: AsyncRead + BatchWrite> Shell<I> {
                     end_stream,
                 } => {
                     self.started += 1;
-                    if self.started >= self.max_requests {
+                    // nginx's `keepalive_time` on HTTP/2: a stream that starts after it ends
+                    // the connection as `keepalive_requests` does (GOAWAY naming this stream).
+                    if self.started >= self.max_requests
+                        || self.conn.activity().age()
+                            >= self.conn.first_server().default_location.keepalive_time
+                    {
                         self.core.goaway();
                     }
                     let queue = (!end_stream).then(body::Shared::default);

@@ -240,13 +240,14 @@ pub(super) fn finish(
     if !h.contains_key(header::DATE) {
         h.insert(header::DATE, crate::log::now().http_date.clone());
     }
-    let last = r.nreq >= u64::from(loc.keepalive_requests);
+    let last = r.nreq >= u64::from(loc.keepalive_requests)
+        || r.conn.activity().age() >= loc.keepalive_time;
     if r.version == http::Version::HTTP_3 {
         // No connection-level headers in HTTP/3 (RFC 9114 §4.2); a `close` asked for above
         // (a refused request) means nothing on a multiplexed connection.
         h.remove(header::CONNECTION);
     } else if r.version == http::Version::HTTP_2 {
-        if last {
+        if last || loc.keepalive_timeout.is_zero() {
             r.conn.request_goaway();
         }
     } else if loc.keepalive_timeout.is_zero() || last {

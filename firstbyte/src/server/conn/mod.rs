@@ -114,6 +114,7 @@ pub async fn handle(
         record_policy: "static",
         proxy_protocol: None,
         socket: Some(fd),
+        accepted: Some(accepted),
     };
 
     if addr.proxy_protocol() {
