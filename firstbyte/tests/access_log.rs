@@ -105,3 +105,38 @@ http {
         assert!(secs(f[5]) <= secs(f[6]), "ttfb ≤ request_time: {line}");
     }
 }
+
+/// `access_log ... if=CONDITION`: a line only when the condition is neither empty nor `0`.
+#[test]
+fn access_log_if_writes_only_when_the_condition_holds() {
+    let conf = r#"
+pid off;
+error_log {dir}/error.log;
+events {}
+http {
+    log_format short '$request_uri';
+    access_log {dir}/if.log short if=$arg_log;
+    server {
+        listen 127.0.0.1:{port0};
+        location / { return 200 "x"; }
+    }
+}
+"#;
+    let (s, p) = Server::start("access-log-if", conf, 1);
+    for q in ["/a?log=1", "/b", "/c?log=0", "/d?log=", "/e?log=yes"] {
+        let out = curl(&[&format!("http://127.0.0.1:{}{q}", p[0])]);
+        assert!(out.status.success());
+    }
+    let f = s.dir.join("if.log");
+    let deadline = Instant::now() + Duration::from_secs(5);
+    let mut log = String::new();
+    while Instant::now() < deadline && !log.contains("/e?log=yes") {
+        log = std::fs::read_to_string(&f).unwrap_or_default();
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    assert_eq!(
+        log.lines().collect::<Vec<_>>(),
+        ["/a?log=1", "/e?log=yes"],
+        "{log}"
+    );
+}

@@ -301,7 +301,7 @@ pub(crate) fn access_log(s: &mut LocSettings, d: &Directive, cx: &mut Cx) -> R {
         .get(format)
         .cloned()
         .ok_or_else(|| ConfError::other(format!("unknown log format \"{format}\""), &d.pos))?;
-    let (mut buffer, mut flush) = (None, None);
+    let (mut buffer, mut flush, mut condition) = (None, None, None);
     for p in d.args.iter().skip(2) {
         if let Some(v) = p.strip_prefix("buffer=") {
             let n = units::size(v)
@@ -312,7 +312,9 @@ pub(crate) fn access_log(s: &mut LocSettings, d: &Directive, cx: &mut Cx) -> R {
             let t = units::time(v)
                 .ok_or_else(|| ConfError::other(format!("invalid flush time \"{v}\""), &d.pos))?;
             flush = Some(t);
-        } else if p == "gzip" || p.starts_with("gzip=") || p.starts_with("if=") {
+        } else if let Some(v) = p.strip_prefix("if=") {
+            condition = Some(super::args::value(d, v)?);
+        } else if p == "gzip" || p.starts_with("gzip=") {
             return Err(unsupported(
                 d,
                 format!("the \"{p}\" parameter of \"access_log\""),
@@ -332,6 +334,7 @@ pub(crate) fn access_log(s: &mut LocSettings, d: &Directive, cx: &mut Cx) -> R {
         format,
         buffer,
         flush,
+        condition,
     });
     Ok(())
 }

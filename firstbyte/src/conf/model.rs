@@ -380,6 +380,8 @@ pub struct AccessLogTarget {
     pub buffer: Option<usize>,
     /// `flush=TIME`: the longest a buffered line waits.
     pub flush: Option<Duration>,
+    /// `if=CONDITION`: the line is written only when it evaluates to neither "" nor "0".
+    pub condition: Option<crate::conf::vars::ComplexValue>,
 }
 
 /// `log_format NAME [escape=default|json|none] STRING ...`.

@@ -177,6 +177,7 @@ impl LocSettings {
                 }),
                 buffer: None,
                 flush: None,
+                condition: None,
             }]),
         };
         let rewrite = self.rewrite.finish(self, cx, &name, default_types);

@@ -67,6 +67,12 @@ impl LogOnDone {
             upstream: self.upstream.as_ref(),
         };
         for t in targets {
+            if let Some(c) = &t.condition {
+                let v = c.eval(&vars);
+                if v.is_empty() || v == "0" {
+                    continue;
+                }
+            }
             let mut line = t.format.value.eval_log(&vars, t.format.escape, log_escape);
             line.push('\n');
             self.site.write_access_log(&t.target, line.as_bytes());
