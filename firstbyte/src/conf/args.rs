@@ -328,6 +328,26 @@ pub(crate) fn gzip_proxied(d: &Directive, _: &mut Cx) -> Result<GzipProxied, Con
     Ok(GzipProxied(flags))
 }
 
+/// `keepalive_disable none|msie6|safari ...`.
+pub(crate) fn keepalive_disable(
+    d: &Directive,
+    _: &mut Cx,
+) -> Result<super::model::KeepaliveDisable, ConfError> {
+    let mut k = super::model::KeepaliveDisable {
+        msie6: false,
+        safari: false,
+    };
+    for a in &d.args {
+        match a.as_str() {
+            "none" => {}
+            "msie6" => k.msie6 = true,
+            "safari" => k.safari = true,
+            _ => return Err(param(d, a)),
+        }
+    }
+    Ok(k)
+}
+
 /// `gzip_disable msie6|REGEX ...` (regexes case-insensitive, as nginx's).
 pub(crate) fn gzip_disable(d: &Directive, _: &mut Cx) -> Result<GzipDisable, ConfError> {
     let mut g = GzipDisable::default();

@@ -88,6 +88,9 @@ macro_rules! loc_directives {
         "keepalive_timeout" keepalive_timeout: Duration = Duration::from_secs(75) =>
             (HSL, 1, 2, "75s", Inherit, p::keepalive_timeout)
             "How long an idle keep-alive connection stays open; 0 disables keep-alive.";
+        "keepalive_disable" keepalive_disable: crate::conf::model::KeepaliveDisable = crate::conf::model::KeepaliveDisable { msie6: true, safari: false } =>
+            (HSL, 1, ANY, "msie6", Inherit, p::keepalive_disable)
+            "Browsers whose requests close the connection after the response: `msie6` (MSIE 4-6 without SV1, after a POST), `safari` (Safari on macOS), `none`.";
         "keepalive_time" keepalive_time: Duration = Duration::from_secs(3600) =>
             (HSL, 1, 1, "1h", Inherit, p::duration)
             "Longest time a keep-alive connection serves requests: the first response after it closes the connection (HTTP/1.x `Connection: close`, HTTP/2 GOAWAY).";

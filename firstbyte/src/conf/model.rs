@@ -487,6 +487,33 @@ impl GzipDisable {
     }
 }
 
+/// `keepalive_disable none|msie6|safari ...`: browsers whose requests close the connection
+/// after the response (nginx's: old MSIE after a POST, Safari on macOS always).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct KeepaliveDisable {
+    /// `msie6` (the default): MSIE 4–6 without SV1, after a POST.
+    pub msie6: bool,
+    /// `safari`: Safari on Mac OS X (not Chrome, which also says "Safari/").
+    pub safari: bool,
+}
+
+impl KeepaliveDisable {
+    /// Whether a request with this method and `User-Agent` gets no keep-alive.
+    pub fn applies(&self, post: bool, user_agent: Option<&str>) -> bool {
+        let Some(ua) = user_agent else {
+            return false;
+        };
+        (self.msie6 && post && is_msie6(ua))
+            || (self.safari
+                && !ua.contains("MSIE ")
+                && !ua.contains("Opera")
+                && !ua.contains("Gecko/")
+                && !ua.contains("Chrome/")
+                && ua.contains("Safari/")
+                && ua.contains("Mac OS X"))
+    }
+}
+
 /// nginx's `msie6` mask: "MSIE 4.", "MSIE 5." or "MSIE 6." not followed (in the same
 /// user agent) by "SV1" (XP SP2's MSIE 6, which handles gzip).
 fn is_msie6(ua: &str) -> bool {

@@ -1021,3 +1021,27 @@ fn proxy_busy_and_write_sizes_follow_the_buffers_when_unset() {
         .clone();
     assert_eq!((b.busy_size, b.temp_file_write_size), (8192, 8192));
 }
+
+/// `keepalive_disable`: nginx's browser masks.
+#[test]
+fn keepalive_disable_masks() {
+    use super::model::KeepaliveDisable;
+    let msie6 = KeepaliveDisable {
+        msie6: true,
+        safari: false,
+    };
+    let old = Some("Mozilla/4.0 (compatible; MSIE 5.0; Windows 98)");
+    assert!(msie6.applies(true, old), "old MSIE after a POST");
+    assert!(!msie6.applies(false, old), "not after a GET");
+    assert!(!msie6.applies(true, Some("Mozilla/4.0 (compatible; MSIE 7.0)")));
+    let safari = KeepaliveDisable {
+        msie6: false,
+        safari: true,
+    };
+    let mac = Some("Mozilla/5.0 (Macintosh; Intel Mac OS X 10_15) Safari/605.1.15");
+    assert!(safari.applies(false, mac));
+    assert!(!msie6.applies(false, mac));
+    let chrome = Some("Mozilla/5.0 (Macintosh; Intel Mac OS X 10_15) Chrome/120 Safari/537.36");
+    assert!(!safari.applies(false, chrome), "Chrome also says Safari/");
+    assert!(!safari.applies(false, None));
+}

@@ -250,8 +250,26 @@ pub(super) fn finish(
         if last || loc.keepalive_timeout.is_zero() {
             r.conn.request_goaway();
         }
-    } else if loc.keepalive_timeout.is_zero() || last {
+    } else if loc.keepalive_timeout.is_zero()
+        || last
+        || loc.keepalive_disable.applies(
+            r.method == http::Method::POST,
+            r.headers
+                .get(header::USER_AGENT)
+                .and_then(|v| v.to_str().ok()),
+        )
+    {
         h.insert(header::CONNECTION, HeaderValue::from_static("close"));
+    } else if r.version == http::Version::HTTP_11
+        && !h.contains_key(header::CONNECTION)
+        && !req_headers
+            .get_all(header::CONNECTION)
+            .iter()
+            .any(|v| has_token(v.as_bytes(), b"close"))
+    {
+        // nginx says so on every HTTP/1.1 response that keeps the connection (hyper would
+        // leave it implicit); clients and tests that look for it find it.
+        h.insert(header::CONNECTION, HeaderValue::from_static("keep-alive"));
     }
     r.conn.io().set_send_timeout(loc.send_timeout);
     // HTTP/2 frames its DATA itself: sendfile is for HTTP/1.x on a socket that carries the
@@ -411,4 +429,10 @@ impl http_body::Body for ResponseBody {
     fn size_hint(&self) -> SizeHint {
         self.inner.size_hint()
     }
+}
+
+/// Whether a comma-separated header value holds `token` (case-insensitive).
+fn has_token(v: &[u8], token: &[u8]) -> bool {
+    v.split(|&b| b == b',')
+        .any(|t| t.trim_ascii().eq_ignore_ascii_case(token))
 }
