@@ -161,7 +161,8 @@ fn server_config(
 /// (14,480 with a 1,448-byte MSS) and counts the handshake flight too: measured at 100 ms RTT
 /// (`bench/h3.toml`), a cold 10 KB response then took a round trip more than Caddy's
 /// (305.6 vs 203.1 ms) and 100 KB two more. With 32 packets firstbyte's first flight carries
-/// the handshake, a 0-RTT answer of ~30 KB, or a first response of that size after it.
+/// the handshake, a 0-RTT answer of ~30 KB, or a first response of that size after it
+/// (`bench/results/2026-11-26-quic-first-flight`).
 const INITIAL_WINDOW: u64 = 32 * 1200;
 
 /// A QUIC integer, saturated at its largest value.
