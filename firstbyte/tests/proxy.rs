@@ -603,3 +603,69 @@ fn send_timeout_fails_a_request_the_upstream_stops_reading() {
         "{log}"
     );
 }
+
+/// `proxy_method`, `proxy_pass_request_headers off`, `proxy_pass_request_body off`: what the
+/// upstream receives (an echo of its request head and body length).
+#[test]
+fn proxy_method_and_pass_request_switches() {
+    let (up, _) = upstream(|s| {
+        let mut r = BufReader::new(s.try_clone().unwrap());
+        let Some(head) = read_head(&mut r) else {
+            return;
+        };
+        let len: usize = head
+            .lines()
+            .find_map(|l| {
+                l.to_ascii_lowercase()
+                    .strip_prefix("content-length:")
+                    .map(|v| v.trim().to_string())
+            })
+            .map_or(0, |v| v.parse().unwrap());
+        let mut body = vec![0u8; len];
+        r.read_exact(&mut body).unwrap();
+        let echo = format!("{head}body={}", String::from_utf8_lossy(&body));
+        let mut s = s;
+        let _ = write!(
+            s,
+            "HTTP/1.1 200 OK\r\nConnection: close\r\nContent-Length: {}\r\n\r\n{echo}",
+            echo.len()
+        );
+    });
+    let conf = r#"
+pid off;
+error_log {dir}/error.log;
+events {}
+http {
+    access_log off;
+    server {
+        listen 127.0.0.1:{port0};
+        location /method { proxy_pass http://127.0.0.1:{up}; proxy_method $arg_m; }
+        location /noheaders { proxy_pass http://127.0.0.1:{up}; proxy_pass_request_headers off; }
+        location /nobody { proxy_pass http://127.0.0.1:{up}; proxy_pass_request_body off; }
+    }
+}
+"#
+    .replace("{up}", &up.to_string());
+    let (_s, p) = Server::start("proxy-method", &conf, 1);
+    let post = |path: &str| {
+        let out = curl(&[
+            "-H",
+            "X-Client: yes",
+            "--data-binary",
+            "hello",
+            &format!("http://127.0.0.1:{}{path}", p[0]),
+        ]);
+        String::from_utf8_lossy(&out.stdout).to_ascii_lowercase()
+    };
+    let r = post("/method?m=PUT");
+    assert!(r.starts_with("put /method?m=put http/1.0"), "{r}");
+    assert!(r.ends_with("body=hello"), "{r}");
+    let r = post("/noheaders");
+    assert!(r.starts_with("post /noheaders"), "{r}");
+    assert!(!r.contains("x-client"), "{r}");
+    assert!(r.ends_with("body=hello"), "{r}");
+    let r = post("/nobody");
+    assert!(r.contains("x-client: yes"), "{r}");
+    assert!(!r.contains("content-length"), "{r}");
+    assert!(r.ends_with("body="), "{r}");
+}

@@ -370,6 +370,15 @@ macro_rules! proxy_directives {
         "proxy_next_upstream" next_upstream: NextUpstream = NextUpstream::DEFAULT =>
             (HSL, 1, ANY, "error timeout", Inherit, px::next_upstream)
             "When a request goes to the next server: `error`, `timeout`, `invalid_header`, `http_500`, `http_502`, `http_503`, `http_504`, `http_403`, `http_404`, `http_429`, `non_idempotent` (POST, LOCK and PATCH are retried once sent only with it), or `off`. As nginx, nothing is retried once the response has started; firstbyte streams request bodies (nginx's `proxy_request_buffering off`), so a request whose body was sent is not retried either.";
+        "proxy_method" method: Option<crate::conf::vars::ComplexValue> = None =>
+            (HSL, 1, 1, "", Inherit, px::method)
+            "The method of the request to the upstream (variables allowed); unset: the client's.";
+        "proxy_pass_request_headers" pass_request_headers: bool = true =>
+            (HSL, 1, 1, "on", Inherit, p::on_off)
+            "`off`: the client's request headers are not passed (only those `proxy_set_header` makes).";
+        "proxy_pass_request_body" pass_request_body: bool = true =>
+            (HSL, 1, 1, "on", Inherit, p::on_off)
+            "`off`: the client's request body is not passed (nor its length).";
         // 0: no limit but the number of servers (nginx's default).
         "proxy_next_upstream_tries" next_upstream_tries: u32 = 0 =>
             (HSL, 1, 1, "0", Inherit, p::count)

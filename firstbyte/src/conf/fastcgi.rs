@@ -190,6 +190,10 @@ impl FastcgiSettings {
             next_upstream: fcgi.next_upstream,
             next_upstream_tries: fcgi.next_upstream_tries,
             next_upstream_timeout: fcgi.next_upstream_timeout,
+            // FastCGI's own `fastcgi_pass_request_*` decide (see `FastcgiConf`).
+            method: None,
+            pass_request_headers: true,
+            pass_request_body: true,
             fastcgi: Some(Arc::new(fcgi)),
         })
     }

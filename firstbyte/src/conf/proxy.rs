@@ -441,6 +441,14 @@ pub(crate) fn http_version(d: &Directive, _: &mut Cx) -> Result<bool, ConfError>
     choice(d, arg0(d), &[("1.0", false), ("1.1", true)])
 }
 
+/// `proxy_method METHOD` (variables allowed, as nginx 1.11.6+).
+pub(crate) fn method(
+    d: &Directive,
+    _: &mut Cx,
+) -> Result<Option<super::vars::ComplexValue>, ConfError> {
+    super::args::value(d, arg0(d)).map(Some)
+}
+
 /// A proxy timeout: a time above zero.
 pub(crate) fn timeout(d: &Directive, _: &mut Cx) -> Result<Duration, ConfError> {
     let t = time(d, arg0(d))?;

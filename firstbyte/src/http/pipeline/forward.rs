@@ -60,7 +60,13 @@ where
             forwarded_for: &forwarded_for,
         };
         let cert = px::client_cert_paths(&conf.ssl, &vars);
-        (ph::request_headers(conf, r.headers, &vars), cert)
+        let empty = http::HeaderMap::new();
+        let client = if conf.pass_request_headers {
+            r.headers
+        } else {
+            &empty
+        };
+        (ph::request_headers(conf, client, &vars), cert)
     };
     let version = if conf.http11 {
         http::Version::HTTP_11
@@ -74,6 +80,11 @@ where
         headers.insert("early-data", HeaderValue::from_static("1"));
     }
     let mut body = px::request_body(body);
+    if !conf.pass_request_body {
+        body = px::request_body(http_body_util::Empty::<Bytes>::new());
+        headers.remove(header::CONTENT_LENGTH);
+        headers.remove(header::TRANSFER_ENCODING);
+    }
     // A body of unknown length (chunked, or HTTP/2 without content-length) is never dropped:
     // hyper would send none over HTTP/1.0, or for a GET of unknown length.
     if !headers.contains_key(header::CONTENT_LENGTH) && !http_body::Body::is_end_stream(&body) {
@@ -104,7 +115,10 @@ where
         }
     }
     let mut req = Request::new(body);
-    *req.method_mut() = r.method.clone();
+    *req.method_mut() = match &conf.method {
+        Some(m) => http::Method::from_bytes(r.eval(m).as_bytes()).map_err(|_| 500u16)?,
+        None => r.method.clone(),
+    };
     *req.version_mut() = version;
     *req.uri_mut() = target.parse().map_err(|_| 500u16)?;
     *req.headers_mut() = headers;
