@@ -677,6 +677,8 @@ pub struct UpstreamServer {
     pub backup: bool,
     /// `down`: never used.
     pub down: bool,
+    /// `max_conns=N`: requests in flight to it at most (0: no limit, the default).
+    pub max_conns: u32,
 }
 
 /// How an `upstream` group chooses a server for a request.

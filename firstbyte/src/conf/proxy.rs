@@ -83,7 +83,7 @@ pub(crate) const UPSTREAM_DIRECTIVES: &[&str] = &[
     "hash",
 ];
 
-/// `upstream NAME { server ADDR [weight=N] [max_fails=N] [fail_timeout=T] [backup] [down]; keepalive N; }`.
+/// `upstream NAME { server ADDR [weight=N] [max_fails=N] [fail_timeout=T] [max_conns=N] [backup] [down]; keepalive N; }`.
 pub(crate) fn upstream(cx: &mut Cx, d: &Directive) -> R {
     let name = arg0(d).to_ascii_lowercase();
     if cx.upstreams.contains_key(&name) {
@@ -249,6 +249,7 @@ fn upstream_server(up: &mut Upstream, c: &Directive) -> R {
     let mut fail_timeout = FAIL_TIMEOUT;
     let mut backup = false;
     let mut down = false;
+    let mut max_conns = 0u32;
     for a in &c.args[1..] {
         let bad = || ConfError::other(format!("invalid parameter \"{a}\""), &c.pos);
         if let Some(v) = a.strip_prefix("weight=") {
@@ -257,6 +258,8 @@ fn upstream_server(up: &mut Upstream, c: &Directive) -> R {
             max_fails = v.parse().map_err(|_| bad())?;
         } else if let Some(v) = a.strip_prefix("fail_timeout=") {
             fail_timeout = super::units::time(v).ok_or_else(bad)?;
+        } else if let Some(v) = a.strip_prefix("max_conns=") {
+            max_conns = v.parse().map_err(|_| bad())?;
         } else if a == "backup" {
             backup = true;
         } else if a == "down" {
@@ -297,6 +300,7 @@ fn upstream_server(up: &mut Upstream, c: &Directive) -> R {
             fail_timeout,
             backup,
             down,
+            max_conns,
         });
     }
     Ok(())

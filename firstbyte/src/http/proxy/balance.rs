@@ -37,8 +37,10 @@ struct Peer {
     fail_timeout: Duration,
     backup: bool,
     down: bool,
-    /// Active connections (least_conn).
+    /// Active connections (least_conn, `max_conns`).
     conns: u64,
+    /// `max_conns` (0: no limit).
+    max_conns: u64,
     /// Index of its `server` line (one line may give several addresses).
     server: usize,
 }
@@ -162,6 +164,7 @@ impl Balancer {
                 backup: s.backup,
                 down: s.down,
                 conns: 0,
+                max_conns: u64::from(s.max_conns),
                 server: line,
             });
         }
@@ -195,6 +198,7 @@ impl Balancer {
                 fail_timeout: Duration::from_secs(10),
                 backup: false,
                 down: false,
+                max_conns: 0,
             })
             .collect();
         Self::new(&servers)
@@ -217,7 +221,7 @@ impl Balancer {
 
     fn available(&self, i: usize, now: Instant) -> bool {
         let p = &self.peers[i];
-        if p.down {
+        if p.down || (p.max_conns > 0 && p.conns >= p.max_conns) {
             return false;
         }
         if self.peers.len() == 1 || p.max_fails == 0 || p.fails < p.max_fails {
@@ -652,7 +656,30 @@ mod tests {
             fail_timeout: Duration::from_secs(10),
             backup: false,
             down: false,
+            max_conns: 0,
         }
+    }
+
+    /// `max_conns`: a server with that many requests in flight is passed over; with every
+    /// server full there is none (nginx's "no live upstreams").
+    #[test]
+    fn max_conns_bounds_requests_in_flight() {
+        let mut one = server(1, 1);
+        one.max_conns = 1;
+        let mut b = Balancer::new(&[one.clone(), one]);
+        let now = Instant::now();
+        let i = b.pick(now, &mut Attempt::new(vec![])).expect("first");
+        let j = b.pick(now, &mut Attempt::new(vec![])).expect("second");
+        assert_ne!(i, j);
+        assert_eq!(b.pick(now, &mut Attempt::new(vec![])), None, "both full");
+        b.release(i);
+        assert_eq!(b.pick(now, &mut Attempt::new(vec![])), Some(i));
+        // A single server is bounded too.
+        let mut solo = server(1, 1);
+        solo.max_conns = 1;
+        let mut b = Balancer::new(&[solo]);
+        assert!(b.pick(now, &mut Attempt::new(vec![])).is_some());
+        assert_eq!(b.pick(now, &mut Attempt::new(vec![])), None);
     }
 
     #[test]
