@@ -284,6 +284,19 @@ pub(crate) fn keepalive_timeout(d: &Directive, cx: &mut Cx) -> Result<Duration, 
     Ok(t)
 }
 
+/// `if_modified_since off|exact|before`.
+pub(crate) fn if_modified_since(
+    d: &Directive,
+    _: &mut Cx,
+) -> Result<super::model::IfModifiedSince, ConfError> {
+    use super::model::IfModifiedSince as I;
+    choice(
+        d,
+        arg0(d),
+        &[("off", I::Off), ("exact", I::Exact), ("before", I::Before)],
+    )
+}
+
 /// `gzip_static on|off|always`.
 pub(crate) fn gzip_static(d: &Directive, _: &mut Cx) -> Result<GzipStatic, ConfError> {
     let opts = [

@@ -88,6 +88,9 @@ macro_rules! loc_directives {
         "keepalive_timeout" keepalive_timeout: Duration = Duration::from_secs(75) =>
             (HSL, 1, 2, "75s", Inherit, p::keepalive_timeout)
             "How long an idle keep-alive connection stays open; 0 disables keep-alive.";
+        "if_modified_since" if_modified_since: crate::conf::model::IfModifiedSince = crate::conf::model::IfModifiedSince::Before =>
+            (HSL, 1, 1, "before", Inherit, p::if_modified_since)
+            "How `If-Modified-Since` is compared with a file's date: `before` (304 when the file is not newer than the date: RFC 9110, firstbyte's default), `exact` (only the same date: nginx's default), `off` (ignored).";
         "keepalive_disable" keepalive_disable: crate::conf::model::KeepaliveDisable = crate::conf::model::KeepaliveDisable { msie6: true, safari: false } =>
             (HSL, 1, ANY, "msie6", Inherit, p::keepalive_disable)
             "Browsers whose requests close the connection after the response: `msie6` (MSIE 4-6 without SV1, after a POST), `safari` (Safari on macOS), `none`.";

@@ -525,6 +525,17 @@ fn is_msie6(ua: &str) -> bool {
     old && !(v.as_bytes()[0] == b'6' && ua.contains("SV1"))
 }
 
+/// `if_modified_since off|exact|before`: how `If-Modified-Since` is compared.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum IfModifiedSince {
+    /// The header is ignored.
+    Off,
+    /// 304 only for the file's exact date (nginx's default).
+    Exact,
+    /// 304 for the file's date or a later one (RFC 9110; firstbyte's default).
+    Before,
+}
+
 /// `gzip_static`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum GzipStatic {

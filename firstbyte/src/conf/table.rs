@@ -415,7 +415,7 @@ pub(crate) static UNSUPPORTED: &[&str] = &[
     "create_full_put_path",
     "debug_connection", "debug_points", "degradation", "degrade", "directio", "directio_alignment", "empty_gif", "env",
     "f4f", "f4f_buffer_size", "flv", "brotli_static", "brotli_min_length", "brotli_window",
-    "brotli_buffers", "hash", "if_modified_since",
+    "brotli_buffers", "hash",
     "internal_redirect", "ip_hash", "keepalive",
     "least_conn", "least_time", "lock_file", "log_subrequest",
     "mail", "master_process", "max_ranges", "merge_slashes", "msie_padding",

@@ -15,8 +15,8 @@
 //!   `Accept-Ranges: bytes`, `Content-Length`.
 //! - Conditionals in RFC 9110's order: `If-Match` / `If-Unmodified-Since` → 412;
 //!   `If-None-Match` (weak comparison, `*`, lists) → 304; `If-Modified-Since` (only without
-//!   `If-None-Match`) → 304 when the file's mtime is at or before the date. nginx's own default
-//!   (`if_modified_since exact`) wants the exact date; the RFC's "at or before" is used here.
+//!   `If-None-Match`) → 304 when the file's mtime is at or before the date (`if_modified_since
+//!   before`, the default here; nginx's default `exact` wants the exact date; `off`).
 //!   A 304 keeps `ETag`, `Last-Modified` and `Vary` and drops the content headers.
 //! - One `Range: bytes=` range (`a-b`, `a-`, `-n`) → 206 with `Content-Range`; a malformed or
 //!   unsatisfiable one → 416 with `Content-Range: bytes */LEN`; `If-Range` (an ETag, compared
@@ -57,6 +57,7 @@ use http::{HeaderMap, Method, Response, StatusCode};
 use super::body::Body;
 use super::compress::{accepted, gzip_ok};
 use super::uri::encode_path;
+use crate::conf::model::IfModifiedSince;
 use crate::conf::model::{DisableSymlinks, DocRoot, GzipStatic, LocationConf};
 
 pub use super::open_file::{FileKind, FileMeta, OpenFile, OpenFileCache};
@@ -286,7 +287,7 @@ fn respond(
     if vary {
         headers.insert(VARY, HeaderValue::from_static("Accept-Encoding"));
     }
-    match preconditions(req.headers, etag, meta.mtime) {
+    match preconditions_with(req.headers, etag, meta.mtime, req.loc.if_modified_since) {
         Precondition::Failed => return FileOutcome::Status(StatusCode::PRECONDITION_FAILED),
         Precondition::NotModified => {
             return FileOutcome::Response(response(StatusCode::NOT_MODIFIED, headers, Body::Empty))
@@ -382,6 +383,16 @@ pub enum Precondition {
 /// RFC 9110 §13.2.2's order, for a `GET`/`HEAD` of an existing file.
 #[doc(hidden)]
 pub fn preconditions(headers: &HeaderMap, etag: &str, mtime: i64) -> Precondition {
+    preconditions_with(headers, etag, mtime, IfModifiedSince::Before)
+}
+
+/// [`preconditions`], `If-Modified-Since` compared as `if_modified_since` says.
+fn preconditions_with(
+    headers: &HeaderMap,
+    etag: &str,
+    mtime: i64,
+    ims: IfModifiedSince,
+) -> Precondition {
     if headers.contains_key(IF_MATCH) {
         if !etag_list_matches(headers, IF_MATCH, etag, false) {
             return Precondition::Failed;
@@ -396,7 +407,12 @@ pub fn preconditions(headers: &HeaderMap, etag: &str, mtime: i64) -> Preconditio
             return Precondition::NotModified;
         }
     } else if let Some(date) = header_date(headers, IF_MODIFIED_SINCE) {
-        if mtime <= date {
+        let not_modified = match ims {
+            IfModifiedSince::Off => false,
+            IfModifiedSince::Exact => mtime == date,
+            IfModifiedSince::Before => mtime <= date,
+        };
+        if not_modified {
             return Precondition::NotModified;
         }
     }
@@ -870,6 +886,43 @@ mod tests {
         }
         l.index = vec![];
         assert_eq!(status(&get(&d, &l, "/a/", &[])), StatusCode::FORBIDDEN);
+    }
+
+    /// `if_modified_since`: `before` (default), `exact` (nginx's default), `off`.
+    #[test]
+    fn if_modified_since_modes() {
+        let at = |secs: i64| {
+            let mut h = HeaderMap::new();
+            let t = UNIX_EPOCH + std::time::Duration::from_secs(secs as u64);
+            h.insert(
+                IF_MODIFIED_SINCE,
+                HeaderValue::from_str(&httpdate::fmt_http_date(t)).unwrap(),
+            );
+            h
+        };
+        let (mtime, etag) = (1_700_000_000, "\"x\"");
+        use IfModifiedSince::*;
+        for (mode, same, later) in [
+            (Before, Precondition::NotModified, Precondition::NotModified),
+            (Exact, Precondition::NotModified, Precondition::Proceed),
+            (Off, Precondition::Proceed, Precondition::Proceed),
+        ] {
+            assert_eq!(
+                preconditions_with(&at(mtime), etag, mtime, mode),
+                same,
+                "{mode:?}"
+            );
+            assert_eq!(
+                preconditions_with(&at(mtime + 60), etag, mtime, mode),
+                later,
+                "{mode:?}"
+            );
+            assert_eq!(
+                preconditions_with(&at(mtime - 60), etag, mtime, mode),
+                Precondition::Proceed,
+                "{mode:?}"
+            );
+        }
     }
 
     #[test]
