@@ -56,6 +56,8 @@ fn tcp_info(u: &mut Unstructured<'_>) -> Result<TcpInfo> {
         unacked: field(200)?,
         total_retrans: field(10)?,
         snd_ssthresh: field(u32::MAX)?,
+        // The record policies do not read it (`$tcpinfo_rcv_space` does).
+        rcv_space: 0,
     })
 }
 
