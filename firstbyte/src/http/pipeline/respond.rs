@@ -260,17 +260,11 @@ pub(super) fn finish(
         )
     {
         h.insert(header::CONNECTION, HeaderValue::from_static("close"));
-    } else if r.version == http::Version::HTTP_11
-        && !h.contains_key(header::CONNECTION)
-        && !req_headers
-            .get_all(header::CONNECTION)
-            .iter()
-            .any(|v| has_token(v.as_bytes(), b"close"))
-    {
-        // nginx says so on every HTTP/1.1 response that keeps the connection (hyper would
-        // leave it implicit); clients and tests that look for it find it.
-        h.insert(header::CONNECTION, HeaderValue::from_static("keep-alive"));
     }
+    // nginx also writes `Connection: keep-alive` on HTTP/1.1 responses that keep the
+    // connection. firstbyte leaves it implicit (HTTP/1.1's default): hyper adds `close` itself
+    // when it ends a connection (a graceful shutdown, an unread body), and only when the
+    // response has no `Connection` header, so an explicit `keep-alive` would hide that.
     r.conn.io().set_send_timeout(loc.send_timeout);
     // HTTP/2 frames its DATA itself: sendfile is for HTTP/1.x on a socket that carries the
     // bytes as they are (plain TCP now, kernel TLS later).
@@ -429,10 +423,4 @@ impl http_body::Body for ResponseBody {
     fn size_hint(&self) -> SizeHint {
         self.inner.size_hint()
     }
-}
-
-/// Whether a comma-separated header value holds `token` (case-insensitive).
-fn has_token(v: &[u8], token: &[u8]) -> bool {
-    v.split(|&b| b == b',')
-        .any(|t| t.trim_ascii().eq_ignore_ascii_case(token))
 }
