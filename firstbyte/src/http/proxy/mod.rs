@@ -380,49 +380,12 @@ pub async fn forward(
     };
     let mut req = Some(req);
     let mut attempt = Attempt::new(balance_key);
-    let tries = route.balancer.lock().map_or(1, |b| b.tries());
-    let tries = match conf.next_upstream_tries {
-        0 => tries,
-        n => tries.min(n as usize),
-    };
+    let tries = route.tries();
     let started = Instant::now();
     let mut last = Failure::BadGateway;
     loop {
-        let pick = route
-            .balancer
-            .lock()
-            .ok()
-            .and_then(|mut b| b.pick(Instant::now(), &mut attempt));
-        let Some(i) = pick else {
-            crate::fblog!(
-                Error,
-                "{}",
-                log.line(
-                    &"no live upstreams while connecting to upstream",
-                    scheme,
-                    None,
-                    &uri
-                )
-            );
-            crate::metrics::upstream_failure("no_live_upstreams");
-            // nginx records the group's name as the address of this last "try".
-            up.begin(conf.host.clone(), Instant::now());
-            up.end(502, Instant::now());
-            return Err(if attempt.tried.is_empty() {
-                Failure::BadGateway
-            } else {
-                last
-            });
-        };
-        let guard = ConnGuard {
-            balancer: route.balancer.clone(),
-            index: i,
-        };
-        let Some(addr) = route.peers.get(i).cloned() else {
-            return Err(Failure::BadGateway);
-        };
+        let (i, guard, addr) = route.next_peer(&mut attempt, up, last, log, scheme, &uri)?;
         let tries_left = tries.saturating_sub(attempt.tried.len());
-        up.begin(addr.to_string(), Instant::now());
         let Some(this) = req.take().or_else(|| (!has_body).then(rebuild)) else {
             return Err(last);
         };
@@ -602,6 +565,64 @@ impl Drop for ConnGuard {
 }
 
 impl Route {
+    /// How many servers one request may try: the group's (`down` ones aside), at most
+    /// `proxy_next_upstream_tries` (`fastcgi_next_upstream_tries`) when that is set.
+    fn tries(&self) -> usize {
+        let tries = self.balancer.lock().map_or(1, |b| b.tries());
+        match self.conf.next_upstream_tries {
+            0 => tries,
+            n => tries.min(n as usize),
+        }
+    }
+
+    /// The next server for `attempt`: its index, its connection as the balancer counts it, and
+    /// its address, whose try begins in `up`. When none is left (nginx's "no live upstreams")
+    /// that is logged and counted, the group's name is recorded as the last try, and the
+    /// answer is `last` — or 502 when nothing was tried.
+    pub(crate) fn next_peer(
+        &self,
+        attempt: &mut Attempt,
+        up: &mut UpstreamVars,
+        last: Failure,
+        log: &LogContext<'_>,
+        scheme: &str,
+        uri: &str,
+    ) -> Result<(usize, ConnGuard, PeerAddr), Failure> {
+        let pick = self
+            .balancer
+            .lock()
+            .ok()
+            .and_then(|mut b| b.pick(Instant::now(), attempt));
+        let Some(i) = pick else {
+            crate::fblog!(
+                Error,
+                "{}",
+                log.line(
+                    &"no live upstreams while connecting to upstream",
+                    scheme,
+                    None,
+                    uri
+                )
+            );
+            crate::metrics::upstream_failure("no_live_upstreams");
+            // nginx records the group's name as the address of this last "try".
+            up.begin(self.conf.host.clone(), Instant::now());
+            up.end(502, Instant::now());
+            return Err(if attempt.tried.is_empty() {
+                Failure::BadGateway
+            } else {
+                last
+            });
+        };
+        let guard = ConnGuard {
+            balancer: self.balancer.clone(),
+            index: i,
+        };
+        let addr = self.peers.get(i).cloned().ok_or(Failure::BadGateway)?;
+        up.begin(addr.to_string(), Instant::now());
+        Ok((i, guard, addr))
+    }
+
     /// Counts a failure of peer `i` against its `max_fails`.
     fn failed(&self, i: usize) {
         if let Ok(mut b) = self.balancer.lock() {

@@ -98,11 +98,7 @@ pub async fn forward(
     let has_body = matches!(&req.body, Stdin::Stream(b) if !http_body::Body::is_end_stream(b));
     let mut body = Some(req.body);
     let mut attempt = Attempt::new(balance_key);
-    let tries = route.balancer.lock().map_or(1, |b| b.tries());
-    let tries = match conf.next_upstream_tries {
-        0 => tries,
-        n => tries.min(n as usize),
-    };
+    let tries = route.tries();
     let started = Instant::now();
     let mut last = Failure::BadGateway;
     let mut head = Vec::with_capacity(req.params.len() + 64);
@@ -110,39 +106,8 @@ pub async fn forward(
     codec::stream(&mut head, codec::PARAMS, REQUEST_ID, &req.params);
     codec::stream(&mut head, codec::PARAMS, REQUEST_ID, b"");
     loop {
-        let pick = route
-            .balancer
-            .lock()
-            .ok()
-            .and_then(|mut b| b.pick(Instant::now(), &mut attempt));
-        let Some(i) = pick else {
-            crate::fblog!(
-                Error,
-                "{}",
-                log.line(
-                    &"no live upstreams while connecting to upstream",
-                    "fastcgi",
-                    None,
-                    ""
-                )
-            );
-            up.begin(conf.host.clone(), Instant::now());
-            up.end(502, Instant::now());
-            return Err(if attempt.tried.is_empty() {
-                Failure::BadGateway
-            } else {
-                last
-            });
-        };
-        let guard = ConnGuard {
-            balancer: route.balancer.clone(),
-            index: i,
-        };
-        let Some(addr) = route.peers.get(i).cloned() else {
-            return Err(Failure::BadGateway);
-        };
+        let (i, guard, addr) = route.next_peer(&mut attempt, up, last, log, "fastcgi", "")?;
         let tries_left = tries.saturating_sub(attempt.tried.len());
-        up.begin(addr.to_string(), Instant::now());
         if has_body && body.is_none() {
             // The body went to a server that failed: it cannot be sent again.
             return Err(last);
