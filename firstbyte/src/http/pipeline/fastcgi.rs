@@ -148,12 +148,6 @@ where
         request_line: &request_line,
         host: &r.host,
     };
-    use crate::conf::model::BalanceMethod;
-    let key = match &route.method {
-        BalanceMethod::IpHash => r.conn.facts().peer.map(|p| px::ip_hash_key(p.ip())),
-        BalanceMethod::Hash { key, .. } => Some(key.eval(&r.vars()).into_bytes()),
-        _ => None,
-    };
     let req = fc::FcgiRequest {
         params,
         body: match stored {
@@ -170,18 +164,14 @@ where
         &site.proxies.fastcgi_pool,
         req,
         &log,
-        key.unwrap_or_default(),
+        super::forward::balance_key(r, route),
         &mut up,
     )
     .await;
     let _ = r.upstream.set(up);
     let mut resp = result.map_err(|f| f.status())?;
     let status = resp.status().as_u16();
-    // fastcgi_intercept_errors: an error status an error_page names goes to that page.
-    if conf.intercept_errors
-        && status >= 300
-        && loc.error_page.iter().any(|p| p.codes.contains(&status))
-    {
+    if super::forward::intercepted(conf, loc, status) {
         return Err(status);
     }
     // nginx's header filter: a `Location: /path` becomes absolute (`absolute_redirect`).

@@ -142,12 +142,6 @@ where
         request_line: &request_line,
         host: &r.host,
     };
-    use crate::conf::model::BalanceMethod;
-    let key = match &route.method {
-        BalanceMethod::IpHash => r.conn.facts().peer.map(|p| px::ip_hash_key(p.ip())),
-        BalanceMethod::Hash { key, .. } => Some(key.eval(&r.vars()).into_bytes()),
-        _ => None,
-    };
     let mut up = px::UpstreamVars::default();
     let result = px::forward(
         route,
@@ -155,21 +149,13 @@ where
         req,
         upgrade,
         &log,
-        key.unwrap_or_default(),
+        balance_key(r, route),
         &mut up,
     )
     .await;
     let _ = r.upstream.set(up);
-    // proxy_intercept_errors: an error status an error_page names goes to that page.
     let result = match result {
-        Ok(resp)
-            if conf.intercept_errors
-                && resp.status().as_u16() >= 300
-                && loc
-                    .error_page
-                    .iter()
-                    .any(|p| p.codes.contains(&resp.status().as_u16())) =>
-        {
+        Ok(resp) if intercepted(conf, loc, resp.status().as_u16()) => {
             return Err(resp.status().as_u16());
         }
         other => other,
@@ -189,4 +175,28 @@ where
             resp
         })
         .map_err(|f| f.status())
+}
+
+/// What the route's balancing method hashes for this request (`ip_hash`: the client's
+/// address, `hash KEY`: the key's value); empty for the others.
+pub(super) fn balance_key(r: &Req<'_>, route: &crate::http::proxy::Route) -> Vec<u8> {
+    use crate::conf::model::BalanceMethod;
+    match &route.method {
+        BalanceMethod::IpHash => r
+            .conn
+            .facts()
+            .peer
+            .map(|p| crate::http::proxy::ip_hash_key(p.ip()))
+            .unwrap_or_default(),
+        BalanceMethod::Hash { key, .. } => key.eval(&r.vars()).into_bytes(),
+        _ => Vec::new(),
+    }
+}
+
+/// `proxy_intercept_errors` (`fastcgi_intercept_errors`): an upstream status of 300 or more
+/// that an `error_page` of the location names is answered with that page instead.
+pub(super) fn intercepted(conf: &ProxyConf, loc: &LocationConf, status: u16) -> bool {
+    conf.intercept_errors
+        && status >= 300
+        && loc.error_page.iter().any(|p| p.codes.contains(&status))
 }
