@@ -32,8 +32,6 @@ pub struct Conn {
     local: SocketAddr,
     /// Facts for variables and the built-in page.
     facts: ConnFacts,
-    /// The socket's descriptor (for `TCP_INFO`), valid while the connection lives.
-    fd: RawFd,
     /// Requests started on this connection.
     requests: AtomicU64,
     /// Activity for the idle timer: requests in flight and when the last one ended.
@@ -89,7 +87,6 @@ impl Conn {
         socket: usize,
         local: SocketAddr,
         facts: ConnFacts,
-        fd: RawFd,
         io: Arc<IoControl>,
     ) -> Conn {
         Conn {
@@ -98,7 +95,6 @@ impl Conn {
             socket,
             local,
             facts,
-            fd,
             requests: AtomicU64::new(0),
             activity: Activity::new(),
             data_chunk: None,
@@ -197,9 +193,10 @@ impl Conn {
             .unwrap_or_default()
     }
 
-    /// The socket's descriptor (for `TCP_INFO`), valid while the connection lives.
+    /// The TCP socket's descriptor (for `TCP_INFO`), valid while the connection lives; -1
+    /// for a connection without one (QUIC).
     pub fn fd(&self) -> RawFd {
-        self.fd
+        self.facts.socket.unwrap_or(-1)
     }
 
     /// Shared with the socket layer: `send_timeout` and the `sendfile` queue.

@@ -67,7 +67,6 @@ pub(crate) fn test_conn() -> (
         0,
         local,
         facts,
-        -1,
         io,
     );
     (site, shared, conn, server)

@@ -397,7 +397,6 @@ async fn serve(
             socket,
             local,
             facts,
-            -1,
             io,
         )
         .with_quic(server, probe),

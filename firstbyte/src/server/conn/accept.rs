@@ -341,7 +341,6 @@ pub(super) async fn accept_tls(
         socket,
         local,
         facts,
-        fd,
         io,
     )
     .with_tls(TlsSettled {

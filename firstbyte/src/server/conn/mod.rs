@@ -145,7 +145,6 @@ pub async fn handle(
             socket,
             local,
             facts,
-            fd,
             io,
         ));
         let stop = (site, shared);
