@@ -172,12 +172,21 @@ fn poll_read_tls<IO: AsyncRead + AsyncWrite + Unpin>(
         Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Poll::Pending,
         Err(e) => return Poll::Ready(Err(e)),
     };
-    if let Err(e) = conn.process_new_packets() {
-        // Tell the peer why (the alert rustls queued), best effort, then fail.
-        let _ = poll_write_tls(conn, io, cx);
-        return Poll::Ready(Err(io::Error::new(io::ErrorKind::InvalidData, e)));
-    }
+    process(conn, io, cx)?;
     Poll::Ready(Ok(n > 0))
+}
+
+/// Processes what rustls has read; on a TLS error tells the peer why (the alert rustls
+/// queued), best effort, then fails.
+fn process<IO: AsyncWrite + Unpin>(
+    conn: &mut ServerConnection,
+    io: &mut IO,
+    cx: &mut Context<'_>,
+) -> io::Result<()> {
+    conn.process_new_packets().map(drop).map_err(|e| {
+        let _ = poll_write_tls(conn, io, cx);
+        io::Error::new(io::ErrorKind::InvalidData, e)
+    })
 }
 
 /// Copies received plaintext into `buf` without initializing its unfilled part first (the
@@ -262,10 +271,7 @@ where
                 // 0-RTT accepted and the server's flight is out: serve the early data now —
                 // after processing what came with the ClientHello (its early data records sit
                 // read but undecrypted, and the client may send nothing more before an answer).
-                if let Err(e) = conn.process_new_packets() {
-                    let _ = poll_write_tls(&mut conn, &mut io, cx);
-                    return Poll::Ready(Err(io::Error::new(io::ErrorKind::InvalidData, e)));
-                }
+                process(&mut conn, &mut io, cx)?;
                 if !conn.wants_write() {
                     break;
                 }
