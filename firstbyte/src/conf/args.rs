@@ -12,7 +12,8 @@ use std::time::Duration;
 use super::cx::Cx;
 use super::error::ConfError;
 use super::model::{
-    CertificateCache, DisableSymlinks, GzipDisable, GzipProxied, GzipStatic, User, WorkerProcesses,
+    AutoindexFormat, CertificateCache, DisableSymlinks, GzipDisable, GzipProxied, GzipStatic, User,
+    WorkerProcesses,
 };
 use super::parse::Directive;
 use super::units;
@@ -303,6 +304,17 @@ pub(crate) fn gzip_static(d: &Directive, _: &mut Cx) -> Result<GzipStatic, ConfE
         ("off", GzipStatic::Off),
         ("on", GzipStatic::On),
         ("always", GzipStatic::Always),
+    ];
+    choice(d, arg0(d), &opts)
+}
+
+/// `autoindex_format html|xml|json|jsonp`.
+pub(crate) fn autoindex_format(d: &Directive, _: &mut Cx) -> Result<AutoindexFormat, ConfError> {
+    let opts = [
+        ("html", AutoindexFormat::Html),
+        ("json", AutoindexFormat::Json),
+        ("jsonp", AutoindexFormat::Jsonp),
+        ("xml", AutoindexFormat::Xml),
     ];
     choice(d, arg0(d), &opts)
 }

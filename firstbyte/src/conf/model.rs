@@ -536,6 +536,19 @@ pub enum IfModifiedSince {
     Before,
 }
 
+/// `autoindex_format`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum AutoindexFormat {
+    /// `html` (default): nginx's `Index of` page.
+    Html,
+    /// `json`: an array of `{ "name", "type", "mtime"[, "size"] }` objects.
+    Json,
+    /// `jsonp`: the JSON array wrapped in `$arg_callback(...)`; plain JSON without one.
+    Jsonp,
+    /// `xml`: `<list>` of `<file>`, `<directory>` and `<other>` elements.
+    Xml,
+}
+
 /// `gzip_static`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum GzipStatic {

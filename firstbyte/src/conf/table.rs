@@ -413,7 +413,7 @@ pub(crate) static UNSUPPORTED: &[&str] = &[
     "aio", "aio_write", "chunked_transfer_encoding", 
     "client_body_in_file_only", "client_body_in_single_buffer",
     "create_full_put_path",
-    "debug_connection", "debug_points", "degradation", "degrade", "directio", "directio_alignment", "empty_gif", "env",
+    "debug_connection", "debug_points", "degradation", "degrade", "directio", "directio_alignment", "env",
     "f4f", "f4f_buffer_size", "flv", "brotli_static", "brotli_min_length", "brotli_window",
     "brotli_buffers", "hash",
     "internal_redirect", "ip_hash", "keepalive",
@@ -437,7 +437,7 @@ pub(crate) static UNSUPPORTED: &[&str] = &[
 #[rustfmt::skip]
 pub(crate) static UNSUPPORTED_PREFIXES: &[&str] = &[
     "proxy_", "fastcgi_", "uwsgi_", "scgi_", "grpc_", "memcached_", "limit_", "auth_",
-    "autoindex", "charset", "http2_", "http3_", "quic_", "ssl_ocsp", "js_",
+    "charset", "http2_", "http3_", "quic_", "ssl_ocsp", "js_",
     "perl", "geoip_", "image_filter", "mp4", "xslt_", "sub_filter", "ssi_", "secure_link",
     "userid", "open_file_cache", "map_hash_", "referer_hash_", "modern_browser",
     "ancient_browser", "gunzip", "mirror", "random_index", "real_ip_", "dav_", "keyval",

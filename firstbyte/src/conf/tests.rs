@@ -116,7 +116,9 @@ fn errors_are_worded_as_nginx() {
         ("http { server { if ($host) { root /x; } } }", "\"root\" directive is not allowed here in /t/x.conf:1"),
         ("http { server { if $host { } } }", "invalid condition \"$host\" in /t/x.conf:1"),
         ("http { ssl_certificate_cache inactive=10s; }", "\"ssl_certificate_cache\" must have \"max\" parameter in /t/x.conf:1"),
-        ("http { server { location / { autoindex on; } } }", "\"autoindex\" directive is not supported by firstbyte yet in /t/x.conf:1"),
+        ("http { server { location / { ssi on; } } }", "\"ssi\" directive is not supported by firstbyte yet in /t/x.conf:1"),
+        ("http { server { empty_gif; } }", "\"empty_gif\" directive is not allowed here in /t/x.conf:1"),
+        ("http { server { location / { autoindex_format yaml; } } }", "invalid value \"yaml\" in \"autoindex_format\" directive, it must be \"html\", \"json\", \"jsonp\" or \"xml\" in /t/x.conf:1"),
         ("http { ssl_certificate_cache max=0; }", "invalid parameter \"max=0\" in /t/x.conf:1"),
         (
             "http { ssl_conf_command Options PrioritizeChaCha; }",

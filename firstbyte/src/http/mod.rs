@@ -5,10 +5,12 @@
 //! [`pipeline::serve`]. Nothing here reaches back into the runtime.
 
 pub mod auth_basic;
+pub mod autoindex;
 pub mod body;
 pub mod builtin;
 pub mod compress;
 pub mod conn;
+pub mod empty_gif;
 mod expires;
 pub(crate) mod h2;
 pub mod h2limits;

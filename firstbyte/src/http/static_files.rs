@@ -24,8 +24,9 @@
 //!   `multipart/byteranges`; firstbyte does not yet and sends the whole file with 200, which
 //!   the RFC allows.
 //! - A directory: without a trailing slash → redirect to `$uri/`; with it → the first `index`
-//!   entry that exists (a regular file is served, a directory redirected to), else 403 ("directory
-//!   index of ... is forbidden"; autoindex is off). Index entries with variables and absolute
+//!   entry that exists (a regular file is served, a directory redirected to), else the
+//!   directory's listing with `autoindex on` ([`FileOutcome::Autoindex`]), else 403
+//!   ("directory index of ... is forbidden"). Index entries with variables and absolute
 //!   ones (`/index.html`) need the pipeline's internal redirect and are skipped here.
 //! - Missing → 404; permission denied or a refused symlink → 403; not a regular file (fifo,
 //!   device, socket) → 404, as nginx's "is not a regular file".
@@ -87,6 +88,10 @@ pub enum FileOutcome {
     Redirect(String),
     /// An error status (404, 403, 405, 412, 500) for the pipeline's `error_page` handling.
     Status(StatusCode),
+    /// A directory (`$uri` ends with `/`) with no `index` file, in a location with
+    /// `autoindex on`: the pipeline answers with its listing (`http::autoindex`), which
+    /// needs the query string.
+    Autoindex,
 }
 
 impl std::fmt::Debug for FileOutcome {
@@ -99,6 +104,7 @@ impl std::fmt::Debug for FileOutcome {
                 .finish_non_exhaustive(),
             FileOutcome::Redirect(l) => f.debug_tuple("Redirect").field(l).finish(),
             FileOutcome::Status(s) => f.debug_tuple("Status").field(s).finish(),
+            FileOutcome::Autoindex => f.write_str("Autoindex"),
         }
     }
 }
@@ -202,6 +208,9 @@ fn serve_index(req: &FileRequest<'_>, cache: &OpenFileCache) -> FileOutcome {
         if let Some(status) = test_dir(req.path, symlinks, cache) {
             return FileOutcome::Status(status);
         }
+    }
+    if req.loc.autoindex {
+        return FileOutcome::Autoindex;
     }
     FileOutcome::Status(StatusCode::FORBIDDEN)
 }
@@ -387,7 +396,7 @@ pub fn preconditions(headers: &HeaderMap, etag: &str, mtime: i64) -> Preconditio
 }
 
 /// [`preconditions`], `If-Modified-Since` compared as `if_modified_since` says.
-fn preconditions_with(
+pub(crate) fn preconditions_with(
     headers: &HeaderMap,
     etag: &str,
     mtime: i64,
@@ -666,6 +675,7 @@ mod tests {
             FileOutcome::Response(r) => r.status(),
             FileOutcome::Redirect(_) => StatusCode::MOVED_PERMANENTLY,
             FileOutcome::Status(s) => *s,
+            FileOutcome::Autoindex => panic!("autoindex is off in these tests"),
         }
     }
 
@@ -886,6 +896,16 @@ mod tests {
         }
         l.index = vec![];
         assert_eq!(status(&get(&d, &l, "/a/", &[])), StatusCode::FORBIDDEN);
+        // With `autoindex on`, the listing takes the 403's place; a missing directory is
+        // still 404, and an index file still wins.
+        l.autoindex = true;
+        assert!(matches!(get(&d, &l, "/a/", &[]), FileOutcome::Autoindex));
+        assert_eq!(status(&get(&d, &l, "/nope/", &[])), StatusCode::NOT_FOUND);
+        l.index = vec![ComplexValue::literal("sub")];
+        assert_eq!(
+            status(&get(&d, &l, "/b/", &[])),
+            StatusCode::MOVED_PERMANENTLY
+        );
     }
 
     /// `if_modified_since`: `before` (default), `exact` (nginx's default), `off`.

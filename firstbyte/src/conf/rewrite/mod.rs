@@ -256,6 +256,9 @@ fn finish_stmts(
                     if m.metrics.is_none() {
                         m.metrics = parent.metrics;
                     }
+                    if m.empty_gif.is_none() {
+                        m.empty_gif = parent.empty_gif;
+                    }
                     // Its rewrite directives run as the enclosing location's.
                     m.rewrite.stmts.clear();
                     Arc::new(m.finish(

@@ -2,7 +2,7 @@
 //! match, `internal`, body size, the location's rewrite directives (`set`, `if`, `rewrite`,
 //! `return`, `break`: `http::rewrite`; a changed URI finds the location again),
 //! `allow`/`deny`, `stub_status` /
-//! `connection_info`, `proxy_pass`, `try_files`, static files; a status through
+//! `connection_info`, `empty_gif`, `proxy_pass`, `try_files`, static files (and `autoindex`); a status through
 //! `error_page`; internal redirects followed up to [`MAX_REDIRECTS`]. The outcome is a
 //! [`Step`].
 
@@ -356,6 +356,12 @@ fn content(r: &mut Req, loc: &Arc<LocationConf>) -> Out {
     if loc.tuning_advisor_status {
         return Out::Response(crate::http::tuning::status(r.conn, r.args.as_deref()));
     }
+    if loc.empty_gif {
+        return match crate::http::empty_gif::serve(&r.method, r.headers, loc) {
+            Ok(resp) => Out::Response(resp),
+            Err(s) => Out::Status(s.as_u16()),
+        };
+    }
     // `fastcgi_pass`: after `$document_root` and `try_files` (Debian's fastcgi-php.conf checks
     // `try_files $fastcgi_script_name =404`), as nginx's content phase.
     let fastcgi = loc.proxy.as_ref().filter(|c| c.fastcgi.is_some());
@@ -473,6 +479,19 @@ fn serve_static(r: &mut Req, loc: &Arc<LocationConf>, path: PathBuf) -> Out {
             };
             let abs = absolute(r, &to);
             Out::Response(redirect_response(301, &abs))
+        }
+        static_files::FileOutcome::Autoindex => {
+            let listing = crate::http::autoindex::Listing {
+                method: &r.method,
+                uri: &r.uri,
+                args: r.args.as_deref(),
+                dir: path,
+                loc,
+            };
+            match crate::http::autoindex::serve(&listing) {
+                Ok(resp) => Out::Response(resp),
+                Err(s) => Out::Status(s.as_u16()),
+            }
         }
         static_files::FileOutcome::Status(s) => {
             if s == StatusCode::NOT_FOUND && loc.log_not_found {
