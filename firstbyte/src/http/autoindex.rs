@@ -30,6 +30,7 @@ use http::{Method, Response, StatusCode};
 
 use crate::conf::model::{AutoindexFormat, LocationConf};
 use crate::http::body::Body;
+use crate::log::OsError;
 
 /// Characters of a name shown in the HTML listing before it is cut.
 const NAME_LEN: usize = 50;
@@ -79,16 +80,18 @@ pub fn serve(l: &Listing<'_>) -> Result<Response<Body>, StatusCode> {
             format = AutoindexFormat::Json;
         }
     }
-    let entries = read_dir(l.dir)?;
+    let dir = open_dir(l.dir)?;
     let ctype = match format {
         AutoindexFormat::Html => "text/html",
         AutoindexFormat::Json => "application/json",
         AutoindexFormat::Jsonp => "application/javascript",
         AutoindexFormat::Xml => "text/xml; charset=utf-8",
     };
+    // HEAD: the directory is opened (its errors are the same), not read.
     let body = if *l.method == Method::HEAD {
         Body::Empty
     } else {
+        let entries = read_dir(dir, l.dir)?;
         let bytes = match format {
             AutoindexFormat::Html => {
                 let utf8 = l
@@ -140,9 +143,9 @@ fn jsonp_callback(args: Option<&str>) -> Option<&str> {
     Some(cb)
 }
 
-/// The directory's entries, sorted as nginx lists them.
-pub fn read_dir(dir: &Path) -> Result<Vec<Entry>, StatusCode> {
-    let rd = std::fs::read_dir(dir).map_err(|e| {
+/// Opens the directory; the error is nginx's status for it (logged as nginx does).
+fn open_dir(dir: &Path) -> Result<std::fs::ReadDir, StatusCode> {
+    std::fs::read_dir(dir).map_err(|e| {
         let (status, crit) = match e.raw_os_error() {
             Some(libc::ENOENT | libc::ENOTDIR | libc::ENAMETOOLONG) => {
                 (StatusCode::NOT_FOUND, false)
@@ -150,19 +153,21 @@ pub fn read_dir(dir: &Path) -> Result<Vec<Entry>, StatusCode> {
             Some(libc::EACCES) => (StatusCode::FORBIDDEN, false),
             _ => (StatusCode::INTERNAL_SERVER_ERROR, true),
         };
+        let (path, e) = (dir.display(), OsError(&e));
         if crit {
-            crate::fblog!(Crit, "opendir() \"{}\" failed ({e})", dir.display());
+            crate::fblog!(Crit, "opendir() \"{path}\" failed ({e})");
         } else {
-            crate::fblog!(Error, "opendir() \"{}\" failed ({e})", dir.display());
+            crate::fblog!(Error, "opendir() \"{path}\" failed ({e})");
         }
         status
-    })?;
+    })
+}
+
+/// The entries of `dir` (open as `rd`), sorted as nginx lists them.
+pub fn read_dir(rd: std::fs::ReadDir, dir: &Path) -> Result<Vec<Entry>, StatusCode> {
     let mut entries = Vec::new();
     for de in rd {
-        let de = de.map_err(|e| {
-            crate::fblog!(Crit, "readdir() \"{}\" failed ({e})", dir.display());
-            StatusCode::INTERNAL_SERVER_ERROR
-        })?;
+        let de = de.map_err(|e| crit("readdir", dir, &e))?;
         let name = de.file_name().as_bytes().to_vec();
         if name.first() == Some(&b'.') {
             continue;
@@ -195,7 +200,12 @@ pub fn read_dir(dir: &Path) -> Result<Vec<Entry>, StatusCode> {
 }
 
 fn crit(call: &str, path: &Path, e: &io::Error) -> StatusCode {
-    crate::fblog!(Crit, "{call}() \"{}\" failed ({e})", path.display());
+    crate::fblog!(
+        Crit,
+        "{call}() \"{}\" failed ({})",
+        path.display(),
+        OsError(e)
+    );
     StatusCode::INTERNAL_SERVER_ERROR
 }
 
