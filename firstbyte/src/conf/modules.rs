@@ -155,6 +155,8 @@ mod tests {
             "--without-http_upstream_ip_hash_module",
             "--without-http_upstream_least_conn_module",
             "--with-http_dav_module",
+            "--without-http_autoindex_module",
+            "--without-http_empty_gif_module",
         ] {
             assert!(!flags.contains(&f), "{f} in {args}");
         }
