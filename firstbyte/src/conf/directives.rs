@@ -156,7 +156,7 @@ macro_rules! loc_directives {
             "`Expires` and `Cache-Control` for 200, 201, 204, 206, 301, 302, 303, 304, 307 and 308 responses: `TIME` from now (`max-age`; negative: `no-cache`), `modified TIME` from the file's mtime, `@TIME` the next time of day (local time), `epoch`, `max` (2037, 10 years), `off`; a value with variables (e.g. from a `map`) is read per response (an invalid one is logged and sets nothing).";
         "autoindex" autoindex: bool = false =>
             (HSL, 1, 1, "off", Inherit, p::on_off)
-            "A request ending in `/` whose directory has no `index` file is answered with a listing of the directory (GET and HEAD): directories first, then files, by name; names starting with `.` are left out.";
+            "A request ending in `/` whose directory has no `index` file is answered with a listing of the directory (GET and HEAD), as nginx renders it: directories first, then files, by name; names starting with `.` are left out; names are percent-encoded in links and HTML-escaped in text, and cut at 50 characters in HTML (UTF-8 characters with `charset utf-8`, else bytes).";
         "autoindex_format" autoindex_format: crate::conf::model::AutoindexFormat = crate::conf::model::AutoindexFormat::Html =>
             (HSL, 1, 1, "html", Inherit, p::autoindex_format)
             "The listing's format: `html`, `xml`, `json`, or `jsonp` (the JSON wrapped in the function named by the `callback` argument: letters, digits, `_` and `.`, at most 128; another name is 400; without one, plain JSON).";
@@ -168,7 +168,7 @@ macro_rules! loc_directives {
             "HTML listing: times in the local time zone; `off`: UTC.";
         "empty_gif" empty_gif: bool = false =>
             (LOCATION, 0, 0, "", Own, p::present)
-            "Answer GET and HEAD with a 1x1 transparent GIF (43 bytes, `image/gif`).";
+            "Answer GET and HEAD with nginx's 1x1 transparent GIF (43 bytes, `image/gif`, `Last-Modified` 28 Sep 1970, so `If-Modified-Since` gets a 304); other methods: 405.";
         "charset" charset: Option<String> = None =>
             (HSL, 1, 1, "off", Inherit, p::charset)
             "Add `; charset=NAME` to the `Content-Type` of responses whose type is in `charset_types` and that name none (no recoding: `source_charset` is not supported).";
