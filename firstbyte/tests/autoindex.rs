@@ -28,6 +28,7 @@ http {
         location /off/ { alias {dir}/html/pub/; autoindex off; }
         location /utf/ { charset utf-8; }
         location /withindex/ { }
+        location /withtf/ { try_files $uri $uri/ =404; }
         location = /pixel.gif { empty_gif; }
     }
 }
@@ -73,6 +74,9 @@ fn tree(dir: &Path) {
     std::fs::create_dir_all(&w).expect("mkdir withindex");
     file(&w.join("index.html"), b"the index\n");
     file(&w.join("other.txt"), b"x");
+    let t = dir.join("html/withtf");
+    std::fs::create_dir_all(&t).expect("mkdir withtf");
+    file(&t.join("f.txt"), b"x");
 }
 
 fn start() -> (Server, u16) {
@@ -224,6 +228,11 @@ fn methods_index_and_errors() {
     // `index` first: the directory's index.html, not its listing.
     let (code, _, body) = get(port, "/withindex/");
     assert_eq!((code, body.as_str()), (200, "the index\n"));
+    // Debian's `try_files $uri $uri/ =404`: the `$uri/` candidate is listed.
+    let (code, _, body) = get(port, "/withtf/");
+    assert_eq!(code, 200);
+    assert!(body.contains("<a href=\"f.txt\">f.txt</a>"), "{body}");
+    assert_eq!(get(port, "/withtf/nope").0, 404);
     // A directory without its slash is redirected by the static module.
     let (code, h, _) = get(port, "/pub/sub");
     assert_eq!(code, 301);
