@@ -83,6 +83,9 @@ pub struct RequestVars<'a> {
     pub protocol: &'static str,
     /// Request headers.
     pub headers: &'a HeaderMap,
+    /// The request head's size as received: the request line and header lines (HTTP/1.x),
+    /// the header block (HTTP/2); `$request_length` adds the body's declared length.
+    pub head_length: u64,
     /// `$host`: Host without port, lower-cased, or the server name.
     pub host: &'a str,
     /// The first `server_name` of the chosen server.
@@ -253,11 +256,15 @@ impl Vars for RequestVars<'_> {
             | "upstream_response_time" => self.upstream?.get(name, Instant::now()).map(Cow::Owned),
             "body_bytes_sent" => Some(Cow::Owned(self.body_bytes_sent.to_string())),
             "bytes_sent" => Some(Cow::Owned(self.body_bytes_sent.to_string())),
-            "request_length" => self
-                .headers
-                .get(http::header::CONTENT_LENGTH)
-                .and_then(|v| v.to_str().ok())
-                .map(|v| Cow::Owned(v.to_string())),
+            "request_length" => {
+                let body = self
+                    .headers
+                    .get(http::header::CONTENT_LENGTH)
+                    .and_then(|v| v.to_str().ok())
+                    .and_then(|v| v.parse::<u64>().ok())
+                    .unwrap_or(0);
+                Some(Cow::Owned(self.head_length.saturating_add(body).to_string()))
+            }
             "request_time" => Some(Cow::Owned(seconds_ms(self.start.elapsed()))),
             "connection_time" => self
                 .conn
@@ -429,6 +436,7 @@ mod tests {
             args: Some("x=1&Id=7"),
             protocol: "HTTP/1.1",
             headers: &h,
+            head_length: 0,
             host: "example.com",
             server_name: "example.com",
             document_root: None,

@@ -750,7 +750,12 @@ impl Core {
                 return Ok(());
             }
             let head = match decoded {
-                Ok(h) => h,
+                Ok(mut h) => {
+                    h.parts
+                        .extensions
+                        .insert(headers::HeadLength(block.len() as u64));
+                    h
+                }
                 Err(HeadError::TooLarge) => {
                     let mut block = std::mem::take(&mut self.scratch);
                     block.clear();

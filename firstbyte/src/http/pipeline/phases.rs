@@ -174,6 +174,7 @@ pub(super) fn error(
         request_filename: None,
         start: r.start,
         nreq: r.nreq,
+        head_length: r.head_length,
         early_data: r.early_data,
         user: r.user.clone(),
         rewrite_loc: None,

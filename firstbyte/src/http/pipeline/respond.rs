@@ -304,6 +304,7 @@ pub(super) fn finish(
             start: r.start,
             ttfb: done.ttfb(),
             nreq: r.nreq,
+            head_length: r.head_length,
             early_data: r.early_data,
             user: r.user.clone(),
             guard: r.guard.as_ref().map(|g| g.vars.clone()),
