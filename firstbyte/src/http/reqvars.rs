@@ -263,7 +263,9 @@ impl Vars for RequestVars<'_> {
                     .and_then(|v| v.to_str().ok())
                     .and_then(|v| v.parse::<u64>().ok())
                     .unwrap_or(0);
-                Some(Cow::Owned(self.head_length.saturating_add(body).to_string()))
+                Some(Cow::Owned(
+                    self.head_length.saturating_add(body).to_string(),
+                ))
             }
             "request_time" => Some(Cow::Owned(seconds_ms(self.start.elapsed()))),
             "connection_time" => self

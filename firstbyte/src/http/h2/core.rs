@@ -201,6 +201,12 @@ impl Core {
                 self.fail(Reason::FRAME_SIZE_ERROR);
                 return buf.len();
             }
+            // A client never sends PUSH_PROMISE (RFC 9113 §8.4): refused on its header, as
+            // nginx, without waiting for a payload that may never come.
+            if head.kind == kind::PUSH_PROMISE {
+                self.fail(Reason::PROTOCOL_ERROR);
+                return buf.len();
+            }
             let end = at + frame::HEADER_LEN + head.len;
             if buf.len() < end {
                 break;
@@ -304,8 +310,9 @@ impl Core {
     }
 
     /// Sends response body bytes on stream `id` (at most [`Core::send_capacity`]); `end` ends
-    /// the response.
-    pub fn send_data(&mut self, id: u32, data: &[u8], end: bool) {
+    /// the response. DATA frames are cut at the client's SETTINGS_MAX_FRAME_SIZE and at
+    /// `chunk` (the location's `http2_chunk_size`), else at the connection's frame size.
+    pub fn send_data(&mut self, id: u32, data: &[u8], end: bool, chunk: Option<usize>) {
         let Some(i) = self.find(id) else {
             return;
         };
@@ -318,7 +325,9 @@ impl Core {
         );
         self.streams[i].send_window -= n;
         self.conn_send_window -= n;
-        let max = self.peer_max_frame.min(self.cfg.data_frame);
+        let max = self
+            .peer_max_frame
+            .min(chunk.unwrap_or(self.cfg.data_frame));
         frame::put_data(&mut self.out, id, data, end, max);
         if end {
             self.end_sending(id);

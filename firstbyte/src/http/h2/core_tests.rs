@@ -174,7 +174,7 @@ fn a_request_with_a_body_and_flow_control_credit() {
     // The response: HEADERS then DATA within the client's window.
     assert_eq!(core.send_capacity(1), 65_535);
     core.send_headers(1, 200, &HeaderMap::new(), Some(3), false);
-    core.send_data(1, b"xyz", true);
+    core.send_data(1, b"xyz", true, None);
     let f = frames(&core.out);
     assert_eq!((f[0].0, f[0].2), (kind::HEADERS, 1));
     assert_eq!(
@@ -193,7 +193,7 @@ fn send_windows_follow_settings_and_window_updates() {
     core.recv(&c.take());
     assert!(core.take_event().is_some());
     assert_eq!(core.send_capacity(1), 1, "SETTINGS_INITIAL_WINDOW_SIZE 1");
-    core.send_data(1, b"a", false);
+    core.send_data(1, b"a", false, None);
     assert_eq!(core.send_capacity(1), 0);
     c.frame(kind::WINDOW_UPDATE, 0, 1, &10u32.to_be_bytes());
     core.recv(&c.take());

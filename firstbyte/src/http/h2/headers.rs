@@ -209,11 +209,9 @@ pub fn decode_request(
     let method = Method::from_bytes(method_bytes).map_err(|_| HeadError::Malformed)?;
     let mut bad_host = g.bad_host;
     let mut uri = http::uri::Parts::default();
-    if method == Method::CONNECT {
-        // RFC 9113 §8.5: :authority only.
-        if p.scheme.is_some() || p.path.is_some() {
-            return Err(HeadError::Malformed);
-        }
+    if method == Method::CONNECT && p.scheme.is_none() && p.path.is_none() {
+        // RFC 9113 §8.5: :authority only. (A CONNECT with a :path, as nginx takes it, goes
+        // on as any request; the pipeline answers 405 to both.)
         let a = buf.slice(p.authority.ok_or(HeadError::Malformed)?);
         uri.authority =
             Some(http::uri::Authority::from_maybe_shared(a).map_err(|_| HeadError::Malformed)?);

@@ -461,7 +461,12 @@ fn step(core: &mut Core, s: &mut Slot, cx: &mut Context<'_>) -> bool {
             }
             let n = cap.min(pending.len()).min(*chunk);
             let end = *ended && n == pending.len();
-            core.send_data(s.id, &pending[..n], end);
+            core.send_data(
+                s.id,
+                &pending[..n],
+                end,
+                Some(*chunk).filter(|&c| c != usize::MAX),
+            );
             pending.advance(n);
             if end {
                 s.answer = Answer::Done;

@@ -434,7 +434,10 @@ where
         // nginx refuses TRACE (405, "client sent TRACE method") and CONNECT (405; 400 when the
         // target names no port) before any location runs.
         _ if r.method == http::Method::TRACE || r.method == http::Method::CONNECT => {
-            let code = if r.method == http::Method::CONNECT && parts.uri.port_u16().is_none() {
+            let code = if r.method == http::Method::CONNECT
+                && parts.uri.port_u16().is_none()
+                && version < http::Version::HTTP_2
+            {
                 400
             } else {
                 405
