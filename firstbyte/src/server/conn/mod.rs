@@ -196,8 +196,8 @@ async fn serve_http<I>(
     I: AsyncRead + BatchWrite + WaitInput + Send + 'static,
 {
     let loc = &server.default_location;
-    let keepalive = !loc.keepalive_timeout.is_zero();
-    let keepalive_timeout = loc.keepalive_timeout.max(Duration::from_millis(1));
+    let keepalive = !loc.keepalive_timeout.idle.is_zero();
+    let keepalive_timeout = loc.keepalive_timeout.idle.max(Duration::from_millis(1));
     // hyper's header timer would also run while a keep-alive connection idles; the idle timer
     // here gives nginx's meaning instead: client_header_timeout until the first request,
     // keepalive_timeout between requests.
