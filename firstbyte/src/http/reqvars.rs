@@ -27,6 +27,8 @@ pub struct ConnFacts {
     pub record_policy: &'static str,
     /// The addresses of a `listen ... proxy_protocol` connection's PROXY header.
     pub proxy_protocol: Option<crate::net::proxy_protocol::ProxyAddrs>,
+    /// The TLVs of that header, when it was version 2 with addresses (`$proxy_protocol_tlv_*`).
+    pub proxy_protocol_tlvs: Option<std::sync::Arc<[u8]>>,
     /// The TCP socket, open for as long as the connection's requests are (`$tcpinfo_*`).
     pub socket: Option<std::os::fd::RawFd>,
     /// When the connection was accepted (`$connection_time`).
@@ -383,6 +385,10 @@ impl Vars for RequestVars<'_> {
                     arg(self.args, a)
                 } else if let Some(c) = name.strip_prefix("cookie_") {
                     cookie(self.headers, c)
+                } else if let Some(t) = name.strip_prefix("proxy_protocol_tlv_") {
+                    let tlvs = self.conn.proxy_protocol_tlvs.as_deref()?;
+                    let v = crate::net::proxy_protocol::TlvName::parse(t)?.lookup(tlvs)?;
+                    Some(Cow::Owned(String::from_utf8_lossy(&v).into_owned()))
                 } else if let Ok(n) = name.parse::<usize>() {
                     self.captures
                         .get(n)
@@ -421,6 +427,7 @@ mod tests {
             local: Some("127.0.0.1:8443".parse().unwrap()),
             id: 9,
             proxy_protocol: None,
+            proxy_protocol_tlvs: None,
             tls: Some(TlsFacts {
                 protocol: "TLSv1.3",
                 cipher: "TLS_AES_128_GCM_SHA256",

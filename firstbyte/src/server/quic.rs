@@ -389,6 +389,7 @@ async fn serve(
         }),
         record_policy: "quic",
         proxy_protocol: None,
+        proxy_protocol_tlvs: None,
         socket: None,
         accepted: Some(std::time::Instant::now()),
     };

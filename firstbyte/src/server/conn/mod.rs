@@ -113,13 +113,17 @@ pub async fn handle(
         tls: None,
         record_policy: "static",
         proxy_protocol: None,
+        proxy_protocol_tlvs: None,
         socket: Some(fd),
         accepted: Some(accepted),
     };
 
     if addr.proxy_protocol() {
         match accept::read_proxy_protocol(&stream, peer, accepted + hs_timeout).await {
-            Ok(p) => facts.proxy_protocol = p,
+            Ok((p, tlvs)) => {
+                facts.proxy_protocol = p;
+                facts.proxy_protocol_tlvs = tlvs;
+            }
             Err(()) => return,
         }
     }
