@@ -464,7 +464,16 @@ mod tests {
         assert_eq!(TlvName::parse("ssl_verify"), Some(SslVerify));
         assert_eq!(TlvName::parse("ssl_cn"), Some(Ssl(0x22)));
         assert_eq!(TlvName::parse("ssl_0x21"), Some(Ssl(0x21)));
-        for bad in ["", "foo", "0x", "0xg1", "ssl_", "ssl_foo", "ALPN", "0x1ffffffffffffffff"] {
+        for bad in [
+            "",
+            "foo",
+            "0x",
+            "0xg1",
+            "ssl_",
+            "ssl_foo",
+            "ALPN",
+            "0x1ffffffffffffffff",
+        ] {
             assert_eq!(TlvName::parse(bad), None, "{bad:?}");
         }
     }
@@ -514,19 +523,12 @@ mod tests {
         ] {
             for n in ["alpn", "ssl_verify", "ssl_version", "0x20"] {
                 let v = TlvName::parse(n).and_then(|n| n.lookup(&t).map(|v| v.into_owned()));
-                assert!(
-                    v.is_none() || n == "0x20",
-                    "{n} in {t:?}: {v:?}"
-                );
+                assert!(v.is_none() || n == "0x20", "{n} in {t:?}: {v:?}");
             }
         }
         // The TLVs before a broken one are still found, as nginx walks them in order.
         let mut t = tlv(0x05, b"id");
         t.extend([0x01, 0, 9]);
-        assert_eq!(
-            TlvName::Type(5).lookup(&t).as_deref(),
-            Some(&b"id"[..])
-        );
+        assert_eq!(TlvName::Type(5).lookup(&t).as_deref(), Some(&b"id"[..]));
     }
-
 }
