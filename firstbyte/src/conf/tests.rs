@@ -352,7 +352,7 @@ fn prefix_and_conf_dir_resolve_different_paths() {
 #[test]
 fn quoting_escapes_and_units() {
     let c = http(
-        "client_max_body_size 4K; keepalive_timeout 1m30s; send_timeout 500ms; client_body_timeout 10;\n\
+        "client_max_body_size 4K; keepalive_timeout 1m30s 60; send_timeout 500ms; client_body_timeout 10;\n\
          gzip_min_length 1k; tcp_notsent_lowat 16k;\n\
          server {\n\
            return 200 \"say \\\"hi\\\"\\n\";\n\
@@ -363,7 +363,8 @@ fn quoting_escapes_and_units() {
     let s = &servers(&c)[0];
     let l = &s.default_location;
     assert_eq!(l.client_max_body_size, 4096);
-    assert_eq!(l.keepalive_timeout, Duration::from_secs(90));
+    assert_eq!(l.keepalive_timeout.idle, Duration::from_secs(90));
+    assert_eq!(l.keepalive_timeout.header, Some(Duration::from_secs(60)));
     assert_eq!(l.send_timeout, Duration::from_millis(500));
     assert_eq!(l.client_body_timeout, Duration::from_secs(10));
     assert_eq!(l.compression.gzip_min_length, 1024);

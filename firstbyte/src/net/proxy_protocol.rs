@@ -519,13 +519,16 @@ mod tests {
             vec![0x05, 0, 1, b'u', 0x01],
             vec![0x05, 0, 1, b'u', 0x01, 0],
             tlv(0x20, &[1, 0, 0]),
-            tlv(0x20, &[1, 0, 0, 0, 0, 0x21, 0, 9, b'x']),
         ] {
             for n in ["alpn", "ssl_verify", "ssl_version", "0x20"] {
                 let v = TlvName::parse(n).and_then(|n| n.lookup(&t).map(|v| v.into_owned()));
                 assert!(v.is_none() || n == "0x20", "{n} in {t:?}: {v:?}");
             }
         }
+        // A broken sub-TLV inside a well-formed SSL TLV: its fixed part still reads.
+        let t = tlv(0x20, &[1, 0, 0, 0, 7, 0x21, 0, 9, b'x']);
+        assert_eq!(TlvName::Ssl(0x21).lookup(&t), None);
+        assert_eq!(TlvName::SslVerify.lookup(&t).as_deref(), Some(&b"7"[..]));
         // The TLVs before a broken one are still found, as nginx walks them in order.
         let mut t = tlv(0x05, b"id");
         t.extend([0x01, 0, 9]);
