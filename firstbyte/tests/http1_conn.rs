@@ -42,8 +42,11 @@ fn connect(port: u16) -> TcpStream {
     s
 }
 
+/// A response: status, headers (names lower-cased), body.
+type Resp = (u16, Vec<(String, String)>, Vec<u8>);
+
 /// Sends `req` and reads one response (its head, and a body of `Content-Length`).
-fn exchange(s: &mut TcpStream, req: &[u8]) -> Option<(u16, Vec<(String, String)>, Vec<u8>)> {
+fn exchange(s: &mut TcpStream, req: &[u8]) -> Option<Resp> {
     s.write_all(req).ok()?;
     let mut buf = Vec::new();
     let mut b = [0u8; 4096];
