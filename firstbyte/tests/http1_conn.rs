@@ -234,3 +234,55 @@ fn an_unknown_tlv_name_is_refused_at_load() {
         "{err}"
     );
 }
+
+/// A graceful stop while a pipelined request waits: its response says `Connection: close`
+/// alone (hyper's own close is not hidden behind a `keep-alive`), and the one answered before
+/// the stop kept the connection.
+#[test]
+fn graceful_stop_says_close_alone() {
+    const STOP: &str = r#"
+pid off;
+error_log {dir}/error.log info;
+events {}
+http {
+    access_log off;
+    limit_req_zone $binary_remote_addr zone=one:1m rate=30r/m;
+    server {
+        listen 127.0.0.1:{port0};
+        server_name localhost;
+        root {dir}/html;
+        location / { limit_req zone=one burst=5; }
+    }
+}
+"#;
+    let (s, ports) = Server::start("http1conn-stop", STOP, 1);
+    let mut c = connect(ports[0]);
+    let req = b"GET /index.html HTTP/1.1\r\nHost: localhost\r\n\r\n";
+    c.write_all(&[&req[..], &req[..]].concat()).expect("write");
+    // The first response comes at once; the second waits 2 s in limit_req: stop meanwhile.
+    let mut all = Vec::new();
+    let mut b = [0u8; 4096];
+    while !all.windows(4).any(|w| w == b"\r\n\r\n") {
+        let n = c.read(&mut b).expect("read");
+        assert!(n > 0, "closed before the first response");
+        all.extend_from_slice(&b[..n]);
+    }
+    s.signal(libc::SIGQUIT);
+    loop {
+        match c.read(&mut b) {
+            Ok(0) => break,
+            Ok(n) => all.extend_from_slice(&b[..n]),
+            Err(e) => panic!("no EOF after the stop: {e}"),
+        }
+    }
+    let text = String::from_utf8_lossy(&all);
+    let heads: Vec<&str> = text.split("HTTP/1.1 ").filter(|r| !r.is_empty()).collect();
+    assert_eq!(heads.len(), 2, "{text}");
+    assert!(
+        heads[0].contains("\r\nConnection: keep-alive\r\n"),
+        "{text}"
+    );
+    assert!(heads[1].starts_with("200 "), "{text}");
+    assert!(heads[1].contains("\r\nConnection: close\r\n"), "{text}");
+    assert!(!heads[1].contains("keep-alive"), "{text}");
+}
