@@ -331,9 +331,9 @@ fn keepalive_requests_closes_http2_and_http1_connections() {
         3,
         "HTTP/1.1: Connection: close after 2"
     );
-    // HTTP/2: GOAWAY after the 2nd request. hyper's graceful shutdown is RFC 9113's two-step
-    // GOAWAY, so a request the client sent before the final one arrived is still served:
-    // at least two connections, never all six on one.
+    // HTTP/2: GOAWAY as the 2nd request starts, naming it as the last stream; a request the
+    // client sent before the GOAWAY arrived is retried on a new connection: at least two
+    // connections, never all six on one.
     let n = connects("--http2", &tls, 6);
     assert!((2..=3).contains(&n), "HTTP/2 over TLS: {n} connections");
     // The default (1000) keeps one connection.

@@ -271,18 +271,15 @@ pub(crate) fn pid_file(d: &Directive, cx: &mut Cx) -> Result<Option<PathBuf>, Co
     })
 }
 
-/// `keepalive_timeout TIME [HEADER_TIME]`: the second time is checked, then ignored with a
-/// warning.
-pub(crate) fn keepalive_timeout(d: &Directive, cx: &mut Cx) -> Result<Duration, ConfError> {
-    let t = time(d, arg0(d))?;
-    if let Some(h) = d.args.get(1) {
-        time(d, h)?;
-        cx.warn(
-            "the second parameter of \"keepalive_timeout\" is ignored: firstbyte sends no \"Keep-Alive: timeout=\" header",
-            &d.pos,
-        );
-    }
-    Ok(t)
+/// `keepalive_timeout TIME [HEADER_TIME]`.
+pub(crate) fn keepalive_timeout(
+    d: &Directive,
+    _: &mut Cx,
+) -> Result<super::model::KeepaliveTimeout, ConfError> {
+    Ok(super::model::KeepaliveTimeout {
+        idle: time(d, arg0(d))?,
+        header: d.args.get(1).map(|h| time(d, h)).transpose()?,
+    })
 }
 
 /// `if_modified_since off|exact|before`.

@@ -85,9 +85,9 @@ macro_rules! loc_directives {
         "tcp_nopush" tcp_nopush: bool = false =>
             (HSL, 1, 1, "off", Inherit, p::on_off)
             "Set `TCP_CORK` while sending a response's headers and file together.";
-        "keepalive_timeout" keepalive_timeout: Duration = Duration::from_secs(75) =>
+        "keepalive_timeout" keepalive_timeout: crate::conf::model::KeepaliveTimeout = crate::conf::model::KeepaliveTimeout { idle: Duration::from_secs(75), header: None } =>
             (HSL, 1, 2, "75s", Inherit, p::keepalive_timeout)
-            "How long an idle keep-alive connection stays open; 0 disables keep-alive.";
+            "`TIME [HEADER_TIME]`: how long an idle keep-alive connection stays open (0 disables keep-alive); HTTP/1.x connections wait the timeout of the location that served their last request. HEADER_TIME: `Keep-Alive: timeout=N` (whole seconds) on HTTP/1.x responses that keep the connection.";
         "if_modified_since" if_modified_since: crate::conf::model::IfModifiedSince = crate::conf::model::IfModifiedSince::Before =>
             (HSL, 1, 1, "before", Inherit, p::if_modified_since)
             "How `If-Modified-Since` is compared with a file's date: `before` (304 when the file is not newer than the date: RFC 9110, firstbyte's default), `exact` (only the same date: nginx's default), `off` (ignored).";

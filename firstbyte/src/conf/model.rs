@@ -487,6 +487,16 @@ impl GzipDisable {
     }
 }
 
+/// `keepalive_timeout TIME [HEADER_TIME]`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct KeepaliveTimeout {
+    /// How long an idle keep-alive connection stays open; zero: no keep-alive.
+    pub idle: std::time::Duration,
+    /// `Keep-Alive: timeout=N` on HTTP/1.x responses that keep the connection (whole
+    /// seconds, as nginx).
+    pub header: Option<std::time::Duration>,
+}
+
 /// `keepalive_disable none|msie6|safari ...`: browsers whose requests close the connection
 /// after the response (nginx's: old MSIE after a POST, Safari on macOS always).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -403,7 +403,8 @@ mod tests {
         );
         assert!(matches!(&l.root, DocRoot::Root(v) if v.as_static() == Some("/srv/html")));
         assert_eq!(l.index[0].as_static(), Some("index.html"));
-        assert_eq!(l.keepalive_timeout, Duration::from_secs(75));
+        assert_eq!(l.keepalive_timeout.idle, Duration::from_secs(75));
+        assert_eq!(l.keepalive_timeout.header, None);
         assert_eq!(l.client_max_body_size, 1 << 20);
         assert!(l.tcp_nodelay && !l.sendfile && !l.tcp_nopush);
         assert_eq!(l.default_type, "text/plain");

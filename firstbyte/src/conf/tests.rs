@@ -225,7 +225,6 @@ fn warnings_say_what_firstbyte_does_instead() {
          server_tokens off; ssl_dhparam dh.pem; gzip_buffers 16 8k;\n\
          ssl_protocols SSLv3 TLSv1 TLSv1.1 TLSv1.2;\n\
          error_log /x.log;\n\
-         keepalive_timeout 65 60;\n\
          }");
     let w = &c.warnings;
     let want = [
@@ -245,7 +244,6 @@ fn warnings_say_what_firstbyte_does_instead() {
         "\"gzip_buffers\" is ignored: firstbyte's compressor sizes its own buffers in /t/x.conf:7",
         "SSLv3 TLSv1 TLSv1.1 in \"ssl_protocols\" not offered: rustls speaks TLSv1.2 and TLSv1.3 only in /t/x.conf:8",
         "\"error_log\" is ignored here: firstbyte writes one error log, the main level's in /t/x.conf:9",
-        "the second parameter of \"keepalive_timeout\" is ignored: firstbyte sends no \"Keep-Alive: timeout=\" header in /t/x.conf:10",
     ];
     assert_eq!(w, &want);
 }
@@ -356,7 +354,7 @@ fn prefix_and_conf_dir_resolve_different_paths() {
 #[test]
 fn quoting_escapes_and_units() {
     let c = http(
-        "client_max_body_size 4K; keepalive_timeout 1m30s; send_timeout 500ms; client_body_timeout 10;\n\
+        "client_max_body_size 4K; keepalive_timeout 1m30s 60; send_timeout 500ms; client_body_timeout 10;\n\
          gzip_min_length 1k; tcp_notsent_lowat 16k;\n\
          server {\n\
            return 200 \"say \\\"hi\\\"\\n\";\n\
@@ -367,7 +365,8 @@ fn quoting_escapes_and_units() {
     let s = &servers(&c)[0];
     let l = &s.default_location;
     assert_eq!(l.client_max_body_size, 4096);
-    assert_eq!(l.keepalive_timeout, Duration::from_secs(90));
+    assert_eq!(l.keepalive_timeout.idle, Duration::from_secs(90));
+    assert_eq!(l.keepalive_timeout.header, Some(Duration::from_secs(60)));
     assert_eq!(l.send_timeout, Duration::from_millis(500));
     assert_eq!(l.client_body_timeout, Duration::from_secs(10));
     assert_eq!(l.compression.gzip_min_length, 1024);

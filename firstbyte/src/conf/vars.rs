@@ -163,6 +163,10 @@ fn known(name: &str) -> bool {
             // nginx takes the bare prefix too (`$arg_`: the argument with an empty name).
             .any(|p| name.starts_with(p))
         || name.chars().all(|c| c.is_ascii_digit()) // $1.. regex captures
+        // `$proxy_protocol_tlv_NAME`: NAME one nginx resolves (refused here when not).
+        || name
+            .strip_prefix("proxy_protocol_tlv_")
+            .is_some_and(|t| crate::net::proxy_protocol::TlvName::parse(t).is_some())
 }
 
 fn is_name_char(c: char) -> bool {

@@ -164,6 +164,57 @@ pub fn normalize_host(host: &str) -> Result<Cow<'_, str>, InvalidHost> {
     }
 }
 
+/// Whether the authority of an absolute request target (`GET http://HOST[:PORT]/ HTTP/1.1`)
+/// has the form nginx's request-line parser accepts: a name of letters, digits, `.` and `-`,
+/// or an IP literal in `[...]` of letters, digits, `:` and RFC 3986's unreserved and
+/// sub-delims characters; then nothing, or `:` and digits. Anything else (`_`, `@`, `\`, a
+/// dot after `]`, text before `[`, a port with a dot) is a 400 there. [`normalize_host`]
+/// applies on top, as nginx's `ngx_http_validate_host` does after the parser.
+pub fn absolute_form_host_ok(authority: &str) -> bool {
+    let b = authority.as_bytes();
+    let rest = if let Some(lit) = b.strip_prefix(b"[") {
+        let Some(end) = lit.iter().position(|&c| c == b']') else {
+            return false;
+        };
+        let literal_ok = lit[..end].iter().all(|&c| {
+            c.is_ascii_alphanumeric()
+                || matches!(
+                    c,
+                    b':' | b'-'
+                        | b'.'
+                        | b'_'
+                        | b'~'
+                        | b'!'
+                        | b'$'
+                        | b'&'
+                        | b'\''
+                        | b'('
+                        | b')'
+                        | b'*'
+                        | b'+'
+                        | b','
+                        | b';'
+                        | b'='
+                )
+        });
+        if !literal_ok {
+            return false;
+        }
+        &lit[end + 1..]
+    } else {
+        let n = b
+            .iter()
+            .position(|&c| !(c.is_ascii_alphanumeric() || c == b'.' || c == b'-'))
+            .unwrap_or(b.len());
+        &b[n..]
+    };
+    match rest.split_first() {
+        None => true,
+        Some((b':', port)) => port.iter().all(u8::is_ascii_digit),
+        Some(_) => false,
+    }
+}
+
 /// The servers that listen on one address:port, and how to choose among them.
 #[derive(Debug)]
 pub struct AddrServers {
@@ -687,6 +738,42 @@ mod tests {
             InvalidHost::Empty.to_string(),
             "client sent invalid host header"
         );
+    }
+
+    #[test]
+    fn absolute_form_host_as_nginx_parser() {
+        for ok in [
+            "example.com",
+            "Example.COM.:8080",
+            "a-b.c:",
+            "10.0.0.1:80",
+            "[::1]",
+            "[::ffff:12.30.67.89]:4321",
+            "[v1.fe80::a+en1]",
+            "",
+        ] {
+            assert!(absolute_form_host_ok(ok), "{ok:?}");
+        }
+        for bad in [
+            "example.com.:1.2",
+            "[abcd::ef98:0:7654:321].",
+            "[abcd::ef98:0:7654:321].:98",
+            "extra[abcd::ef98:0:7654:321]",
+            "[abcd\\::ef98:0:7654:321/]:12",
+            "[::1",
+            "[::1]x",
+            "a_b.com",
+            "user@example.com",
+            "a b",
+            "a\0b",
+            "exa\u{e9}mple.com",
+            "a.com:80:80",
+            "a.com:-1",
+            "[[::1]]",
+            "[::1]]",
+        ] {
+            assert!(!absolute_form_host_ok(bad), "{bad:?}");
+        }
     }
 
     /// Servers on `0.0.0.0:80`, one per kind of name; their lines name them in assertions.

@@ -277,6 +277,10 @@ pub struct Activity {
     /// Milliseconds since `born` when a byte of the next request's head arrived with no
     /// request in flight; [`NO_HEAD`] since the last request ended.
     head_ms: AtomicU64,
+    /// The `keepalive_timeout` of the location that answered the last HTTP/1.x request, in
+    /// milliseconds (nginx's keep-alive handler takes the request's location's); [`NO_HEAD`]:
+    /// the connection's own.
+    keepalive_ms: AtomicU64,
 }
 
 /// [`Activity::head_ms`] when no head has begun.
@@ -299,7 +303,15 @@ impl Activity {
             inflight: AtomicU64::new(0),
             last_ms: AtomicU64::new(0),
             head_ms: AtomicU64::new(NO_HEAD),
+            keepalive_ms: AtomicU64::new(NO_HEAD),
         }
+    }
+
+    /// The answering location's `keepalive_timeout`: the wait for the next request after this
+    /// one (HTTP/1.x).
+    pub(crate) fn set_keepalive(&self, d: Duration) {
+        let ms = u64::try_from(d.as_millis()).unwrap_or(NO_HEAD - 1).max(1);
+        self.keepalive_ms.store(ms, Ordering::Relaxed);
     }
 
     /// A request started.
@@ -347,6 +359,10 @@ impl Activity {
         first: Duration,
         keepalive: Duration,
     ) -> Option<Instant> {
+        let keepalive = match self.keepalive_ms.load(Ordering::Relaxed) {
+            NO_HEAD => keepalive,
+            ms => Duration::from_millis(ms),
+        };
         let ms = idle_deadline_ms(
             IdleState {
                 served,
@@ -404,6 +420,9 @@ pub(crate) struct H1Watch {
     pub(crate) abandoned: AtomicBool,
     /// Times the connection was parked.
     pub(crate) parks: AtomicU64,
+    /// hyper's graceful shutdown was asked (set before it is): responses built from now on
+    /// carry no `Connection: keep-alive`, so hyper's own `Connection: close` stands alone.
+    pub(crate) shutting_down: AtomicBool,
 }
 
 impl H1Watch {

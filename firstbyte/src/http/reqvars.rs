@@ -27,6 +27,8 @@ pub struct ConnFacts {
     pub record_policy: &'static str,
     /// The addresses of a `listen ... proxy_protocol` connection's PROXY header.
     pub proxy_protocol: Option<crate::net::proxy_protocol::ProxyAddrs>,
+    /// The TLVs of that header, when it was version 2 with addresses (`$proxy_protocol_tlv_*`).
+    pub proxy_protocol_tlvs: Option<std::sync::Arc<[u8]>>,
     /// The TCP socket, open for as long as the connection's requests are (`$tcpinfo_*`).
     pub socket: Option<std::os::fd::RawFd>,
     /// When the connection was accepted (`$connection_time`).
@@ -83,6 +85,9 @@ pub struct RequestVars<'a> {
     pub protocol: &'static str,
     /// Request headers.
     pub headers: &'a HeaderMap,
+    /// The request head's size as received: the request line and header lines (HTTP/1.x),
+    /// the header block (HTTP/2); `$request_length` adds the body's declared length.
+    pub head_length: u64,
     /// `$host`: Host without port, lower-cased, or the server name.
     pub host: &'a str,
     /// The first `server_name` of the chosen server.
@@ -253,11 +258,17 @@ impl Vars for RequestVars<'_> {
             | "upstream_response_time" => self.upstream?.get(name, Instant::now()).map(Cow::Owned),
             "body_bytes_sent" => Some(Cow::Owned(self.body_bytes_sent.to_string())),
             "bytes_sent" => Some(Cow::Owned(self.body_bytes_sent.to_string())),
-            "request_length" => self
-                .headers
-                .get(http::header::CONTENT_LENGTH)
-                .and_then(|v| v.to_str().ok())
-                .map(|v| Cow::Owned(v.to_string())),
+            "request_length" => {
+                let body = self
+                    .headers
+                    .get(http::header::CONTENT_LENGTH)
+                    .and_then(|v| v.to_str().ok())
+                    .and_then(|v| v.parse::<u64>().ok())
+                    .unwrap_or(0);
+                Some(Cow::Owned(
+                    self.head_length.saturating_add(body).to_string(),
+                ))
+            }
             "request_time" => Some(Cow::Owned(seconds_ms(self.start.elapsed()))),
             "connection_time" => self
                 .conn
@@ -374,6 +385,10 @@ impl Vars for RequestVars<'_> {
                     arg(self.args, a)
                 } else if let Some(c) = name.strip_prefix("cookie_") {
                     cookie(self.headers, c)
+                } else if let Some(t) = name.strip_prefix("proxy_protocol_tlv_") {
+                    let tlvs = self.conn.proxy_protocol_tlvs.as_deref()?;
+                    let v = crate::net::proxy_protocol::TlvName::parse(t)?.lookup(tlvs)?;
+                    Some(Cow::Owned(String::from_utf8_lossy(&v).into_owned()))
                 } else if let Ok(n) = name.parse::<usize>() {
                     self.captures
                         .get(n)
@@ -412,6 +427,7 @@ mod tests {
             local: Some("127.0.0.1:8443".parse().unwrap()),
             id: 9,
             proxy_protocol: None,
+            proxy_protocol_tlvs: None,
             tls: Some(TlsFacts {
                 protocol: "TLSv1.3",
                 cipher: "TLS_AES_128_GCM_SHA256",
@@ -429,6 +445,7 @@ mod tests {
             args: Some("x=1&Id=7"),
             protocol: "HTTP/1.1",
             headers: &h,
+            head_length: 0,
             host: "example.com",
             server_name: "example.com",
             document_root: None,

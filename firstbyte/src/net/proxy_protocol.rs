@@ -59,6 +59,109 @@ pub fn parse(buf: &[u8]) -> Parsed {
     parse_v1(buf)
 }
 
+/// The TLVs of a complete version 2 header `head` (as [`parse`] measured it) that carries
+/// IPv4 or IPv6 addresses of a PROXY command over a stream transport, as nginx keeps them
+/// (`$proxy_protocol_tlv_*`); `None` otherwise or when there are none.
+pub fn v2_tlvs(head: &[u8]) -> Option<&[u8]> {
+    if !head.starts_with(V2_SIGNATURE) || head.len() < 16 {
+        return None;
+    }
+    let total = 16 + usize::from(u16::from_be_bytes([head[14], head[15]]));
+    if head[12] != 0x21 || head[13] & 0x0f != 1 || head.len() < total {
+        return None;
+    }
+    let addrs = match head[13] >> 4 {
+        1 => 12,
+        2 => 36,
+        _ => return None,
+    };
+    head.get(16 + addrs..total).filter(|t| !t.is_empty())
+}
+
+/// A `$proxy_protocol_tlv_NAME` variable's name, as nginx resolves it: `alpn`, `authority`,
+/// `unique_id`, `ssl`, `netns` or a type in hex (`0x30`); `ssl_verify`; `ssl_version`,
+/// `ssl_cn`, `ssl_cipher`, `ssl_sig_alg`, `ssl_key_alg` or `ssl_0xHH` (inside the SSL TLV).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TlvName {
+    /// A TLV of this type (types past 0xff never match).
+    Type(u64),
+    /// A sub-TLV of the SSL TLV (0x20).
+    Ssl(u64),
+    /// The SSL TLV's `verify` field, in decimal.
+    SslVerify,
+}
+
+/// The SSL TLV's type, and the size of its fixed part (client flags, verify).
+const TLV_SSL: u64 = 0x20;
+const TLV_SSL_FIXED: usize = 5;
+
+impl TlvName {
+    /// `None`: a name nginx does not know (firstbyte refuses it at load).
+    pub fn parse(name: &str) -> Option<TlvName> {
+        fn typ(name: &str, table: &[(&str, u64)]) -> Option<u64> {
+            if let Some(hex) = name.strip_prefix("0x") {
+                if hex.is_empty() || !hex.bytes().all(|b| b.is_ascii_hexdigit()) {
+                    return None;
+                }
+                return u64::from_str_radix(hex, 16).ok();
+            }
+            table.iter().find(|(n, _)| *n == name).map(|&(_, t)| t)
+        }
+        if let Some(sub) = name.strip_prefix("ssl_") {
+            if sub == "verify" {
+                return Some(TlvName::SslVerify);
+            }
+            let table = [
+                ("version", 0x21),
+                ("cn", 0x22),
+                ("cipher", 0x23),
+                ("sig_alg", 0x24),
+                ("key_alg", 0x25),
+            ];
+            return typ(sub, &table).map(TlvName::Ssl);
+        }
+        let table = [
+            ("alpn", 0x01),
+            ("authority", 0x02),
+            ("unique_id", 0x05),
+            ("ssl", TLV_SSL),
+            ("netns", 0x30),
+        ];
+        typ(name, &table).map(TlvName::Type)
+    }
+
+    /// The value in `tlvs` (see [`v2_tlvs`]): the TLV's bytes, or `verify` in decimal. `None`
+    /// when absent, or when the TLVs are cut short before it (nginx's "broken PROXY protocol
+    /// TLV").
+    pub fn lookup(self, tlvs: &[u8]) -> Option<std::borrow::Cow<'_, [u8]>> {
+        use std::borrow::Cow;
+        let ssl = || find(tlvs, TLV_SSL).filter(|s| s.len() >= TLV_SSL_FIXED);
+        match self {
+            TlvName::Type(t) => find(tlvs, t).map(Cow::Borrowed),
+            TlvName::Ssl(t) => find(&ssl()?[TLV_SSL_FIXED..], t).map(Cow::Borrowed),
+            TlvName::SslVerify => {
+                let s = ssl()?;
+                let verify = u32::from_be_bytes([s[1], s[2], s[3], s[4]]);
+                Some(Cow::Owned(verify.to_string().into_bytes()))
+            }
+        }
+    }
+}
+
+/// The first TLV of type `t` in `tlvs` (type: 1 byte, length: 2 bytes big-endian, value).
+fn find(mut tlvs: &[u8], t: u64) -> Option<&[u8]> {
+    while !tlvs.is_empty() {
+        let (&[typ, hi, lo], rest) = tlvs.split_first_chunk::<3>()?;
+        let len = usize::from(u16::from_be_bytes([hi, lo]));
+        let value = rest.get(..len)?;
+        if u64::from(typ) == t {
+            return Some(value);
+        }
+        tlvs = &rest[len..];
+    }
+    None
+}
+
 fn broken(buf: &[u8]) -> Parsed {
     let end = buf
         .iter()
@@ -341,5 +444,94 @@ mod tests {
             let _ = parse(&buf);
             let _ = parse(&buf[12..]);
         }
+    }
+
+    fn tlv(t: u8, v: &[u8]) -> Vec<u8> {
+        let mut b = vec![t];
+        b.extend_from_slice(&(v.len() as u16).to_be_bytes());
+        b.extend_from_slice(v);
+        b
+    }
+
+    #[test]
+    fn tlv_names_as_nginx() {
+        use TlvName::*;
+        assert_eq!(TlvName::parse("alpn"), Some(Type(1)));
+        assert_eq!(TlvName::parse("netns"), Some(Type(0x30)));
+        assert_eq!(TlvName::parse("0x000ae"), Some(Type(0xae)));
+        assert_eq!(TlvName::parse("0x3"), Some(Type(3)));
+        assert_eq!(TlvName::parse("ssl"), Some(Type(0x20)));
+        assert_eq!(TlvName::parse("ssl_verify"), Some(SslVerify));
+        assert_eq!(TlvName::parse("ssl_cn"), Some(Ssl(0x22)));
+        assert_eq!(TlvName::parse("ssl_0x21"), Some(Ssl(0x21)));
+        for bad in [
+            "",
+            "foo",
+            "0x",
+            "0xg1",
+            "ssl_",
+            "ssl_foo",
+            "ALPN",
+            "0x1ffffffffffffffff",
+        ] {
+            assert_eq!(TlvName::parse(bad), None, "{bad:?}");
+        }
+    }
+
+    #[test]
+    fn tlvs_of_a_v2_header_and_their_lookup() {
+        let mut ssl = vec![0x01, 0, 0, 0, 255];
+        ssl.extend(tlv(0x21, b"TLSv1.2"));
+        ssl.extend(tlv(0x22, b"example.com"));
+        let mut tlvs = tlv(0x01, b"h2");
+        tlvs.extend(tlv(0x20, &ssl));
+        tlvs.extend(tlv(0xae, b"12345"));
+        let mut addrs = vec![192, 0, 2, 1, 192, 0, 2, 2, 0, 123, 0x16, 0x2e];
+        addrs.extend_from_slice(&tlvs);
+        let head = v2(1, 0x11, &addrs);
+        let want = ProxyAddrs {
+            source: "192.0.2.1:123".parse().expect("address"),
+            destination: "192.0.2.2:5678".parse().expect("address"),
+        };
+        assert_eq!(parse(&head), Parsed::Done(head.len(), Some(want)));
+        let t = v2_tlvs(&head).expect("tlvs");
+        assert_eq!(t, &tlvs[..]);
+        let get = |n: &str| TlvName::parse(n).and_then(|n| n.lookup(t).map(|v| v.into_owned()));
+        assert_eq!(get("alpn").as_deref(), Some(&b"h2"[..]));
+        assert_eq!(get("0xae").as_deref(), Some(&b"12345"[..]));
+        assert_eq!(get("ssl_verify").as_deref(), Some(&b"255"[..]));
+        assert_eq!(get("ssl_version").as_deref(), Some(&b"TLSv1.2"[..]));
+        assert_eq!(get("ssl_0x22").as_deref(), Some(&b"example.com"[..]));
+        assert_eq!(get("ssl").as_deref(), Some(&ssl[..]));
+        assert_eq!(get("authority"), None);
+        assert_eq!(get("ssl_cipher"), None);
+        // No TLVs kept for LOCAL, UNSPEC or a header without any.
+        assert_eq!(v2_tlvs(&v2(0, 0x11, &addrs)), None);
+        assert_eq!(v2_tlvs(&v2(1, 0x00, &addrs)), None);
+        assert_eq!(v2_tlvs(&v2(1, 0x11, &addrs[..12])), None);
+    }
+
+    #[test]
+    fn hostile_tlvs_end_the_lookup() {
+        // A length past the end, a lone type byte, a short SSL TLV: nothing found, no panic.
+        for t in [
+            vec![0x01, 0xff, 0xff, b'x'],
+            vec![0x05, 0, 1, b'u', 0x01],
+            vec![0x05, 0, 1, b'u', 0x01, 0],
+            tlv(0x20, &[1, 0, 0]),
+        ] {
+            for n in ["alpn", "ssl_verify", "ssl_version", "0x20"] {
+                let v = TlvName::parse(n).and_then(|n| n.lookup(&t).map(|v| v.into_owned()));
+                assert!(v.is_none() || n == "0x20", "{n} in {t:?}: {v:?}");
+            }
+        }
+        // A broken sub-TLV inside a well-formed SSL TLV: its fixed part still reads.
+        let t = tlv(0x20, &[1, 0, 0, 0, 7, 0x21, 0, 9, b'x']);
+        assert_eq!(TlvName::Ssl(0x21).lookup(&t), None);
+        assert_eq!(TlvName::SslVerify.lookup(&t).as_deref(), Some(&b"7"[..]));
+        // The TLVs before a broken one are still found, as nginx walks them in order.
+        let mut t = tlv(0x05, b"id");
+        t.extend([0x01, 0, 9]);
+        assert_eq!(TlvName::Type(5).lookup(&t).as_deref(), Some(&b"id"[..]));
     }
 }

@@ -57,6 +57,7 @@ pub(crate) fn test_conn() -> (
         tls: None,
         record_policy: "static",
         proxy_protocol: None,
+        proxy_protocol_tlvs: None,
         socket: None,
         accepted: None,
     };

@@ -194,7 +194,7 @@ fn transport_config(server: &ServerConf) -> Result<quinn::TransportConfig, Strin
     ));
     transport.enable_segmentation_offload(server.quic_gso);
     transport.initial_rtt(INITIAL_RTT);
-    let idle = server.default_location.keepalive_timeout;
+    let idle = server.default_location.keepalive_timeout.idle;
     let idle = quinn::IdleTimeout::try_from(idle.max(Duration::from_millis(1)))
         .map_err(|e| format!("keepalive_timeout too long for QUIC: {e}"))?;
     transport.max_idle_timeout(Some(idle));
@@ -389,6 +389,7 @@ async fn serve(
         }),
         record_policy: "quic",
         proxy_protocol: None,
+        proxy_protocol_tlvs: None,
         socket: None,
         accepted: Some(std::time::Instant::now()),
     };

@@ -103,9 +103,6 @@ const CLOSED_MEMORY: usize = 64;
 /// Bytes reserved for an encoded response head (a static file's five headers take ~90).
 const RESPONSE_HEAD_GUESS: usize = 128;
 
-/// The PING payload of a graceful shutdown's first step.
-const GOAWAY_PING: &[u8; 8] = b"fb-drain";
-
 /// The connection.
 pub struct Core {
     cfg: Config,
@@ -129,8 +126,6 @@ pub struct Core {
     /// The last stream id of the GOAWAY sent, if any.
     goaway: Option<u32>,
     peer_goaway: bool,
-    /// The first GOAWAY of a graceful shutdown was sent.
-    draining: bool,
     /// The connection error sent: nothing more is read.
     error: Option<Reason>,
     scratch: Vec<u8>,
@@ -175,7 +170,6 @@ impl Core {
             pending_resets: 0,
             goaway: None,
             peer_goaway: false,
-            draining: false,
             error: None,
             scratch: Vec::new(),
         }
@@ -205,6 +199,12 @@ impl Core {
             let head = Head::parse(&buf[at..]);
             if head.len > frame::DEFAULT_MAX_FRAME {
                 self.fail(Reason::FRAME_SIZE_ERROR);
+                return buf.len();
+            }
+            // A client never sends PUSH_PROMISE (RFC 9113 §8.4): refused on its header, as
+            // nginx, without waiting for a payload that may never come.
+            if head.kind == kind::PUSH_PROMISE {
+                self.fail(Reason::PROTOCOL_ERROR);
                 return buf.len();
             }
             let end = at + frame::HEADER_LEN + head.len;
@@ -248,19 +248,6 @@ impl Core {
     #[cfg(test)]
     pub fn open_streams(&self) -> usize {
         self.streams.len()
-    }
-
-    /// The first step of a graceful shutdown (RFC 9113 §6.8): GOAWAY with the largest stream
-    /// id and a PING; streams keep being accepted until the PING's acknowledgement (which
-    /// follows every stream the client sent before it saw the GOAWAY) makes the final one
-    /// ([`Core::goaway`]) go out.
-    pub fn goaway_graceful(&mut self) {
-        if self.goaway.is_none() && self.error.is_none() && !self.draining {
-            frame::put_goaway(&mut self.out, MAX_WINDOW as u32, Reason::NO_ERROR);
-            frame::put_head(&mut self.out, 8, kind::PING, 0, 0);
-            self.out.extend_from_slice(GOAWAY_PING);
-            self.draining = true;
-        }
     }
 
     /// Says GOAWAY (NO_ERROR): the streams opened so far are finished, later ones ignored.
@@ -323,8 +310,9 @@ impl Core {
     }
 
     /// Sends response body bytes on stream `id` (at most [`Core::send_capacity`]); `end` ends
-    /// the response.
-    pub fn send_data(&mut self, id: u32, data: &[u8], end: bool) {
+    /// the response. DATA frames are cut at the client's SETTINGS_MAX_FRAME_SIZE and at
+    /// `chunk` (the location's `http2_chunk_size`), else at the connection's frame size.
+    pub fn send_data(&mut self, id: u32, data: &[u8], end: bool, chunk: Option<usize>) {
         let Some(i) = self.find(id) else {
             return;
         };
@@ -337,7 +325,9 @@ impl Core {
         );
         self.streams[i].send_window -= n;
         self.conn_send_window -= n;
-        let max = self.peer_max_frame.min(self.cfg.data_frame);
+        let max = self
+            .peer_max_frame
+            .min(chunk.unwrap_or(self.cfg.data_frame));
         frame::put_data(&mut self.out, id, data, end, max);
         if end {
             self.end_sending(id);
@@ -515,8 +505,6 @@ impl Core {
                 }
                 if !head.has(flag::ACK) {
                     frame::put_pong(&mut self.out, payload);
-                } else if self.draining && payload == GOAWAY_PING {
-                    self.goaway();
                 }
                 Ok(())
             }
@@ -750,7 +738,12 @@ impl Core {
                 return Ok(());
             }
             let head = match decoded {
-                Ok(h) => h,
+                Ok(mut h) => {
+                    h.parts
+                        .extensions
+                        .insert(headers::HeadLength(block.len() as u64));
+                    h
+                }
                 Err(HeadError::TooLarge) => {
                     let mut block = std::mem::take(&mut self.scratch);
                     block.clear();

@@ -26,6 +26,18 @@ pub enum HeadError {
     TooLarge,
 }
 
+/// Marks (in a request's extensions) an `:authority` or `host` value that cannot be a host
+/// (no URI authority, a control character): the pipeline answers 400 through the server's
+/// `error_page 400`, as nginx does for an invalid `:authority` or `Host`, rather than the
+/// stream error a malformed request gets.
+#[derive(Debug, Clone, Copy)]
+pub struct InvalidHostField;
+
+/// The size of a request's header block as received (HEADERS and CONTINUATION fragments,
+/// without padding or priority), for `$request_length` as nginx counts it over HTTP/2.
+#[derive(Debug, Clone, Copy)]
+pub struct HeadLength(pub u64);
+
 /// A decoded request head.
 #[derive(Debug)]
 pub struct RequestHead {
@@ -66,6 +78,8 @@ struct Gather {
     too_large: bool,
     malformed: bool,
     regular_seen: bool,
+    /// A `host` value that is no header value (a control character).
+    bad_host: bool,
 }
 
 impl Gather {
@@ -112,7 +126,11 @@ impl Gather {
             return;
         };
         let Ok(v) = HeaderValue::from_bytes(value) else {
-            self.malformed = true;
+            if n == http::header::HOST {
+                self.bad_host = true;
+            } else {
+                self.malformed = true;
+            }
             return;
         };
         if n == http::header::COOKIE {
@@ -178,14 +196,22 @@ pub fn decode_request(
     }
     let p = g.pseudo;
     let buf = Bytes::from(g.pseudo_buf);
-    let method = Method::from_bytes(&buf[p.method.ok_or(HeadError::Malformed)?])
-        .map_err(|_| HeadError::Malformed)?;
+    // nginx's HTTP/2 methods: upper-case letters, `_` and `-` only (a lower-case `get` is
+    // no method there).
+    let method_bytes = &buf[p.method.ok_or(HeadError::Malformed)?];
+    if method_bytes.is_empty()
+        || !method_bytes
+            .iter()
+            .all(|&c| c.is_ascii_uppercase() || c == b'_' || c == b'-')
+    {
+        return Err(HeadError::Malformed);
+    }
+    let method = Method::from_bytes(method_bytes).map_err(|_| HeadError::Malformed)?;
+    let mut bad_host = g.bad_host;
     let mut uri = http::uri::Parts::default();
-    if method == Method::CONNECT {
-        // RFC 9113 §8.5: :authority only.
-        if p.scheme.is_some() || p.path.is_some() {
-            return Err(HeadError::Malformed);
-        }
+    if method == Method::CONNECT && p.scheme.is_none() && p.path.is_none() {
+        // RFC 9113 §8.5: :authority only. (A CONNECT with a :path, as nginx takes it, goes
+        // on as any request; the pipeline answers 405 to both.)
         let a = buf.slice(p.authority.ok_or(HeadError::Malformed)?);
         uri.authority =
             Some(http::uri::Authority::from_maybe_shared(a).map_err(|_| HeadError::Malformed)?);
@@ -197,12 +223,18 @@ pub fn decode_request(
             return Err(HeadError::Malformed);
         }
         if let Some(a) = p.authority {
-            uri.scheme =
-                Some(http::uri::Scheme::try_from(&buf[scheme]).map_err(|_| HeadError::Malformed)?);
-            uri.authority = Some(
-                http::uri::Authority::from_maybe_shared(buf.slice(a))
-                    .map_err(|_| HeadError::Malformed)?,
-            );
+            // An `:authority` that is no URI authority (empty, a backslash) is an invalid host:
+            // 400, not a malformed request.
+            match http::uri::Authority::from_maybe_shared(buf.slice(a)) {
+                Ok(a) => {
+                    uri.scheme = Some(
+                        http::uri::Scheme::try_from(&buf[scheme])
+                            .map_err(|_| HeadError::Malformed)?,
+                    );
+                    uri.authority = Some(a);
+                }
+                Err(_) => bad_host = true,
+            }
         }
         uri.path_and_query = Some(
             http::uri::PathAndQuery::from_maybe_shared(buf.slice(path))
@@ -215,6 +247,9 @@ pub fn decode_request(
     parts.uri = uri;
     parts.version = http::Version::HTTP_2;
     parts.headers = g.headers;
+    if bad_host {
+        parts.extensions.insert(InvalidHostField);
+    }
     Ok(RequestHead {
         parts,
         content_length: g.content_length,

@@ -37,9 +37,9 @@ const READ_SIZE: usize = 16 * 1024;
 /// 128 KiB, eight full records (`h2limits::MAX_SEND_BUF_SIZE`).
 const OUT_HIGH: usize = limits::MAX_SEND_BUF_SIZE;
 
-/// How long a connection closed for the client's error still reads what the client sends
-/// (nginx's `lingering_timeout` default, 5 s, is for HTTP/1.1 bodies; a second is enough
-/// for frames already in flight).
+/// How long a connection that ended still reads what the client sends (nginx's
+/// `lingering_timeout` default, 5 s, is for HTTP/1.1 bodies; a second is enough for frames
+/// already in flight).
 const LINGER: Duration = Duration::from_secs(1);
 
 /// Reads per turn before the task yields to others.
@@ -166,9 +166,17 @@ impl<I: AsyncRead + BatchWrite> Shell<I> {
         Poll::Pending
     }
 
-    /// After a connection error: reads and drops what the client still sends until it closes,
-    /// so that closing the socket with its data unread (a TCP reset) does not destroy the
-    /// GOAWAY before the client reads it.
+    /// Once the connection has ended (GOAWAY sent, the write side shut) while the client may
+    /// still send: reads and drops what it sends until it closes or [`LINGER`] passes, as
+    /// nginx's lingering close, so that closing the socket with its data unread (a TCP reset)
+    /// does not destroy the GOAWAY and the response data the client has not read yet.
+    async fn linger(&mut self) {
+        if !self.eof {
+            let linger = std::future::poll_fn(|cx| self.poll_linger(cx));
+            let _ = tokio::time::timeout(LINGER, linger).await;
+        }
+    }
+
     fn poll_linger(&mut self, cx: &mut Context<'_>) -> Poll<()> {
         let mut stack = [MaybeUninit::<u8>::uninit(); READ_SIZE];
         loop {
@@ -453,7 +461,12 @@ fn step(core: &mut Core, s: &mut Slot, cx: &mut Context<'_>) -> bool {
             }
             let n = cap.min(pending.len()).min(*chunk);
             let end = *ended && n == pending.len();
-            core.send_data(s.id, &pending[..n], end);
+            core.send_data(
+                s.id,
+                &pending[..n],
+                end,
+                Some(*chunk).filter(|&c| c != usize::MAX),
+            );
             pending.advance(n);
             if end {
                 s.answer = Answer::Done;
@@ -511,24 +524,19 @@ where
     let mut shell = Shell::new(conn.clone(), io, cfg, max_requests);
     let idle_out = tokio::select! {
         _ = std::future::poll_fn(|cx| shell.poll_run(cx)) => {
-            if shell.core.error().is_some() && !shell.eof {
-                let linger = std::future::poll_fn(|cx| shell.poll_linger(cx));
-                let _ = tokio::time::timeout(LINGER, linger).await;
-            }
+            shell.linger().await;
             return;
         }
         idle = stop => idle,
     };
-    // RFC 9113 §6.8's two steps: GOAWAY with the largest id and a PING, the final GOAWAY at
-    // its acknowledgement, or after a second without one.
-    shell.core.goaway_graceful();
+    // One GOAWAY naming the last stream the client opened, as nginx: those streams finish,
+    // later ones are ignored (RFC 9113 §6.8 lets the client retry them elsewhere). RFC 9113's
+    // two-step shutdown (a first GOAWAY with the largest id and a PING) would serve a stream
+    // in flight, at a round trip's delay to every shutdown.
+    shell.goaway();
     let run = async {
-        tokio::select! {
-            _ = std::future::poll_fn(|cx| shell.poll_run(cx)) => return,
-            _ = tokio::time::sleep(Duration::from_secs(1)) => {}
-        }
-        shell.goaway();
-        std::future::poll_fn(|cx| shell.poll_run(cx)).await
+        std::future::poll_fn(|cx| shell.poll_run(cx)).await;
+        shell.linger().await;
     };
     crate::http::conn::finish_graceful(run, idle_out).await;
 }

@@ -29,6 +29,7 @@ pub(super) struct LogOnDone {
     /// From the start until the response head was ready.
     pub(super) ttfb: std::time::Duration,
     pub(super) nreq: u64,
+    pub(super) head_length: u64,
     pub(super) early_data: bool,
     pub(super) user: Option<Box<crate::http::rewrite::uservars::UserVars>>,
     pub(super) guard: Option<crate::http::reqvars::GuardVars>,
@@ -48,6 +49,7 @@ impl LogOnDone {
             args: self.args.as_deref(),
             protocol: self.protocol,
             headers: &self.headers,
+            head_length: self.head_length,
             host: &self.host,
             server_name: &self.server_name,
             document_root: None,

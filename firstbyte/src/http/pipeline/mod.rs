@@ -137,6 +137,8 @@ struct Req<'a> {
     request_filename: Option<PathBuf>,
     start: Instant,
     nreq: u64,
+    /// For `$request_length`.
+    head_length: u64,
     /// What auth_basic, real IP and the limits left (None for a location without them).
     guard: Option<Box<guard::GuardState>>,
     /// `set`, `map`, `split_clients` values (None when the configuration defines none).
@@ -180,6 +182,7 @@ impl Req<'_> {
             args: self.args.as_deref(),
             protocol: self.protocol,
             headers: self.headers,
+            head_length: self.head_length,
             host: &self.host,
             server_name: server_name(&self.server),
             document_root: self.document_root.as_deref(),
@@ -226,6 +229,28 @@ enum Step {
     Proxy(Arc<ProxyConf>),
 }
 
+/// Whether the request names its host in a way nginx answers 400 before `normalize_host`
+/// looks at it: an HTTP/1.x absolute target whose authority its request-line parser refuses;
+/// an HTTP/2 or HTTP/3 `:authority` that differs from a `Host` header ("client sent
+/// \":authority\" and \"Host\" headers with different values"); a `Host` that is not
+/// UTF-8; or a field the HTTP/2 decoder marked as no host at all.
+fn host_invalid(
+    version: http::Version,
+    authority: Option<&str>,
+    host_header: Option<Option<&str>>,
+    marked: bool,
+) -> bool {
+    if marked || host_header == Some(None) {
+        return true;
+    }
+    match (version, authority, host_header.flatten()) {
+        (http::Version::HTTP_2 | http::Version::HTTP_3, Some(a), Some(h)) => a != h,
+        (http::Version::HTTP_2 | http::Version::HTTP_3, _, _) => false,
+        (_, Some(a), _) => !crate::conf::vhosts::absolute_form_host_ok(a),
+        _ => false,
+    }
+}
+
 fn protocol_of(v: http::Version) -> &'static str {
     match v {
         http::Version::HTTP_10 => "HTTP/1.0",
@@ -268,6 +293,13 @@ where
     let header_server = conn.first_server();
     // HTTP/1.x: the head must fit `client_header_buffer_size` and `large_client_header_buffers`
     // as nginx reads it (HTTP/2's bound is SETTINGS_MAX_HEADER_LIST_SIZE, in h2limits).
+    let head_length = match extensions.get::<super::h2::headers::HeadLength>() {
+        Some(l) => l.0,
+        None => {
+            let (line, lines) = headers::head_lines(&method, &parts_uri, &parts_headers);
+            (line + lines.sum::<usize>() + 2) as u64
+        }
+    };
     let too_large = match version {
         http::Version::HTTP_2 | http::Version::HTTP_3 => None,
         _ => {
@@ -303,18 +335,27 @@ where
         .unwrap_or("/");
     let addr = conn.addr_servers();
 
-    // Host: HTTP/2's :authority, else the Host header; HTTP/1.1 requires one.
-    let host_raw = parts.uri.authority().map(|a| a.as_str()).or_else(|| {
-        parts
-            .headers
-            .get(header::HOST)
-            .and_then(|h| h.to_str().ok())
-    });
+    // Host: HTTP/2's :authority, else the Host header; HTTP/1.1 requires one. A Host that is
+    // not UTF-8 is refused (nginx takes bytes past 0x7f; firstbyte is stricter there).
+    let authority = parts.uri.authority().map(|a| a.as_str());
+    let host_header = parts
+        .headers
+        .get(header::HOST)
+        .map(|h| std::str::from_utf8(h.as_bytes()).ok());
+    let host_raw = authority.or(host_header.flatten());
+    let host_invalid = host_invalid(
+        version,
+        authority,
+        host_header,
+        extensions
+            .get::<super::h2::headers::InvalidHostField>()
+            .is_some(),
+    );
     // Two Host headers name two servers: refused (400) as nginx ("client sent duplicate host
     // header"), on every protocol.
     let dup_host = parts.headers.get_all(header::HOST).iter().nth(1).is_some();
     let host = match host_raw.map(crate::conf::vhosts::normalize_host) {
-        _ if dup_host => None,
+        _ if dup_host || host_invalid => None,
         Some(Ok(h)) => Some(h.into_owned()),
         Some(Err(_)) => None,
         None if parts.version == http::Version::HTTP_11 => None,
@@ -358,6 +399,7 @@ where
         request_filename: None,
         start,
         nreq,
+        head_length,
         early_data,
         guard: None,
         user: None,
@@ -392,7 +434,10 @@ where
         // nginx refuses TRACE (405, "client sent TRACE method") and CONNECT (405; 400 when the
         // target names no port) before any location runs.
         _ if r.method == http::Method::TRACE || r.method == http::Method::CONNECT => {
-            let code = if r.method == http::Method::CONNECT && parts.uri.port_u16().is_none() {
+            let code = if r.method == http::Method::CONNECT
+                && parts.uri.port_u16().is_none()
+                && version < http::Version::HTTP_2
+            {
                 400
             } else {
                 405

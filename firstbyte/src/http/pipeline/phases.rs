@@ -174,6 +174,7 @@ pub(super) fn error(
         request_filename: None,
         start: r.start,
         nreq: r.nreq,
+        head_length: r.head_length,
         early_data: r.early_data,
         user: r.user.clone(),
         rewrite_loc: None,
@@ -517,26 +518,23 @@ fn do_return(r: &mut Req, ret: &crate::conf::model::Return) -> Out {
         let to = value.unwrap_or_default();
         return Out::Response(redirect_response(code, &absolute(r, &to)));
     }
-    match value {
-        Some(text) => {
-            let mut resp = Response::new(Body::full(text));
-            *resp.status_mut() = StatusCode::from_u16(code).unwrap_or(StatusCode::OK);
-            let ct = r
-                .server
-                .locations
-                .find(&r.uri)
-                .map(|m| m.conf.default_type.clone())
-                .unwrap_or_else(|| r.server.default_location.default_type.clone());
-            if let Ok(v) = HeaderValue::from_str(&ct) {
-                resp.headers_mut().insert(header::CONTENT_TYPE, v);
-            }
-            Out::Response(resp)
-        }
-        None if code >= 400 => Out::Status(code),
-        None => {
-            let mut resp = Response::new(Body::Empty);
-            *resp.status_mut() = StatusCode::from_u16(code).unwrap_or(StatusCode::OK);
-            Out::Response(resp)
+    if value.is_none() && code >= 400 {
+        return Out::Status(code);
+    }
+    // A text, or an empty body below 400: nginx's ngx_http_send_response, with the location's
+    // type (also on an empty `return 200;`; 204 and 304 carry none).
+    let mut resp = Response::new(value.map_or(Body::Empty, Body::full));
+    *resp.status_mut() = StatusCode::from_u16(code).unwrap_or(StatusCode::OK);
+    if !matches!(code, 204 | 304) {
+        let ct = r
+            .server
+            .locations
+            .find(&r.uri)
+            .map(|m| m.conf.default_type.clone())
+            .unwrap_or_else(|| r.server.default_location.default_type.clone());
+        if let Ok(v) = HeaderValue::from_str(&ct) {
+            resp.headers_mut().insert(header::CONTENT_TYPE, v);
         }
     }
+    Out::Response(resp)
 }

@@ -9,7 +9,7 @@ use std::sync::Arc;
 use std::task::{Context, Poll};
 
 use bytes::Bytes;
-use http::header::{self, HeaderValue};
+use http::header::{self, HeaderName, HeaderValue};
 use http::{HeaderMap, Response, StatusCode};
 use http_body::{Frame, SizeHint};
 
@@ -247,10 +247,10 @@ pub(super) fn finish(
         // (a refused request) means nothing on a multiplexed connection.
         h.remove(header::CONNECTION);
     } else if r.version == http::Version::HTTP_2 {
-        if last || loc.keepalive_timeout.is_zero() {
+        if last || loc.keepalive_timeout.idle.is_zero() {
             r.conn.request_goaway();
         }
-    } else if loc.keepalive_timeout.is_zero()
+    } else if loc.keepalive_timeout.idle.is_zero()
         || last
         || loc.keepalive_disable.applies(
             r.method == http::Method::POST,
@@ -260,11 +260,19 @@ pub(super) fn finish(
         )
     {
         h.insert(header::CONNECTION, HeaderValue::from_static("close"));
+    } else if !h.contains_key(header::CONNECTION) {
+        // The connection waits this location's keepalive_timeout for the next request.
+        r.conn.activity().set_keepalive(loc.keepalive_timeout.idle);
+        if explicit_keep_alive(r.version, r.headers, r.conn) {
+            h.insert(header::CONNECTION, HeaderValue::from_static("keep-alive"));
+            if let Some(t) = loc.keepalive_timeout.header {
+                let v = format!("timeout={}", t.as_secs());
+                if let Ok(v) = HeaderValue::from_str(&v) {
+                    h.insert(HeaderName::from_static("keep-alive"), v);
+                }
+            }
+        }
     }
-    // nginx also writes `Connection: keep-alive` on HTTP/1.1 responses that keep the
-    // connection. firstbyte leaves it implicit (HTTP/1.1's default): hyper adds `close` itself
-    // when it ends a connection (a graceful shutdown, an unread body), and only when the
-    // response has no `Connection` header, so an explicit `keep-alive` would hide that.
     r.conn.io().set_send_timeout(loc.send_timeout);
     // HTTP/2 frames its DATA itself: sendfile is for HTTP/1.x on a socket that carries the
     // bytes as they are (plain TCP now, kernel TLS later).
@@ -304,6 +312,7 @@ pub(super) fn finish(
             start: r.start,
             ttfb: done.ttfb(),
             nreq: r.nreq,
+            head_length: r.head_length,
             early_data: r.early_data,
             user: r.user.clone(),
             guard: r.guard.as_ref().map(|g| g.vars.clone()),
@@ -341,6 +350,40 @@ pub(super) fn finish(
                 .map(|c| usize::try_from(c).unwrap_or(usize::MAX)),
         },
     )
+}
+
+/// Whether an HTTP/1.x response that keeps the connection says so (`Connection: keep-alive`),
+/// as nginx does. Only when hyper will keep it too: hyper appends `close` to a `Connection`
+/// header when it ends a connection itself (its graceful shutdown, a request body dropped
+/// unread, a client's `close`), and `keep-alive, close` would hide the close from clients
+/// that look for `Connection: close`. HTTP/1.0 keeps a connection only when the client asked.
+fn explicit_keep_alive(
+    version: http::Version,
+    req: &HeaderMap,
+    conn: &crate::http::conn::Conn,
+) -> bool {
+    let h1 = conn.h1();
+    if h1.shutting_down.load(Ordering::Relaxed)
+        || h1.open_bodies.load(Ordering::Relaxed) > 0
+        || h1.abandoned.load(Ordering::Relaxed)
+    {
+        return false;
+    }
+    let (mut close, mut keep_alive) = (false, false);
+    for token in req
+        .get_all(header::CONNECTION)
+        .iter()
+        .flat_map(|v| v.as_bytes().split(|&b| b == b','))
+    {
+        let t = token.trim_ascii();
+        close |= t.eq_ignore_ascii_case(b"close");
+        keep_alive |= t.eq_ignore_ascii_case(b"keep-alive");
+    }
+    match version {
+        http::Version::HTTP_11 => !close,
+        http::Version::HTTP_10 => keep_alive && !close,
+        _ => false,
+    }
 }
 
 /// The body handed to hyper: counts bytes and writes the access log when done.

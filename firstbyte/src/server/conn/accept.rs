@@ -41,16 +41,23 @@ fn ktls_possible(addr: &crate::conf::vhosts::AddrServers) -> bool {
     asked && matches!(ktls::sys::support(), ktls::Support::Ciphers(c) if !c.is_empty())
 }
 
+/// A PROXY header's addresses and version 2 TLVs.
+type ProxyHeader = (
+    Option<crate::net::proxy_protocol::ProxyAddrs>,
+    Option<Arc<[u8]>>,
+);
+
 /// Reads a `listen ... proxy_protocol` connection's PROXY header (before TLS), as nginx:
 /// the header's bytes only, nothing after them (the socket is peeked, then exactly the
 /// header's bytes are consumed), within `deadline`, at most
 /// [`MAX_HEADER`](crate::net::proxy_protocol::MAX_HEADER) bytes. `Err` closes the connection
-/// (the reason is logged); `Ok(None)`: a header without addresses (`UNKNOWN`, `LOCAL`).
+/// (the reason is logged); `Ok((None, _))`: a header without addresses (`UNKNOWN`, `LOCAL`).
+/// With the addresses come a version 2 header's TLVs, if any.
 pub(super) async fn read_proxy_protocol(
     stream: &TcpStream,
     peer: SocketAddr,
     deadline: Instant,
-) -> Result<Option<crate::net::proxy_protocol::ProxyAddrs>, ()> {
+) -> Result<ProxyHeader, ()> {
     use crate::net::proxy_protocol::{parse, Parsed, MAX_HEADER};
     let deadline = tokio::time::Instant::from_std(deadline);
     let mut head: Vec<u8> = Vec::new();
@@ -80,7 +87,10 @@ pub(super) async fn read_proxy_protocol(
         let mut all = head.clone();
         all.extend_from_slice(&peeked[..n]);
         let (take, done) = match parse(&all) {
-            Parsed::Done(len, addrs) => (len - head.len(), Some(addrs)),
+            Parsed::Done(len, addrs) => {
+                let tlvs = crate::net::proxy_protocol::v2_tlvs(&all[..len]).map(Arc::from);
+                (len - head.len(), Some((addrs, tlvs)))
+            }
             // Every byte so far belongs to the header: consume them and wait for more.
             Parsed::Incomplete if all.len() < MAX_HEADER => (n, None),
             Parsed::Incomplete => {
@@ -119,8 +129,8 @@ pub(super) async fn read_proxy_protocol(
             _ => return Err(()),
         }
         head.extend_from_slice(&sink);
-        if let Some(addrs) = done {
-            return Ok(addrs);
+        if let Some(header) = done {
+            return Ok(header);
         }
     }
 }

@@ -137,6 +137,7 @@ pub(super) async fn serve_h1<I>(
         match turn {
             H1Turn::Done => return,
             H1Turn::Shutdown => {
+                conn.h1().shutting_down.store(true, Ordering::Relaxed);
                 let mut c = Pin::new(&mut *c);
                 c.as_mut().graceful_shutdown();
                 let _ = c.await;

@@ -113,13 +113,17 @@ pub async fn handle(
         tls: None,
         record_policy: "static",
         proxy_protocol: None,
+        proxy_protocol_tlvs: None,
         socket: Some(fd),
         accepted: Some(accepted),
     };
 
     if addr.proxy_protocol() {
         match accept::read_proxy_protocol(&stream, peer, accepted + hs_timeout).await {
-            Ok(p) => facts.proxy_protocol = p,
+            Ok((p, tlvs)) => {
+                facts.proxy_protocol = p;
+                facts.proxy_protocol_tlvs = tlvs;
+            }
             Err(()) => return,
         }
     }
@@ -196,8 +200,8 @@ async fn serve_http<I>(
     I: AsyncRead + BatchWrite + WaitInput + Send + 'static,
 {
     let loc = &server.default_location;
-    let keepalive = !loc.keepalive_timeout.is_zero();
-    let keepalive_timeout = loc.keepalive_timeout.max(Duration::from_millis(1));
+    let keepalive = !loc.keepalive_timeout.idle.is_zero();
+    let keepalive_timeout = loc.keepalive_timeout.idle.max(Duration::from_millis(1));
     // hyper's header timer would also run while a keep-alive connection idles; the idle timer
     // here gives nginx's meaning instead: client_header_timeout until the first request,
     // keepalive_timeout between requests.
