@@ -404,7 +404,15 @@ pub(crate) struct H1Watch {
     pub(crate) abandoned: AtomicBool,
     /// Times the connection was parked.
     pub(crate) parks: AtomicU64,
+    /// The response the service just answered, whose head hyper writes next: the header
+    /// names to write in their own case ([`HeaderCase`]).
+    pub(crate) head_case: std::sync::Mutex<Option<Vec<Box<str>>>>,
 }
+
+/// A response extension: header names (from `add_header`) that an HTTP/1.x head writes in
+/// this case, as nginx does, rather than in hyper's title case.
+#[derive(Debug, Clone, Default)]
+pub struct HeaderCase(pub Vec<Box<str>>);
 
 impl H1Watch {
     /// A new hyper connection starts with nothing read or written.

@@ -146,6 +146,15 @@ fn redirect_target(tls: bool, host: &str, port: Option<u16>, path: &str) -> Stri
     }
 }
 
+/// Whether hyper writes `name` as it is (title case: `X-Uri`), so it needs no
+/// [`crate::http::conn::HeaderCase`] entry.
+fn is_title_case(name: &str) -> bool {
+    name.split('-').all(|w| {
+        let mut b = w.bytes();
+        b.next().is_none_or(|c| !c.is_ascii_lowercase()) && b.all(|c| !c.is_ascii_uppercase())
+    })
+}
+
 fn add_header_applies(code: u16) -> bool {
     crate::http::expires::applies(code)
 }
@@ -190,22 +199,36 @@ pub(super) fn finish(
     }
     if !loc.add_header.is_empty() {
         let applies = add_header_applies(code);
+        let mut case = Vec::new();
         for h in &loc.add_header {
             if h.always || applies {
                 let v = r.eval(&h.value);
                 // nginx writes a trailing newline of the value as it is; HTTP forbids it
                 // in a header value, so it is cut (any other CR or LF drops the header).
                 let v = v.trim_end_matches(['\r', '\n']);
+                let Ok(n) = header::HeaderName::from_bytes(h.name.as_bytes()) else {
+                    continue;
+                };
+                // nginx's own ETag and Last-Modified are replaced, and removed by an
+                // empty value (`ngx_http_set_response_header`).
+                let single = n == header::ETAG || n == header::LAST_MODIFIED;
+                if single {
+                    resp.headers_mut().remove(&n);
+                }
                 if v.is_empty() {
                     continue;
                 }
-                if let (Ok(n), Ok(v)) = (
-                    header::HeaderName::from_bytes(h.name.as_bytes()),
-                    HeaderValue::from_str(v),
-                ) {
+                if let Ok(v) = HeaderValue::from_str(v) {
+                    if !single && !is_title_case(&h.name) {
+                        case.push(h.name.clone().into_boxed_str());
+                    }
                     resp.headers_mut().append(n, v);
                 }
             }
+        }
+        if !case.is_empty() {
+            resp.extensions_mut()
+                .insert(crate::http::conn::HeaderCase(case));
         }
     }
     if let Some(cs) = &loc.charset {

@@ -27,6 +27,7 @@
 
 mod accept;
 mod h1;
+mod head_case;
 mod h2;
 mod shutdown;
 
