@@ -87,6 +87,9 @@ pub enum FileOutcome {
     Redirect(String),
     /// An error status (404, 403, 405, 412, 500) for the pipeline's `error_page` handling.
     Status(StatusCode),
+    /// An `index` entry that applies: an internal redirect to this URI, as nginx's index
+    /// module makes (`$uri` becomes `/dir/index.html` and the locations are searched again).
+    Internal(String),
 }
 
 impl std::fmt::Debug for FileOutcome {
@@ -99,6 +102,7 @@ impl std::fmt::Debug for FileOutcome {
                 .finish_non_exhaustive(),
             FileOutcome::Redirect(l) => f.debug_tuple("Redirect").field(l).finish(),
             FileOutcome::Status(s) => f.debug_tuple("Status").field(s).finish(),
+            FileOutcome::Internal(u) => f.debug_tuple("Internal").field(u).finish(),
         }
     }
 }
@@ -170,23 +174,19 @@ fn serve_index(req: &FileRequest<'_>, cache: &OpenFileCache) -> FileOutcome {
     let symlinks = req.loc.disable_symlinks;
     let mut dir_tested = false;
     for entry in &req.loc.index {
-        // Variables and absolute entries need an internal redirect: the pipeline's job.
+        // Entries with variables are the pipeline's job.
         let Some(name) = entry.as_static() else {
             continue;
         };
-        if name.is_empty() || name.starts_with('/') {
+        if name.is_empty() {
             continue;
+        }
+        if name.starts_with('/') {
+            return FileOutcome::Internal(name.to_string());
         }
         let candidate = req.path.join(name);
         match cache.open(&candidate, symlinks) {
-            Ok(f) => {
-                let uri = format!("{}{}", req.uri, name);
-                return match f.meta.kind {
-                    FileKind::File => serve_path(req, &candidate, &uri, cache),
-                    FileKind::Dir => FileOutcome::Redirect(encode_path(&uri) + "/"),
-                    FileKind::Other => FileOutcome::Status(StatusCode::NOT_FOUND),
-                };
-            }
+            Ok(_) => return FileOutcome::Internal(format!("{}{}", req.uri, name)),
             Err(e) if e.raw_os_error() == Some(libc::ENOENT) => {
                 if !dir_tested {
                     if let Some(status) = test_dir(req.path, symlinks, cache) {
@@ -846,7 +846,12 @@ mod tests {
             FileOutcome::Redirect(l) => assert_eq!(l, "/with%20space/"),
             o => panic!("{o:?}"),
         }
-        let r = resp(get(&d, &loc(), "/docs/", &[]));
+        // The index file is an internal redirect (nginx's `$uri` becomes its URI).
+        match get(&d, &loc(), "/docs/", &[]) {
+            FileOutcome::Internal(u) => assert_eq!(u, "/docs/index.html"),
+            o => panic!("{o:?}"),
+        }
+        let r = resp(get(&d, &loc(), "/docs/index.html", &[]));
         assert_eq!(header(&r, "content-type"), "text/html");
         assert_eq!(body(r).await, b"index!");
         assert_eq!(
@@ -872,16 +877,23 @@ mod tests {
         let mut l = loc();
         l.index = vec![
             ComplexValue::parse("$host.html").unwrap(), // variables: skipped
-            ComplexValue::literal("/abs.html"),         // absolute: skipped
             ComplexValue::literal("first.html"),
             ComplexValue::literal("second.htm"),
             ComplexValue::literal("third.txt"),
         ];
-        let r = resp(get(&d, &l, "/a/", &[]));
-        assert_eq!(body(r).await, b"2");
+        match get(&d, &l, "/a/", &[]) {
+            FileOutcome::Internal(u) => assert_eq!(u, "/a/second.htm"),
+            o => panic!("{o:?}"),
+        }
+        // An absolute entry is a redirect at once, whether or not its file exists.
+        l.index.insert(1, ComplexValue::literal("/abs.html"));
+        match get(&d, &l, "/a/", &[]) {
+            FileOutcome::Internal(u) => assert_eq!(u, "/abs.html"),
+            o => panic!("{o:?}"),
+        }
         l.index = vec![ComplexValue::literal("sub")];
         match get(&d, &l, "/b/", &[]) {
-            FileOutcome::Redirect(to) => assert_eq!(to, "/b/sub/"),
+            FileOutcome::Internal(to) => assert_eq!(to, "/b/sub"),
             o => panic!("{o:?}"),
         }
         l.index = vec![];

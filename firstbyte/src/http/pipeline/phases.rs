@@ -474,6 +474,10 @@ fn serve_static(r: &mut Req, loc: &Arc<LocationConf>, path: PathBuf) -> Out {
             let abs = absolute(r, &to);
             Out::Response(redirect_response(301, &abs))
         }
+        static_files::FileOutcome::Internal(uri) => Out::Internal {
+            uri,
+            args: r.args.clone(),
+        },
         static_files::FileOutcome::Status(s) => {
             if s == StatusCode::NOT_FOUND && loc.log_not_found {
                 crate::fblog!(
