@@ -146,6 +146,9 @@ struct Req<'a> {
     /// False once the location's rewrite directives changed the URI and stayed (`break`):
     /// `proxy_pass` then sends the whole URI (nginx's `valid_location`).
     valid_location: bool,
+    /// The `Location` of a `return`/`rewrite` redirect that an `error_page` took over: a
+    /// page that is no redirect itself goes out with it (nginx keeps `headers_out.location`).
+    err_location: Option<http::HeaderValue>,
     /// Received in TLS early data (0-RTT): see [`EarlyData`].
     early_data: bool,
     /// The servers `proxy_pass` tried, once it ran (`$upstream_addr`, ...).
@@ -364,6 +367,7 @@ where
         rewrite_loc: None,
         fastcgi: None,
         valid_location: true,
+        err_location: None,
         upstream: std::sync::OnceLock::new(),
     };
     r.user = super::rewrite::uservars::UserVars::new(&r.server.vars);

@@ -179,6 +179,7 @@ pub(super) fn error(
         rewrite_loc: None,
         fastcgi: None,
         valid_location: true,
+        err_location: None,
         guard: r.guard.as_ref().map(|g| Box::new(g.for_redirect())),
         upstream: r.upstream.clone(),
     };
@@ -198,15 +199,28 @@ pub(super) fn error(
         };
         inner.uri = u;
         inner.args = q.map(str::to_string);
-        let l = match server.locations.find(&inner.uri) {
+        match server.locations.find(&inner.uri) {
+            // `location /app/ { proxy_pass ...; }` and a page `/app`: nginx's 301 to `/app/`.
+            Some(m) if m.auto_redirect => {
+                let mut to = crate::http::uri::encode_path(&inner.uri);
+                to.push('/');
+                if let Some(a) = inner.args.as_deref().filter(|a| !a.is_empty()) {
+                    to.push('?');
+                    to.push_str(a);
+                }
+                let abs = absolute(&inner, &to);
+                (m.conf.clone(), Out::Response(redirect_response(301, &abs)))
+            }
             Some(m) => {
                 inner.captures = m.captures;
-                m.conf.clone()
+                let (out, l) = in_location(&mut inner, m.conf.clone());
+                (l, out)
             }
-            None => server.default_location.clone(),
-        };
-        let (out, l) = in_location(&mut inner, l);
-        (l, out)
+            None => {
+                let (out, l) = in_location(&mut inner, server.default_location.clone());
+                (l, out)
+            }
+        }
     };
     match out {
         Out::Response(mut resp) => {
@@ -223,6 +237,11 @@ pub(super) fn error(
                 }
                 None => code,
             };
+            if let Some(l) = r.err_location.take() {
+                if !resp.headers().contains_key(header::LOCATION) {
+                    resp.headers_mut().insert(header::LOCATION, l);
+                }
+            }
             *resp.status_mut() = StatusCode::from_u16(status).unwrap_or(resp.status());
             (resp, page_loc)
         }
@@ -295,6 +314,7 @@ fn in_location(r: &mut Req, loc: Arc<LocationConf>) -> (Out, Arc<LocationConf>) 
                         .iter()
                         .any(|p| p.codes.contains(&resp.status().as_u16())) =>
             {
+                r.err_location = resp.headers().get(header::LOCATION).cloned();
                 Out::Status(resp.status().as_u16())
             }
             Some(out) => out,
