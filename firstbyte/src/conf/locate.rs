@@ -162,6 +162,7 @@ pub(crate) mod fixtures {
             root: DocRoot::Root(ComplexValue::literal("html")),
             index: vec![ComplexValue::literal("index.html")],
             try_files: None,
+            limit_except: None,
             rewrite: Default::default(),
             add_header: Vec::new(),
             error_page: Vec::new(),

@@ -24,6 +24,7 @@ mod error;
 mod fastcgi;
 mod handlers;
 pub mod leaky;
+mod limit_except;
 pub mod limits;
 pub mod locate;
 pub mod model;

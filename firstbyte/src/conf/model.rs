@@ -337,6 +337,46 @@ pub struct Return {
     pub value: Option<ComplexValue>,
 }
 
+/// `limit_except METHOD ... { ... }`, merged.
+#[derive(Debug)]
+pub struct LimitExcept {
+    /// The methods let through (`HEAD` with `GET`); any other method gets `conf`.
+    pub methods: Vec<http::Method>,
+    /// The block's location, inheriting from the enclosing one.
+    pub conf: Arc<LocationConf>,
+}
+
+impl LocationConf {
+    /// The implicit locations inside this one: its `limit_except` block and its `if` blocks
+    /// (for what is set up per location at load: proxy routes, log files).
+    pub fn implicit(&self) -> Vec<&LocationConf> {
+        fn ifs<'a>(s: &'a [super::rewrite::Stmt], out: &mut Vec<&'a LocationConf>) {
+            for st in s {
+                if let super::rewrite::Stmt::If { body, loc, .. } = st {
+                    if let Some(l) = loc {
+                        out.push(l);
+                    }
+                    ifs(body, out);
+                }
+            }
+        }
+        let mut out = Vec::new();
+        if let Some(le) = &self.limit_except {
+            out.push(&*le.conf);
+        }
+        ifs(&self.rewrite.stmts, &mut out);
+        out
+    }
+}
+
+impl LimitExcept {
+    /// Whether `m` gets the block's settings: every method not listed, exactly as the
+    /// request named it (`get` is not `GET`).
+    pub fn limits(&self, m: &http::Method) -> bool {
+        !self.methods.contains(m)
+    }
+}
+
 /// `add_header NAME VALUE [always]`.
 #[derive(Debug, Clone)]
 pub struct AddHeader {
@@ -607,6 +647,8 @@ pub struct LocationConf {
     pub index: Vec<ComplexValue>,
     /// `try_files`.
     pub try_files: Option<TryFiles>,
+    /// `limit_except`: the location the methods not listed get.
+    pub limit_except: Option<Arc<LimitExcept>>,
     /// The rewrite directives (`set`, `if`, `rewrite`, `return`, `break`) of this level:
     /// the server's run before a location is chosen, a location's once it is.
     pub rewrite: super::rewrite::Program,

@@ -60,6 +60,33 @@ pub(crate) fn parse_addr(s: &str) -> Result<SocketAddr, &'static str> {
     Ok(SocketAddr::new(IpAddr::V4(ip), p))
 }
 
+/// `listen`'s address, with nginx's port ranges (1.27.3: `127.0.0.1:8000-8010`, `[::1]:80-81`,
+/// `8000-8001`): one address per port, in order.
+pub(crate) fn parse_listen_addrs(s: &str) -> Result<Vec<SocketAddr>, &'static str> {
+    let port_start = if let Some(i) = s.rfind(']') {
+        s[i..].find(':').map(|j| i + j + 1)
+    } else if s.bytes().all(|b| b.is_ascii_digit() || b == b'-') {
+        Some(0)
+    } else {
+        s.rfind(':').map(|i| i + 1)
+    };
+    if let Some((lo, hi)) = port_start.and_then(|ps| Some((ps, s[ps..].split_once('-')?))) {
+        let (ps, (lo, hi)) = (lo, hi);
+        let last = match hi.parse::<u32>() {
+            Ok(n @ 1..=65535) if hi.bytes().all(|b| b.is_ascii_digit()) => n as u16,
+            _ => return Err("invalid port"),
+        };
+        let first = parse_addr(&format!("{}{lo}", &s[..ps]))?;
+        if first.port() > last {
+            return Err("invalid port range");
+        }
+        return Ok((first.port()..=last)
+            .map(|p| SocketAddr::new(first.ip(), p))
+            .collect());
+    }
+    Ok(vec![parse_addr(s)?])
+}
+
 /// Parameters of `listen` that nginx has and firstbyte does not yet.
 const UNSUPPORTED_PARAMS: &[&str] = &["setfib", "accept_filter", "multipath"];
 
@@ -114,11 +141,12 @@ pub(crate) fn listen(h: &mut ServerHead, d: &Directive, cx: &mut Cx) -> R {
             pos: d.pos.clone(),
         });
     }
-    let addr = parse_addr(text).map_err(|reason| ConfError::Listen {
+    let addrs = parse_listen_addrs(text).map_err(|reason| ConfError::Listen {
         reason,
         value: text.to_string(),
         pos: d.pos.clone(),
     })?;
+    let addr = addrs[0];
     let mut l = Listen::new(addr, d.pos.clone());
     let other = |msg: String| ConfError::other(msg, &d.pos);
     for p in &d.args[1..] {
@@ -206,10 +234,14 @@ pub(crate) fn listen(h: &mut ServerHead, d: &Directive, cx: &mut Cx) -> R {
             )));
         }
     }
-    if h.listen.iter().any(|x| x.addr == addr && x.quic == l.quic) {
-        return Err(other(format!("a duplicate listen {addr}")));
+    for a in addrs {
+        if h.listen.iter().any(|x| x.addr == a && x.quic == l.quic) {
+            return Err(other(format!("a duplicate listen {a}")));
+        }
+        let mut one = l.clone();
+        one.addr = a;
+        h.listen.push(one);
     }
-    h.listen.push(l);
     Ok(())
 }
 
@@ -309,6 +341,21 @@ mod tests {
         assert_eq!(a("[::1]"), Ok("[::1]:80".into()));
         assert_eq!(a("localhost:8443"), Ok("127.0.0.1:8443".into()));
         assert_eq!(a("x:99999"), Err("invalid port"));
+        // Port ranges (nginx 1.27.3).
+        let r = |s: &str| {
+            parse_listen_addrs(s).map(|v| v.iter().map(|a| a.to_string()).collect::<Vec<_>>())
+        };
+        assert_eq!(
+            r("127.0.0.1:8000-8002").unwrap(),
+            ["127.0.0.1:8000", "127.0.0.1:8001", "127.0.0.1:8002"]
+        );
+        assert_eq!(r("[::1]:80-81").unwrap(), ["[::1]:80", "[::1]:81"]);
+        assert_eq!(r("8000-8000").unwrap(), ["0.0.0.0:8000"]);
+        assert_eq!(r("127.0.0.1:8001-8000"), Err("invalid port range"));
+        assert_eq!(r("127.0.0.1:8000-70000"), Err("invalid port"));
+        assert_eq!(r("127.0.0.1:-80"), Err("invalid port"));
+        assert_eq!(r("127.0.0.1:80-"), Err("invalid port"));
+        assert_eq!(r("127.0.0.1:8080").unwrap(), ["127.0.0.1:8080"]);
         assert_eq!(a("99999"), Err("invalid port"));
         assert_eq!(a("0"), Err("invalid port"));
         assert_eq!(a("1.2.3.4:"), Err("invalid port"));

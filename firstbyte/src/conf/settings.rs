@@ -84,6 +84,8 @@ pub(crate) struct LocSettings {
     pub root: Option<RootSet>,
     pub index: Option<Vec<ComplexValue>>,
     pub try_files: Option<TryFiles>,
+    /// `limit_except` (per location, not inherited).
+    pub limit_except: Option<Box<super::limit_except::LimitExceptSet>>,
     pub add_header: Option<Vec<AddHeader>>,
     pub error_page: Option<Vec<ErrorPage>>,
     pub access_log: Option<AccessLogSet>,
@@ -181,6 +183,10 @@ impl LocSettings {
             }]),
         };
         let rewrite = self.rewrite.finish(self, cx, &name, default_types);
+        let limit_except = self
+            .limit_except
+            .as_ref()
+            .map(|l| l.finish(self, cx, &name, default_types));
         let fastcgi_vars = self.fastcgi.vars();
         let proxy = match self.fastcgi.finish(cx, fastcgi_vars.as_ref()) {
             Some(f) => Some(f),
@@ -196,6 +202,7 @@ impl LocSettings {
                 .clone()
                 .unwrap_or_else(|| vec![ComplexValue::literal("index.html")]),
             try_files: self.try_files.clone(),
+            limit_except,
             rewrite,
             add_header: self.add_header.clone().unwrap_or_default(),
             error_page: self.error_page.clone().unwrap_or_default(),

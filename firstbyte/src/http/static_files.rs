@@ -666,6 +666,7 @@ mod tests {
             FileOutcome::Response(r) => r.status(),
             FileOutcome::Redirect(_) => StatusCode::MOVED_PERMANENTLY,
             FileOutcome::Status(s) => *s,
+            FileOutcome::Internal(u) => panic!("expected a status, got a redirect to {u}"),
         }
     }
 

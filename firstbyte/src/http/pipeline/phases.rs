@@ -297,6 +297,12 @@ fn in_location(r: &mut Req, loc: Arc<LocationConf>) -> (Out, Arc<LocationConf>) 
     if let Some(out) = find_config_checks(r, &loc) {
         return (out, loc);
     }
+    // `limit_except`: a method not listed continues in the block's location (after the
+    // `internal` check on the enclosing one, as nginx's find-config phase).
+    let loc = match &loc.limit_except {
+        Some(le) if le.limits(&r.method) => le.conf.clone(),
+        _ => loc,
+    };
     // The location rewrite phase, skipped for the server's own level (nginx: "skipping
     // location rewrite phase for server null location").
     if !loc.rewrite.is_empty() && !Arc::ptr_eq(&loc, &r.server.default_location) {

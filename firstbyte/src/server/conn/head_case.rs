@@ -71,7 +71,10 @@ mod tests {
 
     #[test]
     fn leaves_other_bytes_alone() {
-        assert_eq!(patch_head(b"HTTP/1.1 200 OK\r\nServer: x\r\n\r\n", &[]), None);
+        assert_eq!(
+            patch_head(b"HTTP/1.1 200 OK\r\nServer: x\r\n\r\n", &[]),
+            None
+        );
         assert_eq!(patch_head(b"some body HTTP/1.0 ", &[]), None);
         // A name cut off by the end of the write keeps hyper's case; no panic.
         let p = patch_head(b"HTTP/1.0 200 OK\r\nEta", &[]).unwrap();

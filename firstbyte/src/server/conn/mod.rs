@@ -27,8 +27,8 @@
 
 mod accept;
 mod h1;
-mod head_case;
 mod h2;
+mod head_case;
 mod shutdown;
 
 use std::net::SocketAddr;
