@@ -329,3 +329,48 @@ fn listen_port_range_listens_on_each_port() {
         "{err}"
     );
 }
+
+const NAMES: &str = r#"
+pid off;
+error_log {dir}/error.log;
+events {}
+http {
+    access_log off;
+    server {
+        listen 127.0.0.1:{port0};
+        server_name localhost;
+        return 200 "default:$server_name";
+    }
+    server {
+        listen 127.0.0.1:{port0};
+        server_name "~^(?<sub>[a-z]+)\.(?P<dom>example)\.com$" other.test;
+        return 200 "sub:$sub dom:$dom name:$server_name";
+    }
+    server {
+        listen 127.0.0.1:{port0};
+        server_name .dot.test *.star.test;
+        return 200 "name:$server_name";
+    }
+}
+"#;
+
+#[test]
+fn server_name_regex_captures_are_variables() {
+    let (_server, ports) = Server::start("server-names", NAMES, 1);
+    let p = ports[0];
+    let get = |host: &str| {
+        let r = exchange(p, &format!("GET / HTTP/1.0\r\nHost: {host}\r\n\r\n"));
+        r.rsplit("\r\n\r\n").next().unwrap_or_default().to_string()
+    };
+    assert_eq!(
+        get("Shop.EXAMPLE.com"),
+        r"sub:shop dom:example name:~^(?<sub>[a-z]+)\.(?P<dom>example)\.com$"
+    );
+    // Chosen by its exact name, the server's regex does not match: the groups stay empty.
+    assert_eq!(
+        get("other.test"),
+        r"sub: dom: name:~^(?<sub>[a-z]+)\.(?P<dom>example)\.com$"
+    );
+    assert_eq!(get("a.dot.test"), "name:dot.test");
+    assert_eq!(get("nothing.here"), "default:localhost");
+}

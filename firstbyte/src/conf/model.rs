@@ -161,6 +161,11 @@ pub struct ServerConf {
     pub listen: Vec<Listen>,
     /// `server_name`: the first one is `$server_name`. Default `""`.
     pub server_names: Vec<ServerName>,
+    /// Its regex names with named groups, in order.
+    pub name_captures: Vec<NameCaptures>,
+    /// `$server_name`: the first name as written (`~^re$`, `*.example.com`, `www.example.*`),
+    /// lower-cased unless a regex. Default `""`.
+    pub server_name: String,
     /// TLS settings merged from http and server, when any `listen ... ssl` names this server.
     pub tls: Option<TlsConf>,
     /// `Alt-Svc: h3=":PORT"; ma=86400` when the block also listens with `quic`: sent on its
@@ -335,6 +340,13 @@ pub struct Return {
     pub code: u16,
     /// Body text (for non-redirects) or `Location` (301, 302, 303, 307, 308).
     pub value: Option<ComplexValue>,
+}
+
+/// A `server_name` regex with named groups: (group number, variable slot) for each.
+#[derive(Debug, Clone)]
+pub struct NameCaptures {
+    pub regex: regex::Regex,
+    pub slots: Vec<(usize, usize)>,
 }
 
 /// `limit_except METHOD ... { ... }`, merged.

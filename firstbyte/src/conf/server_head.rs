@@ -17,6 +17,11 @@ use super::settings::Cx;
 pub(crate) struct ServerHead {
     pub listen: Vec<Listen>,
     pub names: Option<Vec<ServerName>>,
+    /// The regex names with named groups, and their groups' variable slots.
+    pub name_captures: Vec<super::model::NameCaptures>,
+    /// The first name as nginx's `$server_name` gives it: as written (lower-cased unless a
+    /// regex).
+    pub first_name: Option<String>,
 }
 
 /// nginx's default `listen` port when an address has none.
@@ -277,14 +282,41 @@ pub(crate) fn regex(re: &str, caseless: bool, pos: &Pos) -> Result<regex::Regex,
 }
 
 /// `server_name NAME ...` (several directives add up).
-pub(crate) fn server_name(h: &mut ServerHead, d: &Directive, _: &mut Cx) -> R {
+pub(crate) fn server_name(h: &mut ServerHead, d: &Directive, cx: &mut Cx) -> R {
     let names = h.names.get_or_insert_with(Vec::new);
+    if h.first_name.is_none() {
+        h.first_name = d.args.first().map(|a| {
+            if a.starts_with('~') {
+                a.clone()
+            } else {
+                // `.example.com` is `example.com` (nginx stores the name without the dot).
+                a.strip_prefix('.').unwrap_or(a).to_ascii_lowercase()
+            }
+        });
+    }
     for a in &d.args {
         if let Some(re) = a.strip_prefix('~') {
             // nginx compiles server name regexes caseless; PCRE's `\Q...\E` quoting is
             // rewritten as escaped text first, as for locations.
             let re = super::rewrite::regex::unquote(re);
-            names.push(ServerName::Regex(regex(&re, true, &d.pos)?));
+            let re = regex(&re, true, &d.pos)?;
+            // Named groups (`(?<name>...)`, `(?P<name>...)`) become variables, set from the
+            // host the regex matched.
+            let mut slots = Vec::new();
+            for (group, name) in re.capture_names().enumerate() {
+                let Some(name) = name else { continue };
+                let slot = cx.user_vars.set_slot(name).ok_or_else(|| {
+                    ConfError::other(format!("the duplicate \"{name}\" variable"), &d.pos)
+                })?;
+                slots.push((group, slot));
+            }
+            if !slots.is_empty() {
+                h.name_captures.push(super::model::NameCaptures {
+                    regex: re.clone(),
+                    slots,
+                });
+            }
+            names.push(ServerName::Regex(re));
             continue;
         }
         let n = a.to_ascii_lowercase();

@@ -368,6 +368,13 @@ pub(crate) fn declared_names(tree: &[Directive], out: &mut Vec<String>) {
                     }
                 }
             }
+            "server_name" => {
+                for a in &d.args {
+                    if let Some(re) = a.strip_prefix('~') {
+                        out.extend(regex::group_names(re));
+                    }
+                }
+            }
             "rewrite" | "if" | "location" => {
                 for a in &d.args {
                     out.extend(regex::group_names(a));

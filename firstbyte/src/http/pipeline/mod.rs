@@ -212,13 +212,7 @@ impl Req<'_> {
 }
 
 fn server_name(s: &ServerConf) -> &str {
-    use crate::conf::model::ServerName;
-    match s.server_names.first() {
-        Some(ServerName::Exact(n)) => n,
-        Some(ServerName::LeadingWildcard(n)) => n,
-        Some(ServerName::TrailingWildcard(n)) => n,
-        _ => "",
-    }
+    &s.server_name
 }
 
 /// What the synchronous phases decided: answer, or hand the request to `proxy_pass`.
@@ -371,6 +365,21 @@ where
         upstream: std::sync::OnceLock::new(),
     };
     r.user = super::rewrite::uservars::UserVars::new(&r.server.vars);
+    if let (Some(h), Some(u)) = (host.as_deref(), r.user.as_mut()) {
+        // A regex `server_name`'s named groups: the first of the server's regexes that
+        // matches the host (the one that chose the server) sets them.
+        if let Some((nc, c)) = r
+            .server
+            .name_captures
+            .iter()
+            .find_map(|nc| Some((nc, nc.regex.captures(h)?)))
+        {
+            for &(group, slot) in &nc.slots {
+                let v = c.get(group).map_or("", |m| m.as_str()).to_string();
+                u.set(slot, v);
+            }
+        }
+    }
     let host_ok = host.is_some();
     r.host_given = host.as_deref().is_some_and(|h| !h.is_empty());
     r.host = match host {
