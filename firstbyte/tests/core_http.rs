@@ -374,3 +374,75 @@ fn server_name_regex_captures_are_variables() {
     assert_eq!(get("a.dot.test"), "name:dot.test");
     assert_eq!(get("nothing.here"), "default:localhost");
 }
+
+const ALIAS: &str = r#"
+pid off;
+error_log {dir}/error.log;
+events {}
+http {
+    access_log off;
+    server {
+        listen 127.0.0.1:{port0};
+        root {dir}/html;
+        location ~ ^/pics/(.+)$ {
+            alias {dir}/data/$1;
+        }
+        location ~ /tried\.html$ {
+            alias {dir}/data;
+            try_files $uri =404;
+        }
+        location /d/ {
+            try_files $uri $uri/ =404;
+        }
+        location /up {
+            proxy_pass http://127.0.0.1:{port1};
+        }
+    }
+    server {
+        listen 127.0.0.1:{port1};
+        location / {
+            add_header X-MiXed-Case yes;
+            return 200 "up";
+        }
+    }
+}
+"#;
+
+#[test]
+fn alias_in_regex_locations() {
+    let (server, ports) = Server::start("alias-regex", ALIAS, 2);
+    let d = &server.dir;
+    std::fs::create_dir_all(d.join("data/sub")).unwrap();
+    std::fs::create_dir_all(d.join("html/d/sub")).unwrap();
+    std::fs::write(d.join("data/a.png"), "png").unwrap();
+    std::fs::write(d.join("data/sub/tried.html"), "tried").unwrap();
+    std::fs::write(d.join("secret"), "secret").unwrap();
+    let p = ports[0];
+    // The alias, with the URI's capture, is the whole path.
+    let r = req(p, "GET", "/pics/a.png", "");
+    assert_eq!(status(&r), 200, "{r}");
+    assert!(r.ends_with("png"), "{r}");
+    // A capture cannot climb out of the alias (hyper hands `..` on; the path must not).
+    for evil in [
+        "/pics/../secret",
+        "/pics/..%2fsecret",
+        "/pics/%2e%2e/secret",
+    ] {
+        let r = req(p, "GET", evil, "");
+        assert!(!r.contains("secret"), "{evil}: {r}");
+        assert_ne!(status(&r), 200, "{evil}: {r}");
+    }
+    // try_files appends its candidate to a regex location's own alias.
+    let r = req(p, "GET", "/sub/tried.html", "");
+    assert_eq!(status(&r), 200, "{r}");
+    assert!(r.ends_with("tried"), "{r}");
+    assert_eq!(status(&req(p, "GET", "/other/tried.html", "")), 404);
+    // `$uri/` matching a directory continues without the slash: nginx's 301 to `$uri/`.
+    let r = req(p, "GET", "/d/sub", "");
+    assert_eq!(status(&r), 301, "{r}");
+    assert!(r.contains("Location: http://localhost"), "{r}");
+    assert!(r.contains("/d/sub/\r\n"), "{r}");
+    // A proxied response keeps the upstream's header-name case.
+    let r = req(p, "GET", "/up", "");
+    assert!(r.contains("\r\nX-MiXed-Case: yes\r\n"), "{r}");
+}

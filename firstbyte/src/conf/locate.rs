@@ -160,6 +160,7 @@ pub(crate) mod fixtures {
             name: name.to_string(),
             prefix: String::new(),
             root: DocRoot::Root(ComplexValue::literal("html")),
+            alias_whole: false,
             index: vec![ComplexValue::literal("index.html")],
             try_files: None,
             limit_except: None,

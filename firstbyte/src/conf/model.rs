@@ -655,6 +655,10 @@ pub struct LocationConf {
     pub prefix: String,
     /// `root` or `alias`.
     pub root: DocRoot,
+    /// The `alias` was written in this regex location: it is the whole path (with the
+    /// URI's captures), and `try_files` appends its candidates to it (nginx's
+    /// `add_uri_to_alias`).
+    pub alias_whole: bool,
     /// `index FILE ...`. Default `index.html`.
     pub index: Vec<ComplexValue>,
     /// `try_files`.

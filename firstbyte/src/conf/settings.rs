@@ -55,6 +55,10 @@ pub(crate) struct RootSet {
     pub root: DocRoot,
     /// For `alias`: the prefix of the location that wrote it (inherited with it, as nginx).
     pub alias_prefix: String,
+    /// An `alias` written in a regex location: the whole path (nginx's `alias` length
+    /// `NGX_MAX_SIZE_T_VALUE`), not a prefix's replacement; a location that inherits it
+    /// from a prefix location keeps the prefix rule.
+    pub alias_whole: bool,
 }
 
 /// `access_log` directives of one level.
@@ -143,10 +147,12 @@ impl LocSettings {
         default_types: &Arc<MimeTypes>,
         locations: Locations,
     ) -> LocationConf {
+        let alias_whole = self.root.as_ref().is_some_and(|r| r.alias_whole);
         let (root, prefix) = match &self.root {
             Some(RootSet {
                 root: r @ DocRoot::Alias(_),
                 alias_prefix,
+                ..
             }) => (r.clone(), alias_prefix.clone()),
             Some(RootSet { root, .. }) => (root.clone(), self.here.prefix.clone()),
             // `html` under the prefix: nginx's default.
@@ -196,6 +202,7 @@ impl LocSettings {
             name,
             prefix,
             root,
+            alias_whole,
             // index.html: nginx's default.
             index: self
                 .index

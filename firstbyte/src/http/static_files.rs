@@ -119,7 +119,7 @@ pub fn map_path(loc: &LocationConf, uri: &str, root_value: &str) -> Option<PathB
         DocRoot::Root(_) => uri,
         // A regex location's alias is the whole path, captures from the URI included: it
         // may hold no `..` at all.
-        DocRoot::Alias(_) if loc.name.starts_with('~') => {
+        DocRoot::Alias(_) if loc.alias_whole => {
             return (parent_dirs(root_value) == 0).then(|| root_value.into());
         }
         DocRoot::Alias(_) => uri.strip_prefix(loc.prefix.as_str()).unwrap_or(uri),
@@ -133,6 +133,18 @@ pub fn map_path(loc: &LocationConf, uri: &str, root_value: &str) -> Option<PathB
         return None;
     }
     Some(joined.into())
+}
+
+/// A `try_files` candidate's path: as [`map_path`], except that a regex location's own
+/// `alias` gets the candidate appended (nginx's `add_uri_to_alias`: `location ~ \.php$ {
+/// alias /srv/app; try_files $uri =404; }` tries `/srv/app$uri`). Neither the alias (with
+/// its captures) nor the candidate may climb with `..`.
+pub fn map_try_path(loc: &LocationConf, cand: &str, root_value: &str) -> Option<PathBuf> {
+    if !(loc.alias_whole && matches!(loc.root, DocRoot::Alias(_))) {
+        return map_path(loc, cand, root_value);
+    }
+    let joined = format!("{root_value}{cand}");
+    (parent_dirs(&joined) == 0).then(|| joined.into())
 }
 
 /// `..` segments in `p` (what `Path::components` calls `ParentDir`), counted without
@@ -1240,11 +1252,19 @@ mod tests {
         // Regex location: the evaluated alias is the path; a captured `..` is refused.
         l.name = "~ ^/x/(.*)$".into();
         l.prefix = String::new();
+        l.alias_whole = true;
         assert_eq!(
             map_path(&l, "/x/a", "/data/a"),
             Some(PathBuf::from("/data/a"))
         );
         assert_eq!(map_path(&l, "/x..", "/data/.."), None);
+        // try_files appends its candidate to a regex location's alias; no `..` in either.
+        assert_eq!(
+            map_try_path(&l, "/x/a.html", "/data"),
+            Some(PathBuf::from("/data/x/a.html"))
+        );
+        assert_eq!(map_try_path(&l, "/../etc/passwd", "/data"), None);
+        assert_eq!(map_try_path(&l, "/a", "/data/.."), None);
     }
 
     #[tokio::test]

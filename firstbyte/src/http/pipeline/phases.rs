@@ -404,13 +404,22 @@ fn content(r: &mut Req, loc: &Arc<LocationConf>) -> Out {
         for f in &tf.files {
             let cand = r.eval(f);
             let root = r.document_root.as_deref().unwrap_or_default();
-            let Some(path) = static_files::map_path(loc, &cand, root) else {
+            let Some(path) = static_files::map_try_path(loc, &cand, root) else {
                 continue;
             };
             let is_dir_cand = cand.ends_with('/');
             match std::fs::metadata(&path) {
                 Ok(m) if is_dir_cand && m.is_dir() || !is_dir_cand && m.is_file() => {
-                    r.uri = cand;
+                    // nginx drops a directory candidate's trailing slash (`$uri/` for
+                    // `/dir` continues as `/dir`, which the static module redirects to
+                    // `/dir/`); a regex location's own alias keeps the URI for it.
+                    let mut cand = cand;
+                    if is_dir_cand && cand.len() > 1 {
+                        cand.pop();
+                    }
+                    if !(is_dir_cand && loc.alias_whole) {
+                        r.uri = cand;
+                    }
                     if let Some(conf) = fastcgi {
                         return Out::Proxy(conf.clone());
                     }
