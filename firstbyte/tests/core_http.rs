@@ -446,3 +446,61 @@ fn alias_in_regex_locations() {
     let r = req(p, "GET", "/up", "");
     assert!(r.contains("\r\nX-MiXed-Case: yes\r\n"), "{r}");
 }
+
+const RATES: &str = r#"
+pid off;
+error_log {dir}/error.log;
+events {}
+http {
+    access_log off;
+    server {
+        listen 127.0.0.1:{port0};
+        root {dir}/html;
+        location /var/ {
+            alias {dir}/html/;
+            limit_rate $arg_l;
+            limit_rate_after $arg_a;
+        }
+        location /set/ {
+            alias {dir}/html/;
+            set $limit_rate $arg_l;
+            add_header X-Rate $limit_rate;
+        }
+    }
+}
+"#;
+
+#[test]
+fn limit_rate_with_variables() {
+    let (server, ports) = Server::start("limit-rate-var", RATES, 1);
+    let body: Vec<u8> = (0..30 * 1024u32).map(|i| (i % 251) as u8).collect();
+    std::fs::write(server.dir.join("html/f.bin"), &body).unwrap();
+    let p = ports[0];
+    let timed = |path: &str| {
+        let t = std::time::Instant::now();
+        let r = exchange(p, &format!("GET {path} HTTP/1.0\r\nHost: x\r\n\r\n"));
+        (t.elapsed(), r)
+    };
+    // 10k a second, 10k at once: 30 KiB take at least 2 s.
+    let (took, r) = timed("/var/f.bin?l=10k");
+    assert_eq!(status(&r), 200);
+    assert!(r.len() > body.len(), "{} bytes", r.len());
+    assert!(took >= Duration::from_millis(1950), "{took:?}");
+    // limit_rate_after from a variable: 10k, plus a second's 10k, at once; the last 10k
+    // a second later.
+    let (took, _) = timed("/var/f.bin?l=10k&a=10k");
+    assert!(took >= Duration::from_millis(950), "{took:?}");
+    // `set $limit_rate`: the variable reads back as bytes, and paces the body.
+    let (took, r) = timed("/set/f.bin?l=10k");
+    assert!(r.contains("\r\nX-Rate: 10240\r\n"), "{}", &r[..300]);
+    assert!(r.len() > body.len(), "{} bytes: {}", r.len(), &r[..300]);
+    assert!(took >= Duration::from_millis(1950), "{took:?}");
+    // Not a size: nginx's error-log line, and no limit ($limit_rate stays 0).
+    let (_, r) = timed("/set/f.bin?l=fast");
+    assert!(r.contains("\r\nX-Rate: 0\r\n"), "{}", &r[..300]);
+    let (_, r) = timed("/var/f.bin?l=fast");
+    assert_eq!(status(&r), 200);
+    let log = std::fs::read_to_string(server.dir.join("error.log")).unwrap_or_default();
+    assert!(log.contains("invalid $limit_rate \"fast\""), "{log}");
+    assert!(log.contains("invalid size \"fast\""), "{log}");
+}

@@ -141,7 +141,7 @@ pub(crate) mod fixtures {
     use crate::conf::directives::{compression_directives, loc_directives};
     use crate::conf::model::{
         AccessLog, Compression, DisableSymlinks, DocRoot, Expires, GzipStatic, LocationConf,
-        Locations, Pos,
+        Locations, Pos, SizeValue,
     };
     use crate::conf::vars::ComplexValue;
 

@@ -342,6 +342,27 @@ pub struct Return {
     pub value: Option<ComplexValue>,
 }
 
+/// A size directive's value: fixed at load, or with variables (`limit_rate $rate`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum SizeValue {
+    Fixed(u64),
+    Var(ComplexValue),
+}
+
+impl SizeValue {
+    /// The size for a request: `eval` gives the text of a value with variables; `Err` holds
+    /// a text that is no size (nginx then uses 0 and logs it).
+    pub fn get(&self, eval: impl FnOnce(&ComplexValue) -> String) -> Result<u64, String> {
+        match self {
+            SizeValue::Fixed(n) => Ok(*n),
+            SizeValue::Var(v) => {
+                let s = eval(v);
+                super::units::size(&s).ok_or(s)
+            }
+        }
+    }
+}
+
 /// A `server_name` regex with named groups: (group number, variable slot) for each.
 #[derive(Debug, Clone)]
 pub struct NameCaptures {

@@ -24,8 +24,8 @@ use super::directives::{
 use super::model::{
     AccessLog, AccessLogTarget, AccessRule, AddHeader, CertKey, CertificateCache, Compression,
     DisableSymlinks, DocRoot, DynamicCertKey, ErrorLog, ErrorPage, Expires, GzipStatic,
-    LocationConf, Locations, LogEscape, LogFormat, MainConf, MimeTypes, Pos, SessionCache, Source,
-    TlsConf, TlsVersion, TryFiles, User, VerifyClient, WorkerProcesses,
+    LocationConf, Locations, LogEscape, LogFormat, MainConf, MimeTypes, Pos, SessionCache,
+    SizeValue, Source, TlsConf, TlsVersion, TryFiles, User, VerifyClient, WorkerProcesses,
 };
 use super::proxy_settings::ProxySettings;
 use super::vars::ComplexValue;

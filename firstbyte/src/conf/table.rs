@@ -480,7 +480,7 @@ mod tests {
     use crate::conf::declare::defaults_match_docs;
     use crate::conf::model::{
         CertificateCache, DisableSymlinks, Expires, GzipStatic, NextUpstream, SessionCache,
-        TlsVersion, User, VerifyClient, WorkerProcesses,
+        SizeValue, TlsVersion, User, VerifyClient, WorkerProcesses,
     };
 
     // The lists' defaults as docs/directives.md shows them parse to the values the model

@@ -40,6 +40,7 @@ pub enum VarError {
 
 /// Variables with a fixed name.
 pub const KNOWN: &[&str] = &[
+    "limit_rate",
     "uri",
     "document_uri",
     "request_uri",

@@ -69,6 +69,8 @@ pub enum SetTarget {
     Var(usize),
     /// `$args`, which nginx lets `set` change.
     Args,
+    /// `$limit_rate`: the request's rate (a size; an invalid one is logged and ignored).
+    LimitRate,
 }
 
 /// An `if` condition.

@@ -65,6 +65,7 @@ impl LogOnDone {
             user: self.user.as_deref(),
             guard: self.guard.as_ref(),
             upstream: self.upstream.as_ref(),
+            limit_rate: 0,
         };
         for t in targets {
             if let Some(c) = &t.condition {

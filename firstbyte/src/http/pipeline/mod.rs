@@ -149,6 +149,8 @@ struct Req<'a> {
     /// The `Location` of a `return`/`rewrite` redirect that an `error_page` took over: a
     /// page that is no redirect itself goes out with it (nginx keeps `headers_out.location`).
     err_location: Option<http::HeaderValue>,
+    /// `set $limit_rate`: the rate for this request, over the location's `limit_rate`.
+    limit_rate: Option<u64>,
     /// Received in TLS early data (0-RTT): see [`EarlyData`].
     early_data: bool,
     /// The servers `proxy_pass` tried, once it ran (`$upstream_addr`, ...).
@@ -200,6 +202,7 @@ impl Req<'_> {
             upstream: self.upstream.get(),
             fastcgi: self.fastcgi.as_deref(),
             guard: self.guard.as_ref().map(|g| &g.vars),
+            limit_rate: self.limit_rate.unwrap_or(0),
         }
     }
 
@@ -362,6 +365,7 @@ where
         fastcgi: None,
         valid_location: true,
         err_location: None,
+        limit_rate: None,
         upstream: std::sync::OnceLock::new(),
     };
     r.user = super::rewrite::uservars::UserVars::new(&r.server.vars);

@@ -180,6 +180,7 @@ pub(super) fn error(
         fastcgi: None,
         valid_location: true,
         err_location: None,
+        limit_rate: r.limit_rate,
         guard: r.guard.as_ref().map(|g| Box::new(g.for_redirect())),
         upstream: r.upstream.clone(),
     };
@@ -407,7 +408,12 @@ fn content(r: &mut Req, loc: &Arc<LocationConf>) -> Out {
             let Some(path) = static_files::map_try_path(loc, &cand, root) else {
                 continue;
             };
-            let is_dir_cand = cand.ends_with('/');
+            // A directory candidate is one written with a trailing `/` (`$uri/`), as nginx
+            // decides it from the file, not from the value (`$uri` of `/d/` is a file test).
+            let is_dir_cand = matches!(
+                f.parts().last(),
+                Some(crate::conf::vars::Part::Lit(l)) if l.ends_with('/')
+            );
             match std::fs::metadata(&path) {
                 Ok(m) if is_dir_cand && m.is_dir() || !is_dir_cand && m.is_file() => {
                     // nginx drops a directory candidate's trailing slash (`$uri/` for

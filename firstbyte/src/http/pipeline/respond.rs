@@ -291,10 +291,20 @@ pub(super) fn finish(
     r.conn.io().set_send_timeout(loc.send_timeout);
     // HTTP/2 frames its DATA itself: sendfile is for HTTP/1.x on a socket that carries the
     // bytes as they are (plain TCP now, kernel TLS later).
-    if loc.limit_rate > 0 {
+    let size = |v: &crate::conf::model::SizeValue| {
+        v.get(|c| r.eval(c)).unwrap_or_else(|s| {
+            crate::fblog!(Error, "invalid size \"{s}\"");
+            0
+        })
+    };
+    let rate = match r.limit_rate {
+        Some(n) => n,
+        None => size(&loc.limit_rate),
+    };
+    if rate > 0 {
         let pace = crate::http::rate::Pace {
-            rate: loc.limit_rate,
-            after: loc.limit_rate_after,
+            rate,
+            after: size(&loc.limit_rate_after),
         };
         let body = std::mem::take(resp.body_mut());
         *resp.body_mut() = Body::Stream(BoxBody::new(crate::http::rate::RateBody::new(body, pace)));
