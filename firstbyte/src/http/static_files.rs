@@ -74,6 +74,10 @@ pub struct FileRequest<'a> {
     pub path: &'a Path,
     /// The location's settings.
     pub loc: &'a LocationConf,
+    /// The `Last-Modified` that `add_header` will give the response, which `If-Range`
+    /// compares (nginx's headers filter runs before its range filter): `None`, the file's;
+    /// `Some(None)`, none (removed, or not a date).
+    pub if_range_date: Option<Option<i64>>,
 }
 
 /// What [`serve`] decided.
@@ -321,7 +325,8 @@ fn respond(
     };
     if range != ByteRange::Full {
         if let Some(if_range) = req.headers.get(IF_RANGE) {
-            if !if_range_matches(if_range, etag, meta.mtime) {
+            let date = req.if_range_date.unwrap_or(Some(meta.mtime));
+            if !date.is_some_and(|d| if_range_matches(if_range, etag, d)) {
                 range = ByteRange::Full;
             }
         }
@@ -658,6 +663,7 @@ mod tests {
             uri,
             path: &path,
             loc: l,
+            if_range_date: None,
         };
         serve(&req, &OpenFileCache::disabled())
     }
@@ -1342,6 +1348,7 @@ mod tests {
             uri: "/f.txt",
             path: &p,
             loc: &l,
+            if_range_date: None,
         };
         assert_eq!(status(&serve(&req, &cache)), StatusCode::OK);
         assert_eq!(cache.len(), 1);

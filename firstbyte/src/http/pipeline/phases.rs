@@ -496,6 +496,23 @@ fn index_with_variables(r: &Req, loc: &LocationConf, root: &str) -> Option<Out> 
 }
 
 fn serve_static(r: &mut Req, loc: &Arc<LocationConf>, path: PathBuf) -> Out {
+    // `add_header Last-Modified` (the last one) is what `If-Range` compares, as nginx's
+    // range filter sees the headers filter's date; only a Range request needs it.
+    let if_range_date = if r.headers.contains_key(header::IF_RANGE) {
+        loc.add_header
+            .iter()
+            .rev()
+            .find(|h| h.name.eq_ignore_ascii_case("last-modified"))
+            .map(|h| {
+                let v = r.eval(&h.value);
+                httpdate::parse_http_date(v.trim())
+                    .ok()
+                    .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
+                    .and_then(|d| i64::try_from(d.as_secs()).ok())
+            })
+    } else {
+        None
+    };
     let path: &Path = r.request_filename.insert(path);
     let fr = static_files::FileRequest {
         method: &r.method,
@@ -503,6 +520,7 @@ fn serve_static(r: &mut Req, loc: &Arc<LocationConf>, path: PathBuf) -> Out {
         uri: &r.uri,
         path,
         loc,
+        if_range_date,
     };
     match static_files::serve(&fr, &r.conn.shared().files) {
         static_files::FileOutcome::Response(resp) => Out::Response(resp),
