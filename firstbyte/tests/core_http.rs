@@ -515,3 +515,42 @@ fn limit_rate_with_variables() {
     assert!(log.contains("invalid $limit_rate \"fast\""), "{log}");
     assert!(log.contains("invalid size \"fast\""), "{log}");
 }
+
+#[test]
+fn access_log_missing_variables_per_escape() {
+    let conf = r#"
+pid off;
+error_log {dir}/error.log;
+events {}
+http {
+    log_format dflt '[$arg_x]';
+    log_format raw escape=none '[$arg_x]';
+    log_format js escape=json '[$arg_x]';
+    server {
+        listen 127.0.0.1:{port0};
+        access_log {dir}/dflt.log dflt;
+        access_log {dir}/raw.log raw;
+        access_log {dir}/js.log js;
+        return 204;
+    }
+}
+"#;
+    let (server, ports) = Server::start("log-missing", conf, 1);
+    assert_eq!(status(&req(ports[0], "GET", "/", "")), 204);
+    assert_eq!(status(&req(ports[0], "GET", "/?x=1", "")), 204);
+    let read = |f: &str| {
+        // The line is written when the response is done: wait a little for it.
+        for _ in 0..100 {
+            let s = std::fs::read_to_string(server.dir.join(f)).unwrap_or_default();
+            if s.lines().count() >= 2 {
+                return s;
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        panic!("{f}: no lines");
+    };
+    // nginx: `-` for a variable with no value by default, nothing with escape=none|json.
+    assert_eq!(read("dflt.log"), "[-]\n[1]\n");
+    assert_eq!(read("raw.log"), "[]\n[1]\n");
+    assert_eq!(read("js.log"), "[]\n[1]\n");
+}

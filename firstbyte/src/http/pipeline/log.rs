@@ -74,7 +74,17 @@ impl LogOnDone {
                     continue;
                 }
             }
-            let mut line = t.format.value.eval_log(&vars, t.format.escape, log_escape);
+            // A variable with no value: `-` by default; nothing with `escape=json` or
+            // `escape=none` (nginx's unescaped and JSON variable writers).
+            let missing = if t.format.escape == LogEscape::Default {
+                "-"
+            } else {
+                ""
+            };
+            let mut line = t
+                .format
+                .value
+                .eval_log(&vars, t.format.escape, missing, log_escape);
             line.push('\n');
             self.site.write_access_log(&t.target, line.as_bytes());
         }
