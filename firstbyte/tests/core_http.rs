@@ -554,3 +554,32 @@ http {
     assert_eq!(read("raw.log"), "[]\n[1]\n");
     assert_eq!(read("js.log"), "[]\n[1]\n");
 }
+
+#[test]
+fn proxy_pass_inside_if_reaches_its_upstream() {
+    let conf = r#"
+pid off;
+error_log {dir}/error.log;
+events {}
+http {
+    access_log off;
+    server {
+        listen 127.0.0.1:{port0};
+        location /p {
+            if ($arg_up) {
+                proxy_pass http://127.0.0.1:{port1};
+            }
+        }
+    }
+    server {
+        listen 127.0.0.1:{port1};
+        location / { return 200 "upstream:$uri"; }
+    }
+}
+"#;
+    let (_server, ports) = Server::start("if-proxy", conf, 2);
+    let r = req(ports[0], "GET", "/p?up=1", "");
+    assert!(r.ends_with("upstream:/p"), "{r}");
+    // Without it, the location's own content: no file.
+    assert_eq!(status(&req(ports[0], "GET", "/p", "")), 404);
+}
