@@ -407,6 +407,8 @@ pub(crate) struct H1Watch {
     /// The response the service just answered, whose head hyper writes next: the header
     /// names to write in their own case ([`HeaderCase`]).
     pub(crate) head_case: std::sync::Mutex<Option<Vec<Box<str>>>>,
+    /// `head_case` holds a value: the writes of a body check this flag, not the lock.
+    pub(crate) head_pending: AtomicBool,
 }
 
 /// A response extension: header names (from `add_header`) that an HTTP/1.x head writes in

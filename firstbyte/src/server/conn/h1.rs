@@ -71,6 +71,7 @@ pub(super) async fn serve_h1<I>(
                 .map(|h| h.0)
                 .unwrap_or_default();
             *c.h1().head_case.lock().unwrap_or_else(|e| e.into_inner()) = Some(names);
+            c.h1().head_pending.store(true, Ordering::Release);
             // nginx's 444: no response at all; a service error makes hyper close the
             // connection without writing one.
             if resp.status().as_u16() == crate::http::pipeline::CLOSE {
@@ -258,6 +259,9 @@ impl<I> Watched<I> {
     /// The pending response head's names: taken by the first write after the service
     /// answered (which starts that head, or else the head goes as hyper wrote it).
     fn take_head_case(&self) -> Option<Vec<Box<str>>> {
+        if !self.conn.h1().head_pending.swap(false, Ordering::Acquire) {
+            return None;
+        }
         self.conn
             .h1()
             .head_case
@@ -274,6 +278,7 @@ impl<I> Watched<I> {
             .head_case
             .lock()
             .unwrap_or_else(|e| e.into_inner()) = Some(names);
+        self.conn.h1().head_pending.store(true, Ordering::Release);
     }
 }
 
