@@ -297,7 +297,15 @@ fn try_files_index_and_directories() {
         (code, body.as_slice()),
         (200, b"<h1>site a</h1>\n".as_slice())
     );
-    let (code, _, body) = get("a.test", "/tf/d", &[]);
+    // `$uri/` matches the directory and continues as `/tf/d` (nginx drops the candidate's
+    // slash): the static module's 301 to `/tf/d/`, whose index then answers.
+    let (code, h, _) = get("a.test", "/tf/d", &[]);
+    assert_eq!(code, 301);
+    assert!(
+        header(&h, "location").is_some_and(|l| l.ends_with("/tf/d/")),
+        "{h:?}"
+    );
+    let (code, _, body) = get("a.test", "/tf/d/", &[]);
     assert_eq!((code, body.as_slice()), (200, b"tf dir index\n".as_slice()));
     let (code, h, _) = get("a.test", "/sub", &[]);
     assert_eq!(code, 301);

@@ -12,8 +12,8 @@ use std::time::Duration;
 use super::cx::Cx;
 use super::error::ConfError;
 use super::model::{
-    AutoindexFormat, CertificateCache, DisableSymlinks, GzipDisable, GzipProxied, GzipStatic, User,
-    WorkerProcesses,
+    AutoindexFormat, CertificateCache, DisableSymlinks, GzipDisable, GzipProxied, GzipStatic,
+    SizeValue, User, WorkerProcesses,
 };
 use super::parse::Directive;
 use super::units;
@@ -161,6 +161,15 @@ pub(crate) fn some_duration(d: &Directive, _: &mut Cx) -> Result<Option<Duration
 /// A size in bytes (`16k`, `1m`).
 pub(crate) fn bytes(d: &Directive, _: &mut Cx) -> Result<u64, ConfError> {
     size(d, arg0(d))
+}
+
+/// A size, or a value with variables evaluated per request (nginx's complex value size).
+pub(crate) fn size_value(d: &Directive, _: &mut Cx) -> Result<SizeValue, ConfError> {
+    let a = arg0(d);
+    if a.contains('$') {
+        return Ok(SizeValue::Var(value(d, a)?));
+    }
+    Ok(SizeValue::Fixed(size(d, a)?))
 }
 
 /// A size above zero, kept as set (for values whose default is "none").

@@ -500,6 +500,8 @@ fn finish_server(
         // A block that does not serve HTTP/3 does not advertise it.
         alt_svc: alt_svc(&listen).filter(|_| srv.http3.unwrap_or(true)),
         listen,
+        name_captures: sp.head.name_captures,
+        server_name: sp.head.first_name.unwrap_or_default(),
         server_names: sp
             .head
             .names

@@ -108,12 +108,12 @@ macro_rules! loc_directives {
             (HSL, 1, 1, "60s", Inherit, p::duration)
             "Longest pause between two reads of a request body.";
         // 0: no limit (nginx's default).
-        "limit_rate" limit_rate: u64 = 0 =>
-            (HSL, 1, 1, "0", Inherit, p::bytes)
-            "Most bytes per second of a response body, as nginx: `limit_rate_after` plus one second's worth go at once, then one second's worth each second; 0: no limit. A rate-limited file is read, not `sendfile`d.";
-        "limit_rate_after" limit_rate_after: u64 = 0 =>
-            (HSL, 1, 1, "0", Inherit, p::bytes)
-            "Bytes of a response body sent at full speed before `limit_rate` applies.";
+        "limit_rate" limit_rate: SizeValue = SizeValue::Fixed(0) =>
+            (HSL, 1, 1, "0", Inherit, p::size_value)
+            "Most bytes per second of a response body, as nginx: `limit_rate_after` plus one second's worth go at once, then one second's worth each second; 0: no limit. May hold variables (`limit_rate $rate;`; an invalid size is an error-log line and no limit); `set $limit_rate 40k;` sets it for one request. A rate-limited file is read, not `sendfile`d.";
+        "limit_rate_after" limit_rate_after: SizeValue = SizeValue::Fixed(0) =>
+            (HSL, 1, 1, "0", Inherit, p::size_value)
+            "Bytes of a response body sent at full speed before `limit_rate` applies (may hold variables).";
         // None: DATA frames fill TLS records (firstbyte's; nginx's default is 8k).
         "http2_chunk_size" http2_chunk_size: Option<u64> = None =>
             (HSL, 1, 1, "", Inherit, p::some_bytes)

@@ -135,10 +135,6 @@ fn doc_root(s: &mut LocSettings, d: &Directive, cx: &mut Cx, alias: bool) -> R {
             &d.pos,
         ));
     }
-    if alias && s.here.regex {
-        // nginx replaces the whole URI there; the model's alias replaces a prefix.
-        return Err(unsupported(d, "\"alias\" inside a regex location".into()));
-    }
     let mut path = arg0(d);
     if !alias && path.len() > 1 {
         // nginx drops one trailing slash of a root.
@@ -157,6 +153,7 @@ fn doc_root(s: &mut LocSettings, d: &Directive, cx: &mut Cx, alias: bool) -> R {
             DocRoot::Root(v)
         },
         alias_prefix: s.here.prefix.clone(),
+        alias_whole: alias && s.here.regex,
     });
     Ok(())
 }

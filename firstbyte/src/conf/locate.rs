@@ -141,7 +141,7 @@ pub(crate) mod fixtures {
     use crate::conf::directives::{compression_directives, loc_directives};
     use crate::conf::model::{
         AccessLog, Compression, DisableSymlinks, DocRoot, Expires, GzipStatic, LocationConf,
-        Locations, Pos,
+        Locations, Pos, SizeValue,
     };
     use crate::conf::vars::ComplexValue;
 
@@ -160,8 +160,10 @@ pub(crate) mod fixtures {
             name: name.to_string(),
             prefix: String::new(),
             root: DocRoot::Root(ComplexValue::literal("html")),
+            alias_whole: false,
             index: vec![ComplexValue::literal("index.html")],
             try_files: None,
+            limit_except: None,
             rewrite: Default::default(),
             add_header: Vec::new(),
             error_page: Vec::new(),

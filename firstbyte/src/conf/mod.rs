@@ -23,7 +23,13 @@ pub(crate) mod docs;
 mod error;
 mod fastcgi;
 mod handlers;
+
+/// A size as nginx's `ngx_parse_size` reads it (`40k`, `1m`, `512`).
+pub fn units_size(s: &str) -> Option<u64> {
+    units::size(s)
+}
 pub mod leaky;
+mod limit_except;
 pub mod limits;
 pub mod locate;
 pub mod model;

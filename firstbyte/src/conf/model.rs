@@ -161,6 +161,11 @@ pub struct ServerConf {
     pub listen: Vec<Listen>,
     /// `server_name`: the first one is `$server_name`. Default `""`.
     pub server_names: Vec<ServerName>,
+    /// Its regex names with named groups, in order.
+    pub name_captures: Vec<NameCaptures>,
+    /// `$server_name`: the first name as written (`~^re$`, `*.example.com`, `www.example.*`),
+    /// lower-cased unless a regex. Default `""`.
+    pub server_name: String,
     /// TLS settings merged from http and server, when any `listen ... ssl` names this server.
     pub tls: Option<TlsConf>,
     /// `Alt-Svc: h3=":PORT"; ma=86400` when the block also listens with `quic`: sent on its
@@ -335,6 +340,74 @@ pub struct Return {
     pub code: u16,
     /// Body text (for non-redirects) or `Location` (301, 302, 303, 307, 308).
     pub value: Option<ComplexValue>,
+}
+
+/// A size directive's value: fixed at load, or with variables (`limit_rate $rate`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum SizeValue {
+    Fixed(u64),
+    Var(ComplexValue),
+}
+
+impl SizeValue {
+    /// The size for a request: `eval` gives the text of a value with variables; `Err` holds
+    /// a text that is no size (nginx then uses 0 and logs it).
+    pub fn get(&self, eval: impl FnOnce(&ComplexValue) -> String) -> Result<u64, String> {
+        match self {
+            SizeValue::Fixed(n) => Ok(*n),
+            SizeValue::Var(v) => {
+                let s = eval(v);
+                super::units::size(&s).ok_or(s)
+            }
+        }
+    }
+}
+
+/// A `server_name` regex with named groups: (group number, variable slot) for each.
+#[derive(Debug, Clone)]
+pub struct NameCaptures {
+    pub regex: regex::Regex,
+    pub slots: Vec<(usize, usize)>,
+}
+
+/// `limit_except METHOD ... { ... }`, merged.
+#[derive(Debug)]
+pub struct LimitExcept {
+    /// The methods let through (`HEAD` with `GET`); any other method gets `conf`.
+    pub methods: Vec<http::Method>,
+    /// The block's location, inheriting from the enclosing one.
+    pub conf: Arc<LocationConf>,
+}
+
+impl LocationConf {
+    /// The implicit locations inside this one: its `limit_except` block and its `if` blocks
+    /// (for what is set up per location at load: proxy routes, log files).
+    pub fn implicit(&self) -> Vec<&LocationConf> {
+        fn ifs<'a>(s: &'a [super::rewrite::Stmt], out: &mut Vec<&'a LocationConf>) {
+            for st in s {
+                if let super::rewrite::Stmt::If { body, loc, .. } = st {
+                    if let Some(l) = loc {
+                        out.push(l);
+                    }
+                    ifs(body, out);
+                }
+            }
+        }
+        let mut out = Vec::new();
+        if let Some(le) = &self.limit_except {
+            out.push(&*le.conf);
+        }
+        ifs(&self.rewrite.stmts, &mut out);
+        out
+    }
+}
+
+impl LimitExcept {
+    /// Whether `m` gets the block's settings: every method not listed, exactly as the
+    /// request named it (`get` is not `GET`).
+    pub fn limits(&self, m: &http::Method) -> bool {
+        !self.methods.contains(m)
+    }
 }
 
 /// `add_header NAME VALUE [always]`.
@@ -626,10 +699,16 @@ pub struct LocationConf {
     pub prefix: String,
     /// `root` or `alias`.
     pub root: DocRoot,
+    /// The `alias` was written in this regex location: it is the whole path (with the
+    /// URI's captures), and `try_files` appends its candidates to it (nginx's
+    /// `add_uri_to_alias`).
+    pub alias_whole: bool,
     /// `index FILE ...`. Default `index.html`.
     pub index: Vec<ComplexValue>,
     /// `try_files`.
     pub try_files: Option<TryFiles>,
+    /// `limit_except`: the location the methods not listed get.
+    pub limit_except: Option<Arc<LimitExcept>>,
     /// The rewrite directives (`set`, `if`, `rewrite`, `return`, `break`) of this level:
     /// the server's run before a location is chosen, a location's once it is.
     pub rewrite: super::rewrite::Program,

@@ -17,6 +17,11 @@ use super::settings::Cx;
 pub(crate) struct ServerHead {
     pub listen: Vec<Listen>,
     pub names: Option<Vec<ServerName>>,
+    /// The regex names with named groups, and their groups' variable slots.
+    pub name_captures: Vec<super::model::NameCaptures>,
+    /// The first name as nginx's `$server_name` gives it: as written (lower-cased unless a
+    /// regex).
+    pub first_name: Option<String>,
 }
 
 /// nginx's default `listen` port when an address has none.
@@ -58,6 +63,33 @@ pub(crate) fn parse_addr(s: &str) -> Result<SocketAddr, &'static str> {
         h => h.parse().map_err(|_| "host not found")?,
     };
     Ok(SocketAddr::new(IpAddr::V4(ip), p))
+}
+
+/// `listen`'s address, with nginx's port ranges (1.27.3: `127.0.0.1:8000-8010`, `[::1]:80-81`,
+/// `8000-8001`): one address per port, in order.
+pub(crate) fn parse_listen_addrs(s: &str) -> Result<Vec<SocketAddr>, &'static str> {
+    let port_start = if let Some(i) = s.rfind(']') {
+        s[i..].find(':').map(|j| i + j + 1)
+    } else if s.bytes().all(|b| b.is_ascii_digit() || b == b'-') {
+        Some(0)
+    } else {
+        s.rfind(':').map(|i| i + 1)
+    };
+    if let Some((lo, hi)) = port_start.and_then(|ps| Some((ps, s[ps..].split_once('-')?))) {
+        let (ps, (lo, hi)) = (lo, hi);
+        let last = match hi.parse::<u32>() {
+            Ok(n @ 1..=65535) if hi.bytes().all(|b| b.is_ascii_digit()) => n as u16,
+            _ => return Err("invalid port"),
+        };
+        let first = parse_addr(&format!("{}{lo}", &s[..ps]))?;
+        if first.port() > last {
+            return Err("invalid port range");
+        }
+        return Ok((first.port()..=last)
+            .map(|p| SocketAddr::new(first.ip(), p))
+            .collect());
+    }
+    Ok(vec![parse_addr(s)?])
 }
 
 /// Parameters of `listen` that nginx has and firstbyte does not yet.
@@ -114,11 +146,12 @@ pub(crate) fn listen(h: &mut ServerHead, d: &Directive, cx: &mut Cx) -> R {
             pos: d.pos.clone(),
         });
     }
-    let addr = parse_addr(text).map_err(|reason| ConfError::Listen {
+    let addrs = parse_listen_addrs(text).map_err(|reason| ConfError::Listen {
         reason,
         value: text.to_string(),
         pos: d.pos.clone(),
     })?;
+    let addr = addrs[0];
     let mut l = Listen::new(addr, d.pos.clone());
     let other = |msg: String| ConfError::other(msg, &d.pos);
     for p in &d.args[1..] {
@@ -206,10 +239,14 @@ pub(crate) fn listen(h: &mut ServerHead, d: &Directive, cx: &mut Cx) -> R {
             )));
         }
     }
-    if h.listen.iter().any(|x| x.addr == addr && x.quic == l.quic) {
-        return Err(other(format!("a duplicate listen {addr}")));
+    for a in addrs {
+        if h.listen.iter().any(|x| x.addr == a && x.quic == l.quic) {
+            return Err(other(format!("a duplicate listen {a}")));
+        }
+        let mut one = l.clone();
+        one.addr = a;
+        h.listen.push(one);
     }
-    h.listen.push(l);
     Ok(())
 }
 
@@ -245,14 +282,41 @@ pub(crate) fn regex(re: &str, caseless: bool, pos: &Pos) -> Result<regex::Regex,
 }
 
 /// `server_name NAME ...` (several directives add up).
-pub(crate) fn server_name(h: &mut ServerHead, d: &Directive, _: &mut Cx) -> R {
+pub(crate) fn server_name(h: &mut ServerHead, d: &Directive, cx: &mut Cx) -> R {
     let names = h.names.get_or_insert_with(Vec::new);
+    if h.first_name.is_none() {
+        h.first_name = d.args.first().map(|a| {
+            if a.starts_with('~') {
+                a.clone()
+            } else {
+                // `.example.com` is `example.com` (nginx stores the name without the dot).
+                a.strip_prefix('.').unwrap_or(a).to_ascii_lowercase()
+            }
+        });
+    }
     for a in &d.args {
         if let Some(re) = a.strip_prefix('~') {
             // nginx compiles server name regexes caseless; PCRE's `\Q...\E` quoting is
             // rewritten as escaped text first, as for locations.
             let re = super::rewrite::regex::unquote(re);
-            names.push(ServerName::Regex(regex(&re, true, &d.pos)?));
+            let re = regex(&re, true, &d.pos)?;
+            // Named groups (`(?<name>...)`, `(?P<name>...)`) become variables, set from the
+            // host the regex matched.
+            let mut slots = Vec::new();
+            for (group, name) in re.capture_names().enumerate() {
+                let Some(name) = name else { continue };
+                let slot = cx.user_vars.set_slot(name).ok_or_else(|| {
+                    ConfError::other(format!("the duplicate \"{name}\" variable"), &d.pos)
+                })?;
+                slots.push((group, slot));
+            }
+            if !slots.is_empty() {
+                h.name_captures.push(super::model::NameCaptures {
+                    regex: re.clone(),
+                    slots,
+                });
+            }
+            names.push(ServerName::Regex(re));
             continue;
         }
         let n = a.to_ascii_lowercase();
@@ -309,6 +373,21 @@ mod tests {
         assert_eq!(a("[::1]"), Ok("[::1]:80".into()));
         assert_eq!(a("localhost:8443"), Ok("127.0.0.1:8443".into()));
         assert_eq!(a("x:99999"), Err("invalid port"));
+        // Port ranges (nginx 1.27.3).
+        let r = |s: &str| {
+            parse_listen_addrs(s).map(|v| v.iter().map(|a| a.to_string()).collect::<Vec<_>>())
+        };
+        assert_eq!(
+            r("127.0.0.1:8000-8002").unwrap(),
+            ["127.0.0.1:8000", "127.0.0.1:8001", "127.0.0.1:8002"]
+        );
+        assert_eq!(r("[::1]:80-81").unwrap(), ["[::1]:80", "[::1]:81"]);
+        assert_eq!(r("8000-8000").unwrap(), ["0.0.0.0:8000"]);
+        assert_eq!(r("127.0.0.1:8001-8000"), Err("invalid port range"));
+        assert_eq!(r("127.0.0.1:8000-70000"), Err("invalid port"));
+        assert_eq!(r("127.0.0.1:-80"), Err("invalid port"));
+        assert_eq!(r("127.0.0.1:80-"), Err("invalid port"));
+        assert_eq!(r("127.0.0.1:8080").unwrap(), ["127.0.0.1:8080"]);
         assert_eq!(a("99999"), Err("invalid port"));
         assert_eq!(a("0"), Err("invalid port"));
         assert_eq!(a("1.2.3.4:"), Err("invalid port"));

@@ -24,8 +24,8 @@ use super::directives::{
 use super::model::{
     AccessLog, AccessLogTarget, AccessRule, AddHeader, CertKey, CertificateCache, Compression,
     DisableSymlinks, DocRoot, DynamicCertKey, ErrorLog, ErrorPage, Expires, GzipStatic,
-    LocationConf, Locations, LogEscape, LogFormat, MainConf, MimeTypes, Pos, SessionCache, Source,
-    TlsConf, TlsVersion, TryFiles, User, VerifyClient, WorkerProcesses,
+    LocationConf, Locations, LogEscape, LogFormat, MainConf, MimeTypes, Pos, SessionCache,
+    SizeValue, Source, TlsConf, TlsVersion, TryFiles, User, VerifyClient, WorkerProcesses,
 };
 use super::proxy_settings::ProxySettings;
 use super::vars::ComplexValue;
@@ -55,6 +55,10 @@ pub(crate) struct RootSet {
     pub root: DocRoot,
     /// For `alias`: the prefix of the location that wrote it (inherited with it, as nginx).
     pub alias_prefix: String,
+    /// An `alias` written in a regex location: the whole path (nginx's `alias` length
+    /// `NGX_MAX_SIZE_T_VALUE`), not a prefix's replacement; a location that inherits it
+    /// from a prefix location keeps the prefix rule.
+    pub alias_whole: bool,
 }
 
 /// `access_log` directives of one level.
@@ -84,6 +88,8 @@ pub(crate) struct LocSettings {
     pub root: Option<RootSet>,
     pub index: Option<Vec<ComplexValue>>,
     pub try_files: Option<TryFiles>,
+    /// `limit_except` (per location, not inherited).
+    pub limit_except: Option<Box<super::limit_except::LimitExceptSet>>,
     pub add_header: Option<Vec<AddHeader>>,
     pub error_page: Option<Vec<ErrorPage>>,
     pub access_log: Option<AccessLogSet>,
@@ -141,10 +147,12 @@ impl LocSettings {
         default_types: &Arc<MimeTypes>,
         locations: Locations,
     ) -> LocationConf {
+        let alias_whole = self.root.as_ref().is_some_and(|r| r.alias_whole);
         let (root, prefix) = match &self.root {
             Some(RootSet {
                 root: r @ DocRoot::Alias(_),
                 alias_prefix,
+                ..
             }) => (r.clone(), alias_prefix.clone()),
             Some(RootSet { root, .. }) => (root.clone(), self.here.prefix.clone()),
             // `html` under the prefix: nginx's default.
@@ -181,6 +189,10 @@ impl LocSettings {
             }]),
         };
         let rewrite = self.rewrite.finish(self, cx, &name, default_types);
+        let limit_except = self
+            .limit_except
+            .as_ref()
+            .map(|l| l.finish(self, cx, &name, default_types));
         let fastcgi_vars = self.fastcgi.vars();
         let proxy = match self.fastcgi.finish(cx, fastcgi_vars.as_ref()) {
             Some(f) => Some(f),
@@ -190,12 +202,14 @@ impl LocSettings {
             name,
             prefix,
             root,
+            alias_whole,
             // index.html: nginx's default.
             index: self
                 .index
                 .clone()
                 .unwrap_or_else(|| vec![ComplexValue::literal("index.html")]),
             try_files: self.try_files.clone(),
+            limit_except,
             rewrite,
             add_header: self.add_header.clone().unwrap_or_default(),
             error_page: self.error_page.clone().unwrap_or_default(),

@@ -270,7 +270,7 @@ pub(crate) static DIRECTIVES: &[Spec] = &[
     block("http", MAIN, 0, 0, Handler::Http, "The HTTP server."),
     // http core
     block("server", HTTP, 0, 0, Handler::Server, "A virtual server."),
-    d("listen", SERVER, 1, ANY, "*:80 (*:8000 when not root)", Own, Head(server_head::listen), "Address and port to accept on, with `ssl`, `http2`, `default_server`, `reuseport`, `deferred` (`TCP_DEFER_ACCEPT`: accepted once the ClientHello is in), `backlog=N`, `fastopen=N`, `ipv6only=on|off`, `bind`, `sndbuf=SIZE`, `rcvbuf=SIZE`, `so_keepalive=on|off|[idle]:[intvl]:[cnt]` (set on the listening socket, which the accepted connections inherit), `quic`, `proxy_protocol`."),
+    d("listen", SERVER, 1, ANY, "*:80 (*:8000 when not root)", Own, Head(server_head::listen), "Address and port to accept on (a port range such as `127.0.0.1:8000-8010` listens on each port, as nginx 1.27.3), with `ssl`, `http2`, `default_server`, `reuseport`, `deferred` (`TCP_DEFER_ACCEPT`: accepted once the ClientHello is in), `backlog=N`, `fastopen=N`, `ipv6only=on|off`, `bind`, `sndbuf=SIZE`, `rcvbuf=SIZE`, `so_keepalive=on|off|[idle]:[intvl]:[cnt]` (set on the listening socket, which the accepted connections inherit), `quic`, `proxy_protocol`."),
     d("server_name", SERVER, 1, ANY, "\"\"", Own, Head(server_head::server_name), "Names of the server: exact, `*.example.com`, `.example.com`, `www.example.*`, `~regex`."),
     block("location", SL, 1, 2, Handler::Location, "Settings for URIs: `= /exact`, `/prefix`, `^~ /prefix`, `~ regex`, `~* regex`, `@name`."),
     d("root", HSL, 1, 1, "html", Inherit, Loc(h::root), "Directory that request URIs are appended to."),
@@ -282,6 +282,7 @@ pub(crate) static DIRECTIVES: &[Spec] = &[
     d("rewrite", SL, 2, 3, "", ServerFirst, Loc(rw::rewrite), "Replace a URI matching a regex (captures `$1`..`$9`, named groups); `last` finds the location again (at most 10 times, then 500), `break` stays, `redirect` (302) / `permanent` (301) answer; a replacement starting with `http://`, `https://` or `$scheme` redirects; a trailing `?` drops the arguments."),
     d("set", SL, 2, 2, "", ServerFirst, Loc(rw::set), "Set a variable for the rest of the request."),
     d("break", SL, 0, 0, "", ServerFirst, Loc(rw::brk), "Stop running the rewrite directives of this level."),
+    block("limit_except", LOCATION, 1, ANY, Handler::Loc(super::limit_except::limit_except), "The methods not listed (`GET` lets `HEAD` through too; any other method, also one nginx does not know, is limited) get the block's own `allow`/`deny`, `auth_basic`, `auth_basic_user_file`, `access_log` and `proxy_pass`, inheriting the rest from the location; the location's rewrite directives do not run for them, as in nginx."),
     block("if", SL, 1, ANY, Handler::If, "Run the directives inside when the condition holds: `$var`, `=`, `!=`, `~`, `~*`, `!~`, `!~*`, `-f`, `-d`, `-e`, `-x` and their negations. In a location it may also hold `root`, `add_header`, `proxy_pass`, `fastcgi_pass`, `access_log`, `error_page`, `gzip`, `sendfile` (an implicit location, as nginx)."),
     d("rewrite_log", HSL, 1, 1, "off", Inherit, Loc(rw::rewrite_log), "Log regex matches and rewrites at `notice` to the error log."),
     d("uninitialized_variable_warn", HSL, 1, 1, "on", Inherit, Loc(rw::uninitialized_variable_warn), "Warn when a `set` variable is used before it is set."),
@@ -430,7 +431,7 @@ pub(crate) static UNSUPPORTED: &[&str] = &[
     "valid_referers", "worker_aio_requests",
     "worker_cpu_affinity", "worker_priority", "worker_rlimit_core", 
     "working_directory", "xml_entities", "zone",
-    "google_perftools_profiles", "limit_except", "more_set_headers", "more_clear_headers",
+    "google_perftools_profiles", "more_set_headers", "more_clear_headers",
 ];
 
 /// Families of nginx directives firstbyte does not implement yet.
@@ -479,7 +480,7 @@ mod tests {
     use crate::conf::declare::defaults_match_docs;
     use crate::conf::model::{
         CertificateCache, DisableSymlinks, Expires, GzipStatic, NextUpstream, SessionCache,
-        TlsVersion, User, VerifyClient, WorkerProcesses,
+        SizeValue, TlsVersion, User, VerifyClient, WorkerProcesses,
     };
 
     // The lists' defaults as docs/directives.md shows them parse to the values the model

@@ -40,6 +40,7 @@ pub enum VarError {
 
 /// Variables with a fixed name.
 pub const KNOWN: &[&str] = &[
+    "limit_rate",
     "uri",
     "document_uri",
     "request_uri",
@@ -249,11 +250,13 @@ impl ComplexValue {
     }
 
     /// Evaluates a log format: each variable's text goes through `escape(mode, text, out)`, and
-    /// a variable that is not set writes `-`, as nginx's access log does.
+    /// a variable that is not set writes `missing` (nginx: `-`, nothing with `escape=none` or
+    /// `escape=json`).
     pub fn eval_log<M: Copy>(
         &self,
         vars: &dyn Vars,
         mode: M,
+        missing: &str,
         escape: impl Fn(M, &str, &mut String),
     ) -> String {
         let mut out = String::with_capacity(128);
@@ -262,7 +265,7 @@ impl ComplexValue {
                 Part::Lit(s) => out.push_str(s),
                 Part::Var(name) => match vars.get(name) {
                     Some(v) => escape(mode, &v, &mut out),
-                    None => out.push('-'),
+                    None => out.push_str(missing),
                 },
             }
         }

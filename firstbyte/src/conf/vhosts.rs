@@ -666,6 +666,8 @@ mod tests {
             pos: pos(line),
             listen,
             server_names: names,
+            name_captures: Vec::new(),
+            server_name: String::new(),
             tls: None,
             alt_svc: None,
             socket: SocketConf::default(),

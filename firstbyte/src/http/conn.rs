@@ -423,7 +423,17 @@ pub(crate) struct H1Watch {
     /// hyper's graceful shutdown was asked (set before it is): responses built from now on
     /// carry no `Connection: keep-alive`, so hyper's own `Connection: close` stands alone.
     pub(crate) shutting_down: AtomicBool,
+    /// The response the service just answered, whose head hyper writes next: the header
+    /// names to write in their own case ([`HeaderCase`]).
+    pub(crate) head_case: std::sync::Mutex<Option<Vec<Box<str>>>>,
+    /// `head_case` holds a value: the writes of a body check this flag, not the lock.
+    pub(crate) head_pending: AtomicBool,
 }
+
+/// A response extension: header names (from `add_header`) that an HTTP/1.x head writes in
+/// this case, as nginx does, rather than in hyper's title case.
+#[derive(Debug, Clone, Default)]
+pub struct HeaderCase(pub Vec<Box<str>>);
 
 impl H1Watch {
     /// A new hyper connection starts with nothing read or written.

@@ -104,6 +104,8 @@ pub struct RequestVars<'a> {
     pub response_headers: Option<&'a HeaderMap>,
     /// Body bytes sent.
     pub body_bytes_sent: u64,
+    /// `$limit_rate` (what `set $limit_rate` made it; 0 otherwise).
+    pub limit_rate: u64,
     /// When the request started.
     pub start: Instant,
     /// From the start until the response head was ready (`$ttfb`; known once it is).
@@ -318,6 +320,7 @@ impl Vars for RequestVars<'_> {
                 )))
             }
             "pid" => Some(Cow::Owned(std::process::id().to_string())),
+            "limit_rate" => Some(Cow::Owned(self.limit_rate.to_string())),
             "connection" => Some(Cow::Owned(self.conn.id.to_string())),
             "connection_requests" => Some(Cow::Owned(self.connection_requests.to_string())),
             "content_type" => header(self.headers, "content_type"),
@@ -454,6 +457,7 @@ mod tests {
             status: 200,
             response_headers: None,
             body_bytes_sent: 123,
+            limit_rate: 0,
             start: Instant::now(),
             ttfb: None,
             stats: None,

@@ -75,6 +75,10 @@ pub struct FileRequest<'a> {
     pub path: &'a Path,
     /// The location's settings.
     pub loc: &'a LocationConf,
+    /// The `Last-Modified` that `add_header` will give the response, which `If-Range`
+    /// compares (nginx's headers filter runs before its range filter): `None`, the file's;
+    /// `Some(None)`, none (removed, or not a date).
+    pub if_range_date: Option<Option<i64>>,
 }
 
 /// What [`serve`] decided.
@@ -92,6 +96,9 @@ pub enum FileOutcome {
     /// `autoindex on`: the pipeline answers with its listing (`http::autoindex`), which
     /// needs the query string.
     Autoindex,
+    /// An `index` entry that applies: an internal redirect to this URI, as nginx's index
+    /// module makes (`$uri` becomes `/dir/index.html` and the locations are searched again).
+    Internal(String),
 }
 
 impl std::fmt::Debug for FileOutcome {
@@ -105,6 +112,7 @@ impl std::fmt::Debug for FileOutcome {
             FileOutcome::Redirect(l) => f.debug_tuple("Redirect").field(l).finish(),
             FileOutcome::Status(s) => f.debug_tuple("Status").field(s).finish(),
             FileOutcome::Autoindex => f.write_str("Autoindex"),
+            FileOutcome::Internal(u) => f.debug_tuple("Internal").field(u).finish(),
         }
     }
 }
@@ -121,7 +129,7 @@ pub fn map_path(loc: &LocationConf, uri: &str, root_value: &str) -> Option<PathB
         DocRoot::Root(_) => uri,
         // A regex location's alias is the whole path, captures from the URI included: it
         // may hold no `..` at all.
-        DocRoot::Alias(_) if loc.name.starts_with('~') => {
+        DocRoot::Alias(_) if loc.alias_whole => {
             return (parent_dirs(root_value) == 0).then(|| root_value.into());
         }
         DocRoot::Alias(_) => uri.strip_prefix(loc.prefix.as_str()).unwrap_or(uri),
@@ -135,6 +143,18 @@ pub fn map_path(loc: &LocationConf, uri: &str, root_value: &str) -> Option<PathB
         return None;
     }
     Some(joined.into())
+}
+
+/// A `try_files` candidate's path: as [`map_path`], except that a regex location's own
+/// `alias` gets the candidate appended (nginx's `add_uri_to_alias`: `location ~ \.php$ {
+/// alias /srv/app; try_files $uri =404; }` tries `/srv/app$uri`). Neither the alias (with
+/// its captures) nor the candidate may climb with `..`.
+pub fn map_try_path(loc: &LocationConf, cand: &str, root_value: &str) -> Option<PathBuf> {
+    if !(loc.alias_whole && matches!(loc.root, DocRoot::Alias(_))) {
+        return map_path(loc, cand, root_value);
+    }
+    let joined = format!("{root_value}{cand}");
+    (parent_dirs(&joined) == 0).then(|| joined.into())
 }
 
 /// `..` segments in `p` (what `Path::components` calls `ParentDir`), counted without
@@ -176,23 +196,19 @@ fn serve_index(req: &FileRequest<'_>, cache: &OpenFileCache) -> FileOutcome {
     let symlinks = req.loc.disable_symlinks;
     let mut dir_tested = false;
     for entry in &req.loc.index {
-        // Variables and absolute entries need an internal redirect: the pipeline's job.
+        // Entries with variables are the pipeline's job.
         let Some(name) = entry.as_static() else {
             continue;
         };
-        if name.is_empty() || name.starts_with('/') {
+        if name.is_empty() {
             continue;
+        }
+        if name.starts_with('/') {
+            return FileOutcome::Internal(name.to_string());
         }
         let candidate = req.path.join(name);
         match cache.open(&candidate, symlinks) {
-            Ok(f) => {
-                let uri = format!("{}{}", req.uri, name);
-                return match f.meta.kind {
-                    FileKind::File => serve_path(req, &candidate, &uri, cache),
-                    FileKind::Dir => FileOutcome::Redirect(encode_path(&uri) + "/"),
-                    FileKind::Other => FileOutcome::Status(StatusCode::NOT_FOUND),
-                };
-            }
+            Ok(_) => return FileOutcome::Internal(format!("{}{}", req.uri, name)),
             Err(e) if e.raw_os_error() == Some(libc::ENOENT) => {
                 if !dir_tested {
                     if let Some(status) = test_dir(req.path, symlinks, cache) {
@@ -318,7 +334,8 @@ fn respond(
     };
     if range != ByteRange::Full {
         if let Some(if_range) = req.headers.get(IF_RANGE) {
-            if !if_range_matches(if_range, etag, meta.mtime) {
+            let date = req.if_range_date.unwrap_or(Some(meta.mtime));
+            if !date.is_some_and(|d| if_range_matches(if_range, etag, d)) {
                 range = ByteRange::Full;
             }
         }
@@ -655,6 +672,7 @@ mod tests {
             uri,
             path: &path,
             loc: l,
+            if_range_date: None,
         };
         serve(&req, &OpenFileCache::disabled())
     }
@@ -676,6 +694,7 @@ mod tests {
             FileOutcome::Redirect(_) => StatusCode::MOVED_PERMANENTLY,
             FileOutcome::Status(s) => *s,
             FileOutcome::Autoindex => panic!("autoindex is off in these tests"),
+            FileOutcome::Internal(u) => panic!("expected a status, got a redirect to {u}"),
         }
     }
 
@@ -856,7 +875,12 @@ mod tests {
             FileOutcome::Redirect(l) => assert_eq!(l, "/with%20space/"),
             o => panic!("{o:?}"),
         }
-        let r = resp(get(&d, &loc(), "/docs/", &[]));
+        // The index file is an internal redirect (nginx's `$uri` becomes its URI).
+        match get(&d, &loc(), "/docs/", &[]) {
+            FileOutcome::Internal(u) => assert_eq!(u, "/docs/index.html"),
+            o => panic!("{o:?}"),
+        }
+        let r = resp(get(&d, &loc(), "/docs/index.html", &[]));
         assert_eq!(header(&r, "content-type"), "text/html");
         assert_eq!(body(r).await, b"index!");
         assert_eq!(
@@ -882,16 +906,23 @@ mod tests {
         let mut l = loc();
         l.index = vec![
             ComplexValue::parse("$host.html").unwrap(), // variables: skipped
-            ComplexValue::literal("/abs.html"),         // absolute: skipped
             ComplexValue::literal("first.html"),
             ComplexValue::literal("second.htm"),
             ComplexValue::literal("third.txt"),
         ];
-        let r = resp(get(&d, &l, "/a/", &[]));
-        assert_eq!(body(r).await, b"2");
+        match get(&d, &l, "/a/", &[]) {
+            FileOutcome::Internal(u) => assert_eq!(u, "/a/second.htm"),
+            o => panic!("{o:?}"),
+        }
+        // An absolute entry is a redirect at once, whether or not its file exists.
+        l.index.insert(1, ComplexValue::literal("/abs.html"));
+        match get(&d, &l, "/a/", &[]) {
+            FileOutcome::Internal(u) => assert_eq!(u, "/abs.html"),
+            o => panic!("{o:?}"),
+        }
         l.index = vec![ComplexValue::literal("sub")];
         match get(&d, &l, "/b/", &[]) {
-            FileOutcome::Redirect(to) => assert_eq!(to, "/b/sub/"),
+            FileOutcome::Internal(to) => assert_eq!(to, "/b/sub"),
             o => panic!("{o:?}"),
         }
         l.index = vec![];
@@ -902,10 +933,10 @@ mod tests {
         assert!(matches!(get(&d, &l, "/a/", &[]), FileOutcome::Autoindex));
         assert_eq!(status(&get(&d, &l, "/nope/", &[])), StatusCode::NOT_FOUND);
         l.index = vec![ComplexValue::literal("sub")];
-        assert_eq!(
-            status(&get(&d, &l, "/b/", &[])),
-            StatusCode::MOVED_PERMANENTLY
-        );
+        match get(&d, &l, "/b/", &[]) {
+            FileOutcome::Internal(to) => assert_eq!(to, "/b/sub"),
+            o => panic!("{o:?}"),
+        }
     }
 
     /// `if_modified_since`: `before` (default), `exact` (nginx's default), `off`.
@@ -1247,11 +1278,19 @@ mod tests {
         // Regex location: the evaluated alias is the path; a captured `..` is refused.
         l.name = "~ ^/x/(.*)$".into();
         l.prefix = String::new();
+        l.alias_whole = true;
         assert_eq!(
             map_path(&l, "/x/a", "/data/a"),
             Some(PathBuf::from("/data/a"))
         );
         assert_eq!(map_path(&l, "/x..", "/data/.."), None);
+        // try_files appends its candidate to a regex location's alias; no `..` in either.
+        assert_eq!(
+            map_try_path(&l, "/x/a.html", "/data"),
+            Some(PathBuf::from("/data/x/a.html"))
+        );
+        assert_eq!(map_try_path(&l, "/../etc/passwd", "/data"), None);
+        assert_eq!(map_try_path(&l, "/a", "/data/.."), None);
     }
 
     #[tokio::test]
@@ -1329,6 +1368,7 @@ mod tests {
             uri: "/f.txt",
             path: &p,
             loc: &l,
+            if_range_date: None,
         };
         assert_eq!(status(&serve(&req, &cache)), StatusCode::OK);
         assert_eq!(cache.len(), 1);

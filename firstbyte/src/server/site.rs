@@ -261,6 +261,9 @@ fn each_location<E>(
             .chain(l.regex.iter().map(|c| &c.conf));
         for c in confs {
             f(c)?;
+            for i in c.implicit() {
+                f(i)?;
+            }
             nested(&c.locations, f)?;
         }
         Ok(())

@@ -24,6 +24,8 @@ pub(crate) fn set(s: &mut LocSettings, d: &Directive, cx: &mut Cx) -> R {
     let dup = || other(d, format!("the duplicate \"{var}\" variable"));
     let target = if var == "args" {
         SetTarget::Args
+    } else if var == "limit_rate" {
+        SetTarget::LimitRate
     } else if vars::KNOWN.contains(&var) {
         return Err(dup());
     } else {

@@ -69,6 +69,8 @@ pub enum SetTarget {
     Var(usize),
     /// `$args`, which nginx lets `set` change.
     Args,
+    /// `$limit_rate`: the request's rate (a size; an invalid one is logged and ignored).
+    LimitRate,
 }
 
 /// An `if` condition.
@@ -368,6 +370,13 @@ pub(crate) fn declared_names(tree: &[Directive], out: &mut Vec<String>) {
                         if k.name.starts_with('~') {
                             out.extend(regex::group_names(&k.name));
                         }
+                    }
+                }
+            }
+            "server_name" => {
+                for a in &d.args {
+                    if let Some(re) = a.strip_prefix('~') {
+                        out.extend(regex::group_names(re));
                     }
                 }
             }

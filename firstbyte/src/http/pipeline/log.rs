@@ -67,6 +67,7 @@ impl LogOnDone {
             user: self.user.as_deref(),
             guard: self.guard.as_ref(),
             upstream: self.upstream.as_ref(),
+            limit_rate: 0,
         };
         for t in targets {
             if let Some(c) = &t.condition {
@@ -75,7 +76,17 @@ impl LogOnDone {
                     continue;
                 }
             }
-            let mut line = t.format.value.eval_log(&vars, t.format.escape, log_escape);
+            // A variable with no value: `-` by default; nothing with `escape=json` or
+            // `escape=none` (nginx's unescaped and JSON variable writers).
+            let missing = if t.format.escape == LogEscape::Default {
+                "-"
+            } else {
+                ""
+            };
+            let mut line = t
+                .format
+                .value
+                .eval_log(&vars, t.format.escape, missing, log_escape);
             line.push('\n');
             self.site.write_access_log(&t.target, line.as_bytes());
         }

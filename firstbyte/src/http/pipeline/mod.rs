@@ -148,6 +148,11 @@ struct Req<'a> {
     /// False once the location's rewrite directives changed the URI and stayed (`break`):
     /// `proxy_pass` then sends the whole URI (nginx's `valid_location`).
     valid_location: bool,
+    /// The `Location` of a `return`/`rewrite` redirect that an `error_page` took over: a
+    /// page that is no redirect itself goes out with it (nginx keeps `headers_out.location`).
+    err_location: Option<http::HeaderValue>,
+    /// `set $limit_rate`: the rate for this request, over the location's `limit_rate`.
+    limit_rate: Option<u64>,
     /// Received in TLS early data (0-RTT): see [`EarlyData`].
     early_data: bool,
     /// The servers `proxy_pass` tried, once it ran (`$upstream_addr`, ...).
@@ -200,6 +205,7 @@ impl Req<'_> {
             upstream: self.upstream.get(),
             fastcgi: self.fastcgi.as_deref(),
             guard: self.guard.as_ref().map(|g| &g.vars),
+            limit_rate: self.limit_rate.unwrap_or(0),
         }
     }
 
@@ -212,13 +218,7 @@ impl Req<'_> {
 }
 
 fn server_name(s: &ServerConf) -> &str {
-    use crate::conf::model::ServerName;
-    match s.server_names.first() {
-        Some(ServerName::Exact(n)) => n,
-        Some(ServerName::LeadingWildcard(n)) => n,
-        Some(ServerName::TrailingWildcard(n)) => n,
-        _ => "",
-    }
+    &s.server_name
 }
 
 /// What the synchronous phases decided: answer, or hand the request to `proxy_pass`.
@@ -406,9 +406,26 @@ where
         rewrite_loc: None,
         fastcgi: None,
         valid_location: true,
+        err_location: None,
+        limit_rate: None,
         upstream: std::sync::OnceLock::new(),
     };
     r.user = super::rewrite::uservars::UserVars::new(&r.server.vars);
+    if let (Some(h), Some(u)) = (host.as_deref(), r.user.as_mut()) {
+        // A regex `server_name`'s named groups: the first of the server's regexes that
+        // matches the host (the one that chose the server) sets them.
+        if let Some((nc, c)) = r
+            .server
+            .name_captures
+            .iter()
+            .find_map(|nc| Some((nc, nc.regex.captures(h)?)))
+        {
+            for &(group, slot) in &nc.slots {
+                let v = c.get(group).map_or("", |m| m.as_str()).to_string();
+                u.set(slot, v);
+            }
+        }
+    }
     let host_ok = host.is_some();
     r.host_given = host.as_deref().is_some_and(|h| !h.is_empty());
     r.host = match host {

@@ -180,6 +180,8 @@ pub(super) fn error(
         rewrite_loc: None,
         fastcgi: None,
         valid_location: true,
+        err_location: None,
+        limit_rate: r.limit_rate,
         guard: r.guard.as_ref().map(|g| Box::new(g.for_redirect())),
         upstream: r.upstream.clone(),
     };
@@ -199,15 +201,28 @@ pub(super) fn error(
         };
         inner.uri = u;
         inner.args = q.map(str::to_string);
-        let l = match server.locations.find(&inner.uri) {
+        match server.locations.find(&inner.uri) {
+            // `location /app/ { proxy_pass ...; }` and a page `/app`: nginx's 301 to `/app/`.
+            Some(m) if m.auto_redirect => {
+                let mut to = crate::http::uri::encode_path(&inner.uri);
+                to.push('/');
+                if let Some(a) = inner.args.as_deref().filter(|a| !a.is_empty()) {
+                    to.push('?');
+                    to.push_str(a);
+                }
+                let abs = absolute(&inner, &to);
+                (m.conf.clone(), Out::Response(redirect_response(301, &abs)))
+            }
             Some(m) => {
                 inner.captures = m.captures;
-                m.conf.clone()
+                let (out, l) = in_location(&mut inner, m.conf.clone());
+                (l, out)
             }
-            None => server.default_location.clone(),
-        };
-        let (out, l) = in_location(&mut inner, l);
-        (l, out)
+            None => {
+                let (out, l) = in_location(&mut inner, server.default_location.clone());
+                (l, out)
+            }
+        }
     };
     match out {
         Out::Response(mut resp) => {
@@ -224,6 +239,11 @@ pub(super) fn error(
                 }
                 None => code,
             };
+            if let Some(l) = r.err_location.take() {
+                if !resp.headers().contains_key(header::LOCATION) {
+                    resp.headers_mut().insert(header::LOCATION, l);
+                }
+            }
             *resp.status_mut() = StatusCode::from_u16(status).unwrap_or(resp.status());
             (resp, page_loc)
         }
@@ -279,6 +299,12 @@ fn in_location(r: &mut Req, loc: Arc<LocationConf>) -> (Out, Arc<LocationConf>) 
     if let Some(out) = find_config_checks(r, &loc) {
         return (out, loc);
     }
+    // `limit_except`: a method not listed continues in the block's location (after the
+    // `internal` check on the enclosing one, as nginx's find-config phase).
+    let loc = match &loc.limit_except {
+        Some(le) if le.limits(&r.method) => le.conf.clone(),
+        _ => loc,
+    };
     // The location rewrite phase, skipped for the server's own level (nginx: "skipping
     // location rewrite phase for server null location").
     if !loc.rewrite.is_empty() && !Arc::ptr_eq(&loc, &r.server.default_location) {
@@ -296,6 +322,7 @@ fn in_location(r: &mut Req, loc: Arc<LocationConf>) -> (Out, Arc<LocationConf>) 
                         .iter()
                         .any(|p| p.codes.contains(&resp.status().as_u16())) =>
             {
+                r.err_location = resp.headers().get(header::LOCATION).cloned();
                 Out::Status(resp.status().as_u16())
             }
             Some(out) => out,
@@ -385,13 +412,27 @@ fn content(r: &mut Req, loc: &Arc<LocationConf>) -> Out {
         for f in &tf.files {
             let cand = r.eval(f);
             let root = r.document_root.as_deref().unwrap_or_default();
-            let Some(path) = static_files::map_path(loc, &cand, root) else {
+            let Some(path) = static_files::map_try_path(loc, &cand, root) else {
                 continue;
             };
-            let is_dir_cand = cand.ends_with('/');
+            // A directory candidate is one written with a trailing `/` (`$uri/`), as nginx
+            // decides it from the file, not from the value (`$uri` of `/d/` is a file test).
+            let is_dir_cand = matches!(
+                f.parts().last(),
+                Some(crate::conf::vars::Part::Lit(l)) if l.ends_with('/')
+            );
             match std::fs::metadata(&path) {
                 Ok(m) if is_dir_cand && m.is_dir() || !is_dir_cand && m.is_file() => {
-                    r.uri = cand;
+                    // nginx drops a directory candidate's trailing slash (`$uri/` for
+                    // `/dir` continues as `/dir`, which the static module redirects to
+                    // `/dir/`); a regex location's own alias keeps the URI for it.
+                    let mut cand = cand;
+                    if is_dir_cand && cand.len() > 1 {
+                        cand.pop();
+                    }
+                    if !(is_dir_cand && loc.alias_whole) {
+                        r.uri = cand;
+                    }
                     if let Some(conf) = fastcgi {
                         return Out::Proxy(conf.clone());
                     }
@@ -462,6 +503,23 @@ fn index_with_variables(r: &Req, loc: &LocationConf, root: &str) -> Option<Out> 
 }
 
 fn serve_static(r: &mut Req, loc: &Arc<LocationConf>, path: PathBuf) -> Out {
+    // `add_header Last-Modified` (the last one) is what `If-Range` compares, as nginx's
+    // range filter sees the headers filter's date; only a Range request needs it.
+    let if_range_date = if r.headers.contains_key(header::IF_RANGE) {
+        loc.add_header
+            .iter()
+            .rev()
+            .find(|h| h.name.eq_ignore_ascii_case("last-modified"))
+            .map(|h| {
+                let v = r.eval(&h.value);
+                httpdate::parse_http_date(v.trim())
+                    .ok()
+                    .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
+                    .and_then(|d| i64::try_from(d.as_secs()).ok())
+            })
+    } else {
+        None
+    };
     let path: &Path = r.request_filename.insert(path);
     let fr = static_files::FileRequest {
         method: &r.method,
@@ -469,6 +527,7 @@ fn serve_static(r: &mut Req, loc: &Arc<LocationConf>, path: PathBuf) -> Out {
         uri: &r.uri,
         path,
         loc,
+        if_range_date,
     };
     match static_files::serve(&fr, &r.conn.shared().files) {
         static_files::FileOutcome::Response(resp) => Out::Response(resp),
@@ -494,6 +553,10 @@ fn serve_static(r: &mut Req, loc: &Arc<LocationConf>, path: PathBuf) -> Out {
                 Err(s) => Out::Status(s.as_u16()),
             }
         }
+        static_files::FileOutcome::Internal(uri) => Out::Internal {
+            uri,
+            args: r.args.clone(),
+        },
         static_files::FileOutcome::Status(s) => {
             if s == StatusCode::NOT_FOUND && loc.log_not_found {
                 crate::fblog!(

@@ -146,6 +146,15 @@ fn redirect_target(tls: bool, host: &str, port: Option<u16>, path: &str) -> Stri
     }
 }
 
+/// Whether hyper writes `name` as it is (title case: `X-Uri`), so it needs no
+/// [`crate::http::conn::HeaderCase`] entry.
+fn is_title_case(name: &str) -> bool {
+    name.split('-').all(|w| {
+        let mut b = w.bytes();
+        b.next().is_none_or(|c| !c.is_ascii_lowercase()) && b.all(|c| !c.is_ascii_uppercase())
+    })
+}
+
 fn add_header_applies(code: u16) -> bool {
     crate::http::expires::applies(code)
 }
@@ -190,22 +199,36 @@ pub(super) fn finish(
     }
     if !loc.add_header.is_empty() {
         let applies = add_header_applies(code);
+        let mut case = Vec::new();
         for h in &loc.add_header {
             if h.always || applies {
                 let v = r.eval(&h.value);
                 // nginx writes a trailing newline of the value as it is; HTTP forbids it
                 // in a header value, so it is cut (any other CR or LF drops the header).
                 let v = v.trim_end_matches(['\r', '\n']);
+                let Ok(n) = header::HeaderName::from_bytes(h.name.as_bytes()) else {
+                    continue;
+                };
+                // nginx's own ETag and Last-Modified are replaced, and removed by an
+                // empty value (`ngx_http_set_response_header`).
+                let single = n == header::ETAG || n == header::LAST_MODIFIED;
+                if single {
+                    resp.headers_mut().remove(&n);
+                }
                 if v.is_empty() {
                     continue;
                 }
-                if let (Ok(n), Ok(v)) = (
-                    header::HeaderName::from_bytes(h.name.as_bytes()),
-                    HeaderValue::from_str(v),
-                ) {
+                if let Ok(v) = HeaderValue::from_str(v) {
+                    if !single && !is_title_case(&h.name) {
+                        case.push(h.name.clone().into_boxed_str());
+                    }
                     resp.headers_mut().append(n, v);
                 }
             }
+        }
+        if !case.is_empty() {
+            resp.extensions_mut()
+                .insert(crate::http::conn::HeaderCase(case));
         }
     }
     if let Some(cs) = &loc.charset {
@@ -276,10 +299,20 @@ pub(super) fn finish(
     r.conn.io().set_send_timeout(loc.send_timeout);
     // HTTP/2 frames its DATA itself: sendfile is for HTTP/1.x on a socket that carries the
     // bytes as they are (plain TCP now, kernel TLS later).
-    if loc.limit_rate > 0 {
+    let size = |v: &crate::conf::model::SizeValue| {
+        v.get(|c| r.eval(c)).unwrap_or_else(|s| {
+            crate::fblog!(Error, "invalid size \"{s}\"");
+            0
+        })
+    };
+    let rate = match r.limit_rate {
+        Some(n) => n,
+        None => size(&loc.limit_rate),
+    };
+    if rate > 0 {
         let pace = crate::http::rate::Pace {
-            rate: loc.limit_rate,
-            after: loc.limit_rate_after,
+            rate,
+            after: size(&loc.limit_rate_after),
         };
         let body = std::mem::take(resp.body_mut());
         *resp.body_mut() = Body::Stream(BoxBody::new(crate::http::rate::RateBody::new(body, pace)));

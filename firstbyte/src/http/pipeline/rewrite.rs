@@ -65,6 +65,13 @@ impl Env for Req<'_> {
         self.args = args;
     }
 
+    fn set_limit_rate(&mut self, size: &str) {
+        match crate::conf::units_size(size) {
+            Some(n) => self.limit_rate = Some(n),
+            None => crate::fblog!(Error, "invalid $limit_rate \"{size}\""),
+        }
+    }
+
     fn set_captures(&mut self, caps: Vec<Option<String>>) {
         self.captures = caps;
     }

@@ -238,6 +238,9 @@ impl<'a> Builder<'a> {
             };
             self.out.routes.insert(ptr(p), Arc::new(route));
         }
+        for l in loc.implicit() {
+            self.location(l, store)?;
+        }
         self.locations(&loc.locations, store)
     }
 }

@@ -182,7 +182,11 @@ async fn handshake<S>(io: S, send_timeout: SharedTimeout) -> Result<Sender, Conn
 where
     S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
 {
+    // The upstream's header-name case is kept (hyper records it in the response's
+    // extensions, which the client's response keeps), so `X-URI` reaches the client as nginx
+    // passes it rather than title-cased.
     let (sender, conn) = hyper::client::conn::http1::Builder::new()
+        .preserve_header_case(true)
         .handshake(TokioIo::new(io))
         .await
         .map_err(ConnectError::Http)?;

@@ -42,6 +42,8 @@ pub trait Env {
     fn set_uri(&mut self, uri: String);
     /// Replaces `$args` (None: no arguments).
     fn set_args(&mut self, args: Option<String>);
+    /// `set $limit_rate SIZE`: the request's rate from now on.
+    fn set_limit_rate(&mut self, _size: &str) {}
     /// Replaces `$0`, `$1`.. (empty after a regex that did not match, as nginx).
     fn set_captures(&mut self, caps: Vec<Option<String>>);
     /// Sets a `set` variable (or a named group's).
@@ -135,6 +137,7 @@ fn exec<'p, E: Env + ?Sized>(
                 match target {
                     SetTarget::Var(slot) => env.set_var(*slot, v),
                     SetTarget::Args => env.set_args(Some(v).filter(|v| !v.is_empty())),
+                    SetTarget::LimitRate => env.set_limit_rate(&v),
                 }
             }
             Stmt::If { cond, body, loc } => {

@@ -64,7 +64,14 @@ pub(super) async fn serve_h1<I>(
         let c = svc_conn.clone();
         let req = req.map(|body| ReqBody::new(body, &c));
         async move {
-            let Ok(resp) = crate::http::pipeline::serve(c, req).await;
+            let Ok(mut resp) = crate::http::pipeline::serve(c.clone(), req).await;
+            let names = resp
+                .extensions_mut()
+                .remove::<crate::http::conn::HeaderCase>()
+                .map(|h| h.0)
+                .unwrap_or_default();
+            *c.h1().head_case.lock().unwrap_or_else(|e| e.into_inner()) = Some(names);
+            c.h1().head_pending.store(true, Ordering::Release);
             // nginx's 444: no response at all; a service error makes hyper close the
             // connection without writing one.
             if resp.status().as_u16() == crate::http::pipeline::CLOSE {
@@ -249,6 +256,33 @@ struct Watched<I> {
     conn: Arc<Conn>,
 }
 
+impl<I> Watched<I> {
+    /// The pending response head's names: taken by the first write after the service
+    /// answered (which starts that head, or else the head goes as hyper wrote it).
+    fn take_head_case(&self) -> Option<Vec<Box<str>>> {
+        if !self.conn.h1().head_pending.swap(false, Ordering::Acquire) {
+            return None;
+        }
+        self.conn
+            .h1()
+            .head_case
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .take()
+    }
+
+    /// A write that did not happen gives them back for its retry.
+    fn put_head_case(&self, names: Vec<Box<str>>) {
+        *self
+            .conn
+            .h1()
+            .head_case
+            .lock()
+            .unwrap_or_else(|e| e.into_inner()) = Some(names);
+        self.conn.h1().head_pending.store(true, Ordering::Release);
+    }
+}
+
 impl<I: AsyncRead + Unpin> AsyncRead for Watched<I> {
     fn poll_read(
         self: Pin<&mut Self>,
@@ -283,6 +317,15 @@ impl<I: AsyncWrite + Unpin> AsyncWrite for Watched<I> {
     ) -> Poll<std::io::Result<usize>> {
         let this = self.get_mut();
         this.conn.h1().unflushed.store(true, Ordering::Relaxed);
+        if let Some(names) = this.take_head_case() {
+            if let Some(p) = super::head_case::patch_head(buf, &names) {
+                let r = Pin::new(&mut this.io).poll_write(cx, &p);
+                if r.is_pending() {
+                    this.put_head_case(names);
+                }
+                return r;
+            }
+        }
         Pin::new(&mut this.io).poll_write(cx, buf)
     }
 
@@ -293,6 +336,18 @@ impl<I: AsyncWrite + Unpin> AsyncWrite for Watched<I> {
     ) -> Poll<std::io::Result<usize>> {
         let this = self.get_mut();
         this.conn.h1().unflushed.store(true, Ordering::Relaxed);
+        if let (Some(names), Some(first)) = (this.take_head_case(), bufs.first()) {
+            if let Some(p) = super::head_case::patch_head(first, &names) {
+                let mut v: Vec<std::io::IoSlice<'_>> = Vec::with_capacity(bufs.len());
+                v.push(std::io::IoSlice::new(&p));
+                v.extend_from_slice(&bufs[1..]);
+                let r = Pin::new(&mut this.io).poll_write_vectored(cx, &v);
+                if r.is_pending() {
+                    this.put_head_case(names);
+                }
+                return r;
+            }
+        }
         Pin::new(&mut this.io).poll_write_vectored(cx, bufs)
     }
 

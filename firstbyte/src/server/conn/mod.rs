@@ -28,6 +28,7 @@
 mod accept;
 mod h1;
 mod h2;
+mod head_case;
 mod shutdown;
 
 use std::net::SocketAddr;
