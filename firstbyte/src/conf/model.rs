@@ -831,8 +831,8 @@ pub struct FastcgiConf {
     pub params: Vec<FastcgiParam>,
     /// `fastcgi_split_path_info` and `fastcgi_index`.
     pub vars: Arc<FastcgiVars>,
-    /// `fastcgi_ignore_headers`, lower-cased: checked, and acted on by nothing (firstbyte
-    /// has no cache and does not read `X-Accel-*`).
+    /// `fastcgi_ignore_headers`, lower-cased (also in the `ProxyConf`'s `ignore_headers`,
+    /// where the response path reads it: `X-Accel-Redirect` is the one acted on).
     pub ignore_headers: Vec<String>,
     /// `fastcgi_catch_stderr`: strings that, in the stderr before the response header, make
     /// the response an invalid header.

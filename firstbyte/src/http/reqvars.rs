@@ -250,7 +250,13 @@ impl Vars for RequestVars<'_> {
             | "upstream_status"
             | "upstream_connect_time"
             | "upstream_header_time"
-            | "upstream_response_time" => self.upstream?.get(name, Instant::now()).map(Cow::Owned),
+            | "upstream_response_time"
+            | "upstream_response_length"
+            | "upstream_bytes_received"
+            | "upstream_bytes_sent" => self.upstream?.get(name, Instant::now()).map(Cow::Owned),
+            _ if name.starts_with("upstream_http_") || name.starts_with("upstream_cookie_") => {
+                self.upstream?.get(name, Instant::now()).map(Cow::Owned)
+            }
             "body_bytes_sent" => Some(Cow::Owned(self.body_bytes_sent.to_string())),
             "bytes_sent" => Some(Cow::Owned(self.body_bytes_sent.to_string())),
             "request_length" => self

@@ -80,7 +80,7 @@ where
         headers.insert("early-data", HeaderValue::from_static("1"));
     }
     let mut body = px::request_body(body);
-    if !conf.pass_request_body {
+    if !conf.pass_request_body || r.body_used {
         body = px::request_body(http_body_util::Empty::<Bytes>::new());
         headers.remove(header::CONTENT_LENGTH);
         headers.remove(header::TRANSFER_ENCODING);
@@ -162,6 +162,12 @@ where
     };
     result
         .map(|mut resp| {
+            if !matches!(r.version, http::Version::HTTP_10 | http::Version::HTTP_11)
+                && resp.status() != http::StatusCode::SWITCHING_PROTOCOLS
+            {
+                // Connection-specific in HTTP/2 and HTTP/3 (RFC 9113 §8.2.2).
+                resp.headers_mut().remove(header::UPGRADE);
+            }
             if !conf.redirects.is_empty() {
                 let inner = r.vars();
                 let vars = ph::ProxyVars {

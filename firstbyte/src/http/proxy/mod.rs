@@ -398,6 +398,7 @@ pub async fn forward(
             Some(mut s) => {
                 up.connected(Instant::now());
                 up.reused();
+                s.track(up.counts());
                 s.set_send_timeout(conf.send_timeout);
                 // A pooled connection the upstream closed meanwhile gives the request back.
                 let r = tokio::time::timeout(conf.read_timeout, s.try_send_request(this)).await;
@@ -419,6 +420,7 @@ pub async fn forward(
             None => match connect(&addr, tls, conf.connect_timeout, conf.send_timeout).await {
                 Ok(mut s) => {
                     up.connected(Instant::now());
+                    s.track(up.counts());
                     let r = tokio::time::timeout(conf.read_timeout, s.send_request(this)).await;
                     match r {
                         Ok(Ok(resp)) => (s, Sent::Response(resp)),
@@ -470,10 +472,20 @@ pub async fn forward(
             has_body,
         };
         let outcome = match sent {
-            Sent::Response(resp) => {
+            Sent::Response(resp) if headers::invalid_framing(resp.headers()).is_some() => {
+                let reason = headers::invalid_framing(resp.headers()).unwrap_or_default();
+                let reason = format!("{reason} while reading response header from upstream");
+                crate::fblog!(Error, "{}", log.line(&reason, scheme, Some(&addr), &uri));
+                crate::metrics::upstream_failure("invalid_header");
+                last = Failure::BadGateway;
+                next::Outcome::InvalidHeader
+            }
+            Sent::Response(mut resp) => {
+                headers::drop_repeated(resp.headers_mut());
                 let status = resp.status().as_u16();
                 up.header(status, Instant::now());
                 up.header_bytes(header_bytes(&resp));
+                up.response_headers(resp.headers());
                 let outcome = next::Outcome::Status(status);
                 if NextUpstream::status_bit(status).is_some()
                     && next::go_next(
@@ -496,7 +508,7 @@ pub async fn forward(
                 return respond(
                     route,
                     pool,
-                    (i, key, sender, guard),
+                    (i, key, sender, guard, up.counts()),
                     resp,
                     on_upgrade,
                     log,
@@ -668,7 +680,13 @@ fn send_failure(e: &hyper::Error) -> (String, Failure) {
 async fn respond(
     route: &Route,
     pool: &Arc<Pool>,
-    (peer_index, key, sender, conn): (usize, upstream::PoolKey, upstream::Sender, ConnGuard),
+    (peer_index, key, sender, conn, counts): (
+        usize,
+        upstream::PoolKey,
+        upstream::Sender,
+        ConnGuard,
+        Arc<vars::TryCounts>,
+    ),
     mut resp: Response<hyper::body::Incoming>,
     on_upgrade: Option<ClientUpgrade>,
     log: &LogContext<'_>,
@@ -701,7 +719,9 @@ async fn respond(
         sender,
         max: route.keepalive,
     });
-    let body = upstream::UpstreamBody::new(incoming, conf.read_timeout, back).hold(conn);
+    let body = upstream::UpstreamBody::new(incoming, conf.read_timeout, back)
+        .hold(conn)
+        .count(counts);
     if conf.buffering {
         let scheme = if conf.tls { "https" } else { "http" };
         let tail = log.line(&"", scheme, Some(&peer), uri);
