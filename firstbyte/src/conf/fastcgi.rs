@@ -193,6 +193,7 @@ impl FastcgiSettings {
             // FastCGI's own `fastcgi_pass_request_*` decide (see `FastcgiConf`).
             method: None,
             ignore_headers: fcgi.ignore_headers.clone(),
+            cookies: Default::default(),
             pass_request_headers: true,
             pass_request_body: true,
             fastcgi: Some(Arc::new(fcgi)),

@@ -816,6 +816,8 @@ pub struct ProxyConf {
     pub redirects: Vec<Redirect>,
     /// Upstream TLS (`proxy_ssl_*`), used when `tls`.
     pub ssl: ProxySsl,
+    /// `proxy_cookie_domain`, `proxy_cookie_path`, `proxy_cookie_flags`.
+    pub cookies: Arc<super::cookies::CookieRules>,
     /// `fastcgi_pass`: the upstream speaks FastCGI; the fields above hold the `fastcgi_*`
     /// values of the same meaning (timeouts, buffers, next upstream, headers).
     pub fastcgi: Option<Arc<FastcgiConf>>,

@@ -23,6 +23,7 @@
 
 use super::access_conf as ac;
 use super::args::R;
+use super::cookies;
 use super::cx::Cx;
 use super::declare::{setters, spec_rows};
 use super::directives::{
@@ -352,6 +353,9 @@ pub(crate) static DIRECTIVES: &[Spec] = &[
     d("proxy_temp_path", HSL, 1, 4, "proxy_temp", Inherit, Loc(px::proxy_temp_path), "Directory of the temp files a buffered response spills to past its buffers (under the prefix when relative). Levels are accepted; the files are unlinked as soon as they are made."),
     d("client_body_temp_path", HSL, 1, 4, "client_body_temp", Inherit, Loc(px::client_body_temp_path), "Directory where a request body that must be read whole before it goes upstream (chunked, to an HTTP/1.0 upstream) spills past 16k of memory (under the prefix when relative); as `proxy_temp_path`, made at start."),
     d("proxy_redirect", HSL, 1, 2, "default", InheritIfNone, Loc(px::proxy_redirect), "Rewrites the upstream's `Location` and `Refresh` URLs: `REDIRECT REPLACEMENT` replaces a leading REDIRECT (case-sensitive; variables allowed), `~REGEX`/`~*REGEX` replaces a matching URL whole (captures `$1`.. in REPLACEMENT); rules are tried in order. `default`: the `proxy_pass` URL becomes the location's prefix; `off`: none."),
+    d("proxy_cookie_domain", HSL, 1, 2, "off", InheritIfNone, Loc(cookies::proxy_cookie_domain), "Rewrites the `Domain` attribute of the upstream's `Set-Cookie` fields: `DOMAIN REPLACEMENT` replaces a domain equal to DOMAIN (without case; a leading dot of either is ignored, the value's own kept), `~REGEX REPLACEMENT` (caseless) replaces a matching domain whole (captures `$1`..); variables allowed; rules tried in order; `off`: none."),
+    d("proxy_cookie_path", HSL, 1, 2, "off", InheritIfNone, Loc(cookies::proxy_cookie_path), "Rewrites the `Path` attribute of the upstream's `Set-Cookie` fields: `PATH REPLACEMENT` replaces a leading PATH (case-sensitive), `~REGEX`/`~*REGEX` replaces a matching path whole (captures `$1`..); variables allowed; rules tried in order; `off`: none."),
+    d("proxy_cookie_flags", HSL, 1, ANY, "off", InheritIfNone, Loc(cookies::proxy_cookie_flags), "Sets or clears flags of the upstream's `Set-Cookie` fields for cookie COOKIE (a name, any case, variables allowed, or `~REGEX`, caseless; the first rule that matches applies): `secure`, `httponly`, `samesite=strict|lax|none` add or correct the attribute, `nosecure`, `nohttponly`, `nosamesite` remove it (variables allowed); `off`: none."),
     d("proxy_pass_header", HSL, 1, 1, "", InheritIfNone, Loc(px::proxy_pass_header), "Pass an upstream header hidden by default (`Server`, `Date`)."),
     d("proxy_hide_header", HSL, 1, 1, "", InheritIfNone, Loc(px::proxy_hide_header), "Do not pass this upstream header."),
     d("proxy_ssl_certificate", HSL, 1, 1, "", Inherit, Loc(px::proxy_ssl_certificate), "Client certificate for HTTPS upstreams (file, `data:`, or with variables such as `$host`)."),

@@ -168,6 +168,15 @@ where
                 // Connection-specific in HTTP/2 and HTTP/3 (RFC 9113 §8.2.2).
                 resp.headers_mut().remove(header::UPGRADE);
             }
+            if !conf.cookies.is_empty() {
+                let inner = r.vars();
+                let vars = ph::ProxyVars {
+                    inner: &inner,
+                    proxy_host: &conf.host,
+                    forwarded_for: &forwarded_for,
+                };
+                px::rewrite_cookies(&conf.cookies, resp.headers_mut(), &vars);
+            }
             if !conf.redirects.is_empty() {
                 let inner = r.vars();
                 let vars = ph::ProxyVars {

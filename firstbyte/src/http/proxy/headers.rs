@@ -249,9 +249,9 @@ pub fn response_headers(conf: &ProxyConf, headers: &mut HeaderMap, switching: bo
 }
 
 /// The request's variables with a `proxy_redirect` regex's captures as `$1`...
-struct Captures<'a> {
-    inner: &'a dyn Vars,
-    caps: Vec<Option<String>>,
+pub(super) struct Captures<'a> {
+    pub(super) inner: &'a dyn Vars,
+    pub(super) caps: Vec<Option<String>>,
 }
 
 impl Vars for Captures<'_> {
@@ -373,6 +373,8 @@ mod tests {
             next_upstream_tries: 0,
             next_upstream_timeout: Duration::ZERO,
             method: None,
+            ignore_headers: vec![],
+            cookies: Default::default(),
             pass_request_headers: true,
             pass_request_body: true,
             pass_headers: vec!["server".into()],

@@ -18,6 +18,7 @@
 
 mod balance;
 mod client_cert;
+mod cookies;
 pub mod fastcgi;
 pub mod headers;
 pub mod next;
@@ -38,6 +39,7 @@ pub use balance::{ip_hash_key, Attempt, Balancer};
 pub use client_cert::{
     paths as client_cert_paths, ClientCertCounts, ClientCertPaths, DynamicClient,
 };
+pub use cookies::rewrite_headers as rewrite_cookies;
 pub use spool::{Spool, SpoolBody};
 pub use tunnel::ClientUpgrade;
 pub use upstream::{connect, ConnectError, Pool, ReqBody, UpstreamTls};
