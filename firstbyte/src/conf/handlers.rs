@@ -301,7 +301,7 @@ pub(crate) fn access_log(s: &mut LocSettings, d: &Directive, cx: &mut Cx) -> R {
         .get(format)
         .cloned()
         .ok_or_else(|| ConfError::other(format!("unknown log format \"{format}\""), &d.pos))?;
-    let (mut buffer, mut flush, mut condition) = (None, None, None);
+    let (mut buffer, mut flush, mut condition, mut gzip) = (None, None, None, None);
     for p in d.args.iter().skip(2) {
         if let Some(v) = p.strip_prefix("buffer=") {
             let n = units::size(v)
@@ -314,16 +314,29 @@ pub(crate) fn access_log(s: &mut LocSettings, d: &Directive, cx: &mut Cx) -> R {
             flush = Some(t);
         } else if let Some(v) = p.strip_prefix("if=") {
             condition = Some(super::args::value(d, v)?);
-        } else if p == "gzip" || p.starts_with("gzip=") {
-            return Err(unsupported(
-                d,
-                format!("the \"{p}\" parameter of \"access_log\""),
-            ));
+        } else if p == "gzip" {
+            // nginx's default level.
+            gzip = Some(1);
+        } else if let Some(v) = p.strip_prefix("gzip=") {
+            gzip = Some(
+                v.parse::<u32>()
+                    .ok()
+                    .filter(|l| (1..=9).contains(l))
+                    .ok_or_else(|| {
+                        ConfError::other(format!("invalid compression level \"{v}\""), &d.pos)
+                    })?,
+            );
         } else {
             return Err(param(d, p));
         }
     }
-    if flush.is_some() && buffer.is_none() {
+    if gzip.is_some() && !matches!(target, LogTarget::File(_)) {
+        return Err(ConfError::other(
+            format!("gzip is not supported for access_log \"{path}\""),
+            &d.pos,
+        ));
+    }
+    if flush.is_some() && buffer.is_none() && gzip.is_none() {
         return Err(ConfError::other(
             format!("no buffer is defined for access_log \"{path}\""),
             &d.pos,
@@ -335,6 +348,7 @@ pub(crate) fn access_log(s: &mut LocSettings, d: &Directive, cx: &mut Cx) -> R {
         buffer,
         flush,
         condition,
+        gzip,
     });
     Ok(())
 }

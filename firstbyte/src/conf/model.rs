@@ -382,6 +382,9 @@ pub struct AccessLogTarget {
     pub flush: Option<Duration>,
     /// `if=CONDITION`: the line is written only when it evaluates to neither "" nor "0".
     pub condition: Option<crate::conf::vars::ComplexValue>,
+    /// `gzip[=LEVEL]`: each write is a gzip member of that level (1–9), so the file is one
+    /// gzip stream (`zcat` reads it whole).
+    pub gzip: Option<u32>,
 }
 
 /// `log_format NAME [escape=default|json|none] STRING ...`.

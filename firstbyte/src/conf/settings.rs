@@ -178,6 +178,7 @@ impl LocSettings {
                 buffer: None,
                 flush: None,
                 condition: None,
+                gzip: None,
             }]),
         };
         let rewrite = self.rewrite.finish(self, cx, &name, default_types);

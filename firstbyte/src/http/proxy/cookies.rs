@@ -12,6 +12,9 @@ use crate::conf::cookies::{CookieName, CookieRules};
 use crate::conf::model::Redirect;
 use crate::conf::vars::Vars;
 
+/// How one kind of rule applies to an attribute's value.
+type Rule = fn(&Redirect, &str, &dyn Vars) -> Option<String>;
+
 /// One part of a cookie: `key[=value]`; a cleared key is dropped when written.
 struct Attr {
     key: Option<String>,
@@ -181,10 +184,7 @@ pub fn rewrite(rules: &CookieRules, field: &str, vars: &dyn Vars) -> Option<Stri
         let (Some(key), Some(v)) = (a.key.as_deref(), a.value.as_deref()) else {
             continue;
         };
-        let (list, apply): (
-            &[Redirect],
-            fn(&Redirect, &str, &dyn Vars) -> Option<String>,
-        ) = if key.eq_ignore_ascii_case("domain") {
+        let (list, apply): (&[Redirect], Rule) = if key.eq_ignore_ascii_case("domain") {
             (&rules.domains, domain)
         } else if key.eq_ignore_ascii_case("path") {
             (&rules.paths, path)

@@ -219,9 +219,7 @@ fn set_cookie_value<'a>(field: &'a [u8], name: &[u8]) -> Option<&'a [u8]> {
     while let [b' ', tail @ ..] = rest {
         rest = tail;
     }
-    let Some(mut rest) = rest.strip_prefix(b"=") else {
-        return None;
-    };
+    let mut rest = rest.strip_prefix(b"=")?;
     while let [b' ', tail @ ..] = rest {
         rest = tail;
     }
