@@ -203,6 +203,20 @@ pub(crate) fn try_files(s: &mut LocSettings, d: &Directive, _: &mut Cx) -> R {
 
 /// `add_header NAME VALUE [always]`.
 pub(crate) fn add_header(s: &mut LocSettings, d: &Directive, _: &mut Cx) -> R {
+    let h = added_field(d)?;
+    s.add_header.get_or_insert_with(Vec::new).push(h);
+    Ok(())
+}
+
+/// `add_trailer NAME VALUE [always]`.
+pub(crate) fn add_trailer(s: &mut LocSettings, d: &Directive, _: &mut Cx) -> R {
+    let h = added_field(d)?;
+    s.add_trailer.get_or_insert_with(Vec::new).push(h);
+    Ok(())
+}
+
+/// The field of `add_header` or `add_trailer`.
+fn added_field(d: &Directive) -> Result<AddHeader, ConfError> {
     let always = match d.args.get(2).map(String::as_str) {
         None => false,
         Some("always") => true,
@@ -215,13 +229,11 @@ pub(crate) fn add_header(s: &mut LocSettings, d: &Directive, _: &mut Cx) -> R {
             &d.pos,
         ));
     }
-    let h = AddHeader {
+    Ok(AddHeader {
         name,
         value: value(d, &d.args[1])?,
         always,
-    };
-    s.add_header.get_or_insert_with(Vec::new).push(h);
-    Ok(())
+    })
 }
 
 /// `error_page CODE ... [=[RESPONSE]] URI`.

@@ -164,6 +164,7 @@ pub(crate) mod fixtures {
             try_files: None,
             rewrite: Default::default(),
             add_header: Vec::new(),
+            add_trailer: Vec::new(),
             error_page: Vec::new(),
             access_log: AccessLog::Off,
             access: Vec::new(),

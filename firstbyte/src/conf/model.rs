@@ -615,6 +615,8 @@ pub struct LocationConf {
     pub rewrite: super::rewrite::Program,
     /// `add_header` (inherited only when the location has none of its own, as nginx).
     pub add_header: Vec<AddHeader>,
+    /// `add_trailer` (inherited likewise).
+    pub add_trailer: Vec<AddHeader>,
     /// `error_page` (inherited only when the location has none of its own).
     pub error_page: Vec<ErrorPage>,
     /// `access_log`.

@@ -85,6 +85,7 @@ pub(crate) struct LocSettings {
     pub index: Option<Vec<ComplexValue>>,
     pub try_files: Option<TryFiles>,
     pub add_header: Option<Vec<AddHeader>>,
+    pub add_trailer: Option<Vec<AddHeader>>,
     pub error_page: Option<Vec<ErrorPage>>,
     pub access_log: Option<AccessLogSet>,
     pub access: Option<Vec<AccessRule>>,
@@ -119,6 +120,7 @@ impl LocSettings {
         or(&mut self.root, &p.root);
         or(&mut self.index, &p.index);
         or(&mut self.add_header, &p.add_header);
+        or(&mut self.add_trailer, &p.add_trailer);
         or(&mut self.error_page, &p.error_page);
         or(&mut self.access_log, &p.access_log);
         or(&mut self.access, &p.access);
@@ -199,6 +201,7 @@ impl LocSettings {
             try_files: self.try_files.clone(),
             rewrite,
             add_header: self.add_header.clone().unwrap_or_default(),
+            add_trailer: self.add_trailer.clone().unwrap_or_default(),
             error_page: self.error_page.clone().unwrap_or_default(),
             access_log,
             access: self.access.clone().unwrap_or_default(),

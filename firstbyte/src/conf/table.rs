@@ -289,6 +289,7 @@ pub(crate) static DIRECTIVES: &[Spec] = &[
     block("geo", HTTP, 1, 2, Shared(rw::geo), "A variable whose value depends on the client's address (or the first parameter's): `CIDR value`, longest match; `default`, `delete`, `include`, `proxy CIDR` and `proxy_recursive` (trusted proxies' `X-Forwarded-For`), `ranges` (`FIRST-LAST value`), `volatile`."),
     block("map", HTTP, 2, 2, Shared(rw::map), "A variable whose value maps from another's: exact keys, `~regex`/`~*regex`, `default`, `hostnames`, `volatile`, `include`; evaluated when used, once per request."),
     block("split_clients", HTTP, 2, 2, Shared(rw::split_clients), "A variable that splits clients by percentage of nginx's MurmurHash2 of a value."),
+    d("add_trailer", HSL, 2, 3, "", InheritIfNone, Loc(h::add_trailer), "Trailer field sent after the body of a 2xx/3xx response (`always`: of all), as nginx: an HTTP/2 HEADERS frame that ends the stream; over HTTP/1.1 the response is chunked and the trailer sent when the client's `TE` says `trailers` (the `Trailer` field names it). Evaluated when the response head is made; `$sent_trailer_NAME` is a trailer added above. An empty value adds none."),
     d("add_header", HSL, 2, 3, "", InheritIfNone, Loc(h::add_header), "Response header added to 2xx/3xx responses (`always`: to all)."),
     d("error_page", HSL, 2, ANY, "", InheritIfNone, Loc(h::error_page), "URI served for the given error codes (`=CODE` changes the response code)."),
     block("types", HSL, 0, 0, Loc(h::types), "MIME types by file extension; the innermost block wins whole."),

@@ -140,6 +140,7 @@ pub const KNOWN_PREFIXES: &[&str] = &[
     "arg_",
     "upstream_http_",
     "upstream_cookie_",
+    "sent_trailer_",
 ];
 
 thread_local! {

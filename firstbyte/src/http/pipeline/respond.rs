@@ -150,6 +150,73 @@ fn add_header_applies(code: u16) -> bool {
     crate::http::expires::applies(code)
 }
 
+/// The request's variables with `$sent_trailer_NAME`: the trailers added so far.
+struct TrailerVars<'a> {
+    inner: &'a dyn crate::conf::vars::Vars,
+    added: &'a HeaderMap,
+}
+
+impl crate::conf::vars::Vars for TrailerVars<'_> {
+    fn get(&self, name: &str) -> Option<std::borrow::Cow<'_, str>> {
+        let Some(n) = name.strip_prefix("sent_trailer_") else {
+            return self.inner.get(name);
+        };
+        let n = n.replace('_', "-");
+        let vals: Vec<&str> = self
+            .added
+            .get_all(n.as_str())
+            .iter()
+            .filter_map(|v| v.to_str().ok())
+            .collect();
+        (!vals.is_empty()).then(|| std::borrow::Cow::Owned(vals.join(", ")))
+    }
+}
+
+/// `add_trailer`'s fields for this response, when it has any and its protocol carries them
+/// (HTTP/2; HTTP/1.1 to a client whose `TE` names `trailers`, hyper's condition); no body,
+/// no trailers (HEAD, 204, 304).
+fn trailers(r: &Req, loc: &LocationConf, code: u16) -> Option<HeaderMap> {
+    if loc.add_trailer.is_empty() || r.method == http::Method::HEAD || matches!(code, 204 | 304) {
+        return None;
+    }
+    let carried = match r.version {
+        http::Version::HTTP_2 => true,
+        http::Version::HTTP_11 => r.headers.get_all(header::TE).iter().any(|v| {
+            v.to_str().is_ok_and(|s| {
+                s.split(',')
+                    .any(|t| t.trim().eq_ignore_ascii_case("trailers"))
+            })
+        }),
+        _ => false,
+    };
+    if !carried {
+        return None;
+    }
+    let applies = add_header_applies(code);
+    let inner = r.vars();
+    let mut added = HeaderMap::new();
+    for t in &loc.add_trailer {
+        if !(t.always || applies) {
+            continue;
+        }
+        let v = t.value.eval(&TrailerVars {
+            inner: &inner,
+            added: &added,
+        });
+        let v = v.trim_end_matches(['\r', '\n']);
+        if v.is_empty() {
+            continue;
+        }
+        if let (Ok(n), Ok(v)) = (
+            header::HeaderName::from_bytes(t.name.as_bytes()),
+            HeaderValue::from_str(v),
+        ) {
+            added.append(n, v);
+        }
+    }
+    (!added.is_empty()).then_some(added)
+}
+
 /// Headers every response gets, compression, keep-alive, and the access log.
 pub(super) fn finish(
     r: &mut Req,
@@ -205,6 +272,18 @@ pub(super) fn finish(
                 ) {
                     resp.headers_mut().append(n, v);
                 }
+            }
+        }
+    }
+    let trailers = trailers(r, loc, code);
+    if let Some(t) = &trailers {
+        // Chunked over HTTP/1.1 (hyper sends the fields the `Trailer` field names).
+        let names: Vec<&str> = t.keys().map(|n| n.as_str()).collect();
+        let h = resp.headers_mut();
+        h.remove(header::CONTENT_LENGTH);
+        if let Ok(v) = HeaderValue::from_str(&names.join(", ")) {
+            if r.version != http::Version::HTTP_2 {
+                h.insert(header::TRAILER, v);
             }
         }
     }
@@ -276,6 +355,7 @@ pub(super) fn finish(
         let body = std::mem::take(resp.body_mut());
         *resp.body_mut() = Body::Stream(BoxBody::new(crate::http::rate::RateBody::new(body, pace)));
     } else if loc.sendfile
+        && trailers.is_none()
         && r.conn.io().sendfile_capable()
         && matches!(r.version, http::Version::HTTP_11 | http::Version::HTTP_10)
     {
@@ -329,6 +409,7 @@ pub(super) fn finish(
         ResponseBody {
             inner: body,
             sent: 0,
+            trailers,
             log,
             done: Some(done),
             watch,
@@ -347,6 +428,8 @@ pub(super) fn finish(
 pub struct ResponseBody {
     pub(super) inner: Body,
     sent: u64,
+    /// `add_trailer`'s fields, sent once the body has ended.
+    trailers: Option<HeaderMap>,
     log: Option<Box<LogOnDone>>,
     /// What the `metrics` count when the response ends.
     done: Option<crate::metrics::ResponseDone>,
@@ -368,6 +451,7 @@ impl ResponseBody {
         Self {
             inner,
             sent: 0,
+            trailers: None,
             log: None,
             done: None,
             watch: None,
@@ -404,7 +488,12 @@ impl http_body::Body for ResponseBody {
         cx: &mut Context<'_>,
     ) -> Poll<Option<Result<Frame<Bytes>, std::io::Error>>> {
         let this = self.get_mut();
-        let p = Pin::new(&mut this.inner).poll_frame(cx);
+        let mut p = Pin::new(&mut this.inner).poll_frame(cx);
+        if let Poll::Ready(None) = p {
+            if let Some(t) = this.trailers.take() {
+                p = Poll::Ready(Some(Ok(Frame::trailers(t))));
+            }
+        }
         if let Poll::Ready(Some(Ok(f))) = &p {
             if let Some(d) = f.data_ref() {
                 this.sent += d.len() as u64;
@@ -417,10 +506,16 @@ impl http_body::Body for ResponseBody {
     }
 
     fn is_end_stream(&self) -> bool {
-        self.inner.is_end_stream()
+        self.trailers.is_none() && self.inner.is_end_stream()
     }
 
     fn size_hint(&self) -> SizeHint {
+        if self.trailers.is_some() {
+            // No length: HTTP/1.1 chunks, so the trailer section has a place.
+            let mut h = SizeHint::new();
+            h.set_lower(self.inner.size_hint().lower());
+            return h;
+        }
         self.inner.size_hint()
     }
 }
