@@ -2,7 +2,8 @@
 //! `$upstream_response_length` and `$upstream_bytes_*`; `X-Accel-Redirect`; the 502 for a
 //! head whose framing two readers could disagree on (request smuggling); `Upgrade` in a
 //! non-101 answer; `proxy_cookie_domain`, `proxy_cookie_path`, `proxy_cookie_flags`; and
-//! `access_log ... gzip`.
+//! `access_log ... gzip`; and on the request side, nginx's 400 for a field it takes once
+//! sent twice.
 
 mod support;
 
@@ -336,4 +337,23 @@ fn gzip_access_log_is_a_gzip_file() {
         std::thread::sleep(Duration::from_millis(20));
     };
     assert_eq!(text, "/a:200\n/b:200\n");
+}
+
+#[test]
+fn request_fields_nginx_takes_once_are_refused_twice() {
+    let dir = tempdir("upvars-unique");
+    let port = free_port();
+    let c = conf(&dir, port, "", "location / { return 200 ok; }");
+    let _srv = Server::start_in(&dir, &c, port);
+    assert_eq!(get(port, "/", "Cookie: a\r\nCookie: b\r\n").0, 200);
+    for twice in [
+        "Transfer-Encoding: chunked\r\nTransfer-Encoding: chunked\r\n",
+        "Authorization: Basic a\r\nAuthorization: Basic b\r\n",
+        "If-None-Match: a\r\nIf-None-Match: b\r\n",
+        "Expect: x\r\nExpect: y\r\n",
+    ] {
+        let (status, h, _) = get(port, "/", twice);
+        assert_eq!(status, 400, "{twice}");
+        assert_eq!(header(&h, "connection"), Some("close"));
+    }
 }

@@ -316,6 +316,8 @@ where
     // Two Host headers name two servers: refused (400) as nginx ("client sent duplicate host
     // header"), on every protocol.
     let dup_host = parts.headers.get_all(header::HOST).iter().nth(1).is_some();
+    // nginx's unique request fields: a second one is refused (400) on every protocol.
+    let duplicate = headers::duplicate_unique(parts.headers);
     let host = match host_raw.map(crate::conf::vhosts::normalize_host) {
         _ if dup_host => None,
         Some(Ok(h)) => Some(h.into_owned()),
@@ -429,6 +431,20 @@ where
             let loc = r.server.default_location.clone();
             let (mut resp, loc) = error(&mut r, code, loc);
             // nginx ends the connection after these (`r->keepalive = 0`).
+            resp.headers_mut()
+                .insert(header::CONNECTION, http::HeaderValue::from_static("close"));
+            (Step::Done(resp), loc)
+        }
+        _ if duplicate.is_some() => {
+            let (name, first, second) = duplicate.unwrap_or_default();
+            crate::fblog!(
+                Info,
+                "client sent duplicate header line: \"{name}: {second}\", previous value: \"{name}: {first}\" while reading client request headers, client: {}, server: {}",
+                conn.client_ip(),
+                server_name(&r.server),
+            );
+            let loc = r.server.default_location.clone();
+            let (mut resp, loc) = error(&mut r, 400, loc);
             resp.headers_mut()
                 .insert(header::CONNECTION, http::HeaderValue::from_static("close"));
             (Step::Done(resp), loc)
