@@ -357,3 +357,50 @@ fn request_fields_nginx_takes_once_are_refused_twice() {
         assert_eq!(header(&h, "connection"), Some("close"));
     }
 }
+
+#[test]
+fn upgraded_connection_is_logged_with_its_bytes_when_it_closes() {
+    // The upstream switches, sends 5 bytes through the tunnel, and closes.
+    let up = answering(|_| {
+        b"HTTP/1.1 101 Switching Protocols\r\nUpgrade: foo\r\nConnection: Upgrade\r\n\r\nhello"
+            .to_vec()
+    });
+    let dir = tempdir("upvars-tunnel");
+    let port = free_port();
+    let c = conf(
+        &dir,
+        port,
+        "log_format b \"$status $bytes_sent $body_bytes_sent\";",
+        &format!(
+            "location / {{ proxy_pass http://127.0.0.1:{up}; proxy_http_version 1.1;\n proxy_set_header Upgrade $http_upgrade; proxy_set_header Connection upgrade;\n access_log {d}/b.log b; }}",
+            d = dir.display()
+        ),
+    );
+    let _srv = Server::start_in(&dir, &c, port);
+    let read = |extra: &str| {
+        let mut s = TcpStream::connect(("127.0.0.1", port)).expect("connect");
+        s.set_read_timeout(Some(Duration::from_secs(10))).ok();
+        let req = format!("GET / HTTP/1.1\r\nHost: localhost\r\n{extra}\r\n");
+        s.write_all(req.as_bytes()).expect("write");
+        let mut buf = Vec::new();
+        let _ = s.read_to_end(&mut buf);
+        buf
+    };
+    let got = read("Upgrade: foo\r\nConnection: Upgrade\r\n");
+    let text = String::from_utf8_lossy(&got).into_owned();
+    assert!(text.starts_with("HTTP/1.1 101"), "{text}");
+    assert!(text.ends_with("\r\n\r\nhello"), "{text}");
+    let log = wait_lines(&dir.join("b.log"), 1);
+    assert_eq!(
+        log,
+        format!("101 {} 5\n", got.len()),
+        "the bytes the client read"
+    );
+    // Not asked to switch: the 101 head alone, no tunnel.
+    let got = read("");
+    let text = String::from_utf8_lossy(&got).into_owned();
+    assert!(text.starts_with("HTTP/1.1 101"), "{text}");
+    assert!(text.ends_with("\r\n\r\n"), "no tunnelled bytes: {text}");
+    let log = wait_lines(&dir.join("b.log"), 2);
+    assert!(log.ends_with(" 0\n"), "{log}");
+}

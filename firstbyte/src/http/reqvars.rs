@@ -99,6 +99,9 @@ pub struct RequestVars<'a> {
     pub response_headers: Option<&'a HeaderMap>,
     /// Body bytes sent.
     pub body_bytes_sent: u64,
+    /// Response head bytes counted into `$bytes_sent` (known for an upgraded connection's
+    /// 101; 0 otherwise, where `$bytes_sent` is the body's bytes).
+    pub head_bytes: u64,
     /// When the request started.
     pub start: Instant,
     /// From the start until the response head was ready (`$ttfb`; known once it is).
@@ -258,7 +261,9 @@ impl Vars for RequestVars<'_> {
                 self.upstream?.get(name, Instant::now()).map(Cow::Owned)
             }
             "body_bytes_sent" => Some(Cow::Owned(self.body_bytes_sent.to_string())),
-            "bytes_sent" => Some(Cow::Owned(self.body_bytes_sent.to_string())),
+            "bytes_sent" => Some(Cow::Owned(
+                (self.head_bytes + self.body_bytes_sent).to_string(),
+            )),
             "request_length" => self
                 .headers
                 .get(http::header::CONTENT_LENGTH)
@@ -443,6 +448,7 @@ mod tests {
             status: 200,
             response_headers: None,
             body_bytes_sent: 123,
+            head_bytes: 0,
             start: Instant::now(),
             ttfb: None,
             stats: None,

@@ -155,6 +155,13 @@ where
     .await;
     let _ = r.upstream.set(up);
     let result = match result {
+        // A 101 the client did not ask for has no meaning in HTTP/2 or HTTP/3.
+        Ok(resp)
+            if resp.status() == http::StatusCode::SWITCHING_PROTOCOLS
+                && !matches!(r.version, http::Version::HTTP_10 | http::Version::HTTP_11) =>
+        {
+            return Err(502);
+        }
         Ok(resp) if intercepted(conf, loc, resp.status().as_u16()) => {
             return Err(resp.status().as_u16());
         }

@@ -33,6 +33,8 @@ pub(super) struct LogOnDone {
     pub(super) user: Option<Box<crate::http::rewrite::uservars::UserVars>>,
     pub(super) guard: Option<crate::http::reqvars::GuardVars>,
     pub(super) upstream: Option<crate::http::proxy::UpstreamVars>,
+    /// The response head's bytes, when `$bytes_sent` counts them (an upgraded connection).
+    pub(super) head_bytes: u64,
 }
 
 impl LogOnDone {
@@ -57,6 +59,7 @@ impl LogOnDone {
             status: self.status,
             response_headers: Some(&self.response_headers),
             body_bytes_sent: sent,
+            head_bytes: self.head_bytes,
             start: self.start,
             ttfb: Some(self.ttfb),
             stats: Some(&self.shared.stats),

@@ -191,6 +191,7 @@ impl Req<'_> {
             status: 0,
             response_headers: None,
             body_bytes_sent: 0,
+            head_bytes: 0,
             start: self.start,
             ttfb: None,
             stats: Some(&self.conn.shared().stats),

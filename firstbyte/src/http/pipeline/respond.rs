@@ -150,6 +150,22 @@ fn add_header_applies(code: u16) -> bool {
     crate::http::expires::applies(code)
 }
 
+/// The size of an HTTP/1.1 response head as hyper writes it: the status line (with the
+/// reason phrase set, or the status's own), each field, the blank line.
+fn head_bytes<B>(resp: &Response<B>) -> u64 {
+    let reason = match resp.extensions().get::<hyper::ext::ReasonPhrase>() {
+        Some(p) => p.as_bytes().len(),
+        None => resp.status().canonical_reason().map_or(0, str::len),
+    };
+    let fields: usize = resp
+        .headers()
+        .iter()
+        .map(|(n, v)| n.as_str().len() + 2 + v.len() + 2)
+        .sum();
+    // "HTTP/1.1 101 " + reason + CRLF, the fields, CRLF.
+    (13 + reason + 2 + fields + 2) as u64
+}
+
 /// The request's variables with `$sent_trailer_NAME`: the trailers added so far.
 struct TrailerVars<'a> {
     inner: &'a dyn crate::conf::vars::Vars,
@@ -388,8 +404,24 @@ pub(super) fn finish(
             user: r.user.clone(),
             guard: r.guard.as_ref().map(|g| g.vars.clone()),
             upstream: r.upstream.get().cloned(),
+            head_bytes: 0,
         })),
     };
+    // An upgraded connection is logged when its tunnel closes, with the bytes it sent the
+    // client (nginx: `$body_bytes_sent` the tunnel's, `$bytes_sent` with the 101 head).
+    let mut log = log;
+    if let Some(end) = resp
+        .extensions_mut()
+        .remove::<crate::http::proxy::TunnelEnd>()
+    {
+        if let (Some(mut l), Some(rx)) = (log.take(), end.take()) {
+            l.head_bytes = head_bytes(&resp);
+            tokio::spawn(async move {
+                let n = rx.await.unwrap_or(0);
+                l.write(n);
+            });
+        }
+    }
     let watch = crate::http::tuning::Watch::start(crate::http::tuning::Head {
         conn: r.conn,
         // The status page's own answers are not traffic.

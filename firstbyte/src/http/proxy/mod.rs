@@ -41,7 +41,7 @@ pub use client_cert::{
 };
 pub use cookies::rewrite_headers as rewrite_cookies;
 pub use spool::{Spool, SpoolBody};
-pub use tunnel::ClientUpgrade;
+pub use tunnel::{ClientUpgrade, TunnelEnd};
 pub use upstream::{connect, ConnectError, Pool, ReqBody, UpstreamTls};
 pub use vars::UpstreamVars;
 
@@ -701,11 +701,22 @@ async fn respond(
     let switching = resp.status() == StatusCode::SWITCHING_PROTOCOLS;
     if switching {
         let Some(client) = on_upgrade else {
-            return Err(Failure::BadGateway);
+            // The client did not ask to switch: as nginx, the 101 goes to it as a head with
+            // no body, and the connection ends there (nothing is joined). An HTTP/2 or
+            // HTTP/3 client gets a 502 instead (the caller's business: no 101 there).
+            let (mut parts, _) = resp.into_parts();
+            parts.version = http::Version::default();
+            headers::response_headers(conf, &mut parts.headers, false);
+            parts.headers.insert(
+                http::header::CONNECTION,
+                http::HeaderValue::from_static("close"),
+            );
+            return Ok(Response::from_parts(parts, Body::Empty));
         };
         let up = hyper::upgrade::on(&mut resp);
-        tunnel::spawn(client, up, conf.read_timeout);
+        let end = tunnel::spawn(client, up, conf.read_timeout);
         let (mut parts, _) = resp.into_parts();
+        parts.extensions.insert(end);
         parts.version = http::Version::default();
         headers::response_headers(conf, &mut parts.headers, true);
         return Ok(Response::from_parts(parts, Body::Empty));
