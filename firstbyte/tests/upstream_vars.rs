@@ -3,7 +3,8 @@
 //! head whose framing two readers could disagree on (request smuggling); `Upgrade` in a
 //! non-101 answer; `proxy_cookie_domain`, `proxy_cookie_path`, `proxy_cookie_flags`; and
 //! `access_log ... gzip`; and on the request side, nginx's 400 for a field it takes once
-//! sent twice.
+//! sent twice, `$remote_user` from `Authorization` without `auth_basic`, and `$sent_http_*`
+//! in `add_header` (the fields added above it).
 
 mod support;
 
@@ -403,4 +404,24 @@ fn upgraded_connection_is_logged_with_its_bytes_when_it_closes() {
     assert!(text.ends_with("\r\n\r\n"), "no tunnelled bytes: {text}");
     let log = wait_lines(&dir.join("b.log"), 2);
     assert!(log.ends_with(" 0\n"), "{log}");
+}
+
+#[test]
+fn remote_user_and_sent_http_in_add_header() {
+    let dir = tempdir("upvars-reqvars");
+    let port = free_port();
+    let c = conf(
+        &dir,
+        port,
+        "",
+        "location / { add_header Foo a; add_header Foo b; add_header X-Sent \"[$sent_http_foo]\";\n add_header X-User \"[$remote_user]\"; return 204; }",
+    );
+    let _srv = Server::start_in(&dir, &c, port);
+    // user:secret
+    let (status, h, _) = get(port, "/", "Authorization: Basic dXNlcjpzZWNyZXQ=\r\n");
+    assert_eq!(status, 204);
+    assert_eq!(header(&h, "x-user"), Some("[user]"));
+    assert_eq!(header(&h, "x-sent"), Some("[a, b]"));
+    let (_, h, _) = get(port, "/", "");
+    assert_eq!(header(&h, "x-user"), Some("[]"));
 }

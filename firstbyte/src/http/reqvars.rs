@@ -227,7 +227,17 @@ impl Vars for RequestVars<'_> {
             "remote_port" => self.peer().map(|a| Cow::Owned(a.port().to_string())),
             "realip_remote_addr" => self.conn.peer.map(|a| Cow::Owned(a.ip().to_string())),
             "realip_remote_port" => self.conn.peer.map(|a| Cow::Owned(a.port().to_string())),
-            "remote_user" => self.guard?.remote_user.as_deref().map(Cow::Borrowed),
+            // auth_basic's user when it ran; else, as nginx, the user the `Authorization`
+            // field names (Basic), checked or not.
+            "remote_user" => match self.guard.and_then(|g| g.remote_user.as_deref()) {
+                Some(u) => Some(Cow::Borrowed(u)),
+                None => {
+                    let (user, _) = crate::http::auth_basic::credentials(
+                        self.headers.get(http::header::AUTHORIZATION)?.as_bytes(),
+                    )?;
+                    Some(Cow::Owned(String::from_utf8_lossy(&user).into_owned()))
+                }
+            },
             "limit_req_status" => self.guard?.limit_req_status.map(Cow::Borrowed),
             "limit_conn_status" => self.guard?.limit_conn_status.map(Cow::Borrowed),
             "proxy_protocol_addr" => self

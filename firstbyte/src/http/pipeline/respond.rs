@@ -275,7 +275,15 @@ pub(super) fn finish(
         let applies = add_header_applies(code);
         for h in &loc.add_header {
             if h.always || applies {
-                let v = r.eval(&h.value);
+                // `$sent_http_NAME` sees the fields added so far, as nginx.
+                let v = match h.value.as_static() {
+                    Some(s) => s.to_string(),
+                    None => {
+                        let mut vars = r.vars();
+                        vars.response_headers = Some(resp.headers());
+                        h.value.eval(&vars)
+                    }
+                };
                 // nginx writes a trailing newline of the value as it is; HTTP forbids it
                 // in a header value, so it is cut (any other CR or LF drops the header).
                 let v = v.trim_end_matches(['\r', '\n']);
