@@ -170,6 +170,12 @@ fn site() -> Site {
     )
     .expect("big.php");
     std::fs::write(www.join("custom404.html"), "custom not found\n").expect("404 page");
+    std::fs::write(
+        www.join("xar.php"),
+        "<?php header('X-Accel-Redirect: /target.txt'); header('Set-Cookie: k=v'); header('X-Other: o');",
+    )
+    .expect("xar.php");
+    std::fs::write(www.join("target.txt"), "the target\n").expect("target");
     // Debian's stock files, as /etc/nginx has them.
     let debian = Path::new(env!("CARGO_MANIFEST_DIR")).join("../testdata/corpus/debian");
     std::fs::create_dir_all(dir.join("snippets")).expect("snippets");
@@ -231,6 +237,12 @@ http {{
       fastcgi_param SCRIPT_FILENAME $document_root/stderr.php;
     }}
     location /dead/ {{ fastcgi_pass dead; }}
+    location /xar-ignored/ {{
+      fastcgi_pass unix:{sock};
+      fastcgi_ignore_headers X-Accel-Redirect;
+      include fastcgi_params;
+      fastcgi_param SCRIPT_FILENAME $document_root/xar.php;
+    }}
     location /buffered/ {{
       fastcgi_pass unix:{sock};
       fastcgi_buffering on;
@@ -414,6 +426,23 @@ fn status_location_and_stderr() {
     // fastcgi_intercept_errors: the 404 goes to error_page.
     let (code, _, body) = curl_i(&[&s.url("/intercept/x")]);
     assert_eq!((code, body.as_slice()), (404, &b"custom not found\n"[..]));
+}
+
+/// `X-Accel-Redirect` from the script: an internal redirect to the file it names, the
+/// script's `Set-Cookie` kept; `fastcgi_ignore_headers X-Accel-Redirect` turns it off.
+#[test]
+fn x_accel_redirect_from_the_script() {
+    let s = site();
+    let (code, h, body) = curl_i(&[&s.url("/xar.php")]);
+    assert_eq!((code, body.as_slice()), (200, &b"the target\n"[..]));
+    assert_eq!(header(&h, "set-cookie"), Some("k=v"));
+    assert_eq!(header(&h, "x-other"), None);
+    assert_eq!(header(&h, "x-accel-redirect"), None);
+    let (code, h, body) = curl_i(&[&s.url("/xar-ignored/")]);
+    assert_eq!(code, 200);
+    assert!(body.is_empty(), "the script's own (empty) answer");
+    assert_eq!(header(&h, "x-other"), Some("o"));
+    assert_eq!(header(&h, "x-accel-redirect"), None, "hidden as nginx");
 }
 
 fn big_body(n: usize) -> Vec<u8> {

@@ -549,10 +549,12 @@ fn h2_stream_reset_at_once_opens_no_upstream_connection() {
     assert_eq!(writing(port), Some(1));
 }
 
-/// An upstream response with both Transfer-Encoding and Content-Length: the length is the
-/// chunked body's (RFC 9112 §6.3), and the client never sees the upstream's Content-Length.
+/// An upstream response with both Transfer-Encoding and Content-Length: two readers could
+/// frame it two ways (request smuggling), so it is refused with 502, as nginx ("upstream
+/// sent "Content-Length" and "Transfer-Encoding" headers at the same time"); none of it
+/// reaches the client.
 #[test]
-fn upstream_content_length_beside_transfer_encoding_is_dropped() {
+fn upstream_content_length_beside_transfer_encoding_is_a_502() {
     let (up, _) = upstream(|s| {
         let mut r = BufReader::new(s.try_clone().expect("clone"));
         let mut w = s;
@@ -576,26 +578,17 @@ fn upstream_content_length_beside_transfer_encoding_is_dropped() {
     s.write_all(b"GET / HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
         .expect("write");
     let mut out = Vec::new();
-    let t = Instant::now();
     let _ = s.read_to_end(&mut out);
     let (code, headers, body) = parse_response(&out);
-    assert_eq!(code, 200);
+    assert_eq!(code, 502);
     assert_ne!(
         header(&headers, "content-length"),
         Some("100"),
         "{headers:?}"
     );
-    let body = if header(&headers, "transfer-encoding") == Some("chunked") {
-        let text = String::from_utf8_lossy(&body).into_owned();
-        assert!(text.starts_with("5\r\nhello\r\n0\r\n"), "{text:?}");
-        "hello".to_string()
-    } else {
-        String::from_utf8_lossy(&body).into_owned()
-    };
-    assert_eq!(body, "hello");
     assert!(
-        t.elapsed() < Duration::from_secs(4),
-        "the response ended at once"
+        !String::from_utf8_lossy(&body).contains("hello"),
+        "the upstream's body is not relayed"
     );
 }
 

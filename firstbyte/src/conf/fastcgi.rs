@@ -192,6 +192,8 @@ impl FastcgiSettings {
             next_upstream_timeout: fcgi.next_upstream_timeout,
             // FastCGI's own `fastcgi_pass_request_*` decide (see `FastcgiConf`).
             method: None,
+            ignore_headers: fcgi.ignore_headers.clone(),
+            cookies: Default::default(),
             pass_request_headers: true,
             pass_request_body: true,
             fastcgi: Some(Arc::new(fcgi)),
@@ -315,28 +317,9 @@ pub(crate) fn fastcgi_catch_stderr(s: &mut LocSettings, d: &Directive, _: &mut C
 }
 
 /// `fastcgi_ignore_headers FIELD ...`: nginx's names, checked.
-pub(crate) fn fastcgi_ignore_headers(s: &mut LocSettings, d: &Directive, _: &mut Cx) -> R {
+pub(crate) fn fastcgi_ignore_headers(s: &mut LocSettings, d: &Directive, cx: &mut Cx) -> R {
     once(&s.fastcgi.ignore_headers, d)?;
-    const NAMES: &[&str] = &[
-        "x-accel-redirect",
-        "x-accel-expires",
-        "x-accel-limit-rate",
-        "x-accel-buffering",
-        "x-accel-charset",
-        "expires",
-        "cache-control",
-        "set-cookie",
-        "vary",
-    ];
-    let mut v = Vec::new();
-    for a in &d.args {
-        let l = a.to_ascii_lowercase();
-        if !NAMES.contains(&l.as_str()) {
-            return Err(ConfError::other(format!("invalid value \"{a}\""), &d.pos));
-        }
-        v.push(l);
-    }
-    s.fastcgi.ignore_headers = Some(v);
+    s.fastcgi.ignore_headers = Some(super::proxy::ignore_headers(d, cx)?);
     Ok(())
 }
 

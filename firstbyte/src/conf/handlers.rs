@@ -200,6 +200,20 @@ pub(crate) fn try_files(s: &mut LocSettings, d: &Directive, _: &mut Cx) -> R {
 
 /// `add_header NAME VALUE [always]`.
 pub(crate) fn add_header(s: &mut LocSettings, d: &Directive, _: &mut Cx) -> R {
+    let h = added_field(d)?;
+    s.add_header.get_or_insert_with(Vec::new).push(h);
+    Ok(())
+}
+
+/// `add_trailer NAME VALUE [always]`.
+pub(crate) fn add_trailer(s: &mut LocSettings, d: &Directive, _: &mut Cx) -> R {
+    let h = added_field(d)?;
+    s.add_trailer.get_or_insert_with(Vec::new).push(h);
+    Ok(())
+}
+
+/// The field of `add_header` or `add_trailer`.
+fn added_field(d: &Directive) -> Result<AddHeader, ConfError> {
     let always = match d.args.get(2).map(String::as_str) {
         None => false,
         Some("always") => true,
@@ -212,13 +226,11 @@ pub(crate) fn add_header(s: &mut LocSettings, d: &Directive, _: &mut Cx) -> R {
             &d.pos,
         ));
     }
-    let h = AddHeader {
+    Ok(AddHeader {
         name,
         value: value(d, &d.args[1])?,
         always,
-    };
-    s.add_header.get_or_insert_with(Vec::new).push(h);
-    Ok(())
+    })
 }
 
 /// `error_page CODE ... [=[RESPONSE]] URI`.
@@ -298,7 +310,7 @@ pub(crate) fn access_log(s: &mut LocSettings, d: &Directive, cx: &mut Cx) -> R {
         .get(format)
         .cloned()
         .ok_or_else(|| ConfError::other(format!("unknown log format \"{format}\""), &d.pos))?;
-    let (mut buffer, mut flush, mut condition) = (None, None, None);
+    let (mut buffer, mut flush, mut condition, mut gzip) = (None, None, None, None);
     for p in d.args.iter().skip(2) {
         if let Some(v) = p.strip_prefix("buffer=") {
             let n = units::size(v)
@@ -311,16 +323,29 @@ pub(crate) fn access_log(s: &mut LocSettings, d: &Directive, cx: &mut Cx) -> R {
             flush = Some(t);
         } else if let Some(v) = p.strip_prefix("if=") {
             condition = Some(super::args::value(d, v)?);
-        } else if p == "gzip" || p.starts_with("gzip=") {
-            return Err(unsupported(
-                d,
-                format!("the \"{p}\" parameter of \"access_log\""),
-            ));
+        } else if p == "gzip" {
+            // nginx's default level.
+            gzip = Some(1);
+        } else if let Some(v) = p.strip_prefix("gzip=") {
+            gzip = Some(
+                v.parse::<u32>()
+                    .ok()
+                    .filter(|l| (1..=9).contains(l))
+                    .ok_or_else(|| {
+                        ConfError::other(format!("invalid compression level \"{v}\""), &d.pos)
+                    })?,
+            );
         } else {
             return Err(param(d, p));
         }
     }
-    if flush.is_some() && buffer.is_none() {
+    if gzip.is_some() && !matches!(target, LogTarget::File(_)) {
+        return Err(ConfError::other(
+            format!("gzip is not supported for access_log \"{path}\""),
+            &d.pos,
+        ));
+    }
+    if flush.is_some() && buffer.is_none() && gzip.is_none() {
         return Err(ConfError::other(
             format!("no buffer is defined for access_log \"{path}\""),
             &d.pos,
@@ -332,6 +357,7 @@ pub(crate) fn access_log(s: &mut LocSettings, d: &Directive, cx: &mut Cx) -> R {
         buffer,
         flush,
         condition,
+        gzip,
     });
     Ok(())
 }

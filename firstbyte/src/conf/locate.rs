@@ -166,6 +166,7 @@ pub(crate) mod fixtures {
             limit_except: None,
             rewrite: Default::default(),
             add_header: Vec::new(),
+            add_trailer: Vec::new(),
             error_page: Vec::new(),
             access_log: AccessLog::Off,
             access: Vec::new(),

@@ -455,6 +455,9 @@ pub struct AccessLogTarget {
     pub flush: Option<Duration>,
     /// `if=CONDITION`: the line is written only when it evaluates to neither "" nor "0".
     pub condition: Option<crate::conf::vars::ComplexValue>,
+    /// `gzip[=LEVEL]`: each write is a gzip member of that level (1–9), so the file is one
+    /// gzip stream (`zcat` reads it whole).
+    pub gzip: Option<u32>,
 }
 
 /// `log_format NAME [escape=default|json|none] STRING ...`.
@@ -714,6 +717,8 @@ pub struct LocationConf {
     pub rewrite: super::rewrite::Program,
     /// `add_header` (inherited only when the location has none of its own, as nginx).
     pub add_header: Vec<AddHeader>,
+    /// `add_trailer` (inherited likewise).
+    pub add_trailer: Vec<AddHeader>,
     /// `error_page` (inherited only when the location has none of its own).
     pub error_page: Vec<ErrorPage>,
     /// `access_log`.
@@ -918,6 +923,8 @@ pub struct ProxyConf {
     pub redirects: Vec<Redirect>,
     /// Upstream TLS (`proxy_ssl_*`), used when `tls`.
     pub ssl: ProxySsl,
+    /// `proxy_cookie_domain`, `proxy_cookie_path`, `proxy_cookie_flags`.
+    pub cookies: Arc<super::cookies::CookieRules>,
     /// `fastcgi_pass`: the upstream speaks FastCGI; the fields above hold the `fastcgi_*`
     /// values of the same meaning (timeouts, buffers, next upstream, headers).
     pub fastcgi: Option<Arc<FastcgiConf>>,
@@ -933,8 +940,8 @@ pub struct FastcgiConf {
     pub params: Vec<FastcgiParam>,
     /// `fastcgi_split_path_info` and `fastcgi_index`.
     pub vars: Arc<FastcgiVars>,
-    /// `fastcgi_ignore_headers`, lower-cased: checked, and acted on by nothing (firstbyte
-    /// has no cache and does not read `X-Accel-*`).
+    /// `fastcgi_ignore_headers`, lower-cased (also in the `ProxyConf`'s `ignore_headers`,
+    /// where the response path reads it: `X-Accel-Redirect` is the one acted on).
     pub ignore_headers: Vec<String>,
     /// `fastcgi_catch_stderr`: strings that, in the stderr before the response header, make
     /// the response an invalid header.

@@ -453,6 +453,30 @@ pub(crate) fn method(
     super::args::value(d, arg0(d)).map(Some)
 }
 
+/// `proxy_ignore_headers FIELD ...` (and `fastcgi_ignore_headers`): nginx's names, lower-cased.
+pub(crate) fn ignore_headers(d: &Directive, _: &mut Cx) -> Result<Vec<String>, ConfError> {
+    const NAMES: &[&str] = &[
+        "x-accel-redirect",
+        "x-accel-expires",
+        "x-accel-limit-rate",
+        "x-accel-buffering",
+        "x-accel-charset",
+        "expires",
+        "cache-control",
+        "set-cookie",
+        "vary",
+    ];
+    let mut v = Vec::new();
+    for a in &d.args {
+        let l = a.to_ascii_lowercase();
+        if !NAMES.contains(&l.as_str()) {
+            return Err(ConfError::other(format!("invalid value \"{a}\""), &d.pos));
+        }
+        v.push(l);
+    }
+    Ok(v)
+}
+
 /// A proxy timeout: a time above zero.
 pub(crate) fn timeout(d: &Directive, _: &mut Cx) -> Result<Duration, ConfError> {
     let t = time(d, arg0(d))?;

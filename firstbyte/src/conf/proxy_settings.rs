@@ -100,6 +100,7 @@ pub(crate) struct ProxySettings {
     pub ssl_certificate_key: Option<CertArg>,
     pub bufs: ProxyBufferSettings,
     pub ssl: ProxySslSettings,
+    pub cookies: super::cookies::CookieSettings,
 }
 }
 
@@ -136,6 +137,7 @@ impl ProxySettings {
         or(&mut self.redirects, &p.redirects);
         or(&mut self.ssl_certificate, &p.ssl_certificate);
         or(&mut self.ssl_certificate_key, &p.ssl_certificate_key);
+        self.cookies.inherit(&p.cookies);
     }
 
     /// The buffer settings with nginx's defaults for what nobody set.
@@ -241,6 +243,7 @@ impl ProxySettings {
                 None => vec![p.default_redirect(location)],
             },
             fastcgi: None,
+            cookies: std::sync::Arc::new(self.cookies.finish()),
             ssl: proxy_ssl_directives!(finish_conf! (self.ssl) ProxySsl {
                 certificate,
                 certificate_key,

@@ -91,6 +91,7 @@ pub(crate) struct LocSettings {
     /// `limit_except` (per location, not inherited).
     pub limit_except: Option<Box<super::limit_except::LimitExceptSet>>,
     pub add_header: Option<Vec<AddHeader>>,
+    pub add_trailer: Option<Vec<AddHeader>>,
     pub error_page: Option<Vec<ErrorPage>>,
     pub access_log: Option<AccessLogSet>,
     pub access: Option<Vec<AccessRule>>,
@@ -125,6 +126,7 @@ impl LocSettings {
         or(&mut self.root, &p.root);
         or(&mut self.index, &p.index);
         or(&mut self.add_header, &p.add_header);
+        or(&mut self.add_trailer, &p.add_trailer);
         or(&mut self.error_page, &p.error_page);
         or(&mut self.access_log, &p.access_log);
         or(&mut self.access, &p.access);
@@ -186,6 +188,7 @@ impl LocSettings {
                 buffer: None,
                 flush: None,
                 condition: None,
+                gzip: None,
             }]),
         };
         let rewrite = self.rewrite.finish(self, cx, &name, default_types);
@@ -212,6 +215,7 @@ impl LocSettings {
             limit_except,
             rewrite,
             add_header: self.add_header.clone().unwrap_or_default(),
+            add_trailer: self.add_trailer.clone().unwrap_or_default(),
             error_page: self.error_page.clone().unwrap_or_default(),
             access_log,
             access: self.access.clone().unwrap_or_default(),

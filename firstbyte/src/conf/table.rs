@@ -23,6 +23,7 @@
 
 use super::access_conf as ac;
 use super::args::R;
+use super::cookies;
 use super::cx::Cx;
 use super::declare::{setters, spec_rows};
 use super::directives::{
@@ -289,11 +290,12 @@ pub(crate) static DIRECTIVES: &[Spec] = &[
     block("geo", HTTP, 1, 2, Shared(rw::geo), "A variable whose value depends on the client's address (or the first parameter's): `CIDR value`, longest match; `default`, `delete`, `include`, `proxy CIDR` and `proxy_recursive` (trusted proxies' `X-Forwarded-For`), `ranges` (`FIRST-LAST value`), `volatile`."),
     block("map", HTTP, 2, 2, Shared(rw::map), "A variable whose value maps from another's: exact keys, `~regex`/`~*regex`, `default`, `hostnames`, `volatile`, `include`; evaluated when used, once per request."),
     block("split_clients", HTTP, 2, 2, Shared(rw::split_clients), "A variable that splits clients by percentage of nginx's MurmurHash2 of a value."),
+    d("add_trailer", HSL, 2, 3, "", InheritIfNone, Loc(h::add_trailer), "Trailer field sent after the body of a 2xx/3xx response (`always`: of all), as nginx: an HTTP/2 HEADERS frame that ends the stream; over HTTP/1.1 the response is chunked and the trailer sent when the client's `TE` says `trailers` (the `Trailer` field names it). Evaluated when the response head is made; `$sent_trailer_NAME` is a trailer added above. An empty value adds none."),
     d("add_header", HSL, 2, 3, "", InheritIfNone, Loc(h::add_header), "Response header added to 2xx/3xx responses (`always`: to all)."),
     d("error_page", HSL, 2, ANY, "", InheritIfNone, Loc(h::error_page), "URI served for the given error codes (`=CODE` changes the response code)."),
     block("types", HSL, 0, 0, Loc(h::types), "MIME types by file extension; the innermost block wins whole."),
     d("log_format", HTTP, 2, ANY, "combined", Global, Shared(h::log_format), "Named access-log line format (`escape=default|json|none`)."),
-    d("access_log", HSL, 1, ANY, "stdout combined (daemon on: logs/access.log)", InheritIfNone, Loc(h::access_log), "Access log file (or `stderr`), format, `buffer=SIZE`, `flush=TIME`, `if=CONDITION` (the line is written unless the condition is empty or `0`); `off`: none. None written: `combined` lines to stdout in the foreground, as the official nginx container; with `daemon on`, `logs/access.log` under the prefix."),
+    d("access_log", HSL, 1, ANY, "stdout combined (daemon on: logs/access.log)", InheritIfNone, Loc(h::access_log), "Access log file (or `stderr`), format, `buffer=SIZE`, `flush=TIME` (accepted; each line is written when its response ends), `gzip[=LEVEL]` (a file only: each line is one gzip member, level 1 by default, so the file reads with `zcat`), `if=CONDITION` (the line is written unless the condition is empty or `0`); `off`: none. None written: `combined` lines to stdout in the foreground, as the official nginx container; with `daemon on`, `logs/access.log` under the prefix."),
     d("http2", HS, 1, 1, "off", Inherit, Srv(srv::http2), "Offer HTTP/2 (ALPN `h2`)."),
     d("ssl_buffer_size", HS, 1, 1, "16k", Inherit, Srv(srv::ssl_buffer_size), "Plaintext bytes gathered into one TLS record (the most a record holds; small writes coalesce, a flush closes the record early)."),
     d("ssl_dyn_rec_enable", HS, 1, 1, "off", Inherit, Srv(srv::ssl_dyn_rec_enable), "Dynamic TLS records: `on` is Cloudflare's patch (small records first, full size after `2 x threshold` records, back to small after `timeout` idle); `adaptive` (firstbyte's own) sizes each record from the connection's live `TCP_INFO` window."),
@@ -353,6 +355,9 @@ pub(crate) static DIRECTIVES: &[Spec] = &[
     d("proxy_temp_path", HSL, 1, 4, "proxy_temp", Inherit, Loc(px::proxy_temp_path), "Directory of the temp files a buffered response spills to past its buffers (under the prefix when relative). Levels are accepted; the files are unlinked as soon as they are made."),
     d("client_body_temp_path", HSL, 1, 4, "client_body_temp", Inherit, Loc(px::client_body_temp_path), "Directory where a request body that must be read whole before it goes upstream (chunked, to an HTTP/1.0 upstream) spills past 16k of memory (under the prefix when relative); as `proxy_temp_path`, made at start."),
     d("proxy_redirect", HSL, 1, 2, "default", InheritIfNone, Loc(px::proxy_redirect), "Rewrites the upstream's `Location` and `Refresh` URLs: `REDIRECT REPLACEMENT` replaces a leading REDIRECT (case-sensitive; variables allowed), `~REGEX`/`~*REGEX` replaces a matching URL whole (captures `$1`.. in REPLACEMENT); rules are tried in order. `default`: the `proxy_pass` URL becomes the location's prefix; `off`: none."),
+    d("proxy_cookie_domain", HSL, 1, 2, "off", InheritIfNone, Loc(cookies::proxy_cookie_domain), "Rewrites the `Domain` attribute of the upstream's `Set-Cookie` fields: `DOMAIN REPLACEMENT` replaces a domain equal to DOMAIN (without case; a leading dot of either is ignored, the value's own kept), `~REGEX REPLACEMENT` (caseless) replaces a matching domain whole (captures `$1`..); variables allowed; rules tried in order; `off`: none."),
+    d("proxy_cookie_path", HSL, 1, 2, "off", InheritIfNone, Loc(cookies::proxy_cookie_path), "Rewrites the `Path` attribute of the upstream's `Set-Cookie` fields: `PATH REPLACEMENT` replaces a leading PATH (case-sensitive), `~REGEX`/`~*REGEX` replaces a matching path whole (captures `$1`..); variables allowed; rules tried in order; `off`: none."),
+    d("proxy_cookie_flags", HSL, 1, ANY, "off", InheritIfNone, Loc(cookies::proxy_cookie_flags), "Sets or clears flags of the upstream's `Set-Cookie` fields for cookie COOKIE (a name, any case, variables allowed, or `~REGEX`, caseless; the first rule that matches applies): `secure`, `httponly`, `samesite=strict|lax|none` add or correct the attribute, `nosecure`, `nohttponly`, `nosamesite` remove it (variables allowed); `off`: none."),
     d("proxy_pass_header", HSL, 1, 1, "", InheritIfNone, Loc(px::proxy_pass_header), "Pass an upstream header hidden by default (`Server`, `Date`)."),
     d("proxy_hide_header", HSL, 1, 1, "", InheritIfNone, Loc(px::proxy_hide_header), "Do not pass this upstream header."),
     d("proxy_ssl_certificate", HSL, 1, 1, "", Inherit, Loc(px::proxy_ssl_certificate), "Client certificate for HTTPS upstreams (file, `data:`, or with variables such as `$host`)."),
@@ -366,7 +371,7 @@ pub(crate) static DIRECTIVES: &[Spec] = &[
     d("fastcgi_pass_header", HSL, 1, 1, "", InheritIfNone, Loc(fcgi::fastcgi_pass_header), "Pass a header the FastCGI module hides by default (`Status`, `X-Accel-*`). firstbyte acts on no `X-Accel-*` header (no `X-Accel-Redirect` internal redirect): hidden or passed, they change nothing else."),
     d("fastcgi_hide_header", HSL, 1, 1, "", InheritIfNone, Loc(fcgi::fastcgi_hide_header), "Do not pass this header of the FastCGI response."),
     d("fastcgi_catch_stderr", HSL, 1, 1, "", InheritIfNone, Loc(fcgi::fastcgi_catch_stderr), "A string that, found in the FastCGI server's stderr before the response header, makes the response an invalid header (502, or the next server with `fastcgi_next_upstream invalid_header`), as nginx."),
-    d("fastcgi_ignore_headers", HSL, 1, ANY, "", Inherit, Loc(fcgi::fastcgi_ignore_headers), "nginx's names (`X-Accel-Redirect`, `X-Accel-Expires`, `X-Accel-Limit-Rate`, `X-Accel-Buffering`, `X-Accel-Charset`, `Expires`, `Cache-Control`, `Set-Cookie`, `Vary`) are checked; firstbyte has no cache and acts on no `X-Accel-*` header, so there is nothing to ignore: these headers pass to the client unless hidden."),
+    d("fastcgi_ignore_headers", HSL, 1, ANY, "", Inherit, Loc(fcgi::fastcgi_ignore_headers), "As `proxy_ignore_headers`: nginx's names (`X-Accel-Redirect`, `X-Accel-Expires`, `X-Accel-Limit-Rate`, `X-Accel-Buffering`, `X-Accel-Charset`, `Expires`, `Cache-Control`, `Set-Cookie`, `Vary`); `X-Accel-Redirect` is the one firstbyte acts on (an internal redirect), so the one that ignoring changes."),
 ];
 
 main_directives!(setters! main_set, crate::conf::settings::MainSettings);

@@ -128,10 +128,21 @@ pub const KNOWN: &[&str] = &[
     "upstream_connect_time",
     "upstream_header_time",
     "upstream_response_time",
+    "upstream_response_length",
+    "upstream_bytes_received",
+    "upstream_bytes_sent",
 ];
 
 /// Prefixes of variable families (`$http_user_agent`, `$arg_id`, ...).
-pub const KNOWN_PREFIXES: &[&str] = &["http_", "sent_http_", "cookie_", "arg_"];
+pub const KNOWN_PREFIXES: &[&str] = &[
+    "http_",
+    "sent_http_",
+    "cookie_",
+    "arg_",
+    "upstream_http_",
+    "upstream_cookie_",
+    "sent_trailer_",
+];
 
 thread_local! {
     /// Names the configuration being read defines (`set`, `map`, ...): see [`declare`].

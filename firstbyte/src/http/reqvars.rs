@@ -106,6 +106,9 @@ pub struct RequestVars<'a> {
     pub body_bytes_sent: u64,
     /// `$limit_rate` (what `set $limit_rate` made it; 0 otherwise).
     pub limit_rate: u64,
+    /// Response head bytes counted into `$bytes_sent` (known for an upgraded connection's
+    /// 101; 0 otherwise, where `$bytes_sent` is the body's bytes).
+    pub head_bytes: u64,
     /// When the request started.
     pub start: Instant,
     /// From the start until the response head was ready (`$ttfb`; known once it is).
@@ -231,7 +234,17 @@ impl Vars for RequestVars<'_> {
             "remote_port" => self.peer().map(|a| Cow::Owned(a.port().to_string())),
             "realip_remote_addr" => self.conn.peer.map(|a| Cow::Owned(a.ip().to_string())),
             "realip_remote_port" => self.conn.peer.map(|a| Cow::Owned(a.port().to_string())),
-            "remote_user" => self.guard?.remote_user.as_deref().map(Cow::Borrowed),
+            // auth_basic's user when it ran; else, as nginx, the user the `Authorization`
+            // field names (Basic), checked or not.
+            "remote_user" => match self.guard.and_then(|g| g.remote_user.as_deref()) {
+                Some(u) => Some(Cow::Borrowed(u)),
+                None => {
+                    let (user, _) = crate::http::auth_basic::credentials(
+                        self.headers.get(http::header::AUTHORIZATION)?.as_bytes(),
+                    )?;
+                    Some(Cow::Owned(String::from_utf8_lossy(&user).into_owned()))
+                }
+            },
             "limit_req_status" => self.guard?.limit_req_status.map(Cow::Borrowed),
             "limit_conn_status" => self.guard?.limit_conn_status.map(Cow::Borrowed),
             "proxy_protocol_addr" => self
@@ -257,9 +270,17 @@ impl Vars for RequestVars<'_> {
             | "upstream_status"
             | "upstream_connect_time"
             | "upstream_header_time"
-            | "upstream_response_time" => self.upstream?.get(name, Instant::now()).map(Cow::Owned),
+            | "upstream_response_time"
+            | "upstream_response_length"
+            | "upstream_bytes_received"
+            | "upstream_bytes_sent" => self.upstream?.get(name, Instant::now()).map(Cow::Owned),
+            _ if name.starts_with("upstream_http_") || name.starts_with("upstream_cookie_") => {
+                self.upstream?.get(name, Instant::now()).map(Cow::Owned)
+            }
             "body_bytes_sent" => Some(Cow::Owned(self.body_bytes_sent.to_string())),
-            "bytes_sent" => Some(Cow::Owned(self.body_bytes_sent.to_string())),
+            "bytes_sent" => Some(Cow::Owned(
+                (self.head_bytes + self.body_bytes_sent).to_string(),
+            )),
             "request_length" => {
                 let body = self
                     .headers
@@ -458,6 +479,7 @@ mod tests {
             response_headers: None,
             body_bytes_sent: 123,
             limit_rate: 0,
+            head_bytes: 0,
             start: Instant::now(),
             ttfb: None,
             stats: None,

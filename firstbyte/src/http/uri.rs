@@ -45,6 +45,41 @@ pub fn split_target(target: &str) -> (&str, Option<&str>) {
     }
 }
 
+/// A URI an upstream names (`X-Accel-Redirect`), checked as nginx's
+/// `ngx_http_parse_unsafe_uri`: split at the first `?`, the path unescaped (an invalid
+/// escape stays as written), and refused (None) when empty, with a NUL, or with a `..`
+/// segment anywhere. The path is not otherwise normalized.
+pub fn unsafe_uri(target: &str) -> Option<(String, Option<String>)> {
+    let (path, args) = split_target(target);
+    if path.is_empty() {
+        return None;
+    }
+    let bytes = path.as_bytes();
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        let escaped = match (bytes[i], bytes.get(i + 1), bytes.get(i + 2)) {
+            (b'%', Some(&h), Some(&l)) => hex(h).zip(hex(l)).map(|(h, l)| (h << 4) | l),
+            _ => None,
+        };
+        match escaped {
+            Some(b) => {
+                out.push(b);
+                i += 3;
+            }
+            None => {
+                out.push(bytes[i]);
+                i += 1;
+            }
+        }
+    }
+    let path = String::from_utf8(out).ok()?;
+    if path.contains('\0') || path.split('/').any(|seg| seg == "..") {
+        return None;
+    }
+    Some((path, args.map(str::to_string)))
+}
+
 fn hex(b: u8) -> Option<u8> {
     match b {
         b'0'..=b'9' => Some(b - b'0'),
@@ -174,6 +209,31 @@ pub fn encode_path(path: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn unsafe_uris_as_nginx() {
+        let ok = |t: &str| unsafe_uri(t).map(|(p, a)| (p, a.unwrap_or_default()));
+        assert_eq!(
+            ok("/index.html"),
+            Some(("/index.html".into(), String::new()))
+        );
+        assert_eq!(ok("/foo?bar"), Some(("/foo".into(), "bar".into())));
+        assert_eq!(ok("/foo%20bar"), Some(("/foo bar".into(), String::new())));
+        assert_eq!(ok("/a%zz"), Some(("/a%zz".into(), String::new())));
+        for bad in [
+            "",
+            "?x",
+            "..",
+            "../foo",
+            "/foo/..",
+            "/foo/.%2e",
+            "/a/../b",
+            "/a%00",
+        ] {
+            assert_eq!(unsafe_uri(bad), None, "{bad}");
+        }
+        assert!(unsafe_uri("/a..b/..c").is_some());
+    }
 
     fn n(s: &str) -> Result<String, UriError> {
         normalize_path(s)

@@ -309,6 +309,20 @@ impl Core {
         }
     }
 
+    /// Sends the trailer section on stream `id`, which ends the response (HEADERS with
+    /// END_STREAM, CONTINUATION when it is larger than a frame).
+    pub fn send_trailers(&mut self, id: u32, trailers: &HeaderMap) {
+        if self.find(id).is_none() {
+            return;
+        }
+        let mut block = std::mem::take(&mut self.scratch);
+        block.clear();
+        headers::encode_trailers(&mut block, trailers);
+        frame::put_headers(&mut self.out, id, &block, true, self.peer_max_frame);
+        self.scratch = block;
+        self.end_sending(id);
+    }
+
     /// Sends response body bytes on stream `id` (at most [`Core::send_capacity`]); `end` ends
     /// the response. DATA frames are cut at the client's SETTINGS_MAX_FRAME_SIZE and at
     /// `chunk` (the location's `http2_chunk_size`), else at the connection's frame size.

@@ -328,6 +328,25 @@ fn put_str(out: &mut Vec<u8>, s: &[u8]) {
 
 /// Encodes a response head into `out`: `:status`, then `headers` (without the connection
 /// headers HTTP/2 forbids), then `content-length` when given.
+/// Encodes a trailer section (no pseudo-header) into `out`, as [`encode_response`] does
+/// its fields.
+pub fn encode_trailers(out: &mut Vec<u8>, trailers: &HeaderMap) {
+    for (name, value) in trailers {
+        let n = name.as_str();
+        if connection_specific(n.as_bytes()) {
+            continue;
+        }
+        match static_name(n) {
+            Some(i) => put_int(out, i, 4, 0),
+            None => {
+                out.push(0);
+                put_str(out, n.as_bytes());
+            }
+        }
+        put_str(out, value.as_bytes());
+    }
+}
+
 pub fn encode_response(
     out: &mut Vec<u8>,
     status: u16,

@@ -500,8 +500,17 @@ fn step(core: &mut Core, s: &mut Slot, cx: &mut Context<'_>) -> bool {
                 return false;
             }
             Poll::Ready(Some(Ok(frame))) => {
-                if let Ok(data) = frame.into_data() {
-                    *pending = data;
+                match frame.into_data() {
+                    Ok(data) => *pending = data,
+                    // The body's bytes are all sent (nothing is pending when it is polled):
+                    // the trailers end the stream.
+                    Err(frame) => {
+                        if let Ok(t) = frame.into_trailers() {
+                            core.send_trailers(s.id, &t);
+                            s.answer = Answer::Done;
+                            return false;
+                        }
+                    }
                 }
                 if body.is_end_stream() {
                     *ended = true;

@@ -80,7 +80,7 @@ where
         headers.insert("early-data", HeaderValue::from_static("1"));
     }
     let mut body = px::request_body(body);
-    if !conf.pass_request_body {
+    if !conf.pass_request_body || r.body_used {
         body = px::request_body(http_body_util::Empty::<Bytes>::new());
         headers.remove(header::CONTENT_LENGTH);
         headers.remove(header::TRANSFER_ENCODING);
@@ -155,6 +155,13 @@ where
     .await;
     let _ = r.upstream.set(up);
     let result = match result {
+        // A 101 the client did not ask for has no meaning in HTTP/2 or HTTP/3.
+        Ok(resp)
+            if resp.status() == http::StatusCode::SWITCHING_PROTOCOLS
+                && !matches!(r.version, http::Version::HTTP_10 | http::Version::HTTP_11) =>
+        {
+            return Err(502);
+        }
         Ok(resp) if intercepted(conf, loc, resp.status().as_u16()) => {
             return Err(resp.status().as_u16());
         }
@@ -162,6 +169,21 @@ where
     };
     result
         .map(|mut resp| {
+            if !matches!(r.version, http::Version::HTTP_10 | http::Version::HTTP_11)
+                && resp.status() != http::StatusCode::SWITCHING_PROTOCOLS
+            {
+                // Connection-specific in HTTP/2 and HTTP/3 (RFC 9113 §8.2.2).
+                resp.headers_mut().remove(header::UPGRADE);
+            }
+            if !conf.cookies.is_empty() {
+                let inner = r.vars();
+                let vars = ph::ProxyVars {
+                    inner: &inner,
+                    proxy_host: &conf.host,
+                    forwarded_for: &forwarded_for,
+                };
+                px::rewrite_cookies(&conf.cookies, resp.headers_mut(), &vars);
+            }
             if !conf.redirects.is_empty() {
                 let inner = r.vars();
                 let vars = ph::ProxyVars {

@@ -109,9 +109,59 @@ pub fn head_lines<'a>(
     (request_line, lines)
 }
 
+/// Request fields nginx takes once (`ngx_http_process_unique_header_line`): two of one
+/// are refused with 400 (two lengths or codings are how requests are smuggled).
+const UNIQUE: &[&str] = &[
+    "if-modified-since",
+    "if-unmodified-since",
+    "if-match",
+    "if-none-match",
+    "content-length",
+    "content-range",
+    "if-range",
+    "transfer-encoding",
+    "expect",
+    "authorization",
+    "proxy-authorization",
+];
+
+/// The first unique field sent twice: its name as nginx writes it, and the two values.
+pub(super) fn duplicate_unique(h: &HeaderMap) -> Option<(String, String, String)> {
+    UNIQUE.iter().find_map(|name| {
+        let mut all = h.get_all(*name).iter();
+        let (first, second) = (all.next()?, all.next()?);
+        let shown = name
+            .split('-')
+            .map(|w| {
+                let mut c = w.chars();
+                c.next().map_or(String::new(), |f| {
+                    f.to_ascii_uppercase().to_string() + c.as_str()
+                })
+            })
+            .collect::<Vec<_>>()
+            .join("-");
+        let text = |v: &http::HeaderValue| String::from_utf8_lossy(v.as_bytes()).into_owned();
+        Some((shown, text(first), text(second)))
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn unique_request_fields_once() {
+        let mut h = HeaderMap::new();
+        h.append("content-length", http::HeaderValue::from_static("0"));
+        h.append("cookie", http::HeaderValue::from_static("a"));
+        h.append("cookie", http::HeaderValue::from_static("b"));
+        assert_eq!(duplicate_unique(&h), None, "repeatable fields pass");
+        h.append("content-length", http::HeaderValue::from_static("0"));
+        assert_eq!(
+            duplicate_unique(&h),
+            Some(("Content-Length".into(), "0".into(), "0".into()))
+        );
+    }
 
     #[test]
     fn header_names_as_nginx_validates_them() {

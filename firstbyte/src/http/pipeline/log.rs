@@ -34,6 +34,8 @@ pub(super) struct LogOnDone {
     pub(super) user: Option<Box<crate::http::rewrite::uservars::UserVars>>,
     pub(super) guard: Option<crate::http::reqvars::GuardVars>,
     pub(super) upstream: Option<crate::http::proxy::UpstreamVars>,
+    /// The response head's bytes, when `$bytes_sent` counts them (an upgraded connection).
+    pub(super) head_bytes: u64,
 }
 
 impl LogOnDone {
@@ -59,6 +61,7 @@ impl LogOnDone {
             status: self.status,
             response_headers: Some(&self.response_headers),
             body_bytes_sent: sent,
+            head_bytes: self.head_bytes,
             start: self.start,
             ttfb: Some(self.ttfb),
             stats: Some(&self.shared.stats),
@@ -88,9 +91,28 @@ impl LogOnDone {
                 .value
                 .eval_log(&vars, t.format.escape, missing, log_escape);
             line.push('\n');
-            self.site.write_access_log(&t.target, line.as_bytes());
+            match t.gzip {
+                Some(level) => {
+                    let member = gzip_member(line.as_bytes(), level);
+                    self.site.write_access_log(&t.target, &member);
+                }
+                None => self.site.write_access_log(&t.target, line.as_bytes()),
+            }
         }
     }
+}
+
+/// `bytes` as one gzip member (`access_log ... gzip`): members written one after another
+/// make one gzip file.
+fn gzip_member(bytes: &[u8], level: u32) -> Vec<u8> {
+    use std::io::Write;
+    let mut e = flate2::write::GzEncoder::new(
+        Vec::with_capacity(bytes.len() / 2 + 32),
+        flate2::Compression::new(level),
+    );
+    // Writes to a Vec cannot fail.
+    let _ = e.write_all(bytes);
+    e.finish().unwrap_or_default()
 }
 
 /// Escapes a variable's value for a log line (`escape=default|json|none`).
@@ -125,6 +147,18 @@ pub fn log_escape(mode: LogEscape, v: &str, out: &mut String) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn gzip_members_make_one_stream() {
+        use std::io::Read;
+        let mut file = gzip_member(b"/a:200\n", 1);
+        file.extend(gzip_member(b"/b:404\n", 9));
+        let mut out = String::new();
+        flate2::read::MultiGzDecoder::new(&file[..])
+            .read_to_string(&mut out)
+            .expect("gzip");
+        assert_eq!(out, "/a:200\n/b:404\n");
+    }
 
     #[test]
     fn default_log_escape() {

@@ -157,6 +157,9 @@ struct Req<'a> {
     early_data: bool,
     /// The servers `proxy_pass` tried, once it ran (`$upstream_addr`, ...).
     upstream: std::sync::OnceLock<crate::http::proxy::UpstreamVars>,
+    /// The client's body went to an upstream already (proxied again after its
+    /// `X-Accel-Redirect`): none is sent, nor its length.
+    body_used: bool,
     /// The current location's `fastcgi_split_path_info` and `fastcgi_index`.
     fastcgi: Option<Arc<crate::conf::model::FastcgiVars>>,
 }
@@ -196,6 +199,7 @@ impl Req<'_> {
             status: 0,
             response_headers: None,
             body_bytes_sent: 0,
+            head_bytes: 0,
             start: self.start,
             ttfb: None,
             stats: Some(&self.conn.shared().stats),
@@ -354,6 +358,8 @@ where
     // Two Host headers name two servers: refused (400) as nginx ("client sent duplicate host
     // header"), on every protocol.
     let dup_host = parts.headers.get_all(header::HOST).iter().nth(1).is_some();
+    // nginx's unique request fields: a second one is refused (400) on every protocol.
+    let duplicate = headers::duplicate_unique(parts.headers);
     let host = match host_raw.map(crate::conf::vhosts::normalize_host) {
         _ if dup_host || host_invalid => None,
         Some(Ok(h)) => Some(h.into_owned()),
@@ -409,6 +415,7 @@ where
         err_location: None,
         limit_rate: None,
         upstream: std::sync::OnceLock::new(),
+        body_used: false,
     };
     r.user = super::rewrite::uservars::UserVars::new(&r.server.vars);
     if let (Some(h), Some(u)) = (host.as_deref(), r.user.as_mut()) {
@@ -491,6 +498,20 @@ where
                 .insert(header::CONNECTION, http::HeaderValue::from_static("close"));
             (Step::Done(resp), loc)
         }
+        _ if duplicate.is_some() => {
+            let (name, first, second) = duplicate.unwrap_or_default();
+            crate::fblog!(
+                Info,
+                "client sent duplicate header line: \"{name}: {second}\", previous value: \"{name}: {first}\" while reading client request headers, client: {}, server: {}",
+                conn.client_ip(),
+                server_name(&r.server),
+            );
+            let loc = r.server.default_location.clone();
+            let (mut resp, loc) = error(&mut r, 400, loc);
+            resp.headers_mut()
+                .insert(header::CONNECTION, http::HeaderValue::from_static("close"));
+            (Step::Done(resp), loc)
+        }
         (true, _, _) if misdirect || disabled => {
             crate::fblog!(
                 Info,
@@ -552,43 +573,105 @@ where
             (Step::Done(resp), loc)
         }
     };
-    let (resp, loc) = match step {
-        Step::Done(resp) => (resp, loc),
-        Step::Proxy(conf) => {
-            let timed_out = Arc::new(AtomicBool::new(false));
-            let too_large = Arc::new(AtomicBool::new(false));
-            let body = StallBody::new(body, loc.client_body_timeout, timed_out.clone());
-            let body = LimitBody::new(body, loc.client_max_body_size, too_large.clone());
-            // Boxed: the proxy state is large and rare; the common request future stays small.
-            match Box::pin(forward::proxy(&r, &loc, &conf, body, &mut extensions)).await {
-                Ok(resp) => (resp, loc),
-                Err(_) if too_large.load(Ordering::Relaxed) => {
-                    crate::fblog!(
-                        Error,
-                        "client intended to send too large body: more than {} bytes, client: {}, request: \"{} {}\"",
-                        loc.client_max_body_size,
-                        conn.client_ip(),
-                        r.method,
-                        r.request_uri
-                    );
-                    error(&mut r, 413, loc)
-                }
-                // nginx: "the request is terminated with the 408 (Request Time-out) error".
-                Err(_) if timed_out.load(Ordering::Relaxed) => {
-                    crate::fblog!(
-                        Info,
-                        "client timed out (110: Connection timed out) while reading client request body, client: {}, request: \"{} {}\"",
-                        conn.client_ip(),
-                        r.method,
-                        r.request_uri
-                    );
-                    error(&mut r, 408, loc)
-                }
-                Err(code) => error(&mut r, code, loc),
+    let (mut step, mut loc) = (step, loc);
+    let mut body = Some(body);
+    // The fields an upstream's `X-Accel-Redirect` carries over to the final response.
+    let mut carried: Option<HeaderMap> = None;
+    let (mut resp, loc) = loop {
+        let conf = match step {
+            Step::Done(resp) => break (resp, loc),
+            Step::Proxy(conf) => conf,
+        };
+        let timed_out = Arc::new(AtomicBool::new(false));
+        let too_large = Arc::new(AtomicBool::new(false));
+        // Boxed: the proxy state is large and rare; the common request future stays small.
+        let result = match body.take() {
+            Some(b) => {
+                let b = StallBody::new(b, loc.client_body_timeout, timed_out.clone());
+                let b = LimitBody::new(b, loc.client_max_body_size, too_large.clone());
+                Box::pin(forward::proxy(&r, &loc, &conf, b, &mut extensions)).await
             }
+            // After an `X-Accel-Redirect`: the client's body went to the first upstream.
+            None => {
+                r.body_used = true;
+                r.upstream = std::sync::OnceLock::new();
+                let b = http_body_util::Empty::<Bytes>::new();
+                Box::pin(forward::proxy(&r, &loc, &conf, b, &mut extensions)).await
+            }
+        };
+        match result {
+            Ok(resp) => match accel_redirect(&r, &conf) {
+                Some((target, kept)) => {
+                    drop(resp);
+                    carried = Some(kept);
+                    (step, loc) = phases::accel_redirect(&mut r, &target);
+                }
+                None => break (resp, loc),
+            },
+            Err(_) if too_large.load(Ordering::Relaxed) => {
+                crate::fblog!(
+                    Error,
+                    "client intended to send too large body: more than {} bytes, client: {}, request: \"{} {}\"",
+                    loc.client_max_body_size,
+                    conn.client_ip(),
+                    r.method,
+                    r.request_uri
+                );
+                break error(&mut r, 413, loc);
+            }
+            // nginx: "the request is terminated with the 408 (Request Time-out) error".
+            Err(_) if timed_out.load(Ordering::Relaxed) => {
+                crate::fblog!(
+                    Info,
+                    "client timed out (110: Connection timed out) while reading client request body, client: {}, request: \"{} {}\"",
+                    conn.client_ip(),
+                    r.method,
+                    r.request_uri
+                );
+                break error(&mut r, 408, loc);
+            }
+            Err(code) => break error(&mut r, code, loc),
         }
     };
+    if let Some(kept) = carried {
+        let h = resp.headers_mut();
+        for name in kept.keys() {
+            h.remove(name);
+        }
+        for (name, value) in &kept {
+            h.append(name, value.clone());
+        }
+    }
     finish(&mut r, resp, &loc, parts.headers)
+}
+
+/// Fields of an upstream's answer that survive its `X-Accel-Redirect` (nginx's upstream
+/// headers marked `redirect`).
+const ACCEL_KEPT: &[&str] = &[
+    "content-type",
+    "set-cookie",
+    "content-disposition",
+    "cache-control",
+    "expires",
+    "accept-ranges",
+];
+
+/// The target of the upstream's `X-Accel-Redirect` (when `proxy_ignore_headers` does not
+/// name it) and the fields that go with it. Only the upstream's own answer is read: a
+/// client cannot send one.
+fn accel_redirect(r: &Req<'_>, conf: &ProxyConf) -> Option<(String, HeaderMap)> {
+    if conf.ignore_headers.iter().any(|h| h == "x-accel-redirect") {
+        return None;
+    }
+    let up = r.upstream.get()?.last_headers()?;
+    let target = String::from_utf8_lossy(up.get("x-accel-redirect")?.as_bytes()).into_owned();
+    let mut kept = HeaderMap::new();
+    for (name, value) in up {
+        if ACCEL_KEPT.contains(&name.as_str()) {
+            kept.append(name, value.clone());
+        }
+    }
+    Some((target, kept))
 }
 
 /// The request line's parts the pipeline borrows.

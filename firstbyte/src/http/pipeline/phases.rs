@@ -54,7 +54,40 @@ pub(super) fn run(r: &mut Req) -> (Step, Arc<LocationConf>) {
             _ => {}
         }
     }
-    let mut named: Option<String> = None;
+    locations(r, None)
+}
+
+/// Follows an upstream's `X-Accel-Redirect` (nginx's `ngx_http_upstream_process_headers`):
+/// `@name` continues in that named location; a URI is checked as nginx's
+/// `ngx_http_parse_unsafe_uri` does (unescaped, split at `?`, no `..` segment: 404
+/// otherwise) and redirected to, the server's rewrite directives first, with the method
+/// turned to GET (HEAD stays).
+pub(super) fn accel_redirect(r: &mut Req, target: &str) -> (Step, Arc<LocationConf>) {
+    let server = r.server.clone();
+    r.internal = true;
+    r.redirects += 1;
+    if let Some(name) = target.strip_prefix('@') {
+        return locations(r, Some(name.to_string()));
+    }
+    let Some((path, args)) = uri::unsafe_uri(target) else {
+        crate::fblog!(
+            Error,
+            "unsafe URI \"{target}\" was detected while reading response header from upstream"
+        );
+        return done(error(r, 404, server.default_location.clone()));
+    };
+    if r.method != Method::HEAD {
+        r.method = Method::GET;
+    }
+    r.uri = path;
+    r.args = args;
+    run(r)
+}
+
+/// The location phases from a location search for `r.uri` (or the named location `named`),
+/// following internal redirects.
+fn locations(r: &mut Req, mut named: Option<String>) -> (Step, Arc<LocationConf>) {
+    let server = r.server.clone();
     loop {
         if r.redirects > MAX_REDIRECTS {
             crate::fblog!(
@@ -184,6 +217,7 @@ pub(super) fn error(
         limit_rate: r.limit_rate,
         guard: r.guard.as_ref().map(|g| Box::new(g.for_redirect())),
         upstream: r.upstream.clone(),
+        body_used: r.body_used,
     };
     let server = r.server.clone();
     let (page_loc, out) = if let Some(name) = target.strip_prefix('@') {

@@ -159,6 +159,89 @@ fn add_header_applies(code: u16) -> bool {
     crate::http::expires::applies(code)
 }
 
+/// The size of an HTTP/1.1 response head as hyper writes it: the status line (with the
+/// reason phrase set, or the status's own), each field, the blank line.
+fn head_bytes<B>(resp: &Response<B>) -> u64 {
+    let reason = match resp.extensions().get::<hyper::ext::ReasonPhrase>() {
+        Some(p) => p.as_bytes().len(),
+        None => resp.status().canonical_reason().map_or(0, str::len),
+    };
+    let fields: usize = resp
+        .headers()
+        .iter()
+        .map(|(n, v)| n.as_str().len() + 2 + v.len() + 2)
+        .sum();
+    // "HTTP/1.1 101 " + reason + CRLF, the fields, CRLF.
+    (13 + reason + 2 + fields + 2) as u64
+}
+
+/// The request's variables with `$sent_trailer_NAME`: the trailers added so far.
+struct TrailerVars<'a> {
+    inner: &'a dyn crate::conf::vars::Vars,
+    added: &'a HeaderMap,
+}
+
+impl crate::conf::vars::Vars for TrailerVars<'_> {
+    fn get(&self, name: &str) -> Option<std::borrow::Cow<'_, str>> {
+        let Some(n) = name.strip_prefix("sent_trailer_") else {
+            return self.inner.get(name);
+        };
+        let n = n.replace('_', "-");
+        let vals: Vec<&str> = self
+            .added
+            .get_all(n.as_str())
+            .iter()
+            .filter_map(|v| v.to_str().ok())
+            .collect();
+        (!vals.is_empty()).then(|| std::borrow::Cow::Owned(vals.join(", ")))
+    }
+}
+
+/// `add_trailer`'s fields for this response, when it has any and its protocol carries them
+/// (HTTP/2; HTTP/1.1 to a client whose `TE` names `trailers`, hyper's condition); no body,
+/// no trailers (HEAD, 204, 304).
+fn trailers(r: &Req, loc: &LocationConf, code: u16) -> Option<HeaderMap> {
+    if loc.add_trailer.is_empty() || r.method == http::Method::HEAD || matches!(code, 204 | 304) {
+        return None;
+    }
+    let carried = match r.version {
+        http::Version::HTTP_2 => true,
+        http::Version::HTTP_11 => r.headers.get_all(header::TE).iter().any(|v| {
+            v.to_str().is_ok_and(|s| {
+                s.split(',')
+                    .any(|t| t.trim().eq_ignore_ascii_case("trailers"))
+            })
+        }),
+        _ => false,
+    };
+    if !carried {
+        return None;
+    }
+    let applies = add_header_applies(code);
+    let inner = r.vars();
+    let mut added = HeaderMap::new();
+    for t in &loc.add_trailer {
+        if !(t.always || applies) {
+            continue;
+        }
+        let v = t.value.eval(&TrailerVars {
+            inner: &inner,
+            added: &added,
+        });
+        let v = v.trim_end_matches(['\r', '\n']);
+        if v.is_empty() {
+            continue;
+        }
+        if let (Ok(n), Ok(v)) = (
+            header::HeaderName::from_bytes(t.name.as_bytes()),
+            HeaderValue::from_str(v),
+        ) {
+            added.append(n, v);
+        }
+    }
+    (!added.is_empty()).then_some(added)
+}
+
 /// Headers every response gets, compression, keep-alive, and the access log.
 pub(super) fn finish(
     r: &mut Req,
@@ -202,7 +285,15 @@ pub(super) fn finish(
         let mut case = Vec::new();
         for h in &loc.add_header {
             if h.always || applies {
-                let v = r.eval(&h.value);
+                // `$sent_http_NAME` sees the fields added so far, as nginx.
+                let v = match h.value.as_static() {
+                    Some(s) => s.to_string(),
+                    None => {
+                        let mut vars = r.vars();
+                        vars.response_headers = Some(resp.headers());
+                        h.value.eval(&vars)
+                    }
+                };
                 // nginx writes a trailing newline of the value as it is; HTTP forbids it
                 // in a header value, so it is cut (any other CR or LF drops the header).
                 let v = v.trim_end_matches(['\r', '\n']);
@@ -229,6 +320,18 @@ pub(super) fn finish(
         if !case.is_empty() {
             resp.extensions_mut()
                 .insert(crate::http::conn::HeaderCase(case));
+        }
+    }
+    let trailers = trailers(r, loc, code);
+    if let Some(t) = &trailers {
+        // Chunked over HTTP/1.1 (hyper sends the fields the `Trailer` field names).
+        let names: Vec<&str> = t.keys().map(|n| n.as_str()).collect();
+        let h = resp.headers_mut();
+        h.remove(header::CONTENT_LENGTH);
+        if let Ok(v) = HeaderValue::from_str(&names.join(", ")) {
+            if r.version != http::Version::HTTP_2 {
+                h.insert(header::TRAILER, v);
+            }
         }
     }
     if let Some(cs) = &loc.charset {
@@ -317,6 +420,7 @@ pub(super) fn finish(
         let body = std::mem::take(resp.body_mut());
         *resp.body_mut() = Body::Stream(BoxBody::new(crate::http::rate::RateBody::new(body, pace)));
     } else if loc.sendfile
+        && trailers.is_none()
         && r.conn.io().sendfile_capable()
         && matches!(r.version, http::Version::HTTP_11 | http::Version::HTTP_10)
     {
@@ -350,8 +454,24 @@ pub(super) fn finish(
             user: r.user.clone(),
             guard: r.guard.as_ref().map(|g| g.vars.clone()),
             upstream: r.upstream.get().cloned(),
+            head_bytes: 0,
         })),
     };
+    // An upgraded connection is logged when its tunnel closes, with the bytes it sent the
+    // client (nginx: `$body_bytes_sent` the tunnel's, `$bytes_sent` with the 101 head).
+    let mut log = log;
+    if let Some(end) = resp
+        .extensions_mut()
+        .remove::<crate::http::proxy::TunnelEnd>()
+    {
+        if let (Some(mut l), Some(rx)) = (log.take(), end.take()) {
+            l.head_bytes = head_bytes(&resp);
+            tokio::spawn(async move {
+                let n = rx.await.unwrap_or(0);
+                l.write(n);
+            });
+        }
+    }
     let watch = crate::http::tuning::Watch::start(crate::http::tuning::Head {
         conn: r.conn,
         // The status page's own answers are not traffic.
@@ -371,6 +491,7 @@ pub(super) fn finish(
         ResponseBody {
             inner: body,
             sent: 0,
+            trailers,
             log,
             done: Some(done),
             watch,
@@ -423,6 +544,8 @@ fn explicit_keep_alive(
 pub struct ResponseBody {
     pub(super) inner: Body,
     sent: u64,
+    /// `add_trailer`'s fields, sent once the body has ended.
+    trailers: Option<HeaderMap>,
     log: Option<Box<LogOnDone>>,
     /// What the `metrics` count when the response ends.
     done: Option<crate::metrics::ResponseDone>,
@@ -444,6 +567,7 @@ impl ResponseBody {
         Self {
             inner,
             sent: 0,
+            trailers: None,
             log: None,
             done: None,
             watch: None,
@@ -480,7 +604,12 @@ impl http_body::Body for ResponseBody {
         cx: &mut Context<'_>,
     ) -> Poll<Option<Result<Frame<Bytes>, std::io::Error>>> {
         let this = self.get_mut();
-        let p = Pin::new(&mut this.inner).poll_frame(cx);
+        let mut p = Pin::new(&mut this.inner).poll_frame(cx);
+        if let Poll::Ready(None) = p {
+            if let Some(t) = this.trailers.take() {
+                p = Poll::Ready(Some(Ok(Frame::trailers(t))));
+            }
+        }
         if let Poll::Ready(Some(Ok(f))) = &p {
             if let Some(d) = f.data_ref() {
                 this.sent += d.len() as u64;
@@ -493,10 +622,16 @@ impl http_body::Body for ResponseBody {
     }
 
     fn is_end_stream(&self) -> bool {
-        self.inner.is_end_stream()
+        self.trailers.is_none() && self.inner.is_end_stream()
     }
 
     fn size_hint(&self) -> SizeHint {
+        if self.trailers.is_some() {
+            // No length: HTTP/1.1 chunks, so the trailer section has a place.
+            let mut h = SizeHint::new();
+            h.set_lower(self.inner.size_hint().lower());
+            return h;
+        }
         self.inner.size_hint()
     }
 }

@@ -157,6 +157,71 @@ fn hidden_by_default(name: &str) -> bool {
     matches!(name, "date" | "server" | "x-pad") || name.starts_with("x-accel-")
 }
 
+/// Why an upstream response head cannot be relayed safely, in nginx's words: two lengths,
+/// or a transfer coding other than one `chunked`, or both (request smuggling hides in the
+/// disagreement between two readers of such a head). nginx answers 502.
+pub fn invalid_framing(headers: &HeaderMap) -> Option<String> {
+    let line =
+        |name: &str, v: &HeaderValue| format!("{name}: {}", String::from_utf8_lossy(v.as_bytes()));
+    for (name, shown) in [
+        (header::CONTENT_LENGTH, "Content-Length"),
+        (header::TRANSFER_ENCODING, "Transfer-Encoding"),
+    ] {
+        let mut all = headers.get_all(&name).iter();
+        if let (Some(first), Some(second)) = (all.next(), all.next()) {
+            return Some(format!(
+                "upstream sent duplicate header line: \"{}\", previous value: \"{}\"",
+                line(shown, second),
+                line(shown, first)
+            ));
+        }
+    }
+    if let Some(te) = headers.get(header::TRANSFER_ENCODING) {
+        if !te.as_bytes().eq_ignore_ascii_case(b"chunked") {
+            return Some(format!(
+                "upstream sent unknown \"Transfer-Encoding\": \"{}\"",
+                String::from_utf8_lossy(te.as_bytes())
+            ));
+        }
+        if headers.contains_key(header::CONTENT_LENGTH) {
+            return Some(
+                "upstream sent \"Content-Length\" and \"Transfer-Encoding\" headers at the same time"
+                    .to_string(),
+            );
+        }
+    }
+    None
+}
+
+/// Fields nginx takes once from an upstream: a repeated one is ignored ("upstream sent
+/// duplicate header line ... ignoring it"), for the client and for `$upstream_http_*`.
+const SINGLE: &[&str] = &[
+    "content-type",
+    "date",
+    "etag",
+    "server",
+    "location",
+    "refresh",
+    "last-modified",
+    "expires",
+    "x-accel-redirect",
+    "x-accel-expires",
+    "x-accel-limit-rate",
+    "x-accel-buffering",
+    "x-accel-charset",
+];
+
+/// Keeps only the first of each field nginx takes once ([`SINGLE`]).
+pub fn drop_repeated(headers: &mut HeaderMap) {
+    for name in SINGLE {
+        if headers.get_all(*name).iter().nth(1).is_some() {
+            if let Some(first) = headers.get(*name).cloned() {
+                headers.insert(*name, first);
+            }
+        }
+    }
+}
+
 /// Filters the upstream's response headers in place. `switching` keeps `Connection` and
 /// `Upgrade` for a 101 answer to an upgrade.
 pub fn response_headers(conf: &ProxyConf, headers: &mut HeaderMap, switching: bool) {
@@ -169,7 +234,9 @@ pub fn response_headers(conf: &ProxyConf, headers: &mut HeaderMap, switching: bo
     for name in names {
         let n = name.as_str();
         let passed = conf.pass_headers.iter().any(|p| p == n);
-        let drop = (hop_by_hop(n) && !switching)
+        // nginx passes an `Upgrade` of any answer (a 426 names the protocol to switch to);
+        // the caller drops it for HTTP/2 and HTTP/3 clients, where it has no meaning.
+        let drop = (hop_by_hop(n) && !switching && n != "upgrade")
             || (hidden_by_default(n) && !passed)
             || conf.hide_headers.iter().any(|h| h == n);
         if drop {
@@ -182,9 +249,9 @@ pub fn response_headers(conf: &ProxyConf, headers: &mut HeaderMap, switching: bo
 }
 
 /// The request's variables with a `proxy_redirect` regex's captures as `$1`...
-struct Captures<'a> {
-    inner: &'a dyn Vars,
-    caps: Vec<Option<String>>,
+pub(super) struct Captures<'a> {
+    pub(super) inner: &'a dyn Vars,
+    pub(super) caps: Vec<Option<String>>,
 }
 
 impl Vars for Captures<'_> {
@@ -306,6 +373,8 @@ mod tests {
             next_upstream_tries: 0,
             next_upstream_timeout: Duration::ZERO,
             method: None,
+            ignore_headers: vec![],
+            cookies: Default::default(),
             pass_request_headers: true,
             pass_request_body: true,
             pass_headers: vec!["server".into()],
@@ -426,6 +495,65 @@ mod tests {
         assert!(h.get("x-secret").is_none());
         assert!(h.get("transfer-encoding").is_none());
         assert_eq!(h["content-type"], "text/plain");
+    }
+
+    #[test]
+    fn ambiguous_framing_is_refused() {
+        let head = |fields: &[(&'static str, &'static str)]| {
+            let mut h = HeaderMap::new();
+            for (n, v) in fields {
+                h.append(*n, HeaderValue::from_static(v));
+            }
+            invalid_framing(&h)
+        };
+        assert_eq!(head(&[("content-length", "5")]), None);
+        assert_eq!(head(&[("transfer-encoding", "Chunked")]), None);
+        let dup = head(&[("content-length", "0"), ("content-length", "0")]).expect("dup");
+        assert!(
+            dup.contains("duplicate header line: \"Content-Length: 0\""),
+            "{dup}"
+        );
+        assert!(head(&[
+            ("transfer-encoding", "chunked"),
+            ("transfer-encoding", "chunked")
+        ])
+        .is_some());
+        let unknown = head(&[("transfer-encoding", "foo")]).expect("unknown");
+        assert!(
+            unknown.contains("unknown \"Transfer-Encoding\": \"foo\""),
+            "{unknown}"
+        );
+        assert!(head(&[("transfer-encoding", "gzip, chunked")]).is_some());
+        assert!(head(&[("transfer-encoding", "chunked"), ("content-length", "0")]).is_some());
+    }
+
+    #[test]
+    fn repeated_single_fields_keep_the_first() {
+        let mut h = HeaderMap::new();
+        h.append("expires", HeaderValue::from_static("foo"));
+        h.append("expires", HeaderValue::from_static("bar"));
+        h.append("vary", HeaderValue::from_static("a"));
+        h.append("vary", HeaderValue::from_static("b"));
+        drop_repeated(&mut h);
+        let all = |n: &str| {
+            h.get_all(n)
+                .iter()
+                .map(|v| v.to_str().unwrap_or(""))
+                .collect::<Vec<_>>()
+        };
+        assert_eq!(all("expires"), ["foo"]);
+        assert_eq!(all("vary"), ["a", "b"]);
+    }
+
+    #[test]
+    fn upgrade_of_a_non_101_answer_stays() {
+        let c = conf(None, &[]);
+        let mut h = HeaderMap::new();
+        h.insert("upgrade", HeaderValue::from_static("websocket"));
+        h.insert("connection", HeaderValue::from_static("upgrade"));
+        response_headers(&c, &mut h, false);
+        assert_eq!(h["upgrade"], "websocket");
+        assert!(h.get("connection").is_none());
     }
 
     #[test]

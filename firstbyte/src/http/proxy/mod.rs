@@ -18,6 +18,7 @@
 
 mod balance;
 mod client_cert;
+mod cookies;
 pub mod fastcgi;
 pub mod headers;
 pub mod next;
@@ -38,8 +39,9 @@ pub use balance::{ip_hash_key, Attempt, Balancer};
 pub use client_cert::{
     paths as client_cert_paths, ClientCertCounts, ClientCertPaths, DynamicClient,
 };
+pub use cookies::rewrite_headers as rewrite_cookies;
 pub use spool::{Spool, SpoolBody};
-pub use tunnel::ClientUpgrade;
+pub use tunnel::{ClientUpgrade, TunnelEnd};
 pub use upstream::{connect, ConnectError, Pool, ReqBody, UpstreamTls};
 pub use vars::UpstreamVars;
 
@@ -401,6 +403,7 @@ pub async fn forward(
             Some(mut s) => {
                 up.connected(Instant::now());
                 up.reused();
+                s.track(up.counts());
                 s.set_send_timeout(conf.send_timeout);
                 // A pooled connection the upstream closed meanwhile gives the request back.
                 let r = tokio::time::timeout(conf.read_timeout, s.try_send_request(this)).await;
@@ -422,6 +425,7 @@ pub async fn forward(
             None => match connect(&addr, tls, conf.connect_timeout, conf.send_timeout).await {
                 Ok(mut s) => {
                     up.connected(Instant::now());
+                    s.track(up.counts());
                     let r = tokio::time::timeout(conf.read_timeout, s.send_request(this)).await;
                     match r {
                         Ok(Ok(resp)) => (s, Sent::Response(resp)),
@@ -473,10 +477,20 @@ pub async fn forward(
             has_body,
         };
         let outcome = match sent {
-            Sent::Response(resp) => {
+            Sent::Response(resp) if headers::invalid_framing(resp.headers()).is_some() => {
+                let reason = headers::invalid_framing(resp.headers()).unwrap_or_default();
+                let reason = format!("{reason} while reading response header from upstream");
+                crate::fblog!(Error, "{}", log.line(&reason, scheme, Some(&addr), &uri));
+                crate::metrics::upstream_failure("invalid_header");
+                last = Failure::BadGateway;
+                next::Outcome::InvalidHeader
+            }
+            Sent::Response(mut resp) => {
+                headers::drop_repeated(resp.headers_mut());
                 let status = resp.status().as_u16();
                 up.header(status, Instant::now());
                 up.header_bytes(header_bytes(&resp));
+                up.response_headers(resp.headers());
                 let outcome = next::Outcome::Status(status);
                 if NextUpstream::status_bit(status).is_some()
                     && next::go_next(
@@ -499,7 +513,7 @@ pub async fn forward(
                 return respond(
                     route,
                     pool,
-                    (i, key, sender, guard),
+                    (i, key, sender, guard, up.counts()),
                     resp,
                     on_upgrade,
                     log,
@@ -671,7 +685,13 @@ fn send_failure(e: &hyper::Error) -> (String, Failure) {
 async fn respond(
     route: &Route,
     pool: &Arc<Pool>,
-    (peer_index, key, sender, conn): (usize, upstream::PoolKey, upstream::Sender, ConnGuard),
+    (peer_index, key, sender, conn, counts): (
+        usize,
+        upstream::PoolKey,
+        upstream::Sender,
+        ConnGuard,
+        Arc<vars::TryCounts>,
+    ),
     mut resp: Response<hyper::body::Incoming>,
     on_upgrade: Option<ClientUpgrade>,
     log: &LogContext<'_>,
@@ -684,11 +704,22 @@ async fn respond(
     let switching = resp.status() == StatusCode::SWITCHING_PROTOCOLS;
     if switching {
         let Some(client) = on_upgrade else {
-            return Err(Failure::BadGateway);
+            // The client did not ask to switch: as nginx, the 101 goes to it as a head with
+            // no body, and the connection ends there (nothing is joined). An HTTP/2 or
+            // HTTP/3 client gets a 502 instead (the caller's business: no 101 there).
+            let (mut parts, _) = resp.into_parts();
+            parts.version = http::Version::default();
+            headers::response_headers(conf, &mut parts.headers, false);
+            parts.headers.insert(
+                http::header::CONNECTION,
+                http::HeaderValue::from_static("close"),
+            );
+            return Ok(Response::from_parts(parts, Body::Empty));
         };
         let up = hyper::upgrade::on(&mut resp);
-        tunnel::spawn(client, up, conf.read_timeout);
+        let end = tunnel::spawn(client, up, conf.read_timeout);
         let (mut parts, _) = resp.into_parts();
+        parts.extensions.insert(end);
         parts.version = http::Version::default();
         headers::response_headers(conf, &mut parts.headers, true);
         return Ok(Response::from_parts(parts, Body::Empty));
@@ -704,7 +735,9 @@ async fn respond(
         sender,
         max: route.keepalive,
     });
-    let body = upstream::UpstreamBody::new(incoming, conf.read_timeout, back).hold(conn);
+    let body = upstream::UpstreamBody::new(incoming, conf.read_timeout, back)
+        .hold(conn)
+        .count(counts);
     if conf.buffering {
         let scheme = if conf.tls { "https" } else { "http" };
         let tail = log.line(&"", scheme, Some(&peer), uri);

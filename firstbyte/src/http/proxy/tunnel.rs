@@ -82,10 +82,24 @@ fn expired(last: Instant, timeout: Duration, now: Instant) -> Result<(), Instant
     }
 }
 
-/// A stream that records when it read bytes.
+/// A stream that records when it read bytes, and counts what is written to it.
 struct Watched<S> {
     inner: S,
     last: Last,
+    written: Arc<AtomicU64>,
+}
+
+/// The end of a tunnel: resolves, once both sides are done, with the bytes it sent to the
+/// client (the access log's `$body_bytes_sent` of the upgraded request, as nginx). Kept in
+/// the 101 response's extensions until the access log takes it.
+#[derive(Clone)]
+pub struct TunnelEnd(pub Arc<std::sync::Mutex<Option<tokio::sync::oneshot::Receiver<u64>>>>);
+
+impl TunnelEnd {
+    /// The receiver (None once taken).
+    pub fn take(&self) -> Option<tokio::sync::oneshot::Receiver<u64>> {
+        self.0.lock().ok()?.take()
+    }
 }
 
 impl<S: AsyncRead + Unpin> AsyncRead for Watched<S> {
@@ -110,7 +124,12 @@ impl<S: AsyncWrite + Unpin> AsyncWrite for Watched<S> {
         cx: &mut Context<'_>,
         buf: &[u8],
     ) -> Poll<io::Result<usize>> {
-        Pin::new(&mut self.get_mut().inner).poll_write(cx, buf)
+        let this = self.get_mut();
+        let r = Pin::new(&mut this.inner).poll_write(cx, buf);
+        if let Poll::Ready(Ok(n)) = r {
+            this.written.fetch_add(n as u64, Ordering::Relaxed);
+        }
+        r
     }
 
     fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
@@ -123,10 +142,14 @@ impl<S: AsyncWrite + Unpin> AsyncWrite for Watched<S> {
 }
 
 /// Joins the client and the upstream once both sides are upgraded; runs on its own task.
-pub fn spawn(client: ClientUpgrade, upstream: OnUpgrade, read_timeout: Duration) {
+/// The end it gives resolves when the tunnel closes.
+pub fn spawn(client: ClientUpgrade, upstream: OnUpgrade, read_timeout: Duration) -> TunnelEnd {
     let slot = Slot::new(client.shared);
+    let (tx, rx) = tokio::sync::oneshot::channel();
     tokio::spawn(async move {
         let _slot = slot;
+        let to_client = Arc::new(AtomicU64::new(0));
+        let _end = SendOnDrop(Some(tx), to_client.clone());
         let (Ok(c), Ok(u)) = (client.on.await, upstream.await) else {
             return;
         };
@@ -134,10 +157,12 @@ pub fn spawn(client: ClientUpgrade, upstream: OnUpgrade, read_timeout: Duration)
         let mut c = Watched {
             inner: TokioIo::new(c),
             last: last.clone(),
+            written: to_client,
         };
         let mut u = Watched {
             inner: TokioIo::new(u),
             last: last.clone(),
+            written: Arc::default(),
         };
         let idle = async {
             loop {
@@ -157,6 +182,18 @@ pub fn spawn(client: ClientUpgrade, upstream: OnUpgrade, read_timeout: Duration)
             }
         }
     });
+    TunnelEnd(Arc::new(std::sync::Mutex::new(Some(rx))))
+}
+
+/// Sends the count when the tunnel's task ends, however it ends.
+struct SendOnDrop(Option<tokio::sync::oneshot::Sender<u64>>, Arc<AtomicU64>);
+
+impl Drop for SendOnDrop {
+    fn drop(&mut self) {
+        if let Some(tx) = self.0.take() {
+            let _ = tx.send(self.1.load(Ordering::Relaxed));
+        }
+    }
 }
 
 #[cfg(test)]
@@ -180,9 +217,11 @@ mod tests {
         use tokio::io::{AsyncReadExt, AsyncWriteExt};
         let (a, mut b) = tokio::io::duplex(64);
         let last = Last::new();
+        let written = Arc::new(AtomicU64::new(0));
         let mut w = Watched {
             inner: a,
             last: last.clone(),
+            written: written.clone(),
         };
         tokio::time::sleep(Duration::from_millis(30)).await;
         let before = last.at();
@@ -195,5 +234,6 @@ mod tests {
         tokio::time::sleep(Duration::from_millis(30)).await;
         w.write_all(b"y").await.unwrap();
         assert_eq!(last.at(), at);
+        assert_eq!(written.load(Ordering::Relaxed), 1, "writes are counted");
     }
 }

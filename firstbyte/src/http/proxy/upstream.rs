@@ -29,6 +29,7 @@ use hyper_util::rt::TokioIo;
 use rustls::pki_types::ServerName;
 use tokio::net::TcpStream;
 
+use super::vars::TryCounts;
 use crate::conf::model::PeerAddr;
 use tokio::time::{sleep, Instant as TokioInstant, Sleep};
 
@@ -40,9 +41,21 @@ pub type ReqBody = http_body_util::combinators::UnsyncBoxBody<Bytes, io::Error>;
 pub struct Sender {
     send: SendRequest<ReqBody>,
     send_timeout: SharedTimeout,
+    /// Where the connection counts its bytes: the try that uses it now.
+    counts: Tracker,
 }
 
+/// The counts of the try a connection serves now (swapped when a pooled one is reused).
+type Tracker = Arc<Mutex<Arc<TryCounts>>>;
+
 impl Sender {
+    /// The bytes read and written from now on count for `counts`.
+    pub fn track(&self, counts: Arc<TryCounts>) {
+        if let Ok(mut c) = self.counts.lock() {
+            *c = counts;
+        }
+    }
+
     /// Sets the send timeout for the requests that follow.
     pub fn set_send_timeout(&self, timeout: Duration) {
         self.send_timeout.set(timeout);
@@ -182,6 +195,11 @@ async fn handshake<S>(io: S, send_timeout: SharedTimeout) -> Result<Sender, Conn
 where
     S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
 {
+    let counts = Tracker::default();
+    let io = Counting {
+        inner: io,
+        counts: counts.clone(),
+    };
     // The upstream's header-name case is kept (hyper records it in the response's
     // extensions, which the client's response keeps), so `X-URI` reaches the client as nginx
     // passes it rather than title-cased.
@@ -196,7 +214,83 @@ where
     Ok(Sender {
         send: sender,
         send_timeout,
+        counts,
     })
+}
+
+/// A stream that counts the bytes read and written (after TLS: nginx's figures are the
+/// HTTP bytes) into the try that uses the connection now.
+struct Counting<S> {
+    inner: S,
+    counts: Tracker,
+}
+
+impl<S> Counting<S> {
+    fn add(&self, n: usize, sent: bool) {
+        if n == 0 {
+            return;
+        }
+        if let Ok(c) = self.counts.lock() {
+            let which = if sent { &c.sent } else { &c.received };
+            which.fetch_add(n as u64, std::sync::atomic::Ordering::Relaxed);
+        }
+    }
+}
+
+impl<S: tokio::io::AsyncRead + Unpin> tokio::io::AsyncRead for Counting<S> {
+    fn poll_read(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut tokio::io::ReadBuf<'_>,
+    ) -> Poll<io::Result<()>> {
+        let this = self.get_mut();
+        let before = buf.filled().len();
+        let r = Pin::new(&mut this.inner).poll_read(cx, buf);
+        if let Poll::Ready(Ok(())) = r {
+            this.add(buf.filled().len().saturating_sub(before), false);
+        }
+        r
+    }
+}
+
+impl<S: tokio::io::AsyncWrite + Unpin> tokio::io::AsyncWrite for Counting<S> {
+    fn poll_write(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<io::Result<usize>> {
+        let this = self.get_mut();
+        let r = Pin::new(&mut this.inner).poll_write(cx, buf);
+        if let Poll::Ready(Ok(n)) = r {
+            this.add(n, true);
+        }
+        r
+    }
+
+    fn poll_write_vectored(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        bufs: &[io::IoSlice<'_>],
+    ) -> Poll<io::Result<usize>> {
+        let this = self.get_mut();
+        let r = Pin::new(&mut this.inner).poll_write_vectored(cx, bufs);
+        if let Poll::Ready(Ok(n)) = r {
+            this.add(n, true);
+        }
+        r
+    }
+
+    fn is_write_vectored(&self) -> bool {
+        self.inner.is_write_vectored()
+    }
+
+    fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.get_mut().inner).poll_flush(cx)
+    }
+
+    fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.get_mut().inner).poll_shutdown(cx)
+    }
 }
 
 /// The message of the error a [`SendTimeout`] gives.
@@ -382,6 +476,8 @@ pub struct UpstreamBody {
     timeout: Duration,
     timer: Pin<Box<Sleep>>,
     back: Option<Return>,
+    /// The try's counts: data bytes go to `body` (`$upstream_response_length`).
+    counts: Option<Arc<TryCounts>>,
     /// Held while the response is read: `least_conn` counts the connection until then.
     _conn: Option<super::ConnGuard>,
 }
@@ -394,8 +490,15 @@ impl UpstreamBody {
             timeout,
             timer: Box::pin(sleep(timeout)),
             back,
+            counts: None,
             _conn: None,
         }
+    }
+
+    /// Counts the body's bytes into `counts`.
+    pub(super) fn count(mut self, counts: Arc<TryCounts>) -> Self {
+        self.counts = Some(counts);
+        self
     }
 
     /// Keeps `conn` (the balancer's count of this connection) until the body is dropped.
@@ -435,6 +538,10 @@ impl http_body::Body for UpstreamBody {
         let this = self.get_mut();
         match Pin::new(&mut this.inner).poll_frame(cx) {
             Poll::Ready(Some(Ok(f))) => {
+                if let (Some(c), Some(d)) = (&this.counts, f.data_ref()) {
+                    c.body
+                        .fetch_add(d.len() as u64, std::sync::atomic::Ordering::Relaxed);
+                }
                 this.timer
                     .as_mut()
                     .reset(TokioInstant::now() + this.timeout);

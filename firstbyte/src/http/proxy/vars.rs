@@ -6,7 +6,29 @@
 //! `$upstream_response_time` of the last try runs until the variable is read: in the access
 //! log (written once the response is sent) that is nginx's "until the response was read".
 
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
+
+/// Bytes one try moved: counted by the connection (`received`, `sent`: everything read
+/// from and written to the upstream, `$upstream_bytes_received` / `_sent`) and by the
+/// response body (`body`: `$upstream_response_length`), while the response streams.
+#[derive(Debug, Default)]
+pub struct TryCounts {
+    /// Bytes read from the upstream.
+    pub received: AtomicU64,
+    /// Bytes written to the upstream.
+    pub sent: AtomicU64,
+    /// Response body bytes.
+    pub body: AtomicU64,
+}
+
+impl TryCounts {
+    fn load(&self, which: &AtomicU64) -> String {
+        let _ = self;
+        which.load(Ordering::Relaxed).to_string()
+    }
+}
 
 /// One server tried.
 #[derive(Debug, Clone)]
@@ -21,6 +43,10 @@ struct Try {
     header_bytes: u64,
     /// Sent on a pooled connection.
     reused: bool,
+    /// Its byte counts.
+    counts: Arc<TryCounts>,
+    /// The response header as the upstream sent it (`$upstream_http_*`, `$upstream_cookie_*`).
+    headers: Option<http::HeaderMap>,
 }
 
 /// The servers a request tried, in order.
@@ -45,6 +71,8 @@ impl UpstreamVars {
             end: None,
             header_bytes: 0,
             reused: false,
+            counts: Arc::default(),
+            headers: None,
         });
     }
 
@@ -77,6 +105,49 @@ impl UpstreamVars {
             t.status.get_or_insert(status);
             t.end = Some(now);
         }
+    }
+
+    /// The current try's byte counts (a fresh set when no try began).
+    pub fn counts(&self) -> Arc<TryCounts> {
+        self.tries
+            .last()
+            .map_or_else(Arc::default, |t| t.counts.clone())
+    }
+
+    /// The current try's response header, as the upstream sent it.
+    pub fn response_headers(&mut self, h: &http::HeaderMap) {
+        if let Some(t) = self.tries.last_mut() {
+            t.headers = Some(h.clone());
+        }
+    }
+
+    /// The last try's response header field `name` (lowercase, `-` for `_`), nginx's
+    /// `$upstream_http_NAME`: repeated fields joined with ", " (every one, as nginx).
+    fn http(&self, name: &str) -> Option<String> {
+        let h = self.tries.last()?.headers.as_ref()?;
+        let name = name.replace('_', "-");
+        let vals: Vec<String> = h
+            .get_all(name.as_str())
+            .iter()
+            .map(|v| String::from_utf8_lossy(v.as_bytes()).into_owned())
+            .collect();
+        (!vals.is_empty()).then(|| vals.join(", "))
+    }
+
+    /// `$upstream_cookie_NAME`: the value of cookie `name` in the last try's first
+    /// `Set-Cookie` that sets it, as `ngx_http_parse_set_cookie_lines` reads it: the name
+    /// (any case) at the start of the field, spaces, `=`, spaces, then up to the first `;`.
+    fn cookie(&self, name: &str) -> Option<String> {
+        let h = self.tries.last()?.headers.as_ref()?;
+        h.get_all(http::header::SET_COOKIE)
+            .iter()
+            .find_map(|v| set_cookie_value(v.as_bytes(), name.as_bytes()))
+            .map(|v| String::from_utf8_lossy(v).into_owned())
+    }
+
+    /// The last try's response header (None: no try got one).
+    pub fn last_headers(&self) -> Option<&http::HeaderMap> {
+        self.tries.last()?.headers.as_ref()
     }
 
     /// The current try went on a pooled (kept-alive) connection.
@@ -123,9 +194,37 @@ impl UpstreamVars {
             "upstream_response_time" => {
                 each(&|t| secs(t.end.unwrap_or(now).saturating_duration_since(t.start)))
             }
-            _ => return None,
+            "upstream_response_length" => each(&|t| t.counts.load(&t.counts.body)),
+            "upstream_bytes_received" => each(&|t| t.counts.load(&t.counts.received)),
+            "upstream_bytes_sent" => each(&|t| t.counts.load(&t.counts.sent)),
+            _ => {
+                if let Some(n) = name.strip_prefix("upstream_http_") {
+                    return self.http(n);
+                }
+                if let Some(n) = name.strip_prefix("upstream_cookie_") {
+                    return self.cookie(n);
+                }
+                return None;
+            }
         })
     }
+}
+
+/// The value a `Set-Cookie` field gives cookie `name`, if it sets that one.
+fn set_cookie_value<'a>(field: &'a [u8], name: &[u8]) -> Option<&'a [u8]> {
+    if name.len() >= field.len() || !field[..name.len()].eq_ignore_ascii_case(name) {
+        return None;
+    }
+    let mut rest = &field[name.len()..];
+    while let [b' ', tail @ ..] = rest {
+        rest = tail;
+    }
+    let mut rest = rest.strip_prefix(b"=")?;
+    while let [b' ', tail @ ..] = rest {
+        rest = tail;
+    }
+    let end = rest.iter().position(|&b| b == b';').unwrap_or(rest.len());
+    Some(&rest[..end])
 }
 
 #[cfg(test)]
@@ -162,5 +261,56 @@ mod tests {
             Some("0.003, 1.247")
         );
         assert_eq!(v.get("upstream_other", now), None);
+        assert_eq!(
+            v.get("upstream_response_length", now).as_deref(),
+            Some("0, 0")
+        );
+        v.counts().body.fetch_add(23, Ordering::Relaxed);
+        v.counts().received.fetch_add(68, Ordering::Relaxed);
+        assert_eq!(
+            v.get("upstream_response_length", now).as_deref(),
+            Some("0, 23")
+        );
+        assert_eq!(
+            v.get("upstream_bytes_received", now).as_deref(),
+            Some("0, 68")
+        );
+    }
+
+    #[test]
+    fn upstream_header_and_cookie_values() {
+        let now = Instant::now();
+        let mut v = UpstreamVars::default();
+        v.begin("a".into(), now);
+        let mut h = http::HeaderMap::new();
+        h.append("x-len", http::HeaderValue::from_static("5"));
+        h.append("set-cookie", http::HeaderValue::from_static("a=1"));
+        h.append(
+            "set-cookie",
+            http::HeaderValue::from_static("TC = x y ; Path=/"),
+        );
+        h.append("set-cookie", http::HeaderValue::from_static("tc=second"));
+        v.response_headers(&h);
+        assert_eq!(v.get("upstream_http_x_len", now).as_deref(), Some("5"));
+        assert_eq!(v.get("upstream_http_x_none", now), None);
+        assert_eq!(v.get("upstream_cookie_tc", now).as_deref(), Some("x y "));
+        assert_eq!(v.get("upstream_cookie_a", now).as_deref(), Some("1"));
+        assert_eq!(v.get("upstream_cookie_b", now), None);
+    }
+
+    #[test]
+    fn set_cookie_as_nginx_parses_it() {
+        let c = |f: &str| set_cookie_value(f.as_bytes(), b"tc").map(|v| v.to_vec());
+        let s = |v: &str| Some(v.as_bytes().to_vec());
+        assert_eq!(c("tc"), None, "not longer than the name");
+        assert_eq!(c("tc="), s(""));
+        assert_eq!(c("tc=;"), s(""));
+        assert_eq!(c("tc=x"), s("x"));
+        assert_eq!(c("tc\t=\tcontent"), None);
+        assert_eq!(c("tc==;abc"), s("="));
+        assert_eq!(c("=tc=content"), None);
+        assert_eq!(c("tc=first,tc=second"), s("first,tc=second"));
+        assert_eq!(c("tc=first;tc=second"), s("first"));
+        assert_eq!(c("tcx=1"), None);
     }
 }

@@ -164,6 +164,7 @@ pub async fn forward(
         let outcome = match result {
             Ok((h, rest)) => {
                 up.header(h.status, Instant::now());
+                up.response_headers(&h.headers);
                 let outcome = next::Outcome::Status(h.status);
                 if NextUpstream::status_bit(h.status).is_some()
                     && next::go_next(
