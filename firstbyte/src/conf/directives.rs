@@ -284,6 +284,9 @@ macro_rules! tls_directives {
         "ssl_password_file" password_file: Option<PathBuf> = None =>
             (HS, 1, 1, "", Inherit, p::conf_file)
             "Passphrases, one a line, for encrypted PKCS#8 keys.";
+        "ssl_reject_handshake" reject_handshake: bool = false =>
+            (HS, 1, 1, "off", Inherit, p::on_off)
+            "Refuse TLS handshakes that select this server (by SNI, or as the address's default server when the name matches none or none is sent) with an `unrecognized_name` alert, as nginx. A server with it needs no `ssl_certificate`; on a default server it keeps unknown names from seeing another site's certificate. Not with `listen ... quic`.";
         "ssl_protocols" protocols: Vec<TlsVersion> = vec![TlsVersion::Tls12, TlsVersion::Tls13] =>
             (HS, 1, ANY, "TLSv1.2 TLSv1.3", Inherit, srv::protocols)
             "TLS versions offered (TLSv1 and TLSv1.1 are dropped with a warning).";

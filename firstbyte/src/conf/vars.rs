@@ -101,6 +101,7 @@ pub const KNOWN: &[&str] = &[
     "ssl_curves",
     "ssl_server_name",
     "ssl_session_reused",
+    "ssl_session_id",
     "ssl_alpn_protocol",
     "ssl_early_data",
     "ssl_client_verify",

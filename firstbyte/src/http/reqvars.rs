@@ -325,6 +325,8 @@ impl Vars for RequestVars<'_> {
             "ssl_curves" => tls.map(|t| Cow::Borrowed(t.curves.as_str())),
             "ssl_server_name" => tls.and_then(|t| t.server_name.as_deref().map(Cow::Borrowed)),
             "ssl_session_reused" => tls.map(|t| Cow::Borrowed(if t.resumed { "r" } else { "." })),
+            // rustls keeps session IDs to itself: empty, as nginx's for a session without one.
+            "ssl_session_id" => tls.map(|_| Cow::Borrowed("")),
             "ssl_alpn_protocol" => tls.map(|t| Cow::Borrowed(t.alpn.as_str())),
             "ssl_early_data" => Some(Cow::Borrowed(if self.early_data { "1" } else { "" })),
             "ssl_client_verify" => tls.map(|t| {

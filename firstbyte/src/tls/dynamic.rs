@@ -11,7 +11,7 @@
 
 use std::borrow::Cow;
 use std::fmt;
-use std::path::{Path, PathBuf};
+
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
@@ -47,7 +47,8 @@ impl Vars for HandshakeVars<'_> {
 /// Loads certificate/key pairs named with variables, per handshake.
 pub struct DynamicResolver {
     pairs: Vec<DynamicCertKey>,
-    password_file: Option<PathBuf>,
+    /// `ssl_password_file`'s lines, read when the config was loaded (as nginx).
+    passwords: Option<super::store::Passwords>,
     provider: Arc<CryptoProvider>,
     cache: Option<Mutex<CertCache<Arc<CertifiedKey>, PairStamp>>>,
     /// Names whose files failed to load, under the same limits but apart from `cache`, so
@@ -93,10 +94,14 @@ fn pair_limits(c: CertificateCache) -> Option<CacheLimits> {
 
 impl DynamicResolver {
     /// A resolver for the server's `dynamic_certificates`.
-    pub fn new(tls: &TlsConf, provider: Arc<CryptoProvider>) -> Self {
+    pub fn new(
+        tls: &TlsConf,
+        passwords: Option<super::store::Passwords>,
+        provider: Arc<CryptoProvider>,
+    ) -> Self {
         Self {
             pairs: tls.dynamic_certificates.clone(),
-            password_file: tls.password_file.clone(),
+            passwords,
             provider,
             cache: pair_limits(tls.certificate_cache).map(|l| Mutex::new(CertCache::new(l))),
             failed: pair_limits(tls.certificate_cache).map(|l| Mutex::new(CertCache::new(l))),
@@ -131,7 +136,7 @@ impl DynamicResolver {
             }
         }
         let (ck, stamp) =
-            match load_pair(&cert, &key, self.password_file.as_deref(), &self.provider) {
+            match load_pair(&cert, &key, self.passwords.as_deref(), &self.provider) {
                 Ok(loaded) => loaded,
                 Err(e) => {
                     if let Some(f) = &self.failed {
@@ -163,7 +168,7 @@ pub fn stamp_of(path: &str) -> Option<FileStamp> {
 pub fn load_pair(
     cert: &str,
     key: &str,
-    password_file: Option<&Path>,
+    passwords: Option<&Vec<Vec<u8>>>,
     provider: &Arc<CryptoProvider>,
 ) -> Result<(Arc<CertifiedKey>, PairStamp), TlsError> {
     let cert_src = file_source(cert);
@@ -180,17 +185,8 @@ pub fn load_pair(
         name: key.to_string(),
         reason: LoadReason::Io(e),
     })?;
-    let passwords = match password_file {
-        Some(p) if certs::needs_password(&kb) => {
-            let text = std::fs::read(p).map_err(|error| TlsError::PasswordFile {
-                name: p.display().to_string(),
-                error,
-            })?;
-            Some(certs::parse_passwords(&text))
-        }
-        _ => None,
-    };
-    let signing = certs::parse_key(&kb, passwords.as_deref(), provider).map_err(|reason| {
+    let passwords = passwords.filter(|_| certs::needs_password(&kb));
+    let signing = certs::parse_key(&kb, passwords.map(|p| p.as_slice()), provider).map_err(|reason| {
         TlsError::CertificateKey {
             name: key.to_string(),
             reason,

@@ -51,7 +51,7 @@ pub use error::TlsError;
 pub use names::{cipher_name, curves_list, group_name, protocol_name};
 pub use selfsigned::self_signed;
 pub use server::ServerConfigs;
-pub use store::ObjectStore;
+pub use store::{ObjectStore, Passwords};
 pub use tickets::TlsShared;
 
 /// The crypto provider of every firstbyte config: rustls' aws-lc-rs provider.

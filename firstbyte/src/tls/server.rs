@@ -133,11 +133,15 @@ struct Inputs {
     /// `ssl_trusted_certificate` and `ssl_client_certificate` (PEM), when OCSP responses are
     /// fetched (`ssl_stapling on` without `ssl_stapling_file`).
     trusted: Vec<Arc<[u8]>>,
+    /// `ssl_password_file`'s lines, read at load as nginx does (keys named with variables
+    /// are decrypted with them later).
+    passwords: Option<super::store::Passwords>,
 }
 
 impl Inputs {
     fn same_objects(&self, other: &Inputs) -> bool {
-        self.certs.len() == other.certs.len()
+        self.passwords == other.passwords
+            && self.certs.len() == other.certs.len()
             && self
                 .certs
                 .iter()
@@ -171,6 +175,10 @@ fn load(tls: &TlsConf, store: &mut ObjectStore) -> Result<Inputs, TlsError> {
         tls.stapling_file.as_deref()
     } else {
         None
+    };
+    let passwords = match &tls.password_file {
+        Some(path) => Some(store.passwords(path)?),
+        None => None,
     };
     let mut certs = Vec::with_capacity(tls.certificates.len());
     for pair in &tls.certificates {
@@ -228,6 +236,7 @@ fn load(tls: &TlsConf, store: &mut ObjectStore) -> Result<Inputs, TlsError> {
         crl,
         tickets,
         trusted,
+        passwords,
     })
 }
 
@@ -255,7 +264,11 @@ fn assemble(
     }
     // `ssl_certificate` with variables: loaded per handshake (tls::dynamic).
     let resolver: Arc<dyn ResolvesServerCert> = if inputs.certs.is_empty() {
-        Arc::new(super::DynamicResolver::new(tls, provider.clone()))
+        Arc::new(super::DynamicResolver::new(
+            tls,
+            inputs.passwords.clone(),
+            provider.clone(),
+        ))
     } else {
         let mut r = CertResolver::new(
             inputs.certs.clone(),
@@ -322,6 +335,7 @@ fn same_settings(a: &TlsConf, b: &TlsConf) -> bool {
     let TlsConf {
         certificates,
         password_file,
+        reject_handshake,
         protocols,
         ciphers,
         ciphersuites,
@@ -352,6 +366,7 @@ fn same_settings(a: &TlsConf, b: &TlsConf) -> bool {
             .zip(&b.certificates)
             .all(|(x, y)| x.cert == y.cert && x.key == y.key)
         && *password_file == b.password_file
+        && *reject_handshake == b.reject_handshake
         && *protocols == b.protocols
         && *ciphers == b.ciphers
         && *ciphersuites == b.ciphersuites
@@ -438,6 +453,10 @@ impl ServerConfigs {
         let Some(tls) = server.tls.as_ref() else {
             return Ok(None);
         };
+        if tls.reject_handshake {
+            // Its handshakes are refused before a config is chosen (`server::conn::accept`).
+            return Ok(None);
+        }
         if let Some(p) = previous.filter(|_| self.built.is_empty()) {
             self.built.reserve(p.built.len());
         }

@@ -163,7 +163,13 @@ pub struct ObjectStore {
     shared: usize,
     inheritable: bool,
     provider: Arc<CryptoProvider>,
+    /// `ssl_password_file`s this load read: each is read once per load, as nginx reads it
+    /// once when it parses the directive (a FIFO yields its lines once).
+    passwords: HashMap<PathBuf, (Passwords, FileStamp)>,
 }
+
+/// The passphrases of one `ssl_password_file`, one per line.
+pub type Passwords = Arc<Vec<Vec<u8>>>;
 
 /// What one load's store did, for the per-load log line and tests.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -217,6 +223,7 @@ impl ObjectStore {
             shared: 0,
             inheritable: true,
             provider: super::provider(),
+            passwords: HashMap::new(),
         }
     }
 
@@ -388,20 +395,36 @@ impl ObjectStore {
         let (bytes, mut stamps) = read_source(source).map_err(|e| fail(LoadReason::Io(e)))?;
         let passwords = match password_file {
             Some(path) if certs::needs_password(&bytes) => {
-                let (text, stamp) = read_file(path).map_err(|error| TlsError::PasswordFile {
-                    name: path.display().to_string(),
-                    error,
-                })?;
+                let (list, stamp) = self.password_file(path)?;
                 stamps.push((path.to_path_buf(), stamp));
-                Some(certs::parse_passwords(&text))
+                Some(list)
             }
             _ => None,
         };
         let encrypted = certs::needs_password(&bytes);
         let signing =
-            certs::parse_key(&bytes, passwords.as_deref(), &self.provider).map_err(fail)?;
+            certs::parse_key(&bytes, passwords.as_ref().map(|p| p.as_slice()), &self.provider).map_err(fail)?;
         self.insert_with(key, Object::Key(signing.clone()), stamps.into(), !encrypted);
         Ok(signing)
+    }
+
+    /// The passphrases of `path` (`ssl_password_file`), read on this load's first use only.
+    pub fn passwords(&mut self, path: &Path) -> Result<Passwords, TlsError> {
+        self.password_file(path).map(|(list, _)| list)
+    }
+
+    fn password_file(&mut self, path: &Path) -> Result<(Passwords, FileStamp), TlsError> {
+        if let Some((list, stamp)) = self.passwords.get(path) {
+            return Ok((list.clone(), *stamp));
+        }
+        let (text, stamp) = read_file(path).map_err(|error| TlsError::PasswordFile {
+            name: path.display().to_string(),
+            error,
+        })?;
+        let list = Arc::new(certs::parse_passwords(&text));
+        self.passwords
+            .insert(path.to_path_buf(), (list.clone(), stamp));
+        Ok((list, stamp))
     }
 
     /// A CA bundle (`ssl_client_certificate`).

@@ -12,7 +12,7 @@
 //! missing or bad file fails that request only (502, the reason in the error log). Locations
 //! with equal settings share one `DynamicClient`, so a cache at `http` level serves them all.
 
-use std::path::PathBuf;
+
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
@@ -62,7 +62,8 @@ pub struct ClientCertCounts {
 pub struct DynamicClient {
     base: ClientBase,
     pair: DynamicCertKey,
-    password_file: Option<PathBuf>,
+    /// `proxy_ssl_password_file`'s lines, read at load.
+    passwords: Option<crate::tls::Passwords>,
     cache: Option<Mutex<CertCache<Arc<rustls::ClientConfig>, PairStamp>>>,
     loaded: AtomicU64,
     hits: AtomicU64,
@@ -70,11 +71,16 @@ pub struct DynamicClient {
 
 impl DynamicClient {
     /// The dynamic client of `ssl` (whose `dynamic` is set), on `base`.
-    pub fn new(ssl: &ProxySsl, pair: DynamicCertKey, base: ClientBase) -> Self {
+    pub fn new(
+        ssl: &ProxySsl,
+        pair: DynamicCertKey,
+        base: ClientBase,
+        passwords: Option<crate::tls::Passwords>,
+    ) -> Self {
         Self {
             base,
             pair,
-            password_file: ssl.password_file.clone(),
+            passwords,
             cache: cache_limits(ssl.certificate_cache).map(|l| Mutex::new(CertCache::new(l))),
             loaded: AtomicU64::new(0),
             hits: AtomicU64::new(0),
@@ -105,7 +111,7 @@ impl DynamicClient {
         let (ck, stamp) = load_pair(
             &paths.cert,
             &paths.key,
-            self.password_file.as_deref(),
+            self.passwords.as_deref(),
             self.base.provider(),
         )?;
         let n = self.loaded.fetch_add(1, Ordering::Relaxed) + 1;
@@ -182,7 +188,7 @@ mod tests {
         let s = ssl(dir, cache);
         let base = ClientBase::new(&s, &mut ObjectStore::new()).expect("base");
         let pair = s.dynamic.clone().expect("dynamic");
-        DynamicClient::new(&s, pair, base)
+        DynamicClient::new(&s, pair, base, None)
     }
 
     /// A directory of this test's own: tests run in parallel threads of one process, and

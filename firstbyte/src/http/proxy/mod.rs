@@ -211,7 +211,16 @@ impl<'a> Builder<'a> {
                         Some(d) => d.clone(),
                         None => {
                             let base = crate::tls::ClientBase::new(&p.ssl, store)?;
-                            let d = Arc::new(DynamicClient::new(&p.ssl, pair.clone(), base));
+                            let passwords = match &p.ssl.password_file {
+                                Some(path) => Some(store.passwords(path)?),
+                                None => None,
+                            };
+                            let d = Arc::new(DynamicClient::new(
+                                &p.ssl,
+                                pair.clone(),
+                                base,
+                                passwords,
+                            ));
                             self.dynamics.insert(SslKey(&p.ssl), d.clone());
                             d
                         }

@@ -12,6 +12,9 @@ use std::time::{Duration, Instant};
 use tokio::net::TcpStream;
 
 use super::Proto;
+
+/// A TLS alert record: fatal (2), unrecognized_name (112).
+const UNRECOGNIZED_NAME: [u8; 7] = [0x15, 0x03, 0x03, 0x00, 0x02, 0x02, 0x70];
 use crate::conf::model::ServerConf;
 use crate::http::conn::{Conn, TlsSettled};
 use crate::http::reqvars::{ConnFacts, TlsFacts};
@@ -191,6 +194,18 @@ pub(super) async fn accept_tls(
     // The block whose config makes the handshake (the SNI's, or the default's when the SNI's
     // has no certificate): its client checks are the connection's.
     let sni_block = addr.find(sni.as_deref()).clone();
+    if sni_block.tls.as_ref().is_some_and(|t| t.reject_handshake) {
+        // `ssl_reject_handshake on`: a fatal unrecognized_name alert, as nginx sends.
+        crate::metrics::tls_failure("tcp", "rejected");
+        let _ = tokio::io::AsyncWriteExt::write_all(&mut stream, &UNRECOGNIZED_NAME).await;
+        crate::fblog!(
+            Info,
+            "handshake rejected (\"ssl_reject_handshake\") for server name \"{}\" while SSL handshaking, client: {}",
+            sni.as_deref().unwrap_or(""),
+            peer.ip()
+        );
+        return None;
+    }
     let server = if site.tls_for(&sni_block).is_some() {
         sni_block
     } else {
