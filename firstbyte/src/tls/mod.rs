@@ -21,10 +21,10 @@
 
 mod certcache;
 mod certs;
+mod chain;
 mod ciphers;
 mod client;
 mod context;
-mod depth;
 mod dynamic;
 mod error;
 mod hkdf;

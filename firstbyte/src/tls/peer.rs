@@ -113,7 +113,11 @@ fn reason(e: &Error) -> &'static str {
             CertificateError::BadEncoding => "unable to decode certificate",
             _ => "certificate verify failed",
         },
-        Error::General(s) if s == super::depth::CHAIN_TOO_LONG => super::depth::CHAIN_TOO_LONG,
+        Error::General(s) => super::chain::REASONS
+            .iter()
+            .find(|r| **r == s.as_str())
+            .copied()
+            .unwrap_or("certificate verify failed"),
         _ => "certificate verify failed",
     }
 }

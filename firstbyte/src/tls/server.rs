@@ -126,6 +126,9 @@ struct Inputs {
     /// `ssl_trusted_certificate`, trusted for client chains beside `roots` (not named to
     /// clients), when `ssl_verify_client` is `on` or `optional`.
     trusted_roots: Option<Arc<RootCertStore>>,
+    /// The certificates of `ssl_client_certificate` and `ssl_trusted_certificate`, when
+    /// client chains are verified: the anchors of `tls::chain`.
+    anchors: Vec<CertificateDer<'static>>,
     /// `ssl_crl`, when client chains are verified.
     crl: Option<Arc<Vec<CertificateRevocationListDer<'static>>>>,
     /// `ssl_session_ticket_key` files (name, bytes), when tickets are on.
@@ -202,6 +205,22 @@ fn load(tls: &TlsConf, store: &mut ObjectStore) -> Result<Inputs, TlsError> {
         Some(path) if verify => Some(store.crls(path)?),
         _ => None,
     };
+    let mut anchors = Vec::new();
+    if verify {
+        for path in [&tls.client_certificate, &tls.trusted_certificate]
+            .into_iter()
+            .flatten()
+        {
+            let fail = |reason| TlsError::ClientCertificate {
+                name: path.display().to_string(),
+                reason,
+            };
+            let bytes = store
+                .bytes(path)
+                .map_err(|e| fail(super::error::LoadReason::Io(e)))?;
+            anchors.extend(super::certs::pem_certificates(&bytes).map_err(fail)?);
+        }
+    }
     let mut trusted = Vec::new();
     if tls.stapling && tls.stapling_file.is_none() {
         // Where the stapler looks for issuers and verification anchors: both CA files, as
@@ -233,6 +252,7 @@ fn load(tls: &TlsConf, store: &mut ObjectStore) -> Result<Inputs, TlsError> {
         certs,
         roots,
         trusted_roots,
+        anchors,
         crl,
         tickets,
         trusted,
@@ -535,16 +555,17 @@ fn client_verifier(
 ) -> Result<Arc<dyn ClientCertVerifier>, TlsError> {
     match tls.verify_client {
         VerifyClient::Off => Ok(WebPkiClientVerifier::no_client_auth()),
-        VerifyClient::OptionalNoCa | VerifyClient::Optional => Ok(Arc::new(AnyClientCert {
+        // `on` too: as nginx, the handshake takes any certificate whose key the client
+        // holds (or none), and each request is refused (495, 496) unless the chain verified.
+        VerifyClient::OptionalNoCa | VerifyClient::Optional | VerifyClient::On => {
+            Ok(Arc::new(AnyClientCert {
             provider: provider.clone(),
             hints: inputs
                 .roots
                 .as_ref()
                 .map(|r| r.subjects())
                 .unwrap_or_default(),
-        })),
-        VerifyClient::On => {
-            strict_client_verifier(tls, inputs, provider)?.ok_or(TlsError::NoClientCertificate)
+            }))
         }
     }
 }
@@ -561,34 +582,24 @@ fn strict_client_verifier(
     if !matches!(tls.verify_client, VerifyClient::On | VerifyClient::Optional) {
         return Ok(None);
     }
-    let (roots, hints) = match (&inputs.roots, &inputs.trusted_roots) {
-        (Some(c), None) => (c.clone(), c.subjects()),
-        (None, Some(t)) => (t.clone(), Vec::new()),
-        (Some(c), Some(t)) => {
-            let mut all = RootCertStore::clone(c);
-            all.roots.extend(t.roots.iter().cloned());
-            (Arc::new(all), c.subjects())
-        }
-        (None, None) => return Err(TlsError::NoClientCertificate),
-    };
-    let anchors = roots.subjects();
-    let mut builder = WebPkiClientVerifier::builder_with_provider(roots, provider.clone())
-        .clear_root_hint_subjects()
-        .add_root_hint_subjects(hints);
-    if let Some(list) = &inputs.crl {
-        // OpenSSL refuses a chain whose CRL is past its nextUpdate ("CRL has expired").
-        builder = builder
-            .with_crls(list.iter().cloned())
-            .enforce_revocation_expiration();
+    if inputs.anchors.is_empty() {
+        return Err(TlsError::NoClientCertificate);
     }
-    let inner = builder
-        .build()
-        .map_err(|e| TlsError::Rustls(rustls::Error::General(e.to_string())))?;
-    Ok(Some(Arc::new(super::depth::DepthLimited::new(
-        inner,
-        anchors,
+    // Only `ssl_client_certificate`'s names are sent to clients, as nginx.
+    let hints = inputs
+        .roots
+        .as_ref()
+        .map(|r| r.subjects())
+        .unwrap_or_default();
+    let verifier = super::chain::ChainVerifier::new(
+        inputs.anchors.clone(),
+        inputs.crl.as_deref().map(Vec::as_slice),
         tls.verify_depth,
-    ))))
+        hints,
+        provider.clone(),
+    )
+    .map_err(|e| TlsError::Rustls(rustls::Error::General(e)))?;
+    Ok(Some(Arc::new(verifier)))
 }
 
 fn opt_ptr_eq<T: ?Sized>(a: &Option<Arc<T>>, b: &Option<Arc<T>>) -> bool {

@@ -470,6 +470,7 @@ impl ObjectStore {
         if crls.is_empty() {
             return Err(fail(LoadReason::Empty));
         }
+        super::chain::check_crls(&crls).map_err(|e| fail(LoadReason::BadCertificate(e)))?;
         let crls = Arc::new(crls);
         self.insert(
             key,
