@@ -285,7 +285,9 @@ impl ChainVerifier {
     fn signed_by(&self, signed: &[u8], issuer: &X509Certificate<'_>) -> Result<(), ()> {
         let (tbs, alg, sig) = split_signed(signed).ok_or(())?;
         let spki = issuer.public_key();
-        let key_alg = der_contents(der_first(spki.raw).ok_or(())?).ok_or(())?;
+        // SubjectPublicKeyInfo ::= SEQUENCE { algorithm AlgorithmIdentifier, ... }
+        let spki_fields = der_contents(der_first(spki.raw).ok_or(())?).ok_or(())?;
+        let key_alg = der_contents(der_first(spki_fields).ok_or(())?).ok_or(())?;
         let key = spki.subject_public_key.data.as_ref();
         let ok = self.algorithms.iter().any(|a| {
             a.signature_alg_id().as_ref() == alg
