@@ -457,14 +457,14 @@ fn finish_server(
     // handshakes (SNI); one without falls back to the address's default server's, as nginx.
     let shared_ssl = has_cert && listen.iter().any(|l| ssl_addrs.contains(&l.addr));
     let reject = srv.tls.reject_handshake.unwrap_or(false);
-    // nginx asks a certificate (or `ssl_reject_handshake on`) of the default server of an
-    // `ssl` address only: another block without one makes its handshakes with the default's.
-    let own_handshake = has_cert || reject || quic || default_on_ssl;
     let on_ssl_addr = listen
         .iter()
         .any(|l| l.ssl || ssl_addrs.contains(&l.addr));
-    let tls = if quic || shared_ssl || (own_handshake && on_ssl_addr) {
-        if !has_cert && !reject {
+    let tls = if quic || shared_ssl || on_ssl_addr {
+        // nginx asks a certificate (or `ssl_reject_handshake on`) of the default server of an
+        // `ssl` address only: another block without one has the default's make its handshakes
+        // (`tls::ServerConfigs` builds it no config), its own client checks still applying.
+        if !has_cert && !reject && (quic || default_on_ssl) {
             return Err(ConfError::NoCertificate { pos: sp.pos });
         }
         if reject && quic {
@@ -519,6 +519,11 @@ fn finish_server(
         }
         Some(t)
     } else {
+        None
+    };
+    // The store reads it with the keys of a block that makes handshakes with them.
+    let keys_loaded = has_cert && tls.as_ref().is_some_and(|t| !t.reject_handshake);
+    if !keys_loaded {
         if let Some(Some(path)) = &srv.tls.password_file {
             // nginx reads every `ssl_password_file` when it parses it, used or not.
             crate::files::read(path, MAX_PASSWORD_FILE).map_err(|e| {
@@ -532,8 +537,7 @@ fn finish_server(
                 )
             })?;
         }
-        None
-    };
+    }
     let http2 = srv.http2.unwrap_or(false) || listen.iter().any(|l| l.http2);
     let locations = build_locations(sp.locations, &loc, cx, default_types)?;
     let default_location = loc.finish(

@@ -219,13 +219,18 @@ impl ChainVerifier {
                 is_ca(c, below)?;
             }
         }
+        let mut result = Ok(());
         if let Some(crls) = &self.crls {
+            // Every certificate is checked and the last failure is the one reported: nginx's
+            // verify callback lets OpenSSL go on after each, and the last error stays.
             for (i, c) in certs.iter().enumerate() {
                 let issuer = certs.get(i + 1).unwrap_or(c);
-                self.revocation(c, issuer, crls, now)?;
+                if let Err(e) = self.revocation(c, issuer, crls, now) {
+                    result = Err(e);
+                }
             }
         }
-        Ok(())
+        result
     }
 
     /// The path from `leaf` to a self-signed anchor: leaf first, anchor last.

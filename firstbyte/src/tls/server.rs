@@ -188,37 +188,32 @@ fn load(tls: &TlsConf, store: &mut ObjectStore) -> Result<Inputs, TlsError> {
         certs.push(store.certified_key(pair, tls.password_file.as_deref(), ocsp)?);
     }
     let verify = matches!(tls.verify_client, VerifyClient::On | VerifyClient::Optional);
+    // `optional_no_ca` still verifies against the CA files it has (nginx's `SUCCESS`).
+    let check = verify || tls.verify_client == VerifyClient::OptionalNoCa;
     let roots = match &tls.client_certificate {
-        Some(path) if verify => Some(store.roots(path)?),
+        Some(path) if check => Some(store.roots(path)?),
         _ => None,
     };
     let mut trusted_roots = None;
     if let Some(path) = &tls.trusted_certificate {
         // Loaded and checked as nginx does at start.
         let r = store.roots(path)?;
-        trusted_roots = verify.then_some(r);
+        trusted_roots = check.then_some(r);
     }
     if verify && roots.is_none() && trusted_roots.is_none() {
         return Err(TlsError::NoClientCertificate);
     }
     let crl = match &tls.crl {
-        Some(path) if verify => Some(store.crls(path)?),
+        Some(path) if check => Some(store.crls(path)?),
         _ => None,
     };
     let mut anchors = Vec::new();
-    if verify {
+    if check {
         for path in [&tls.client_certificate, &tls.trusted_certificate]
             .into_iter()
             .flatten()
         {
-            let fail = |reason| TlsError::ClientCertificate {
-                name: path.display().to_string(),
-                reason,
-            };
-            let bytes = store
-                .bytes(path)
-                .map_err(|e| fail(super::error::LoadReason::Io(e)))?;
-            anchors.extend(super::certs::pem_certificates(&bytes).map_err(fail)?);
+            anchors.extend(store.ca_file(path)?.1.iter().cloned());
         }
     }
     let mut trusted = Vec::new();
@@ -473,8 +468,11 @@ impl ServerConfigs {
         let Some(tls) = server.tls.as_ref() else {
             return Ok(None);
         };
-        if tls.reject_handshake {
-            // Its handshakes are refused before a config is chosen (`server::conn::accept`).
+        if tls.reject_handshake
+            || (tls.certificates.is_empty() && tls.dynamic_certificates.is_empty())
+        {
+            // Handshakes are refused before a config is chosen (`server::conn::accept`), or
+            // made by the address's default server (a block without a certificate).
             return Ok(None);
         }
         if let Some(p) = previous.filter(|_| self.built.is_empty()) {
@@ -559,12 +557,8 @@ fn client_verifier(
         // holds (or none), and each request is refused (495, 496) unless the chain verified.
         VerifyClient::OptionalNoCa | VerifyClient::Optional | VerifyClient::On => {
             Ok(Arc::new(AnyClientCert {
-            provider: provider.clone(),
-            hints: inputs
-                .roots
-                .as_ref()
-                .map(|r| r.subjects())
-                .unwrap_or_default(),
+                provider: provider.clone(),
+                hints: hints(inputs),
             }))
         }
     }
@@ -579,18 +573,14 @@ fn strict_client_verifier(
     inputs: &Inputs,
     provider: &Arc<CryptoProvider>,
 ) -> Result<Option<Arc<dyn ClientCertVerifier>>, TlsError> {
-    if !matches!(tls.verify_client, VerifyClient::On | VerifyClient::Optional) {
-        return Ok(None);
-    }
-    if inputs.anchors.is_empty() {
-        return Err(TlsError::NoClientCertificate);
+    match tls.verify_client {
+        VerifyClient::Off => return Ok(None),
+        VerifyClient::OptionalNoCa if inputs.anchors.is_empty() => return Ok(None),
+        _ if inputs.anchors.is_empty() => return Err(TlsError::NoClientCertificate),
+        _ => {}
     }
     // Only `ssl_client_certificate`'s names are sent to clients, as nginx.
-    let hints = inputs
-        .roots
-        .as_ref()
-        .map(|r| r.subjects())
-        .unwrap_or_default();
+    let hints = hints(inputs);
     let verifier = super::chain::ChainVerifier::new(
         inputs.anchors.clone(),
         inputs.crl.as_deref().map(Vec::as_slice),
@@ -600,6 +590,18 @@ fn strict_client_verifier(
     )
     .map_err(|e| TlsError::Rustls(rustls::Error::General(e)))?;
     Ok(Some(Arc::new(verifier)))
+}
+
+/// The CA names sent to clients: `ssl_client_certificate`'s subjects, each once.
+fn hints(inputs: &Inputs) -> Vec<DistinguishedName> {
+    let mut names = inputs
+        .roots
+        .as_ref()
+        .map(|r| r.subjects())
+        .unwrap_or_default();
+    let mut seen = std::collections::HashSet::new();
+    names.retain(|n| seen.insert(n.as_ref().to_vec()));
+    names
 }
 
 fn opt_ptr_eq<T: ?Sized>(a: &Option<Arc<T>>, b: &Option<Arc<T>>) -> bool {

@@ -120,7 +120,8 @@ type Map<K, V> = HashMap<Hashed<K>, V, BuildHasherDefault<PassHasher>>;
 enum Object {
     Chain(Arc<Vec<CertificateDer<'static>>>),
     Key(Arc<dyn SigningKey>),
-    Roots(Arc<RootCertStore>),
+    /// A CA file: its anchors for rustls, and its certificates (`tls::chain`'s anchors).
+    Roots(Arc<RootCertStore>, Arc<Vec<CertificateDer<'static>>>),
     Crls(Arc<Vec<CertificateRevocationListDer<'static>>>),
     Bytes(Arc<[u8]>),
 }
@@ -429,8 +430,17 @@ impl ObjectStore {
 
     /// A CA bundle (`ssl_client_certificate`).
     pub fn roots(&mut self, path: &Path) -> Result<Arc<RootCertStore>, TlsError> {
+        self.ca_file(path).map(|(roots, _)| roots)
+    }
+
+    /// A CA bundle as trust anchors and as the certificates themselves, from one read.
+    #[allow(clippy::type_complexity)]
+    pub fn ca_file(
+        &mut self,
+        path: &Path,
+    ) -> Result<(Arc<RootCertStore>, Arc<Vec<CertificateDer<'static>>>), TlsError> {
         let key = match self.lookup(Hashed::new(EntryKey::Roots(path.to_path_buf()))) {
-            Ok(Object::Roots(r)) => return Ok(r),
+            Ok(Object::Roots(r, c)) => return Ok((r, c)),
             Ok(_) => Hashed::new(EntryKey::Roots(path.to_path_buf())),
             Err(key) => key,
         };
@@ -440,12 +450,13 @@ impl ObjectStore {
         };
         let (bytes, stamp) = read_file(path).map_err(|e| fail(LoadReason::Io(e)))?;
         let roots = Arc::new(certs::parse_roots(&bytes).map_err(fail)?);
+        let certs = Arc::new(certs::pem_certificates(&bytes).map_err(fail)?);
         self.insert(
             key,
-            Object::Roots(roots.clone()),
+            Object::Roots(roots.clone(), certs.clone()),
             Arc::new([(path.to_path_buf(), stamp)]),
         );
-        Ok(roots)
+        Ok((roots, certs))
     }
 
     /// Certificate revocation lists (`proxy_ssl_crl`): every `X509 CRL` section of a PEM file.
