@@ -367,12 +367,7 @@ impl ClientCertVerifier for ChainVerifier {
         cert: &CertificateDer<'_>,
         dss: &DigitallySignedStruct,
     ) -> Result<HandshakeSignatureValid, Error> {
-        rustls::crypto::verify_tls12_signature(
-            message,
-            cert,
-            dss,
-            &self.provider.signature_verification_algorithms,
-        )
+        tls12_signature(&self.provider, message, cert, dss)
     }
 
     fn verify_tls13_signature(
@@ -381,12 +376,7 @@ impl ClientCertVerifier for ChainVerifier {
         cert: &CertificateDer<'_>,
         dss: &DigitallySignedStruct,
     ) -> Result<HandshakeSignatureValid, Error> {
-        rustls::crypto::verify_tls13_signature(
-            message,
-            cert,
-            dss,
-            &self.provider.signature_verification_algorithms,
-        )
+        tls13_signature(&self.provider, message, cert, dss)
     }
 
     fn supported_verify_schemes(&self) -> Vec<SignatureScheme> {
@@ -394,6 +384,62 @@ impl ClientCertVerifier for ChainVerifier {
             .signature_verification_algorithms
             .supported_schemes()
     }
+}
+
+/// Checks a TLS 1.2 handshake signature with the certificate's key alone: webpki's parser
+/// (behind `rustls::crypto::verify_tls12_signature`) refuses X.509 v1, which OpenSSL (so
+/// nginx) takes from peers. Nothing about the certificate is trusted here.
+pub fn tls12_signature(
+    provider: &CryptoProvider,
+    message: &[u8],
+    cert: &CertificateDer<'_>,
+    dss: &DigitallySignedStruct,
+) -> Result<HandshakeSignatureValid, Error> {
+    let bad = || Error::InvalidCertificate(rustls::CertificateError::BadEncoding);
+    let c = parse(cert.as_ref()).map_err(|_| bad())?;
+    let spki = c.public_key();
+    let spki_fields = der_first(spki.raw).and_then(der_contents).ok_or_else(bad)?;
+    let key_alg = der_first(spki_fields).and_then(der_contents).ok_or_else(bad)?;
+    let algs = &provider.signature_verification_algorithms;
+    let candidates = algs
+        .mapping
+        .iter()
+        .find(|(scheme, _)| *scheme == dss.scheme)
+        .map(|(_, a)| *a)
+        .ok_or(Error::PeerMisbehaved(
+            rustls::PeerMisbehaved::SignedHandshakeWithUnadvertisedSigScheme,
+        ))?;
+    let ok = candidates.iter().any(|a| {
+        a.public_key_alg_id().as_ref() == key_alg
+            && a
+                .verify_signature(spki.subject_public_key.data.as_ref(), message, dss.signature())
+                .is_ok()
+    });
+    if ok {
+        Ok(HandshakeSignatureValid::assertion())
+    } else {
+        Err(Error::InvalidCertificate(
+            rustls::CertificateError::BadSignature,
+        ))
+    }
+}
+
+/// Checks a TLS 1.3 handshake signature with the certificate's key alone (see
+/// [`tls12_signature`]).
+pub fn tls13_signature(
+    provider: &CryptoProvider,
+    message: &[u8],
+    cert: &CertificateDer<'_>,
+    dss: &DigitallySignedStruct,
+) -> Result<HandshakeSignatureValid, Error> {
+    let c = parse(cert.as_ref())
+        .map_err(|_| Error::InvalidCertificate(rustls::CertificateError::BadEncoding))?;
+    rustls::crypto::verify_tls13_signature_with_raw_key(
+        message,
+        &rustls::pki_types::SubjectPublicKeyInfoDer::from(c.public_key().raw),
+        dss,
+        &provider.signature_verification_algorithms,
+    )
 }
 
 fn parse(der: &[u8]) -> Result<X509Certificate<'_>, &'static str> {

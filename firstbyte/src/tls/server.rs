@@ -645,12 +645,7 @@ impl ClientCertVerifier for AnyClientCert {
         cert: &CertificateDer<'_>,
         dss: &DigitallySignedStruct,
     ) -> Result<HandshakeSignatureValid, rustls::Error> {
-        rustls::crypto::verify_tls12_signature(
-            message,
-            cert,
-            dss,
-            &self.provider.signature_verification_algorithms,
-        )
+        super::chain::tls12_signature(&self.provider, message, cert, dss)
     }
 
     fn verify_tls13_signature(
@@ -659,19 +654,7 @@ impl ClientCertVerifier for AnyClientCert {
         cert: &CertificateDer<'_>,
         dss: &DigitallySignedStruct,
     ) -> Result<HandshakeSignatureValid, rustls::Error> {
-        // Through the key alone: webpki's certificate parser refuses X.509 v1, which OpenSSL
-        // (so nginx) takes from clients; nothing about the certificate is trusted here.
-        let spki = x509_parser::parse_x509_certificate(cert.as_ref())
-            .map(|(_, c)| c.tbs_certificate.subject_pki.raw.to_vec())
-            .map_err(|_| {
-                rustls::Error::InvalidCertificate(rustls::CertificateError::BadEncoding)
-            })?;
-        rustls::crypto::verify_tls13_signature_with_raw_key(
-            message,
-            &rustls::pki_types::SubjectPublicKeyInfoDer::from(spki.as_slice()),
-            dss,
-            &self.provider.signature_verification_algorithms,
-        )
+        super::chain::tls13_signature(&self.provider, message, cert, dss)
     }
 
     fn supported_verify_schemes(&self) -> Vec<SignatureScheme> {
