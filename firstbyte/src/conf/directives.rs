@@ -432,9 +432,12 @@ macro_rules! proxy_ssl_directives {
         "proxy_ssl_crl" crl: Option<PathBuf> = None =>
             (HSL, 1, 1, "", Inherit, p::conf_file)
             "Revoked certificates (PEM CRLs) for upstream verification.";
+        "proxy_ssl_verify_depth" verify_depth: u32 = 1 =>
+            (HSL, 1, 1, "1", Inherit, p::count)
+            "Most intermediate certificates between the upstream's certificate and a self-signed certificate of `proxy_ssl_trusted_certificate`, as nginx with OpenSSL ≥ 1.1.0 counts them; a longer chain fails (`certificate chain too long`).";
         "proxy_ssl_verify" verify: bool = false =>
             (HSL, 1, 1, "off", Inherit, p::on_off)
-            "Verify the upstream's certificate and name.";
+            "Verify the upstream's certificate and name, as OpenSSL does for nginx: the chain leads to a self-signed certificate of `proxy_ssl_trusted_certificate` (X.509 v1 taken; every certificate current; issuers are CAs; the extended key usage, if any, allows a TLS server), and the name matches a DNS subject alternative name (`*` as a whole leftmost label), else the subject's common name.";
         "proxy_ssl_server_name" server_name: bool = false =>
             (HSL, 1, 1, "off", Inherit, p::on_off)
             "Send SNI to the upstream.";

@@ -127,8 +127,18 @@ pub fn check_crls(crls: &[CertificateRevocationListDer<'_>]) -> Result<(), Strin
     crls.iter().try_for_each(|c| Crl::parse(c.as_ref()).map(|_| ()))
 }
 
-/// `ssl_verify_client`'s chain check (see the module's words).
+/// What the leaf certificate is for (OpenSSL's `sslclient` and `sslserver` purposes).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Purpose {
+    /// A client's certificate (`ssl_verify_client`).
+    Client,
+    /// An upstream server's (`proxy_ssl_verify`).
+    Server,
+}
+
+/// `ssl_verify_client`'s (and `proxy_ssl_verify`'s) chain check (see the module's words).
 pub struct ChainVerifier {
+    purpose: Purpose,
     anchors: Vec<CertificateDer<'static>>,
     crls: Option<Vec<Crl>>,
     depth: u32,
@@ -152,6 +162,7 @@ impl ChainVerifier {
     /// given (`ssl_crl`), allowing `depth` intermediates; `hints` are the names sent to
     /// clients (`ssl_client_certificate`'s subjects).
     pub fn new(
+        purpose: Purpose,
         anchors: Vec<CertificateDer<'static>>,
         crls: Option<&[CertificateRevocationListDer<'_>]>,
         depth: u32,
@@ -167,6 +178,7 @@ impl ChainVerifier {
             None => None,
         };
         Ok(ChainVerifier {
+            purpose,
             anchors,
             crls,
             depth,
@@ -204,12 +216,22 @@ impl ChainVerifier {
                 return Err(CRITICAL);
             }
             let eku = c.extended_key_usage().map_err(|_| DECODE)?;
-            if eku.is_some_and(|e| !e.value.client_auth) {
+            let allowed = |e: &x509_parser::extensions::ExtendedKeyUsage<'_>| match self.purpose {
+                Purpose::Client => e.client_auth,
+                Purpose::Server => e.server_auth,
+            };
+            if eku.is_some_and(|e| !allowed(e.value)) {
                 return Err(PURPOSE);
             }
             if i == 0 {
                 let ku = c.key_usage().map_err(|_| DECODE)?;
-                if ku.is_some_and(|k| !k.value.digital_signature() && !k.value.key_agreement()) {
+                let fits = |k: &x509_parser::extensions::KeyUsage| match self.purpose {
+                    Purpose::Client => k.digital_signature() || k.key_agreement(),
+                    Purpose::Server => {
+                        k.digital_signature() || k.key_encipherment() || k.key_agreement()
+                    }
+                };
+                if ku.is_some_and(|k| !fits(k.value)) {
                     return Err(PURPOSE);
                 }
             } else {

@@ -41,6 +41,7 @@ pub mod stream;
 #[cfg(test)]
 mod testutil;
 mod tickets;
+mod upstream_verify;
 
 use std::sync::Arc;
 

@@ -582,6 +582,7 @@ fn strict_client_verifier(
     // Only `ssl_client_certificate`'s names are sent to clients, as nginx.
     let hints = hints(inputs);
     let verifier = super::chain::ChainVerifier::new(
+        super::chain::Purpose::Client,
         inputs.anchors.clone(),
         inputs.crl.as_deref().map(Vec::as_slice),
         tls.verify_depth,

@@ -141,7 +141,7 @@ impl std::hash::Hash for SslKey<'_> {
         s.password_file.hash(h);
         s.trusted_certificate.hash(h);
         s.crl.hash(h);
-        (s.verify, s.server_name, s.session_reuse).hash(h);
+        (s.verify, s.verify_depth, s.server_name, s.session_reuse).hash(h);
         s.name.hash(h);
         s.protocols.len().hash(h);
         // The variable pair has no Hash; equal keys still compare it in full.
