@@ -49,7 +49,7 @@ pub use certcache::{CertCache, Lookup};
 pub use client::{client_config, upstream_server_name, ClientBase};
 pub use dynamic::{cache_limits, load_pair, stamp_of, DynamicResolver, PairStamp};
 pub use error::TlsError;
-pub use names::{cipher_name, curves_list, group_name, protocol_name};
+pub use names::{cipher_name, ciphers_list, curves_list, group_name, protocol_name};
 pub use selfsigned::self_signed;
 pub use server::ServerConfigs;
 pub use store::{ObjectStore, Passwords};

@@ -140,6 +140,67 @@ pub fn issuer_dn(der: &CertificateDer<'_>) -> Option<String> {
     Some(rfc2253(c.issuer()))
 }
 
+/// `$ssl_client_s_dn_legacy`: the subject as OpenSSL's `X509_NAME_oneline` (`/C=US/CN=client`).
+pub fn subject_dn_legacy(der: &CertificateDer<'_>) -> Option<String> {
+    let (_, c) = x509_parser::parse_x509_certificate(der.as_ref()).ok()?;
+    Some(oneline(c.subject()))
+}
+
+/// `$ssl_client_i_dn_legacy`: the issuer, likewise.
+pub fn issuer_dn_legacy(der: &CertificateDer<'_>) -> Option<String> {
+    let (_, c) = x509_parser::parse_x509_certificate(der.as_ref()).ok()?;
+    Some(oneline(c.issuer()))
+}
+
+fn oneline(name: &x509_parser::x509::X509Name<'_>) -> String {
+    let registry = x509_parser::objects::oid_registry();
+    let mut out = String::new();
+    for atv in name.iter_attributes() {
+        out.push('/');
+        match x509_parser::objects::oid2abbrev(atv.attr_type(), registry) {
+            Ok(a) => out.push_str(a),
+            Err(_) => out.push_str(&atv.attr_type().to_id_string()),
+        }
+        out.push('=');
+        match atv.as_str() {
+            Ok(v) => out.push_str(v),
+            Err(_) => {
+                for b in atv.as_slice() {
+                    out.push_str(&format!("\\x{b:02X}"));
+                }
+            }
+        }
+    }
+    out
+}
+
+/// `$ssl_client_v_start` / `$ssl_client_v_end`: the validity bounds as OpenSSL prints them
+/// (`Nov 26 07:42:00 2026 GMT`).
+pub fn validity(der: &CertificateDer<'_>, end: bool) -> Option<String> {
+    let (_, c) = x509_parser::parse_x509_certificate(der.as_ref()).ok()?;
+    let v = c.validity();
+    let t = if end { v.not_after } else { v.not_before }.to_datetime();
+    const MONTHS: [&str; 12] = [
+        "Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec",
+    ];
+    Some(format!(
+        "{} {:2} {:02}:{:02}:{:02} {} GMT",
+        MONTHS[usize::from(u8::from(t.month())) - 1],
+        t.day(),
+        t.hour(),
+        t.minute(),
+        t.second(),
+        t.year()
+    ))
+}
+
+/// `$ssl_client_v_remain`: whole days until the certificate expires (0 once it has), as nginx.
+pub fn days_remaining(der: &CertificateDer<'_>, now: i64) -> Option<String> {
+    let (_, c) = x509_parser::parse_x509_certificate(der.as_ref()).ok()?;
+    let left = c.validity().not_after.timestamp() - now;
+    Some((left.max(0) / 86_400).to_string())
+}
+
 /// `$ssl_client_serial`: upper-case hex, as nginx.
 pub fn serial(der: &CertificateDer<'_>) -> Option<String> {
     let (_, c) = x509_parser::parse_x509_certificate(der.as_ref()).ok()?;

@@ -191,6 +191,7 @@ pub(super) async fn accept_tls(
         .server_name()
         .map(str::to_ascii_lowercase);
     let curves = crate::tls::curves_list(hello.client_hello().named_groups().unwrap_or(&[]));
+    let ciphers = crate::tls::ciphers_list(hello.client_hello().cipher_suites());
     // The block whose config makes the handshake (the SNI's, or the default's when the SNI's
     // has no certificate): its client checks are the connection's.
     let sni_block = addr.find(sni.as_deref()).clone();
@@ -300,6 +301,7 @@ pub(super) async fn accept_tls(
             .unwrap_or(""),
         alpn: alpn.clone(),
         curves,
+        ciphers,
         resumed: matches!(sc.handshake_kind(), Some(rustls::HandshakeKind::Resumed)),
         server_name: sni,
         client: server.tls.as_ref().and_then(|t| {
