@@ -425,6 +425,25 @@ fn finish_http(h: HttpPart, cx: &mut Cx) -> Result<HttpConf, ConfError> {
         )?));
     }
     check_addresses(&servers)?;
+    // A default server that rejects handshakes makes none for the blocks without a
+    // certificate on its address: they need one (or to reject too), as nginx.
+    for s in &servers {
+        let Some(t) = s.tls.as_ref() else { continue };
+        if t.reject_handshake || !t.certificates.is_empty() || !t.dynamic_certificates.is_empty()
+        {
+            continue;
+        }
+        let rejecting_default = s.listen.iter().any(|l| {
+            defaults
+                .get(&l.addr)
+                .and_then(|&i| servers.get(i))
+                .and_then(|d| d.tls.as_ref())
+                .is_some_and(|d| d.reject_handshake && d.certificates.is_empty())
+        });
+        if rejecting_default {
+            return Err(ConfError::NoCertificate { pos: s.pos.clone() });
+        }
+    }
     Ok(HttpConf { servers })
 }
 
