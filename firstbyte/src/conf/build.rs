@@ -429,8 +429,7 @@ fn finish_http(h: HttpPart, cx: &mut Cx) -> Result<HttpConf, ConfError> {
     // certificate on its address: they need one (or to reject too), as nginx.
     for s in &servers {
         let Some(t) = s.tls.as_ref() else { continue };
-        if t.reject_handshake || !t.certificates.is_empty() || !t.dynamic_certificates.is_empty()
-        {
+        if t.reject_handshake || !t.certificates.is_empty() || !t.dynamic_certificates.is_empty() {
             continue;
         }
         let rejecting_default = s.listen.iter().any(|l| {
@@ -476,9 +475,7 @@ fn finish_server(
     // handshakes (SNI); one without falls back to the address's default server's, as nginx.
     let shared_ssl = has_cert && listen.iter().any(|l| ssl_addrs.contains(&l.addr));
     let reject = srv.tls.reject_handshake.unwrap_or(false);
-    let on_ssl_addr = listen
-        .iter()
-        .any(|l| l.ssl || ssl_addrs.contains(&l.addr));
+    let on_ssl_addr = listen.iter().any(|l| l.ssl || ssl_addrs.contains(&l.addr));
     let tls = if quic || shared_ssl || on_ssl_addr {
         // nginx asks a certificate (or `ssl_reject_handshake on`) of the default server of an
         // `ssl` address only: another block without one has the default's make its handshakes

@@ -314,7 +314,7 @@ macro_rules! tls_directives {
             "Stateful session cache: `off`, `none`, `builtin[:N]`, `shared:NAME:SIZE` (~4000 sessions per MB).";
         "ssl_verify_client" verify_client: VerifyClient = VerifyClient::Off =>
             (HS, 1, 1, "off", Inherit, srv::verify_client)
-            "Ask for a client certificate: `on`, `off`, `optional`, `optional_no_ca`.";
+            "Ask for a client certificate: `on`, `off`, `optional`, `optional_no_ca`. As nginx, the handshake completes with any certificate whose key the client proves it holds (or none), and the chain is verified as OpenSSL does: it must lead to a self-signed certificate of `ssl_client_certificate` or `ssl_trusted_certificate` (X.509 v1 taken, a CA file's own certificate taken as the client's); every certificate current, issuers CAs, a critical extension other than basic constraints, key usage, extended key usage and subject alternative name refused. With `on`, a request without a verified certificate gets 400 (`No required SSL certificate was sent`, `The SSL certificate error`); with `optional`, 400 for a certificate that failed; `$ssl_client_verify` says why.";
         "ssl_client_certificate" client_certificate: Option<PathBuf> = None =>
             (HS, 1, 1, "", Inherit, p::conf_file)
             "CA certificates that client certificates must chain to.";
@@ -332,10 +332,10 @@ macro_rules! tls_directives {
             "CA certificates trusted but not sent to clients: for client certificates (`ssl_verify_client`, beside `ssl_client_certificate`, whose names alone are sent) and for OCSP stapling (the issuer, and the anchors of `ssl_stapling_verify`).";
         "ssl_verify_depth" verify_depth: u32 = 1 =>
             (HS, 1, 1, "1", Inherit, p::count)
-            "Most intermediate certificates between a client certificate and its CA, as nginx with OpenSSL ≥ 1.1.0 counts them (0: signed by the CA itself); a longer chain fails with `certificate chain too long`.";
+            "Most intermediate certificates between a client certificate and the self-signed CA its chain ends at, as nginx with OpenSSL ≥ 1.1.0 counts them (0: signed by that CA itself; an intermediate CA in `ssl_client_certificate` still counts); a longer chain fails with `certificate chain too long`.";
         "ssl_crl" crl: Option<PathBuf> = None =>
             (HS, 1, 1, "", Inherit, p::conf_file)
-            "CRLs (PEM) client certificates are checked against with `ssl_verify_client`: as nginx (OpenSSL's `CRL_CHECK_ALL`), every certificate of the chain needs a CRL from its issuer, and an expired CRL fails the check.";
+            "CRLs (PEM; version 1 as `openssl ca -gencrl` makes them, or 2) client certificates are checked against with `ssl_verify_client`: as nginx (OpenSSL's `CRL_CHECK_ALL`), every certificate of the chain, the CA's own included, needs a CRL signed by its issuer (`unable to get certificate CRL`), and an expired CRL fails the check. A CRL with a critical extension is not used.";
         "ssl_stapling_file" stapling_file: Option<PathBuf> = None =>
             (HS, 1, 1, "", Inherit, p::conf_file)
             "DER OCSP response to staple.";

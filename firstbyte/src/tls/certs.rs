@@ -306,6 +306,30 @@ mod tests {
     use super::*;
 
     #[test]
+    fn trusted_certificate_pem_loads_without_its_trust_settings() {
+        let (cert_pem, _) = super::super::testutil::ecdsa_pem(&["localhost"]);
+        let der = CertificateDer::from_pem_slice(cert_pem.as_bytes()).expect("pem");
+        // `openssl x509 -trustout`: the certificate, then X509_CERT_AUX (trust clientAuth).
+        let mut aux = der.to_vec();
+        aux.extend_from_slice(&[
+            0x30, 0x0c, 0x30, 0x0a, 0x06, 0x08, 0x2b, 0x06, 0x01, 0x05, 0x05, 0x07, 0x03, 0x02,
+        ]);
+        let b64 = super::super::ocsp::base64(&aux);
+        let mut pem = String::from("-----BEGIN TRUSTED CERTIFICATE-----\n");
+        for line in b64.as_bytes().chunks(64) {
+            pem.push_str(std::str::from_utf8(line).expect("ascii"));
+            pem.push('\n');
+        }
+        pem.push_str("-----END TRUSTED CERTIFICATE-----\n");
+        let chain = parse_chain(pem.as_bytes()).expect("a TRUSTED CERTIFICATE loads");
+        assert_eq!(chain, vec![der.clone()], "the trust settings are dropped");
+        let roots = parse_roots(pem.as_bytes()).expect("as a CA file too");
+        assert_eq!(roots.len(), 1);
+        // A plain CERTIFICATE is taken whole, as before.
+        assert_eq!(parse_chain(cert_pem.as_bytes()).expect("plain"), vec![der]);
+    }
+
+    #[test]
     fn chain_and_key_parse() {
         let (cert, key) = ecdsa_pem(&["localhost"]);
         let chain = parse_chain(cert.as_bytes()).expect("chain");

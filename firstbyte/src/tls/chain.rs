@@ -124,7 +124,8 @@ impl Crl {
 
 /// Parses `ssl_crl`'s CRLs (any version, with or without extensions) for [`ChainVerifier`].
 pub fn check_crls(crls: &[CertificateRevocationListDer<'_>]) -> Result<(), String> {
-    crls.iter().try_for_each(|c| Crl::parse(c.as_ref()).map(|_| ()))
+    crls.iter()
+        .try_for_each(|c| Crl::parse(c.as_ref()).map(|_| ()))
 }
 
 /// What the leaf certificate is for (OpenSSL's `sslclient` and `sslserver` purposes).
@@ -192,10 +193,8 @@ impl ChainVerifier {
     /// error is OpenSSL's wording.
     pub fn check(&self, leaf: &[u8], sent: &[&[u8]], now: i64) -> Result<(), &'static str> {
         let path = self.build(leaf, sent)?;
-        let certs: Vec<X509Certificate<'_>> = path
-            .iter()
-            .map(|d| parse(d))
-            .collect::<Result<_, _>>()?;
+        let certs: Vec<X509Certificate<'_>> =
+            path.iter().map(|d| parse(d)).collect::<Result<_, _>>()?;
         // Intermediates between the leaf and the self-signed anchor.
         if certs.len().saturating_sub(2) > self.depth as usize {
             return Err(TOO_LONG);
@@ -208,8 +207,7 @@ impl ChainVerifier {
             if now > v.not_after.timestamp() {
                 return Err(EXPIRED);
             }
-            if c
-                .extensions()
+            if c.extensions()
                 .iter()
                 .any(|e| e.critical && !HANDLED_CRITICAL.contains(&e.oid.to_id_string().as_str()))
             {
@@ -256,7 +254,11 @@ impl ChainVerifier {
     }
 
     /// The path from `leaf` to a self-signed anchor: leaf first, anchor last.
-    fn build<'a>(&'a self, leaf: &'a [u8], sent: &[&'a [u8]]) -> Result<Vec<&'a [u8]>, &'static str> {
+    fn build<'a>(
+        &'a self,
+        leaf: &'a [u8],
+        sent: &[&'a [u8]],
+    ) -> Result<Vec<&'a [u8]>, &'static str> {
         let mut path: Vec<&[u8]> = vec![leaf];
         loop {
             let cur = *path.last().unwrap_or(&leaf);
@@ -421,7 +423,9 @@ pub fn tls12_signature(
     let c = parse(cert.as_ref()).map_err(|_| bad())?;
     let spki = c.public_key();
     let spki_fields = der_first(spki.raw).and_then(der_contents).ok_or_else(bad)?;
-    let key_alg = der_first(spki_fields).and_then(der_contents).ok_or_else(bad)?;
+    let key_alg = der_first(spki_fields)
+        .and_then(der_contents)
+        .ok_or_else(bad)?;
     let algs = &provider.signature_verification_algorithms;
     let candidates = algs
         .mapping
@@ -433,9 +437,12 @@ pub fn tls12_signature(
         ))?;
     let ok = candidates.iter().any(|a| {
         a.public_key_alg_id().as_ref() == key_alg
-            && a
-                .verify_signature(spki.subject_public_key.data.as_ref(), message, dss.signature())
-                .is_ok()
+            && a.verify_signature(
+                spki.subject_public_key.data.as_ref(),
+                message,
+                dss.signature(),
+            )
+            .is_ok()
     });
     if ok {
         Ok(HandshakeSignatureValid::assertion())
@@ -514,7 +521,10 @@ fn der_split(der: &[u8]) -> Option<(&[u8], &[u8])> {
             return None;
         }
         let bytes = der.get(2..2 + n)?;
-        (bytes.iter().fold(0usize, |a, b| (a << 8) | usize::from(*b)), 2 + n)
+        (
+            bytes.iter().fold(0usize, |a, b| (a << 8) | usize::from(*b)),
+            2 + n,
+        )
     };
     let end = header.checked_add(len)?;
     (end <= der.len()).then(|| der.split_at(end))
@@ -554,5 +564,30 @@ fn split_signed(der: &[u8]) -> Option<(&[u8], &[u8], &[u8])> {
 }
 
 #[cfg(test)]
-#[path = "chain_tests.rs"]
-mod tests;
+mod tests {
+    use super::*;
+
+    #[test]
+    fn der_elements_split_whole() {
+        // SEQUENCE { INTEGER 5 } then trailing bytes.
+        let der = [0x30, 0x03, 0x02, 0x01, 0x05, 0xff];
+        assert_eq!(der_split(&der), Some((&der[..5], &der[5..])));
+        assert_eq!(der_contents(&der[..5]), Some(&der[2..5]));
+        // A length past the end, and a 5-byte length, are refused.
+        assert_eq!(der_split(&[0x30, 0x05, 0x00]), None);
+        assert_eq!(der_split(&[0x30, 0x85, 0, 0, 0, 0, 1]), None);
+        assert_eq!(split_signed(&der), None);
+    }
+
+    #[test]
+    fn serials_compare_without_sign_padding() {
+        assert_eq!(strip_sign_padding(&[0x00, 0x80]), &[0x80]);
+        assert_eq!(strip_sign_padding(&[0x00]), &[0x00]);
+        assert_eq!(strip_sign_padding(&[0x10, 0x00]), &[0x10, 0x00]);
+    }
+
+    #[test]
+    fn garbage_is_no_crl() {
+        assert!(check_crls(&[CertificateRevocationListDer::from(vec![0x30, 0x00])]).is_err());
+    }
+}

@@ -135,18 +135,17 @@ impl DynamicResolver {
                 }
             }
         }
-        let (ck, stamp) =
-            match load_pair(&cert, &key, self.passwords.as_deref(), &self.provider) {
-                Ok(loaded) => loaded,
-                Err(e) => {
-                    if let Some(f) = &self.failed {
-                        if let Ok(mut f) = f.lock() {
-                            f.insert(cache_key, (), stamp_now(), now);
-                        }
+        let (ck, stamp) = match load_pair(&cert, &key, self.passwords.as_deref(), &self.provider) {
+            Ok(loaded) => loaded,
+            Err(e) => {
+                if let Some(f) = &self.failed {
+                    if let Ok(mut f) = f.lock() {
+                        f.insert(cache_key, (), stamp_now(), now);
                     }
-                    return Err(e);
                 }
-            };
+                return Err(e);
+            }
+        };
         if let Some(c) = &self.cache {
             if let Ok(mut c) = c.lock() {
                 c.insert(cache_key, ck.clone(), stamp, now);
@@ -186,12 +185,13 @@ pub fn load_pair(
         reason: LoadReason::Io(e),
     })?;
     let passwords = passwords.filter(|_| certs::needs_password(&kb));
-    let signing = certs::parse_key(&kb, passwords.map(|p| p.as_slice()), provider).map_err(|reason| {
-        TlsError::CertificateKey {
-            name: key.to_string(),
-            reason,
-        }
-    })?;
+    let signing =
+        certs::parse_key(&kb, passwords.map(|p| p.as_slice()), provider).map_err(|reason| {
+            TlsError::CertificateKey {
+                name: key.to_string(),
+                reason,
+            }
+        })?;
     let ck = CertifiedKey::new(chain, signing);
     if !certs::keys_match(&ck) {
         return Err(TlsError::KeyMismatch {
@@ -228,6 +228,7 @@ mod tests {
     use super::*;
     use crate::conf::model::Pos;
     use crate::conf::vars::ComplexValue;
+    use std::path::{Path, PathBuf};
     use std::time::Duration;
 
     fn dir() -> PathBuf {
@@ -249,7 +250,7 @@ mod tests {
                     line: 1,
                 },
             }],
-            password_file: None,
+            passwords: None,
             provider: super::super::provider(),
             cache: pair_limits(cache).map(|l| Mutex::new(CertCache::new(l))),
             failed: pair_limits(cache).map(|l| Mutex::new(CertCache::new(l))),

@@ -403,8 +403,12 @@ impl ObjectStore {
             _ => None,
         };
         let encrypted = certs::needs_password(&bytes);
-        let signing =
-            certs::parse_key(&bytes, passwords.as_ref().map(|p| p.as_slice()), &self.provider).map_err(fail)?;
+        let signing = certs::parse_key(
+            &bytes,
+            passwords.as_ref().map(|p| p.as_slice()),
+            &self.provider,
+        )
+        .map_err(fail)?;
         self.insert_with(key, Object::Key(signing.clone()), stamps.into(), !encrypted);
         Ok(signing)
     }

@@ -101,7 +101,9 @@ impl ServerCertVerifier for UpstreamVerifier {
         let secs = i64::try_from(now.as_secs()).unwrap_or(i64::MAX);
         self.chain
             .check(end_entity.as_ref(), &sent, secs)
-            .map_err(|reason| Error::General(format!("upstream SSL certificate verify error: {reason}")))?;
+            .map_err(|reason| {
+                Error::General(format!("upstream SSL certificate verify error: {reason}"))
+            })?;
         let name = match server_name {
             ServerName::DnsName(d) => d.as_ref().to_string(),
             ServerName::IpAddress(ip) => IpAddr::from(*ip).to_string(),

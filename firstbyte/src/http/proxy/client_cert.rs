@@ -12,7 +12,6 @@
 //! missing or bad file fails that request only (502, the reason in the error log). Locations
 //! with equal settings share one `DynamicClient`, so a cache at `http` level serves them all.
 
-
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
@@ -146,6 +145,7 @@ mod tests {
     use crate::conf::vars::ComplexValue;
     use crate::tls::ObjectStore;
     use std::borrow::Cow;
+    use std::path::PathBuf;
     use std::time::Duration;
 
     struct Host(&'static str);

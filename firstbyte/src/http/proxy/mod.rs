@@ -215,12 +215,8 @@ impl<'a> Builder<'a> {
                                 Some(path) => Some(store.passwords(path)?),
                                 None => None,
                             };
-                            let d = Arc::new(DynamicClient::new(
-                                &p.ssl,
-                                pair.clone(),
-                                base,
-                                passwords,
-                            ));
+                            let d =
+                                Arc::new(DynamicClient::new(&p.ssl, pair.clone(), base, passwords));
                             self.dynamics.insert(SslKey(&p.ssl), d.clone());
                             d
                         }
