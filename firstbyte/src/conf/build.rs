@@ -420,8 +420,10 @@ fn finish_http(h: HttpPart, cx: &mut Cx) -> Result<HttpConf, ConfError> {
             cx,
             &default_types,
             &vars,
-            &ssl_addrs,
-            default_on_ssl,
+            SslPlace {
+                addrs: &ssl_addrs,
+                default_on_ssl,
+            },
         )?));
     }
     check_addresses(&servers)?;
@@ -446,6 +448,14 @@ fn finish_http(h: HttpPart, cx: &mut Cx) -> Result<HttpConf, ConfError> {
     Ok(HttpConf { servers })
 }
 
+/// Where a server block stands among `ssl` addresses.
+struct SslPlace<'a> {
+    /// The addresses some `listen ... ssl` names.
+    addrs: &'a [std::net::SocketAddr],
+    /// Whether the block is the default server of one of them.
+    default_on_ssl: bool,
+}
+
 /// The most an `ssl_password_file` may hold (nginx reads at most 64 KB of one too).
 const MAX_PASSWORD_FILE: u64 = 64 * 1024;
 
@@ -456,9 +466,12 @@ fn finish_server(
     cx: &mut Cx,
     default_types: &Arc<MimeTypes>,
     vars: &Arc<super::rewrite::VarDefs>,
-    ssl_addrs: &[std::net::SocketAddr],
-    default_on_ssl: bool,
+    ssl: SslPlace<'_>,
 ) -> Result<ServerConf, ConfError> {
+    let SslPlace {
+        addrs: ssl_addrs,
+        default_on_ssl,
+    } = ssl;
     let mut srv = sp.srv;
     srv.inherit(http_srv);
     let mut loc = sp.loc;

@@ -473,7 +473,7 @@ pub fn tls13_signature(
 
 fn parse(der: &[u8]) -> Result<X509Certificate<'_>, &'static str> {
     match X509Certificate::from_der(der) {
-        Ok((rest, c)) if rest.is_empty() => Ok(c),
+        Ok((&[], c)) => Ok(c),
         _ => Err(DECODE),
     }
 }
