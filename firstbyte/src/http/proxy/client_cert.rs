@@ -97,6 +97,10 @@ impl DynamicClient {
         paths: &ClientCertPaths,
         now: Instant,
     ) -> Result<Arc<rustls::ClientConfig>, TlsError> {
+        if paths.cert.is_empty() {
+            // A certificate variable that came out empty: no client certificate, as nginx.
+            return self.base.config(None);
+        }
         let key = paths.joined();
         if let Some(c) = &self.cache {
             if let Ok(mut c) = c.lock() {
