@@ -4,7 +4,7 @@
 //! whose issuer name is the CA's but whose signature is another key's, an untrusted self-signed
 //! certificate, a leaf sent without its intermediate. `ssl_verify_client on` completes the
 //! handshake as nginx and refuses each request (400) unless the chain verified, over HTTP/1.1
-//! and HTTP/2. Also `ssl_reject_handshake`, a FIFO `ssl_password_file` read once, and
+//! and HTTP/2. Also `ssl_reject_handshake`, plain HTTP to a TLS port, a FIFO `ssl_password_file` read once, and
 //! `proxy_ssl_verify` with an X.509 v1 upstream certificate named by its common name.
 
 mod support;
@@ -257,6 +257,19 @@ fn reject_handshake_refuses_names_of_its_server() {
     // No SNI: the default server's, refused too.
     let out = curl(&[&format!("https://127.0.0.1:{}/", p[0])]);
     assert!(!out.status.success());
+    // Plain HTTP to the TLS port: nginx's 400 page, in plain text.
+    let mut c = std::net::TcpStream::connect(("127.0.0.1", p[0])).expect("connect");
+    c.set_read_timeout(Some(Duration::from_secs(10)))
+        .expect("timeout");
+    c.write_all(b"GET / HTTP/1.1\r\nHost: good.example\r\n\r\n")
+        .expect("write");
+    let mut answer = String::new();
+    std::io::Read::read_to_string(&mut c, &mut answer).expect("read");
+    assert!(
+        answer.starts_with("HTTP/1.1 400 Bad Request\r\n"),
+        "{answer}"
+    );
+    assert!(answer.contains("The plain HTTP request was sent to HTTPS port"));
 }
 
 const PASSWORDS: &str = r#"
