@@ -74,6 +74,11 @@ for n in end revoked; do
     -subj /CN=$n/ -in $n.csr -out $n.crt 2>/dev/null
   cat $n.crt int.crt > $n-chain.pem
 done
+openssl req -new -config ca.conf -subj /CN=old/ -nodes -newkey rsa:2048 \
+  -keyout old.key -out old.csr 2>/dev/null
+openssl ca -batch -config ca.conf -keyfile int.key -cert int.crt -subj /CN=old/ \
+  -startdate 20200101000000Z -enddate 20200102000000Z -in old.csr -out old.crt 2>/dev/null
+cat old.crt int.crt > old-chain.pem
 openssl x509 -req -in forged.csr -CA evil.crt -CAkey evil.key -set_serial 66 -days 2 \
   -out forged.crt 2>/dev/null
 openssl ca -gencrl -config ca.conf -keyfile root.key -cert root.crt -out root.crl \
@@ -168,6 +173,11 @@ fn chains_are_checked_as_openssl_and_attacks_fail() {
             "{proto}"
         );
     }
+    // Expired (2020), in a chain that is otherwise good.
+    assert_eq!(
+        get(p[0], with("old-chain.pem", "old.key"), &[]),
+        failed("certificate has expired")
+    );
     // The CA's name as issuer, another key's signature.
     assert_eq!(
         get(p[0], with("forged.crt", "forged.key"), &[]),

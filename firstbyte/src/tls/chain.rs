@@ -335,8 +335,15 @@ impl ChainVerifier {
         now: i64,
     ) -> Result<(), &'static str> {
         let serial = strip_sign_padding(cert.raw_serial());
+        // An issuer whose key usage leaves out cRLSign signs no CRL (OpenSSL's check too).
+        let may_sign = match issuer.key_usage() {
+            Ok(Some(k)) => k.value.crl_sign(),
+            Ok(None) => true,
+            Err(_) => false,
+        };
         let mut usable = crls
             .iter()
+            .filter(|_| may_sign)
             .filter(|c| !c.unusable && c.issuer == cert.issuer().as_raw())
             .filter(|c| self.signed_by(&c.der, issuer).is_ok())
             .peekable();
