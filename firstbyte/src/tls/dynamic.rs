@@ -85,7 +85,7 @@ pub fn cache_limits(c: CertificateCache) -> Option<CacheLimits> {
 
 /// The limits of a cache of certificate/key pairs: nginx's cache holds the certificate and
 /// the key as two objects, so `max=N` holds N/2 pairs (at least one).
-fn pair_limits(c: CertificateCache) -> Option<CacheLimits> {
+pub fn pair_limits(c: CertificateCache) -> Option<CacheLimits> {
     cache_limits(c).map(|l| CacheLimits {
         max: (l.max / 2).max(1),
         ..l
@@ -135,18 +135,19 @@ impl DynamicResolver {
                 }
             }
         }
-        let (ck, stamp) = match load_pair(&cert, &key, self.passwords.as_deref(), &self.provider) {
-            Ok(loaded) => loaded,
-            Err(e) => {
-                if let Some(f) = &self.failed {
-                    if let Ok(mut f) = f.lock() {
-                        f.insert(cache_key, (), stamp_now(), now);
+        let (ck, stamp, encrypted) =
+            match load_pair(&cert, &key, self.passwords.as_deref(), &self.provider) {
+                Ok(loaded) => loaded,
+                Err(e) => {
+                    if let Some(f) = &self.failed {
+                        if let Ok(mut f) = f.lock() {
+                            f.insert(cache_key, (), stamp_now(), now);
+                        }
                     }
+                    return Err(e);
                 }
-                return Err(e);
-            }
-        };
-        if let Some(c) = &self.cache {
+            };
+        if let Some(c) = self.cache.as_ref().filter(|_| !encrypted) {
             if let Ok(mut c) = c.lock() {
                 c.insert(cache_key, ck.clone(), stamp, now);
             }
@@ -163,13 +164,14 @@ pub fn stamp_of(path: &str) -> Option<FileStamp> {
     }
 }
 
-/// Reads and parses one pair, with the stamps it was read under.
+/// Reads and parses one pair, with the stamps it was read under and whether its key was
+/// encrypted (such a pair is never cached, as nginx exempts encrypted keys from its caches).
 pub fn load_pair(
     cert: &str,
     key: &str,
     passwords: Option<&Vec<Vec<u8>>>,
     provider: &Arc<CryptoProvider>,
-) -> Result<(Arc<CertifiedKey>, PairStamp), TlsError> {
+) -> Result<(Arc<CertifiedKey>, PairStamp, bool), TlsError> {
     let cert_src = file_source(cert);
     let key_src = file_source(key);
     let (cb, cs) = read_source_stamped(&cert_src).map_err(|e| TlsError::Certificate {
@@ -184,7 +186,8 @@ pub fn load_pair(
         name: key.to_string(),
         reason: LoadReason::Io(e),
     })?;
-    let passwords = passwords.filter(|_| certs::needs_password(&kb));
+    let encrypted = certs::needs_password(&kb);
+    let passwords = passwords.filter(|_| encrypted);
     let signing =
         certs::parse_key(&kb, passwords.map(|p| p.as_slice()), provider).map_err(|reason| {
             TlsError::CertificateKey {
@@ -199,7 +202,7 @@ pub fn load_pair(
             key: key.to_string(),
         });
     }
-    Ok((Arc::new(ck), (cs, ks)))
+    Ok((Arc::new(ck), (cs, ks), encrypted))
 }
 
 impl ResolvesServerCert for DynamicResolver {

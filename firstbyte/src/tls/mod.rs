@@ -47,13 +47,19 @@ use std::sync::Arc;
 
 pub use certcache::{CertCache, Lookup};
 pub use client::{client_config, upstream_server_name, ClientBase};
-pub use dynamic::{cache_limits, load_pair, stamp_of, DynamicResolver, PairStamp};
+pub use dynamic::{load_pair, pair_limits, stamp_of, DynamicResolver, PairStamp};
 pub use error::TlsError;
 pub use names::{cipher_name, ciphers_list, curves_list, group_name, protocol_name};
 pub use selfsigned::self_signed;
 pub use server::ServerConfigs;
 pub use store::{ObjectStore, Passwords};
 pub use tickets::TlsShared;
+
+/// `tls::testutil::encrypt_pkcs8` for the other modules' tests.
+#[cfg(test)]
+pub fn encrypt_pkcs8_for_tests(key_pem: &str, password: &[u8]) -> String {
+    testutil::encrypt_pkcs8(key_pem, password)
+}
 
 /// The crypto provider of every firstbyte config: rustls' aws-lc-rs provider.
 pub fn provider() -> Arc<rustls::crypto::CryptoProvider> {

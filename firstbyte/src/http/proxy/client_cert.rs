@@ -19,7 +19,7 @@ use std::time::Instant;
 use crate::conf::model::{DynamicCertKey, ProxySsl};
 use crate::conf::vars::Vars;
 use crate::tls::{
-    cache_limits, load_pair, stamp_of, CertCache, ClientBase, Lookup, PairStamp, TlsError,
+    load_pair, pair_limits, stamp_of, CertCache, ClientBase, Lookup, PairStamp, TlsError,
 };
 
 /// A request's evaluated `proxy_ssl_certificate` and `_key` paths (or `data:` values).
@@ -80,7 +80,7 @@ impl DynamicClient {
             base,
             pair,
             passwords,
-            cache: cache_limits(ssl.certificate_cache).map(|l| Mutex::new(CertCache::new(l))),
+            cache: pair_limits(ssl.certificate_cache).map(|l| Mutex::new(CertCache::new(l))),
             loaded: AtomicU64::new(0),
             hits: AtomicU64::new(0),
         }
@@ -111,7 +111,7 @@ impl DynamicClient {
                 }
             }
         }
-        let (ck, stamp) = load_pair(
+        let (ck, stamp, encrypted) = load_pair(
             &paths.cert,
             &paths.key,
             self.passwords.as_deref(),
@@ -125,7 +125,7 @@ impl DynamicClient {
             self.hits.load(Ordering::Relaxed)
         );
         let cfg = self.base.config(Some(ck))?;
-        if let Some(c) = &self.cache {
+        if let Some(c) = self.cache.as_ref().filter(|_| !encrypted) {
             if let Ok(mut c) = c.lock() {
                 c.insert(key, cfg.clone(), stamp, now);
             }
@@ -248,5 +248,34 @@ mod tests {
         let e = off.config(&missing, t).expect_err("no such file");
         assert!(e.to_string().contains("b.test.crt"), "{e}");
         assert_eq!(off.counts().loaded, 2, "a failed load is not counted");
+    }
+
+    /// nginx keeps encrypted keys out of its certificate caches: each request decrypts.
+    #[test]
+    fn encrypted_pairs_are_not_cached() {
+        let d = dir("encrypted");
+        let ck = rcgen::generate_simple_self_signed(vec!["e.test".to_string()]).expect("rcgen");
+        std::fs::write(d.join("e.test.crt"), ck.cert.pem()).expect("w");
+        let enc = crate::tls::encrypt_pkcs8_for_tests(&ck.signing_key.serialize_pem(), b"pw");
+        std::fs::write(d.join("e.test.key"), enc).expect("w");
+        let s = ssl(
+            &d,
+            CertificateCache::On {
+                max: 4,
+                inactive: Duration::from_secs(10),
+                valid: Duration::from_secs(60),
+            },
+        );
+        let base = ClientBase::new(&s, &mut ObjectStore::new()).expect("base");
+        let pair = s.dynamic.clone().expect("dynamic");
+        let c = DynamicClient::new(&s, pair, base, Some(Arc::new(vec![b"pw".to_vec()])));
+        let p = paths(&s, &Host("e.test")).expect("p");
+        let t = Instant::now();
+        c.config(&p, t).expect("decrypted");
+        c.config(&p, t).expect("again");
+        assert_eq!(c.counts(), ClientCertCounts { loaded: 2, hits: 0 });
+        // Without the password: an error (the request gets 500, as nginx).
+        let none = client(&d, CertificateCache::Off);
+        assert!(none.config(&p, t).is_err());
     }
 }

@@ -292,6 +292,9 @@ pub enum Failure {
     /// The client's body failed (too large, stalled): the caller knows which and answers
     /// 413 or 408; 400 otherwise. Not the upstream's fault: nothing is logged against it.
     ClientBody,
+    /// 500: this request's `proxy_ssl_certificate` (with variables) could not be loaded, as
+    /// nginx answers it.
+    Internal,
 }
 
 impl Failure {
@@ -301,6 +304,7 @@ impl Failure {
             Failure::BadGateway => 502,
             Failure::Timeout => 504,
             Failure::ClientBody => 400,
+            Failure::Internal => 500,
         }
     }
 }
@@ -361,7 +365,7 @@ pub async fn forward(
                         &uri
                     )
                 );
-                return Err(Failure::BadGateway);
+                return Err(Failure::Internal);
             }
         }
     }
@@ -753,5 +757,6 @@ mod tests {
         assert_eq!(Failure::BadGateway.status(), 502);
         assert_eq!(Failure::Timeout.status(), 504);
         assert_eq!(Failure::ClientBody.status(), 400);
+        assert_eq!(Failure::Internal.status(), 500);
     }
 }
