@@ -531,9 +531,9 @@ fn client_certificate_by_variable_per_request() {
         assert!(r.ends_with("a.test"), "{r}");
     }
     assert_eq!(loads("a.test"), 3, "{}", log());
-    // No file for this host: that request fails with 502 and a logged reason.
+    // No file for this host: that request fails with 500 (as nginx) and a logged reason.
     let r = get("/cached", "nope.test");
-    assert!(r.starts_with("HTTP/1.1 502"), "{r}");
+    assert!(r.starts_with("HTTP/1.1 500"), "{r}");
     std::thread::sleep(Duration::from_millis(100));
     let text = log();
     assert!(
