@@ -12,7 +12,9 @@
 //! `rustls::ServerConfig`, including the certificate choice per ClientHello (ECDSA before RSA).
 //! After reading a ClientHello's SNI (tokio-rustls `LazyConfigAcceptor`) the runtime picks a
 //! server block and uses its config. `names` spells negotiated parameters as OpenSSL does, for
-//! `$ssl_protocol`, `$ssl_cipher`, `$ssl_curve`; `selfsigned` makes the built-in site's
+//! `$ssl_protocol`, `$ssl_cipher`, `$ssl_curve`; `chain` verifies client chains as OpenSSL
+//! does for nginx (v1 certificates and CRLs, `ssl_verify_depth`, `ssl_crl`), and
+//! `upstream_verify` upstream chains and names; `selfsigned` makes the built-in site's
 //! certificate. `ocsp` builds and checks OCSP messages and `stapler` fetches and refreshes
 //! them for `ssl_stapling`, stapled by the server config's certificate resolver. Errors are [`TlsError`], worded as nginx's `[emerg]` lines.
 //!

@@ -1,12 +1,11 @@
 //! The client's certificate as requests see it: nginx's `$ssl_client_*` variables and the
 //! verification result each request of a server with `ssl_verify_client` is checked against.
 //!
-//! The handshake asks for a certificate as the server block chosen by SNI says. With
-//! `ssl_verify_client on` it accepts only a chain that verifies against
-//! `ssl_client_certificate` (stricter than nginx, which completes the handshake and answers
-//! 400 later). With `optional` it accepts any certificate whose key the client proves it
-//! holds, and [`verify`] then checks the chain, so a request can get nginx's 495 page
-//! ("The SSL certificate error") and `$ssl_client_verify` says `FAILED:reason`, as in nginx.
+//! The handshake asks for a certificate as the server block chosen by SNI says and, as nginx,
+//! accepts any certificate whose key the client proves it holds (or none); [`verify`] then
+//! checks the chain (`tls::chain`, OpenSSL's rules), so a request gets nginx's 400 pages (495
+//! "The SSL certificate error", 496 "No required SSL certificate was sent" for `on`) and
+//! `$ssl_client_verify` says `FAILED:reason`, as in nginx.
 //! The result is computed once per connection, against the CA of the server block whose
 //! handshake it was; a request whose `Host` selects a server with other client checks is
 //! refused with 421 before it is looked at (see `http::pipeline::misdirected`).

@@ -542,10 +542,9 @@ impl ServerConfigs {
 }
 
 /// `ssl_verify_client` (+ `ssl_client_certificate`, loaded as `roots`) as the handshake's
-/// client verifier: `on` accepts only a chain that verifies (stricter than nginx, which
-/// answers 400 later); `optional` and `optional_no_ca` accept any certificate whose key the
-/// client proves it holds, and the chain is checked after the handshake
-/// ([`strict_client_verifier`], `tls::peer`), so a request gets nginx's 495 page.
+/// client verifier: every mode but `off` accepts any certificate whose key the client proves it
+/// holds, as nginx, and the chain is checked after the handshake ([`strict_client_verifier`],
+/// `tls::peer`), so a request gets nginx's 495 or 496 page.
 fn client_verifier(
     tls: &TlsConf,
     inputs: &Inputs,
