@@ -8,7 +8,7 @@
 //! that need the whole picture (certificates of `listen ... ssl` servers, default servers);
 //! grouping servers by address is `vhosts`' job.
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
@@ -396,7 +396,23 @@ fn finish_http(h: HttpPart, cx: &mut Cx) -> Result<HttpConf, ConfError> {
         .filter(|l| l.ssl)
         .map(|l| l.addr)
         .collect();
-    for sp in parts {
+    // The default server of each address: the one saying `default_server`, else the first.
+    let mut defaults: HashMap<std::net::SocketAddr, usize> = HashMap::new();
+    for (i, sp) in parts.iter().enumerate() {
+        for l in &sp.head.listen {
+            if l.default_server {
+                defaults.insert(l.addr, i);
+            } else {
+                defaults.entry(l.addr).or_insert(i);
+            }
+        }
+    }
+    for (i, sp) in parts.into_iter().enumerate() {
+        let default_on_ssl = sp
+            .head
+            .listen
+            .iter()
+            .any(|l| ssl_addrs.contains(&l.addr) && defaults.get(&l.addr) == Some(&i));
         servers.push(Arc::new(finish_server(
             sp,
             &srv,
@@ -404,12 +420,44 @@ fn finish_http(h: HttpPart, cx: &mut Cx) -> Result<HttpConf, ConfError> {
             cx,
             &default_types,
             &vars,
-            &ssl_addrs,
+            SslPlace {
+                addrs: &ssl_addrs,
+                default_on_ssl,
+            },
         )?));
     }
     check_addresses(&servers)?;
+    // A default server that rejects handshakes makes none for the blocks without a
+    // certificate on its address: they need one (or to reject too), as nginx.
+    for s in &servers {
+        let Some(t) = s.tls.as_ref() else { continue };
+        if t.reject_handshake || !t.certificates.is_empty() || !t.dynamic_certificates.is_empty() {
+            continue;
+        }
+        let rejecting_default = s.listen.iter().any(|l| {
+            defaults
+                .get(&l.addr)
+                .and_then(|&i| servers.get(i))
+                .and_then(|d| d.tls.as_ref())
+                .is_some_and(|d| d.reject_handshake && d.certificates.is_empty())
+        });
+        if rejecting_default {
+            return Err(ConfError::NoCertificate { pos: s.pos.clone() });
+        }
+    }
     Ok(HttpConf { servers })
 }
+
+/// Where a server block stands among `ssl` addresses.
+struct SslPlace<'a> {
+    /// The addresses some `listen ... ssl` names.
+    addrs: &'a [std::net::SocketAddr],
+    /// Whether the block is the default server of one of them.
+    default_on_ssl: bool,
+}
+
+/// The most an `ssl_password_file` may hold (nginx reads at most 64 KB of one too).
+const MAX_PASSWORD_FILE: u64 = 64 * 1024;
 
 fn finish_server(
     sp: ServerPart,
@@ -418,8 +466,12 @@ fn finish_server(
     cx: &mut Cx,
     default_types: &Arc<MimeTypes>,
     vars: &Arc<super::rewrite::VarDefs>,
-    ssl_addrs: &[std::net::SocketAddr],
+    ssl: SslPlace<'_>,
 ) -> Result<ServerConf, ConfError> {
+    let SslPlace {
+        addrs: ssl_addrs,
+        default_on_ssl,
+    } = ssl;
     let mut srv = sp.srv;
     srv.inherit(http_srv);
     let mut loc = sp.loc;
@@ -435,12 +487,24 @@ fn finish_server(
     // On an address another server made `ssl`, a server with a certificate makes its own
     // handshakes (SNI); one without falls back to the address's default server's, as nginx.
     let shared_ssl = has_cert && listen.iter().any(|l| ssl_addrs.contains(&l.addr));
-    let tls = if quic || shared_ssl || listen.iter().any(|l| l.ssl) {
-        if !has_cert {
+    let reject = srv.tls.reject_handshake.unwrap_or(false);
+    let on_ssl_addr = listen.iter().any(|l| l.ssl || ssl_addrs.contains(&l.addr));
+    let tls = if quic || shared_ssl || on_ssl_addr {
+        // nginx asks a certificate (or `ssl_reject_handshake on`) of the default server of an
+        // `ssl` address only: another block without one has the default's make its handshakes
+        // (`tls::ServerConfigs` builds it no config), its own client checks still applying.
+        if !has_cert && !reject && (quic || default_on_ssl) {
             return Err(ConfError::NoCertificate { pos: sp.pos });
+        }
+        if reject && quic {
+            return Err(ConfError::other(
+                "\"ssl_reject_handshake\" is not supported with \"listen ... quic\" by firstbyte yet",
+                &sp.pos,
+            ));
         }
         let t = srv.tls.finish(certificates, dynamic);
         if matches!(t.verify_client, VerifyClient::On | VerifyClient::Optional)
+            && has_cert
             && t.client_certificate.is_none()
             && t.trusted_certificate.is_none()
         {
@@ -486,6 +550,23 @@ fn finish_server(
     } else {
         None
     };
+    // The store reads it with the keys of a block that makes handshakes with them.
+    let keys_loaded = has_cert && tls.as_ref().is_some_and(|t| !t.reject_handshake);
+    if !keys_loaded {
+        if let Some(Some(path)) = &srv.tls.password_file {
+            // nginx reads every `ssl_password_file` when it parses it, used or not.
+            crate::files::read(path, MAX_PASSWORD_FILE).map_err(|e| {
+                ConfError::other(
+                    format!(
+                        "cannot open \"{}\" ({}) in \"ssl_password_file\"",
+                        path.display(),
+                        crate::log::OsError(&e)
+                    ),
+                    &sp.pos,
+                )
+            })?;
+        }
+    }
     let http2 = srv.http2.unwrap_or(false) || listen.iter().any(|l| l.http2);
     let locations = build_locations(sp.locations, &loc, cx, default_types)?;
     let default_location = loc.finish(

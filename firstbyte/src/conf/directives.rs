@@ -299,6 +299,9 @@ macro_rules! tls_directives {
         "ssl_password_file" password_file: Option<PathBuf> = None =>
             (HS, 1, 1, "", Inherit, p::conf_file)
             "Passphrases, one a line, for encrypted PKCS#8 keys.";
+        "ssl_reject_handshake" reject_handshake: bool = false =>
+            (HS, 1, 1, "off", Inherit, p::on_off)
+            "Refuse TLS handshakes that select this server (by SNI, or as the address's default server when the name matches none or none is sent) with an `unrecognized_name` alert, as nginx. A server with it needs no `ssl_certificate`; on a default server it keeps unknown names from seeing another site's certificate. Not with `listen ... quic`.";
         "ssl_protocols" protocols: Vec<TlsVersion> = vec![TlsVersion::Tls12, TlsVersion::Tls13] =>
             (HS, 1, ANY, "TLSv1.2 TLSv1.3", Inherit, srv::protocols)
             "TLS versions offered (TLSv1 and TLSv1.1 are dropped with a warning).";
@@ -326,7 +329,7 @@ macro_rules! tls_directives {
             "Stateful session cache: `off`, `none`, `builtin[:N]`, `shared:NAME:SIZE` (~4000 sessions per MB).";
         "ssl_verify_client" verify_client: VerifyClient = VerifyClient::Off =>
             (HS, 1, 1, "off", Inherit, srv::verify_client)
-            "Ask for a client certificate: `on`, `off`, `optional`, `optional_no_ca`.";
+            "Ask for a client certificate: `on`, `off`, `optional`, `optional_no_ca`. As nginx, the handshake completes with any certificate whose key the client proves it holds (or none), and the chain is verified as OpenSSL does: it must lead to a self-signed certificate of `ssl_client_certificate` or `ssl_trusted_certificate` (X.509 v1 taken, a CA file's own certificate taken as the client's); every certificate current, issuers CAs, a critical extension other than basic constraints, key usage, extended key usage and subject alternative name refused. With `on`, a request without a verified certificate gets 400 (`No required SSL certificate was sent`, `The SSL certificate error`); with `optional`, 400 for a certificate that failed; `$ssl_client_verify` says why.";
         "ssl_client_certificate" client_certificate: Option<PathBuf> = None =>
             (HS, 1, 1, "", Inherit, p::conf_file)
             "CA certificates that client certificates must chain to.";
@@ -344,10 +347,10 @@ macro_rules! tls_directives {
             "CA certificates trusted but not sent to clients: for client certificates (`ssl_verify_client`, beside `ssl_client_certificate`, whose names alone are sent) and for OCSP stapling (the issuer, and the anchors of `ssl_stapling_verify`).";
         "ssl_verify_depth" verify_depth: u32 = 1 =>
             (HS, 1, 1, "1", Inherit, p::count)
-            "Most intermediate certificates between a client certificate and its CA, as nginx with OpenSSL ≥ 1.1.0 counts them (0: signed by the CA itself); a longer chain fails with `certificate chain too long`.";
+            "Most intermediate certificates between a client certificate and the self-signed CA its chain ends at, as nginx with OpenSSL ≥ 1.1.0 counts them (0: signed by that CA itself; an intermediate CA in `ssl_client_certificate` still counts); a longer chain fails with `certificate chain too long`.";
         "ssl_crl" crl: Option<PathBuf> = None =>
             (HS, 1, 1, "", Inherit, p::conf_file)
-            "CRLs (PEM) client certificates are checked against with `ssl_verify_client`: as nginx (OpenSSL's `CRL_CHECK_ALL`), every certificate of the chain needs a CRL from its issuer, and an expired CRL fails the check.";
+            "CRLs (PEM; version 1 as `openssl ca -gencrl` makes them, or 2) client certificates are checked against with `ssl_verify_client`: as nginx (OpenSSL's `CRL_CHECK_ALL`), every certificate of the chain, the CA's own included, needs a CRL signed by its issuer (`unable to get certificate CRL`), and an expired CRL fails the check. A CRL with a critical extension is not used.";
         "ssl_stapling_file" stapling_file: Option<PathBuf> = None =>
             (HS, 1, 1, "", Inherit, p::conf_file)
             "DER OCSP response to staple.";
@@ -447,9 +450,12 @@ macro_rules! proxy_ssl_directives {
         "proxy_ssl_crl" crl: Option<PathBuf> = None =>
             (HSL, 1, 1, "", Inherit, p::conf_file)
             "Revoked certificates (PEM CRLs) for upstream verification.";
+        "proxy_ssl_verify_depth" verify_depth: u32 = 1 =>
+            (HSL, 1, 1, "1", Inherit, p::count)
+            "Most intermediate certificates between the upstream's certificate and a self-signed certificate of `proxy_ssl_trusted_certificate`, as nginx with OpenSSL ≥ 1.1.0 counts them; a longer chain fails (`certificate chain too long`).";
         "proxy_ssl_verify" verify: bool = false =>
             (HSL, 1, 1, "off", Inherit, p::on_off)
-            "Verify the upstream's certificate and name.";
+            "Verify the upstream's certificate and name, as OpenSSL does for nginx: the chain leads to a self-signed certificate of `proxy_ssl_trusted_certificate` (X.509 v1 taken; every certificate current; issuers are CAs; the extended key usage, if any, allows a TLS server), and the name matches a DNS subject alternative name (`*` as a whole leftmost label), else the subject's common name.";
         "proxy_ssl_server_name" server_name: bool = false =>
             (HSL, 1, 1, "off", Inherit, p::on_off)
             "Send SNI to the upstream.";

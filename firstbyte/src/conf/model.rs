@@ -1068,7 +1068,8 @@ impl DynamicCertKey {
     pub fn eval(&self, vars: &dyn super::vars::Vars) -> (String, String) {
         let full = |v: &ComplexValue| {
             let s = v.eval(vars);
-            if s.starts_with('/') || s.starts_with("data:") {
+            // Empty stays empty: no certificate (nginx's `proxy_ssl_certificate $empty`).
+            if s.is_empty() || s.starts_with('/') || s.starts_with("data:") {
                 s
             } else {
                 self.conf_dir.join(s).to_string_lossy().into_owned()

@@ -594,6 +594,9 @@ pub(crate) fn proxy_hide_header(s: &mut LocSettings, d: &Directive, _: &mut Cx) 
 
 fn cert_arg(d: &Directive, cx: &Cx) -> Result<CertArg, ConfError> {
     let a = arg0(d);
+    if a.is_empty() {
+        return Ok(CertArg::None);
+    }
     if let Some(pem) = a.strip_prefix("data:") {
         return Ok(CertArg::Static(Source::Data(pem.to_string())));
     }

@@ -82,6 +82,8 @@ impl PassSet {
 pub(crate) enum CertArg {
     Static(Source),
     Dynamic(ComplexValue),
+    /// `""`: no client certificate (cancels an inherited one, as nginx).
+    None,
 }
 
 proxy_directives! { settings_struct!
@@ -179,7 +181,9 @@ impl ProxySettings {
         };
         // nginx's check (`ngx_http_proxy_set_ssl`): a client certificate for an https
         // upstream needs its key; a key alone is ignored.
-        if let (true, Some(c), None) = (p.tls, &self.ssl_certificate, &self.ssl_certificate_key) {
+        if let (true, Some(c @ (CertArg::Static(_) | CertArg::Dynamic(_))), None) =
+            (p.tls, &self.ssl_certificate, &self.ssl_certificate_key)
+        {
             return Err(ConfError::other(
                 format!(
                     "no \"proxy_ssl_certificate_key\" is defined for certificate \"{}\"",
@@ -213,6 +217,7 @@ impl ProxySettings {
         let target = p.target.clone()?;
         let (certificate, certificate_key, dynamic) =
             match (&self.ssl_certificate, &self.ssl_certificate_key) {
+                (Some(CertArg::None), _) | (_, Some(CertArg::None)) => (None, None, None),
                 (Some(CertArg::Static(c)), Some(CertArg::Static(k))) => {
                     (Some(c.clone()), Some(k.clone()), None)
                 }
@@ -270,6 +275,7 @@ fn cert_value(a: &CertArg) -> ComplexValue {
         CertArg::Dynamic(v) => v.clone(),
         CertArg::Static(Source::File(p)) => ComplexValue::literal(&p.to_string_lossy()),
         CertArg::Static(Source::Data(d)) => ComplexValue::literal(&format!("data:{d}")),
+        CertArg::None => ComplexValue::literal(""),
     }
 }
 

@@ -295,7 +295,14 @@ impl TlsSettings {
                     pos: c.pos.clone(),
                 });
             };
-            if let (Some(cv), Some(kv)) = (dynamic_value(&c.source), dynamic_value(key)) {
+            let pair = match (dynamic_value(&c.source), dynamic_value(key)) {
+                (None, None) => None,
+                // One of the two with variables: both are evaluated per handshake (nginx).
+                (cv, kv) => cv
+                    .or_else(|| literal_value(&c.source))
+                    .zip(kv.or_else(|| literal_value(key))),
+            };
+            if let Some((cv, kv)) = pair {
                 dynamic.push(DynamicCertKey {
                     cert: cv,
                     key: kv,
@@ -333,6 +340,14 @@ impl TlsSettings {
 
 /// A certificate path written with variables (stored as a file whose name holds a `$`;
 /// `server_handlers::tls_source` has checked it parses), as a value; `None` for a static one.
+/// A path without variables as a value (for a pair whose other half has variables).
+fn literal_value(s: &Source) -> Option<ComplexValue> {
+    match s {
+        Source::File(p) => ComplexValue::parse(&p.to_string_lossy()).ok(),
+        Source::Data(_) => None,
+    }
+}
+
 fn dynamic_value(s: &Source) -> Option<ComplexValue> {
     match s {
         Source::File(p) => {

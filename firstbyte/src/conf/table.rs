@@ -431,7 +431,7 @@ pub(crate) static UNSUPPORTED: &[&str] = &[
     "send_lowat",
     "sendfile_max_chunk", "slice",
     "slice_size", "ssi", "ssl_engine", "ssl_handshake_timeout",
-    "ssl_reject_handshake", "ssl_preread", "stream", "sticky",
+    "ssl_preread", "stream", "sticky",
     "subrequest_output_buffer_size", "thread_pool", "timer_resolution",
     "valid_referers", "worker_aio_requests",
     "worker_cpu_affinity", "worker_priority", "worker_rlimit_core", 

@@ -1046,3 +1046,34 @@ fn keepalive_disable_masks() {
     assert!(!safari.applies(false, chrome), "Chrome also says Safari/");
     assert!(!safari.applies(false, None));
 }
+
+/// nginx asks a certificate of the default server of an `ssl` address only (or
+/// `ssl_reject_handshake on`); other blocks without one have the default make their handshakes,
+/// unless the default rejects them.
+#[test]
+fn certificates_on_ssl_addresses_as_nginx() {
+    let load = |text: &str| load_str(text, Path::new("/t/x.conf"), Path::new("/t"));
+    let c = load(
+        "http {\n server { listen 127.0.0.1:443 ssl; ssl_certificate a.pem; ssl_certificate_key a.key; }\n server { listen 127.0.0.1:443 ssl; server_name other; ssl_verify_client on; }\n}",
+    )
+    .expect("a non-default block without a certificate loads");
+    let other = &servers(&c)[1];
+    let t = other.tls.as_ref().expect("its client checks are kept");
+    assert!(t.certificates.is_empty());
+    assert_eq!(t.verify_client, crate::conf::model::VerifyClient::On);
+    let c = load("http {\n server { listen 127.0.0.1:443 ssl; ssl_reject_handshake on; }\n}")
+        .expect("a rejecting default needs no certificate");
+    assert!(servers(&c)[0]
+        .tls
+        .as_ref()
+        .is_some_and(|t| t.reject_handshake));
+    let e = load(
+        "http {\n server { listen 127.0.0.1:443 ssl; ssl_reject_handshake on; }\n server { listen 127.0.0.1:443; server_name b; }\n}",
+    )
+    .map(|_| ())
+    .expect_err("a block without a certificate behind a rejecting default");
+    assert_eq!(
+        e.to_string(),
+        "no \"ssl_certificate\" is defined for the \"listen ... ssl\" directive in /t/x.conf:3"
+    );
+}

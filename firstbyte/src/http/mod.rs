@@ -15,7 +15,7 @@ mod expires;
 pub(crate) mod h2;
 pub mod h2limits;
 pub mod open_file;
-mod pages;
+pub mod pages;
 pub mod pipeline;
 pub mod proxy;
 pub mod rate;

@@ -46,6 +46,8 @@ pub struct TlsFacts {
     pub group: &'static str,
     /// `$ssl_curves`: the groups the client offered (`x25519:prime256v1`).
     pub curves: String,
+    /// `$ssl_ciphers`: the cipher suites the client offered.
+    pub ciphers: String,
     /// `h2`, `http/1.1` or empty.
     pub alpn: String,
     /// Whether the session was resumed.
@@ -358,8 +360,11 @@ impl Vars for RequestVars<'_> {
             "ssl_cipher" => tls.map(|t| Cow::Borrowed(t.cipher)),
             "ssl_curve" => tls.map(|t| Cow::Borrowed(t.group)),
             "ssl_curves" => tls.map(|t| Cow::Borrowed(t.curves.as_str())),
+            "ssl_ciphers" => tls.map(|t| Cow::Borrowed(t.ciphers.as_str())),
             "ssl_server_name" => tls.and_then(|t| t.server_name.as_deref().map(Cow::Borrowed)),
             "ssl_session_reused" => tls.map(|t| Cow::Borrowed(if t.resumed { "r" } else { "." })),
+            // rustls keeps session IDs to itself: empty, as nginx's for a session without one.
+            "ssl_session_id" => tls.map(|_| Cow::Borrowed("")),
             "ssl_alpn_protocol" => tls.map(|t| Cow::Borrowed(t.alpn.as_str())),
             "ssl_early_data" => Some(Cow::Borrowed(if self.early_data { "1" } else { "" })),
             "ssl_client_verify" => tls.map(|t| {
@@ -373,6 +378,26 @@ impl Vars for RequestVars<'_> {
                 .map(Cow::Owned),
             "ssl_client_i_dn" => client_leaf(tls)
                 .and_then(crate::tls::peer::issuer_dn)
+                .map(Cow::Owned),
+            "ssl_client_s_dn_legacy" => client_leaf(tls)
+                .and_then(crate::tls::peer::subject_dn_legacy)
+                .map(Cow::Owned),
+            "ssl_client_i_dn_legacy" => client_leaf(tls)
+                .and_then(crate::tls::peer::issuer_dn_legacy)
+                .map(Cow::Owned),
+            "ssl_client_v_start" => client_leaf(tls)
+                .and_then(|c| crate::tls::peer::validity(c, false))
+                .map(Cow::Owned),
+            "ssl_client_v_end" => client_leaf(tls)
+                .and_then(|c| crate::tls::peer::validity(c, true))
+                .map(Cow::Owned),
+            "ssl_client_v_remain" => client_leaf(tls)
+                .and_then(|c| {
+                    let now = std::time::SystemTime::now()
+                        .duration_since(std::time::UNIX_EPOCH)
+                        .map_or(0, |d| i64::try_from(d.as_secs()).unwrap_or(i64::MAX));
+                    crate::tls::peer::days_remaining(c, now)
+                })
                 .map(Cow::Owned),
             "ssl_client_serial" => client_leaf(tls)
                 .and_then(crate::tls::peer::serial)

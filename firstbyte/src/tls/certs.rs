@@ -33,15 +33,72 @@ const MAX_PBKDF2_ITERATIONS: u32 = 10_000_000;
 /// what `openssl pkcs8 -scrypt` (N = 2^14, r = 8) and the pkcs8 crate (N = 2^15) use.
 const MAX_SCRYPT_BYTES: u64 = 256 << 20;
 
+/// The armour OpenSSL writes for a certificate with trust settings (`openssl x509 -trustout`):
+/// the certificate's DER followed by an `X509_CERT_AUX` structure.
+const TRUSTED_LABEL: &[u8] = b"TRUSTED CERTIFICATE-----";
+
+/// Every certificate of a PEM file in order: `CERTIFICATE` sections and, as OpenSSL's
+/// `PEM_read_bio_X509_AUX` (so nginx) reads them, `TRUSTED CERTIFICATE` ones, whose trust
+/// settings are dropped: firstbyte trusts a certificate for what the directive naming its file
+/// says, never for what the file says of it.
+pub fn pem_certificates(pem: &[u8]) -> Result<Vec<CertificateDer<'static>>, LoadReason> {
+    let trusted = find(pem, TRUSTED_LABEL).is_some();
+    let relabelled;
+    let pem = if trusted {
+        relabelled = replace_all(pem, TRUSTED_LABEL, b"CERTIFICATE-----");
+        relabelled.as_slice()
+    } else {
+        pem
+    };
+    let mut certs = Vec::new();
+    for cert in CertificateDer::pem_slice_iter(pem) {
+        let cert = cert.map_err(|e| LoadReason::Pem(e.to_string()))?;
+        certs.push(match (trusted, der_element_len(cert.as_ref())) {
+            (true, Some(n)) if n < cert.len() => CertificateDer::from(cert.as_ref()[..n].to_vec()),
+            _ => cert,
+        });
+    }
+    Ok(certs)
+}
+
+/// `haystack` with every `from` replaced by `to`.
+fn replace_all(haystack: &[u8], from: &[u8], to: &[u8]) -> Vec<u8> {
+    let mut out = Vec::with_capacity(haystack.len());
+    let mut rest = haystack;
+    while let Some(at) = find(rest, from) {
+        out.extend_from_slice(&rest[..at]);
+        out.extend_from_slice(to);
+        rest = &rest[at + from.len()..];
+    }
+    out.extend_from_slice(rest);
+    out
+}
+
+/// The length of the DER element (tag, length and contents) `der` starts with; `None` when it
+/// does not start with a whole element of a single-byte tag.
+fn der_element_len(der: &[u8]) -> Option<usize> {
+    let first = *der.get(1)?;
+    let (len, header) = if first < 0x80 {
+        (usize::from(first), 2)
+    } else {
+        let n = usize::from(first & 0x7f);
+        if n == 0 || n > 4 {
+            return None;
+        }
+        let bytes = der.get(2..2 + n)?;
+        let len = bytes.iter().fold(0usize, |a, b| (a << 8) | usize::from(*b));
+        (len, 2 + n)
+    };
+    let total = header.checked_add(len)?;
+    (total <= der.len()).then_some(total)
+}
+
 /// Parses a certificate chain: every `CERTIFICATE` section in order (leaf first); other
 /// sections (a key in the same file, as nginx allows) are skipped. The leaf must parse as
 /// X.509 of any version: v1 (what `openssl req -x509` makes without extensions) loads, as in
 /// nginx.
 pub fn parse_chain(pem: &[u8]) -> Result<Vec<CertificateDer<'static>>, LoadReason> {
-    let mut chain = Vec::new();
-    for cert in CertificateDer::pem_slice_iter(pem) {
-        chain.push(cert.map_err(|e| LoadReason::Pem(e.to_string()))?);
-    }
+    let chain = pem_certificates(pem)?;
     let Some(leaf) = chain.first() else {
         return Err(if is_blank(pem) {
             LoadReason::Empty
@@ -77,10 +134,7 @@ pub fn keys_match(ck: &CertifiedKey) -> bool {
 
 /// Parses a CA bundle (`ssl_client_certificate`) into trust anchors; at least one must parse.
 pub fn parse_roots(pem: &[u8]) -> Result<RootCertStore, LoadReason> {
-    let mut certs = Vec::new();
-    for cert in CertificateDer::pem_slice_iter(pem) {
-        certs.push(cert.map_err(|e| LoadReason::Pem(e.to_string()))?);
-    }
+    let certs = pem_certificates(pem)?;
     if certs.is_empty() {
         return Err(if is_blank(pem) {
             LoadReason::Empty
@@ -250,6 +304,30 @@ fn find(hay: &[u8], needle: &[u8]) -> Option<usize> {
 mod tests {
     use super::super::testutil::{ecdsa_pem, encrypt_pkcs8, provider, rsa_pem};
     use super::*;
+
+    #[test]
+    fn trusted_certificate_pem_loads_without_its_trust_settings() {
+        let (cert_pem, _) = super::super::testutil::ecdsa_pem(&["localhost"]);
+        let der = CertificateDer::from_pem_slice(cert_pem.as_bytes()).expect("pem");
+        // `openssl x509 -trustout`: the certificate, then X509_CERT_AUX (trust clientAuth).
+        let mut aux = der.to_vec();
+        aux.extend_from_slice(&[
+            0x30, 0x0c, 0x30, 0x0a, 0x06, 0x08, 0x2b, 0x06, 0x01, 0x05, 0x05, 0x07, 0x03, 0x02,
+        ]);
+        let b64 = super::super::ocsp::base64(&aux);
+        let mut pem = String::from("-----BEGIN TRUSTED CERTIFICATE-----\n");
+        for line in b64.as_bytes().chunks(64) {
+            pem.push_str(std::str::from_utf8(line).expect("ascii"));
+            pem.push('\n');
+        }
+        pem.push_str("-----END TRUSTED CERTIFICATE-----\n");
+        let chain = parse_chain(pem.as_bytes()).expect("a TRUSTED CERTIFICATE loads");
+        assert_eq!(chain, vec![der.clone()], "the trust settings are dropped");
+        let roots = parse_roots(pem.as_bytes()).expect("as a CA file too");
+        assert_eq!(roots.len(), 1);
+        // A plain CERTIFICATE is taken whole, as before.
+        assert_eq!(parse_chain(cert_pem.as_bytes()).expect("plain"), vec![der]);
+    }
 
     #[test]
     fn chain_and_key_parse() {

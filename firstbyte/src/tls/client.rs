@@ -12,11 +12,11 @@ use std::fmt;
 use std::sync::Arc;
 
 use rustls::client::danger::{HandshakeSignatureValid, ServerCertVerified, ServerCertVerifier};
-use rustls::client::{ResolvesClientCert, Resumption, WebPkiServerVerifier};
+use rustls::client::{ResolvesClientCert, Resumption};
 use rustls::crypto::CryptoProvider;
 use rustls::pki_types::{CertificateDer, ServerName, UnixTime};
 use rustls::sign::CertifiedKey;
-use rustls::{ClientConfig, DigitallySignedStruct, RootCertStore, SignatureScheme};
+use rustls::{ClientConfig, DigitallySignedStruct, SignatureScheme};
 
 use super::error::TlsError;
 use super::store::ObjectStore;
@@ -89,12 +89,7 @@ impl ServerCertVerifier for AnyServerCert {
         cert: &CertificateDer<'_>,
         dss: &DigitallySignedStruct,
     ) -> Result<HandshakeSignatureValid, rustls::Error> {
-        rustls::crypto::verify_tls12_signature(
-            message,
-            cert,
-            dss,
-            &self.provider.signature_verification_algorithms,
-        )
+        super::chain::tls12_signature(&self.provider, message, cert, dss)
     }
 
     fn verify_tls13_signature(
@@ -103,12 +98,7 @@ impl ServerCertVerifier for AnyServerCert {
         cert: &CertificateDer<'_>,
         dss: &DigitallySignedStruct,
     ) -> Result<HandshakeSignatureValid, rustls::Error> {
-        rustls::crypto::verify_tls13_signature(
-            message,
-            cert,
-            dss,
-            &self.provider.signature_verification_algorithms,
-        )
+        super::chain::tls13_signature(&self.provider, message, cert, dss)
     }
 
     fn supported_verify_schemes(&self) -> Vec<SignatureScheme> {
@@ -177,16 +167,28 @@ impl ClientBase {
             return Err(TlsError::NoProtocols);
         }
         let verifier: Arc<dyn ServerCertVerifier> = if ssl.verify {
-            let roots = match &ssl.trusted_certificate {
-                Some(p) => store.roots(p)?,
-                None => Arc::new(RootCertStore::empty()),
+            // Without `proxy_ssl_trusted_certificate` nothing is trusted, as in nginx.
+            let anchors = match &ssl.trusted_certificate {
+                Some(p) => store.ca_file(p)?.1.to_vec(),
+                None => Vec::new(),
             };
-            let mut vb = WebPkiServerVerifier::builder_with_provider(roots, provider.clone());
-            if let Some(crl) = &ssl.crl {
-                vb = vb.with_crls(store.crls(crl)?.iter().cloned());
-            }
-            vb.build()
-                .map_err(|e| TlsError::Rustls(rustls::Error::General(e.to_string())))?
+            let crls = match &ssl.crl {
+                Some(crl) => Some(store.crls(crl)?),
+                None => None,
+            };
+            let chain = super::chain::ChainVerifier::new(
+                super::chain::Purpose::Server,
+                anchors,
+                crls.as_deref().map(Vec::as_slice),
+                ssl.verify_depth,
+                Vec::new(),
+                provider.clone(),
+            )
+            .map_err(|e| TlsError::Rustls(rustls::Error::General(e)))?;
+            Arc::new(super::upstream_verify::UpstreamVerifier::new(
+                chain,
+                provider.clone(),
+            ))
         } else {
             AnyServerCert::new(provider.clone())
         };
@@ -291,6 +293,7 @@ mod tests {
             password_file: None,
             trusted_certificate: None,
             crl: None,
+            verify_depth: 1,
             verify: false,
             server_name: false,
             name: None,

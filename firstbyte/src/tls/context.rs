@@ -96,6 +96,7 @@ mod tests {
         TlsConf {
             certificates: Vec::new(),
             password_file: None,
+            reject_handshake: false,
             protocols: vec![TlsVersion::Tls12, TlsVersion::Tls13],
             ciphers: "HIGH".into(),
             ciphersuites: None,

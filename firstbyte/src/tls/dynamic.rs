@@ -11,7 +11,7 @@
 
 use std::borrow::Cow;
 use std::fmt;
-use std::path::{Path, PathBuf};
+
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
@@ -47,7 +47,8 @@ impl Vars for HandshakeVars<'_> {
 /// Loads certificate/key pairs named with variables, per handshake.
 pub struct DynamicResolver {
     pairs: Vec<DynamicCertKey>,
-    password_file: Option<PathBuf>,
+    /// `ssl_password_file`'s lines, read when the config was loaded (as nginx).
+    passwords: Option<super::store::Passwords>,
     provider: Arc<CryptoProvider>,
     cache: Option<Mutex<CertCache<Arc<CertifiedKey>, PairStamp>>>,
     /// Names whose files failed to load, under the same limits but apart from `cache`, so
@@ -84,7 +85,7 @@ pub fn cache_limits(c: CertificateCache) -> Option<CacheLimits> {
 
 /// The limits of a cache of certificate/key pairs: nginx's cache holds the certificate and
 /// the key as two objects, so `max=N` holds N/2 pairs (at least one).
-fn pair_limits(c: CertificateCache) -> Option<CacheLimits> {
+pub fn pair_limits(c: CertificateCache) -> Option<CacheLimits> {
     cache_limits(c).map(|l| CacheLimits {
         max: (l.max / 2).max(1),
         ..l
@@ -93,10 +94,14 @@ fn pair_limits(c: CertificateCache) -> Option<CacheLimits> {
 
 impl DynamicResolver {
     /// A resolver for the server's `dynamic_certificates`.
-    pub fn new(tls: &TlsConf, provider: Arc<CryptoProvider>) -> Self {
+    pub fn new(
+        tls: &TlsConf,
+        passwords: Option<super::store::Passwords>,
+        provider: Arc<CryptoProvider>,
+    ) -> Self {
         Self {
             pairs: tls.dynamic_certificates.clone(),
-            password_file: tls.password_file.clone(),
+            passwords,
             provider,
             cache: pair_limits(tls.certificate_cache).map(|l| Mutex::new(CertCache::new(l))),
             failed: pair_limits(tls.certificate_cache).map(|l| Mutex::new(CertCache::new(l))),
@@ -130,8 +135,8 @@ impl DynamicResolver {
                 }
             }
         }
-        let (ck, stamp) =
-            match load_pair(&cert, &key, self.password_file.as_deref(), &self.provider) {
+        let (ck, stamp, encrypted) =
+            match load_pair(&cert, &key, self.passwords.as_deref(), &self.provider) {
                 Ok(loaded) => loaded,
                 Err(e) => {
                     if let Some(f) = &self.failed {
@@ -142,7 +147,7 @@ impl DynamicResolver {
                     return Err(e);
                 }
             };
-        if let Some(c) = &self.cache {
+        if let Some(c) = self.cache.as_ref().filter(|_| !encrypted) {
             if let Ok(mut c) = c.lock() {
                 c.insert(cache_key, ck.clone(), stamp, now);
             }
@@ -159,13 +164,14 @@ pub fn stamp_of(path: &str) -> Option<FileStamp> {
     }
 }
 
-/// Reads and parses one pair, with the stamps it was read under.
+/// Reads and parses one pair, with the stamps it was read under and whether its key was
+/// encrypted (such a pair is never cached, as nginx exempts encrypted keys from its caches).
 pub fn load_pair(
     cert: &str,
     key: &str,
-    password_file: Option<&Path>,
+    passwords: Option<&Vec<Vec<u8>>>,
     provider: &Arc<CryptoProvider>,
-) -> Result<(Arc<CertifiedKey>, PairStamp), TlsError> {
+) -> Result<(Arc<CertifiedKey>, PairStamp, bool), TlsError> {
     let cert_src = file_source(cert);
     let key_src = file_source(key);
     let (cb, cs) = read_source_stamped(&cert_src).map_err(|e| TlsError::Certificate {
@@ -180,22 +186,15 @@ pub fn load_pair(
         name: key.to_string(),
         reason: LoadReason::Io(e),
     })?;
-    let passwords = match password_file {
-        Some(p) if certs::needs_password(&kb) => {
-            let text = std::fs::read(p).map_err(|error| TlsError::PasswordFile {
-                name: p.display().to_string(),
-                error,
-            })?;
-            Some(certs::parse_passwords(&text))
-        }
-        _ => None,
-    };
-    let signing = certs::parse_key(&kb, passwords.as_deref(), provider).map_err(|reason| {
-        TlsError::CertificateKey {
-            name: key.to_string(),
-            reason,
-        }
-    })?;
+    let encrypted = certs::needs_password(&kb);
+    let passwords = passwords.filter(|_| encrypted);
+    let signing =
+        certs::parse_key(&kb, passwords.map(|p| p.as_slice()), provider).map_err(|reason| {
+            TlsError::CertificateKey {
+                name: key.to_string(),
+                reason,
+            }
+        })?;
     let ck = CertifiedKey::new(chain, signing);
     if !certs::keys_match(&ck) {
         return Err(TlsError::KeyMismatch {
@@ -203,7 +202,7 @@ pub fn load_pair(
             key: key.to_string(),
         });
     }
-    Ok((Arc::new(ck), (cs, ks)))
+    Ok((Arc::new(ck), (cs, ks), encrypted))
 }
 
 impl ResolvesServerCert for DynamicResolver {
@@ -232,6 +231,7 @@ mod tests {
     use super::*;
     use crate::conf::model::Pos;
     use crate::conf::vars::ComplexValue;
+    use std::path::{Path, PathBuf};
     use std::time::Duration;
 
     fn dir() -> PathBuf {
@@ -253,7 +253,7 @@ mod tests {
                     line: 1,
                 },
             }],
-            password_file: None,
+            passwords: None,
             provider: super::super::provider(),
             cache: pair_limits(cache).map(|l| Mutex::new(CertCache::new(l))),
             failed: pair_limits(cache).map(|l| Mutex::new(CertCache::new(l))),

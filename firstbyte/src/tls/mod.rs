@@ -12,7 +12,9 @@
 //! `rustls::ServerConfig`, including the certificate choice per ClientHello (ECDSA before RSA).
 //! After reading a ClientHello's SNI (tokio-rustls `LazyConfigAcceptor`) the runtime picks a
 //! server block and uses its config. `names` spells negotiated parameters as OpenSSL does, for
-//! `$ssl_protocol`, `$ssl_cipher`, `$ssl_curve`; `selfsigned` makes the built-in site's
+//! `$ssl_protocol`, `$ssl_cipher`, `$ssl_curve`; `chain` verifies client chains as OpenSSL
+//! does for nginx (v1 certificates and CRLs, `ssl_verify_depth`, `ssl_crl`), and
+//! `upstream_verify` upstream chains and names; `selfsigned` makes the built-in site's
 //! certificate. `ocsp` builds and checks OCSP messages and `stapler` fetches and refreshes
 //! them for `ssl_stapling`, stapled by the server config's certificate resolver. Errors are [`TlsError`], worded as nginx's `[emerg]` lines.
 //!
@@ -21,10 +23,10 @@
 
 mod certcache;
 mod certs;
+mod chain;
 mod ciphers;
 mod client;
 mod context;
-mod depth;
 mod dynamic;
 mod error;
 mod hkdf;
@@ -41,18 +43,25 @@ pub mod stream;
 #[cfg(test)]
 mod testutil;
 mod tickets;
+mod upstream_verify;
 
 use std::sync::Arc;
 
 pub use certcache::{CertCache, Lookup};
 pub use client::{client_config, upstream_server_name, ClientBase};
-pub use dynamic::{cache_limits, load_pair, stamp_of, DynamicResolver, PairStamp};
+pub use dynamic::{load_pair, pair_limits, stamp_of, DynamicResolver, PairStamp};
 pub use error::TlsError;
-pub use names::{cipher_name, curves_list, group_name, protocol_name};
+pub use names::{cipher_name, ciphers_list, curves_list, group_name, protocol_name};
 pub use selfsigned::self_signed;
 pub use server::ServerConfigs;
-pub use store::ObjectStore;
+pub use store::{ObjectStore, Passwords};
 pub use tickets::TlsShared;
+
+/// `tls::testutil::encrypt_pkcs8` for the other modules' tests.
+#[cfg(test)]
+pub fn encrypt_pkcs8_for_tests(key_pem: &str, password: &[u8]) -> String {
+    testutil::encrypt_pkcs8(key_pem, password)
+}
 
 /// The crypto provider of every firstbyte config: rustls' aws-lc-rs provider.
 pub fn provider() -> Arc<rustls::crypto::CryptoProvider> {

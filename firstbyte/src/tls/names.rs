@@ -96,6 +96,23 @@ pub fn curves_list(groups: &[NamedGroup]) -> String {
     out
 }
 
+/// `$ssl_ciphers`: the client's cipher suites in its order, by OpenSSL's names,
+/// colon-separated; suites without one as `0x` and four hex digits (GREASE among them), as
+/// nginx prints them.
+pub fn ciphers_list(suites: &[CipherSuite]) -> String {
+    let mut out = String::new();
+    for c in suites {
+        if !out.is_empty() {
+            out.push(':');
+        }
+        match cipher_name(*c) {
+            "unknown" => out.push_str(&format!("0x{:04x}", u16::from(*c))),
+            name => out.push_str(name),
+        }
+    }
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -146,5 +163,14 @@ mod tests {
         ];
         assert_eq!(curves_list(&list), "0x0a0a:x25519:prime256v1");
         assert_eq!(curves_list(&[]), "");
+        let suites = [
+            CipherSuite::TLS13_AES_128_GCM_SHA256,
+            CipherSuite::Unknown(0x2a2a),
+            CipherSuite::TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA256,
+        ];
+        assert_eq!(
+            ciphers_list(&suites),
+            "TLS_AES_128_GCM_SHA256:0x2a2a:ECDHE-RSA-AES128-GCM-SHA256"
+        );
     }
 }

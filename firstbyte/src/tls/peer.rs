@@ -1,12 +1,11 @@
 //! The client's certificate as requests see it: nginx's `$ssl_client_*` variables and the
 //! verification result each request of a server with `ssl_verify_client` is checked against.
 //!
-//! The handshake asks for a certificate as the server block chosen by SNI says. With
-//! `ssl_verify_client on` it accepts only a chain that verifies against
-//! `ssl_client_certificate` (stricter than nginx, which completes the handshake and answers
-//! 400 later). With `optional` it accepts any certificate whose key the client proves it
-//! holds, and [`verify`] then checks the chain, so a request can get nginx's 495 page
-//! ("The SSL certificate error") and `$ssl_client_verify` says `FAILED:reason`, as in nginx.
+//! The handshake asks for a certificate as the server block chosen by SNI says and, as nginx,
+//! accepts any certificate whose key the client proves it holds (or none); [`verify`] then
+//! checks the chain (`tls::chain`, OpenSSL's rules), so a request gets nginx's 400 pages (495
+//! "The SSL certificate error", 496 "No required SSL certificate was sent" for `on`) and
+//! `$ssl_client_verify` says `FAILED:reason`, as in nginx.
 //! The result is computed once per connection, against the CA of the server block whose
 //! handshake it was; a request whose `Host` selects a server with other client checks is
 //! refused with 421 before it is looked at (see `http::pipeline::misdirected`).
@@ -113,7 +112,11 @@ fn reason(e: &Error) -> &'static str {
             CertificateError::BadEncoding => "unable to decode certificate",
             _ => "certificate verify failed",
         },
-        Error::General(s) if s == super::depth::CHAIN_TOO_LONG => super::depth::CHAIN_TOO_LONG,
+        Error::General(s) => super::chain::REASONS
+            .iter()
+            .find(|r| **r == s.as_str())
+            .copied()
+            .unwrap_or("certificate verify failed"),
         _ => "certificate verify failed",
     }
 }
@@ -134,6 +137,67 @@ pub fn subject_dn(der: &CertificateDer<'_>) -> Option<String> {
 pub fn issuer_dn(der: &CertificateDer<'_>) -> Option<String> {
     let (_, c) = x509_parser::parse_x509_certificate(der.as_ref()).ok()?;
     Some(rfc2253(c.issuer()))
+}
+
+/// `$ssl_client_s_dn_legacy`: the subject as OpenSSL's `X509_NAME_oneline` (`/C=US/CN=client`).
+pub fn subject_dn_legacy(der: &CertificateDer<'_>) -> Option<String> {
+    let (_, c) = x509_parser::parse_x509_certificate(der.as_ref()).ok()?;
+    Some(oneline(c.subject()))
+}
+
+/// `$ssl_client_i_dn_legacy`: the issuer, likewise.
+pub fn issuer_dn_legacy(der: &CertificateDer<'_>) -> Option<String> {
+    let (_, c) = x509_parser::parse_x509_certificate(der.as_ref()).ok()?;
+    Some(oneline(c.issuer()))
+}
+
+fn oneline(name: &x509_parser::x509::X509Name<'_>) -> String {
+    let registry = x509_parser::objects::oid_registry();
+    let mut out = String::new();
+    for atv in name.iter_attributes() {
+        out.push('/');
+        match x509_parser::objects::oid2abbrev(atv.attr_type(), registry) {
+            Ok(a) => out.push_str(a),
+            Err(_) => out.push_str(&atv.attr_type().to_id_string()),
+        }
+        out.push('=');
+        match atv.as_str() {
+            Ok(v) => out.push_str(v),
+            Err(_) => {
+                for b in atv.as_slice() {
+                    out.push_str(&format!("\\x{b:02X}"));
+                }
+            }
+        }
+    }
+    out
+}
+
+/// `$ssl_client_v_start` / `$ssl_client_v_end`: the validity bounds as OpenSSL prints them
+/// (`Nov 26 07:42:00 2026 GMT`).
+pub fn validity(der: &CertificateDer<'_>, end: bool) -> Option<String> {
+    let (_, c) = x509_parser::parse_x509_certificate(der.as_ref()).ok()?;
+    let v = c.validity();
+    let t = if end { v.not_after } else { v.not_before }.to_datetime();
+    const MONTHS: [&str; 12] = [
+        "Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec",
+    ];
+    Some(format!(
+        "{} {:2} {:02}:{:02}:{:02} {} GMT",
+        MONTHS[usize::from(u8::from(t.month())) - 1],
+        t.day(),
+        t.hour(),
+        t.minute(),
+        t.second(),
+        t.year()
+    ))
+}
+
+/// `$ssl_client_v_remain`: whole days until the certificate expires (0 once it has), as nginx.
+pub fn days_remaining(der: &CertificateDer<'_>, now: i64) -> Option<String> {
+    let (_, c) = x509_parser::parse_x509_certificate(der.as_ref()).ok()?;
+    let left = c.validity().not_after.timestamp() - now;
+    Some((left.max(0) / 86_400).to_string())
 }
 
 /// `$ssl_client_serial`: upper-case hex, as nginx.

@@ -126,6 +126,9 @@ struct Inputs {
     /// `ssl_trusted_certificate`, trusted for client chains beside `roots` (not named to
     /// clients), when `ssl_verify_client` is `on` or `optional`.
     trusted_roots: Option<Arc<RootCertStore>>,
+    /// The certificates of `ssl_client_certificate` and `ssl_trusted_certificate`, when
+    /// client chains are verified: the anchors of `tls::chain`.
+    anchors: Vec<CertificateDer<'static>>,
     /// `ssl_crl`, when client chains are verified.
     crl: Option<Arc<Vec<CertificateRevocationListDer<'static>>>>,
     /// `ssl_session_ticket_key` files (name, bytes), when tickets are on.
@@ -133,11 +136,15 @@ struct Inputs {
     /// `ssl_trusted_certificate` and `ssl_client_certificate` (PEM), when OCSP responses are
     /// fetched (`ssl_stapling on` without `ssl_stapling_file`).
     trusted: Vec<Arc<[u8]>>,
+    /// `ssl_password_file`'s lines, read at load as nginx does (keys named with variables
+    /// are decrypted with them later).
+    passwords: Option<super::store::Passwords>,
 }
 
 impl Inputs {
     fn same_objects(&self, other: &Inputs) -> bool {
-        self.certs.len() == other.certs.len()
+        self.passwords == other.passwords
+            && self.certs.len() == other.certs.len()
             && self
                 .certs
                 .iter()
@@ -172,28 +179,43 @@ fn load(tls: &TlsConf, store: &mut ObjectStore) -> Result<Inputs, TlsError> {
     } else {
         None
     };
+    let passwords = match &tls.password_file {
+        Some(path) => Some(store.passwords(path)?),
+        None => None,
+    };
     let mut certs = Vec::with_capacity(tls.certificates.len());
     for pair in &tls.certificates {
         certs.push(store.certified_key(pair, tls.password_file.as_deref(), ocsp)?);
     }
     let verify = matches!(tls.verify_client, VerifyClient::On | VerifyClient::Optional);
+    // `optional_no_ca` still verifies against the CA files it has (nginx's `SUCCESS`).
+    let check = verify || tls.verify_client == VerifyClient::OptionalNoCa;
     let roots = match &tls.client_certificate {
-        Some(path) if verify => Some(store.roots(path)?),
+        Some(path) if check => Some(store.roots(path)?),
         _ => None,
     };
     let mut trusted_roots = None;
     if let Some(path) = &tls.trusted_certificate {
         // Loaded and checked as nginx does at start.
         let r = store.roots(path)?;
-        trusted_roots = verify.then_some(r);
+        trusted_roots = check.then_some(r);
     }
     if verify && roots.is_none() && trusted_roots.is_none() {
         return Err(TlsError::NoClientCertificate);
     }
     let crl = match &tls.crl {
-        Some(path) if verify => Some(store.crls(path)?),
+        Some(path) if check => Some(store.crls(path)?),
         _ => None,
     };
+    let mut anchors = Vec::new();
+    if check {
+        for path in [&tls.client_certificate, &tls.trusted_certificate]
+            .into_iter()
+            .flatten()
+        {
+            anchors.extend(store.ca_file(path)?.1.iter().cloned());
+        }
+    }
     let mut trusted = Vec::new();
     if tls.stapling && tls.stapling_file.is_none() {
         // Where the stapler looks for issuers and verification anchors: both CA files, as
@@ -225,9 +247,11 @@ fn load(tls: &TlsConf, store: &mut ObjectStore) -> Result<Inputs, TlsError> {
         certs,
         roots,
         trusted_roots,
+        anchors,
         crl,
         tickets,
         trusted,
+        passwords,
     })
 }
 
@@ -255,7 +279,11 @@ fn assemble(
     }
     // `ssl_certificate` with variables: loaded per handshake (tls::dynamic).
     let resolver: Arc<dyn ResolvesServerCert> = if inputs.certs.is_empty() {
-        Arc::new(super::DynamicResolver::new(tls, provider.clone()))
+        Arc::new(super::DynamicResolver::new(
+            tls,
+            inputs.passwords.clone(),
+            provider.clone(),
+        ))
     } else {
         let mut r = CertResolver::new(
             inputs.certs.clone(),
@@ -322,6 +350,7 @@ fn same_settings(a: &TlsConf, b: &TlsConf) -> bool {
     let TlsConf {
         certificates,
         password_file,
+        reject_handshake,
         protocols,
         ciphers,
         ciphersuites,
@@ -352,6 +381,7 @@ fn same_settings(a: &TlsConf, b: &TlsConf) -> bool {
             .zip(&b.certificates)
             .all(|(x, y)| x.cert == y.cert && x.key == y.key)
         && *password_file == b.password_file
+        && *reject_handshake == b.reject_handshake
         && *protocols == b.protocols
         && *ciphers == b.ciphers
         && *ciphersuites == b.ciphersuites
@@ -438,6 +468,13 @@ impl ServerConfigs {
         let Some(tls) = server.tls.as_ref() else {
             return Ok(None);
         };
+        if tls.reject_handshake
+            || (tls.certificates.is_empty() && tls.dynamic_certificates.is_empty())
+        {
+            // Handshakes are refused before a config is chosen (`server::conn::accept`), or
+            // made by the address's default server (a block without a certificate).
+            return Ok(None);
+        }
         if let Some(p) = previous.filter(|_| self.built.is_empty()) {
             self.built.reserve(p.built.len());
         }
@@ -505,10 +542,9 @@ impl ServerConfigs {
 }
 
 /// `ssl_verify_client` (+ `ssl_client_certificate`, loaded as `roots`) as the handshake's
-/// client verifier: `on` accepts only a chain that verifies (stricter than nginx, which
-/// answers 400 later); `optional` and `optional_no_ca` accept any certificate whose key the
-/// client proves it holds, and the chain is checked after the handshake
-/// ([`strict_client_verifier`], `tls::peer`), so a request gets nginx's 495 page.
+/// client verifier: every mode but `off` accepts any certificate whose key the client proves it
+/// holds, as nginx, and the chain is checked after the handshake ([`strict_client_verifier`],
+/// `tls::peer`), so a request gets nginx's 495 or 496 page.
 fn client_verifier(
     tls: &TlsConf,
     inputs: &Inputs,
@@ -516,16 +552,13 @@ fn client_verifier(
 ) -> Result<Arc<dyn ClientCertVerifier>, TlsError> {
     match tls.verify_client {
         VerifyClient::Off => Ok(WebPkiClientVerifier::no_client_auth()),
-        VerifyClient::OptionalNoCa | VerifyClient::Optional => Ok(Arc::new(AnyClientCert {
-            provider: provider.clone(),
-            hints: inputs
-                .roots
-                .as_ref()
-                .map(|r| r.subjects())
-                .unwrap_or_default(),
-        })),
-        VerifyClient::On => {
-            strict_client_verifier(tls, inputs, provider)?.ok_or(TlsError::NoClientCertificate)
+        // `on` too: as nginx, the handshake takes any certificate whose key the client
+        // holds (or none), and each request is refused (495, 496) unless the chain verified.
+        VerifyClient::OptionalNoCa | VerifyClient::Optional | VerifyClient::On => {
+            Ok(Arc::new(AnyClientCert {
+                provider: provider.clone(),
+                hints: hints(inputs),
+            }))
         }
     }
 }
@@ -539,37 +572,36 @@ fn strict_client_verifier(
     inputs: &Inputs,
     provider: &Arc<CryptoProvider>,
 ) -> Result<Option<Arc<dyn ClientCertVerifier>>, TlsError> {
-    if !matches!(tls.verify_client, VerifyClient::On | VerifyClient::Optional) {
-        return Ok(None);
+    match tls.verify_client {
+        VerifyClient::Off => return Ok(None),
+        VerifyClient::OptionalNoCa if inputs.anchors.is_empty() => return Ok(None),
+        _ if inputs.anchors.is_empty() => return Err(TlsError::NoClientCertificate),
+        _ => {}
     }
-    let (roots, hints) = match (&inputs.roots, &inputs.trusted_roots) {
-        (Some(c), None) => (c.clone(), c.subjects()),
-        (None, Some(t)) => (t.clone(), Vec::new()),
-        (Some(c), Some(t)) => {
-            let mut all = RootCertStore::clone(c);
-            all.roots.extend(t.roots.iter().cloned());
-            (Arc::new(all), c.subjects())
-        }
-        (None, None) => return Err(TlsError::NoClientCertificate),
-    };
-    let anchors = roots.subjects();
-    let mut builder = WebPkiClientVerifier::builder_with_provider(roots, provider.clone())
-        .clear_root_hint_subjects()
-        .add_root_hint_subjects(hints);
-    if let Some(list) = &inputs.crl {
-        // OpenSSL refuses a chain whose CRL is past its nextUpdate ("CRL has expired").
-        builder = builder
-            .with_crls(list.iter().cloned())
-            .enforce_revocation_expiration();
-    }
-    let inner = builder
-        .build()
-        .map_err(|e| TlsError::Rustls(rustls::Error::General(e.to_string())))?;
-    Ok(Some(Arc::new(super::depth::DepthLimited::new(
-        inner,
-        anchors,
+    // Only `ssl_client_certificate`'s names are sent to clients, as nginx.
+    let hints = hints(inputs);
+    let verifier = super::chain::ChainVerifier::new(
+        super::chain::Purpose::Client,
+        inputs.anchors.clone(),
+        inputs.crl.as_deref().map(Vec::as_slice),
         tls.verify_depth,
-    ))))
+        hints,
+        provider.clone(),
+    )
+    .map_err(|e| TlsError::Rustls(rustls::Error::General(e)))?;
+    Ok(Some(Arc::new(verifier)))
+}
+
+/// The CA names sent to clients: `ssl_client_certificate`'s subjects, each once.
+fn hints(inputs: &Inputs) -> Vec<DistinguishedName> {
+    let mut names = inputs
+        .roots
+        .as_ref()
+        .map(|r| r.subjects())
+        .unwrap_or_default();
+    let mut seen = std::collections::HashSet::new();
+    names.retain(|n| seen.insert(n.as_ref().to_vec()));
+    names
 }
 
 fn opt_ptr_eq<T: ?Sized>(a: &Option<Arc<T>>, b: &Option<Arc<T>>) -> bool {
@@ -613,12 +645,7 @@ impl ClientCertVerifier for AnyClientCert {
         cert: &CertificateDer<'_>,
         dss: &DigitallySignedStruct,
     ) -> Result<HandshakeSignatureValid, rustls::Error> {
-        rustls::crypto::verify_tls12_signature(
-            message,
-            cert,
-            dss,
-            &self.provider.signature_verification_algorithms,
-        )
+        super::chain::tls12_signature(&self.provider, message, cert, dss)
     }
 
     fn verify_tls13_signature(
@@ -627,19 +654,7 @@ impl ClientCertVerifier for AnyClientCert {
         cert: &CertificateDer<'_>,
         dss: &DigitallySignedStruct,
     ) -> Result<HandshakeSignatureValid, rustls::Error> {
-        // Through the key alone: webpki's certificate parser refuses X.509 v1, which OpenSSL
-        // (so nginx) takes from clients; nothing about the certificate is trusted here.
-        let spki = x509_parser::parse_x509_certificate(cert.as_ref())
-            .map(|(_, c)| c.tbs_certificate.subject_pki.raw.to_vec())
-            .map_err(|_| {
-                rustls::Error::InvalidCertificate(rustls::CertificateError::BadEncoding)
-            })?;
-        rustls::crypto::verify_tls13_signature_with_raw_key(
-            message,
-            &rustls::pki_types::SubjectPublicKeyInfoDer::from(spki.as_slice()),
-            dss,
-            &self.provider.signature_verification_algorithms,
-        )
+        super::chain::tls13_signature(&self.provider, message, cert, dss)
     }
 
     fn supported_verify_schemes(&self) -> Vec<SignatureScheme> {
@@ -787,6 +802,7 @@ mod tests {
         TlsConf {
             certificates,
             password_file: None,
+            reject_handshake: false,
             protocols: vec![TlsVersion::Tls12, TlsVersion::Tls13],
             ciphers: "HIGH:!aNULL:!MD5".into(),
             ciphersuites: None,
@@ -1151,12 +1167,13 @@ mod tests {
                     .expect("client auth"),
             )
         };
-        // `on` needs a certificate; TLS 1.3 clients learn of the refusal after their
-        // Finished, so the server side is what is checked.
-        assert!(handshake(on.clone(), anon()).is_err());
+        // `on`, as nginx, completes the handshake with or without a certificate; requests are
+        // refused after it unless the chain verified (tls::peer, tests/client_chain.rs).
+        assert!(handshake(on.clone(), anon()).is_ok());
         assert!(handshake(on.clone(), with_cert(&ca_cert, &ca_key)).is_ok());
         let (stranger_cert, stranger_key) = ecdsa_pem(&["stranger"]);
-        assert!(handshake(on, with_cert(&stranger_cert, &stranger_key)).is_err());
+        let (_, s) = handshake(on, with_cert(&stranger_cert, &stranger_key)).expect("on");
+        assert!(s.peer_certificates().is_some());
         assert!(handshake(optional.clone(), anon()).is_ok());
         // `optional` completes the handshake with any certificate; its chain is checked
         // after it (tls::peer), so the request can get nginx's 495 page.

@@ -120,7 +120,8 @@ type Map<K, V> = HashMap<Hashed<K>, V, BuildHasherDefault<PassHasher>>;
 enum Object {
     Chain(Arc<Vec<CertificateDer<'static>>>),
     Key(Arc<dyn SigningKey>),
-    Roots(Arc<RootCertStore>),
+    /// A CA file: its anchors for rustls, and its certificates (`tls::chain`'s anchors).
+    Roots(Arc<RootCertStore>, Arc<Vec<CertificateDer<'static>>>),
     Crls(Arc<Vec<CertificateRevocationListDer<'static>>>),
     Bytes(Arc<[u8]>),
 }
@@ -163,7 +164,13 @@ pub struct ObjectStore {
     shared: usize,
     inheritable: bool,
     provider: Arc<CryptoProvider>,
+    /// `ssl_password_file`s this load read: each is read once per load, as nginx reads it
+    /// once when it parses the directive (a FIFO yields its lines once).
+    passwords: HashMap<PathBuf, (Passwords, FileStamp)>,
 }
+
+/// The passphrases of one `ssl_password_file`, one per line.
+pub type Passwords = Arc<Vec<Vec<u8>>>;
 
 /// What one load's store did, for the per-load log line and tests.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -217,6 +224,7 @@ impl ObjectStore {
             shared: 0,
             inheritable: true,
             provider: super::provider(),
+            passwords: HashMap::new(),
         }
     }
 
@@ -388,26 +396,55 @@ impl ObjectStore {
         let (bytes, mut stamps) = read_source(source).map_err(|e| fail(LoadReason::Io(e)))?;
         let passwords = match password_file {
             Some(path) if certs::needs_password(&bytes) => {
-                let (text, stamp) = read_file(path).map_err(|error| TlsError::PasswordFile {
-                    name: path.display().to_string(),
-                    error,
-                })?;
+                let (list, stamp) = self.password_file(path)?;
                 stamps.push((path.to_path_buf(), stamp));
-                Some(certs::parse_passwords(&text))
+                Some(list)
             }
             _ => None,
         };
         let encrypted = certs::needs_password(&bytes);
-        let signing =
-            certs::parse_key(&bytes, passwords.as_deref(), &self.provider).map_err(fail)?;
+        let signing = certs::parse_key(
+            &bytes,
+            passwords.as_ref().map(|p| p.as_slice()),
+            &self.provider,
+        )
+        .map_err(fail)?;
         self.insert_with(key, Object::Key(signing.clone()), stamps.into(), !encrypted);
         Ok(signing)
     }
 
+    /// The passphrases of `path` (`ssl_password_file`), read on this load's first use only.
+    pub fn passwords(&mut self, path: &Path) -> Result<Passwords, TlsError> {
+        self.password_file(path).map(|(list, _)| list)
+    }
+
+    fn password_file(&mut self, path: &Path) -> Result<(Passwords, FileStamp), TlsError> {
+        if let Some((list, stamp)) = self.passwords.get(path) {
+            return Ok((list.clone(), *stamp));
+        }
+        let (text, stamp) = read_file(path).map_err(|error| TlsError::PasswordFile {
+            name: path.display().to_string(),
+            error,
+        })?;
+        let list = Arc::new(certs::parse_passwords(&text));
+        self.passwords
+            .insert(path.to_path_buf(), (list.clone(), stamp));
+        Ok((list, stamp))
+    }
+
     /// A CA bundle (`ssl_client_certificate`).
     pub fn roots(&mut self, path: &Path) -> Result<Arc<RootCertStore>, TlsError> {
+        self.ca_file(path).map(|(roots, _)| roots)
+    }
+
+    /// A CA bundle as trust anchors and as the certificates themselves, from one read.
+    #[allow(clippy::type_complexity)]
+    pub fn ca_file(
+        &mut self,
+        path: &Path,
+    ) -> Result<(Arc<RootCertStore>, Arc<Vec<CertificateDer<'static>>>), TlsError> {
         let key = match self.lookup(Hashed::new(EntryKey::Roots(path.to_path_buf()))) {
-            Ok(Object::Roots(r)) => return Ok(r),
+            Ok(Object::Roots(r, c)) => return Ok((r, c)),
             Ok(_) => Hashed::new(EntryKey::Roots(path.to_path_buf())),
             Err(key) => key,
         };
@@ -417,12 +454,13 @@ impl ObjectStore {
         };
         let (bytes, stamp) = read_file(path).map_err(|e| fail(LoadReason::Io(e)))?;
         let roots = Arc::new(certs::parse_roots(&bytes).map_err(fail)?);
+        let certs = Arc::new(certs::pem_certificates(&bytes).map_err(fail)?);
         self.insert(
             key,
-            Object::Roots(roots.clone()),
+            Object::Roots(roots.clone(), certs.clone()),
             Arc::new([(path.to_path_buf(), stamp)]),
         );
-        Ok(roots)
+        Ok((roots, certs))
     }
 
     /// Certificate revocation lists (`proxy_ssl_crl`): every `X509 CRL` section of a PEM file.
@@ -447,6 +485,7 @@ impl ObjectStore {
         if crls.is_empty() {
             return Err(fail(LoadReason::Empty));
         }
+        super::chain::check_crls(&crls).map_err(|e| fail(LoadReason::BadCertificate(e)))?;
         let crls = Arc::new(crls);
         self.insert(
             key,

@@ -2,7 +2,8 @@
 //!
 //! A ticket is `key name (16) ‖ nonce (12) ‖ AES-256-GCM(issued-at (8, big-endian seconds) ‖
 //! session)` with the key name as associated data. Keys come either from a [`KeyRing`]
-//! (generated at start, rotated every [`ROTATION_SECS`], the previous key still decrypting)
+//! (generated at start, rotated every [`ROTATION_SECS`] or every `ssl_session_timeout` when
+//! that is shorter, as nginx rotates them, the previous key still decrypting)
 //! that [`TlsShared`] keeps across reloads, or from `ssl_session_ticket_key` files (nginx's 48-
 //! or 80-byte format: the first 16 bytes name the key, an HKDF-SHA256 of the rest is the AEAD
 //! key), so every machine of a fleet that reads the same file encrypts and decrypts alike; the
@@ -349,6 +350,9 @@ pub fn unix_now() -> u64 {
 /// Create one at start and pass it to every [`server_config`](super::server_config) call.
 pub struct TlsShared {
     ring: Arc<KeyRing>,
+    /// Rings of servers whose `ssl_session_timeout` is shorter than [`ROTATION_SECS`]: as
+    /// nginx (≥ 1.23.2), their keys rotate every timeout. By period.
+    short: Mutex<HashMap<u64, Arc<KeyRing>>>,
     caches: Mutex<HashMap<usize, Weak<ServerSessionMemoryCache>>>,
 }
 
@@ -365,6 +369,7 @@ impl TlsShared {
     pub fn new() -> Result<Self, TlsError> {
         Ok(Self {
             ring: Arc::new(KeyRing::new(unix_now(), ROTATION_SECS)?),
+            short: Mutex::new(HashMap::new()),
             caches: Mutex::new(HashMap::new()),
         })
     }
@@ -374,13 +379,28 @@ impl TlsShared {
     pub fn for_test() -> Self {
         Self {
             ring: Arc::new(KeyRing::lazy(ROTATION_SECS)),
+            short: Mutex::new(HashMap::new()),
             caches: Mutex::new(HashMap::new()),
         }
     }
 
-    /// A ticketer over the generated keys with this server's lifetime.
+    /// A ticketer over the generated keys with this server's lifetime: the process's ring,
+    /// or for a lifetime under [`ROTATION_SECS`] a ring rotating every lifetime (nginx's key
+    /// rotation per `ssl_session_timeout`), shared by the servers with that lifetime.
     pub fn generated_ticketer(&self, lifetime: Duration) -> Ticketer {
-        Ticketer::from_ring(self.ring.clone(), lifetime)
+        let period = lifetime.as_secs().max(1);
+        if period >= ROTATION_SECS {
+            return Ticketer::from_ring(self.ring.clone(), lifetime);
+        }
+        let mut short = match self.short.lock() {
+            Ok(s) => s,
+            Err(poisoned) => poisoned.into_inner(),
+        };
+        let ring = short
+            .entry(period)
+            .or_insert_with(|| Arc::new(KeyRing::lazy(period)))
+            .clone();
+        Ticketer::from_ring(ring, lifetime)
     }
 
     /// The session cache of `sessions` slots (capped at [`MAX_CACHED_SESSIONS`]): every server
@@ -536,12 +556,24 @@ mod tests {
         let d = shared.session_cache(1000);
         assert_eq!(Arc::strong_count(&d), 1, "a dropped cache is not kept");
         let t1 = shared.generated_ticketer(Duration::from_secs(300));
-        let t2 = shared.generated_ticketer(Duration::from_secs(60));
+        let t2 = shared.generated_ticketer(Duration::from_secs(300));
+        let t3 = shared.generated_ticketer(Duration::from_secs(60));
         let now = unix_now();
         let t = t1.encrypt_at(b"x", now).expect("ticket");
         assert!(
             t2.decrypt_at(&t, now).is_some(),
-            "one ring for every server"
+            "one ring for the servers of one ssl_session_timeout"
+        );
+        assert!(t3.decrypt_at(&t, now).is_none(), "keys rotating every 60 s");
+        let days = Duration::from_secs(ROTATION_SECS * 4);
+        let long = shared.generated_ticketer(days);
+        let t = long.encrypt_at(b"x", now).expect("ticket");
+        assert!(
+            shared
+                .generated_ticketer(days)
+                .decrypt_at(&t, now)
+                .is_some(),
+            "longer timeouts share the process's ring"
         );
     }
 

@@ -42,6 +42,7 @@ pub fn misdirected(
 ) -> bool {
     if Arc::ptr_eq(hs_server, host_server)
         || client_checks(host_server) == crate::conf::model::VerifyClient::Off
+        || !own_handshakes(host_server)
     {
         return false;
     }
@@ -65,6 +66,16 @@ fn client_checks(s: &ServerConf) -> crate::conf::model::VerifyClient {
     s.tls
         .as_ref()
         .map_or(crate::conf::model::VerifyClient::Off, |t| t.verify_client)
+}
+
+/// Whether a block makes its own handshakes. One without a certificate on an `ssl` address
+/// has the default server's make them (nginx keeps that server's SSL context, its client CA
+/// included): its requests are judged by that handshake's result, under its own
+/// `ssl_verify_client`.
+fn own_handshakes(s: &ServerConf) -> bool {
+    s.tls.as_ref().is_some_and(|t| {
+        !t.certificates.is_empty() || !t.dynamic_certificates.is_empty() || t.reject_handshake
+    })
 }
 
 fn client_ca(s: &ServerConf) -> Option<&std::path::Path> {

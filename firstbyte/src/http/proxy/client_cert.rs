@@ -12,7 +12,6 @@
 //! missing or bad file fails that request only (502, the reason in the error log). Locations
 //! with equal settings share one `DynamicClient`, so a cache at `http` level serves them all.
 
-use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
@@ -20,7 +19,7 @@ use std::time::Instant;
 use crate::conf::model::{DynamicCertKey, ProxySsl};
 use crate::conf::vars::Vars;
 use crate::tls::{
-    cache_limits, load_pair, stamp_of, CertCache, ClientBase, Lookup, PairStamp, TlsError,
+    load_pair, pair_limits, stamp_of, CertCache, ClientBase, Lookup, PairStamp, TlsError,
 };
 
 /// A request's evaluated `proxy_ssl_certificate` and `_key` paths (or `data:` values).
@@ -62,7 +61,8 @@ pub struct ClientCertCounts {
 pub struct DynamicClient {
     base: ClientBase,
     pair: DynamicCertKey,
-    password_file: Option<PathBuf>,
+    /// `proxy_ssl_password_file`'s lines, read at load.
+    passwords: Option<crate::tls::Passwords>,
     cache: Option<Mutex<CertCache<Arc<rustls::ClientConfig>, PairStamp>>>,
     loaded: AtomicU64,
     hits: AtomicU64,
@@ -70,12 +70,17 @@ pub struct DynamicClient {
 
 impl DynamicClient {
     /// The dynamic client of `ssl` (whose `dynamic` is set), on `base`.
-    pub fn new(ssl: &ProxySsl, pair: DynamicCertKey, base: ClientBase) -> Self {
+    pub fn new(
+        ssl: &ProxySsl,
+        pair: DynamicCertKey,
+        base: ClientBase,
+        passwords: Option<crate::tls::Passwords>,
+    ) -> Self {
         Self {
             base,
             pair,
-            password_file: ssl.password_file.clone(),
-            cache: cache_limits(ssl.certificate_cache).map(|l| Mutex::new(CertCache::new(l))),
+            passwords,
+            cache: pair_limits(ssl.certificate_cache).map(|l| Mutex::new(CertCache::new(l))),
             loaded: AtomicU64::new(0),
             hits: AtomicU64::new(0),
         }
@@ -92,6 +97,10 @@ impl DynamicClient {
         paths: &ClientCertPaths,
         now: Instant,
     ) -> Result<Arc<rustls::ClientConfig>, TlsError> {
+        if paths.cert.is_empty() {
+            // A certificate variable that came out empty: no client certificate, as nginx.
+            return self.base.config(None);
+        }
         let key = paths.joined();
         if let Some(c) = &self.cache {
             if let Ok(mut c) = c.lock() {
@@ -102,10 +111,10 @@ impl DynamicClient {
                 }
             }
         }
-        let (ck, stamp) = load_pair(
+        let (ck, stamp, encrypted) = load_pair(
             &paths.cert,
             &paths.key,
-            self.password_file.as_deref(),
+            self.passwords.as_deref(),
             self.base.provider(),
         )?;
         let n = self.loaded.fetch_add(1, Ordering::Relaxed) + 1;
@@ -116,7 +125,7 @@ impl DynamicClient {
             self.hits.load(Ordering::Relaxed)
         );
         let cfg = self.base.config(Some(ck))?;
-        if let Some(c) = &self.cache {
+        if let Some(c) = self.cache.as_ref().filter(|_| !encrypted) {
             if let Ok(mut c) = c.lock() {
                 c.insert(key, cfg.clone(), stamp, now);
             }
@@ -140,6 +149,7 @@ mod tests {
     use crate::conf::vars::ComplexValue;
     use crate::tls::ObjectStore;
     use std::borrow::Cow;
+    use std::path::PathBuf;
     use std::time::Duration;
 
     struct Host(&'static str);
@@ -160,6 +170,7 @@ mod tests {
             password_file: None,
             trusted_certificate: None,
             crl: None,
+            verify_depth: 1,
             verify: false,
             server_name: false,
             name: None,
@@ -182,7 +193,7 @@ mod tests {
         let s = ssl(dir, cache);
         let base = ClientBase::new(&s, &mut ObjectStore::new()).expect("base");
         let pair = s.dynamic.clone().expect("dynamic");
-        DynamicClient::new(&s, pair, base)
+        DynamicClient::new(&s, pair, base, None)
     }
 
     /// A directory of this test's own: tests run in parallel threads of one process, and
@@ -237,5 +248,34 @@ mod tests {
         let e = off.config(&missing, t).expect_err("no such file");
         assert!(e.to_string().contains("b.test.crt"), "{e}");
         assert_eq!(off.counts().loaded, 2, "a failed load is not counted");
+    }
+
+    /// nginx keeps encrypted keys out of its certificate caches: each request decrypts.
+    #[test]
+    fn encrypted_pairs_are_not_cached() {
+        let d = dir("encrypted");
+        let ck = rcgen::generate_simple_self_signed(vec!["e.test".to_string()]).expect("rcgen");
+        std::fs::write(d.join("e.test.crt"), ck.cert.pem()).expect("w");
+        let enc = crate::tls::encrypt_pkcs8_for_tests(&ck.signing_key.serialize_pem(), b"pw");
+        std::fs::write(d.join("e.test.key"), enc).expect("w");
+        let s = ssl(
+            &d,
+            CertificateCache::On {
+                max: 4,
+                inactive: Duration::from_secs(10),
+                valid: Duration::from_secs(60),
+            },
+        );
+        let base = ClientBase::new(&s, &mut ObjectStore::new()).expect("base");
+        let pair = s.dynamic.clone().expect("dynamic");
+        let c = DynamicClient::new(&s, pair, base, Some(Arc::new(vec![b"pw".to_vec()])));
+        let p = paths(&s, &Host("e.test")).expect("p");
+        let t = Instant::now();
+        c.config(&p, t).expect("decrypted");
+        c.config(&p, t).expect("again");
+        assert_eq!(c.counts(), ClientCertCounts { loaded: 2, hits: 0 });
+        // Without the password: an error (the request gets 500, as nginx).
+        let none = client(&d, CertificateCache::Off);
+        assert!(none.config(&p, t).is_err());
     }
 }

@@ -386,6 +386,7 @@ mod tests {
                 password_file: None,
                 trusted_certificate: None,
                 crl: None,
+                verify_depth: 1,
                 verify: false,
                 server_name: false,
                 name: None,

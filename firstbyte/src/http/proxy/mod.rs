@@ -143,7 +143,7 @@ impl std::hash::Hash for SslKey<'_> {
         s.password_file.hash(h);
         s.trusted_certificate.hash(h);
         s.crl.hash(h);
-        (s.verify, s.server_name, s.session_reuse).hash(h);
+        (s.verify, s.verify_depth, s.server_name, s.session_reuse).hash(h);
         s.name.hash(h);
         s.protocols.len().hash(h);
         // The variable pair has no Hash; equal keys still compare it in full.
@@ -213,7 +213,12 @@ impl<'a> Builder<'a> {
                         Some(d) => d.clone(),
                         None => {
                             let base = crate::tls::ClientBase::new(&p.ssl, store)?;
-                            let d = Arc::new(DynamicClient::new(&p.ssl, pair.clone(), base));
+                            let passwords = match &p.ssl.password_file {
+                                Some(path) => Some(store.passwords(path)?),
+                                None => None,
+                            };
+                            let d =
+                                Arc::new(DynamicClient::new(&p.ssl, pair.clone(), base, passwords));
                             self.dynamics.insert(SslKey(&p.ssl), d.clone());
                             d
                         }
@@ -292,6 +297,9 @@ pub enum Failure {
     /// The client's body failed (too large, stalled): the caller knows which and answers
     /// 413 or 408; 400 otherwise. Not the upstream's fault: nothing is logged against it.
     ClientBody,
+    /// 500: this request's `proxy_ssl_certificate` (with variables) could not be loaded, as
+    /// nginx answers it.
+    Internal,
 }
 
 impl Failure {
@@ -301,6 +309,7 @@ impl Failure {
             Failure::BadGateway => 502,
             Failure::Timeout => 504,
             Failure::ClientBody => 400,
+            Failure::Internal => 500,
         }
     }
 }
@@ -361,7 +370,7 @@ pub async fn forward(
                         &uri
                     )
                 );
-                return Err(Failure::BadGateway);
+                return Err(Failure::Internal);
             }
         }
     }
@@ -784,5 +793,6 @@ mod tests {
         assert_eq!(Failure::BadGateway.status(), 502);
         assert_eq!(Failure::Timeout.status(), 504);
         assert_eq!(Failure::ClientBody.status(), 400);
+        assert_eq!(Failure::Internal.status(), 500);
     }
 }

@@ -12,6 +12,9 @@ use std::time::{Duration, Instant};
 use tokio::net::TcpStream;
 
 use super::Proto;
+
+/// A TLS alert record: fatal (2), unrecognized_name (112).
+const UNRECOGNIZED_NAME: [u8; 7] = [0x15, 0x03, 0x03, 0x00, 0x02, 0x02, 0x70];
 use crate::conf::model::ServerConf;
 use crate::http::conn::{Conn, TlsSettled};
 use crate::http::reqvars::{ConnFacts, TlsFacts};
@@ -135,6 +138,39 @@ pub(super) async fn read_proxy_protocol(
     }
 }
 
+/// nginx's answer to plain HTTP on a TLS port: the request head is read (8 KB at most, within
+/// the handshake's deadline) and answered, in plain text, with its 400 page "The plain HTTP
+/// request was sent to HTTPS port" (497); the connection then closes.
+async fn plain_http_refused(
+    mut stream: TcpStream,
+    deadline: tokio::time::Instant,
+    peer: SocketAddr,
+) {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    crate::fblog!(
+        Info,
+        "client sent plain HTTP request to HTTPS port, client: {}",
+        peer.ip()
+    );
+    let mut head = Vec::with_capacity(1024);
+    let mut buf = [0u8; 1024];
+    while head.len() < 8192 && !head.windows(4).any(|w| w == b"\r\n\r\n") {
+        match tokio::time::timeout_at(deadline, stream.read(&mut buf)).await {
+            Ok(Ok(n)) if n > 0 => head.extend_from_slice(&buf[..n]),
+            _ => return,
+        }
+    }
+    let body = crate::http::pages::status_page(497);
+    let mut out = format!(
+        "HTTP/1.1 400 Bad Request\r\nServer: firstbyte\r\nContent-Type: text/html\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
+        body.len()
+    )
+    .into_bytes();
+    out.extend_from_slice(&body);
+    let _ = tokio::time::timeout_at(deadline, stream.write_all(&out)).await;
+    let _ = tokio::time::timeout_at(deadline, stream.shutdown()).await;
+}
+
 /// The TLS part of [`handle`](super::handle): ClientHello, server block by SNI, handshake. `None` when the
 /// connection ends here (the reason is logged). `timer` is the accept's time and
 /// `client_header_timeout`: one deadline for the whole handshake, and the first request's
@@ -154,6 +190,14 @@ pub(super) async fn accept_tls(
 ) -> Option<TlsReady> {
     let (accepted, hs_timeout) = timer;
     let hs_deadline = tokio::time::Instant::from_std(accepted + hs_timeout);
+    let mut first = [0u8; 1];
+    if let Ok(Ok(1)) = tokio::time::timeout_at(hs_deadline, stream.peek(&mut first)).await {
+        // A TLS record starts with 0x16; an HTTP request with its method's capital letter.
+        if first[0].is_ascii_uppercase() {
+            plain_http_refused(stream, hs_deadline, peer).await;
+            return None;
+        }
+    }
     let addr = site.vhosts().addr_servers(socket, local);
     let default = addr.default_server().clone();
     let release = crate::tls::stream::Release::new();
@@ -198,9 +242,22 @@ pub(super) async fn accept_tls(
         .server_name()
         .map(str::to_ascii_lowercase);
     let curves = crate::tls::curves_list(hello.client_hello().named_groups().unwrap_or(&[]));
+    let ciphers = crate::tls::ciphers_list(hello.client_hello().cipher_suites());
     // The block whose config makes the handshake (the SNI's, or the default's when the SNI's
     // has no certificate): its client checks are the connection's.
     let sni_block = addr.find(sni.as_deref()).clone();
+    if sni_block.tls.as_ref().is_some_and(|t| t.reject_handshake) {
+        // `ssl_reject_handshake on`: a fatal unrecognized_name alert, as nginx sends.
+        crate::metrics::tls_failure("tcp", "rejected");
+        let _ = tokio::io::AsyncWriteExt::write_all(&mut stream, &UNRECOGNIZED_NAME).await;
+        crate::fblog!(
+            Info,
+            "handshake rejected (\"ssl_reject_handshake\") for server name \"{}\" while SSL handshaking, client: {}",
+            sni.as_deref().unwrap_or(""),
+            peer.ip()
+        );
+        return None;
+    }
     let server = if site.tls_for(&sni_block).is_some() {
         sni_block
     } else {
@@ -295,6 +352,7 @@ pub(super) async fn accept_tls(
             .unwrap_or(""),
         alpn: alpn.clone(),
         curves,
+        ciphers,
         resumed: matches!(sc.handshake_kind(), Some(rustls::HandshakeKind::Resumed)),
         server_name: sni,
         client: server.tls.as_ref().and_then(|t| {
