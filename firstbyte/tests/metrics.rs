@@ -312,10 +312,22 @@ fn prometheus_client_parses_every_family_and_counts_known_traffic() {
     );
     // Not a TLS record at all on the TLS port: a failed handshake.
     let mut junk = TcpStream::connect(("127.0.0.1", tls)).unwrap();
-    junk.write_all(b"GET / HTTP/1.1\r\nHost: x\r\n\r\n")
+    junk.write_all(b"\x01\x02 not TLS, not HTTP\r\n\r\n")
         .unwrap();
     let _ = junk.read(&mut [0u8; 64]);
     drop(junk);
+    // Plain HTTP on the TLS port: nginx's 400 page, counted as a failed handshake of its own.
+    let mut plain_http = TcpStream::connect(("127.0.0.1", tls)).unwrap();
+    plain_http
+        .write_all(b"GET / HTTP/1.1\r\nHost: x\r\n\r\n")
+        .unwrap();
+    let mut answer = Vec::new();
+    let _ = plain_http.read_to_end(&mut answer);
+    assert!(
+        answer.starts_with(b"HTTP/1.1 400 "),
+        "{}",
+        String::from_utf8_lossy(&answer)
+    );
 
     let req = |s: &Samples, p: &str, c: &str| {
         v(
@@ -331,10 +343,18 @@ fn prometheus_client_parses_every_family_and_counts_known_traffic() {
             &[("transport", "tcp"), ("reason", "invalid_message")],
         )
     };
+    let plain_http_fail = |s: &Samples| {
+        v(
+            s,
+            "firstbyte_tls_handshake_failures_total",
+            &[("transport", "tcp"), ("reason", "plain_http")],
+        )
+    };
     // A response is counted when the server lets go of its body, which may be a moment after
     // the client has it all: wait for every count.
     let after = until(plain, "the traffic counted", |s| {
         fail(s) == fail(&before) + 1.0
+            && plain_http_fail(s) == plain_http_fail(&before) + 1.0
             && req(s, "h2", "2xx") == req(&before, "h2", "2xx") + 3.0
             && req(s, "h3", "2xx") == req(&before, "h3", "2xx") + 1.0
             && req(s, "h1", "4xx") == req(&before, "h1", "4xx") + 1.0

@@ -103,6 +103,9 @@ const CLOSED_MEMORY: usize = 64;
 /// Bytes reserved for an encoded response head (a static file's five headers take ~90).
 const RESPONSE_HEAD_GUESS: usize = 128;
 
+/// The PING payload of a graceful shutdown's first step.
+const GOAWAY_PING: &[u8; 8] = b"fb-drain";
+
 /// The connection.
 pub struct Core {
     cfg: Config,
@@ -126,6 +129,8 @@ pub struct Core {
     /// The last stream id of the GOAWAY sent, if any.
     goaway: Option<u32>,
     peer_goaway: bool,
+    /// The first GOAWAY of a two-step graceful shutdown was sent.
+    draining: bool,
     /// The connection error sent: nothing more is read.
     error: Option<Reason>,
     scratch: Vec<u8>,
@@ -170,6 +175,7 @@ impl Core {
             pending_resets: 0,
             goaway: None,
             peer_goaway: false,
+            draining: false,
             error: None,
             scratch: Vec::new(),
         }
@@ -248,6 +254,19 @@ impl Core {
     #[cfg(test)]
     pub fn open_streams(&self) -> usize {
         self.streams.len()
+    }
+
+    /// The first step of a graceful shutdown of a busy connection (RFC 9113 §6.8): GOAWAY
+    /// with the largest stream id and a PING; streams keep being accepted until the PING's
+    /// acknowledgement (which follows every stream the client sent before it saw the GOAWAY)
+    /// makes the final one ([`Core::goaway`]) go out. No request in flight is refused.
+    pub fn goaway_graceful(&mut self) {
+        if self.goaway.is_none() && self.error.is_none() && !self.draining {
+            frame::put_goaway(&mut self.out, MAX_WINDOW as u32, Reason::NO_ERROR);
+            frame::put_head(&mut self.out, 8, kind::PING, 0, 0);
+            self.out.extend_from_slice(GOAWAY_PING);
+            self.draining = true;
+        }
     }
 
     /// Says GOAWAY (NO_ERROR): the streams opened so far are finished, later ones ignored.
@@ -519,6 +538,8 @@ impl Core {
                 }
                 if !head.has(flag::ACK) {
                     frame::put_pong(&mut self.out, payload);
+                } else if self.draining && payload == GOAWAY_PING {
+                    self.goaway();
                 }
                 Ok(())
             }

@@ -481,3 +481,37 @@ fn goaway_names_the_last_stream_and_ignores_later_ones() {
     core.send_headers(1, 200, &HeaderMap::new(), None, true);
     assert!(core.is_done());
 }
+
+#[test]
+fn graceful_goaway_of_a_busy_connection_takes_two_steps() {
+    let (mut core, mut c) = started();
+    c.get(1, &[], flag::END_STREAM);
+    core.recv(&c.take());
+    core.take_event();
+    core.goaway_graceful();
+    let f = frames(&std::mem::take(&mut core.out));
+    assert_eq!((f[0].0, code(&f[0].3, 0)), (kind::GOAWAY, 0x7fff_ffff));
+    assert_eq!((f[1].0, f[1].1), (kind::PING, 0));
+    // A stream the client sent before it saw the GOAWAY is still served.
+    c.get(3, &[], flag::END_STREAM);
+    core.recv(&c.take());
+    assert!(matches!(
+        core.take_event(),
+        Some(Event::Request { id: 3, .. })
+    ));
+    c.frame(kind::PING, flag::ACK, 0, &f[1].3);
+    core.recv(&c.take());
+    let g = frames(&std::mem::take(&mut core.out));
+    assert_eq!(
+        (g[0].0, code(&g[0].3, 0)),
+        (kind::GOAWAY, 3),
+        "the final GOAWAY"
+    );
+    c.get(5, &[], flag::END_STREAM);
+    core.recv(&c.take());
+    assert!(core.take_event().is_none(), "after the final GOAWAY");
+    core.send_headers(1, 200, &HeaderMap::new(), None, true);
+    assert!(!core.is_done());
+    core.send_headers(3, 200, &HeaderMap::new(), None, true);
+    assert!(core.is_done());
+}

@@ -538,12 +538,24 @@ where
         }
         idle = stop => idle,
     };
-    // One GOAWAY naming the last stream the client opened, as nginx: those streams finish,
-    // later ones are ignored (RFC 9113 §6.8 lets the client retry them elsewhere). RFC 9113's
-    // two-step shutdown (a first GOAWAY with the largest id and a PING) would serve a stream
-    // in flight, at a round trip's delay to every shutdown.
-    shell.goaway();
+    // A reload or quit gets RFC 9113 §6.8's two steps: GOAWAY with the largest id and a PING,
+    // the final GOAWAY at its acknowledgement or after a second without one, so no request
+    // already on its way is refused (`tests/load.rs` reloads under h2load and counts them);
+    // nginx sends the final GOAWAY at once, refusing what crosses it. A connection the idle
+    // timer ends gets the final GOAWAY at once: nothing is on its way.
+    let busy = !idle_out;
     let run = async {
+        if busy {
+            shell.core.goaway_graceful();
+            tokio::select! {
+                _ = std::future::poll_fn(|cx| shell.poll_run(cx)) => {
+                    shell.linger().await;
+                    return;
+                }
+                _ = tokio::time::sleep(Duration::from_secs(1)) => {}
+            }
+        }
+        shell.goaway();
         std::future::poll_fn(|cx| shell.poll_run(cx)).await;
         shell.linger().await;
     };

@@ -147,6 +147,7 @@ async fn plain_http_refused(
     peer: SocketAddr,
 ) {
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    crate::metrics::tls_failure("tcp", "plain_http");
     crate::fblog!(
         Info,
         "client sent plain HTTP request to HTTPS port, client: {}",
