@@ -194,6 +194,7 @@ impl FastcgiSettings {
             method: None,
             pass_request_headers: true,
             pass_request_body: true,
+            request_buffering: fcgi.request_buffering,
             fastcgi: Some(Arc::new(fcgi)),
         })
     }

@@ -23,7 +23,7 @@ use super::directives::{
 };
 use super::model::{
     AccessLog, AccessLogTarget, AccessRule, AddHeader, CertKey, CertificateCache, Compression,
-    DisableSymlinks, DocRoot, DynamicCertKey, ErrorLog, ErrorPage, Expires, GzipStatic,
+    BodyInFileOnly, DisableSymlinks, DocRoot, DynamicCertKey, ErrorLog, ErrorPage, Expires, GzipStatic,
     LocationConf, Locations, LogEscape, LogFormat, MainConf, MimeTypes, Pos, SessionCache, Source,
     TlsConf, TlsVersion, TryFiles, User, VerifyClient, WorkerProcesses,
 };

@@ -33,6 +33,8 @@ pub(super) struct LogOnDone {
     pub(super) user: Option<Box<crate::http::rewrite::uservars::UserVars>>,
     pub(super) guard: Option<crate::http::reqvars::GuardVars>,
     pub(super) upstream: Option<crate::http::proxy::UpstreamVars>,
+    /// Held until the line is written: a temp file lives as long (nginx's request pool).
+    pub(super) request_body: Option<crate::http::proxy::RequestBody>,
 }
 
 impl LogOnDone {
@@ -65,6 +67,7 @@ impl LogOnDone {
             user: self.user.as_deref(),
             guard: self.guard.as_ref(),
             upstream: self.upstream.as_ref(),
+            request_body: self.request_body.as_ref(),
         };
         for t in targets {
             if let Some(c) = &t.condition {

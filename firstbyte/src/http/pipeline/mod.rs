@@ -34,6 +34,7 @@ mod guard;
 mod headers;
 mod log;
 mod phases;
+mod reqbody;
 mod respond;
 mod rewrite;
 
@@ -152,6 +153,8 @@ struct Req<'a> {
     upstream: std::sync::OnceLock<crate::http::proxy::UpstreamVars>,
     /// The current location's `fastcgi_split_path_info` and `fastcgi_index`.
     fastcgi: Option<Arc<crate::conf::model::FastcgiVars>>,
+    /// The body `proxy_pass` or `fastcgi_pass` read or streamed, once it did.
+    request_body: std::sync::OnceLock<crate::http::proxy::RequestBody>,
 }
 
 /// A request extension the connection layer adds to a request that arrived in TLS early data
@@ -197,6 +200,7 @@ impl Req<'_> {
             upstream: self.upstream.get(),
             fastcgi: self.fastcgi.as_deref(),
             guard: self.guard.as_ref().map(|g| &g.vars),
+            request_body: self.request_body.get(),
         }
     }
 
@@ -365,6 +369,7 @@ where
         fastcgi: None,
         valid_location: true,
         upstream: std::sync::OnceLock::new(),
+        request_body: std::sync::OnceLock::new(),
     };
     r.user = super::rewrite::uservars::UserVars::new(&r.server.vars);
     let host_ok = host.is_some();

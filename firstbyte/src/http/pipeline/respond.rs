@@ -308,6 +308,7 @@ pub(super) fn finish(
             user: r.user.clone(),
             guard: r.guard.as_ref().map(|g| g.vars.clone()),
             upstream: r.upstream.get().cloned(),
+            request_body: r.request_body.get().cloned(),
         })),
     };
     let watch = crate::http::tuning::Watch::start(crate::http::tuning::Head {

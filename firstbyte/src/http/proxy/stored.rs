@@ -1,0 +1,424 @@
+//! A request body read whole before the upstream is asked (`proxy_request_buffering on`,
+//! `fastcgi_request_buffering on`, nginx's defaults): a slow client never holds an upstream
+//! connection or a FastCGI worker, the body can go again to the next server, and its length
+//! is known. Memory holds `client_body_buffer_size`, the rest a temp file in
+//! `client_body_temp_path` (nginx's `a client request body is buffered to a temporary
+//! file`); with `client_body_in_file_only` all of it goes to the file. The file is named
+//! while the request lives (`$request_body_file`) and removed with the body, unless
+//! `client_body_in_file_only on` keeps it, as nginx.
+//!
+//! Also here: what `$request_body` and `$request_body_file` read ([`RequestBody`]), for a
+//! body read whole or one streamed (`off`: [`Capture`] keeps a copy while it fits
+//! `client_body_buffer_size`, as nginx's single buffer does).
+
+use std::fs::File;
+use std::io;
+use std::os::unix::fs::FileExt;
+use std::path::{Path, PathBuf};
+use std::pin::Pin;
+use std::sync::{Arc, Mutex};
+use std::task::{Context, Poll};
+
+use bytes::{Bytes, BytesMut};
+use http_body::{Frame, SizeHint};
+
+use crate::conf::model::BodyInFileOnly;
+
+/// A whole request body, readable any number of times.
+pub struct Stored {
+    mem: Vec<Bytes>,
+    mem_len: usize,
+    mem_max: usize,
+    dir: PathBuf,
+    in_file: BodyInFileOnly,
+    file: Option<File>,
+    path: Option<PathBuf>,
+    file_len: u64,
+}
+
+/// Bytes read from the file at once when the body is sent.
+const READ_SIZE: usize = 64 << 10;
+
+impl Stored {
+    /// An empty body: memory up to `mem_max`, then a temp file in `dir`; all of it in the
+    /// file unless `in_file` is `Off`.
+    pub fn new(mem_max: usize, dir: &Path, in_file: BodyInFileOnly) -> Stored {
+        Stored {
+            mem: Vec::new(),
+            mem_len: 0,
+            mem_max: if in_file == BodyInFileOnly::Off {
+                mem_max
+            } else {
+                0
+            },
+            dir: dir.to_path_buf(),
+            in_file,
+            file: None,
+            path: None,
+            file_len: 0,
+        }
+    }
+
+    /// Appends `b`; the temp file's path when this push made it past memory (for nginx's
+    /// warning; not with `client_body_in_file_only`, which means it).
+    pub fn push(&mut self, b: Bytes) -> io::Result<Option<PathBuf>> {
+        if self.file.is_none() && self.mem_len + b.len() <= self.mem_max {
+            self.mem_len += b.len();
+            self.mem.push(b);
+            return Ok(None);
+        }
+        let made = self.open()?;
+        if let Some(f) = &self.file {
+            f.write_all_at(&b, self.file_len)?;
+            self.file_len += b.len() as u64;
+        }
+        Ok(made.filter(|_| self.in_file == BodyInFileOnly::Off))
+    }
+
+    /// The body is complete: with `client_body_in_file_only`, an empty one gets its
+    /// (empty) file too, as nginx.
+    pub fn finish(&mut self) -> io::Result<()> {
+        if self.in_file != BodyInFileOnly::Off {
+            self.open()?;
+        }
+        Ok(())
+    }
+
+    /// Makes the file (once); its path when this call made it.
+    fn open(&mut self) -> io::Result<Option<PathBuf>> {
+        if self.file.is_some() {
+            return Ok(None);
+        }
+        let (f, path) = super::spool::named_temp_file(&self.dir)?;
+        // What memory held moves to the file, which then holds the whole body (as nginx's
+        // `$request_body_file`).
+        let mut at = 0u64;
+        for m in self.mem.drain(..) {
+            f.write_all_at(&m, at)?;
+            at += m.len() as u64;
+        }
+        self.mem_len = 0;
+        self.file_len = at;
+        self.file = Some(f);
+        self.path = Some(path.clone());
+        Ok(Some(path))
+    }
+
+    /// Bytes held.
+    pub fn len(&self) -> u64 {
+        self.mem_len as u64 + self.file_len
+    }
+
+    /// Whether nothing is held.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// The whole body when it is in memory (`$request_body`); None when it went to a file.
+    pub fn memory(&self) -> Option<Bytes> {
+        if self.file.is_some() {
+            return None;
+        }
+        match self.mem.as_slice() {
+            [one] => Some(one.clone()),
+            many => Some(many.concat().into()),
+        }
+    }
+
+    /// The temp file's path (`$request_body_file`), when the body went to one.
+    pub fn path(&self) -> Option<&Path> {
+        self.path.as_deref()
+    }
+
+    /// The `i`th piece of the body (memory first, then the file in 64k reads); None past the
+    /// end.
+    pub fn piece(&self, i: usize) -> io::Result<Option<Bytes>> {
+        if let Some(b) = self.mem.get(i) {
+            return Ok(Some(b.clone()));
+        }
+        let Some(f) = &self.file else {
+            return Ok(None);
+        };
+        let at = ((i - self.mem.len()) * READ_SIZE) as u64;
+        if at >= self.file_len {
+            return Ok(None);
+        }
+        let n = (self.file_len - at).min(READ_SIZE as u64) as usize;
+        let mut buf = vec![0u8; n];
+        f.read_exact_at(&mut buf, at)?;
+        Ok(Some(Bytes::from(buf)))
+    }
+}
+
+impl Drop for Stored {
+    fn drop(&mut self) {
+        // nginx's clean-up of the request pool: the file goes, unless `in_file_only on`.
+        if let Some(p) = &self.path {
+            if self.in_file != BodyInFileOnly::On {
+                let _ = std::fs::remove_file(p);
+            }
+        }
+    }
+}
+
+/// A stored body as an upstream request's body (one per try).
+pub struct StoredBody {
+    stored: Arc<Stored>,
+    next: usize,
+    left: u64,
+}
+
+impl StoredBody {
+    /// The body from its first byte.
+    pub fn new(stored: Arc<Stored>) -> StoredBody {
+        let left = stored.len();
+        StoredBody {
+            stored,
+            next: 0,
+            left,
+        }
+    }
+}
+
+impl http_body::Body for StoredBody {
+    type Data = Bytes;
+    type Error = io::Error;
+
+    fn poll_frame(
+        self: Pin<&mut Self>,
+        _: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, io::Error>>> {
+        let this = self.get_mut();
+        loop {
+            match this.stored.piece(this.next) {
+                Ok(Some(b)) => {
+                    this.next += 1;
+                    if b.is_empty() {
+                        continue;
+                    }
+                    this.left = this.left.saturating_sub(b.len() as u64);
+                    return Poll::Ready(Some(Ok(Frame::data(b))));
+                }
+                Ok(None) => return Poll::Ready(None),
+                Err(e) => return Poll::Ready(Some(Err(e))),
+            }
+        }
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.left == 0
+    }
+
+    fn size_hint(&self) -> SizeHint {
+        SizeHint::with_exact(self.left)
+    }
+}
+
+/// What a streamed body (`proxy_request_buffering off`) left for `$request_body`: a copy
+/// while it fits `client_body_buffer_size`, complete once the body ended.
+#[derive(Debug, Default)]
+pub struct Capture {
+    buf: BytesMut,
+    max: usize,
+    over: bool,
+    done: bool,
+}
+
+impl Capture {
+    /// Keeps up to `max` bytes.
+    pub fn new(max: usize) -> Capture {
+        Capture {
+            max,
+            ..Capture::default()
+        }
+    }
+
+    /// Notes bytes that went by.
+    pub fn push(&mut self, b: &[u8]) {
+        if self.over || self.buf.len() + b.len() > self.max {
+            self.over = true;
+            self.buf = BytesMut::new();
+            return;
+        }
+        self.buf.extend_from_slice(b);
+    }
+
+    /// The body ended.
+    pub fn end(&mut self) {
+        self.done = true;
+    }
+}
+
+/// A request's body as `$request_body` and `$request_body_file` see it.
+#[derive(Clone)]
+pub enum RequestBody {
+    /// Read whole before the upstream was asked.
+    Stored(Arc<Stored>),
+    /// Streamed to the upstream.
+    Streamed(Arc<Mutex<Capture>>),
+}
+
+impl RequestBody {
+    /// `$request_body`: the body when it was read into memory whole; None otherwise.
+    pub fn body(&self) -> Option<Bytes> {
+        match self {
+            RequestBody::Stored(s) => s.memory(),
+            RequestBody::Streamed(c) => {
+                let c = c.lock().ok()?;
+                (c.done && !c.over).then(|| c.buf.clone().freeze())
+            }
+        }
+    }
+
+    /// `$request_body_file`.
+    pub fn file(&self) -> Option<&Path> {
+        match self {
+            RequestBody::Stored(s) => s.path(),
+            RequestBody::Streamed(_) => None,
+        }
+    }
+}
+
+/// A streamed body that leaves a copy in a [`Capture`].
+pub struct TeeBody<B> {
+    inner: B,
+    capture: Arc<Mutex<Capture>>,
+}
+
+impl<B> TeeBody<B> {
+    /// `inner`, noted into `capture` as it goes by.
+    pub fn new(inner: B, capture: Arc<Mutex<Capture>>) -> TeeBody<B> {
+        TeeBody { inner, capture }
+    }
+}
+
+impl<B> http_body::Body for TeeBody<B>
+where
+    B: http_body::Body<Data = Bytes> + Unpin,
+{
+    type Data = Bytes;
+    type Error = B::Error;
+
+    fn poll_frame(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, B::Error>>> {
+        let this = self.get_mut();
+        let r = Pin::new(&mut this.inner).poll_frame(cx);
+        if let Ok(mut c) = this.capture.lock() {
+            match &r {
+                Poll::Ready(Some(Ok(f))) => {
+                    if let Some(d) = f.data_ref() {
+                        c.push(d);
+                    }
+                }
+                Poll::Ready(None) => c.end(),
+                _ => {}
+            }
+        }
+        if let Poll::Ready(Some(Ok(_))) = &r {
+            if this.inner.is_end_stream() {
+                if let Ok(mut c) = this.capture.lock() {
+                    c.end();
+                }
+            }
+        }
+        r
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.inner.is_end_stream()
+    }
+
+    fn size_hint(&self) -> SizeHint {
+        self.inner.size_hint()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn all(s: &Stored) -> Vec<u8> {
+        let mut out = Vec::new();
+        let mut i = 0;
+        while let Some(p) = s.piece(i).expect("read") {
+            out.extend_from_slice(&p);
+            i += 1;
+        }
+        out
+    }
+
+    fn dir(name: &str) -> PathBuf {
+        std::env::temp_dir().join(format!("fb-stored-{name}-{}", std::process::id()))
+    }
+
+    #[test]
+    fn memory_then_file_read_back_twice() {
+        let dir = dir("mem");
+        let mut s = Stored::new(10, &dir, BodyInFileOnly::Off);
+        assert!(s
+            .push(Bytes::from_static(b"0123456"))
+            .expect("push")
+            .is_none());
+        assert_eq!(s.memory().as_deref(), Some(&b"0123456"[..]));
+        let made = s.push(Bytes::from(vec![b'x'; 100_000])).expect("push");
+        assert!(made.is_some());
+        assert!(s.push(Bytes::from_static(b"end")).expect("push").is_none());
+        assert_eq!(s.len(), 7 + 100_000 + 3);
+        assert!(s.memory().is_none(), "in a file: no $request_body");
+        let mut want = b"0123456".to_vec();
+        want.extend(vec![b'x'; 100_000]);
+        want.extend_from_slice(b"end");
+        assert_eq!(all(&s), want);
+        assert_eq!(all(&s), want, "a second read gives the same");
+        let path = s.path().expect("path").to_path_buf();
+        assert_eq!(std::fs::metadata(&path).expect("named").len(), 100_003);
+        drop(s);
+        assert!(!path.exists(), "removed with the body");
+        let _ = std::fs::remove_dir_all(&dir);
+        assert!(Stored::new(10, &dir, BodyInFileOnly::Off).is_empty());
+    }
+
+    #[test]
+    fn in_file_only_keeps_or_cleans() {
+        let dir = dir("file");
+        let mut s = Stored::new(1000, &dir, BodyInFileOnly::On);
+        assert!(s.push(Bytes::from_static(b"abc")).expect("push").is_none());
+        s.finish().expect("finish");
+        let kept = s.path().expect("path").to_path_buf();
+        assert!(s.memory().is_none());
+        drop(s);
+        assert_eq!(std::fs::read(&kept).expect("kept"), b"abc");
+        let mut s = Stored::new(1000, &dir, BodyInFileOnly::Clean);
+        s.finish().expect("finish");
+        let empty = s.path().expect("an empty body gets its file").to_path_buf();
+        assert_eq!(std::fs::read(&empty).expect("empty"), b"");
+        drop(s);
+        assert!(!empty.exists());
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    #[test]
+    fn capture_only_what_fits_and_ended() {
+        let mut c = Capture::new(4);
+        c.push(b"ab");
+        let rb = RequestBody::Streamed(Arc::new(Mutex::new(c)));
+        assert!(rb.body().is_none(), "not ended");
+        let mut c = Capture::new(4);
+        c.push(b"ab");
+        c.push(b"cd");
+        c.end();
+        assert_eq!(
+            RequestBody::Streamed(Arc::new(Mutex::new(c))).body().as_deref(),
+            Some(&b"abcd"[..])
+        );
+        let mut c = Capture::new(4);
+        c.push(b"abc");
+        c.push(b"de");
+        c.end();
+        assert!(RequestBody::Streamed(Arc::new(Mutex::new(c)))
+            .body()
+            .is_none());
+    }
+}
