@@ -89,12 +89,9 @@ impl ServerCertVerifier for AnyServerCert {
         cert: &CertificateDer<'_>,
         dss: &DigitallySignedStruct,
     ) -> Result<HandshakeSignatureValid, rustls::Error> {
-        rustls::crypto::verify_tls12_signature(
-            message,
-            cert,
-            dss,
-            &self.provider.signature_verification_algorithms,
-        )
+        let algs = &self.provider.signature_verification_algorithms;
+        rustls::crypto::verify_tls12_signature(message, cert, dss, algs)
+            .or_else(|e| leaf_key_signature(message, cert, dss, algs).ok_or(e))
     }
 
     fn verify_tls13_signature(
@@ -103,17 +100,77 @@ impl ServerCertVerifier for AnyServerCert {
         cert: &CertificateDer<'_>,
         dss: &DigitallySignedStruct,
     ) -> Result<HandshakeSignatureValid, rustls::Error> {
-        rustls::crypto::verify_tls13_signature(
-            message,
-            cert,
-            dss,
-            &self.provider.signature_verification_algorithms,
-        )
+        let algs = &self.provider.signature_verification_algorithms;
+        rustls::crypto::verify_tls13_signature(message, cert, dss, algs).or_else(|e| {
+            tls13_scheme(dss.scheme)
+                .then(|| leaf_key_signature(message, cert, dss, algs))
+                .flatten()
+                .ok_or(e)
+        })
     }
 
     fn supported_verify_schemes(&self) -> Vec<SignatureScheme> {
         self.schemes.clone()
     }
+}
+
+/// The handshake's signature checked against the leaf's key as x509-parser reads it. rustls'
+/// own check parses the leaf with webpki, which refuses X.509 v1 (`UnsupportedCertVersion`),
+/// the kind `openssl req -x509` makes without extensions and OpenSSL, so nginx, takes; with
+/// verification off nothing else is asked of the certificate. None: no scheme's algorithm
+/// for the key verified the signature.
+fn leaf_key_signature(
+    message: &[u8],
+    cert: &CertificateDer<'_>,
+    dss: &DigitallySignedStruct,
+    algs: &rustls::crypto::WebPkiSupportedAlgorithms,
+) -> Option<HandshakeSignatureValid> {
+    let (_, leaf) = x509_parser::parse_x509_certificate(cert.as_ref()).ok()?;
+    let spki = &leaf.tbs_certificate.subject_pki;
+    // The AlgorithmIdentifier's content, as webpki's algorithm ids are written: the first
+    // element of the SubjectPublicKeyInfo SEQUENCE.
+    let (inner, _) = der_content(spki.raw)?;
+    let (alg_id, _) = der_content(inner)?;
+    let key = &spki.subject_public_key.data;
+    let (_, candidates) = algs.mapping.iter().find(|(s, _)| *s == dss.scheme)?;
+    candidates
+        .iter()
+        .filter(|a| a.public_key_alg_id().as_ref() == alg_id)
+        .any(|a| a.verify_signature(key, message, dss.signature()).is_ok())
+        .then(HandshakeSignatureValid::assertion)
+}
+
+/// A DER element's content and what follows it (definite lengths only).
+fn der_content(der: &[u8]) -> Option<(&[u8], &[u8])> {
+    let first = *der.get(1)?;
+    let (len, body) = if first < 0x80 {
+        (usize::from(first), der.get(2..)?)
+    } else {
+        let n = usize::from(first & 0x7f);
+        if n == 0 || n > 4 {
+            return None;
+        }
+        let bytes = der.get(2..2 + n)?;
+        let len = bytes.iter().fold(0usize, |l, b| (l << 8) | usize::from(*b));
+        (len, der.get(2 + n..)?)
+    };
+    Some((body.get(..len)?, body.get(len..)?))
+}
+
+/// Whether TLS 1.3 allows `s` in CertificateVerify (RFC 8446 4.2.3: no PKCS#1 v1.5, no SHA-1).
+fn tls13_scheme(s: SignatureScheme) -> bool {
+    use SignatureScheme as S;
+    matches!(
+        s,
+        S::ECDSA_NISTP256_SHA256
+            | S::ECDSA_NISTP384_SHA384
+            | S::ECDSA_NISTP521_SHA512
+            | S::RSA_PSS_SHA256
+            | S::RSA_PSS_SHA384
+            | S::RSA_PSS_SHA512
+            | S::ED25519
+            | S::ED448
+    )
 }
 
 /// Always offers one client certificate (`proxy_ssl_certificate`).
