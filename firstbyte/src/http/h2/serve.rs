@@ -264,6 +264,11 @@ impl<I: AsyncRead + BatchWrite> Shell<I> {
                     Some(q) => body::push(&q, data, end_stream),
                     None => self.core.release(id, data.len()),
                 },
+                Event::BadLength { id } => {
+                    if let Some(q) = self.slot(id).and_then(|s| s.queue.clone()) {
+                        body::bad_length(&q);
+                    }
+                }
                 Event::Reset { id } => {
                     if let Some(i) = self.slots.iter().position(|s| s.id == id) {
                         let s = self.slots.swap_remove(i);

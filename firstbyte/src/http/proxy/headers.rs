@@ -308,6 +308,7 @@ mod tests {
             method: None,
             pass_request_headers: true,
             pass_request_body: true,
+            request_buffering: true,
             pass_headers: vec!["server".into()],
             hide_headers: vec!["x-secret".into()],
             redirects: vec![],

@@ -373,7 +373,7 @@ mod tests {
         assert_eq!(all(&s), want);
         assert_eq!(all(&s), want, "a second read gives the same");
         let path = s.path().expect("path").to_path_buf();
-        assert_eq!(std::fs::metadata(&path).expect("named").len(), 100_003);
+        assert_eq!(std::fs::metadata(&path).expect("named").len(), 100_010);
         drop(s);
         assert!(!path.exists(), "removed with the body");
         let _ = std::fs::remove_dir_all(&dir);
