@@ -312,16 +312,12 @@ pub fn is_client_body_error(e: &(dyn std::error::Error + 'static)) -> bool {
         if client_fault(err) {
             return true;
         }
-        // `io::Error::other(e)` hides `e` from `source()` (it returns `e`'s own source).
-        if let Some(inner) = err
-            .downcast_ref::<std::io::Error>()
-            .and_then(|io| io.get_ref())
-        {
-            if client_fault(inner) {
-                return true;
-            }
-        }
-        cur = err.source();
+        // `io::Error::other(e)` hides `e` from `source()` (it returns `e`'s own source), and
+        // may wrap another such io::Error.
+        cur = match err.downcast_ref::<std::io::Error>().and_then(|io| io.get_ref()) {
+            Some(inner) => Some(inner as &(dyn std::error::Error + 'static)),
+            None => err.source(),
+        };
     }
     false
 }

@@ -65,13 +65,12 @@ fn write_failed(e: &std::io::Error) -> u16 {
 /// A streamed body, of which `$request_body` keeps a copy while it fits
 /// `client_body_buffer_size`.
 pub(super) fn tee(r: &Req<'_>, loc: &LocationConf, body: ReqBody) -> ReqBody {
-    let capture = Arc::new(Mutex::new(Capture::new(
-        usize::try_from(loc.client_body_buffer_size).unwrap_or(usize::MAX),
-    )));
+    let size = usize::try_from(loc.client_body_buffer_size).unwrap_or(usize::MAX);
+    let capture = Arc::new(Mutex::new(Capture::new(size)));
     let _ = r
         .request_body
         .set(RequestBody::Streamed(capture.clone()));
-    px::request_body(px::TeeBody::new(body, capture))
+    px::request_body(px::TeeBody::new(body, capture, size))
 }
 
 /// The body to send for a stored one.

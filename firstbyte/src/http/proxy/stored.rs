@@ -279,22 +279,44 @@ impl RequestBody {
     }
 }
 
-/// A streamed body that leaves a copy in a [`Capture`].
-pub struct TeeBody<B> {
+/// A streamed body that leaves a copy in a [`Capture`], and passes on at once, as one
+/// piece, all the data at hand (up to `client_body_buffer_size`): as nginx reads what has
+/// arrived into its buffer and sends that, so DATA frames that came together go out as one
+/// chunk.
+pub struct TeeBody<B: http_body::Body> {
     inner: B,
     capture: Arc<Mutex<Capture>>,
+    gather: usize,
+    /// What the inner body said after the data returned with it (its end, trailers, an
+    /// error): given at the next poll.
+    held: Option<Option<Result<Frame<Bytes>, B::Error>>>,
 }
 
-impl<B> TeeBody<B> {
-    /// `inner`, noted into `capture` as it goes by.
-    pub fn new(inner: B, capture: Arc<Mutex<Capture>>) -> TeeBody<B> {
-        TeeBody { inner, capture }
+impl<B: http_body::Body> TeeBody<B> {
+    /// `inner`, noted into `capture` as it goes by, at most `gather` bytes a piece.
+    pub fn new(inner: B, capture: Arc<Mutex<Capture>>, gather: usize) -> TeeBody<B> {
+        TeeBody {
+            inner,
+            capture,
+            gather: gather.max(1),
+            held: None,
+        }
+    }
+
+    fn note(&self, d: Option<&[u8]>) {
+        if let Ok(mut c) = self.capture.lock() {
+            match d {
+                Some(d) => c.push(d),
+                None => c.end(),
+            }
+        }
     }
 }
 
 impl<B> http_body::Body for TeeBody<B>
 where
     B: http_body::Body<Data = Bytes> + Unpin,
+    B::Error: Unpin,
 {
     type Data = Bytes;
     type Error = B::Error;
@@ -304,30 +326,70 @@ where
         cx: &mut Context<'_>,
     ) -> Poll<Option<Result<Frame<Bytes>, B::Error>>> {
         let this = self.get_mut();
-        let r = Pin::new(&mut this.inner).poll_frame(cx);
-        if let Ok(mut c) = this.capture.lock() {
-            match &r {
-                Poll::Ready(Some(Ok(f))) => {
-                    if let Some(d) = f.data_ref() {
-                        c.push(d);
+        if let Some(r) = this.held.take() {
+            return Poll::Ready(r);
+        }
+        let mut acc: Option<BytesMut> = None;
+        let mut first: Option<Bytes> = None;
+        loop {
+            let r = match Pin::new(&mut this.inner).poll_frame(cx) {
+                Poll::Pending => None,
+                Poll::Ready(r) => Some(r),
+            };
+            let have = first.is_some() || acc.is_some();
+            match r {
+                Some(Some(Ok(f))) if f.is_data() => {
+                    let Ok(d) = f.into_data() else {
+                        unreachable!("a data frame")
+                    };
+                    this.note(Some(&d));
+                    match (&mut acc, first.take()) {
+                        (Some(a), _) => a.extend_from_slice(&d),
+                        (None, Some(f)) => {
+                            let mut a = BytesMut::with_capacity(f.len() + d.len());
+                            a.extend_from_slice(&f);
+                            a.extend_from_slice(&d);
+                            acc = Some(a);
+                        }
+                        (None, None) => first = Some(d),
+                    }
+                    let len = acc.as_ref().map_or(0, |a| a.len())
+                        + first.as_ref().map_or(0, |f| f.len());
+                    if len >= this.gather || this.inner.is_end_stream() {
+                        break;
                     }
                 }
-                Poll::Ready(None) => c.end(),
-                _ => {}
-            }
-        }
-        if let Poll::Ready(Some(Ok(_))) = &r {
-            if this.inner.is_end_stream() {
-                if let Ok(mut c) = this.capture.lock() {
-                    c.end();
+                None if have => break,
+                None => return Poll::Pending,
+                Some(other) => {
+                    if other.is_none() {
+                        this.note(None);
+                    }
+                    if !have {
+                        return Poll::Ready(other);
+                    }
+                    this.held = Some(other);
+                    break;
                 }
             }
         }
-        r
+        if this.inner.is_end_stream() {
+            this.note(None);
+        }
+        let data = match (acc, first) {
+            (Some(a), _) => a.freeze(),
+            (None, Some(f)) => f,
+            (None, None) => Bytes::new(),
+        };
+        Poll::Ready(Some(Ok(Frame::data(data))))
     }
 
     fn is_end_stream(&self) -> bool {
-        self.inner.is_end_stream()
+        match &self.held {
+            Some(None) => true,
+            Some(Some(_)) => false,
+            None => self.inner.is_end_stream(),
+        }
     }
 
     fn size_hint(&self) -> SizeHint {
@@ -420,5 +482,35 @@ mod tests {
         assert!(RequestBody::Streamed(Arc::new(Mutex::new(c)))
             .body()
             .is_none());
+    }
+
+    /// Frames all at hand.
+    struct Frames(std::collections::VecDeque<&'static [u8]>);
+
+    impl http_body::Body for Frames {
+        type Data = Bytes;
+        type Error = io::Error;
+        fn poll_frame(
+            self: Pin<&mut Self>,
+            _: &mut Context<'_>,
+        ) -> Poll<Option<Result<Frame<Bytes>, io::Error>>> {
+            let d = self.get_mut().0.pop_front();
+            Poll::Ready(d.map(|d| Ok(Frame::data(Bytes::from_static(d)))))
+        }
+    }
+
+    #[tokio::test]
+    async fn tee_gathers_what_is_at_hand_and_keeps_a_copy() {
+        use http_body_util::BodyExt;
+        let inner = Frames([&b"01234"[..], b"many", b"56789"].into_iter().collect());
+        let capture = Arc::new(Mutex::new(Capture::new(100)));
+        let mut tee = TeeBody::new(inner, capture.clone(), 9);
+        let a = tee.frame().await.expect("frame").expect("ok");
+        assert_eq!(a.into_data().expect("data"), "01234many", "one piece, up to 9");
+        let b = tee.frame().await.expect("frame").expect("ok");
+        assert_eq!(b.into_data().expect("data"), "56789");
+        assert!(tee.frame().await.is_none());
+        let rb = RequestBody::Streamed(capture);
+        assert_eq!(rb.body().as_deref(), Some(&b"01234many56789"[..]));
     }
 }
