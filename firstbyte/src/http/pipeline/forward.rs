@@ -110,7 +110,7 @@ where
                 HeaderValue::from_static("chunked"),
             );
         }
-        body = super::reqbody::tee(r, loc, body);
+        body = super::reqbody::tee(r, loc, body).await;
     }
     let mut req = Request::new(body);
     *req.method_mut() = match &conf.method {

@@ -279,17 +279,24 @@ impl RequestBody {
     }
 }
 
-/// A streamed body that leaves a copy in a [`Capture`], and passes on at once, as one
-/// piece, all the data at hand (up to `client_body_buffer_size`): as nginx reads what has
-/// arrived into its buffer and sends that, so DATA frames that came together go out as one
-/// chunk.
+/// A streamed body that leaves a copy in a [`Capture`], and passes on, as one piece, all the
+/// data at hand (up to `client_body_buffer_size`): as nginx reads what has arrived into its
+/// buffer and sends that, so chunks or DATA frames that came together go out as one. "At
+/// hand" includes what the client's connection can decode from bytes it already read: one
+/// scheduler turn is given to it before a piece goes.
 pub struct TeeBody<B: http_body::Body> {
     inner: B,
     capture: Arc<Mutex<Capture>>,
     gather: usize,
+    buf: BytesMut,
+    /// The turn given to the client's connection before `buf` goes.
+    turn: Option<Pin<Box<dyn std::future::Future<Output = ()> + Send>>>,
+    turned: bool,
     /// What the inner body said after the data returned with it (its end, trailers, an
     /// error): given at the next poll.
     held: Option<Option<Result<Frame<Bytes>, B::Error>>>,
+    /// The piece [`TeeBody::preread`] took, given first.
+    first: Option<Bytes>,
 }
 
 impl<B: http_body::Body> TeeBody<B> {
@@ -299,7 +306,11 @@ impl<B: http_body::Body> TeeBody<B> {
             inner,
             capture,
             gather: gather.max(1),
+            buf: BytesMut::new(),
+            turn: None,
+            turned: false,
             held: None,
+            first: None,
         }
     }
 
@@ -308,6 +319,87 @@ impl<B: http_body::Body> TeeBody<B> {
             match d {
                 Some(d) => c.push(d),
                 None => c.end(),
+            }
+        }
+    }
+
+    fn piece(&mut self) -> Poll<Option<Result<Frame<Bytes>, B::Error>>> {
+        self.turned = false;
+        self.turn = None;
+        Poll::Ready(Some(Ok(Frame::data(self.buf.split().freeze()))))
+    }
+}
+
+impl<B> TeeBody<B>
+where
+    B: http_body::Body<Data = Bytes> + Unpin,
+    B::Error: Unpin,
+{
+    /// Takes the first piece if the client has sent any yet (nginx's preread), without
+    /// waiting for more: the upstream gets it with the request's head, in one write.
+    pub async fn preread(&mut self) {
+        std::future::poll_fn(|cx| match self.poll_piece(cx) {
+            Poll::Ready(Some(Ok(f))) => {
+                match f.into_data() {
+                    Ok(d) => self.first = Some(d),
+                    Err(t) => self.held = Some(Some(Ok(t))),
+                }
+                Poll::Ready(())
+            }
+            Poll::Ready(other) => {
+                self.held = Some(other);
+                Poll::Ready(())
+            }
+            // Mid-turn: the client's connection is decoding more of what came.
+            Poll::Pending if !self.buf.is_empty() => Poll::Pending,
+            Poll::Pending => Poll::Ready(()),
+        })
+        .await
+    }
+
+    fn poll_piece(&mut self, cx: &mut Context<'_>) -> Poll<Option<Result<Frame<Bytes>, B::Error>>> {
+        let this = self;
+        if let Some(r) = this.held.take() {
+            return Poll::Ready(r);
+        }
+        loop {
+            match Pin::new(&mut this.inner).poll_frame(cx) {
+                Poll::Ready(Some(Ok(f))) if f.is_data() => {
+                    let Ok(d) = f.into_data() else {
+                        unreachable!("a data frame")
+                    };
+                    this.note(Some(&d));
+                    this.buf.extend_from_slice(&d);
+                    if this.inner.is_end_stream() {
+                        this.note(None);
+                    }
+                    if this.buf.len() >= this.gather || this.inner.is_end_stream() {
+                        return this.piece();
+                    }
+                    this.turned = false;
+                }
+                Poll::Ready(other) => {
+                    if other.is_none() {
+                        this.note(None);
+                    }
+                    if this.buf.is_empty() {
+                        return Poll::Ready(other);
+                    }
+                    this.held = Some(other);
+                    return this.piece();
+                }
+                Poll::Pending if this.buf.is_empty() => return Poll::Pending,
+                Poll::Pending if this.turned && this.turn.is_none() => return this.piece(),
+                Poll::Pending => {
+                    this.turned = true;
+                    let turn = this
+                        .turn
+                        .get_or_insert_with(|| Box::pin(tokio::task::yield_now()));
+                    if turn.as_mut().poll(cx).is_pending() {
+                        return Poll::Pending;
+                    }
+                    this.turn = None;
+                }
             }
         }
     }
@@ -326,69 +418,20 @@ where
         cx: &mut Context<'_>,
     ) -> Poll<Option<Result<Frame<Bytes>, B::Error>>> {
         let this = self.get_mut();
-        if let Some(r) = this.held.take() {
-            return Poll::Ready(r);
+        if let Some(d) = this.first.take() {
+            return Poll::Ready(Some(Ok(Frame::data(d))));
         }
-        let mut acc: Option<BytesMut> = None;
-        let mut first: Option<Bytes> = None;
-        loop {
-            let r = match Pin::new(&mut this.inner).poll_frame(cx) {
-                Poll::Pending => None,
-                Poll::Ready(r) => Some(r),
-            };
-            let have = first.is_some() || acc.is_some();
-            match r {
-                Some(Some(Ok(f))) if f.is_data() => {
-                    let Ok(d) = f.into_data() else {
-                        unreachable!("a data frame")
-                    };
-                    this.note(Some(&d));
-                    match (&mut acc, first.take()) {
-                        (Some(a), _) => a.extend_from_slice(&d),
-                        (None, Some(f)) => {
-                            let mut a = BytesMut::with_capacity(f.len() + d.len());
-                            a.extend_from_slice(&f);
-                            a.extend_from_slice(&d);
-                            acc = Some(a);
-                        }
-                        (None, None) => first = Some(d),
-                    }
-                    let len = acc.as_ref().map_or(0, |a| a.len())
-                        + first.as_ref().map_or(0, |f| f.len());
-                    if len >= this.gather || this.inner.is_end_stream() {
-                        break;
-                    }
-                }
-                None if have => break,
-                None => return Poll::Pending,
-                Some(other) => {
-                    if other.is_none() {
-                        this.note(None);
-                    }
-                    if !have {
-                        return Poll::Ready(other);
-                    }
-                    this.held = Some(other);
-                    break;
-                }
-            }
-        }
-        if this.inner.is_end_stream() {
-            this.note(None);
-        }
-        let data = match (acc, first) {
-            (Some(a), _) => a.freeze(),
-            (None, Some(f)) => f,
-            (None, None) => Bytes::new(),
-        };
-        Poll::Ready(Some(Ok(Frame::data(data))))
+        this.poll_piece(cx)
     }
 
     fn is_end_stream(&self) -> bool {
+        if self.first.is_some() {
+            return false;
+        }
         match &self.held {
             Some(None) => true,
             Some(Some(_)) => false,
-            None => self.inner.is_end_stream(),
+            None => self.buf.is_empty() && self.inner.is_end_stream(),
         }
     }
 
