@@ -279,11 +279,15 @@ impl RequestBody {
     }
 }
 
+/// Scheduler turns a piece waits, while nothing more comes, for the client's connection to
+/// decode more of what it read (hyper hands over one chunk per turn, and its end one later).
+const TURNS: u8 = 3;
+
 /// A streamed body that leaves a copy in a [`Capture`], and passes on, as one piece, all the
 /// data at hand (up to `client_body_buffer_size`): as nginx reads what has arrived into its
 /// buffer and sends that, so chunks or DATA frames that came together go out as one. "At
 /// hand" includes what the client's connection can decode from bytes it already read: one
-/// scheduler turn is given to it before a piece goes.
+/// few scheduler turns are given to it before a piece goes.
 pub struct TeeBody<B: http_body::Body> {
     inner: B,
     capture: Arc<Mutex<Capture>>,
@@ -291,7 +295,8 @@ pub struct TeeBody<B: http_body::Body> {
     buf: BytesMut,
     /// The turn given to the client's connection before `buf` goes.
     turn: Option<Pin<Box<dyn std::future::Future<Output = ()> + Send>>>,
-    turned: bool,
+    /// Turns given since data last came.
+    turns: u8,
     /// What the inner body said after the data returned with it (its end, trailers, an
     /// error): given at the next poll.
     held: Option<Option<Result<Frame<Bytes>, B::Error>>>,
@@ -308,7 +313,7 @@ impl<B: http_body::Body> TeeBody<B> {
             gather: gather.max(1),
             buf: BytesMut::new(),
             turn: None,
-            turned: false,
+            turns: 0,
             held: None,
             first: None,
         }
@@ -324,7 +329,7 @@ impl<B: http_body::Body> TeeBody<B> {
     }
 
     fn piece(&mut self) -> Poll<Option<Result<Frame<Bytes>, B::Error>>> {
-        self.turned = false;
+        self.turns = 0;
         self.turn = None;
         Poll::Ready(Some(Ok(Frame::data(self.buf.split().freeze()))))
     }
@@ -376,7 +381,7 @@ where
                     if this.buf.len() >= this.gather || this.inner.is_end_stream() {
                         return this.piece();
                     }
-                    this.turned = false;
+                    this.turns = 0;
                 }
                 Poll::Ready(other) => {
                     if other.is_none() {
@@ -389,9 +394,13 @@ where
                     return this.piece();
                 }
                 Poll::Pending if this.buf.is_empty() => return Poll::Pending,
-                Poll::Pending if this.turned && this.turn.is_none() => return this.piece(),
+                Poll::Pending if this.turns >= TURNS && this.turn.is_none() => {
+                    return this.piece()
+                }
                 Poll::Pending => {
-                    this.turned = true;
+                    if this.turn.is_none() {
+                        this.turns += 1;
+                    }
                     let turn = this
                         .turn
                         .get_or_insert_with(|| Box::pin(tokio::task::yield_now()));
