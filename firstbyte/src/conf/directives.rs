@@ -503,7 +503,7 @@ macro_rules! fastcgi_directives {
             "Pass the request's headers as `HTTP_*` parameters (one named by a `fastcgi_param` is not passed again).";
         "fastcgi_request_buffering" request_buffering: bool = true =>
             (HSL, 1, 1, "on", Inherit, p::on_off)
-            "`on` (nginx's default): the request body is read whole (memory up to `client_body_buffer_size`, then a temp file in `client_body_temp_path`) before the FastCGI server is asked, so a slow client holds none of its workers and the body can go to the next server; `off`: it streams as it arrives (one of unknown length is still read whole first: `CONTENT_LENGTH` must give it).";
+            "`on` (nginx's default): the request body is read whole (memory up to `client_body_buffer_size`, then a temp file in `client_body_temp_path`) before the FastCGI server is asked, so a slow client holds none of its workers, the body can go to the next server, and one of unknown length (chunked, HTTP/2) gets its `CONTENT_LENGTH`; `off`: it streams as it arrives, as nginx (`CONTENT_LENGTH` is empty for one of unknown length).";
         "fastcgi_pass_request_body" pass_request_body: bool = true =>
             (HSL, 1, 1, "on", Inherit, p::on_off)
             "Pass the request body as the FastCGI stdin stream.";

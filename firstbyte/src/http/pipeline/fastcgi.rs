@@ -1,6 +1,6 @@
 //! The request to `fastcgi_pass`: its parameters (`fastcgi_param`, then the request's
 //! headers as `HTTP_*`) evaluated, its body (read whole first with `fastcgi_request_buffering
-//! on`, or when its length is unknown: `CONTENT_LENGTH` must give it), then
+//! on`, which gives one of unknown length its `CONTENT_LENGTH`), then
 //! `proxy::fastcgi::forward`.
 
 use std::borrow::Cow;
@@ -47,12 +47,10 @@ where
     let mut body = px::request_body(body);
     let mut content_length = None;
     let mut stored = None;
-    // `fastcgi_request_buffering on` (nginx's default), or a body of unknown length
-    // (chunked, HTTP/2 without content-length), which nginx reads whole too: `CONTENT_LENGTH`
-    // must give it.
-    if fcgi.pass_request_body
-        && !http_body::Body::is_end_stream(&body)
-        && (fcgi.request_buffering || !r.headers.contains_key(header::CONTENT_LENGTH))
+    // `fastcgi_request_buffering on` (nginx's default): read whole first, and
+    // `$content_length` gives the length of one that came without (chunked, HTTP/2). `off`
+    // streams it, as nginx, even of unknown length (`CONTENT_LENGTH` is then empty).
+    if fcgi.pass_request_body && !http_body::Body::is_end_stream(&body) && fcgi.request_buffering
     {
         let s =
             super::reqbody::read_whole(r, loc, &conf.buffers.body_temp_path, &mut body).await?;
@@ -60,6 +58,8 @@ where
             content_length = Some(s.len().to_string());
         }
         stored = Some(s);
+    } else if fcgi.pass_request_body && !http_body::Body::is_end_stream(&body) {
+        body = super::reqbody::tee(r, loc, body).await;
     }
     let params = {
         let inner = r.vars();
