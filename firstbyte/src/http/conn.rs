@@ -404,6 +404,9 @@ pub(crate) struct H1Watch {
     pub(crate) abandoned: AtomicBool,
     /// Times the connection was parked.
     pub(crate) parks: AtomicU64,
+    /// `100 Continue` is owed before the response: the request expects it and its body,
+    /// empty, is read (hyper sends it itself for a body it reads that is not empty).
+    pub(crate) continue_due: AtomicBool,
 }
 
 impl H1Watch {
@@ -411,6 +414,7 @@ impl H1Watch {
     pub(crate) fn reset(&self) {
         self.read_blocked.store(false, Ordering::Relaxed);
         self.unflushed.store(false, Ordering::Relaxed);
+        self.continue_due.store(false, Ordering::Relaxed);
     }
 }
 

@@ -498,6 +498,16 @@ where
     let (resp, loc) = match step {
         Step::Done(resp) => (resp, loc),
         Step::Proxy(conf) => {
+            // nginx answers `Expect: 100-continue` as it starts reading the body it passes
+            // on, an empty one too; hyper sends it for a body it reads that is not empty.
+            if r.version == http::Version::HTTP_11
+                && http_body::Body::is_end_stream(&body)
+                && r.headers
+                    .get(header::EXPECT)
+                    .is_some_and(|v| v.as_bytes().eq_ignore_ascii_case(b"100-continue"))
+            {
+                conn.h1().continue_due.store(true, Ordering::Relaxed);
+            }
             let timed_out = Arc::new(AtomicBool::new(false));
             let too_large = Arc::new(AtomicBool::new(false));
             let body = StallBody::new(body, loc.client_body_timeout, timed_out.clone());

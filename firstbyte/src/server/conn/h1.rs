@@ -77,6 +77,7 @@ pub(super) async fn serve_h1<I>(
         io,
         prefix: bytes::Bytes::new(),
         conn: conn.clone(),
+        interim: b"",
     };
     loop {
         // Parked: no hyper connection until input arrives.
@@ -246,6 +247,26 @@ struct Watched<I> {
     io: I,
     prefix: bytes::Bytes,
     conn: Arc<Conn>,
+    /// An interim response (`100 Continue`) written before hyper's next bytes.
+    interim: &'static [u8],
+}
+
+impl<I: AsyncWrite + Unpin> Watched<I> {
+    /// Writes an owed `100 Continue` first; Ready once nothing is owed.
+    fn poll_interim(&mut self, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        if self.conn.h1().continue_due.swap(false, Ordering::Relaxed) {
+            self.interim = b"HTTP/1.1 100 Continue\r\n\r\n";
+        }
+        while !self.interim.is_empty() {
+            match Pin::new(&mut self.io).poll_write(cx, self.interim) {
+                Poll::Ready(Ok(0)) => return Poll::Ready(Err(std::io::ErrorKind::WriteZero.into())),
+                Poll::Ready(Ok(n)) => self.interim = &self.interim[n..],
+                Poll::Ready(Err(e)) => return Poll::Ready(Err(e)),
+                Poll::Pending => return Poll::Pending,
+            }
+        }
+        Poll::Ready(Ok(()))
+    }
 }
 
 impl<I: AsyncRead + Unpin> AsyncRead for Watched<I> {
@@ -282,6 +303,7 @@ impl<I: AsyncWrite + Unpin> AsyncWrite for Watched<I> {
     ) -> Poll<std::io::Result<usize>> {
         let this = self.get_mut();
         this.conn.h1().unflushed.store(true, Ordering::Relaxed);
+        std::task::ready!(this.poll_interim(cx))?;
         Pin::new(&mut this.io).poll_write(cx, buf)
     }
 
@@ -292,6 +314,7 @@ impl<I: AsyncWrite + Unpin> AsyncWrite for Watched<I> {
     ) -> Poll<std::io::Result<usize>> {
         let this = self.get_mut();
         this.conn.h1().unflushed.store(true, Ordering::Relaxed);
+        std::task::ready!(this.poll_interim(cx))?;
         Pin::new(&mut this.io).poll_write_vectored(cx, bufs)
     }
 
