@@ -12,7 +12,8 @@ use std::time::Duration;
 use super::cx::Cx;
 use super::error::ConfError;
 use super::model::{
-    BodyInFileOnly, CertificateCache, DisableSymlinks, GzipDisable, GzipProxied, GzipStatic, User, WorkerProcesses,
+    BodyInFileOnly, CertificateCache, DisableSymlinks, GzipDisable, GzipProxied, GzipStatic, User,
+    WorkerProcesses,
 };
 use super::parse::Directive;
 use super::units;

@@ -314,7 +314,10 @@ pub fn is_client_body_error(e: &(dyn std::error::Error + 'static)) -> bool {
         }
         // `io::Error::other(e)` hides `e` from `source()` (it returns `e`'s own source), and
         // may wrap another such io::Error.
-        cur = match err.downcast_ref::<std::io::Error>().and_then(|io| io.get_ref()) {
+        cur = match err
+            .downcast_ref::<std::io::Error>()
+            .and_then(|io| io.get_ref())
+        {
             Some(inner) => Some(inner as &(dyn std::error::Error + 'static)),
             None => err.source(),
         };

@@ -260,10 +260,14 @@ impl Vars for RequestVars<'_> {
                 .get(http::header::CONTENT_LENGTH)
                 .and_then(|v| v.to_str().ok())
                 .map(|v| Cow::Owned(v.to_string())),
-            "request_body" => self.request_body?.body().map(|b| match String::from_utf8(b.to_vec()) {
-                Ok(s) => Cow::Owned(s),
-                Err(e) => Cow::Owned(String::from_utf8_lossy(e.as_bytes()).into_owned()),
-            }),
+            "request_body" => {
+                self.request_body?
+                    .body()
+                    .map(|b| match String::from_utf8(b.to_vec()) {
+                        Ok(s) => Cow::Owned(s),
+                        Err(e) => Cow::Owned(String::from_utf8_lossy(e.as_bytes()).into_owned()),
+                    })
+            }
             "request_body_file" => self
                 .request_body?
                 .file()

@@ -203,7 +203,10 @@ mod tests {
         let mut b = RecvBody::new(Some(q.clone()), None);
         let mut cx = Context::from_waker(Waker::noop());
         push(&q, Bytes::new(), true);
-        assert!(!b.is_end_stream(), "HEADERS without END_STREAM: a body, if empty");
+        assert!(
+            !b.is_end_stream(),
+            "HEADERS without END_STREAM: a body, if empty"
+        );
         assert!(matches!(
             Pin::new(&mut b).poll_frame(&mut cx),
             Poll::Ready(None)

@@ -50,10 +50,8 @@ where
     // `fastcgi_request_buffering on` (nginx's default): read whole first, and
     // `$content_length` gives the length of one that came without (chunked, HTTP/2). `off`
     // streams it, as nginx, even of unknown length (`CONTENT_LENGTH` is then empty).
-    if fcgi.pass_request_body && !http_body::Body::is_end_stream(&body) && fcgi.request_buffering
-    {
-        let s =
-            super::reqbody::read_whole(r, loc, &conf.buffers.body_temp_path, &mut body).await?;
+    if fcgi.pass_request_body && !http_body::Body::is_end_stream(&body) && fcgi.request_buffering {
+        let s = super::reqbody::read_whole(r, loc, &conf.buffers.body_temp_path, &mut body).await?;
         if !r.headers.contains_key(header::CONTENT_LENGTH) {
             content_length = Some(s.len().to_string());
         }

@@ -10,7 +10,7 @@
 //!
 //! Everything up to the content phase is synchronous. A location with `proxy_pass` is the one
 //! place the pipeline awaits: the phases decide `Step::Proxy`, and `handle` then builds the
-//! upstream request (the client's body streamed through, never read here) and awaits
+//! upstream request (the client's body read whole first or streamed through: `reqbody`) and awaits
 //! `proxy::forward`. The static path runs the same code as before inside the same future: no
 //! extra allocation or boxing per static request.
 //!

@@ -68,9 +68,7 @@ fn write_failed(e: &std::io::Error) -> u16 {
 pub(super) async fn tee(r: &Req<'_>, loc: &LocationConf, body: ReqBody) -> ReqBody {
     let size = usize::try_from(loc.client_body_buffer_size).unwrap_or(usize::MAX);
     let capture = Arc::new(Mutex::new(Capture::new(size)));
-    let _ = r
-        .request_body
-        .set(RequestBody::Streamed(capture.clone()));
+    let _ = r.request_body.set(RequestBody::Streamed(capture.clone()));
     let mut tee = px::TeeBody::new(body, capture, size);
     tee.preread().await;
     px::request_body(tee)
@@ -80,4 +78,3 @@ pub(super) async fn tee(r: &Req<'_>, loc: &LocationConf, body: ReqBody) -> ReqBo
 pub(super) fn stored_body(s: &Arc<Stored>) -> ReqBody {
     px::request_body(px::StoredBody::new(s.clone()))
 }
-

@@ -5,7 +5,8 @@
 //! (`balance`), and its TLS client config (`tls::client_config`, files through the load's
 //! object store). Per request, the pipeline (`http::pipeline`) evaluates the upstream URI and headers
 //! (`headers`) and calls [`forward`]: pick a peer, take an idle connection from the pool or
-//! connect (`upstream`), send the request with the client's body streamed, and wait for the
+//! connect (`upstream`), send the request with the client's body (read whole before, `stored`,
+//! or streamed), and wait for the
 //! response header within `proxy_read_timeout`. A failed attempt (connect error, timeout, a
 //! status `proxy_next_upstream` lists) counts against the peer's `max_fails` and goes to the
 //! next peer when `next::go_next` allows; when none is left the answer is 502 (504 for a

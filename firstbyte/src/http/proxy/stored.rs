@@ -394,9 +394,7 @@ where
                     return this.piece();
                 }
                 Poll::Pending if this.buf.is_empty() => return Poll::Pending,
-                Poll::Pending if this.turns >= TURNS && this.turn.is_none() => {
-                    return this.piece()
-                }
+                Poll::Pending if this.turns >= TURNS && this.turn.is_none() => return this.piece(),
                 Poll::Pending => {
                     if this.turn.is_none() {
                         this.turns += 1;
@@ -524,7 +522,9 @@ mod tests {
         c.push(b"cd");
         c.end();
         assert_eq!(
-            RequestBody::Streamed(Arc::new(Mutex::new(c))).body().as_deref(),
+            RequestBody::Streamed(Arc::new(Mutex::new(c)))
+                .body()
+                .as_deref(),
             Some(&b"abcd"[..])
         );
         let mut c = Capture::new(4);
@@ -558,7 +558,11 @@ mod tests {
         let capture = Arc::new(Mutex::new(Capture::new(100)));
         let mut tee = TeeBody::new(inner, capture.clone(), 9);
         let a = tee.frame().await.expect("frame").expect("ok");
-        assert_eq!(a.into_data().expect("data"), "01234many", "one piece, up to 9");
+        assert_eq!(
+            a.into_data().expect("data"),
+            "01234many",
+            "one piece, up to 9"
+        );
         let b = tee.frame().await.expect("frame").expect("ok");
         assert_eq!(b.into_data().expect("data"), "56789");
         assert!(tee.frame().await.is_none());

@@ -259,7 +259,9 @@ impl<I: AsyncWrite + Unpin> Watched<I> {
         }
         while !self.interim.is_empty() {
             match Pin::new(&mut self.io).poll_write(cx, self.interim) {
-                Poll::Ready(Ok(0)) => return Poll::Ready(Err(std::io::ErrorKind::WriteZero.into())),
+                Poll::Ready(Ok(0)) => {
+                    return Poll::Ready(Err(std::io::ErrorKind::WriteZero.into()))
+                }
                 Poll::Ready(Ok(n)) => self.interim = &self.interim[n..],
                 Poll::Ready(Err(e)) => return Poll::Ready(Err(e)),
                 Poll::Pending => return Poll::Pending,
