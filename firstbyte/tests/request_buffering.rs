@@ -322,7 +322,7 @@ fn streamed_body_reaches_the_upstream_before_it_ends() {
 fn next_upstream_gets_the_body_again() {
     // The first server closes without an answer; a buffered body goes again to the second
     // (PUT: a POST once sent is retried only with `non_idempotent`, as nginx).
-    let (dead, _) = upstream(|c| drop(c));
+    let (dead, _) = upstream(drop);
     let (up, seen) = recording();
     let (_s, port) = start_with(
         "reqbuf-next",
