@@ -57,7 +57,7 @@ where
         }
         stored = Some(s);
     } else if fcgi.pass_request_body && !http_body::Body::is_end_stream(&body) {
-        body = super::reqbody::tee(r, loc, body).await;
+        body = super::reqbody::tee(r, loc, body).await.0;
     }
     let params = {
         let inner = r.vars();

@@ -82,6 +82,7 @@ where
     }
     let mut body = px::request_body(body);
     let mut resend = None;
+    let mut watch = None;
     if !conf.pass_request_body {
         body = px::request_body(http_body_util::Empty::<Bytes>::new());
         headers.remove(header::CONTENT_LENGTH);
@@ -110,7 +111,9 @@ where
                 HeaderValue::from_static("chunked"),
             );
         }
-        body = super::reqbody::tee(r, loc, body).await;
+        let (b, w) = super::reqbody::tee(r, loc, body).await;
+        body = b;
+        watch = Some(w);
     }
     let mut req = Request::new(body);
     *req.method_mut() = match &conf.method {
@@ -144,7 +147,7 @@ where
         host: &r.host,
     };
     let mut up = px::UpstreamVars::default();
-    let result = px::forward(
+    let forwarding = px::forward(
         route,
         &site.proxies.pool,
         req,
@@ -152,8 +155,17 @@ where
         &log,
         balance_key(r, route),
         &mut up,
-    )
-    .await;
+    );
+    // A streamed body that fails after the upstream had all of its length (an HTTP/2 client
+    // sending more than its content-length) is the client's error, answered 400 as nginx,
+    // whatever the upstream would answer.
+    let result = match watch {
+        Some(w) => tokio::select! {
+            r = forwarding => r,
+            () = w.failed() => Err(px::Failure::ClientBody),
+        },
+        None => forwarding.await,
+    };
     let _ = r.upstream.set(up);
     let result = match result {
         Ok(resp) if intercepted(conf, loc, resp.status().as_u16()) => {

@@ -64,14 +64,20 @@ fn write_failed(e: &std::io::Error) -> u16 {
 
 /// A streamed body, of which `$request_body` keeps a copy while it fits
 /// `client_body_buffer_size`; what the client already sent is taken first, to go with the
-/// request's head.
-pub(super) async fn tee(r: &Req<'_>, loc: &LocationConf, body: ReqBody) -> ReqBody {
+/// request's head. The watch ends if the client's body fails after the upstream had all of
+/// its declared length (see `SharedBody`).
+pub(super) async fn tee(
+    r: &Req<'_>,
+    loc: &LocationConf,
+    body: ReqBody,
+) -> (ReqBody, px::Watch<ReqBody>) {
     let size = usize::try_from(loc.client_body_buffer_size).unwrap_or(usize::MAX);
     let capture = Arc::new(Mutex::new(Capture::new(size)));
     let _ = r.request_body.set(RequestBody::Streamed(capture.clone()));
     let mut tee = px::TeeBody::new(body, capture, size);
     tee.preread().await;
-    px::request_body(tee)
+    let (shared, watch) = px::SharedBody::new(tee);
+    (px::request_body(shared), watch)
 }
 
 /// The body to send for a stored one.

@@ -41,7 +41,7 @@ pub use client_cert::{
     paths as client_cert_paths, ClientCertCounts, ClientCertPaths, DynamicClient,
 };
 pub use spool::Spool;
-pub use stored::{Capture, RequestBody, Stored, StoredBody, TeeBody};
+pub use stored::{Capture, RequestBody, SharedBody, Stored, StoredBody, TeeBody, Watch};
 pub use tunnel::ClientUpgrade;
 pub use upstream::{connect, ConnectError, Pool, ReqBody, UpstreamTls};
 pub use vars::UpstreamVars;

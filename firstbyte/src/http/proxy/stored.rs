@@ -302,13 +302,15 @@ pub struct TeeBody<B: http_body::Body> {
     held: Option<Option<Result<Frame<Bytes>, B::Error>>>,
     /// The piece [`TeeBody::preread`] took, given first.
     first: Option<Bytes>,
+    /// Bytes passed on, and the length the request declared.
+    sent: u64,
+    declared: Option<u64>,
 }
 
 impl<B: http_body::Body> TeeBody<B> {
     /// `inner`, noted into `capture` as it goes by, at most `gather` bytes a piece.
     pub fn new(inner: B, capture: Arc<Mutex<Capture>>, gather: usize) -> TeeBody<B> {
         TeeBody {
-            inner,
             capture,
             gather: gather.max(1),
             buf: BytesMut::new(),
@@ -316,6 +318,9 @@ impl<B: http_body::Body> TeeBody<B> {
             turns: 0,
             held: None,
             first: None,
+            sent: 0,
+            declared: inner.size_hint().exact(),
+            inner,
         }
     }
 
@@ -331,6 +336,7 @@ impl<B: http_body::Body> TeeBody<B> {
     fn piece(&mut self) -> Poll<Option<Result<Frame<Bytes>, B::Error>>> {
         self.turns = 0;
         self.turn = None;
+        self.sent += self.buf.len() as u64;
         Poll::Ready(Some(Ok(Frame::data(self.buf.split().freeze()))))
     }
 }
@@ -447,6 +453,119 @@ where
     }
 }
 
+/// A streamed body shared by the upstream request, which sends it, and the request, which
+/// watches what the client sends after its declared length went: an HTTP/2 client may still
+/// send DATA (or end the stream short of it, see `h2::body::BadLength`) after the upstream
+/// has the whole body, and nginx answers 400 then, not the upstream's response.
+pub struct SharedBody<B: http_body::Body> {
+    shared: Arc<Mutex<Shared<B>>>,
+}
+
+struct Shared<B: http_body::Body> {
+    tee: TeeBody<B>,
+    /// The upstream request let the body go (sent, or dropped).
+    released: bool,
+    waker: Option<std::task::Waker>,
+}
+
+impl<B: http_body::Body> SharedBody<B> {
+    /// `tee` to send, and its watch: a future that ends when the client's body fails after
+    /// the upstream request had all of its declared length.
+    pub fn new(tee: TeeBody<B>) -> (SharedBody<B>, Watch<B>) {
+        let shared = Arc::new(Mutex::new(Shared {
+            tee,
+            released: false,
+            waker: None,
+        }));
+        (
+            SharedBody {
+                shared: shared.clone(),
+            },
+            Watch { shared },
+        )
+    }
+}
+
+impl<B: http_body::Body> Drop for SharedBody<B> {
+    fn drop(&mut self) {
+        if let Ok(mut g) = self.shared.lock() {
+            g.released = true;
+            if let Some(w) = g.waker.take() {
+                w.wake();
+            }
+        }
+    }
+}
+
+impl<B> http_body::Body for SharedBody<B>
+where
+    B: http_body::Body<Data = Bytes> + Unpin,
+    B::Error: Unpin,
+{
+    type Data = Bytes;
+    type Error = B::Error;
+
+    fn poll_frame(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, B::Error>>> {
+        match self.shared.lock() {
+            Ok(mut g) => http_body::Body::poll_frame(Pin::new(&mut g.tee), cx),
+            Err(_) => Poll::Ready(None),
+        }
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.shared
+            .lock()
+            .map_or(true, |g| http_body::Body::is_end_stream(&g.tee))
+    }
+
+    fn size_hint(&self) -> SizeHint {
+        self.shared
+            .lock()
+            .map_or_else(|_| SizeHint::default(), |g| g.tee.size_hint())
+    }
+}
+
+/// See [`SharedBody::new`].
+pub struct Watch<B: http_body::Body> {
+    shared: Arc<Mutex<Shared<B>>>,
+}
+
+impl<B> Watch<B>
+where
+    B: http_body::Body<Data = Bytes> + Unpin,
+    B::Error: Unpin,
+{
+    /// Ends when the client's body fails, or brings more, once the upstream request had all
+    /// of its declared length; pending otherwise (and for good once the body ended).
+    pub async fn failed(self) {
+        std::future::poll_fn(|cx| {
+            let Ok(mut g) = self.shared.lock() else {
+                return Poll::Pending;
+            };
+            let g = &mut *g;
+            if !g.released {
+                g.waker = Some(cx.waker().clone());
+                return Poll::Pending;
+            }
+            let whole = g.tee.declared.is_some_and(|d| g.tee.sent >= d);
+            if !whole || http_body::Body::is_end_stream(&g.tee) {
+                return Poll::Pending;
+            }
+            match http_body::Body::poll_frame(Pin::new(&mut g.tee), cx) {
+                Poll::Ready(Some(Err(_))) => Poll::Ready(()),
+                Poll::Ready(Some(Ok(f))) if f.data_ref().is_some_and(|d| !d.is_empty()) => {
+                    Poll::Ready(())
+                }
+                _ => Poll::Pending,
+            }
+        })
+        .await
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -549,6 +668,65 @@ mod tests {
             let d = self.get_mut().0.pop_front();
             Poll::Ready(d.map(|d| Ok(Frame::data(Bytes::from_static(d)))))
         }
+    }
+
+    /// Data of a declared length, then an error (an HTTP/2 client sending more).
+    struct Overlong(std::collections::VecDeque<Result<Bytes, io::Error>>, u64);
+
+    impl http_body::Body for Overlong {
+        type Data = Bytes;
+        type Error = io::Error;
+        fn poll_frame(
+            self: Pin<&mut Self>,
+            _: &mut Context<'_>,
+        ) -> Poll<Option<Result<Frame<Bytes>, io::Error>>> {
+            Poll::Ready(self.get_mut().0.pop_front().map(|r| r.map(Frame::data)))
+        }
+        fn size_hint(&self) -> SizeHint {
+            SizeHint::with_exact(self.1)
+        }
+    }
+
+    #[tokio::test]
+    async fn the_watch_sees_a_body_fail_after_its_declared_length() {
+        use http_body_util::BodyExt;
+        use std::future::Future;
+        let inner = Overlong(
+            [
+                Ok(Bytes::from_static(b"abcd")),
+                Err(io::Error::other("more")),
+            ]
+            .into_iter()
+            .collect(),
+            4,
+        );
+        let (mut shared, watch) = SharedBody::new(TeeBody::new(
+            inner,
+            Arc::new(Mutex::new(Capture::new(9))),
+            4,
+        ));
+        let f = shared.frame().await.expect("frame").expect("ok");
+        assert_eq!(f.into_data().expect("data"), "abcd");
+        let mut failed = std::pin::pin!(watch.failed());
+        let mut cx = Context::from_waker(std::task::Waker::noop());
+        assert!(
+            failed.as_mut().poll(&mut cx).is_pending(),
+            "the upstream request still holds the body"
+        );
+        drop(shared);
+        assert!(failed.as_mut().poll(&mut cx).is_ready());
+        // A body that ends at its length: nothing to see.
+        let inner = Overlong([Ok(Bytes::from_static(b"abcd"))].into_iter().collect(), 4);
+        let (mut shared, watch) = SharedBody::new(TeeBody::new(
+            inner,
+            Arc::new(Mutex::new(Capture::new(9))),
+            4,
+        ));
+        assert!(shared.frame().await.is_some());
+        assert!(shared.frame().await.is_none());
+        drop(shared);
+        let mut failed = std::pin::pin!(watch.failed());
+        assert!(failed.as_mut().poll(&mut cx).is_pending());
     }
 
     #[tokio::test]
