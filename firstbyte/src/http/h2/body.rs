@@ -46,6 +46,8 @@ pub struct Queue {
     end: bool,
     reset: bool,
     bad_length: bool,
+    /// The service has read from the body.
+    polled: bool,
     waker: Option<Waker>,
 }
 
@@ -85,6 +87,13 @@ pub fn bad_length(q: &Shared) {
     if let Some(w) = g.waker.take() {
         w.wake();
     }
+}
+
+/// The body's length was wrong and the service never read from it: its answer is a
+/// PROTOCOL_ERROR reset instead (nothing will report the error).
+pub fn unread_bad_length(q: &Shared) -> bool {
+    let g = lock(q);
+    g.bad_length && !g.polled
 }
 
 /// Bytes taken by the service since the last call.
@@ -132,6 +141,7 @@ impl http_body::Body for RecvBody {
             return Poll::Ready(None);
         };
         let mut g = lock(q);
+        g.polled = true;
         if let Some(c) = g.chunks.pop_front() {
             g.queued -= c.len();
             g.consumed += c.len();

@@ -58,7 +58,8 @@ pub enum Event {
     Reset { id: u32 },
     /// The body's DATA did not add up to its `content-length`: the body fails (nginx answers
     /// 400, "client intended to send body data larger than declared" or "client prematurely
-    /// closed stream"); nothing more of it is taken.
+    /// closed stream"); nothing more of it is taken. A service that answers without reading
+    /// its body gets the stream reset instead (PROTOCOL_ERROR, RFC 9113 §8.1.1).
     BadLength { id: u32 },
 }
 
@@ -667,6 +668,11 @@ impl Core {
         let end = head.has(flag::END_STREAM);
         if let Some(cl) = s.content_length {
             if s.received > cl || (end && s.received != cl) {
+                if s.send_closed {
+                    // Answered already: nothing will read the body (RFC 9113 §8.1.1).
+                    self.release_conn(len as u32);
+                    return self.stream_error(id, Reason::PROTOCOL_ERROR);
+                }
                 s.skip_data = true;
                 s.recv_closed |= end;
                 self.release_conn(len as u32);
