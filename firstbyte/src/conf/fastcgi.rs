@@ -196,6 +196,7 @@ impl FastcgiSettings {
             cookies: Default::default(),
             pass_request_headers: true,
             pass_request_body: true,
+            request_buffering: fcgi.request_buffering,
             fastcgi: Some(Arc::new(fcgi)),
         })
     }

@@ -678,6 +678,17 @@ pub enum Expires {
     },
 }
 
+/// `client_body_in_file_only`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum BodyInFileOnly {
+    /// `off` (default): memory up to `client_body_buffer_size`, then a temp file.
+    Off,
+    /// `on`: always a file, kept after the request.
+    On,
+    /// `clean`: always a file, removed after the request.
+    Clean,
+}
+
 /// `disable_symlinks`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum DisableSymlinks {

@@ -129,6 +129,8 @@ pub struct RequestVars<'a> {
     pub upstream: Option<&'a crate::http::proxy::UpstreamVars>,
     /// The location's `fastcgi_split_path_info` and `fastcgi_index`.
     pub fastcgi: Option<&'a crate::conf::model::FastcgiVars>,
+    /// The body a proxied request read or streamed (`$request_body`, `$request_body_file`).
+    pub request_body: Option<&'a crate::http::proxy::RequestBody>,
 }
 
 /// `1.234`: seconds with milliseconds, as `$request_time`.
@@ -294,6 +296,18 @@ impl Vars for RequestVars<'_> {
                     self.head_length.saturating_add(body).to_string(),
                 ))
             }
+            "request_body" => {
+                self.request_body?
+                    .body()
+                    .map(|b| match String::from_utf8(b.to_vec()) {
+                        Ok(s) => Cow::Owned(s),
+                        Err(e) => Cow::Owned(String::from_utf8_lossy(e.as_bytes()).into_owned()),
+                    })
+            }
+            "request_body_file" => self
+                .request_body?
+                .file()
+                .map(|p| Cow::Owned(p.display().to_string())),
             "request_time" => Some(Cow::Owned(seconds_ms(self.start.elapsed()))),
             "connection_time" => self
                 .conn
@@ -514,6 +528,7 @@ mod tests {
             guard: None,
             upstream: None,
             fastcgi: None,
+            request_body: None,
         };
         let cv = ComplexValue::parse(
             "$scheme://$host$request_uri $remote_addr $http_user_agent $arg_id $cookie_b $status $ssl_protocol $request",

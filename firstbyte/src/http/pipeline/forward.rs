@@ -1,6 +1,7 @@
 //! The proxied request: the upstream URI and headers evaluated for the location's
-//! `proxy_pass`, the client's body streamed through (or spooled for HTTP/1.0), an upgrade
-//! carried over, then `proxy::forward`.
+//! `proxy_pass`, the client's body read whole first (`proxy_request_buffering on`, or of
+//! unknown length to an HTTP/1.0 upstream) or streamed through, an upgrade carried over,
+//! then `proxy::forward`.
 
 use std::sync::Arc;
 
@@ -80,39 +81,39 @@ where
         headers.insert("early-data", HeaderValue::from_static("1"));
     }
     let mut body = px::request_body(body);
+    let mut resend = None;
+    let mut watch = None;
     if !conf.pass_request_body || r.body_used {
         body = px::request_body(http_body_util::Empty::<Bytes>::new());
         headers.remove(header::CONTENT_LENGTH);
         headers.remove(header::TRANSFER_ENCODING);
-    }
-    // A body of unknown length (chunked, or HTTP/2 without content-length) is never dropped:
-    // hyper would send none over HTTP/1.0, or for a GET of unknown length.
-    if !headers.contains_key(header::CONTENT_LENGTH) && !http_body::Body::is_end_stream(&body) {
-        if conf.http11 {
+    } else if !http_body::Body::is_end_stream(&body)
+        && (conf.request_buffering
+            || (!conf.http11 && !headers.contains_key(header::CONTENT_LENGTH)))
+    {
+        // `proxy_request_buffering on` (nginx's default): the body is read whole before the
+        // upstream is connected, and sent with its length (again to the next server). A
+        // body of unknown length to an HTTP/1.0 upstream, which has no chunked, is read
+        // whole too, as nginx.
+        let dir = &conf.buffers.body_temp_path;
+        let stored = super::reqbody::read_whole(r, loc, dir, &mut body).await?;
+        headers.remove(header::TRANSFER_ENCODING);
+        headers.insert(header::CONTENT_LENGTH, HeaderValue::from(stored.len()));
+        body = super::reqbody::stored_body(&stored);
+        resend = Some(stored);
+    } else if !http_body::Body::is_end_stream(&body) {
+        // `off`: streamed as it arrives; a body of unknown length (chunked, or HTTP/2 without
+        // content-length) goes chunked, never dropped (hyper would send none for a GET of
+        // unknown length).
+        if !headers.contains_key(header::CONTENT_LENGTH) {
             headers.insert(
                 header::TRANSFER_ENCODING,
                 HeaderValue::from_static("chunked"),
             );
-        } else {
-            // HTTP/1.0 has no chunked: read the body whole (client_max_body_size bounds it)
-            // and send its length, as nginx. Memory holds client_body_buffer_size (16k), the
-            // rest goes to an unlinked temp file in client_body_temp_path.
-            use http_body_util::BodyExt;
-            let b = &conf.buffers;
-            let mut spool = px::Spool::new(
-                usize::try_from(loc.client_body_buffer_size).unwrap_or(usize::MAX),
-                b.body_temp_path.clone(),
-                u64::MAX,
-                b.temp_file_write_size,
-            );
-            while let Some(f) = body.frame().await {
-                if let Ok(d) = f.map_err(|_| 400u16)?.into_data() {
-                    spool.push(d).map_err(|_| 500u16)?;
-                }
-            }
-            headers.insert(header::CONTENT_LENGTH, HeaderValue::from(spool.len()));
-            body = px::SpoolBody(spool).boxed_unsync();
         }
+        let (b, w) = super::reqbody::tee(r, loc, body).await;
+        body = b;
+        watch = Some(w);
     }
     let mut req = Request::new(body);
     *req.method_mut() = match &conf.method {
@@ -124,6 +125,9 @@ where
     *req.headers_mut() = headers;
     if let Some(c) = client_cert {
         req.extensions_mut().insert(c);
+    }
+    if let Some(s) = resend {
+        req.extensions_mut().insert(px::Resend(s));
     }
     let upgrade = if req.headers().contains_key(header::UPGRADE) {
         extensions
@@ -143,7 +147,7 @@ where
         host: &r.host,
     };
     let mut up = px::UpstreamVars::default();
-    let result = px::forward(
+    let forwarding = px::forward(
         route,
         &site.proxies.pool,
         req,
@@ -151,8 +155,17 @@ where
         &log,
         balance_key(r, route),
         &mut up,
-    )
-    .await;
+    );
+    // A streamed body that fails after the upstream had all of its length (an HTTP/2 client
+    // sending more than its content-length) is the client's error, answered 400 as nginx,
+    // whatever the upstream would answer.
+    let result = match watch {
+        Some(w) => tokio::select! {
+            r = forwarding => r,
+            () = w.failed() => Err(px::Failure::ClientBody),
+        },
+        None => forwarding.await,
+    };
     let _ = r.upstream.set(up);
     let result = match result {
         // A 101 the client did not ask for has no meaning in HTTP/2 or HTTP/3.

@@ -36,6 +36,8 @@ pub(super) struct LogOnDone {
     pub(super) upstream: Option<crate::http::proxy::UpstreamVars>,
     /// The response head's bytes, when `$bytes_sent` counts them (an upgraded connection).
     pub(super) head_bytes: u64,
+    /// Held until the line is written: a temp file lives as long (nginx's request pool).
+    pub(super) request_body: Option<crate::http::proxy::RequestBody>,
 }
 
 impl LogOnDone {
@@ -71,6 +73,7 @@ impl LogOnDone {
             guard: self.guard.as_ref(),
             upstream: self.upstream.as_ref(),
             limit_rate: 0,
+            request_body: self.request_body.as_ref(),
         };
         for t in targets {
             if let Some(c) = &t.condition {

@@ -218,6 +218,7 @@ pub(super) fn error(
         guard: r.guard.as_ref().map(|g| Box::new(g.for_redirect())),
         upstream: r.upstream.clone(),
         body_used: r.body_used,
+        request_body: r.request_body.clone(),
     };
     let server = r.server.clone();
     let (page_loc, out) = if let Some(name) = target.strip_prefix('@') {

@@ -455,6 +455,7 @@ pub(super) fn finish(
             guard: r.guard.as_ref().map(|g| g.vars.clone()),
             upstream: r.upstream.get().cloned(),
             head_bytes: 0,
+            request_body: r.request_body.get().cloned(),
         })),
     };
     // An upgraded connection is logged when its tunnel closes, with the bytes it sent the

@@ -377,6 +377,7 @@ mod tests {
             cookies: Default::default(),
             pass_request_headers: true,
             pass_request_body: true,
+            request_buffering: true,
             pass_headers: vec!["server".into()],
             hide_headers: vec!["x-secret".into()],
             redirects: vec![],

@@ -5,7 +5,8 @@
 //! (`balance`), and its TLS client config (`tls::client_config`, files through the load's
 //! object store). Per request, the pipeline (`http::pipeline`) evaluates the upstream URI and headers
 //! (`headers`) and calls [`forward`]: pick a peer, take an idle connection from the pool or
-//! connect (`upstream`), send the request with the client's body streamed, and wait for the
+//! connect (`upstream`), send the request with the client's body (read whole before, `stored`,
+//! or streamed), and wait for the
 //! response header within `proxy_read_timeout`. A failed attempt (connect error, timeout, a
 //! status `proxy_next_upstream` lists) counts against the peer's `max_fails` and goes to the
 //! next peer when `next::go_next` allows; when none is left the answer is 502 (504 for a
@@ -23,6 +24,7 @@ pub mod fastcgi;
 pub mod headers;
 pub mod next;
 mod spool;
+mod stored;
 mod tunnel;
 mod upstream;
 mod vars;
@@ -40,7 +42,8 @@ pub use client_cert::{
     paths as client_cert_paths, ClientCertCounts, ClientCertPaths, DynamicClient,
 };
 pub use cookies::rewrite_headers as rewrite_cookies;
-pub use spool::{Spool, SpoolBody};
+pub use spool::Spool;
+pub use stored::{Capture, RequestBody, SharedBody, Stored, StoredBody, TeeBody, Watch};
 pub use tunnel::{ClientUpgrade, TunnelEnd};
 pub use upstream::{connect, ConnectError, Pool, ReqBody, UpstreamTls};
 pub use vars::UpstreamVars;
@@ -375,9 +378,10 @@ pub async fn forward(
         }
     }
     let tls = request_tls.as_ref().or(route.tls.as_ref());
-    // What a retry needs to send the request again: its head (the body is streamed, so a
-    // request with one is sent at most once; `next::go_next` knows).
-    let has_body = !http_body::Body::is_end_stream(req.body());
+    // What a retry needs to send the request again: its head, and its body when it was read
+    // whole (`Resend`); a streamed one is sent at most once (`next::go_next` knows).
+    let resend = req.extensions_mut().remove::<Resend>();
+    let has_body = !http_body::Body::is_end_stream(req.body()) && resend.is_none();
     let head = (
         req.method().clone(),
         req.uri().clone(),
@@ -385,7 +389,11 @@ pub async fn forward(
         req.headers().clone(),
     );
     let rebuild = || {
-        let mut r = Request::new(request_body(http_body_util::Empty::<Bytes>::new()));
+        let body = match &resend {
+            Some(Resend(s)) => request_body(StoredBody::new(s.clone())),
+            None => request_body(http_body_util::Empty::<Bytes>::new()),
+        };
+        let mut r = Request::new(body);
         *r.method_mut() = head.0.clone();
         *r.uri_mut() = head.1.clone();
         *r.version_mut() = head.2;
@@ -761,6 +769,11 @@ async fn respond(
         Body::Stream(body.boxed_unsync()),
     ))
 }
+
+/// A request extension: the body was read whole (`proxy_request_buffering on`), so each
+/// server tried gets it again.
+#[derive(Clone)]
+pub struct Resend(pub Arc<Stored>);
 
 /// The client's request body as the upstream request's body.
 pub fn request_body<B>(body: B) -> ReqBody

@@ -15,7 +15,6 @@
 pub mod cgi;
 pub mod codec;
 mod conn;
-pub mod stdin;
 
 use std::future::Future;
 use std::io;
@@ -44,7 +43,7 @@ pub enum Stdin {
     /// Streamed as it arrives: sent once.
     Stream(super::ReqBody),
     /// Read whole first (`fastcgi_request_buffering on`): sent to each server tried.
-    Stored(Arc<stdin::Stored>),
+    Stored(Arc<super::Stored>),
 }
 
 /// The request as the caller evaluated it.
