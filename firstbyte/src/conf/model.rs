@@ -786,6 +786,19 @@ pub enum ProxyTarget {
     /// `http://HOST:PORT` with no upstream of that name: the addresses it resolved to at load
     /// (or `http://unix:/path:`'s socket).
     Addrs(Vec<PeerAddr>),
+    /// `proxy_pass` with variables: the URL is evaluated per request.
+    Dynamic(Arc<DynamicPass>),
+}
+
+/// `proxy_pass` with variables, as nginx: the evaluated URL's host names an `upstream` (when
+/// it has no port), else it must be an IP address (firstbyte resolves no names at request
+/// time: nginx answers 502 "no resolver defined" without `resolver`); `unix:` sockets too.
+#[derive(Debug, Clone)]
+pub struct DynamicPass {
+    /// The URL as written.
+    pub url: ComplexValue,
+    /// The load's `upstream` blocks by (lower-case) name.
+    pub upstreams: HashMap<String, Arc<Upstream>>,
 }
 
 proxy_directives! { conf_struct!

@@ -311,7 +311,19 @@ pub(crate) fn proxy_pass(s: &mut LocSettings, d: &Directive, _: &mut Cx) -> R {
     once(&s.proxy.pass, d)?;
     let url = arg0(d);
     if url.contains('$') {
-        return Err(unsupported(d, "a variable in \"proxy_pass\"".into()));
+        // nginx: the URL is evaluated per request; TLS is known only then.
+        s.proxy.pass = Some(PassSet {
+            tls: strip_prefix_ci(url, "https://").is_some(),
+            hostname: String::new(),
+            port: 0,
+            host: String::new(),
+            uri: None,
+            pos: d.pos.clone(),
+            target: None,
+            unix: None,
+            dynamic: Some(value(d, url)?),
+        });
+        return Ok(());
     }
     if let Some(pass) = unix_url(url, &d.pos)? {
         s.proxy.pass = Some(pass);
@@ -338,13 +350,14 @@ pub(crate) fn proxy_pass(s: &mut LocSettings, d: &Directive, _: &mut Cx) -> R {
         pos: d.pos.clone(),
         target: None,
         unix: None,
+        dynamic: None,
     });
     Ok(())
 }
 
 /// `http://unix:/path/to.sock[:/uri]` (nginx's `ngx_parse_unix_domain_url`): the socket is
 /// the peer, `$proxy_host` is `localhost`. None: not a unix-socket URL.
-fn unix_url(url: &str, pos: &super::model::Pos) -> Result<Option<PassSet>, ConfError> {
+pub(crate) fn unix_url(url: &str, pos: &super::model::Pos) -> Result<Option<PassSet>, ConfError> {
     let (tls, rest) = if let Some(r) = strip_prefix_ci(url, "http://unix:") {
         (false, r)
     } else if let Some(r) = strip_prefix_ci(url, "https://unix:") {
@@ -371,6 +384,7 @@ fn unix_url(url: &str, pos: &super::model::Pos) -> Result<Option<PassSet>, ConfE
         pos: pos.clone(),
         target: None,
         unix: Some(PathBuf::from(path)),
+        dynamic: None,
     }))
 }
 
@@ -513,6 +527,12 @@ pub(crate) fn proxy_redirect(s: &mut LocSettings, d: &Directive, _: &mut Cx) -> 
                 return Ok(());
             }
             "default" => match &s.proxy.pass {
+                Some(p) if p.dynamic.is_some() => {
+                    return Err(ConfError::other(
+                        "\"proxy_redirect default\" cannot be used with \"proxy_pass\" directive with variables",
+                        &d.pos,
+                    ))
+                }
                 Some(p) => p.default_redirect(&s.here.prefix),
                 None => {
                     return Err(ConfError::other(

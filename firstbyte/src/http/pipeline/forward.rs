@@ -33,7 +33,39 @@ where
         return super::fastcgi::pass(r, loc, route, fcgi, body).await;
     }
     let remote = r.conn.facts().peer.map(|p| p.ip().to_string());
-    let target = if r.valid_location {
+    // `proxy_pass` with variables: this request's route.
+    let evaluated;
+    let with_vars = route.dynamic_url().is_some();
+    let (route, conf) = match route.dynamic_url() {
+        Some(url) => {
+            let url = r.eval(url);
+            match route.for_url(&url) {
+                Ok(rt) => {
+                    evaluated = rt;
+                    (&evaluated, &evaluated.conf)
+                }
+                Err(e) => {
+                    crate::fblog!(
+                        Error,
+                        "{}, client: {}, server: {}, request: \"{} {} {}\", host: \"{}\"",
+                        e.reason,
+                        remote.as_deref().unwrap_or(""),
+                        server_name(&r.server),
+                        r.method,
+                        r.request_uri,
+                        r.protocol,
+                        r.host
+                    );
+                    return Err(e.status);
+                }
+            }
+        }
+        None => (&**route, conf),
+    };
+    let target = if let (true, Some(uri)) = (with_vars, &conf.uri) {
+        // nginx: a URI part evaluated with variables is the whole upstream URI.
+        uri.clone()
+    } else if r.valid_location {
         ph::upstream_uri(
             conf,
             &loc.prefix,

@@ -18,6 +18,7 @@
 
 mod balance;
 mod client_cert;
+mod dynamic;
 pub mod fastcgi;
 pub mod headers;
 pub mod next;
@@ -38,6 +39,7 @@ pub use balance::{ip_hash_key, Attempt, Balancer};
 pub use client_cert::{
     paths as client_cert_paths, ClientCertCounts, ClientCertPaths, DynamicClient,
 };
+pub use dynamic::NoRoute;
 pub use spool::{Spool, SpoolBody};
 pub use tunnel::ClientUpgrade;
 pub use upstream::{connect, ConnectError, Pool, ReqBody, UpstreamTls};
@@ -63,6 +65,8 @@ pub struct Route {
     keepalive: usize,
     /// The upstream's balancing method (what key a request brings).
     pub method: BalanceMethod,
+    /// `proxy_pass` with variables: what [`Route::for_url`] chooses from.
+    dynamic_pass: Option<Arc<dynamic::DynamicRoutes>>,
 }
 
 /// Every route of one load, and its connection pool.
@@ -178,18 +182,34 @@ impl<'a> Builder<'a> {
 
     fn location(&mut self, loc: &'a LocationConf, store: &mut ObjectStore) -> Result<(), TlsError> {
         if let Some(p) = &loc.proxy {
+            let mut dynamic_pass = None;
             let (peers, balancer, keepalive) = match &p.target {
-                ProxyTarget::Upstream(u) => self
-                    .balancers
-                    .entry(ptr(u))
-                    .or_insert_with(|| {
-                        (
-                            Arc::new(u.servers.iter().map(|s| s.addr.clone()).collect()),
-                            Arc::new(Mutex::new(Balancer::with_method(&u.servers, &u.method))),
-                            u.keepalive.unwrap_or(0),
-                        )
-                    })
-                    .clone(),
+                ProxyTarget::Upstream(u) => self.shared(u),
+                ProxyTarget::Dynamic(d) => {
+                    let upstreams = d
+                        .upstreams
+                        .iter()
+                        .map(|(name, u)| (name.clone(), (u.clone(), self.shared(u))))
+                        .collect();
+                    dynamic_pass = Some(Arc::new(dynamic::DynamicRoutes {
+                        url: d.url.clone(),
+                        upstreams,
+                        // nginx makes the TLS context of any URL with variables.
+                        tls: Some(match self.configs.get(&SslKey(&p.ssl)) {
+                            Some(c) => c.clone(),
+                            None => {
+                                let c = crate::tls::client_config(&p.ssl, store)?;
+                                self.configs.insert(SslKey(&p.ssl), c.clone());
+                                c
+                            }
+                        }),
+                    }));
+                    (
+                        Arc::new(Vec::new()),
+                        Arc::new(Mutex::new(Balancer::equal(0))),
+                        0,
+                    )
+                }
                 ProxyTarget::Addrs(a) => (
                     Arc::new(a.clone()),
                     Arc::new(Mutex::new(Balancer::equal(a.len()))),
@@ -197,7 +217,7 @@ impl<'a> Builder<'a> {
                 ),
             };
             let mut dynamic = None;
-            let tls = if p.tls {
+            let tls = if p.tls && dynamic_pass.is_none() {
                 let config = match self.configs.get(&SslKey(&p.ssl)) {
                     Some(c) => c.clone(),
                     None => {
@@ -233,12 +253,28 @@ impl<'a> Builder<'a> {
                 keepalive,
                 method: match &p.target {
                     ProxyTarget::Upstream(u) => u.method.clone(),
-                    ProxyTarget::Addrs(_) => BalanceMethod::RoundRobin,
+                    _ => BalanceMethod::RoundRobin,
                 },
+                dynamic_pass,
             };
             self.out.routes.insert(ptr(p), Arc::new(route));
         }
         self.locations(&loc.locations, store)
+    }
+
+    /// The peers, balancer and pool size of an `upstream` block, shared by every location
+    /// naming it.
+    fn shared(&mut self, u: &Arc<crate::conf::model::Upstream>) -> Shared {
+        self.balancers
+            .entry(ptr(u))
+            .or_insert_with(|| {
+                (
+                    Arc::new(u.servers.iter().map(|s| s.addr.clone()).collect()),
+                    Arc::new(Mutex::new(Balancer::with_method(&u.servers, &u.method))),
+                    u.keepalive.unwrap_or(0),
+                )
+            })
+            .clone()
     }
 }
 
