@@ -376,6 +376,16 @@ macro_rules! proxy_directives {
         "proxy_method" method: Option<crate::conf::vars::ComplexValue> = None =>
             (HSL, 1, 1, "", Inherit, px::method)
             "The method of the request to the upstream (variables allowed); unset: the client's.";
+        "proxy_bind" bind: Option<crate::conf::model::ProxyBind> = None =>
+            (HSL, 1, 2, "off", Inherit, px::bind)
+            "Local address (`ADDRESS[:PORT]`, variables allowed; an empty value binds none) that connections to the upstream come from; `transparent` sets `IP_TRANSPARENT` so a non-local address can be used (needs `CAP_NET_ADMIN` or `CAP_NET_RAW`). `off`: the system's choice.";
+        "proxy_set_body" set_body: Option<crate::conf::vars::ComplexValue> = None =>
+            (HSL, 1, 1, "", Inherit, px::method)
+            "The request body sent to the upstream instead of the client's (variables allowed), with its `Content-Length`.";
+        // 0: no limit (nginx's default).
+        "proxy_limit_rate" limit_rate: u64 = 0 =>
+            (HSL, 1, 1, "0", Inherit, p::bytes)
+            "Most bytes per second read from the upstream for one response (with `proxy_buffering` off, the rate at which it reaches the client); one second's worth goes at once, as `limit_rate`. 0: no limit.";
         "proxy_pass_request_headers" pass_request_headers: bool = true =>
             (HSL, 1, 1, "on", Inherit, p::on_off)
             "`off`: the client's request headers are not passed (only those `proxy_set_header` makes).";

@@ -192,6 +192,9 @@ impl FastcgiSettings {
             next_upstream_timeout: fcgi.next_upstream_timeout,
             // FastCGI's own `fastcgi_pass_request_*` decide (see `FastcgiConf`).
             method: None,
+            bind: None,
+            set_body: None,
+            limit_rate: 0,
             pass_request_headers: true,
             pass_request_body: true,
             fastcgi: Some(Arc::new(fcgi)),

@@ -790,6 +790,32 @@ pub enum ProxyTarget {
     Dynamic(Arc<DynamicPass>),
 }
 
+/// `proxy_bind ADDRESS [transparent]`.
+#[derive(Debug, Clone)]
+pub struct ProxyBind {
+    /// `ADDRESS[:PORT]` (variables allowed; empty: no bind).
+    pub addr: ComplexValue,
+    /// `transparent`: `IP_TRANSPARENT`, for a non-local address.
+    pub transparent: bool,
+}
+
+impl ProxyBind {
+    /// `ADDRESS[:PORT]` as nginx's `ngx_parse_addr_port` reads it (`[v6]:port` or a bare
+    /// IPv6 address; port 0 when none is given).
+    pub fn parse(s: &str) -> Option<SocketAddr> {
+        if let Ok(a) = s.parse::<SocketAddr>() {
+            return Some(a);
+        }
+        let bare = s
+            .strip_prefix('[')
+            .and_then(|v| v.strip_suffix(']'))
+            .unwrap_or(s);
+        bare.parse::<std::net::IpAddr>()
+            .ok()
+            .map(|ip| SocketAddr::new(ip, 0))
+    }
+}
+
 /// `proxy_pass` with variables, as nginx: the evaluated URL's host names an `upstream` (when
 /// it has no port), else it must be an IP address (firstbyte resolves no names at request
 /// time: nginx answers 502 "no resolver defined" without `resolver`); `unix:` sockets too.

@@ -467,6 +467,33 @@ pub(crate) fn method(
     super::args::value(d, arg0(d)).map(Some)
 }
 
+/// `proxy_bind ADDRESS [transparent] | off`: a literal address is checked now (nginx's
+/// "invalid address").
+pub(crate) fn bind(
+    d: &Directive,
+    _: &mut Cx,
+) -> Result<Option<super::model::ProxyBind>, ConfError> {
+    let a = arg0(d);
+    let transparent = match d.args.get(1).map(String::as_str) {
+        None => false,
+        Some("transparent") => true,
+        Some(other) => {
+            return Err(ConfError::other(
+                format!("invalid parameter \"{other}\""),
+                &d.pos,
+            ))
+        }
+    };
+    if a == "off" && d.args.len() == 1 {
+        return Ok(None);
+    }
+    let addr = value(d, a)?;
+    if addr.as_static().is_some() && super::model::ProxyBind::parse(a).is_none() {
+        return Err(ConfError::other(format!("invalid address \"{a}\""), &d.pos));
+    }
+    Ok(Some(super::model::ProxyBind { addr, transparent }))
+}
+
 /// A proxy timeout: a time above zero.
 pub(crate) fn timeout(d: &Directive, _: &mut Cx) -> Result<Duration, ConfError> {
     let t = time(d, arg0(d))?;

@@ -112,7 +112,13 @@ where
         headers.insert("early-data", HeaderValue::from_static("1"));
     }
     let mut body = px::request_body(body);
-    if !conf.pass_request_body {
+    if let Some(set) = &conf.set_body {
+        // `proxy_set_body`: this body and its length instead of the client's.
+        let text = Bytes::from(r.eval(set));
+        headers.remove(header::TRANSFER_ENCODING);
+        headers.insert(header::CONTENT_LENGTH, HeaderValue::from(text.len()));
+        body = px::request_body(http_body_util::Full::new(text));
+    } else if !conf.pass_request_body {
         body = px::request_body(http_body_util::Empty::<Bytes>::new());
         headers.remove(header::CONTENT_LENGTH);
         headers.remove(header::TRANSFER_ENCODING);
@@ -156,6 +162,29 @@ where
     *req.headers_mut() = headers;
     if let Some(c) = client_cert {
         req.extensions_mut().insert(c);
+    }
+    if let Some(b) = &conf.bind {
+        let text = r.eval(&b.addr);
+        // nginx: an empty value binds nothing.
+        if !text.is_empty() {
+            let Some(addr) = crate::conf::model::ProxyBind::parse(&text) else {
+                crate::fblog!(
+                    Error,
+                    "invalid local address \"{text}\", client: {}, server: {}, request: \"{} {} {}\", host: \"{}\"",
+                    remote.as_deref().unwrap_or(""),
+                    server_name(&r.server),
+                    r.method,
+                    r.request_uri,
+                    r.protocol,
+                    r.host
+                );
+                return Err(500);
+            };
+            req.extensions_mut().insert(px::LocalBind {
+                addr,
+                transparent: b.transparent,
+            });
+        }
     }
     let upgrade = if req.headers().contains_key(header::UPGRADE) {
         extensions

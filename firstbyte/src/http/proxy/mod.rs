@@ -42,7 +42,7 @@ pub use client_cert::{
 pub use dynamic::NoRoute;
 pub use spool::{Spool, SpoolBody};
 pub use tunnel::ClientUpgrade;
-pub use upstream::{connect, ConnectError, Pool, ReqBody, UpstreamTls};
+pub use upstream::{connect, ConnectError, LocalBind, Pool, ReqBody, UpstreamTls};
 pub use vars::UpstreamVars;
 
 use super::body::{is_client_body_error, Body};
@@ -323,6 +323,8 @@ pub enum Failure {
     /// The client's body failed (too large, stalled): the caller knows which and answers
     /// 413 or 408; 400 otherwise. Not the upstream's fault: nothing is logged against it.
     ClientBody,
+    /// 500: firstbyte's side failed (`proxy_bind`'s address could not be set).
+    Internal,
 }
 
 impl Failure {
@@ -332,6 +334,7 @@ impl Failure {
             Failure::BadGateway => 502,
             Failure::Timeout => 504,
             Failure::ClientBody => 400,
+            Failure::Internal => 500,
         }
     }
 }
@@ -397,6 +400,7 @@ pub async fn forward(
         }
     }
     let tls = request_tls.as_ref().or(route.tls.as_ref());
+    let local = req.extensions_mut().remove::<LocalBind>();
     // What a retry needs to send the request again: its head (the body is streamed, so a
     // request with one is sent at most once; `next::go_next` knows).
     let has_body = !http_body::Body::is_end_stream(req.body());
@@ -452,7 +456,15 @@ pub async fn forward(
                     Err(_) => (s, Sent::HeaderTimeout),
                 }
             }
-            None => match connect(&addr, tls, conf.connect_timeout, conf.send_timeout).await {
+            None => match connect(
+                &addr,
+                tls,
+                conf.connect_timeout,
+                conf.send_timeout,
+                local.as_ref(),
+            )
+            .await
+            {
                 Ok(mut s) => {
                     up.connected(Instant::now());
                     let r = tokio::time::timeout(conf.read_timeout, s.send_request(this)).await;
@@ -461,6 +473,13 @@ pub async fn forward(
                         Ok(Err(e)) => (s, Sent::Failed(e)),
                         Err(_) => (s, Sent::HeaderTimeout),
                     }
+                }
+                Err(e @ ConnectError::Local(_)) => {
+                    // nginx: a socket that cannot take the local address is no upstream's
+                    // fault and goes to no next one.
+                    crate::fblog!(Error, "{}", log.line(&e, scheme, Some(&addr), &uri));
+                    up.end(500, Instant::now());
+                    return Err(Failure::Internal);
                 }
                 Err(e) => {
                     crate::fblog!(Error, "{}", log.line(&e, scheme, Some(&addr), &uri));
@@ -738,19 +757,23 @@ async fn respond(
         max: route.keepalive,
     });
     let body = upstream::UpstreamBody::new(incoming, conf.read_timeout, back).hold(conn);
-    if conf.buffering {
-        let scheme = if conf.tls { "https" } else { "http" };
-        let tail = log.line(&"", scheme, Some(&peer), uri);
-        let body = spool::buffered(body, &conf.buffers, tail);
-        return Ok(Response::from_parts(
-            parts,
-            Body::Stream(body.boxed_unsync()),
-        ));
-    }
-    Ok(Response::from_parts(
-        parts,
-        Body::Stream(body.boxed_unsync()),
-    ))
+    let scheme = if conf.tls { "https" } else { "http" };
+    let tail = || log.line(&"", scheme, Some(&peer), uri);
+    let body = match (conf.limit_rate, conf.buffering) {
+        (0, false) => body.boxed_unsync(),
+        (0, true) => spool::buffered(body, &conf.buffers, tail()).boxed_unsync(),
+        // `proxy_limit_rate`: the upstream is read no faster than the rate.
+        (rate, buffering) => {
+            let paced =
+                crate::http::rate::RateBody::new(body, crate::http::rate::Pace { rate, after: 0 });
+            if buffering {
+                spool::buffered(paced, &conf.buffers, tail()).boxed_unsync()
+            } else {
+                paced.boxed_unsync()
+            }
+        }
+    };
+    Ok(Response::from_parts(parts, Body::Stream(body)))
 }
 
 /// The client's request body as the upstream request's body.

@@ -107,6 +107,9 @@ pub enum ConnectError {
     /// hyper's HTTP/1 handshake failed.
     #[error("upstream handshake failed ({0}) while connecting to upstream")]
     Http(hyper::Error),
+    /// `proxy_bind`'s address could not be set (nginx: 500, not the upstream's fault).
+    #[error("{0}")]
+    Local(String),
 }
 
 impl ConnectError {
@@ -125,6 +128,72 @@ pub struct UpstreamTls {
     pub name: ServerName<'static>,
 }
 
+/// `proxy_bind`: the local address of connections to the upstream.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct LocalBind {
+    /// The address (port 0: any).
+    pub addr: std::net::SocketAddr,
+    /// `transparent`: `IP_TRANSPARENT` (`IPV6_TRANSPARENT`).
+    pub transparent: bool,
+}
+
+/// A TCP connection to `to` from `local`, as nginx's `ngx_event_connect_peer`: the socket
+/// made transparent when asked, `IP_BIND_ADDRESS_NO_PORT` when no port is given (the port is
+/// chosen at connect, so one local address serves many upstreams), bound, then connected.
+async fn connect_from(
+    to: std::net::SocketAddr,
+    local: &LocalBind,
+) -> Result<TcpStream, ConnectError> {
+    use socket2::{Domain, Protocol, Socket, Type};
+    use std::os::fd::AsRawFd;
+    let bad = |what: String, e: io::Error| {
+        ConnectError::Local(format!("{what} failed ({})", crate::log::OsError(&e)))
+    };
+    let sock = Socket::new(Domain::for_address(to), Type::STREAM, Some(Protocol::TCP))
+        .map_err(|e| bad("socket()".into(), e))?;
+    let on: libc::c_int = 1;
+    let set = |level: libc::c_int, name: libc::c_int| -> io::Result<()> {
+        // SAFETY: `on` outlives the call and its size is given; the descriptor is open.
+        let rc = unsafe {
+            libc::setsockopt(
+                sock.as_raw_fd(),
+                level,
+                name,
+                (&on as *const libc::c_int).cast(),
+                std::mem::size_of::<libc::c_int>() as libc::socklen_t,
+            )
+        };
+        if rc == 0 {
+            Ok(())
+        } else {
+            Err(io::Error::last_os_error())
+        }
+    };
+    if local.transparent {
+        let r = if local.addr.is_ipv4() {
+            set(libc::SOL_IP, libc::IP_TRANSPARENT)
+                .map_err(|e| bad("setsockopt(IP_TRANSPARENT)".into(), e))
+        } else {
+            set(libc::SOL_IPV6, libc::IPV6_TRANSPARENT)
+                .map_err(|e| bad("setsockopt(IPV6_TRANSPARENT)".into(), e))
+        };
+        r?;
+    }
+    if local.addr.port() == 0 && local.addr.is_ipv4() {
+        // nginx ignores a failure here too: the bind then takes a port at once.
+        let _ = set(libc::SOL_IP, libc::IP_BIND_ADDRESS_NO_PORT);
+    }
+    sock.bind(&local.addr.into())
+        .map_err(|e| bad(format!("bind({})", local.addr), e))?;
+    sock.set_nonblocking(true)
+        .map_err(|e| bad("ioctl(FIONBIO)".into(), e))?;
+    let std: std::net::TcpStream = sock.into();
+    tokio::net::TcpSocket::from_std_stream(std)
+        .connect(to)
+        .await
+        .map_err(ConnectError::Connect)
+}
+
 /// Connects to `addr` within `timeout`, with TLS when `tls` is given, and spawns the
 /// connection's task (upgrades allowed, for WebSocket). Writes that wait longer than
 /// `send_timeout` fail the connection.
@@ -133,12 +202,16 @@ pub async fn connect(
     tls: Option<&UpstreamTls>,
     timeout: Duration,
     send_timeout: Duration,
+    local: Option<&LocalBind>,
 ) -> Result<Sender, ConnectError> {
     let work = async {
         let shared = SharedTimeout::new(send_timeout);
         match addr {
             PeerAddr::Tcp(a) => {
-                let tcp = TcpStream::connect(a).await.map_err(ConnectError::Connect)?;
+                let tcp = match local {
+                    Some(l) => connect_from(*a, l).await?,
+                    None => TcpStream::connect(a).await.map_err(ConnectError::Connect)?,
+                };
                 let _ = tcp.set_nodelay(true);
                 over(SendTimeout::new(tcp, shared.clone()), tls, shared).await
             }
@@ -524,6 +597,7 @@ mod tests {
             None,
             Duration::from_secs(5),
             Duration::from_secs(5),
+            None,
         )
         .await;
         assert!(matches!(r, Err(ConnectError::Connect(_))));
