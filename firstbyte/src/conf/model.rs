@@ -646,6 +646,14 @@ pub struct Upstream {
     pub servers: Vec<UpstreamServer>,
     /// `keepalive N`: idle connections kept per worker. None: no pool (nginx's default).
     pub keepalive: Option<usize>,
+    /// `keepalive_requests N`: a pooled connection is closed after this many requests.
+    /// Default 1000 (nginx's).
+    pub keepalive_requests: u32,
+    /// `keepalive_timeout T`: an idle pooled connection is not used after this long.
+    /// Default 60s.
+    pub keepalive_timeout: Duration,
+    /// `keepalive_time T`: a connection is not pooled again once it is this old. Default 1h.
+    pub keepalive_time: Duration,
     /// The balancing method (`least_conn`, `ip_hash`, `hash`); round robin by default.
     pub method: BalanceMethod,
     /// Where the block starts.

@@ -70,8 +70,7 @@ fn strip_prefix_ci<'a>(s: &'a str, p: &str) -> Option<&'a str> {
 
 // ---- handlers ----
 
-/// The directives of `upstream {}` firstbyte reads (`keepalive_*` are accepted with a
-/// warning); `-V` derives the upstream modules it reports from this list.
+/// The directives of `upstream {}` firstbyte reads; `-V` derives the upstream modules it reports from this list.
 pub(crate) const UPSTREAM_DIRECTIVES: &[&str] = &[
     "server",
     "keepalive",
@@ -96,6 +95,9 @@ pub(crate) fn upstream(cx: &mut Cx, d: &Directive) -> R {
         name: name.clone(),
         servers: Vec::new(),
         keepalive: None,
+        keepalive_requests: 1000,
+        keepalive_timeout: Duration::from_secs(60),
+        keepalive_time: Duration::from_secs(3600),
         method: BalanceMethod::RoundRobin,
         pos: d.pos.clone(),
     };
@@ -123,14 +125,28 @@ pub(crate) fn upstream(cx: &mut Cx, d: &Directive) -> R {
                 }
                 up.keepalive = Some(n);
             }
-            "keepalive_timeout" | "keepalive_requests" | "keepalive_time" => {
-                cx.warn(
-                    format!(
-                        "\"{}\" is ignored: firstbyte's upstream pool keeps idle connections until the upstream closes them",
-                        c.name
-                    ),
-                    &c.pos,
-                );
+            "keepalive_requests" => {
+                if c.args.len() != 1 {
+                    return Err(ConfError::ArgCount {
+                        name: c.name.clone(),
+                        pos: c.pos.clone(),
+                    });
+                }
+                up.keepalive_requests = number(c, arg0(c))?;
+            }
+            "keepalive_timeout" | "keepalive_time" => {
+                if c.args.len() != 1 {
+                    return Err(ConfError::ArgCount {
+                        name: c.name.clone(),
+                        pos: c.pos.clone(),
+                    });
+                }
+                let t = time(c, arg0(c))?;
+                if c.name == "keepalive_time" {
+                    up.keepalive_time = t;
+                } else {
+                    up.keepalive_timeout = t;
+                }
             }
             "least_conn" | "ip_hash" | "hash" => {
                 let method = balance_method(c)?;

@@ -111,7 +111,7 @@ impl Route {
             ProxyTarget::Addrs(a) => (
                 Arc::new(a.clone()),
                 Arc::new(Mutex::new(Balancer::equal(a.len()))),
-                0,
+                super::Keepalive::OFF,
                 BalanceMethod::RoundRobin,
             ),
             ProxyTarget::Dynamic(_) => return Err(invalid()),

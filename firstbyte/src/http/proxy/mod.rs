@@ -42,7 +42,7 @@ pub use client_cert::{
 pub use dynamic::NoRoute;
 pub use spool::{Spool, SpoolBody};
 pub use tunnel::ClientUpgrade;
-pub use upstream::{connect, ConnectError, LocalBind, Pool, ReqBody, UpstreamTls};
+pub use upstream::{connect, ConnectError, Keepalive, LocalBind, Pool, ReqBody, UpstreamTls};
 pub use vars::UpstreamVars;
 
 use super::body::{is_client_body_error, Body};
@@ -61,8 +61,8 @@ pub struct Route {
     tls: Option<UpstreamTls>,
     /// `proxy_ssl_certificate` with variables: the client config is chosen per request.
     dynamic: Option<Arc<DynamicClient>>,
-    /// `keepalive N` of the upstream (0: no pool).
-    keepalive: usize,
+    /// `keepalive N` of the upstream (0: no pool) and its limits.
+    keepalive: Keepalive,
     /// The upstream's balancing method (what key a request brings).
     pub method: BalanceMethod,
     /// `proxy_pass` with variables: what [`Route::for_url`] chooses from.
@@ -123,7 +123,7 @@ impl Route {
     }
 }
 
-type Shared = (Arc<Vec<PeerAddr>>, Arc<Mutex<Balancer>>, usize);
+type Shared = (Arc<Vec<PeerAddr>>, Arc<Mutex<Balancer>>, Keepalive);
 
 /// `proxy_ssl_*` settings as a map key: equal settings share a client config. Hashing the
 /// fields directly (not a formatted string) keeps 10,000 locations cheap to build.
@@ -207,13 +207,13 @@ impl<'a> Builder<'a> {
                     (
                         Arc::new(Vec::new()),
                         Arc::new(Mutex::new(Balancer::equal(0))),
-                        0,
+                        Keepalive::OFF,
                     )
                 }
                 ProxyTarget::Addrs(a) => (
                     Arc::new(a.clone()),
                     Arc::new(Mutex::new(Balancer::equal(a.len()))),
-                    0,
+                    Keepalive::OFF,
                 ),
             };
             let mut dynamic = None;
@@ -271,7 +271,7 @@ impl<'a> Builder<'a> {
                 (
                     Arc::new(u.servers.iter().map(|s| s.addr.clone()).collect()),
                     Arc::new(Mutex::new(Balancer::with_method(&u.servers, &u.method))),
-                    u.keepalive.unwrap_or(0),
+                    Keepalive::of(u),
                 )
             })
             .clone()
@@ -429,10 +429,16 @@ pub async fn forward(
         let Some(this) = req.take().or_else(|| (!has_body).then(rebuild)) else {
             return Err(last);
         };
-        let key = (addr.clone(), cfg_key, cert_key.clone());
+        // The upstream block too: nginx keeps a cache per `upstream`.
+        let key = (
+            addr.clone(),
+            cfg_key,
+            cert_key.clone(),
+            ptr(&route.balancer),
+        );
         let mut pooled = None;
-        if route.keepalive > 0 {
-            pooled = pool.checkout(&key);
+        if route.keepalive.max > 0 {
+            pooled = pool.checkout(&key, route.keepalive.timeout);
         }
         let (sender, sent) = match pooled {
             Some(mut s) => {
@@ -750,11 +756,11 @@ async fn respond(
     parts.version = http::Version::default();
     headers::response_headers(conf, &mut parts.headers, false);
     let peer = key.0.clone();
-    let back = (route.keepalive > 0 && conf.http11).then(|| upstream::Return {
+    let back = (route.keepalive.max > 0 && conf.http11).then(|| upstream::Return {
         pool: pool.clone(),
         key,
         sender,
-        max: route.keepalive,
+        keepalive: route.keepalive,
     });
     let body = upstream::UpstreamBody::new(incoming, conf.read_timeout, back).hold(conn);
     let scheme = if conf.tls { "https" } else { "http" };

@@ -40,6 +40,45 @@ pub type ReqBody = http_body_util::combinators::UnsyncBoxBody<Bytes, io::Error>;
 pub struct Sender {
     send: SendRequest<ReqBody>,
     send_timeout: SharedTimeout,
+    /// Requests done over the connection (`keepalive_requests`).
+    requests: u32,
+    /// When it was made (`keepalive_time`).
+    born: std::time::Instant,
+    /// Since when it has been idle in the pool (`keepalive_timeout`).
+    idle_since: std::time::Instant,
+}
+
+/// An upstream's `keepalive N`, `keepalive_requests`, `keepalive_timeout`, `keepalive_time`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Keepalive {
+    /// `keepalive N`: idle connections kept (0: no pool).
+    pub max: usize,
+    /// A connection goes back to the pool only while it has done fewer requests.
+    pub requests: u32,
+    /// An idle connection is not used after this long.
+    pub timeout: Duration,
+    /// A connection goes back to the pool only while it is younger.
+    pub time: Duration,
+}
+
+impl Keepalive {
+    /// No pool.
+    pub const OFF: Keepalive = Keepalive {
+        max: 0,
+        requests: 1000,
+        timeout: Duration::from_secs(60),
+        time: Duration::from_secs(3600),
+    };
+
+    /// The upstream block's settings.
+    pub fn of(u: &crate::conf::model::Upstream) -> Keepalive {
+        Keepalive {
+            max: u.keepalive.unwrap_or(0),
+            requests: u.keepalive_requests,
+            timeout: u.keepalive_timeout,
+            time: u.keepalive_time,
+        }
+    }
 }
 
 impl Sender {
@@ -88,8 +127,9 @@ impl SharedTimeout {
 }
 
 /// What identifies interchangeable connections: the peer, the route's TLS config (0 for
-/// plain), and the evaluated client certificate paths when they come from variables.
-pub type PoolKey = (PeerAddr, usize, Option<Arc<str>>);
+/// plain), the evaluated client certificate paths when they come from variables, and the
+/// `upstream` block (its balancer): each block has its own `keepalive` cache, as nginx.
+pub type PoolKey = (PeerAddr, usize, Option<Arc<str>>, usize);
 
 /// Why connecting failed, in nginx's words (`... while connecting to upstream`).
 #[derive(Debug, thiserror::Error)]
@@ -262,9 +302,13 @@ where
     tokio::spawn(async move {
         let _ = conn.with_upgrades().await;
     });
+    let now = std::time::Instant::now();
     Ok(Sender {
         send: sender,
         send_timeout,
+        requests: 0,
+        born: now,
+        idle_since: now,
     })
 }
 
@@ -382,11 +426,12 @@ pub struct Pool {
 
 impl Pool {
     /// An idle, still-open connection for `key`.
-    pub fn checkout(&self, key: &PoolKey) -> Option<Sender> {
+    /// One idle longer than `timeout` is closed, as nginx's `keepalive_timeout` would have.
+    pub fn checkout(&self, key: &PoolKey, timeout: Duration) -> Option<Sender> {
         let mut idle = self.idle.lock().ok()?;
         let list = idle.get_mut(key)?;
         while let Some(s) = list.pop() {
-            if !s.is_closed() && s.is_ready() {
+            if !s.is_closed() && s.is_ready() && s.idle_since.elapsed() <= timeout {
                 self.reused
                     .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
                 return Some(s);
@@ -395,12 +440,19 @@ impl Pool {
         None
     }
 
-    /// Keeps `sender` for the next request to `key`, if fewer than `max` are idle there.
-    pub fn put(&self, key: PoolKey, sender: Sender, max: usize) {
+    /// Keeps `sender`, which has just finished a request, for the next request to `key`: if
+    /// fewer than `k.max` are idle there, it has done fewer than `keepalive_requests` and is
+    /// younger than `keepalive_time` (nginx's checks when it frees a connection).
+    pub fn put(&self, key: PoolKey, mut sender: Sender, k: Keepalive) {
+        sender.requests = sender.requests.saturating_add(1);
+        if sender.requests >= k.requests || sender.born.elapsed() > k.time {
+            return;
+        }
+        sender.idle_since = std::time::Instant::now();
         if let Ok(mut idle) = self.idle.lock() {
             let list = idle.entry(key).or_default();
-            list.retain(|s| !s.is_closed());
-            if list.len() < max {
+            list.retain(|s| !s.is_closed() && s.idle_since.elapsed() <= k.timeout);
+            if list.len() < k.max {
                 list.push(sender);
             }
         }
@@ -420,8 +472,8 @@ pub struct Return {
     pub key: PoolKey,
     /// The connection.
     pub sender: Sender,
-    /// `keepalive N`.
-    pub max: usize,
+    /// The upstream's `keepalive*` settings.
+    pub keepalive: Keepalive,
 }
 
 impl Return {
@@ -430,7 +482,7 @@ impl Return {
             pool,
             key,
             mut sender,
-            max,
+            keepalive,
         } = self;
         tokio::spawn(async move {
             // hyper marks the connection ready once it has read the response's end.
@@ -438,7 +490,7 @@ impl Return {
                 .await
                 .is_ok_and(|r| r.is_ok())
             {
-                pool.put(key, sender, max);
+                pool.put(key, sender, keepalive);
             }
         });
     }
