@@ -217,6 +217,7 @@ where
     let _ = r.upstream.set(up);
     let result = match result {
         Ok(resp) if intercepted(conf, loc, resp.status().as_u16()) => {
+            keep_www_authenticate(r, &resp);
             return Err(resp.status().as_u16());
         }
         other => other,
@@ -251,6 +252,22 @@ pub(super) fn balance_key(r: &Req<'_>, route: &crate::http::proxy::Route) -> Vec
             .unwrap_or_default(),
         BalanceMethod::Hash { key, .. } => key.eval(&r.vars()).into_bytes(),
         _ => Vec::new(),
+    }
+}
+
+/// An intercepted 401 keeps the upstream's `WWW-Authenticate` fields, all of them, for the
+/// error page's answer (nginx's `ngx_http_upstream_intercept_errors`).
+pub(super) fn keep_www_authenticate<B>(r: &Req<'_>, resp: &Response<B>) {
+    if resp.status() == http::StatusCode::UNAUTHORIZED {
+        let all: Vec<HeaderValue> = resp
+            .headers()
+            .get_all(header::WWW_AUTHENTICATE)
+            .iter()
+            .cloned()
+            .collect();
+        if !all.is_empty() {
+            let _ = r.www_authenticate.set(all);
+        }
     }
 }
 

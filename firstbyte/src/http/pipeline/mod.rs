@@ -150,6 +150,9 @@ struct Req<'a> {
     early_data: bool,
     /// The servers `proxy_pass` tried, once it ran (`$upstream_addr`, ...).
     upstream: std::sync::OnceLock<crate::http::proxy::UpstreamVars>,
+    /// An intercepted upstream 401's `WWW-Authenticate` fields, for the error page's answer
+    /// (nginx, ticket #485).
+    www_authenticate: std::sync::OnceLock<Vec<http::HeaderValue>>,
     /// The current location's `fastcgi_split_path_info` and `fastcgi_index`.
     fastcgi: Option<Arc<crate::conf::model::FastcgiVars>>,
 }
@@ -365,6 +368,7 @@ where
         fastcgi: None,
         valid_location: true,
         upstream: std::sync::OnceLock::new(),
+        www_authenticate: std::sync::OnceLock::new(),
     };
     r.user = super::rewrite::uservars::UserVars::new(&r.server.vars);
     let host_ok = host.is_some();

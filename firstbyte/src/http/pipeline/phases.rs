@@ -181,6 +181,7 @@ pub(super) fn error(
         valid_location: true,
         guard: r.guard.as_ref().map(|g| Box::new(g.for_redirect())),
         upstream: r.upstream.clone(),
+        www_authenticate: r.www_authenticate.clone(),
     };
     let server = r.server.clone();
     let (page_loc, out) = if let Some(name) = target.strip_prefix('@') {

@@ -187,6 +187,10 @@ pub(super) fn finish(
         if let Some(v) = r.guard.as_ref().and_then(|g| g.www_authenticate.clone()) {
             resp.headers_mut().insert(header::WWW_AUTHENTICATE, v);
         }
+        for v in r.www_authenticate.get().into_iter().flatten() {
+            resp.headers_mut()
+                .append(header::WWW_AUTHENTICATE, v.clone());
+        }
     }
     if !loc.add_header.is_empty() {
         let applies = add_header_applies(code);
