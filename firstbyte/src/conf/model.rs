@@ -799,7 +799,7 @@ pub enum ProxyTarget {
 }
 
 /// `proxy_bind ADDRESS [transparent]`.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct ProxyBind {
     /// `ADDRESS[:PORT]` (variables allowed; empty: no bind).
     pub addr: ComplexValue,

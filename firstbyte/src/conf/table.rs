@@ -248,7 +248,7 @@ use Merge::{Global, Inherit, InheritIfNone, Own, ServerFirst};
 
 /// Why `resolver` changes nothing here: names are resolved when the configuration loads, as
 /// nginx resolves names in `proxy_pass` without variables, and no OCSP response is fetched.
-const RESOLVER: &str = "firstbyte resolves upstream names when the configuration loads (as nginx does for proxy_pass without variables) and fetches no OCSP responses";
+const RESOLVER: &str = "firstbyte resolves upstream names when the configuration loads (as nginx does for proxy_pass without variables) and fetches no OCSP responses; a proxy_pass with variables reaches upstream names, IP addresses and unix sockets, and answers 502 for another name (\"no resolver defined to resolve NAME\")";
 
 /// Reason shared by the hash-size directives.
 const HASH: &str = "firstbyte sizes its hash tables itself";
