@@ -246,6 +246,26 @@ impl Vars for RequestVars<'_> {
             "server_addr" => self.conn.local.map(|a| Cow::Owned(a.ip().to_string())),
             "server_port" => self.conn.local.map(|a| Cow::Owned(a.port().to_string())),
             "status" => Some(Cow::Owned(format!("{:03}", self.status))),
+            // nginx: the proxy module's, set once `proxy_pass` ran (empty before).
+            "proxy_host" => self
+                .upstream?
+                .proxy_host
+                .as_deref()
+                .map(Cow::Borrowed),
+            "proxy_port" => self.upstream?.proxy_host.as_deref().map(|h| {
+                Cow::Borrowed(
+                    h.rsplit_once(':')
+                        .filter(|(h, _)| !h.ends_with(':'))
+                        .map(|(_, p)| p)
+                        .unwrap_or(""),
+                )
+            }),
+            "proxy_add_x_forwarded_for" => Some(Cow::Owned(
+                crate::http::proxy::headers::add_x_forwarded_for(
+                    self.headers,
+                    self.peer().map(|a| a.ip().to_string()).as_deref(),
+                ),
+            )),
             "upstream_addr"
             | "upstream_status"
             | "upstream_connect_time"

@@ -204,6 +204,7 @@ where
         host: &r.host,
     };
     let mut up = px::UpstreamVars::default();
+    up.proxy_host = Some(conf.host.clone());
     let result = px::forward(
         route,
         &site.proxies.pool,

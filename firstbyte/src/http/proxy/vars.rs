@@ -27,6 +27,8 @@ struct Try {
 #[derive(Debug, Clone, Default)]
 pub struct UpstreamVars {
     tries: Vec<Try>,
+    /// `$proxy_host` of the request's `proxy_pass` (evaluated, for one with variables).
+    pub proxy_host: Option<String>,
 }
 
 fn secs(d: Duration) -> String {
