@@ -378,3 +378,63 @@ fn upstream_fields_keep_their_order_when_some_are_dropped() {
     assert_eq!(names, ["x-first", "x-second", "x-third"]);
     drop(s);
 }
+
+#[test]
+fn proxy_variables_outside_proxy_set_header() {
+    let (a, _) = echo("");
+    let (s, port) = front(
+        "",
+        &format!(
+            "location / {{ proxy_pass http://127.0.0.1:{a}/x; add_header X-PH $proxy_host; add_header X-PP $proxy_port; add_header X-XFF $proxy_add_x_forwarded_for; add_header X-RT $upstream_response_time; }}"
+        ),
+    );
+    let (status, headers, _) = ask(
+        port,
+        "GET / HTTP/1.1\r\nHost: x\r\nX-Forwarded-For: 192.0.2.1\r\nConnection: close\r\n\r\n",
+    );
+    assert_eq!(status, 200);
+    let want = format!("127.0.0.1:{a}");
+    assert_eq!(header(&headers, "x-ph"), Some(want.as_str()));
+    assert_eq!(header(&headers, "x-pp"), Some(a.to_string().as_str()));
+    assert_eq!(header(&headers, "x-xff"), Some("192.0.2.1, 127.0.0.1"));
+    // The response is still being read when the header goes: no response time yet (nginx).
+    assert_eq!(header(&headers, "x-rt"), Some("-"));
+    drop(s);
+}
+
+#[test]
+fn a_client_that_leaves_while_the_upstream_thinks_is_logged_499() {
+    let (a, _) = upstream(|s| {
+        let mut r = BufReader::new(s.try_clone().expect("clone"));
+        if read_head(&mut r).is_none() {
+            return;
+        }
+        std::thread::sleep(Duration::from_secs(3));
+        let mut w = s;
+        let _ = w.write_all(b"HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n");
+    });
+    let dir = tempdir("proxy-more-499");
+    let port = free_port();
+    let conf = format!(
+        "pid {d}/fb.pid;\nerror_log {d}/error.log info;\nevents {{}}\nhttp {{\n log_format t '$status $upstream_addr $upstream_header_time';\n access_log {d}/access.log t;\n server {{ listen 127.0.0.1:{port};\n location / {{ proxy_pass http://127.0.0.1:{a}; }}\n }}\n}}\n",
+        d = dir.display()
+    );
+    let s = Server::start_in(&dir, &conf, port);
+    let mut c = TcpStream::connect(("127.0.0.1", port)).expect("connect");
+    c.write_all(b"GET / HTTP/1.1\r\nHost: x\r\n\r\n")
+        .expect("write");
+    std::thread::sleep(Duration::from_millis(300));
+    drop(c);
+    let want = format!("499 127.0.0.1:{a} -");
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let mut log = String::new();
+    while Instant::now() < deadline {
+        log = std::fs::read_to_string(dir.join("access.log")).unwrap_or_default();
+        if log.contains(&want) {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    assert!(log.contains(&want), "{log:?}");
+    drop(s);
+}

@@ -270,7 +270,12 @@ impl Vars for RequestVars<'_> {
             | "upstream_status"
             | "upstream_connect_time"
             | "upstream_header_time"
-            | "upstream_response_time" => self.upstream?.get(name, Instant::now()).map(Cow::Owned),
+            // Before the response head is out (`add_header`), a try still being read has no
+            // response time yet: nginx shows `-`; the log line sees it end now.
+            | "upstream_response_time" => self
+                .upstream?
+                .get(name, self.ttfb.map(|_| Instant::now()))
+                .map(Cow::Owned),
             "body_bytes_sent" => Some(Cow::Owned(self.body_bytes_sent.to_string())),
             "bytes_sent" => Some(Cow::Owned(self.body_bytes_sent.to_string())),
             "request_length" => self

@@ -203,8 +203,13 @@ where
         request_line: &request_line,
         host: &r.host,
     };
-    let mut up = px::UpstreamVars::default();
-    up.proxy_host = Some(conf.host.clone());
+    let mut abort = AbortLog {
+        r,
+        loc,
+        up: px::UpstreamVars::default(),
+        armed: true,
+    };
+    abort.up.proxy_host = Some(conf.host.clone());
     let result = px::forward(
         route,
         &site.proxies.pool,
@@ -212,10 +217,11 @@ where
         upgrade,
         &log,
         balance_key(r, route),
-        &mut up,
+        &mut abort.up,
     )
     .await;
-    let _ = r.upstream.set(up);
+    abort.armed = false;
+    let _ = r.upstream.set(std::mem::take(&mut abort.up));
     let result = match result {
         Ok(resp) if intercepted(conf, loc, resp.status().as_u16()) => {
             keep_www_authenticate(r, &resp);
@@ -238,6 +244,37 @@ where
             resp
         })
         .map_err(|f| f.status())
+}
+
+/// A proxied request waiting on its upstream: dropped there (the client closed the
+/// connection or reset the stream), it still leaves its access log line, status 499 and
+/// the tries so far, as nginx's "client closed request".
+struct AbortLog<'a, 'r> {
+    r: &'a Req<'r>,
+    loc: &'a Arc<LocationConf>,
+    up: crate::http::proxy::UpstreamVars,
+    armed: bool,
+}
+
+impl Drop for AbortLog<'_, '_> {
+    fn drop(&mut self) {
+        if !self.armed {
+            return;
+        }
+        self.up.close(std::time::Instant::now());
+        let line = super::log::LogOnDone::of(
+            self.r,
+            self.loc,
+            499,
+            self.r.headers,
+            http::HeaderMap::new(),
+            self.r.start.elapsed(),
+            Some(std::mem::take(&mut self.up)),
+        );
+        if let Some(l) = line {
+            l.write(0);
+        }
+    }
 }
 
 /// What the route's balancing method hashes for this request (`ip_hash`: the client's

@@ -15,7 +15,7 @@ use http_body::{Frame, SizeHint};
 
 use super::log::LogOnDone;
 use super::{server_name, Busy, HttpResponse, Req};
-use crate::conf::model::{AccessLog, Expires, LocationConf};
+use crate::conf::model::{Expires, LocationConf};
 use crate::http::body::{Body, BoxBody};
 use crate::http::compress;
 use crate::http::conn::Conn;
@@ -287,33 +287,15 @@ pub(super) fn finish(
     }
     // The response head is ready: TTFB, read once for the metrics and the access log.
     let done = crate::metrics::ResponseDone::new(r.version, code, r.start);
-    let log = match &loc.access_log {
-        AccessLog::Off => None,
-        AccessLog::Logs(targets) if targets.is_empty() => None,
-        AccessLog::Logs(_) => Some(Box::new(LogOnDone {
-            conn_facts: r.conn.facts().clone(),
-            site: r.conn.site().clone(),
-            shared: r.conn.shared().clone(),
-            loc: loc.clone(),
-            method: r.method.to_string(),
-            request_uri: r.request_uri.to_string(),
-            uri: r.uri.clone(),
-            args: r.args.clone(),
-            protocol: r.protocol,
-            headers: req_headers.clone(),
-            host: r.host.clone(),
-            server_name: server_name(&r.server).to_string(),
-            status: code,
-            response_headers: resp.headers().clone(),
-            start: r.start,
-            ttfb: done.ttfb(),
-            nreq: r.nreq,
-            early_data: r.early_data,
-            user: r.user.clone(),
-            guard: r.guard.as_ref().map(|g| g.vars.clone()),
-            upstream: r.upstream.get().cloned(),
-        })),
-    };
+    let log = LogOnDone::of(
+        r,
+        loc,
+        code,
+        req_headers,
+        resp.headers().clone(),
+        done.ttfb(),
+        r.upstream.get().cloned(),
+    );
     let watch = crate::http::tuning::Watch::start(crate::http::tuning::Head {
         conn: r.conn,
         // The status page's own answers are not traffic.
