@@ -438,3 +438,97 @@ fn a_client_that_leaves_while_the_upstream_thinks_is_logged_499() {
     assert!(log.contains(&want), "{log:?}");
     drop(s);
 }
+
+/// A DNS server on UDP: `backend.test` is 127.0.0.1 (TTL 60), `alias.test` a CNAME to it
+/// (answered alone, so the proxy asks again), anything else NXDOMAIN; AAAA questions get an
+/// empty answer. Its port and the number of A questions it got.
+fn dns_server() -> (u16, std::sync::Arc<std::sync::atomic::AtomicUsize>) {
+    let sock = std::net::UdpSocket::bind("127.0.0.1:0").expect("bind dns");
+    let port = sock.local_addr().expect("addr").port();
+    let asked = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let count = asked.clone();
+    std::thread::spawn(move || {
+        let mut buf = [0u8; 512];
+        while let Ok((n, from)) = sock.recv_from(&mut buf) {
+            let q = &buf[..n];
+            // The question's name, as labels, ends at the first zero byte after the header.
+            let Some(end) = q[12..].iter().position(|b| *b == 0).map(|p| 12 + p + 1) else {
+                continue;
+            };
+            let mut name = Vec::new();
+            let mut at = 12;
+            while q[at] != 0 {
+                let len = q[at] as usize;
+                name.push(String::from_utf8_lossy(&q[at + 1..at + 1 + len]).into_owned());
+                at += 1 + len;
+            }
+            let name = name.join(".");
+            let qtype = u16::from_be_bytes([q[end], q[end + 1]]);
+            let mut r = q[..end + 4].to_vec();
+            r[2] = 0x81;
+            let (rcode, records): (u8, Vec<Vec<u8>>) = match (name.as_str(), qtype) {
+                ("backend.test", 1) => {
+                    count.fetch_add(1, Ordering::SeqCst);
+                    (
+                        0,
+                        vec![[
+                            &[0xc0, 12, 0, 1, 0, 1, 0, 0, 0, 60, 0, 4][..],
+                            &[127, 0, 0, 1],
+                        ]
+                        .concat()],
+                    )
+                }
+                ("alias.test", 1) => {
+                    let target = b"\x07backend\x04test\x00";
+                    let mut rr = vec![0xc0, 12, 0, 5, 0, 1, 0, 0, 0, 60, 0, target.len() as u8];
+                    rr.extend_from_slice(target);
+                    (0, vec![rr])
+                }
+                ("backend.test" | "alias.test", _) => (0, vec![]),
+                _ => (3, vec![]),
+            };
+            r[3] = 0x80 | rcode;
+            r[6..8].copy_from_slice(&(records.len() as u16).to_be_bytes());
+            r[8..12].fill(0);
+            for rr in records {
+                r.extend_from_slice(&rr);
+            }
+            let _ = sock.send_to(&r, from);
+        }
+    });
+    (port, asked)
+}
+
+#[test]
+fn resolver_names_for_proxy_pass_with_variables() {
+    let (a, _) = echo("");
+    let (dns, asked) = dns_server();
+    let (s, port) = front(
+        "",
+        &format!(
+            "location / {{ resolver 127.0.0.1:{dns}; resolver_timeout 5s; proxy_pass http://$arg_h:{a}; }}"
+        ),
+    );
+    let (status, _, body) = get(port, "/?h=backend.test");
+    assert_eq!(status, 200, "{body}{}", error_log(&s));
+    assert!(
+        body.contains("line=GET /?h=backend.test HTTP/1.0"),
+        "{body}"
+    );
+    // Cached for the answer's TTL: asked once for both requests (names are caseless).
+    let (status, _, _) = get(port, "/?h=Backend.Test");
+    assert_eq!(status, 200);
+    assert_eq!(asked.load(Ordering::SeqCst), 1);
+    // A CNAME answered alone: its target is asked (and is cached already).
+    let (status, _, _) = get(port, "/?h=alias.test");
+    assert_eq!(status, 200, "{}", error_log(&s));
+    // NXDOMAIN: 502 in nginx's words.
+    let (status, _, _) = get(port, "/?h=nowhere.test");
+    assert_eq!(status, 502);
+    assert!(
+        error_log(&s).contains("nowhere.test could not be resolved (3: Host not found)"),
+        "{}",
+        error_log(&s)
+    );
+    drop(s);
+}

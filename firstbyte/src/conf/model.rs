@@ -798,6 +798,19 @@ pub enum ProxyTarget {
     Dynamic(Arc<DynamicPass>),
 }
 
+/// `resolver ADDRESS ... [valid=TIME] [ipv4=on|off] [ipv6=on|off]`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Resolver {
+    /// The DNS servers, asked in turn (port 53 unless given).
+    pub servers: Vec<SocketAddr>,
+    /// Ask for IPv4 addresses (A).
+    pub ipv4: bool,
+    /// Ask for IPv6 addresses (AAAA).
+    pub ipv6: bool,
+    /// `valid=TIME`: how long an answer is kept, instead of its records' TTL.
+    pub valid: Option<Duration>,
+}
+
 /// `proxy_bind ADDRESS [transparent]`.
 #[derive(Debug, Clone, PartialEq)]
 pub struct ProxyBind {

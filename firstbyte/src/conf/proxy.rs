@@ -510,6 +510,63 @@ pub(crate) fn bind(
     Ok(Some(super::model::ProxyBind { addr, transparent }))
 }
 
+/// `resolver ADDRESS ... [valid=TIME] [ipv4=on|off] [ipv6=on|off] [status_zone=NAME]`: a name
+/// is resolved now (as nginx), port 53 unless given.
+pub(crate) fn resolver(
+    d: &Directive,
+    _: &mut Cx,
+) -> Result<Option<super::model::Resolver>, ConfError> {
+    let mut r = super::model::Resolver {
+        servers: Vec::new(),
+        ipv4: true,
+        ipv6: true,
+        valid: None,
+    };
+    let bad = |a: &str| ConfError::other(format!("invalid parameter \"{a}\""), &d.pos);
+    for a in &d.args {
+        if let Some(v) = a.strip_prefix("valid=") {
+            r.valid = Some(super::units::time(v).ok_or_else(|| bad(a))?);
+        } else if let Some(v) = a.strip_prefix("ipv4=") {
+            r.ipv4 = choice(d, v, &[("on", true), ("off", false)])?;
+        } else if let Some(v) = a.strip_prefix("ipv6=") {
+            r.ipv6 = choice(d, v, &[("on", true), ("off", false)])?;
+        } else if a.starts_with("status_zone=") {
+        } else {
+            let addrs = match super::model::ProxyBind::parse(a) {
+                Some(mut s) => {
+                    if s.port() == 0 {
+                        s.set_port(53);
+                    }
+                    vec![s]
+                }
+                None => {
+                    let (host, port) = match a.rsplit_once(':') {
+                        Some((h, p)) => (h, p.parse::<u16>().map_err(|_| bad(a))?),
+                        None => (a.as_str(), 53),
+                    };
+                    resolve_host(host, port).map_err(|_| {
+                        ConfError::other(format!("host not found in resolver \"{a}\""), &d.pos)
+                    })?
+                }
+            };
+            r.servers.extend(addrs);
+        }
+    }
+    if !r.ipv4 && !r.ipv6 {
+        return Err(ConfError::other(
+            "\"ipv4\" and \"ipv6\" cannot both be \"off\"",
+            &d.pos,
+        ));
+    }
+    if r.servers.is_empty() {
+        return Err(ConfError::ArgCount {
+            name: d.name.clone(),
+            pos: d.pos.clone(),
+        });
+    }
+    Ok(Some(r))
+}
+
 /// A proxy timeout: a time above zero.
 pub(crate) fn timeout(d: &Directive, _: &mut Cx) -> Result<Duration, ConfError> {
     let t = time(d, arg0(d))?;

@@ -39,7 +39,7 @@ where
     let (route, conf) = match route.dynamic_url() {
         Some(url) => {
             let url = r.eval(url);
-            match route.for_url(&url) {
+            match route.for_url(&url).await {
                 Ok(rt) => {
                     evaluated = rt;
                     (&evaluated, &evaluated.conf)

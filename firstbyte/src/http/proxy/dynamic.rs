@@ -1,7 +1,7 @@
 //! `proxy_pass` with variables: the route of one request's evaluated URL, as nginx's
 //! `ngx_http_proxy_eval` and `ngx_http_upstream_init_request` find it — an `upstream` block
-//! named by a host without a port, else an IP address (with no resolver for names: 502,
-//! "no resolver defined to resolve HOST"), or a `unix:` socket.
+//! named by a host without a port, else an IP address or the addresses the `resolver` gives
+//! (without one: 502, "no resolver defined to resolve HOST"), or a `unix:` socket.
 
 use std::collections::HashMap;
 use std::net::{IpAddr, SocketAddr};
@@ -36,7 +36,7 @@ impl Route {
     }
 
     /// The route for the evaluated URL `url`.
-    pub fn for_url(&self, url: &str) -> Result<Route, NoRoute> {
+    pub async fn for_url(&self, url: &str) -> Result<Route, NoRoute> {
         let Some(d) = &self.dynamic_pass else {
             return Err(NoRoute {
                 status: 500,
@@ -70,17 +70,17 @@ impl Route {
                     let bare = hostname.trim_start_matches('[').trim_end_matches(']');
                     let target = match d.upstreams.get(&hostname) {
                         Some((u, _)) if no_port => ProxyTarget::Upstream(u.clone()),
-                        _ => match bare.parse::<IpAddr>() {
-                            Ok(ip) => {
-                                ProxyTarget::Addrs(vec![PeerAddr::Tcp(SocketAddr::new(ip, port))])
-                            }
-                            Err(_) => {
-                                return Err(NoRoute {
-                                    status: 502,
-                                    reason: format!("no resolver defined to resolve {hostname}"),
-                                })
-                            }
-                        },
+                        _ => {
+                            let ips = match bare.parse::<IpAddr>() {
+                                Ok(ip) => vec![ip],
+                                Err(_) => self.resolve(&hostname).await?,
+                            };
+                            ProxyTarget::Addrs(
+                                ips.into_iter()
+                                    .map(|ip| PeerAddr::Tcp(SocketAddr::new(ip, port)))
+                                    .collect(),
+                            )
+                        }
                     };
                     (tls, host, uri, target)
                 }
@@ -133,6 +133,23 @@ impl Route {
             method,
             dynamic_pass: None,
         })
+    }
+
+    /// `name`'s addresses from the `resolver` (nginx's messages when there is none, or it
+    /// gives none).
+    async fn resolve(&self, name: &str) -> Result<Vec<IpAddr>, NoRoute> {
+        let Some(r) = &self.conf.resolver else {
+            return Err(NoRoute {
+                status: 502,
+                reason: format!("no resolver defined to resolve {name}"),
+            });
+        };
+        super::dns::resolve(name, r, self.conf.resolver_timeout)
+            .await
+            .map_err(|e| NoRoute {
+                status: 502,
+                reason: format!("{name} could not be resolved ({e})"),
+            })
     }
 
     fn conf_pos(&self) -> crate::conf::model::Pos {

@@ -320,6 +320,8 @@ mod tests {
             bind: None,
             set_body: None,
             limit_rate: 0,
+            resolver: None,
+            resolver_timeout: Duration::from_secs(30),
             pass_request_headers: true,
             pass_request_body: true,
             pass_headers: vec!["server".into()],

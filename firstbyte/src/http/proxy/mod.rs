@@ -18,6 +18,7 @@
 
 mod balance;
 mod client_cert;
+mod dns;
 mod dynamic;
 pub mod fastcgi;
 pub mod headers;
