@@ -443,8 +443,38 @@ fn a_client_that_leaves_while_the_upstream_thinks_is_logged_499() {
 /// (answered alone, so the proxy asks again), anything else NXDOMAIN; AAAA questions get an
 /// empty answer. Its port and the number of A questions it got.
 fn dns_server() -> (u16, std::sync::Arc<std::sync::atomic::AtomicUsize>) {
-    let sock = std::net::UdpSocket::bind("127.0.0.1:0").expect("bind dns");
+    // UDP and TCP on one port; TCP answers `big.test` (127.0.0.1), length-prefixed.
+    let (sock, tcp) = loop {
+        let sock = std::net::UdpSocket::bind("127.0.0.1:0").expect("bind dns");
+        let port = sock.local_addr().expect("addr").port();
+        if let Ok(t) = std::net::TcpListener::bind(("127.0.0.1", port)) {
+            break (sock, t);
+        }
+    };
     let port = sock.local_addr().expect("addr").port();
+    std::thread::spawn(move || {
+        for mut c in tcp.incoming().flatten() {
+            let mut len = [0u8; 2];
+            if c.read_exact(&mut len).is_err() {
+                continue;
+            }
+            let mut q = vec![0u8; usize::from(u16::from_be_bytes(len))];
+            if c.read_exact(&mut q).is_err() || q.len() < 17 {
+                continue;
+            }
+            let qtype = u16::from_be_bytes([q[q.len() - 4], q[q.len() - 3]]);
+            let mut r = q.clone();
+            r[2] = 0x81;
+            r[3] = 0x80;
+            if qtype == 1 {
+                r[7] = 1;
+                r.extend_from_slice(&[0xc0, 12, 0, 1, 0, 1, 0, 0, 0, 60, 0, 4, 127, 0, 0, 1]);
+            }
+            let mut msg = (r.len() as u16).to_be_bytes().to_vec();
+            msg.extend_from_slice(&r);
+            let _ = c.write_all(&msg);
+        }
+    });
     let asked = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
     let count = asked.clone();
     std::thread::spawn(move || {
@@ -484,7 +514,12 @@ fn dns_server() -> (u16, std::sync::Arc<std::sync::atomic::AtomicUsize>) {
                     rr.extend_from_slice(target);
                     (0, vec![rr])
                 }
-                ("backend.test" | "alias.test", _) => (0, vec![]),
+                // Truncated over UDP: the whole answer is over TCP.
+                ("big.test", 1) => {
+                    r[2] |= 0x02;
+                    (0, vec![])
+                }
+                ("backend.test" | "alias.test" | "big.test", _) => (0, vec![]),
                 _ => (3, vec![]),
             };
             r[3] = 0x80 | rcode;
@@ -522,6 +557,9 @@ fn resolver_names_for_proxy_pass_with_variables() {
     // A CNAME answered alone: its target is asked (and is cached already).
     let (status, _, _) = get(port, "/?h=alias.test");
     assert_eq!(status, 200, "{}", error_log(&s));
+    // A truncated answer is asked again over TCP.
+    let (status, _, _) = get(port, "/?h=big.test");
+    assert_eq!(status, 200, "{}", error_log(&s));
     // NXDOMAIN: 502 in nginx's words.
     let (status, _, _) = get(port, "/?h=nowhere.test");
     assert_eq!(status, 502);
@@ -530,5 +568,27 @@ fn resolver_names_for_proxy_pass_with_variables() {
         "{}",
         error_log(&s)
     );
+    drop(s);
+}
+
+#[test]
+fn resolver_moves_on_from_a_server_that_does_not_answer() {
+    let (a, _) = echo("");
+    let (dns, _) = dns_server();
+    // Nothing answers on this UDP port.
+    let dead = std::net::UdpSocket::bind("127.0.0.1:0").expect("bind");
+    let dead_port = dead.local_addr().expect("addr").port();
+    drop(dead);
+    let (s, port) = front(
+        "",
+        &format!(
+            "location / {{ resolver 127.0.0.1:{dead_port} 127.0.0.1:{dns}; resolver_timeout 20s; proxy_pass http://$arg_h:{a}; }}"
+        ),
+    );
+    // Each query goes to the next server; one that does not answer is left after 5 s.
+    for name in ["backend.test", "alias.test"] {
+        let (status, _, body) = get(port, &format!("/?h={name}"));
+        assert_eq!(status, 200, "{name}: {body}{}", error_log(&s));
+    }
     drop(s);
 }

@@ -1,7 +1,7 @@
 //! `resolver`: the addresses of a name a `proxy_pass` with variables evaluated to, asked of
-//! the configured DNS servers over UDP (RFC 1035), as nginx's resolver asks them — an A
-//! query (and AAAA unless `ipv6=off`), each server in turn until one answers, within
-//! `resolver_timeout`. The answer's CNAME chain from the name asked is followed; records for
+//! the configured DNS servers over UDP (RFC 1035; TCP for a truncated answer), as nginx's
+//! resolver asks them — an A query (and AAAA unless `ipv6=off`), each query to the next
+//! server, resent to the next after 5 s without an answer, within `resolver_timeout`. The answer's CNAME chain from the name asked is followed; records for
 //! other names are ignored; a chain that ends without addresses is asked again for its last
 //! name. An answer is kept (per server list and name) for its records' smallest TTL, or
 //! `valid=`.
@@ -43,6 +43,9 @@ const TIMED_OUT: DnsError = DnsError {
     code: 110,
     text: "Operation timed out",
 };
+
+/// How long a query waits for its answer before it goes again (nginx's resend time).
+const RESEND: Duration = Duration::from_secs(5);
 
 const A: u16 = 1;
 const CNAME: u16 = 5;
@@ -95,49 +98,81 @@ pub async fn resolve(name: &str, r: &Resolver, timeout: Duration) -> Result<Vec<
     Ok(addrs)
 }
 
-/// Asks each server in turn until one answers; follows a CNAME chain that ends without
-/// addresses (at most 8 names).
+/// Where each server list's next query goes: nginx sends each query to the next server.
+static ROTATION: std::sync::Mutex<Option<std::collections::HashMap<Vec<SocketAddr>, usize>>> =
+    std::sync::Mutex::new(None);
+
+/// One query, to the servers in turn from the next one, moving on (and around) while none
+/// answers; the caller's `resolver_timeout` ends it.
+async fn query_servers(r: &Resolver, name: &str, qtype: u16) -> Result<Answer, DnsError> {
+    let n = r.servers.len();
+    if n == 0 {
+        return Err(TIMED_OUT);
+    }
+    let start = ROTATION.lock().map_or(0, |mut m| {
+        let next = m
+            .get_or_insert_with(Default::default)
+            .entry(r.servers.clone())
+            .or_default();
+        let i = *next;
+        *next = next.wrapping_add(1);
+        if m.as_ref().is_some_and(|m| m.len() > 1000) {
+            m.take();
+        }
+        i
+    });
+    for k in 0.. {
+        let began = tokio::time::Instant::now();
+        match ask(r.servers[(start + k) % n], name, qtype).await {
+            // Never sooner than the resend time, even when the socket failed at once (a
+            // refused port): no busy loop until `resolver_timeout`.
+            Err(e) if e == TIMED_OUT => tokio::time::sleep_until(began + RESEND).await,
+            other => return other,
+        }
+    }
+    Err(TIMED_OUT)
+}
+
+/// A and AAAA (as configured) for `name`; a CNAME chain that ends without addresses is asked
+/// again for its last name (at most 8 names). Addresses of one type are the answer even when
+/// the other type's query failed, as nginx.
 async fn lookup(name: &str, r: &Resolver) -> Result<(Vec<IpAddr>, u32), DnsError> {
-    let mut last = TIMED_OUT;
-    'servers: for server in &r.servers {
-        let mut asking = name.to_string();
-        let mut ttl = u32::MAX;
-        for _ in 0..8 {
-            let mut out = Vec::new();
-            let mut end = None;
-            for (qtype, wanted) in [(A, r.ipv4), (AAAA, r.ipv6)] {
-                if !wanted {
-                    continue;
-                }
-                match ask(*server, &asking, qtype).await {
-                    Ok(a) => {
-                        ttl = ttl.min(a.ttl.unwrap_or(u32::MAX));
-                        out.extend(a.addrs);
-                        end.get_or_insert(a.end);
-                    }
-                    Err(e) if e == TIMED_OUT => {
-                        last = e;
-                        continue 'servers;
-                    }
-                    Err(e) => return Err(e),
-                }
+    let mut asking = name.to_string();
+    let mut ttl = u32::MAX;
+    for _ in 0..8 {
+        let mut out = Vec::new();
+        let mut end = None;
+        let mut failed = None;
+        for (qtype, wanted) in [(A, r.ipv4), (AAAA, r.ipv6)] {
+            if !wanted {
+                continue;
             }
-            if !out.is_empty() {
-                return Ok((out, ttl));
-            }
-            match end {
-                Some(e) if e != asking => asking = e,
-                // An answer without addresses: the name has none (nginx: "Host not found").
-                _ => return Err(rcode_error(3)),
+            match query_servers(r, &asking, qtype).await {
+                Ok(a) => {
+                    ttl = ttl.min(a.ttl.unwrap_or(u32::MAX));
+                    out.extend(a.addrs);
+                    end.get_or_insert(a.end);
+                }
+                Err(e) => failed = Some(e),
             }
         }
-        return Err(rcode_error(3));
+        if !out.is_empty() {
+            return Ok((out, ttl));
+        }
+        if let Some(e) = failed {
+            return Err(e);
+        }
+        match end {
+            Some(e) if e != asking => asking = e,
+            // An answer without addresses: the name has none (nginx: "Host not found").
+            _ => return Err(rcode_error(3)),
+        }
     }
-    Err(last)
+    Err(rcode_error(3))
 }
 
 /// One query of `qtype` for `name` to `server`, over UDP; waits for the answer whose id and
-/// question match (others are dropped, as nginx drops them), sending it again every 5 s.
+/// question match (others are dropped, as nginx drops them) for 5 s.
 async fn ask(server: SocketAddr, name: &str, qtype: u16) -> Result<Answer, DnsError> {
     let bind: SocketAddr = if server.is_ipv4() {
         (Ipv4Addr::UNSPECIFIED, 0).into()
@@ -151,23 +186,48 @@ async fn ask(server: SocketAddr, name: &str, qtype: u16) -> Result<Answer, DnsEr
     let id: u16 = rand_id();
     let q = query(id, name, qtype).ok_or(rcode_error(1))?;
     let mut buf = vec![0u8; 4096];
+    // nginx resends a query that got no usable answer after 5 s (to the next server; until
+    // `resolver_timeout`, which the caller enforces).
+    sock.send(&q).await.map_err(|_| TIMED_OUT)?;
+    let resend = tokio::time::Instant::now() + RESEND;
     loop {
-        // nginx resends a query that got no usable answer every 5 s (until
-        // `resolver_timeout`, which the caller enforces).
-        sock.send(&q).await.map_err(|_| TIMED_OUT)?;
-        let resend = tokio::time::Instant::now() + Duration::from_secs(5);
-        loop {
-            match tokio::time::timeout_at(resend, sock.recv(&mut buf)).await {
-                Err(_) => break,
-                Ok(Err(_)) => return Err(TIMED_OUT),
-                Ok(Ok(n)) => {
-                    if let Some(r) = parse(&buf[..n], id, name, qtype) {
-                        return r;
+        match tokio::time::timeout_at(resend, sock.recv(&mut buf)).await {
+            Err(_) | Ok(Err(_)) => return Err(TIMED_OUT),
+            Ok(Ok(n)) => {
+                if let Some(r) = parse(&buf[..n], id, name, qtype) {
+                    // Truncated (TC): the whole answer over TCP, as nginx asks again.
+                    if r.is_ok() && buf[2] & 0x02 != 0 {
+                        return ask_tcp(server, &q, id, name, qtype).await;
                     }
+                    return r;
                 }
             }
         }
     }
+}
+
+/// The query `q` over TCP (RFC 1035 §4.2.2: each message after its 2-byte length).
+async fn ask_tcp(
+    server: SocketAddr,
+    q: &[u8],
+    id: u16,
+    name: &str,
+    qtype: u16,
+) -> Result<Answer, DnsError> {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let io = async {
+        let mut s = tokio::net::TcpStream::connect(server).await?;
+        let mut msg = (q.len() as u16).to_be_bytes().to_vec();
+        msg.extend_from_slice(q);
+        s.write_all(&msg).await?;
+        let mut len = [0u8; 2];
+        s.read_exact(&mut len).await?;
+        let mut buf = vec![0u8; usize::from(u16::from_be_bytes(len))];
+        s.read_exact(&mut buf).await?;
+        Ok::<_, std::io::Error>(buf)
+    };
+    let buf = io.await.map_err(|_| TIMED_OUT)?;
+    parse(&buf, id, name, qtype).unwrap_or(Err(rcode_error(1)))
 }
 
 fn rand_id() -> u16 {
