@@ -404,6 +404,22 @@ macro_rules! proxy_directives {
         "proxy_method" method: Option<crate::conf::vars::ComplexValue> = None =>
             (HSL, 1, 1, "", Inherit, px::method)
             "The method of the request to the upstream (variables allowed); unset: the client's.";
+        "resolver" resolver: Option<crate::conf::model::Resolver> = None =>
+            (HSL, 1, ANY, "", Inherit, px::resolver)
+            "DNS servers (`ADDRESS[:PORT]`, port 53 by default; `ipv4=off`, `ipv6=off`, `valid=TIME`) that a `proxy_pass` with variables asks for a name that is neither an `upstream` nor an address: A and AAAA over UDP (TCP for a truncated answer), each query to the next server and again to the next after 5 s without an answer, CNAMEs followed; an answer is kept for its records' smallest TTL (or `valid=`). Without it such a name is 502 (`no resolver defined to resolve NAME`). OCSP responders are resolved by the system resolver.";
+        "resolver_timeout" resolver_timeout: Duration = Duration::from_secs(30) =>
+            (HSL, 1, 1, "30s", Inherit, px::timeout)
+            "Longest wait for the `resolver`'s answer (then 502, `could not be resolved (110: Operation timed out)`).";
+        "proxy_bind" bind: Option<crate::conf::model::ProxyBind> = None =>
+            (HSL, 1, 2, "off", Inherit, px::bind)
+            "Local address (`ADDRESS[:PORT]`, variables allowed; an empty value binds none) that connections to the upstream come from; `transparent` sets `IP_TRANSPARENT` so a non-local address can be used (needs `CAP_NET_ADMIN` or `CAP_NET_RAW`). `off`: the system's choice.";
+        "proxy_set_body" set_body: Option<crate::conf::vars::ComplexValue> = None =>
+            (HSL, 1, 1, "", Inherit, px::method)
+            "The request body sent to the upstream instead of the client's (variables allowed), with its `Content-Length`.";
+        // 0: no limit (nginx's default).
+        "proxy_limit_rate" limit_rate: u64 = 0 =>
+            (HSL, 1, 1, "0", Inherit, p::bytes)
+            "Most bytes per second read from the upstream for one response (with `proxy_buffering` off, the rate at which it reaches the client); one second's worth goes at once, as `limit_rate`. 0: no limit.";
         "proxy_pass_request_headers" pass_request_headers: bool = true =>
             (HSL, 1, 1, "on", Inherit, p::on_off)
             "`off`: the client's request headers are not passed (only those `proxy_set_header` makes).";

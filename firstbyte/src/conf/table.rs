@@ -247,10 +247,6 @@ const fn ignored(name: &'static str, contexts: u8, min: u8, max: u8, reason: &'s
 use Handler::{Head, Loc, Main, Shared, Srv};
 use Merge::{Global, Inherit, InheritIfNone, Own, ServerFirst};
 
-/// Why `resolver` changes nothing here: names are resolved when the configuration loads, as
-/// nginx resolves names in `proxy_pass` without variables, and no OCSP response is fetched.
-const RESOLVER: &str = "firstbyte resolves upstream names when the configuration loads (as nginx does for proxy_pass without variables) and fetches no OCSP responses";
-
 /// Reason shared by the hash-size directives.
 const HASH: &str = "firstbyte sizes its hash tables itself";
 
@@ -266,8 +262,6 @@ pub(crate) static DIRECTIVES: &[Spec] = &[
     ignored("accept_mutex", EVENTS, 1, 1, "firstbyte runs one process, so there is no accept mutex"),
     ignored("accept_mutex_delay", EVENTS, 1, 1, "firstbyte runs one process, so there is no accept mutex"),
     ignored("load_module", MAIN, 1, 1, "modules are built into firstbyte"),
-    ignored("resolver", HSL, 1, ANY, RESOLVER),
-    ignored("resolver_timeout", HSL, 1, 1, RESOLVER),
     block("http", MAIN, 0, 0, Handler::Http, "The HTTP server."),
     // http core
     block("server", HTTP, 0, 0, Handler::Server, "A virtual server."),

@@ -211,6 +211,13 @@ impl RequestVars<'_> {
     fn peer(&self) -> Option<SocketAddr> {
         self.guard.and_then(|g| g.real_peer).or(self.conn.peer)
     }
+
+    /// When the upstream variables are read: now once the response head is out (the log
+    /// line); before it (`add_header`), a try still being read has no response time yet
+    /// (`-`, as nginx).
+    fn read_at(&self) -> Option<Instant> {
+        self.ttfb.map(|_| Instant::now())
+    }
 }
 
 impl Vars for RequestVars<'_> {
@@ -270,6 +277,22 @@ impl Vars for RequestVars<'_> {
             "server_addr" => self.conn.local.map(|a| Cow::Owned(a.ip().to_string())),
             "server_port" => self.conn.local.map(|a| Cow::Owned(a.port().to_string())),
             "status" => Some(Cow::Owned(format!("{:03}", self.status))),
+            // nginx: the proxy module's, set once `proxy_pass` ran (empty before).
+            "proxy_host" => self.upstream?.proxy_host.as_deref().map(Cow::Borrowed),
+            "proxy_port" => self.upstream?.proxy_host.as_deref().map(|h| {
+                Cow::Borrowed(
+                    h.rsplit_once(':')
+                        .filter(|(h, _)| !h.ends_with(':'))
+                        .map(|(_, p)| p)
+                        .unwrap_or(""),
+                )
+            }),
+            "proxy_add_x_forwarded_for" => Some(Cow::Owned(
+                crate::http::proxy::headers::add_x_forwarded_for(
+                    self.headers,
+                    self.peer().map(|a| a.ip().to_string()).as_deref(),
+                ),
+            )),
             "upstream_addr"
             | "upstream_status"
             | "upstream_connect_time"
@@ -277,9 +300,9 @@ impl Vars for RequestVars<'_> {
             | "upstream_response_time"
             | "upstream_response_length"
             | "upstream_bytes_received"
-            | "upstream_bytes_sent" => self.upstream?.get(name, Instant::now()).map(Cow::Owned),
+            | "upstream_bytes_sent" => self.upstream?.get(name, self.read_at()).map(Cow::Owned),
             _ if name.starts_with("upstream_http_") || name.starts_with("upstream_cookie_") => {
-                self.upstream?.get(name, Instant::now()).map(Cow::Owned)
+                self.upstream?.get(name, self.read_at()).map(Cow::Owned)
             }
             "body_bytes_sent" => Some(Cow::Owned(self.body_bytes_sent.to_string())),
             "bytes_sent" => Some(Cow::Owned(

@@ -126,6 +126,7 @@ where
     let mut resp = result.map_err(|f| f.status())?;
     let status = resp.status().as_u16();
     if super::forward::intercepted(conf, loc, status) {
+        super::forward::keep_www_authenticate(r, &resp);
         return Err(status);
     }
     // nginx's header filter: a `Location: /path` becomes absolute (`absolute_redirect`).

@@ -34,7 +34,39 @@ where
         return super::fastcgi::pass(r, loc, route, fcgi, body).await;
     }
     let remote = r.conn.facts().peer.map(|p| p.ip().to_string());
-    let target = if r.valid_location {
+    // `proxy_pass` with variables: this request's route.
+    let evaluated;
+    let with_vars = route.dynamic_url().is_some();
+    let (route, conf) = match route.dynamic_url() {
+        Some(url) => {
+            let url = r.eval(url);
+            match route.for_url(&url).await {
+                Ok(rt) => {
+                    evaluated = rt;
+                    (&evaluated, &evaluated.conf)
+                }
+                Err(e) => {
+                    crate::fblog!(
+                        Error,
+                        "{}, client: {}, server: {}, request: \"{} {} {}\", host: \"{}\"",
+                        e.reason,
+                        remote.as_deref().unwrap_or(""),
+                        server_name(&r.server),
+                        r.method,
+                        r.request_uri,
+                        r.protocol,
+                        r.host
+                    );
+                    return Err(e.status);
+                }
+            }
+        }
+        None => (&**route, conf),
+    };
+    let target = if let (true, Some(uri)) = (with_vars, &conf.uri) {
+        // nginx: a URI part evaluated with variables is the whole upstream URI.
+        uri.clone()
+    } else if r.valid_location {
         ph::upstream_uri(
             conf,
             &loc.prefix,
@@ -83,7 +115,27 @@ where
     let mut body = px::request_body(body);
     let mut resend = None;
     let mut watch = None;
-    if !conf.pass_request_body || r.body_used {
+    if let Some(set) = &conf.set_body {
+        // `proxy_set_body`: this body and its length instead of the client's. As nginx, the
+        // client's body is still read first (whole), so `$request_body` can be part of it.
+        if !http_body::Body::is_end_stream(&body) && !r.body_used {
+            let dir = &conf.buffers.body_temp_path;
+            super::reqbody::read_whole(r, loc, dir, &mut body).await?;
+        }
+        let text = Bytes::from(r.eval(set));
+        headers.remove(header::TRANSFER_ENCODING);
+        headers.insert(header::CONTENT_LENGTH, HeaderValue::from(text.len()));
+        // Held as a stored body: each server tried gets it again.
+        let mut stored = px::Stored::new(
+            text.len(),
+            &conf.buffers.body_temp_path,
+            crate::conf::model::BodyInFileOnly::Off,
+        );
+        stored.push(text).map_err(|_| 500u16)?;
+        let stored = std::sync::Arc::new(stored);
+        body = super::reqbody::stored_body(&stored);
+        resend = Some(stored);
+    } else if !conf.pass_request_body || r.body_used {
         body = px::request_body(http_body_util::Empty::<Bytes>::new());
         headers.remove(header::CONTENT_LENGTH);
         headers.remove(header::TRANSFER_ENCODING);
@@ -129,6 +181,29 @@ where
     if let Some(s) = resend {
         req.extensions_mut().insert(px::Resend(s));
     }
+    if let Some(b) = &conf.bind {
+        let text = r.eval(&b.addr);
+        // nginx: an empty value binds nothing.
+        if !text.is_empty() {
+            let Some(addr) = crate::conf::model::ProxyBind::parse(&text) else {
+                crate::fblog!(
+                    Error,
+                    "invalid local address \"{text}\", client: {}, server: {}, request: \"{} {} {}\", host: \"{}\"",
+                    remote.as_deref().unwrap_or(""),
+                    server_name(&r.server),
+                    r.method,
+                    r.request_uri,
+                    r.protocol,
+                    r.host
+                );
+                return Err(500);
+            };
+            req.extensions_mut().insert(px::LocalBind {
+                addr,
+                transparent: b.transparent,
+            });
+        }
+    }
     let upgrade = if req.headers().contains_key(header::UPGRADE) {
         extensions
             .remove::<hyper::upgrade::OnUpgrade>()
@@ -146,7 +221,13 @@ where
         request_line: &request_line,
         host: &r.host,
     };
-    let mut up = px::UpstreamVars::default();
+    let mut abort = AbortLog {
+        r,
+        loc,
+        up: px::UpstreamVars::default(),
+        armed: true,
+    };
+    abort.up.proxy_host = Some(conf.host.clone());
     let forwarding = px::forward(
         route,
         &site.proxies.pool,
@@ -154,7 +235,7 @@ where
         upgrade,
         &log,
         balance_key(r, route),
-        &mut up,
+        &mut abort.up,
     );
     // A streamed body that fails after the upstream had all of its length (an HTTP/2 client
     // sending more than its content-length) is the client's error, answered 400 as nginx,
@@ -166,7 +247,8 @@ where
         },
         None => forwarding.await,
     };
-    let _ = r.upstream.set(up);
+    abort.armed = false;
+    let _ = r.upstream.set(std::mem::take(&mut abort.up));
     let result = match result {
         // A 101 the client did not ask for has no meaning in HTTP/2 or HTTP/3.
         Ok(resp)
@@ -176,6 +258,7 @@ where
             return Err(502);
         }
         Ok(resp) if intercepted(conf, loc, resp.status().as_u16()) => {
+            keep_www_authenticate(r, &resp);
             return Err(resp.status().as_u16());
         }
         other => other,
@@ -212,6 +295,37 @@ where
         .map_err(|f| f.status())
 }
 
+/// A proxied request waiting on its upstream: dropped there (the client closed the
+/// connection or reset the stream), it still leaves its access log line, status 499 and
+/// the tries so far, as nginx's "client closed request".
+struct AbortLog<'a, 'r> {
+    r: &'a Req<'r>,
+    loc: &'a Arc<LocationConf>,
+    up: crate::http::proxy::UpstreamVars,
+    armed: bool,
+}
+
+impl Drop for AbortLog<'_, '_> {
+    fn drop(&mut self) {
+        if !self.armed {
+            return;
+        }
+        self.up.close(std::time::Instant::now());
+        let line = super::log::LogOnDone::of(
+            self.r,
+            self.loc,
+            499,
+            self.r.headers,
+            http::HeaderMap::new(),
+            self.r.start.elapsed(),
+            Some(std::mem::take(&mut self.up)),
+        );
+        if let Some(l) = line {
+            l.write(0);
+        }
+    }
+}
+
 /// What the route's balancing method hashes for this request (`ip_hash`: the client's
 /// address, `hash KEY`: the key's value); empty for the others.
 pub(super) fn balance_key(r: &Req<'_>, route: &crate::http::proxy::Route) -> Vec<u8> {
@@ -225,6 +339,22 @@ pub(super) fn balance_key(r: &Req<'_>, route: &crate::http::proxy::Route) -> Vec
             .unwrap_or_default(),
         BalanceMethod::Hash { key, .. } => key.eval(&r.vars()).into_bytes(),
         _ => Vec::new(),
+    }
+}
+
+/// An intercepted 401 keeps the upstream's `WWW-Authenticate` fields, all of them, for the
+/// error page's answer (nginx's `ngx_http_upstream_intercept_errors`).
+pub(super) fn keep_www_authenticate<B>(r: &Req<'_>, resp: &Response<B>) {
+    if resp.status() == http::StatusCode::UNAUTHORIZED {
+        let all: Vec<HeaderValue> = resp
+            .headers()
+            .get_all(header::WWW_AUTHENTICATE)
+            .iter()
+            .cloned()
+            .collect();
+        if !all.is_empty() {
+            let _ = r.www_authenticate.set(all);
+        }
     }
 }
 

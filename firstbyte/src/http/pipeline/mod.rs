@@ -161,6 +161,9 @@ struct Req<'a> {
     /// The client's body went to an upstream already (proxied again after its
     /// `X-Accel-Redirect`): none is sent, nor its length.
     body_used: bool,
+    /// An intercepted upstream 401's `WWW-Authenticate` fields, for the error page's answer
+    /// (nginx, ticket #485).
+    www_authenticate: std::sync::OnceLock<Vec<http::HeaderValue>>,
     /// The current location's `fastcgi_split_path_info` and `fastcgi_index`.
     fastcgi: Option<Arc<crate::conf::model::FastcgiVars>>,
     /// The body `proxy_pass` or `fastcgi_pass` read or streamed, once it did.
@@ -421,6 +424,7 @@ where
         upstream: std::sync::OnceLock::new(),
         body_used: false,
         request_body: std::sync::OnceLock::new(),
+        www_authenticate: std::sync::OnceLock::new(),
     };
     r.user = super::rewrite::uservars::UserVars::new(&r.server.vars);
     if let (Some(h), Some(u)) = (host.as_deref(), r.user.as_mut()) {

@@ -219,6 +219,7 @@ pub(super) fn error(
         upstream: r.upstream.clone(),
         body_used: r.body_used,
         request_body: r.request_body.clone(),
+        www_authenticate: r.www_authenticate.clone(),
     };
     let server = r.server.clone();
     let (page_loc, out) = if let Some(name) = target.strip_prefix('@') {

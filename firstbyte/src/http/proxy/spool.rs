@@ -222,6 +222,12 @@ pub trait Upstream:
     fn rearm(&mut self);
 }
 
+impl<B: Upstream> Upstream for crate::http::rate::RateBody<B> {
+    fn rearm(&mut self) {
+        self.get_mut().rearm();
+    }
+}
+
 impl Upstream for UpstreamBody {
     fn rearm(&mut self) {
         UpstreamBody::rearm(self);
