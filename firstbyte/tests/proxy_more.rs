@@ -253,6 +253,26 @@ fn proxy_set_body_replaces_the_clients_body() {
 }
 
 #[test]
+fn proxy_set_body_can_carry_the_request_body() {
+    // The client's body is read before the set body is made (nginx's order), so
+    // `$request_body` is part of it.
+    let (a, _) = echo("");
+    let (s, port) = front(
+        "",
+        &format!(
+            "location / {{ proxy_set_body \"[$request_body]\"; proxy_pass http://127.0.0.1:{a}; }}"
+        ),
+    );
+    let (status, _, body) = ask(
+        port,
+        "POST / HTTP/1.1\r\nHost: x\r\nContent-Length: 6\r\nConnection: close\r\n\r\nclient",
+    );
+    assert_eq!(status, 200);
+    assert!(body.contains("body=[client]\n"), "{body}");
+    drop(s);
+}
+
+#[test]
 fn proxy_limit_rate_bounds_the_upstream_read() {
     // 60,000 bytes at 20,000 bytes/s: one second's worth goes at once (as nginx), the rest
     // takes at least two more seconds; a build without the limit takes milliseconds.
