@@ -612,3 +612,37 @@ fn resolver_moves_on_from_a_server_that_does_not_answer() {
     }
     drop(s);
 }
+
+#[test]
+fn error_page_to_a_proxied_location() {
+    // An upstream that answers 502 and an error page whose location proxies elsewhere: the
+    // page's upstream answers (nginx runs the page's location in full), with its own status
+    // under `=`, the original one without.
+    let (bad, _) = upstream(|s| {
+        let mut r = BufReader::new(s.try_clone().expect("clone"));
+        if read_head(&mut r).is_none() {
+            return;
+        }
+        let mut w = s;
+        let _ = w.write_all(
+            b"HTTP/1.1 502 Bad Gateway\r\nContent-Length: 0\r\nConnection: close\r\n\r\n",
+        );
+    });
+    let (good, _) = echo("");
+    let (s, port) = front(
+        "",
+        &format!(
+            "proxy_intercept_errors on;\n \
+             location /own/ {{ proxy_pass http://127.0.0.1:{bad}; error_page 502 = /pass; }}\n \
+             location /kept/ {{ proxy_pass http://127.0.0.1:{bad}; error_page 502 /pass; }}\n \
+             location /pass {{ proxy_pass http://127.0.0.1:{good}; }}"
+        ),
+    );
+    let (status, _, body) = get(port, "/own/x");
+    assert_eq!(status, 200, "{body}");
+    assert!(body.contains("GET /pass "), "{body}");
+    let (status, _, body) = get(port, "/kept/x");
+    assert_eq!(status, 502, "{body}");
+    assert!(body.contains("GET /pass "), "{body}");
+    drop(s);
+}

@@ -602,6 +602,9 @@ where
     let mut body = Some(body);
     // The fields an upstream's `X-Accel-Redirect` carries over to the final response.
     let mut carried: Option<HeaderMap> = None;
+    // An error page whose location proxies: the status its answer takes (`None`: its own).
+    // Followed once (nginx's `recursive_error_pages off`).
+    let mut page_status: Option<Option<u16>> = None;
     let (mut resp, loc) = loop {
         let conf = match step {
             Step::Done(resp) => break (resp, loc),
@@ -665,9 +668,19 @@ where
                 );
                 break error(&mut r, 408, loc);
             }
-            Err(code) => break error(&mut r, code, loc),
+            Err(code) if page_status.is_some() => break error(&mut r, code, loc),
+            Err(code) => match phases::error_step(&mut r, code, loc) {
+                (phases::ErrorStep::Done(resp), l) => break (resp, l),
+                (phases::ErrorStep::Proxy(c, status), l) => {
+                    page_status = Some(status);
+                    (step, loc) = (Step::Proxy(c), l);
+                }
+            },
         }
     };
+    if let Some(Some(code)) = page_status {
+        *resp.status_mut() = http::StatusCode::from_u16(code).unwrap_or(resp.status());
+    }
     if let Some(kept) = carried {
         let h = resp.headers_mut();
         for name in kept.keys() {
