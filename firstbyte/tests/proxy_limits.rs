@@ -171,8 +171,10 @@ async fn h2c(port: u16) -> hyper::client::conn::http2::SendRequest<Unsized> {
     send
 }
 
-/// A chunked HTTP/1.1 body over `client_max_body_size` (default 1m) is answered 413 and
-/// the upstream never gets the excess nor a complete request; one under it passes whole.
+/// A chunked HTTP/1.1 body over `client_max_body_size` (default 1m), streamed
+/// (`proxy_request_buffering off`), is answered 413 and the upstream never gets the excess
+/// nor a complete request; one under it passes whole. (Buffered, the upstream gets nothing:
+/// tests/request_buffering.rs.)
 #[test]
 fn chunked_body_over_client_max_body_size_is_413() {
     let (up, seen) = recording_upstream();
@@ -181,7 +183,9 @@ fn chunked_body_over_client_max_body_size_is_413() {
     let c = conf(
         &dir,
         port,
-        &format!("proxy_pass http://127.0.0.1:{up}; proxy_http_version 1.1;"),
+        &format!(
+            "proxy_pass http://127.0.0.1:{up}; proxy_http_version 1.1; proxy_request_buffering off;"
+        ),
         "",
     );
     let _srv = Server::start_in(&dir, &c, port);
@@ -211,7 +215,7 @@ fn chunked_body_over_client_max_body_size_is_413() {
     );
 }
 
-/// The same over HTTP/2 with no content-length.
+/// The same over HTTP/2 with no content-length, streamed.
 #[test]
 fn h2_body_without_length_over_client_max_body_size_is_413() {
     let (up, seen) = recording_upstream();
@@ -220,7 +224,9 @@ fn h2_body_without_length_over_client_max_body_size_is_413() {
     let c = conf(
         &dir,
         port,
-        &format!("proxy_pass http://127.0.0.1:{up}; proxy_http_version 1.1;"),
+        &format!(
+            "proxy_pass http://127.0.0.1:{up}; proxy_http_version 1.1; proxy_request_buffering off;"
+        ),
         "client_max_body_size 512k;",
     );
     let _srv = Server::start_in(&dir, &c, port);

@@ -140,10 +140,11 @@ fn tries_limit_and_a_sent_body_stop_the_retry() {
     );
     let answers: Vec<(u16, String)> = (0..2).map(|_| get(port, "/")).collect();
     assert!(answers.contains(&(503, "bad".into())), "{answers:?}");
-    // A PUT with a body: sent once, so the 503 stands (the body streamed and is gone).
+    // A PUT with a streamed body (`proxy_request_buffering off`): sent once, so the 503
+    // stands (the body is gone).
     let (_s, port) = front(
         &two(bad, good, ""),
-        "proxy_pass http://u; proxy_next_upstream http_503;",
+        "proxy_pass http://u; proxy_next_upstream http_503; proxy_request_buffering off;",
     );
     let put = "PUT / HTTP/1.1\r\nHost: x\r\nContent-Length: 5\r\nConnection: close\r\n\r\nhello";
     let answers: Vec<(u16, String)> = (0..2).map(|_| ask(port, put)).collect();
@@ -151,6 +152,14 @@ fn tries_limit_and_a_sent_body_stop_the_retry() {
     // Without a body it is retried.
     for _ in 0..2 {
         assert_eq!(get(port, "/"), (200, "good".into()));
+    }
+    // Read whole first (`proxy_request_buffering on`, the default), the body goes again.
+    let (_s, port) = front(
+        &two(bad, good, ""),
+        "proxy_pass http://u; proxy_next_upstream http_503;",
+    );
+    for _ in 0..2 {
+        assert_eq!(ask(port, put), (200, "good".into()));
     }
 }
 

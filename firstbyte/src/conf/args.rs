@@ -12,8 +12,8 @@ use std::time::Duration;
 use super::cx::Cx;
 use super::error::ConfError;
 use super::model::{
-    AutoindexFormat, CertificateCache, DisableSymlinks, GzipDisable, GzipProxied, GzipStatic,
-    SizeValue, User, WorkerProcesses,
+    AutoindexFormat, BodyInFileOnly, CertificateCache, DisableSymlinks, GzipDisable, GzipProxied,
+    GzipStatic, SizeValue, User, WorkerProcesses,
 };
 use super::parse::Directive;
 use super::units;
@@ -394,6 +394,16 @@ pub(crate) fn gzip_disable(d: &Directive, _: &mut Cx) -> Result<GzipDisable, Con
 }
 
 /// `disable_symlinks off|on|if_not_owner` (`from=` is not supported yet).
+/// `client_body_in_file_only on|clean|off`.
+pub(crate) fn body_in_file_only(d: &Directive, _: &mut Cx) -> Result<BodyInFileOnly, ConfError> {
+    let opts = [
+        ("off", BodyInFileOnly::Off),
+        ("on", BodyInFileOnly::On),
+        ("clean", BodyInFileOnly::Clean),
+    ];
+    choice(d, arg0(d), &opts)
+}
+
 pub(crate) fn disable_symlinks(d: &Directive, _: &mut Cx) -> Result<DisableSymlinks, ConfError> {
     if let Some(p) = d.args.get(1) {
         if p.starts_with("from=") {

@@ -181,7 +181,13 @@ macro_rules! loc_directives {
         // 16k: nginx's default on 64-bit platforms.
         "client_body_buffer_size" client_body_buffer_size: u64 = 16 << 10 =>
             (HSL, 1, 1, "16k", Inherit, p::bytes)
-            "Memory for a request body that must be read whole before it goes upstream (chunked, to an HTTP/1.0 upstream); past it the body goes to a temp file in `client_body_temp_path`. Other bodies stream to the upstream as they arrive.";
+            "Memory for a request body read whole before it goes upstream (`proxy_request_buffering on`, `fastcgi_request_buffering on`, or a body of unknown length to an HTTP/1.0 or FastCGI upstream); past it the body goes to a temp file in `client_body_temp_path`. A body that fits is `$request_body`.";
+        "client_body_in_file_only" client_body_in_file_only: BodyInFileOnly = BodyInFileOnly::Off =>
+            (HSL, 1, 1, "off", Inherit, p::body_in_file_only)
+            "`on`: a request body read whole before it goes upstream is always written to a file in `client_body_temp_path` (`$request_body_file`), even an empty one, and the file is kept after the request; `clean`: the file is removed after the request; `off`: memory first, as `client_body_buffer_size` says. As nginx, it does not apply to a body streamed with `proxy_request_buffering off`.";
+        "client_body_in_single_buffer" client_body_in_single_buffer: bool = false =>
+            (HSL, 1, 1, "off", Inherit, p::on_off)
+            "Accepted as nginx; firstbyte's `$request_body` is the whole body whenever it fits `client_body_buffer_size`, with or without it.";
     } };
 }
 pub(crate) use loc_directives;
@@ -390,10 +396,30 @@ macro_rules! proxy_directives {
         // nginx's default.
         "proxy_next_upstream" next_upstream: NextUpstream = NextUpstream::DEFAULT =>
             (HSL, 1, ANY, "error timeout", Inherit, px::next_upstream)
-            "When a request goes to the next server: `error`, `timeout`, `invalid_header`, `http_500`, `http_502`, `http_503`, `http_504`, `http_403`, `http_404`, `http_429`, `non_idempotent` (POST, LOCK and PATCH are retried once sent only with it), or `off`. As nginx, nothing is retried once the response has started; firstbyte streams request bodies (nginx's `proxy_request_buffering off`), so a request whose body was sent is not retried either.";
+            "When a request goes to the next server: `error`, `timeout`, `invalid_header`, `http_500`, `http_502`, `http_503`, `http_504`, `http_403`, `http_404`, `http_429`, `non_idempotent` (POST, LOCK and PATCH are retried once sent only with it), or `off`. As nginx, nothing is retried once the response has started, nor a request whose body was streamed (`proxy_request_buffering off`) once it was sent.";
+        // on: nginx's default.
+        "proxy_request_buffering" request_buffering: bool = true =>
+            (HSL, 1, 1, "on", Inherit, p::on_off)
+            "`on` (nginx's default): the request body is read whole (memory up to `client_body_buffer_size`, then a temp file in `client_body_temp_path`) before the upstream is connected, and sent with its `Content-Length`, so a slow client holds no upstream connection and the body can go to the next server; `off`: it streams to the upstream as it arrives (chunked when its length is unknown, over `proxy_http_version 1.1`).";
         "proxy_method" method: Option<crate::conf::vars::ComplexValue> = None =>
             (HSL, 1, 1, "", Inherit, px::method)
             "The method of the request to the upstream (variables allowed); unset: the client's.";
+        "resolver" resolver: Option<crate::conf::model::Resolver> = None =>
+            (HSL, 1, ANY, "", Inherit, px::resolver)
+            "DNS servers (`ADDRESS[:PORT]`, port 53 by default; `ipv4=off`, `ipv6=off`, `valid=TIME`) that a `proxy_pass` with variables asks for a name that is neither an `upstream` nor an address: A and AAAA over UDP (TCP for a truncated answer), each query to the next server and again to the next after 5 s without an answer, CNAMEs followed; an answer is kept for its records' smallest TTL (or `valid=`). Without it such a name is 502 (`no resolver defined to resolve NAME`). OCSP responders are resolved by the system resolver.";
+        "resolver_timeout" resolver_timeout: Duration = Duration::from_secs(30) =>
+            (HSL, 1, 1, "30s", Inherit, px::timeout)
+            "Longest wait for the `resolver`'s answer (then 502, `could not be resolved (110: Operation timed out)`).";
+        "proxy_bind" bind: Option<crate::conf::model::ProxyBind> = None =>
+            (HSL, 1, 2, "off", Inherit, px::bind)
+            "Local address (`ADDRESS[:PORT]`, variables allowed; an empty value binds none) that connections to the upstream come from; `transparent` sets `IP_TRANSPARENT` so a non-local address can be used (needs `CAP_NET_ADMIN` or `CAP_NET_RAW`). `off`: the system's choice.";
+        "proxy_set_body" set_body: Option<crate::conf::vars::ComplexValue> = None =>
+            (HSL, 1, 1, "", Inherit, px::method)
+            "The request body sent to the upstream instead of the client's (variables allowed), with its `Content-Length`.";
+        // 0: no limit (nginx's default).
+        "proxy_limit_rate" limit_rate: u64 = 0 =>
+            (HSL, 1, 1, "0", Inherit, p::bytes)
+            "Most bytes per second read from the upstream for one response (with `proxy_buffering` off, the rate at which it reaches the client); one second's worth goes at once, as `limit_rate`. 0: no limit.";
         "proxy_pass_request_headers" pass_request_headers: bool = true =>
             (HSL, 1, 1, "on", Inherit, p::on_off)
             "`off`: the client's request headers are not passed (only those `proxy_set_header` makes).";
@@ -517,7 +543,7 @@ macro_rules! fastcgi_directives {
             "Pass the request's headers as `HTTP_*` parameters (one named by a `fastcgi_param` is not passed again).";
         "fastcgi_request_buffering" request_buffering: bool = true =>
             (HSL, 1, 1, "on", Inherit, p::on_off)
-            "`on` (nginx's default): the request body is read whole (memory up to `client_body_buffer_size`, then a temp file in `client_body_temp_path`) before the FastCGI server is asked, so a slow client holds none of its workers and the body can go to the next server; `off`: it streams as it arrives (one of unknown length is still read whole first: `CONTENT_LENGTH` must give it).";
+            "`on` (nginx's default): the request body is read whole (memory up to `client_body_buffer_size`, then a temp file in `client_body_temp_path`) before the FastCGI server is asked, so a slow client holds none of its workers, the body can go to the next server, and one of unknown length (chunked, HTTP/2) gets its `CONTENT_LENGTH`; `off`: it streams as it arrives, as nginx (`CONTENT_LENGTH` is empty for one of unknown length).";
         "fastcgi_pass_request_body" pass_request_body: bool = true =>
             (HSL, 1, 1, "on", Inherit, p::on_off)
             "Pass the request body as the FastCGI stdin stream.";

@@ -194,8 +194,14 @@ impl FastcgiSettings {
             method: None,
             ignore_headers: fcgi.ignore_headers.clone(),
             cookies: Default::default(),
+            bind: None,
+            set_body: None,
+            limit_rate: 0,
+            resolver: None,
+            resolver_timeout: Duration::from_secs(30),
             pass_request_headers: true,
             pass_request_body: true,
+            request_buffering: fcgi.request_buffering,
             fastcgi: Some(Arc::new(fcgi)),
         })
     }

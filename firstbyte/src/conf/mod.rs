@@ -36,7 +36,7 @@ pub mod locate;
 pub mod model;
 mod modules;
 mod parse;
-mod proxy;
+pub(crate) mod proxy;
 mod proxy_settings;
 pub mod quic;
 pub mod realip;

@@ -678,6 +678,17 @@ pub enum Expires {
     },
 }
 
+/// `client_body_in_file_only`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum BodyInFileOnly {
+    /// `off` (default): memory up to `client_body_buffer_size`, then a temp file.
+    Off,
+    /// `on`: always a file, kept after the request.
+    On,
+    /// `clean`: always a file, removed after the request.
+    Clean,
+}
+
 /// `disable_symlinks`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum DisableSymlinks {
@@ -753,6 +764,14 @@ pub struct Upstream {
     pub servers: Vec<UpstreamServer>,
     /// `keepalive N`: idle connections kept per worker. None: no pool (nginx's default).
     pub keepalive: Option<usize>,
+    /// `keepalive_requests N`: a pooled connection is closed after this many requests.
+    /// Default 1000 (nginx's).
+    pub keepalive_requests: u32,
+    /// `keepalive_timeout T`: an idle pooled connection is not used after this long.
+    /// Default 60s.
+    pub keepalive_timeout: Duration,
+    /// `keepalive_time T`: a connection is not pooled again once it is this old. Default 1h.
+    pub keepalive_time: Duration,
     /// The balancing method (`least_conn`, `ip_hash`, `hash`); round robin by default.
     pub method: BalanceMethod,
     /// Where the block starts.
@@ -893,6 +912,58 @@ pub enum ProxyTarget {
     /// `http://HOST:PORT` with no upstream of that name: the addresses it resolved to at load
     /// (or `http://unix:/path:`'s socket).
     Addrs(Vec<PeerAddr>),
+    /// `proxy_pass` with variables: the URL is evaluated per request.
+    Dynamic(Arc<DynamicPass>),
+}
+
+/// `resolver ADDRESS ... [valid=TIME] [ipv4=on|off] [ipv6=on|off]`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Resolver {
+    /// The DNS servers, asked in turn (port 53 unless given).
+    pub servers: Vec<SocketAddr>,
+    /// Ask for IPv4 addresses (A).
+    pub ipv4: bool,
+    /// Ask for IPv6 addresses (AAAA).
+    pub ipv6: bool,
+    /// `valid=TIME`: how long an answer is kept, instead of its records' TTL.
+    pub valid: Option<Duration>,
+}
+
+/// `proxy_bind ADDRESS [transparent]`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ProxyBind {
+    /// `ADDRESS[:PORT]` (variables allowed; empty: no bind).
+    pub addr: ComplexValue,
+    /// `transparent`: `IP_TRANSPARENT`, for a non-local address.
+    pub transparent: bool,
+}
+
+impl ProxyBind {
+    /// `ADDRESS[:PORT]` as nginx's `ngx_parse_addr_port` reads it (`[v6]:port` or a bare
+    /// IPv6 address; port 0 when none is given).
+    pub fn parse(s: &str) -> Option<SocketAddr> {
+        if let Ok(a) = s.parse::<SocketAddr>() {
+            return Some(a);
+        }
+        let bare = s
+            .strip_prefix('[')
+            .and_then(|v| v.strip_suffix(']'))
+            .unwrap_or(s);
+        bare.parse::<std::net::IpAddr>()
+            .ok()
+            .map(|ip| SocketAddr::new(ip, 0))
+    }
+}
+
+/// `proxy_pass` with variables, as nginx: the evaluated URL's host names an `upstream` (when
+/// it has no port), else it must be an IP address (firstbyte resolves no names at request
+/// time: nginx answers 502 "no resolver defined" without `resolver`); `unix:` sockets too.
+#[derive(Debug, Clone)]
+pub struct DynamicPass {
+    /// The URL as written.
+    pub url: ComplexValue,
+    /// The load's `upstream` blocks by (lower-case) name.
+    pub upstreams: HashMap<String, Arc<Upstream>>,
 }
 
 proxy_directives! { conf_struct!

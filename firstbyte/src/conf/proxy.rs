@@ -70,8 +70,7 @@ fn strip_prefix_ci<'a>(s: &'a str, p: &str) -> Option<&'a str> {
 
 // ---- handlers ----
 
-/// The directives of `upstream {}` firstbyte reads (`keepalive_*` are accepted with a
-/// warning); `-V` derives the upstream modules it reports from this list.
+/// The directives of `upstream {}` firstbyte reads; `-V` derives the upstream modules it reports from this list.
 pub(crate) const UPSTREAM_DIRECTIVES: &[&str] = &[
     "server",
     "keepalive",
@@ -96,6 +95,9 @@ pub(crate) fn upstream(cx: &mut Cx, d: &Directive) -> R {
         name: name.clone(),
         servers: Vec::new(),
         keepalive: None,
+        keepalive_requests: 1000,
+        keepalive_timeout: Duration::from_secs(60),
+        keepalive_time: Duration::from_secs(3600),
         method: BalanceMethod::RoundRobin,
         pos: d.pos.clone(),
     };
@@ -123,14 +125,28 @@ pub(crate) fn upstream(cx: &mut Cx, d: &Directive) -> R {
                 }
                 up.keepalive = Some(n);
             }
-            "keepalive_timeout" | "keepalive_requests" | "keepalive_time" => {
-                cx.warn(
-                    format!(
-                        "\"{}\" is ignored: firstbyte's upstream pool keeps idle connections until the upstream closes them",
-                        c.name
-                    ),
-                    &c.pos,
-                );
+            "keepalive_requests" => {
+                if c.args.len() != 1 {
+                    return Err(ConfError::ArgCount {
+                        name: c.name.clone(),
+                        pos: c.pos.clone(),
+                    });
+                }
+                up.keepalive_requests = number(c, arg0(c))?;
+            }
+            "keepalive_timeout" | "keepalive_time" => {
+                if c.args.len() != 1 {
+                    return Err(ConfError::ArgCount {
+                        name: c.name.clone(),
+                        pos: c.pos.clone(),
+                    });
+                }
+                let t = time(c, arg0(c))?;
+                if c.name == "keepalive_time" {
+                    up.keepalive_time = t;
+                } else {
+                    up.keepalive_timeout = t;
+                }
             }
             "least_conn" | "ip_hash" | "hash" => {
                 let method = balance_method(c)?;
@@ -311,7 +327,19 @@ pub(crate) fn proxy_pass(s: &mut LocSettings, d: &Directive, _: &mut Cx) -> R {
     once(&s.proxy.pass, d)?;
     let url = arg0(d);
     if url.contains('$') {
-        return Err(unsupported(d, "a variable in \"proxy_pass\"".into()));
+        // nginx: the URL is evaluated per request; TLS is known only then.
+        s.proxy.pass = Some(PassSet {
+            tls: strip_prefix_ci(url, "https://").is_some(),
+            hostname: String::new(),
+            port: 0,
+            host: String::new(),
+            uri: None,
+            pos: d.pos.clone(),
+            target: None,
+            unix: None,
+            dynamic: Some(value(d, url)?),
+        });
+        return Ok(());
     }
     if let Some(pass) = unix_url(url, &d.pos)? {
         s.proxy.pass = Some(pass);
@@ -338,13 +366,14 @@ pub(crate) fn proxy_pass(s: &mut LocSettings, d: &Directive, _: &mut Cx) -> R {
         pos: d.pos.clone(),
         target: None,
         unix: None,
+        dynamic: None,
     });
     Ok(())
 }
 
 /// `http://unix:/path/to.sock[:/uri]` (nginx's `ngx_parse_unix_domain_url`): the socket is
 /// the peer, `$proxy_host` is `localhost`. None: not a unix-socket URL.
-fn unix_url(url: &str, pos: &super::model::Pos) -> Result<Option<PassSet>, ConfError> {
+pub(crate) fn unix_url(url: &str, pos: &super::model::Pos) -> Result<Option<PassSet>, ConfError> {
     let (tls, rest) = if let Some(r) = strip_prefix_ci(url, "http://unix:") {
         (false, r)
     } else if let Some(r) = strip_prefix_ci(url, "https://unix:") {
@@ -371,6 +400,7 @@ fn unix_url(url: &str, pos: &super::model::Pos) -> Result<Option<PassSet>, ConfE
         pos: pos.clone(),
         target: None,
         unix: Some(PathBuf::from(path)),
+        dynamic: None,
     }))
 }
 
@@ -477,6 +507,90 @@ pub(crate) fn ignore_headers(d: &Directive, _: &mut Cx) -> Result<Vec<String>, C
     Ok(v)
 }
 
+/// `proxy_bind ADDRESS [transparent] | off`: a literal address is checked now (nginx's
+/// "invalid address").
+pub(crate) fn bind(
+    d: &Directive,
+    _: &mut Cx,
+) -> Result<Option<super::model::ProxyBind>, ConfError> {
+    let a = arg0(d);
+    let transparent = match d.args.get(1).map(String::as_str) {
+        None => false,
+        Some("transparent") => true,
+        Some(other) => {
+            return Err(ConfError::other(
+                format!("invalid parameter \"{other}\""),
+                &d.pos,
+            ))
+        }
+    };
+    if a == "off" && d.args.len() == 1 {
+        return Ok(None);
+    }
+    let addr = value(d, a)?;
+    if addr.as_static().is_some() && super::model::ProxyBind::parse(a).is_none() {
+        return Err(ConfError::other(format!("invalid address \"{a}\""), &d.pos));
+    }
+    Ok(Some(super::model::ProxyBind { addr, transparent }))
+}
+
+/// `resolver ADDRESS ... [valid=TIME] [ipv4=on|off] [ipv6=on|off] [status_zone=NAME]`: a name
+/// is resolved now (as nginx), port 53 unless given.
+pub(crate) fn resolver(
+    d: &Directive,
+    _: &mut Cx,
+) -> Result<Option<super::model::Resolver>, ConfError> {
+    let mut r = super::model::Resolver {
+        servers: Vec::new(),
+        ipv4: true,
+        ipv6: true,
+        valid: None,
+    };
+    let bad = |a: &str| ConfError::other(format!("invalid parameter \"{a}\""), &d.pos);
+    for a in &d.args {
+        if let Some(v) = a.strip_prefix("valid=") {
+            r.valid = Some(super::units::time(v).ok_or_else(|| bad(a))?);
+        } else if let Some(v) = a.strip_prefix("ipv4=") {
+            r.ipv4 = choice(d, v, &[("on", true), ("off", false)])?;
+        } else if let Some(v) = a.strip_prefix("ipv6=") {
+            r.ipv6 = choice(d, v, &[("on", true), ("off", false)])?;
+        } else if a.starts_with("status_zone=") {
+        } else {
+            let addrs = match super::model::ProxyBind::parse(a) {
+                Some(mut s) => {
+                    if s.port() == 0 {
+                        s.set_port(53);
+                    }
+                    vec![s]
+                }
+                None => {
+                    let (host, port) = match a.rsplit_once(':') {
+                        Some((h, p)) => (h, p.parse::<u16>().map_err(|_| bad(a))?),
+                        None => (a.as_str(), 53),
+                    };
+                    resolve_host(host, port).map_err(|_| {
+                        ConfError::other(format!("host not found in resolver \"{a}\""), &d.pos)
+                    })?
+                }
+            };
+            r.servers.extend(addrs);
+        }
+    }
+    if !r.ipv4 && !r.ipv6 {
+        return Err(ConfError::other(
+            "\"ipv4\" and \"ipv6\" cannot both be \"off\"",
+            &d.pos,
+        ));
+    }
+    if r.servers.is_empty() {
+        return Err(ConfError::ArgCount {
+            name: d.name.clone(),
+            pos: d.pos.clone(),
+        });
+    }
+    Ok(Some(r))
+}
+
 /// A proxy timeout: a time above zero.
 pub(crate) fn timeout(d: &Directive, _: &mut Cx) -> Result<Duration, ConfError> {
     let t = time(d, arg0(d))?;
@@ -537,6 +651,12 @@ pub(crate) fn proxy_redirect(s: &mut LocSettings, d: &Directive, _: &mut Cx) -> 
                 return Ok(());
             }
             "default" => match &s.proxy.pass {
+                Some(p) if p.dynamic.is_some() => {
+                    return Err(ConfError::other(
+                        "\"proxy_redirect default\" cannot be used with \"proxy_pass\" directive with variables",
+                        &d.pos,
+                    ))
+                }
                 Some(p) => p.default_redirect(&s.here.prefix),
                 None => {
                     return Err(ConfError::other(

@@ -17,8 +17,8 @@ use super::declare::{finish_conf, settings_struct};
 use super::directives::{proxy_buffer_directives, proxy_directives, proxy_ssl_directives};
 use super::error::ConfError;
 use super::model::{
-    CertificateCache, DynamicCertKey, NextUpstream, PeerAddr, Pos, ProxyBuffers, ProxyConf,
-    ProxySsl, ProxyTarget, Redirect, Source, TlsVersion,
+    CertificateCache, DynamicCertKey, DynamicPass, NextUpstream, PeerAddr, Pos, ProxyBuffers,
+    ProxyConf, ProxySsl, ProxyTarget, Redirect, Source, TlsVersion,
 };
 use super::vars::ComplexValue;
 
@@ -38,6 +38,8 @@ pub(crate) struct PassSet {
     pub target: Option<ProxyTarget>,
     /// `http://unix:/path:`: the socket.
     pub unix: Option<PathBuf>,
+    /// The URL has variables: evaluated per request (the fields above are empty).
+    pub dynamic: Option<ComplexValue>,
 }
 
 /// `proxy_redirect` of one level as written.
@@ -193,6 +195,13 @@ impl ProxySettings {
             ));
         }
         check_buffers(&b, "proxy", &p.pos)?;
+        if let Some(url) = &p.dynamic {
+            p.target = Some(ProxyTarget::Dynamic(std::sync::Arc::new(DynamicPass {
+                url: url.clone(),
+                upstreams: cx.upstreams.clone(),
+            })));
+            return Ok(());
+        }
         if let Some(path) = &p.unix {
             p.target = Some(ProxyTarget::Addrs(vec![PeerAddr::Unix(path.clone())]));
             return Ok(());
@@ -245,6 +254,8 @@ impl ProxySettings {
             redirects: match &self.redirects {
                 Some(RedirectSet::Off) => Vec::new(),
                 Some(RedirectSet::Rules(r)) => r.clone(),
+                // nginx: no default rule for a URL with variables.
+                None if p.dynamic.is_some() => Vec::new(),
                 None => vec![p.default_redirect(location)],
             },
             fastcgi: None,

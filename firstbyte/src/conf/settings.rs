@@ -22,10 +22,11 @@ use super::directives::{
     compression_directives, loc_directives, main_directives, srv_directives, tls_directives,
 };
 use super::model::{
-    AccessLog, AccessLogTarget, AccessRule, AddHeader, CertKey, CertificateCache, Compression,
-    DisableSymlinks, DocRoot, DynamicCertKey, ErrorLog, ErrorPage, Expires, GzipStatic,
-    LocationConf, Locations, LogEscape, LogFormat, MainConf, MimeTypes, Pos, SessionCache,
-    SizeValue, Source, TlsConf, TlsVersion, TryFiles, User, VerifyClient, WorkerProcesses,
+    AccessLog, AccessLogTarget, AccessRule, AddHeader, BodyInFileOnly, CertKey, CertificateCache,
+    Compression, DisableSymlinks, DocRoot, DynamicCertKey, ErrorLog, ErrorPage, Expires,
+    GzipStatic, LocationConf, Locations, LogEscape, LogFormat, MainConf, MimeTypes, Pos,
+    SessionCache, SizeValue, Source, TlsConf, TlsVersion, TryFiles, User, VerifyClient,
+    WorkerProcesses,
 };
 use super::proxy_settings::ProxySettings;
 use super::vars::ComplexValue;

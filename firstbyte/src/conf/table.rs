@@ -247,10 +247,6 @@ const fn ignored(name: &'static str, contexts: u8, min: u8, max: u8, reason: &'s
 use Handler::{Head, Loc, Main, Shared, Srv};
 use Merge::{Global, Inherit, InheritIfNone, Own, ServerFirst};
 
-/// Why `resolver` changes nothing here: names are resolved when the configuration loads, as
-/// nginx resolves names in `proxy_pass` without variables, and no OCSP response is fetched.
-const RESOLVER: &str = "firstbyte resolves upstream names when the configuration loads (as nginx does for proxy_pass without variables) and fetches no OCSP responses";
-
 /// Reason shared by the hash-size directives.
 const HASH: &str = "firstbyte sizes its hash tables itself";
 
@@ -266,8 +262,6 @@ pub(crate) static DIRECTIVES: &[Spec] = &[
     ignored("accept_mutex", EVENTS, 1, 1, "firstbyte runs one process, so there is no accept mutex"),
     ignored("accept_mutex_delay", EVENTS, 1, 1, "firstbyte runs one process, so there is no accept mutex"),
     ignored("load_module", MAIN, 1, 1, "modules are built into firstbyte"),
-    ignored("resolver", HSL, 1, ANY, RESOLVER),
-    ignored("resolver_timeout", HSL, 1, 1, RESOLVER),
     block("http", MAIN, 0, 0, Handler::Http, "The HTTP server."),
     // http core
     block("server", HTTP, 0, 0, Handler::Server, "A virtual server."),
@@ -353,7 +347,7 @@ pub(crate) static DIRECTIVES: &[Spec] = &[
     d("proxy_set_header", HSL, 2, 2, "Host $proxy_host; Connection close", InheritIfNone, Loc(px::proxy_set_header), "Request header sent upstream (an empty value removes it); e.g. `X-Forwarded-For $proxy_add_x_forwarded_for`, `Upgrade $http_upgrade` for WebSocket."),
     d("proxy_buffers", HSL, 2, 2, "8 4k", Inherit, Loc(px::proxy_buffers), "Memory for a buffered response (`proxy_buffering on`): NUMBER buffers of SIZE (nginx's \"8 4k|8k\": one memory page each, 4k on x86_64 Linux)."),
     d("proxy_temp_path", HSL, 1, 4, "proxy_temp", Inherit, Loc(px::proxy_temp_path), "Directory of the temp files a buffered response spills to past its buffers (under the prefix when relative). Levels are accepted; the files are unlinked as soon as they are made."),
-    d("client_body_temp_path", HSL, 1, 4, "client_body_temp", Inherit, Loc(px::client_body_temp_path), "Directory where a request body that must be read whole before it goes upstream (chunked, to an HTTP/1.0 upstream) spills past 16k of memory (under the prefix when relative); as `proxy_temp_path`, made at start."),
+    d("client_body_temp_path", HSL, 1, 4, "client_body_temp", Inherit, Loc(px::client_body_temp_path), "Directory where a request body read whole before it goes upstream spills past `client_body_buffer_size` of memory (under the prefix when relative); as `proxy_temp_path`, made at start."),
     d("proxy_redirect", HSL, 1, 2, "default", InheritIfNone, Loc(px::proxy_redirect), "Rewrites the upstream's `Location` and `Refresh` URLs: `REDIRECT REPLACEMENT` replaces a leading REDIRECT (case-sensitive; variables allowed), `~REGEX`/`~*REGEX` replaces a matching URL whole (captures `$1`.. in REPLACEMENT); rules are tried in order. `default`: the `proxy_pass` URL becomes the location's prefix; `off`: none."),
     d("proxy_cookie_domain", HSL, 1, 2, "off", InheritIfNone, Loc(cookies::proxy_cookie_domain), "Rewrites the `Domain` attribute of the upstream's `Set-Cookie` fields: `DOMAIN REPLACEMENT` replaces a domain equal to DOMAIN (without case; a leading dot of either is ignored, the value's own kept), `~REGEX REPLACEMENT` (caseless) replaces a matching domain whole (captures `$1`..); variables allowed; rules tried in order; `off`: none."),
     d("proxy_cookie_path", HSL, 1, 2, "off", InheritIfNone, Loc(cookies::proxy_cookie_path), "Rewrites the `Path` attribute of the upstream's `Set-Cookie` fields: `PATH REPLACEMENT` replaces a leading PATH (case-sensitive), `~REGEX`/`~*REGEX` replaces a matching path whole (captures `$1`..); variables allowed; rules tried in order; `off`: none."),
@@ -417,7 +411,6 @@ pub(crate) fn all() -> impl Iterator<Item = &'static Spec> {
 pub(crate) static UNSUPPORTED: &[&str] = &[
     "absolute_redirect", "add_after_body", "add_before_body", "add_trailer", "addition_types",
     "aio", "aio_write", "chunked_transfer_encoding", 
-    "client_body_in_file_only", "client_body_in_single_buffer",
     "create_full_put_path",
     "debug_connection", "debug_points", "degradation", "degrade", "directio", "directio_alignment", "env",
     "f4f", "f4f_buffer_size", "flv", "brotli_static", "brotli_min_length", "brotli_window",
@@ -484,8 +477,8 @@ mod tests {
 
     use crate::conf::declare::defaults_match_docs;
     use crate::conf::model::{
-        CertificateCache, DisableSymlinks, Expires, GzipStatic, NextUpstream, SessionCache,
-        SizeValue, TlsVersion, User, VerifyClient, WorkerProcesses,
+        BodyInFileOnly, CertificateCache, DisableSymlinks, Expires, GzipStatic, NextUpstream,
+        SessionCache, SizeValue, TlsVersion, User, VerifyClient, WorkerProcesses,
     };
 
     // The lists' defaults as docs/directives.md shows them parse to the values the model

@@ -59,6 +59,8 @@ pub const KNOWN: &[&str] = &[
     "tcpinfo_snd_cwnd",
     "tcpinfo_rcv_space",
     "request_length",
+    "request_body",
+    "request_body_file",
     "args",
     "query_string",
     "is_args",

@@ -299,24 +299,28 @@ impl<B> LimitBody<B> {
 #[error("client intended to send too large body")]
 pub struct BodyTooLarge;
 
+fn client_fault(e: &(dyn std::error::Error + 'static)) -> bool {
+    e.is::<BodyTooLarge>() || e.is::<BodyTimeout>() || e.is::<crate::http::h2::body::BadLength>()
+}
+
 /// Whether `e` (an error from a request body, through any wrappers) is the client's fault:
-/// its body was too large or stalled ([`BodyTooLarge`], [`BodyTimeout`]).
+/// its body was too large or stalled ([`BodyTooLarge`], [`BodyTimeout`]), or an HTTP/2 body
+/// did not match its `content-length` (`BadLength`: 400).
 pub fn is_client_body_error(e: &(dyn std::error::Error + 'static)) -> bool {
     let mut cur: Option<&(dyn std::error::Error + 'static)> = Some(e);
     while let Some(err) = cur {
-        if err.is::<BodyTooLarge>() || err.is::<BodyTimeout>() {
+        if client_fault(err) {
             return true;
         }
-        // `io::Error::other(e)` hides `e` from `source()` (it returns `e`'s own source).
-        if let Some(inner) = err
+        // `io::Error::other(e)` hides `e` from `source()` (it returns `e`'s own source), and
+        // may wrap another such io::Error.
+        cur = match err
             .downcast_ref::<std::io::Error>()
             .and_then(|io| io.get_ref())
         {
-            if inner.is::<BodyTooLarge>() || inner.is::<BodyTimeout>() {
-                return true;
-            }
-        }
-        cur = err.source();
+            Some(inner) => Some(inner as &(dyn std::error::Error + 'static)),
+            None => err.source(),
+        };
     }
     false
 }

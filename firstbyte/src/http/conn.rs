@@ -428,6 +428,9 @@ pub(crate) struct H1Watch {
     pub(crate) head_case: std::sync::Mutex<Option<Vec<Box<str>>>>,
     /// `head_case` holds a value: the writes of a body check this flag, not the lock.
     pub(crate) head_pending: AtomicBool,
+    /// `100 Continue` is owed before the response: the request expects it and its body,
+    /// empty, is read (hyper sends it itself for a body it reads that is not empty).
+    pub(crate) continue_due: AtomicBool,
 }
 
 /// A response extension: header names (from `add_header`) that an HTTP/1.x head writes in
@@ -440,6 +443,7 @@ impl H1Watch {
     pub(crate) fn reset(&self) {
         self.read_blocked.store(false, Ordering::Relaxed);
         self.unflushed.store(false, Ordering::Relaxed);
+        self.continue_due.store(false, Ordering::Relaxed);
     }
 }
 

@@ -78,6 +78,11 @@ impl<B> RateBody<B> {
             sleep: None,
         }
     }
+
+    /// The paced body.
+    pub fn get_mut(&mut self) -> &mut B {
+        &mut self.inner
+    }
 }
 
 impl<B> http_body::Body for RateBody<B>

@@ -129,6 +129,8 @@ pub struct RequestVars<'a> {
     pub upstream: Option<&'a crate::http::proxy::UpstreamVars>,
     /// The location's `fastcgi_split_path_info` and `fastcgi_index`.
     pub fastcgi: Option<&'a crate::conf::model::FastcgiVars>,
+    /// The body a proxied request read or streamed (`$request_body`, `$request_body_file`).
+    pub request_body: Option<&'a crate::http::proxy::RequestBody>,
 }
 
 /// `1.234`: seconds with milliseconds, as `$request_time`.
@@ -209,6 +211,13 @@ impl RequestVars<'_> {
     fn peer(&self) -> Option<SocketAddr> {
         self.guard.and_then(|g| g.real_peer).or(self.conn.peer)
     }
+
+    /// When the upstream variables are read: now once the response head is out (the log
+    /// line); before it (`add_header`), a try still being read has no response time yet
+    /// (`-`, as nginx).
+    fn read_at(&self) -> Option<Instant> {
+        self.ttfb.map(|_| Instant::now())
+    }
 }
 
 impl Vars for RequestVars<'_> {
@@ -268,6 +277,22 @@ impl Vars for RequestVars<'_> {
             "server_addr" => self.conn.local.map(|a| Cow::Owned(a.ip().to_string())),
             "server_port" => self.conn.local.map(|a| Cow::Owned(a.port().to_string())),
             "status" => Some(Cow::Owned(format!("{:03}", self.status))),
+            // nginx: the proxy module's, set once `proxy_pass` ran (empty before).
+            "proxy_host" => self.upstream?.proxy_host.as_deref().map(Cow::Borrowed),
+            "proxy_port" => self.upstream?.proxy_host.as_deref().map(|h| {
+                Cow::Borrowed(
+                    h.rsplit_once(':')
+                        .filter(|(h, _)| !h.ends_with(':'))
+                        .map(|(_, p)| p)
+                        .unwrap_or(""),
+                )
+            }),
+            "proxy_add_x_forwarded_for" => Some(Cow::Owned(
+                crate::http::proxy::headers::add_x_forwarded_for(
+                    self.headers,
+                    self.peer().map(|a| a.ip().to_string()).as_deref(),
+                ),
+            )),
             "upstream_addr"
             | "upstream_status"
             | "upstream_connect_time"
@@ -275,9 +300,9 @@ impl Vars for RequestVars<'_> {
             | "upstream_response_time"
             | "upstream_response_length"
             | "upstream_bytes_received"
-            | "upstream_bytes_sent" => self.upstream?.get(name, Instant::now()).map(Cow::Owned),
+            | "upstream_bytes_sent" => self.upstream?.get(name, self.read_at()).map(Cow::Owned),
             _ if name.starts_with("upstream_http_") || name.starts_with("upstream_cookie_") => {
-                self.upstream?.get(name, Instant::now()).map(Cow::Owned)
+                self.upstream?.get(name, self.read_at()).map(Cow::Owned)
             }
             "body_bytes_sent" => Some(Cow::Owned(self.body_bytes_sent.to_string())),
             "bytes_sent" => Some(Cow::Owned(
@@ -294,6 +319,18 @@ impl Vars for RequestVars<'_> {
                     self.head_length.saturating_add(body).to_string(),
                 ))
             }
+            "request_body" => {
+                self.request_body?
+                    .body()
+                    .map(|b| match String::from_utf8(b.to_vec()) {
+                        Ok(s) => Cow::Owned(s),
+                        Err(e) => Cow::Owned(String::from_utf8_lossy(e.as_bytes()).into_owned()),
+                    })
+            }
+            "request_body_file" => self
+                .request_body?
+                .file()
+                .map(|p| Cow::Owned(p.display().to_string())),
             "request_time" => Some(Cow::Owned(seconds_ms(self.start.elapsed()))),
             "connection_time" => self
                 .conn
@@ -514,6 +551,7 @@ mod tests {
             guard: None,
             upstream: None,
             fastcgi: None,
+            request_body: None,
         };
         let cv = ComplexValue::parse(
             "$scheme://$host$request_uri $remote_addr $http_user_agent $arg_id $cookie_b $status $ssl_protocol $request",

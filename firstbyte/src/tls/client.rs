@@ -286,6 +286,64 @@ mod tests {
     use super::*;
     use crate::conf::model::CertificateCache;
 
+    /// One certificate for every handshake (rustls' own resolvers check the key against the
+    /// leaf through webpki, which refuses X.509 v1).
+    #[derive(Debug)]
+    struct Fixed(Arc<CertifiedKey>);
+
+    impl rustls::server::ResolvesServerCert for Fixed {
+        fn resolve(&self, _: rustls::server::ClientHello<'_>) -> Option<Arc<CertifiedKey>> {
+            Some(self.0.clone())
+        }
+    }
+
+    /// `proxy_ssl_verify off` takes an X.509 v1 server certificate (what `openssl req -x509`
+    /// makes without extensions), as nginx: webpki refuses to parse one, so the handshake's
+    /// signature is checked against the key x509-parser reads; a wrong signature still fails.
+    #[test]
+    fn any_server_cert_takes_x509_v1_and_still_checks_the_signature() {
+        use crate::tls::testutil;
+        macro_rules! fixture {
+            ($name:literal) => {
+                include_bytes!(concat!(
+                    env!("CARGO_MANIFEST_DIR"),
+                    "/../testdata/tls/",
+                    $name
+                ))
+            };
+        }
+        let p = testutil::provider();
+        let chain = super::super::certs::parse_chain(fixture!("ec-v1.crt")).expect("v1");
+        let key = super::super::certs::parse_key(fixture!("ec.key"), None, &p).expect("key");
+        let server = rustls::ServerConfig::builder_with_provider(Arc::new(testutil::provider()))
+            .with_safe_default_protocol_versions()
+            .expect("versions")
+            .with_no_client_auth()
+            .with_cert_resolver(Arc::new(Fixed(Arc::new(CertifiedKey::new(
+                chain.clone(),
+                key,
+            )))));
+        let server = Arc::new(server);
+        for v in [&rustls::version::TLS13, &rustls::version::TLS12] {
+            let client =
+                testutil::client_config(testutil::provider(), &[v], testutil::any_server_cert());
+            testutil::handshake(server.clone(), Arc::new(client)).expect("handshake");
+        }
+        // The v1 certificate with another key than the one that signs: refused.
+        let rsa = super::super::certs::parse_key(fixture!("rsa-pkcs1.key"), None, &p).expect("rsa");
+        let wrong = rustls::ServerConfig::builder_with_provider(Arc::new(testutil::provider()))
+            .with_safe_default_protocol_versions()
+            .expect("versions")
+            .with_no_client_auth()
+            .with_cert_resolver(Arc::new(Fixed(Arc::new(CertifiedKey::new(chain, rsa)))));
+        let client = testutil::client_config(
+            testutil::provider(),
+            &[&rustls::version::TLS13],
+            testutil::any_server_cert(),
+        );
+        assert!(testutil::handshake(Arc::new(wrong), Arc::new(client)).is_err());
+    }
+
     fn ssl() -> ProxySsl {
         ProxySsl {
             certificate: None,

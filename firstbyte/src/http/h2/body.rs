@@ -23,6 +23,18 @@ impl std::fmt::Display for StreamReset {
 
 impl std::error::Error for StreamReset {}
 
+/// The body's DATA did not add up to its `content-length` (nginx's 400).
+#[derive(Debug)]
+pub struct BadLength;
+
+impl std::fmt::Display for BadLength {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("HTTP/2 request body length not equal to content-length")
+    }
+}
+
+impl std::error::Error for BadLength {}
+
 /// What the connection and the body share.
 #[derive(Default)]
 pub struct Queue {
@@ -33,6 +45,9 @@ pub struct Queue {
     consumed: usize,
     end: bool,
     reset: bool,
+    bad_length: bool,
+    /// The service has read from the body.
+    polled: bool,
     waker: Option<Waker>,
 }
 
@@ -65,6 +80,22 @@ pub fn reset(q: &Shared) {
     }
 }
 
+/// The body's length was wrong: it fails after what was queued.
+pub fn bad_length(q: &Shared) {
+    let mut g = lock(q);
+    g.bad_length = true;
+    if let Some(w) = g.waker.take() {
+        w.wake();
+    }
+}
+
+/// The body's length was wrong and the service never read from it: its answer is a
+/// PROTOCOL_ERROR reset instead (nothing will report the error).
+pub fn unread_bad_length(q: &Shared) -> bool {
+    let g = lock(q);
+    g.bad_length && !g.polled
+}
+
 /// Bytes taken by the service since the last call.
 pub fn take_consumed(q: &Shared) -> usize {
     std::mem::take(&mut lock(q).consumed)
@@ -80,38 +111,52 @@ pub fn unread(q: &Shared) -> usize {
 pub struct RecvBody {
     queue: Option<Shared>,
     length: Option<u64>,
+    /// The body's end was read: until then a body the HEADERS announced is not ended, even
+    /// an empty one whose END_STREAM came at once (nginx sends it as `Content-Length: 0`).
+    done: bool,
 }
 
 impl RecvBody {
     /// A body read from `queue` (`None`: the request had none), of `length` bytes if the
     /// request says.
     pub fn new(queue: Option<Shared>, length: Option<u64>) -> Self {
-        RecvBody { queue, length }
+        RecvBody {
+            queue,
+            length,
+            done: false,
+        }
     }
 }
 
 impl http_body::Body for RecvBody {
     type Data = Bytes;
-    type Error = StreamReset;
+    type Error = Box<dyn std::error::Error + Send + Sync>;
 
     fn poll_frame(
         self: Pin<&mut Self>,
         cx: &mut Context<'_>,
-    ) -> Poll<Option<Result<Frame<Bytes>, StreamReset>>> {
-        let Some(q) = &self.queue else {
+    ) -> Poll<Option<Result<Frame<Bytes>, Self::Error>>> {
+        let this = self.get_mut();
+        let Some(q) = &this.queue else {
             return Poll::Ready(None);
         };
         let mut g = lock(q);
+        g.polled = true;
         if let Some(c) = g.chunks.pop_front() {
             g.queued -= c.len();
             g.consumed += c.len();
             return Poll::Ready(Some(Ok(Frame::data(c))));
         }
+        if g.bad_length {
+            return Poll::Ready(Some(Err(Box::new(BadLength))));
+        }
         if g.end {
+            drop(g);
+            this.done = true;
             return Poll::Ready(None);
         }
         if g.reset {
-            return Poll::Ready(Some(Err(StreamReset)));
+            return Poll::Ready(Some(Err(Box::new(StreamReset))));
         }
         if !g.waker.as_ref().is_some_and(|w| w.will_wake(cx.waker())) {
             g.waker = Some(cx.waker().clone());
@@ -120,13 +165,7 @@ impl http_body::Body for RecvBody {
     }
 
     fn is_end_stream(&self) -> bool {
-        match &self.queue {
-            None => true,
-            Some(q) => {
-                let g = lock(q);
-                g.end && g.chunks.is_empty()
-            }
-        }
+        self.queue.is_none() || self.done
     }
 
     fn size_hint(&self) -> SizeHint {
@@ -161,11 +200,40 @@ mod tests {
         assert_eq!(take_consumed(&q), 0);
         assert!(!b.is_end_stream());
         assert!(Pin::new(&mut b).poll_frame(&mut cx).is_ready());
-        assert!(b.is_end_stream());
+        assert!(!b.is_end_stream(), "ended once its end is read");
         assert!(matches!(
             Pin::new(&mut b).poll_frame(&mut cx),
             Poll::Ready(None)
         ));
+    }
+
+    #[test]
+    fn an_empty_announced_body_is_a_body_and_a_bad_length_fails() {
+        let q: Shared = Arc::default();
+        let mut b = RecvBody::new(Some(q.clone()), None);
+        let mut cx = Context::from_waker(Waker::noop());
+        push(&q, Bytes::new(), true);
+        assert!(
+            !b.is_end_stream(),
+            "HEADERS without END_STREAM: a body, if empty"
+        );
+        assert!(matches!(
+            Pin::new(&mut b).poll_frame(&mut cx),
+            Poll::Ready(None)
+        ));
+        assert!(b.is_end_stream());
+        let q: Shared = Arc::default();
+        let mut b = RecvBody::new(Some(q.clone()), Some(10));
+        push(&q, Bytes::from_static(b"0123"), false);
+        bad_length(&q);
+        assert!(matches!(
+            Pin::new(&mut b).poll_frame(&mut cx),
+            Poll::Ready(Some(Ok(_)))
+        ));
+        let Poll::Ready(Some(Err(e))) = Pin::new(&mut b).poll_frame(&mut cx) else {
+            panic!("bad length");
+        };
+        assert!(crate::http::body::is_client_body_error(e.as_ref()));
     }
 
     #[test]

@@ -56,6 +56,11 @@ pub enum Event {
     },
     /// The stream is gone (reset by either side): drop its service.
     Reset { id: u32 },
+    /// The body's DATA did not add up to its `content-length`: the body fails (nginx answers
+    /// 400, "client intended to send body data larger than declared" or "client prematurely
+    /// closed stream"); nothing more of it is taken. A service that answers without reading
+    /// its body gets the stream reset instead (PROTOCOL_ERROR, RFC 9113 §8.1.1).
+    BadLength { id: u32 },
 }
 
 /// One open stream.
@@ -64,6 +69,8 @@ struct Stream {
     id: u32,
     /// The client ended its side (END_STREAM received).
     recv_closed: bool,
+    /// The body broke its `content-length`: further DATA is dropped (nginx's `skip_data`).
+    skip_data: bool,
     /// The response has ended (END_STREAM sent).
     send_closed: bool,
     /// Response bytes the client lets the server send.
@@ -454,7 +461,9 @@ impl Core {
         self.remember_closed(id, by_server);
         if s.fresh {
             self.events.retain(|e| match e {
-                Event::Request { id: x, .. } | Event::Data { id: x, .. } => *x != id,
+                Event::Request { id: x, .. }
+                | Event::Data { id: x, .. }
+                | Event::BadLength { id: x } => *x != id,
                 Event::Reset { .. } => true,
             });
         } else {
@@ -667,6 +676,11 @@ impl Core {
             return self.stream_error(id, Reason::STREAM_CLOSED);
         };
         let s = &mut self.streams[i];
+        if s.skip_data {
+            s.recv_closed |= head.has(flag::END_STREAM);
+            self.release_conn(len as u32);
+            return Ok(());
+        }
         s.recv_window -= len;
         if s.recv_window < 0 {
             self.release_conn(len as u32);
@@ -677,8 +691,16 @@ impl Core {
         let end = head.has(flag::END_STREAM);
         if let Some(cl) = s.content_length {
             if s.received > cl || (end && s.received != cl) {
+                if s.send_closed {
+                    // Answered already: nothing will read the body (RFC 9113 §8.1.1).
+                    self.release_conn(len as u32);
+                    return self.stream_error(id, Reason::PROTOCOL_ERROR);
+                }
+                s.skip_data = true;
+                s.recv_closed |= end;
                 self.release_conn(len as u32);
-                return self.stream_error(id, Reason::PROTOCOL_ERROR);
+                self.events.push_back(Event::BadLength { id });
+                return Ok(());
             }
         }
         if end {
@@ -799,6 +821,7 @@ impl Core {
             self.streams.push(Stream {
                 id,
                 recv_closed: end_stream,
+                skip_data: false,
                 send_closed: false,
                 send_window: self.peer_initial_window,
                 recv_window: i64::from(self.cfg.stream_window),

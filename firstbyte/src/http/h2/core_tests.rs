@@ -239,7 +239,7 @@ fn request_body_credit_is_returned_as_it_is_consumed() {
 fn malformed_requests_reset_the_stream_and_too_many_end_the_connection() {
     let (mut core, mut c) = started();
     c.get(1, &[("connection", "x")], flag::END_STREAM);
-    c.get(3, &[("content-length", "2")], 0)
+    c.get(3, &[("transfer-encoding", "chunked")], 0)
         .frame(kind::DATA, flag::END_STREAM, 3, b"a");
     core.recv(&c.take());
     assert_eq!(errors(&mut core), (vec![(1, 1), (3, 1)], None));
@@ -253,6 +253,38 @@ fn malformed_requests_reset_the_stream_and_too_many_end_the_connection() {
         errors(&mut core),
         (vec![(5, 1)], Some(0xb)),
         "third local reset"
+    );
+}
+
+#[test]
+fn a_body_off_its_content_length_fails_the_body_not_the_stream() {
+    // nginx answers 400 to both: the stream stays for the response.
+    let (mut core, mut c) = started();
+    c.get(1, &[("content-length", "2")], 0)
+        .frame(kind::DATA, flag::END_STREAM, 1, b"a");
+    c.get(3, &[("content-length", "2")], 0)
+        .frame(kind::DATA, 0, 3, b"abc")
+        .frame(kind::DATA, flag::END_STREAM, 3, b"d");
+    core.recv(&c.take());
+    assert_eq!(errors(&mut core), (vec![], None));
+    let mut seen = Vec::new();
+    while let Some(e) = core.take_event() {
+        match e {
+            Event::Request { id, .. } => seen.push(("request", id)),
+            Event::Data { id, .. } => seen.push(("data", id)),
+            Event::BadLength { id } => seen.push(("bad length", id)),
+            Event::Reset { id } => seen.push(("reset", id)),
+        }
+    }
+    assert_eq!(
+        seen,
+        [
+            ("request", 1),
+            ("bad length", 1),
+            ("request", 3),
+            ("bad length", 3)
+        ],
+        "no DATA of a wrong length is passed on, nor any after it"
     );
 }
 

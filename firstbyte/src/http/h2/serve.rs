@@ -272,6 +272,24 @@ impl<I: AsyncRead + BatchWrite> Shell<I> {
                     Some(q) => body::push(&q, data, end_stream),
                     None => self.core.release(id, data.len()),
                 },
+                Event::BadLength { id } => {
+                    let slot = self
+                        .slot(id)
+                        .map(|s| (s.queue.clone(), matches!(s.answer, Answer::Service(_))));
+                    match slot {
+                        // Still deciding: a service that reads the body gets the error (400),
+                        // one that answers without reading it a reset (see `step`).
+                        Some((Some(q), true)) => body::bad_length(&q),
+                        // Answering already: a reset unless the body was being read.
+                        Some((Some(q), false)) => {
+                            body::bad_length(&q);
+                            if body::unread_bad_length(&q) {
+                                self.core.reset(id, Reason::PROTOCOL_ERROR);
+                            }
+                        }
+                        _ => self.core.reset(id, Reason::PROTOCOL_ERROR),
+                    }
+                }
                 Event::Reset { id } => {
                     if let Some(i) = self.slots.iter().position(|s| s.id == id) {
                         let s = self.slots.swap_remove(i);
@@ -410,6 +428,13 @@ fn step(core: &mut Core, s: &mut Slot, cx: &mut Context<'_>) -> bool {
         };
         let (parts, rbody) = resp.into_parts();
         if !core.is_open(s.id) {
+            s.answer = Answer::Done;
+            return false;
+        }
+        if s.queue.as_ref().is_some_and(body::unread_bad_length) {
+            // The body broke its content-length and the service answered without reading
+            // it: the error is the stream's (RFC 9113 §8.1.1), not an answer.
+            core.reset(s.id, Reason::PROTOCOL_ERROR);
             s.answer = Answer::Done;
             return false;
         }

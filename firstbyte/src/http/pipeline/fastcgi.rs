@@ -1,6 +1,7 @@
 //! The request to `fastcgi_pass`: its parameters (`fastcgi_param`, then the request's
-//! headers as `HTTP_*`) evaluated, its body (read whole first when its length is unknown:
-//! `CONTENT_LENGTH` must give it), then `proxy::fastcgi::forward`.
+//! headers as `HTTP_*`) evaluated, its body (read whole first with `fastcgi_request_buffering
+//! on`, which gives one of unknown length its `CONTENT_LENGTH`), then
+//! `proxy::fastcgi::forward`.
 
 use std::borrow::Cow;
 use std::sync::Arc;
@@ -46,64 +47,17 @@ where
     let mut body = px::request_body(body);
     let mut content_length = None;
     let mut stored = None;
-    if fcgi.pass_request_body && fcgi.request_buffering && !http_body::Body::is_end_stream(&body) {
-        use http_body_util::BodyExt;
-        let mut s = fc::stdin::Stored::new(
-            usize::try_from(loc.client_body_buffer_size).unwrap_or(usize::MAX),
-            &conf.buffers.body_temp_path,
-        );
-        while let Some(f) = body.frame().await {
-            if let Ok(d) = f.map_err(|_| 400u16)?.into_data() {
-                match s.push(d) {
-                    Ok(Some(path)) => crate::fblog!(
-                        Warn,
-                        "a client request body is buffered to a temporary file {}, client: {}, server: {}, request: \"{} {} {}\", host: \"{}\"",
-                        path.display(),
-                        r.conn.client_ip(),
-                        server_name(&r.server),
-                        r.method,
-                        r.request_uri,
-                        r.protocol,
-                        r.host
-                    ),
-                    Ok(None) => {}
-                    Err(e) => {
-                        crate::fblog!(
-                            Crit,
-                            "write to a temporary file failed ({}) while reading client request body",
-                            crate::log::OsError(&e)
-                        );
-                        return Err(500);
-                    }
-                }
-            }
-        }
+    // `fastcgi_request_buffering on` (nginx's default): read whole first, and
+    // `$content_length` gives the length of one that came without (chunked, HTTP/2). `off`
+    // streams it, as nginx, even of unknown length (`CONTENT_LENGTH` is then empty).
+    if fcgi.pass_request_body && !http_body::Body::is_end_stream(&body) && fcgi.request_buffering {
+        let s = super::reqbody::read_whole(r, loc, &conf.buffers.body_temp_path, &mut body).await?;
         if !r.headers.contains_key(header::CONTENT_LENGTH) {
             content_length = Some(s.len().to_string());
         }
-        stored = Some(Arc::new(s));
-    } else if fcgi.pass_request_body
-        && !r.headers.contains_key(header::CONTENT_LENGTH)
-        && !http_body::Body::is_end_stream(&body)
-    {
-        // Chunked or HTTP/2 without a length: read it whole (client_max_body_size bounds
-        // it; memory holds client_body_buffer_size, the rest an unlinked temp file), as
-        // nginx does before it passes a request to FastCGI.
-        use http_body_util::BodyExt;
-        let b = &conf.buffers;
-        let mut spool = px::Spool::new(
-            usize::try_from(loc.client_body_buffer_size).unwrap_or(usize::MAX),
-            b.body_temp_path.clone(),
-            u64::MAX,
-            b.temp_file_write_size,
-        );
-        while let Some(f) = body.frame().await {
-            if let Ok(d) = f.map_err(|_| 400u16)?.into_data() {
-                spool.push(d).map_err(|_| 500u16)?;
-            }
-        }
-        content_length = Some(spool.len().to_string());
-        body = px::SpoolBody(spool).boxed_unsync();
+        stored = Some(s);
+    } else if fcgi.pass_request_body && !http_body::Body::is_end_stream(&body) {
+        body = super::reqbody::tee(r, loc, body).await.0;
     }
     let params = {
         let inner = r.vars();
@@ -172,6 +126,7 @@ where
     let mut resp = result.map_err(|f| f.status())?;
     let status = resp.status().as_u16();
     if super::forward::intercepted(conf, loc, status) {
+        super::forward::keep_www_authenticate(r, &resp);
         return Err(status);
     }
     // nginx's header filter: a `Location: /path` becomes absolute (`absolute_redirect`).

@@ -1,6 +1,7 @@
 //! The proxied request: the upstream URI and headers evaluated for the location's
-//! `proxy_pass`, the client's body streamed through (or spooled for HTTP/1.0), an upgrade
-//! carried over, then `proxy::forward`.
+//! `proxy_pass`, the client's body read whole first (`proxy_request_buffering on`, or of
+//! unknown length to an HTTP/1.0 upstream) or streamed through, an upgrade carried over,
+//! then `proxy::forward`.
 
 use std::sync::Arc;
 
@@ -33,7 +34,39 @@ where
         return super::fastcgi::pass(r, loc, route, fcgi, body).await;
     }
     let remote = r.conn.facts().peer.map(|p| p.ip().to_string());
-    let target = if r.valid_location {
+    // `proxy_pass` with variables: this request's route.
+    let evaluated;
+    let with_vars = route.dynamic_url().is_some();
+    let (route, conf) = match route.dynamic_url() {
+        Some(url) => {
+            let url = r.eval(url);
+            match route.for_url(&url).await {
+                Ok(rt) => {
+                    evaluated = rt;
+                    (&evaluated, &evaluated.conf)
+                }
+                Err(e) => {
+                    crate::fblog!(
+                        Error,
+                        "{}, client: {}, server: {}, request: \"{} {} {}\", host: \"{}\"",
+                        e.reason,
+                        remote.as_deref().unwrap_or(""),
+                        server_name(&r.server),
+                        r.method,
+                        r.request_uri,
+                        r.protocol,
+                        r.host
+                    );
+                    return Err(e.status);
+                }
+            }
+        }
+        None => (&**route, conf),
+    };
+    let target = if let (true, Some(uri)) = (with_vars, &conf.uri) {
+        // nginx: a URI part evaluated with variables is the whole upstream URI.
+        uri.clone()
+    } else if r.valid_location {
         ph::upstream_uri(
             conf,
             &loc.prefix,
@@ -80,39 +113,59 @@ where
         headers.insert("early-data", HeaderValue::from_static("1"));
     }
     let mut body = px::request_body(body);
-    if !conf.pass_request_body || r.body_used {
+    let mut resend = None;
+    let mut watch = None;
+    if let Some(set) = &conf.set_body {
+        // `proxy_set_body`: this body and its length instead of the client's. As nginx, the
+        // client's body is still read first (whole), so `$request_body` can be part of it.
+        if !http_body::Body::is_end_stream(&body) && !r.body_used {
+            let dir = &conf.buffers.body_temp_path;
+            super::reqbody::read_whole(r, loc, dir, &mut body).await?;
+        }
+        let text = Bytes::from(r.eval(set));
+        headers.remove(header::TRANSFER_ENCODING);
+        headers.insert(header::CONTENT_LENGTH, HeaderValue::from(text.len()));
+        // Held as a stored body: each server tried gets it again.
+        let mut stored = px::Stored::new(
+            text.len(),
+            &conf.buffers.body_temp_path,
+            crate::conf::model::BodyInFileOnly::Off,
+        );
+        stored.push(text).map_err(|_| 500u16)?;
+        let stored = std::sync::Arc::new(stored);
+        body = super::reqbody::stored_body(&stored);
+        resend = Some(stored);
+    } else if !conf.pass_request_body || r.body_used {
         body = px::request_body(http_body_util::Empty::<Bytes>::new());
         headers.remove(header::CONTENT_LENGTH);
         headers.remove(header::TRANSFER_ENCODING);
-    }
-    // A body of unknown length (chunked, or HTTP/2 without content-length) is never dropped:
-    // hyper would send none over HTTP/1.0, or for a GET of unknown length.
-    if !headers.contains_key(header::CONTENT_LENGTH) && !http_body::Body::is_end_stream(&body) {
-        if conf.http11 {
+    } else if !http_body::Body::is_end_stream(&body)
+        && (conf.request_buffering
+            || (!conf.http11 && !headers.contains_key(header::CONTENT_LENGTH)))
+    {
+        // `proxy_request_buffering on` (nginx's default): the body is read whole before the
+        // upstream is connected, and sent with its length (again to the next server). A
+        // body of unknown length to an HTTP/1.0 upstream, which has no chunked, is read
+        // whole too, as nginx.
+        let dir = &conf.buffers.body_temp_path;
+        let stored = super::reqbody::read_whole(r, loc, dir, &mut body).await?;
+        headers.remove(header::TRANSFER_ENCODING);
+        headers.insert(header::CONTENT_LENGTH, HeaderValue::from(stored.len()));
+        body = super::reqbody::stored_body(&stored);
+        resend = Some(stored);
+    } else if !http_body::Body::is_end_stream(&body) {
+        // `off`: streamed as it arrives; a body of unknown length (chunked, or HTTP/2 without
+        // content-length) goes chunked, never dropped (hyper would send none for a GET of
+        // unknown length).
+        if !headers.contains_key(header::CONTENT_LENGTH) {
             headers.insert(
                 header::TRANSFER_ENCODING,
                 HeaderValue::from_static("chunked"),
             );
-        } else {
-            // HTTP/1.0 has no chunked: read the body whole (client_max_body_size bounds it)
-            // and send its length, as nginx. Memory holds client_body_buffer_size (16k), the
-            // rest goes to an unlinked temp file in client_body_temp_path.
-            use http_body_util::BodyExt;
-            let b = &conf.buffers;
-            let mut spool = px::Spool::new(
-                usize::try_from(loc.client_body_buffer_size).unwrap_or(usize::MAX),
-                b.body_temp_path.clone(),
-                u64::MAX,
-                b.temp_file_write_size,
-            );
-            while let Some(f) = body.frame().await {
-                if let Ok(d) = f.map_err(|_| 400u16)?.into_data() {
-                    spool.push(d).map_err(|_| 500u16)?;
-                }
-            }
-            headers.insert(header::CONTENT_LENGTH, HeaderValue::from(spool.len()));
-            body = px::SpoolBody(spool).boxed_unsync();
         }
+        let (b, w) = super::reqbody::tee(r, loc, body).await;
+        body = b;
+        watch = Some(w);
     }
     let mut req = Request::new(body);
     *req.method_mut() = match &conf.method {
@@ -124,6 +177,32 @@ where
     *req.headers_mut() = headers;
     if let Some(c) = client_cert {
         req.extensions_mut().insert(c);
+    }
+    if let Some(s) = resend {
+        req.extensions_mut().insert(px::Resend(s));
+    }
+    if let Some(b) = &conf.bind {
+        let text = r.eval(&b.addr);
+        // nginx: an empty value binds nothing.
+        if !text.is_empty() {
+            let Some(addr) = crate::conf::model::ProxyBind::parse(&text) else {
+                crate::fblog!(
+                    Error,
+                    "invalid local address \"{text}\", client: {}, server: {}, request: \"{} {} {}\", host: \"{}\"",
+                    remote.as_deref().unwrap_or(""),
+                    server_name(&r.server),
+                    r.method,
+                    r.request_uri,
+                    r.protocol,
+                    r.host
+                );
+                return Err(500);
+            };
+            req.extensions_mut().insert(px::LocalBind {
+                addr,
+                transparent: b.transparent,
+            });
+        }
     }
     let upgrade = if req.headers().contains_key(header::UPGRADE) {
         extensions
@@ -142,18 +221,34 @@ where
         request_line: &request_line,
         host: &r.host,
     };
-    let mut up = px::UpstreamVars::default();
-    let result = px::forward(
+    let mut abort = AbortLog {
+        r,
+        loc,
+        up: px::UpstreamVars::default(),
+        armed: true,
+    };
+    abort.up.proxy_host = Some(conf.host.clone());
+    let forwarding = px::forward(
         route,
         &site.proxies.pool,
         req,
         upgrade,
         &log,
         balance_key(r, route),
-        &mut up,
-    )
-    .await;
-    let _ = r.upstream.set(up);
+        &mut abort.up,
+    );
+    // A streamed body that fails after the upstream had all of its length (an HTTP/2 client
+    // sending more than its content-length) is the client's error, answered 400 as nginx,
+    // whatever the upstream would answer.
+    let result = match watch {
+        Some(w) => tokio::select! {
+            r = forwarding => r,
+            () = w.failed() => Err(px::Failure::ClientBody),
+        },
+        None => forwarding.await,
+    };
+    abort.armed = false;
+    let _ = r.upstream.set(std::mem::take(&mut abort.up));
     let result = match result {
         // A 101 the client did not ask for has no meaning in HTTP/2 or HTTP/3.
         Ok(resp)
@@ -163,6 +258,7 @@ where
             return Err(502);
         }
         Ok(resp) if intercepted(conf, loc, resp.status().as_u16()) => {
+            keep_www_authenticate(r, &resp);
             return Err(resp.status().as_u16());
         }
         other => other,
@@ -199,6 +295,37 @@ where
         .map_err(|f| f.status())
 }
 
+/// A proxied request waiting on its upstream: dropped there (the client closed the
+/// connection or reset the stream), it still leaves its access log line, status 499 and
+/// the tries so far, as nginx's "client closed request".
+struct AbortLog<'a, 'r> {
+    r: &'a Req<'r>,
+    loc: &'a Arc<LocationConf>,
+    up: crate::http::proxy::UpstreamVars,
+    armed: bool,
+}
+
+impl Drop for AbortLog<'_, '_> {
+    fn drop(&mut self) {
+        if !self.armed {
+            return;
+        }
+        self.up.close(std::time::Instant::now());
+        let line = super::log::LogOnDone::of(
+            self.r,
+            self.loc,
+            499,
+            self.r.headers,
+            http::HeaderMap::new(),
+            self.r.start.elapsed(),
+            Some(std::mem::take(&mut self.up)),
+        );
+        if let Some(l) = line {
+            l.write(0);
+        }
+    }
+}
+
 /// What the route's balancing method hashes for this request (`ip_hash`: the client's
 /// address, `hash KEY`: the key's value); empty for the others.
 pub(super) fn balance_key(r: &Req<'_>, route: &crate::http::proxy::Route) -> Vec<u8> {
@@ -212,6 +339,22 @@ pub(super) fn balance_key(r: &Req<'_>, route: &crate::http::proxy::Route) -> Vec
             .unwrap_or_default(),
         BalanceMethod::Hash { key, .. } => key.eval(&r.vars()).into_bytes(),
         _ => Vec::new(),
+    }
+}
+
+/// An intercepted 401 keeps the upstream's `WWW-Authenticate` fields, all of them, for the
+/// error page's answer (nginx's `ngx_http_upstream_intercept_errors`).
+pub(super) fn keep_www_authenticate<B>(r: &Req<'_>, resp: &Response<B>) {
+    if resp.status() == http::StatusCode::UNAUTHORIZED {
+        let all: Vec<HeaderValue> = resp
+            .headers()
+            .get_all(header::WWW_AUTHENTICATE)
+            .iter()
+            .cloned()
+            .collect();
+        if !all.is_empty() {
+            let _ = r.www_authenticate.set(all);
+        }
     }
 }
 

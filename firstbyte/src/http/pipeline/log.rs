@@ -36,9 +36,53 @@ pub(super) struct LogOnDone {
     pub(super) upstream: Option<crate::http::proxy::UpstreamVars>,
     /// The response head's bytes, when `$bytes_sent` counts them (an upgraded connection).
     pub(super) head_bytes: u64,
+    /// Held until the line is written: a temp file lives as long (nginx's request pool).
+    pub(super) request_body: Option<crate::http::proxy::RequestBody>,
 }
 
 impl LogOnDone {
+    /// What the access log of `loc` needs of request `r` answered with `code` (None: the
+    /// location logs nothing).
+    pub(super) fn of(
+        r: &super::Req<'_>,
+        loc: &Arc<LocationConf>,
+        code: u16,
+        req_headers: &HeaderMap,
+        response_headers: HeaderMap,
+        ttfb: std::time::Duration,
+        upstream: Option<crate::http::proxy::UpstreamVars>,
+    ) -> Option<Box<LogOnDone>> {
+        match &loc.access_log {
+            AccessLog::Logs(targets) if !targets.is_empty() => Some(Box::new(LogOnDone {
+                conn_facts: r.conn.facts().clone(),
+                site: r.conn.site().clone(),
+                shared: r.conn.shared().clone(),
+                loc: loc.clone(),
+                method: r.method.to_string(),
+                request_uri: r.request_uri.to_string(),
+                uri: r.uri.clone(),
+                args: r.args.clone(),
+                protocol: r.protocol,
+                headers: req_headers.clone(),
+                host: r.host.clone(),
+                server_name: super::server_name(&r.server).to_string(),
+                status: code,
+                response_headers,
+                start: r.start,
+                ttfb,
+                nreq: r.nreq,
+                head_length: r.head_length,
+                early_data: r.early_data,
+                user: r.user.clone(),
+                guard: r.guard.as_ref().map(|g| g.vars.clone()),
+                upstream,
+                head_bytes: 0,
+                request_body: r.request_body.get().cloned(),
+            })),
+            _ => None,
+        }
+    }
+
     pub(super) fn write(&self, sent: u64) {
         let AccessLog::Logs(targets) = &self.loc.access_log else {
             return;
@@ -71,6 +115,7 @@ impl LogOnDone {
             guard: self.guard.as_ref(),
             upstream: self.upstream.as_ref(),
             limit_rate: 0,
+            request_body: self.request_body.as_ref(),
         };
         for t in targets {
             if let Some(c) = &t.condition {

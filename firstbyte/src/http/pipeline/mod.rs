@@ -10,7 +10,7 @@
 //!
 //! Everything up to the content phase is synchronous. A location with `proxy_pass` is the one
 //! place the pipeline awaits: the phases decide `Step::Proxy`, and `handle` then builds the
-//! upstream request (the client's body streamed through, never read here) and awaits
+//! upstream request (the client's body read whole first or streamed through: `reqbody`) and awaits
 //! `proxy::forward`. The static path runs the same code as before inside the same future: no
 //! extra allocation or boxing per static request.
 //!
@@ -34,6 +34,7 @@ mod guard;
 mod headers;
 mod log;
 mod phases;
+mod reqbody;
 mod respond;
 mod rewrite;
 
@@ -160,8 +161,13 @@ struct Req<'a> {
     /// The client's body went to an upstream already (proxied again after its
     /// `X-Accel-Redirect`): none is sent, nor its length.
     body_used: bool,
+    /// An intercepted upstream 401's `WWW-Authenticate` fields, for the error page's answer
+    /// (nginx, ticket #485).
+    www_authenticate: std::sync::OnceLock<Vec<http::HeaderValue>>,
     /// The current location's `fastcgi_split_path_info` and `fastcgi_index`.
     fastcgi: Option<Arc<crate::conf::model::FastcgiVars>>,
+    /// The body `proxy_pass` or `fastcgi_pass` read or streamed, once it did.
+    request_body: std::sync::OnceLock<crate::http::proxy::RequestBody>,
 }
 
 /// A request extension the connection layer adds to a request that arrived in TLS early data
@@ -210,6 +216,7 @@ impl Req<'_> {
             fastcgi: self.fastcgi.as_deref(),
             guard: self.guard.as_ref().map(|g| &g.vars),
             limit_rate: self.limit_rate.unwrap_or(0),
+            request_body: self.request_body.get(),
         }
     }
 
@@ -416,6 +423,8 @@ where
         limit_rate: None,
         upstream: std::sync::OnceLock::new(),
         body_used: false,
+        request_body: std::sync::OnceLock::new(),
+        www_authenticate: std::sync::OnceLock::new(),
     };
     r.user = super::rewrite::uservars::UserVars::new(&r.server.vars);
     if let (Some(h), Some(u)) = (host.as_deref(), r.user.as_mut()) {
@@ -512,6 +521,22 @@ where
                 .insert(header::CONNECTION, http::HeaderValue::from_static("close"));
             (Step::Done(resp), loc)
         }
+        // Request smuggling's ground: nginx refuses a body framed two ways, or a
+        // Transfer-Encoding given twice, before any location runs, and closes.
+        _ if bad_framing(r.headers).is_some() => {
+            crate::fblog!(
+                Info,
+                "{} while reading client request headers, client: {}, server: {}",
+                bad_framing(r.headers).unwrap_or_default(),
+                conn.client_ip(),
+                server_name(&r.server),
+            );
+            let loc = r.server.default_location.clone();
+            let (mut resp, loc) = error(&mut r, 400, loc);
+            resp.headers_mut()
+                .insert(header::CONNECTION, http::HeaderValue::from_static("close"));
+            (Step::Done(resp), loc)
+        }
         (true, _, _) if misdirect || disabled => {
             crate::fblog!(
                 Info,
@@ -577,11 +602,24 @@ where
     let mut body = Some(body);
     // The fields an upstream's `X-Accel-Redirect` carries over to the final response.
     let mut carried: Option<HeaderMap> = None;
+    // An error page whose location proxies: the status its answer takes (`None`: its own).
+    // Followed once (nginx's `recursive_error_pages off`).
+    let mut page_status: Option<Option<u16>> = None;
     let (mut resp, loc) = loop {
         let conf = match step {
             Step::Done(resp) => break (resp, loc),
             Step::Proxy(conf) => conf,
         };
+        // nginx answers `Expect: 100-continue` as it starts reading the body it passes on,
+        // an empty one too; hyper sends it for a body it reads that is not empty.
+        if r.version == http::Version::HTTP_11
+            && body.as_ref().is_some_and(http_body::Body::is_end_stream)
+            && r.headers
+                .get(header::EXPECT)
+                .is_some_and(|v| v.as_bytes().eq_ignore_ascii_case(b"100-continue"))
+        {
+            conn.h1().continue_due.store(true, Ordering::Relaxed);
+        }
         let timed_out = Arc::new(AtomicBool::new(false));
         let too_large = Arc::new(AtomicBool::new(false));
         // Boxed: the proxy state is large and rare; the common request future stays small.
@@ -630,9 +668,19 @@ where
                 );
                 break error(&mut r, 408, loc);
             }
-            Err(code) => break error(&mut r, code, loc),
+            Err(code) if page_status.is_some() => break error(&mut r, code, loc),
+            Err(code) => match phases::error_step(&mut r, code, loc) {
+                (phases::ErrorStep::Done(resp), l) => break (resp, l),
+                (phases::ErrorStep::Proxy(c, status), l) => {
+                    page_status = Some(status);
+                    (step, loc) = (Step::Proxy(c), l);
+                }
+            },
         }
     };
+    if let Some(Some(code)) = page_status {
+        *resp.status_mut() = http::StatusCode::from_u16(code).unwrap_or(resp.status());
+    }
     if let Some(kept) = carried {
         let h = resp.headers_mut();
         for name in kept.keys() {
@@ -674,9 +722,46 @@ fn accel_redirect(r: &Req<'_>, conf: &ProxyConf) -> Option<(String, HeaderMap)> 
     Some((target, kept))
 }
 
+/// Why nginx refuses a request's framing: `Content-Length` beside `Transfer-Encoding`, or
+/// `Transfer-Encoding` twice (nginx's unique header); None when it is sound.
+fn bad_framing(h: &HeaderMap) -> Option<String> {
+    let mut te = h.get_all(header::TRANSFER_ENCODING).iter();
+    let first = te.next()?;
+    if let Some(second) = te.next() {
+        return Some(format!(
+            "client sent duplicate header line: \"Transfer-Encoding: {}\", previous value: \"Transfer-Encoding: {}\"",
+            String::from_utf8_lossy(second.as_bytes()),
+            String::from_utf8_lossy(first.as_bytes())
+        ));
+    }
+    h.contains_key(header::CONTENT_LENGTH).then(|| {
+        "client sent \"Content-Length\" and \"Transfer-Encoding\" headers at the same time"
+            .to_string()
+    })
+}
+
 /// The request line's parts the pipeline borrows.
 struct PartsRef<'a> {
     uri: &'a http::Uri,
     version: http::Version,
     headers: &'a HeaderMap,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn framing_nginx_refuses() {
+        let mut h = HeaderMap::new();
+        assert_eq!(bad_framing(&h), None);
+        h.insert(header::CONTENT_LENGTH, "5".parse().expect("value"));
+        assert_eq!(bad_framing(&h), None);
+        h.insert(header::TRANSFER_ENCODING, "chunked".parse().expect("value"));
+        assert!(bad_framing(&h).is_some_and(|w| w.contains("at the same time")));
+        h.remove(header::CONTENT_LENGTH);
+        assert_eq!(bad_framing(&h), None);
+        h.append(header::TRANSFER_ENCODING, "chunked".parse().expect("value"));
+        assert!(bad_framing(&h).is_some_and(|w| w.contains("duplicate header line")));
+    }
 }

@@ -166,13 +166,46 @@ pub(super) fn error(
     code: u16,
     loc: Arc<LocationConf>,
 ) -> (Response<Body>, Arc<LocationConf>) {
+    match error_step(r, code, loc.clone()) {
+        (ErrorStep::Done(resp), l) => (resp, l),
+        (ErrorStep::Proxy(..), _) => (status_response(code), loc),
+    }
+}
+
+/// Where an error page leads: a finished response, or the `proxy_pass` of the page's
+/// location (`r` then carries the page's URI), with the status the answer takes (`None`:
+/// the proxied response's own, `error_page 502 = /page`).
+pub(super) enum ErrorStep {
+    Done(Response<Body>),
+    Proxy(Arc<ProxyConf>, Option<u16>),
+}
+
+/// [`error`], following a page whose location proxies (nginx runs the page's location in
+/// full, `proxy_pass` included).
+pub(super) fn error_step(
+    r: &mut Req,
+    code: u16,
+    loc: Arc<LocationConf>,
+) -> (ErrorStep, Arc<LocationConf>) {
+    let (resp, l) = error_inner(r, code, loc);
+    match resp {
+        Ok(resp) => (ErrorStep::Done(resp), l),
+        Err(step) => (step, l),
+    }
+}
+
+fn error_inner(
+    r: &mut Req,
+    code: u16,
+    loc: Arc<LocationConf>,
+) -> (Result<Response<Body>, ErrorStep>, Arc<LocationConf>) {
     let page = loc
         .error_page
         .iter()
         .find(|p| p.codes.contains(&code))
         .cloned();
     let Some(page) = page else {
-        return (status_response(code), loc);
+        return (Ok(status_response(code)), loc);
     };
     let target = r.eval(&page.uri);
     if target.starts_with("http://") || target.starts_with("https://") {
@@ -180,7 +213,7 @@ pub(super) fn error(
             Some(Some(c)) if (301..=308).contains(&c) => c,
             _ => 302,
         };
-        return (redirect_response(c, &target), loc);
+        return (Ok(redirect_response(c, &target)), loc);
     }
     // The page is fetched with GET (HEAD stays HEAD), and only one level deep.
     if r.method != Method::HEAD {
@@ -218,6 +251,8 @@ pub(super) fn error(
         guard: r.guard.as_ref().map(|g| Box::new(g.for_redirect())),
         upstream: r.upstream.clone(),
         body_used: r.body_used,
+        request_body: r.request_body.clone(),
+        www_authenticate: r.www_authenticate.clone(),
     };
     let server = r.server.clone();
     let (page_loc, out) = if let Some(name) = target.strip_prefix('@') {
@@ -226,12 +261,12 @@ pub(super) fn error(
                 let (out, l) = in_location(&mut inner, l.clone());
                 (l, out)
             }
-            None => return (status_response(code), loc),
+            None => return (Ok(status_response(code)), loc),
         }
     } else {
         let (p, q) = uri::split_target(&target);
         let Ok(u) = uri::normalize_path(p) else {
-            return (status_response(code), loc);
+            return (Ok(status_response(code)), loc);
         };
         inner.uri = u;
         inner.args = q.map(str::to_string);
@@ -279,14 +314,26 @@ pub(super) fn error(
                 }
             }
             *resp.status_mut() = StatusCode::from_u16(status).unwrap_or(resp.status());
-            (resp, page_loc)
+            (Ok(resp), page_loc)
         }
         // recursive_error_pages off: an error the page's location answers is sent as its
         // built-in page, with its own status (nginx: `error_page 404 /x` where /x answers
         // `return 405` gives 405).
-        Out::Status(s) => (status_response(s), page_loc),
+        Out::Status(s) => (Ok(status_response(s)), page_loc),
+        Out::Proxy(conf) => {
+            r.uri = std::mem::take(&mut inner.uri);
+            r.args = inner.args.take();
+            r.captures = std::mem::take(&mut inner.captures);
+            r.redirects = inner.redirects;
+            let status = match page.response {
+                Some(Some(c)) => Some(c),
+                Some(None) => None,
+                None => Some(code),
+            };
+            (Err(ErrorStep::Proxy(conf, status)), page_loc)
+        }
         // What the synchronous phases cannot follow here gives the original status's page.
-        _ => (status_response(code), loc),
+        _ => (Ok(status_response(code)), loc),
     }
 }
 

@@ -15,7 +15,7 @@ use http_body::{Frame, SizeHint};
 
 use super::log::LogOnDone;
 use super::{server_name, Busy, HttpResponse, Req};
-use crate::conf::model::{AccessLog, Expires, LocationConf};
+use crate::conf::model::{Expires, LocationConf};
 use crate::http::body::{Body, BoxBody};
 use crate::http::compress;
 use crate::http::conn::Conn;
@@ -279,6 +279,10 @@ pub(super) fn finish(
         if let Some(v) = r.guard.as_ref().and_then(|g| g.www_authenticate.clone()) {
             resp.headers_mut().insert(header::WWW_AUTHENTICATE, v);
         }
+        for v in r.www_authenticate.get().into_iter().flatten() {
+            resp.headers_mut()
+                .append(header::WWW_AUTHENTICATE, v.clone());
+        }
     }
     if !loc.add_header.is_empty() {
         let applies = add_header_applies(code);
@@ -428,38 +432,17 @@ pub(super) fn finish(
     }
     // The response head is ready: TTFB, read once for the metrics and the access log.
     let done = crate::metrics::ResponseDone::new(r.version, code, r.start);
-    let log = match &loc.access_log {
-        AccessLog::Off => None,
-        AccessLog::Logs(targets) if targets.is_empty() => None,
-        AccessLog::Logs(_) => Some(Box::new(LogOnDone {
-            conn_facts: r.conn.facts().clone(),
-            site: r.conn.site().clone(),
-            shared: r.conn.shared().clone(),
-            loc: loc.clone(),
-            method: r.method.to_string(),
-            request_uri: r.request_uri.to_string(),
-            uri: r.uri.clone(),
-            args: r.args.clone(),
-            protocol: r.protocol,
-            headers: req_headers.clone(),
-            host: r.host.clone(),
-            server_name: server_name(&r.server).to_string(),
-            status: code,
-            response_headers: resp.headers().clone(),
-            start: r.start,
-            ttfb: done.ttfb(),
-            nreq: r.nreq,
-            head_length: r.head_length,
-            early_data: r.early_data,
-            user: r.user.clone(),
-            guard: r.guard.as_ref().map(|g| g.vars.clone()),
-            upstream: r.upstream.get().cloned(),
-            head_bytes: 0,
-        })),
-    };
+    let mut log = LogOnDone::of(
+        r,
+        loc,
+        code,
+        req_headers,
+        resp.headers().clone(),
+        done.ttfb(),
+        r.upstream.get().cloned(),
+    );
     // An upgraded connection is logged when its tunnel closes, with the bytes it sent the
     // client (nginx: `$body_bytes_sent` the tunnel's, `$bytes_sent` with the 101 head).
-    let mut log = log;
     if let Some(end) = resp
         .extensions_mut()
         .remove::<crate::http::proxy::TunnelEnd>()

@@ -230,18 +230,29 @@ pub fn response_headers(conf: &ProxyConf, headers: &mut HeaderMap, switching: bo
     if headers.contains_key(header::TRANSFER_ENCODING) {
         headers.remove(header::CONTENT_LENGTH);
     }
-    let names: Vec<HeaderName> = headers.keys().cloned().collect();
-    for name in names {
+    let dropped = |name: &HeaderName| {
         let n = name.as_str();
         let passed = conf.pass_headers.iter().any(|p| p == n);
         // nginx passes an `Upgrade` of any answer (a 426 names the protocol to switch to);
         // the caller drops it for HTTP/2 and HTTP/3 clients, where it has no meaning.
-        let drop = (hop_by_hop(n) && !switching && n != "upgrade")
+        (hop_by_hop(n) && !switching && n != "upgrade")
             || (hidden_by_default(n) && !passed)
-            || conf.hide_headers.iter().any(|h| h == n);
-        if drop {
-            headers.remove(&name);
+            || conf.hide_headers.iter().any(|h| h == n)
+    };
+    if headers.keys().any(dropped) {
+        // Rebuilt rather than `remove`d: HeaderMap's remove moves its last field into the
+        // hole, and the client gets the upstream's fields in the upstream's order.
+        let mut kept = HeaderMap::with_capacity(headers.len());
+        let mut current: Option<HeaderName> = None;
+        for (name, value) in std::mem::take(headers) {
+            if let Some(n) = name {
+                current = Some(n);
+            }
+            if let Some(n) = current.as_ref().filter(|n| !dropped(n)) {
+                kept.append(n.clone(), value);
+            }
         }
+        *headers = kept;
     }
     if switching {
         headers.insert(header::CONNECTION, HeaderValue::from_static("upgrade"));
@@ -375,8 +386,14 @@ mod tests {
             method: None,
             ignore_headers: vec![],
             cookies: Default::default(),
+            bind: None,
+            set_body: None,
+            limit_rate: 0,
+            resolver: None,
+            resolver_timeout: Duration::from_secs(30),
             pass_request_headers: true,
             pass_request_body: true,
+            request_buffering: true,
             pass_headers: vec!["server".into()],
             hide_headers: vec!["x-secret".into()],
             redirects: vec![],

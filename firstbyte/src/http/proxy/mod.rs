@@ -5,7 +5,8 @@
 //! (`balance`), and its TLS client config (`tls::client_config`, files through the load's
 //! object store). Per request, the pipeline (`http::pipeline`) evaluates the upstream URI and headers
 //! (`headers`) and calls [`forward`]: pick a peer, take an idle connection from the pool or
-//! connect (`upstream`), send the request with the client's body streamed, and wait for the
+//! connect (`upstream`), send the request with the client's body (read whole before, `stored`,
+//! or streamed), and wait for the
 //! response header within `proxy_read_timeout`. A failed attempt (connect error, timeout, a
 //! status `proxy_next_upstream` lists) counts against the peer's `max_fails` and goes to the
 //! next peer when `next::go_next` allows; when none is left the answer is 502 (504 for a
@@ -19,10 +20,13 @@
 mod balance;
 mod client_cert;
 mod cookies;
+mod dns;
+mod dynamic;
 pub mod fastcgi;
 pub mod headers;
 pub mod next;
 mod spool;
+mod stored;
 mod tunnel;
 mod upstream;
 mod vars;
@@ -40,9 +44,11 @@ pub use client_cert::{
     paths as client_cert_paths, ClientCertCounts, ClientCertPaths, DynamicClient,
 };
 pub use cookies::rewrite_headers as rewrite_cookies;
-pub use spool::{Spool, SpoolBody};
+pub use dynamic::NoRoute;
+pub use spool::Spool;
+pub use stored::{Capture, RequestBody, SharedBody, Stored, StoredBody, TeeBody, Watch};
 pub use tunnel::{ClientUpgrade, TunnelEnd};
-pub use upstream::{connect, ConnectError, Pool, ReqBody, UpstreamTls};
+pub use upstream::{connect, ConnectError, Keepalive, LocalBind, Pool, ReqBody, UpstreamTls};
 pub use vars::UpstreamVars;
 
 use super::body::{is_client_body_error, Body};
@@ -61,10 +67,12 @@ pub struct Route {
     tls: Option<UpstreamTls>,
     /// `proxy_ssl_certificate` with variables: the client config is chosen per request.
     dynamic: Option<Arc<DynamicClient>>,
-    /// `keepalive N` of the upstream (0: no pool).
-    keepalive: usize,
+    /// `keepalive N` of the upstream (0: no pool) and its limits.
+    keepalive: Keepalive,
     /// The upstream's balancing method (what key a request brings).
     pub method: BalanceMethod,
+    /// `proxy_pass` with variables: what [`Route::for_url`] chooses from.
+    dynamic_pass: Option<Arc<dynamic::DynamicRoutes>>,
 }
 
 /// Every route of one load, and its connection pool.
@@ -121,7 +129,7 @@ impl Route {
     }
 }
 
-type Shared = (Arc<Vec<PeerAddr>>, Arc<Mutex<Balancer>>, usize);
+type Shared = (Arc<Vec<PeerAddr>>, Arc<Mutex<Balancer>>, Keepalive);
 
 /// `proxy_ssl_*` settings as a map key: equal settings share a client config. Hashing the
 /// fields directly (not a formatted string) keeps 10,000 locations cheap to build.
@@ -180,26 +188,42 @@ impl<'a> Builder<'a> {
 
     fn location(&mut self, loc: &'a LocationConf, store: &mut ObjectStore) -> Result<(), TlsError> {
         if let Some(p) = &loc.proxy {
+            let mut dynamic_pass = None;
             let (peers, balancer, keepalive) = match &p.target {
-                ProxyTarget::Upstream(u) => self
-                    .balancers
-                    .entry(ptr(u))
-                    .or_insert_with(|| {
-                        (
-                            Arc::new(u.servers.iter().map(|s| s.addr.clone()).collect()),
-                            Arc::new(Mutex::new(Balancer::with_method(&u.servers, &u.method))),
-                            u.keepalive.unwrap_or(0),
-                        )
-                    })
-                    .clone(),
+                ProxyTarget::Upstream(u) => self.shared(u),
+                ProxyTarget::Dynamic(d) => {
+                    let upstreams = d
+                        .upstreams
+                        .iter()
+                        .map(|(name, u)| (name.clone(), (u.clone(), self.shared(u))))
+                        .collect();
+                    dynamic_pass = Some(Arc::new(dynamic::DynamicRoutes {
+                        url: d.url.clone(),
+                        upstreams,
+                        // nginx makes the TLS context of any URL with variables.
+                        tls: Some(match self.configs.get(&SslKey(&p.ssl)) {
+                            Some(c) => c.clone(),
+                            None => {
+                                let c = crate::tls::client_config(&p.ssl, store)?;
+                                self.configs.insert(SslKey(&p.ssl), c.clone());
+                                c
+                            }
+                        }),
+                    }));
+                    (
+                        Arc::new(Vec::new()),
+                        Arc::new(Mutex::new(Balancer::equal(0))),
+                        Keepalive::OFF,
+                    )
+                }
                 ProxyTarget::Addrs(a) => (
                     Arc::new(a.clone()),
                     Arc::new(Mutex::new(Balancer::equal(a.len()))),
-                    0,
+                    Keepalive::OFF,
                 ),
             };
             let mut dynamic = None;
-            let tls = if p.tls {
+            let tls = if p.tls && dynamic_pass.is_none() {
                 let config = match self.configs.get(&SslKey(&p.ssl)) {
                     Some(c) => c.clone(),
                     None => {
@@ -240,8 +264,9 @@ impl<'a> Builder<'a> {
                 keepalive,
                 method: match &p.target {
                     ProxyTarget::Upstream(u) => u.method.clone(),
-                    ProxyTarget::Addrs(_) => BalanceMethod::RoundRobin,
+                    _ => BalanceMethod::RoundRobin,
                 },
+                dynamic_pass,
             };
             self.out.routes.insert(ptr(p), Arc::new(route));
         }
@@ -249,6 +274,21 @@ impl<'a> Builder<'a> {
             self.location(l, store)?;
         }
         self.locations(&loc.locations, store)
+    }
+
+    /// The peers, balancer and pool size of an `upstream` block, shared by every location
+    /// naming it.
+    fn shared(&mut self, u: &Arc<crate::conf::model::Upstream>) -> Shared {
+        self.balancers
+            .entry(ptr(u))
+            .or_insert_with(|| {
+                (
+                    Arc::new(u.servers.iter().map(|s| s.addr.clone()).collect()),
+                    Arc::new(Mutex::new(Balancer::with_method(&u.servers, &u.method))),
+                    Keepalive::of(u),
+                )
+            })
+            .clone()
     }
 }
 
@@ -297,8 +337,8 @@ pub enum Failure {
     /// The client's body failed (too large, stalled): the caller knows which and answers
     /// 413 or 408; 400 otherwise. Not the upstream's fault: nothing is logged against it.
     ClientBody,
-    /// 500: this request's `proxy_ssl_certificate` (with variables) could not be loaded, as
-    /// nginx answers it.
+    /// 500: firstbyte's side failed: this request's `proxy_ssl_certificate` (with
+    /// variables) could not be loaded, or `proxy_bind`'s address could not be set.
     Internal,
 }
 
@@ -375,9 +415,11 @@ pub async fn forward(
         }
     }
     let tls = request_tls.as_ref().or(route.tls.as_ref());
-    // What a retry needs to send the request again: its head (the body is streamed, so a
-    // request with one is sent at most once; `next::go_next` knows).
-    let has_body = !http_body::Body::is_end_stream(req.body());
+    let local = req.extensions_mut().remove::<LocalBind>();
+    // What a retry needs to send the request again: its head, and its body when it was read
+    // whole (`Resend`); a streamed one is sent at most once (`next::go_next` knows).
+    let resend = req.extensions_mut().remove::<Resend>();
+    let has_body = !http_body::Body::is_end_stream(req.body()) && resend.is_none();
     let head = (
         req.method().clone(),
         req.uri().clone(),
@@ -385,7 +427,11 @@ pub async fn forward(
         req.headers().clone(),
     );
     let rebuild = || {
-        let mut r = Request::new(request_body(http_body_util::Empty::<Bytes>::new()));
+        let body = match &resend {
+            Some(Resend(s)) => request_body(StoredBody::new(s.clone())),
+            None => request_body(http_body_util::Empty::<Bytes>::new()),
+        };
+        let mut r = Request::new(body);
         *r.method_mut() = head.0.clone();
         *r.uri_mut() = head.1.clone();
         *r.version_mut() = head.2;
@@ -403,10 +449,16 @@ pub async fn forward(
         let Some(this) = req.take().or_else(|| (!has_body).then(rebuild)) else {
             return Err(last);
         };
-        let key = (addr.clone(), cfg_key, cert_key.clone());
+        // The upstream block too: nginx keeps a cache per `upstream`.
+        let key = (
+            addr.clone(),
+            cfg_key,
+            cert_key.clone(),
+            ptr(&route.balancer),
+        );
         let mut pooled = None;
-        if route.keepalive > 0 {
-            pooled = pool.checkout(&key);
+        if route.keepalive.max > 0 {
+            pooled = pool.checkout(&key, route.keepalive.timeout);
         }
         let (sender, sent) = match pooled {
             Some(mut s) => {
@@ -431,7 +483,15 @@ pub async fn forward(
                     Err(_) => (s, Sent::HeaderTimeout),
                 }
             }
-            None => match connect(&addr, tls, conf.connect_timeout, conf.send_timeout).await {
+            None => match connect(
+                &addr,
+                tls,
+                conf.connect_timeout,
+                conf.send_timeout,
+                local.as_ref(),
+            )
+            .await
+            {
                 Ok(mut s) => {
                     up.connected(Instant::now());
                     s.track(up.counts());
@@ -441,6 +501,13 @@ pub async fn forward(
                         Ok(Err(e)) => (s, Sent::Failed(e)),
                         Err(_) => (s, Sent::HeaderTimeout),
                     }
+                }
+                Err(e @ ConnectError::Local(_)) => {
+                    // nginx: a socket that cannot take the local address is no upstream's
+                    // fault and goes to no next one.
+                    crate::fblog!(Error, "{}", log.line(&e, scheme, Some(&addr), &uri));
+                    up.end(500, Instant::now());
+                    return Err(Failure::Internal);
                 }
                 Err(e) => {
                     crate::fblog!(Error, "{}", log.line(&e, scheme, Some(&addr), &uri));
@@ -738,29 +805,38 @@ async fn respond(
     parts.version = http::Version::default();
     headers::response_headers(conf, &mut parts.headers, false);
     let peer = key.0.clone();
-    let back = (route.keepalive > 0 && conf.http11).then(|| upstream::Return {
+    let back = (route.keepalive.max > 0 && conf.http11).then(|| upstream::Return {
         pool: pool.clone(),
         key,
         sender,
-        max: route.keepalive,
+        keepalive: route.keepalive,
     });
     let body = upstream::UpstreamBody::new(incoming, conf.read_timeout, back)
         .hold(conn)
         .count(counts);
-    if conf.buffering {
-        let scheme = if conf.tls { "https" } else { "http" };
-        let tail = log.line(&"", scheme, Some(&peer), uri);
-        let body = spool::buffered(body, &conf.buffers, tail);
-        return Ok(Response::from_parts(
-            parts,
-            Body::Stream(body.boxed_unsync()),
-        ));
-    }
-    Ok(Response::from_parts(
-        parts,
-        Body::Stream(body.boxed_unsync()),
-    ))
+    let scheme = if conf.tls { "https" } else { "http" };
+    let tail = || log.line(&"", scheme, Some(&peer), uri);
+    let body = match (conf.limit_rate, conf.buffering) {
+        (0, false) => body.boxed_unsync(),
+        (0, true) => spool::buffered(body, &conf.buffers, tail()).boxed_unsync(),
+        // `proxy_limit_rate`: the upstream is read no faster than the rate.
+        (rate, buffering) => {
+            let paced =
+                crate::http::rate::RateBody::new(body, crate::http::rate::Pace { rate, after: 0 });
+            if buffering {
+                spool::buffered(paced, &conf.buffers, tail()).boxed_unsync()
+            } else {
+                paced.boxed_unsync()
+            }
+        }
+    };
+    Ok(Response::from_parts(parts, Body::Stream(body)))
 }
+
+/// A request extension: the body was read whole (`proxy_request_buffering on`), so each
+/// server tried gets it again.
+#[derive(Clone)]
+pub struct Resend(pub Arc<Stored>);
 
 /// The client's request body as the upstream request's body.
 pub fn request_body<B>(body: B) -> ReqBody

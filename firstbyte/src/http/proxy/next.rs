@@ -4,8 +4,9 @@
 //! Plain code: the attempt's outcome, the request's facts and the settings in, a yes or no
 //! out. The rules (nginx's): the condition must be listed; tries are left; the
 //! `proxy_next_upstream_timeout` since the first try has not passed; POST, LOCK and PATCH
-//! once sent need `non_idempotent` as well; and a request whose body already went (firstbyte
-//! streams bodies, as nginx with `proxy_request_buffering off`) cannot be sent again. Once
+//! once sent need `non_idempotent` as well; and a request whose body was streamed
+//! (`proxy_request_buffering off`) cannot be sent again once it went; a body read whole first
+//! (`on`) can. Once
 //! the response has started nothing is retried: the caller asks only before that.
 
 use std::time::Duration;
@@ -52,7 +53,7 @@ pub struct Request<'a> {
     pub method: &'a Method,
     /// Whether the request (its header) went to the server in this attempt.
     pub sent: bool,
-    /// Whether it carries a body (streamed, so gone once sent).
+    /// Whether it carries a streamed body (gone once sent; a body read whole is not one).
     pub has_body: bool,
 }
 

@@ -3,13 +3,12 @@
 //!
 //! [`Spool`] is the plain structure (no task, no clock): `proxy_buffering on` keeps a response
 //! in one (`proxy_buffers` + `proxy_buffer_size` in memory, up to `proxy_max_temp_file_size`
-//! on disk), and a request body sent over `proxy_http_version 1.0` is read whole into one to
-//! learn its length. [`buffered`] runs the response side: a task reads the upstream as fast
+//! on disk). [`buffered`] runs the response side: a task reads the upstream as fast
 //! as it sends while the spool has room (so the upstream connection is freed early, as nginx
 //! does), and the client's body takes from the spool as the client reads.
 //!
 //! A temp file is created in the configured directory and unlinked at once (nginx unlinks its
-//! proxy temp files likewise): nothing is left behind, even if the process dies. The file is
+//! proxy temp files likewise; a request body's, in `stored`, is named while the request lives): nothing is left behind, even if the process dies. The file is
 //! truncated whenever the reader catches up, so disk use follows what is held, not what went
 //! through.
 
@@ -24,7 +23,7 @@ use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll, Waker};
 
 use bytes::Bytes;
-use http_body::{Frame, SizeHint};
+use http_body::Frame;
 use http_body_util::BodyExt;
 use tokio::sync::Notify;
 
@@ -183,6 +182,13 @@ impl Spool {
 
 /// A new temp file in `dir` (made if missing), already unlinked.
 pub(super) fn temp_file(dir: &Path) -> io::Result<(File, PathBuf)> {
+    let (f, path) = named_temp_file(dir)?;
+    std::fs::remove_file(&path)?;
+    Ok((f, path))
+}
+
+/// A new temp file in `dir` (made if missing), named: the caller removes it.
+pub(super) fn named_temp_file(dir: &Path) -> io::Result<(File, PathBuf)> {
     use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
     if !dir.is_dir() {
         std::fs::DirBuilder::new()
@@ -200,42 +206,10 @@ pub(super) fn temp_file(dir: &Path) -> io::Result<(File, PathBuf)> {
             .mode(0o600)
             .open(&path)
         {
-            Ok(f) => {
-                std::fs::remove_file(&path)?;
-                return Ok((f, path));
-            }
+            Ok(f) => return Ok((f, path)),
             Err(e) if e.kind() == io::ErrorKind::AlreadyExists => continue,
             Err(e) => return Err(e),
         }
-    }
-}
-
-/// A spool read as a body (a request body read whole before it goes upstream).
-pub struct SpoolBody(pub Spool);
-
-impl http_body::Body for SpoolBody {
-    type Data = Bytes;
-    type Error = io::Error;
-
-    fn poll_frame(
-        self: Pin<&mut Self>,
-        _: &mut Context<'_>,
-    ) -> Poll<Option<Result<Frame<Bytes>, io::Error>>> {
-        Poll::Ready(
-            self.get_mut()
-                .0
-                .pop(READ_CHUNK)
-                .transpose()
-                .map(|r| r.map(Frame::data)),
-        )
-    }
-
-    fn is_end_stream(&self) -> bool {
-        self.0.is_empty()
-    }
-
-    fn size_hint(&self) -> SizeHint {
-        SizeHint::with_exact(self.0.len())
     }
 }
 
@@ -246,6 +220,12 @@ pub trait Upstream:
 {
     /// Starts the read timeout again (after a pause that was the client's doing).
     fn rearm(&mut self);
+}
+
+impl<B: Upstream> Upstream for crate::http::rate::RateBody<B> {
+    fn rearm(&mut self) {
+        self.get_mut().rearm();
+    }
 }
 
 impl Upstream for UpstreamBody {
@@ -475,20 +455,5 @@ mod tests {
         assert!(s.push(Bytes::from_static(b"abcdef")).unwrap().is_none());
         assert!(!s.has_room());
         assert_eq!(drain(&mut s), b"abcdef");
-    }
-
-    #[tokio::test]
-    async fn spool_body_has_its_length() {
-        use http_body::Body as _;
-        let d = dir("body");
-        let mut s = Spool::new(3, d.clone(), u64::MAX, 2);
-        s.push(Bytes::from_static(b"hello world")).unwrap();
-        let body = SpoolBody(s);
-        assert_eq!(body.size_hint().exact(), Some(11));
-        assert_eq!(
-            &body.collect().await.unwrap().to_bytes()[..],
-            b"hello world"
-        );
-        let _ = std::fs::remove_dir_all(&d);
     }
 }

@@ -43,6 +43,45 @@ pub struct Sender {
     send_timeout: SharedTimeout,
     /// Where the connection counts its bytes: the try that uses it now.
     counts: Tracker,
+    /// Requests done over the connection (`keepalive_requests`).
+    requests: u32,
+    /// When it was made (`keepalive_time`).
+    born: std::time::Instant,
+    /// Since when it has been idle in the pool (`keepalive_timeout`).
+    idle_since: std::time::Instant,
+}
+
+/// An upstream's `keepalive N`, `keepalive_requests`, `keepalive_timeout`, `keepalive_time`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Keepalive {
+    /// `keepalive N`: idle connections kept (0: no pool).
+    pub max: usize,
+    /// A connection goes back to the pool only while it has done fewer requests.
+    pub requests: u32,
+    /// An idle connection is not used after this long.
+    pub timeout: Duration,
+    /// A connection goes back to the pool only while it is younger.
+    pub time: Duration,
+}
+
+impl Keepalive {
+    /// No pool.
+    pub const OFF: Keepalive = Keepalive {
+        max: 0,
+        requests: 1000,
+        timeout: Duration::from_secs(60),
+        time: Duration::from_secs(3600),
+    };
+
+    /// The upstream block's settings.
+    pub fn of(u: &crate::conf::model::Upstream) -> Keepalive {
+        Keepalive {
+            max: u.keepalive.unwrap_or(0),
+            requests: u.keepalive_requests,
+            timeout: u.keepalive_timeout,
+            time: u.keepalive_time,
+        }
+    }
 }
 
 /// The counts of the try a connection serves now (swapped when a pooled one is reused).
@@ -101,8 +140,9 @@ impl SharedTimeout {
 }
 
 /// What identifies interchangeable connections: the peer, the route's TLS config (0 for
-/// plain), and the evaluated client certificate paths when they come from variables.
-pub type PoolKey = (PeerAddr, usize, Option<Arc<str>>);
+/// plain), the evaluated client certificate paths when they come from variables, and the
+/// `upstream` block (its balancer): each block has its own `keepalive` cache, as nginx.
+pub type PoolKey = (PeerAddr, usize, Option<Arc<str>>, usize);
 
 /// Why connecting failed, in nginx's words (`... while connecting to upstream`).
 #[derive(Debug, thiserror::Error)]
@@ -120,6 +160,9 @@ pub enum ConnectError {
     /// hyper's HTTP/1 handshake failed.
     #[error("upstream handshake failed ({0}) while connecting to upstream")]
     Http(hyper::Error),
+    /// `proxy_bind`'s address could not be set (nginx: 500, not the upstream's fault).
+    #[error("{0}")]
+    Local(String),
 }
 
 impl ConnectError {
@@ -138,6 +181,72 @@ pub struct UpstreamTls {
     pub name: ServerName<'static>,
 }
 
+/// `proxy_bind`: the local address of connections to the upstream.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct LocalBind {
+    /// The address (port 0: any).
+    pub addr: std::net::SocketAddr,
+    /// `transparent`: `IP_TRANSPARENT` (`IPV6_TRANSPARENT`).
+    pub transparent: bool,
+}
+
+/// A TCP connection to `to` from `local`, as nginx's `ngx_event_connect_peer`: the socket
+/// made transparent when asked, `IP_BIND_ADDRESS_NO_PORT` when no port is given (the port is
+/// chosen at connect, so one local address serves many upstreams), bound, then connected.
+async fn connect_from(
+    to: std::net::SocketAddr,
+    local: &LocalBind,
+) -> Result<TcpStream, ConnectError> {
+    use socket2::{Domain, Protocol, Socket, Type};
+    use std::os::fd::AsRawFd;
+    let bad = |what: String, e: io::Error| {
+        ConnectError::Local(format!("{what} failed ({})", crate::log::OsError(&e)))
+    };
+    let sock = Socket::new(Domain::for_address(to), Type::STREAM, Some(Protocol::TCP))
+        .map_err(|e| bad("socket()".into(), e))?;
+    let on: libc::c_int = 1;
+    let set = |level: libc::c_int, name: libc::c_int| -> io::Result<()> {
+        // SAFETY: `on` outlives the call and its size is given; the descriptor is open.
+        let rc = unsafe {
+            libc::setsockopt(
+                sock.as_raw_fd(),
+                level,
+                name,
+                (&on as *const libc::c_int).cast(),
+                std::mem::size_of::<libc::c_int>() as libc::socklen_t,
+            )
+        };
+        if rc == 0 {
+            Ok(())
+        } else {
+            Err(io::Error::last_os_error())
+        }
+    };
+    if local.transparent {
+        let r = if local.addr.is_ipv4() {
+            set(libc::SOL_IP, libc::IP_TRANSPARENT)
+                .map_err(|e| bad("setsockopt(IP_TRANSPARENT)".into(), e))
+        } else {
+            set(libc::SOL_IPV6, libc::IPV6_TRANSPARENT)
+                .map_err(|e| bad("setsockopt(IPV6_TRANSPARENT)".into(), e))
+        };
+        r?;
+    }
+    if local.addr.port() == 0 && local.addr.is_ipv4() {
+        // nginx ignores a failure here too: the bind then takes a port at once.
+        let _ = set(libc::SOL_IP, libc::IP_BIND_ADDRESS_NO_PORT);
+    }
+    sock.bind(&local.addr.into())
+        .map_err(|e| bad(format!("bind({})", local.addr), e))?;
+    sock.set_nonblocking(true)
+        .map_err(|e| bad("ioctl(FIONBIO)".into(), e))?;
+    let std: std::net::TcpStream = sock.into();
+    tokio::net::TcpSocket::from_std_stream(std)
+        .connect(to)
+        .await
+        .map_err(ConnectError::Connect)
+}
+
 /// Connects to `addr` within `timeout`, with TLS when `tls` is given, and spawns the
 /// connection's task (upgrades allowed, for WebSocket). Writes that wait longer than
 /// `send_timeout` fail the connection.
@@ -146,12 +255,16 @@ pub async fn connect(
     tls: Option<&UpstreamTls>,
     timeout: Duration,
     send_timeout: Duration,
+    local: Option<&LocalBind>,
 ) -> Result<Sender, ConnectError> {
     let work = async {
         let shared = SharedTimeout::new(send_timeout);
         match addr {
             PeerAddr::Tcp(a) => {
-                let tcp = TcpStream::connect(a).await.map_err(ConnectError::Connect)?;
+                let tcp = match local {
+                    Some(l) => connect_from(*a, l).await?,
+                    None => TcpStream::connect(a).await.map_err(ConnectError::Connect)?,
+                };
                 let _ = tcp.set_nodelay(true);
                 over(SendTimeout::new(tcp, shared.clone()), tls, shared).await
             }
@@ -211,10 +324,14 @@ where
     tokio::spawn(async move {
         let _ = conn.with_upgrades().await;
     });
+    let now = std::time::Instant::now();
     Ok(Sender {
         send: sender,
         send_timeout,
         counts,
+        requests: 0,
+        born: now,
+        idle_since: now,
     })
 }
 
@@ -407,11 +524,12 @@ pub struct Pool {
 
 impl Pool {
     /// An idle, still-open connection for `key`.
-    pub fn checkout(&self, key: &PoolKey) -> Option<Sender> {
+    /// One idle longer than `timeout` is closed, as nginx's `keepalive_timeout` would have.
+    pub fn checkout(&self, key: &PoolKey, timeout: Duration) -> Option<Sender> {
         let mut idle = self.idle.lock().ok()?;
         let list = idle.get_mut(key)?;
         while let Some(s) = list.pop() {
-            if !s.is_closed() && s.is_ready() {
+            if !s.is_closed() && s.is_ready() && s.idle_since.elapsed() <= timeout {
                 self.reused
                     .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
                 return Some(s);
@@ -420,12 +538,19 @@ impl Pool {
         None
     }
 
-    /// Keeps `sender` for the next request to `key`, if fewer than `max` are idle there.
-    pub fn put(&self, key: PoolKey, sender: Sender, max: usize) {
+    /// Keeps `sender`, which has just finished a request, for the next request to `key`: if
+    /// fewer than `k.max` are idle there, it has done fewer than `keepalive_requests` and is
+    /// younger than `keepalive_time` (nginx's checks when it frees a connection).
+    pub fn put(&self, key: PoolKey, mut sender: Sender, k: Keepalive) {
+        sender.requests = sender.requests.saturating_add(1);
+        if sender.requests >= k.requests || sender.born.elapsed() > k.time {
+            return;
+        }
+        sender.idle_since = std::time::Instant::now();
         if let Ok(mut idle) = self.idle.lock() {
             let list = idle.entry(key).or_default();
-            list.retain(|s| !s.is_closed());
-            if list.len() < max {
+            list.retain(|s| !s.is_closed() && s.idle_since.elapsed() <= k.timeout);
+            if list.len() < k.max {
                 list.push(sender);
             }
         }
@@ -445,8 +570,8 @@ pub struct Return {
     pub key: PoolKey,
     /// The connection.
     pub sender: Sender,
-    /// `keepalive N`.
-    pub max: usize,
+    /// The upstream's `keepalive*` settings.
+    pub keepalive: Keepalive,
 }
 
 impl Return {
@@ -455,7 +580,7 @@ impl Return {
             pool,
             key,
             mut sender,
-            max,
+            keepalive,
         } = self;
         tokio::spawn(async move {
             // hyper marks the connection ready once it has read the response's end.
@@ -463,7 +588,7 @@ impl Return {
                 .await
                 .is_ok_and(|r| r.is_ok())
             {
-                pool.put(key, sender, max);
+                pool.put(key, sender, keepalive);
             }
         });
     }
@@ -635,6 +760,7 @@ mod tests {
             None,
             Duration::from_secs(5),
             Duration::from_secs(5),
+            None,
         )
         .await;
         assert!(matches!(r, Err(ConnectError::Connect(_))));

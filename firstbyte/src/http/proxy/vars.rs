@@ -53,6 +53,8 @@ struct Try {
 #[derive(Debug, Clone, Default)]
 pub struct UpstreamVars {
     tries: Vec<Try>,
+    /// `$proxy_host` of the request's `proxy_pass` (evaluated, for one with variables).
+    pub proxy_host: Option<String>,
 }
 
 fn secs(d: Duration) -> String {
@@ -150,6 +152,14 @@ impl UpstreamVars {
         self.tries.last()?.headers.as_ref()
     }
 
+    /// The request was abandoned at `now` (the client closed): the current try ends, with
+    /// no status.
+    pub fn close(&mut self, now: Instant) {
+        if let Some(t) = self.tries.last_mut() {
+            t.end.get_or_insert(now);
+        }
+    }
+
     /// The current try went on a pooled (kept-alive) connection.
     pub fn reused(&mut self) {
         if let Some(t) = self.tries.last_mut() {
@@ -176,8 +186,10 @@ impl UpstreamVars {
         self.tries.is_empty()
     }
 
-    /// The value of `$name` (None: not one of these, or no server tried), read at `now`.
-    pub fn get(&self, name: &str, now: Instant) -> Option<String> {
+    /// The value of `$name` (None: not one of these, or no server tried), read at `now`; with
+    /// no `now` (the response is still being read), a try that has not ended has no response
+    /// time (`-`, as nginx before the request is finalized).
+    pub fn get(&self, name: &str, now: Option<Instant>) -> Option<String> {
         if self.tries.is_empty() {
             return None;
         }
@@ -191,9 +203,10 @@ impl UpstreamVars {
             }
             "upstream_connect_time" => each(&|t| time(t.connect)),
             "upstream_header_time" => each(&|t| time(t.header)),
-            "upstream_response_time" => {
-                each(&|t| secs(t.end.unwrap_or(now).saturating_duration_since(t.start)))
-            }
+            "upstream_response_time" => each(&|t| match t.end.or(now) {
+                Some(end) => secs(end.saturating_duration_since(t.start)),
+                None => "-".to_string(),
+            }),
             "upstream_response_length" => each(&|t| t.counts.load(&t.counts.body)),
             "upstream_bytes_received" => each(&|t| t.counts.load(&t.counts.received)),
             "upstream_bytes_sent" => each(&|t| t.counts.load(&t.counts.sent)),
@@ -236,13 +249,13 @@ mod tests {
         let t0 = Instant::now();
         let ms = Duration::from_millis;
         let mut v = UpstreamVars::default();
-        assert_eq!(v.get("upstream_addr", t0), None);
+        assert_eq!(v.get("upstream_addr", Some(t0)), None);
         v.begin("127.0.0.1:8081".into(), t0);
         v.end(502, t0 + ms(3));
         v.begin("127.0.0.1:8082".into(), t0 + ms(3));
         v.connected(t0 + ms(4));
         v.header(200, t0 + ms(15));
-        let now = t0 + ms(1250);
+        let now = Some(t0 + ms(1250));
         assert_eq!(
             v.get("upstream_addr", now).as_deref(),
             Some("127.0.0.1:8081, 127.0.0.1:8082")
@@ -261,6 +274,11 @@ mod tests {
             Some("0.003, 1.247")
         );
         assert_eq!(v.get("upstream_other", now), None);
+        // While the response is read (add_header): the open try has no response time yet.
+        assert_eq!(
+            v.get("upstream_response_time", None).as_deref(),
+            Some("0.003, -")
+        );
         assert_eq!(
             v.get("upstream_response_length", now).as_deref(),
             Some("0, 0")
@@ -279,9 +297,10 @@ mod tests {
 
     #[test]
     fn upstream_header_and_cookie_values() {
-        let now = Instant::now();
+        let t0 = Instant::now();
+        let now = Some(t0);
         let mut v = UpstreamVars::default();
-        v.begin("a".into(), now);
+        v.begin("a".into(), t0);
         let mut h = http::HeaderMap::new();
         h.append("x-len", http::HeaderValue::from_static("5"));
         h.append("set-cookie", http::HeaderValue::from_static("a=1"));

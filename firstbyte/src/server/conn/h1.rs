@@ -84,6 +84,7 @@ pub(super) async fn serve_h1<I>(
         io,
         prefix: bytes::Bytes::new(),
         conn: conn.clone(),
+        interim: b"",
     };
     loop {
         // Parked: no hyper connection until input arrives.
@@ -254,6 +255,28 @@ struct Watched<I> {
     io: I,
     prefix: bytes::Bytes,
     conn: Arc<Conn>,
+    /// An interim response (`100 Continue`) written before hyper's next bytes.
+    interim: &'static [u8],
+}
+
+impl<I: AsyncWrite + Unpin> Watched<I> {
+    /// Writes an owed `100 Continue` first; Ready once nothing is owed.
+    fn poll_interim(&mut self, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        if self.conn.h1().continue_due.swap(false, Ordering::Relaxed) {
+            self.interim = b"HTTP/1.1 100 Continue\r\n\r\n";
+        }
+        while !self.interim.is_empty() {
+            match Pin::new(&mut self.io).poll_write(cx, self.interim) {
+                Poll::Ready(Ok(0)) => {
+                    return Poll::Ready(Err(std::io::ErrorKind::WriteZero.into()))
+                }
+                Poll::Ready(Ok(n)) => self.interim = &self.interim[n..],
+                Poll::Ready(Err(e)) => return Poll::Ready(Err(e)),
+                Poll::Pending => return Poll::Pending,
+            }
+        }
+        Poll::Ready(Ok(()))
+    }
 }
 
 impl<I> Watched<I> {
@@ -317,6 +340,7 @@ impl<I: AsyncWrite + Unpin> AsyncWrite for Watched<I> {
     ) -> Poll<std::io::Result<usize>> {
         let this = self.get_mut();
         this.conn.h1().unflushed.store(true, Ordering::Relaxed);
+        std::task::ready!(this.poll_interim(cx))?;
         if let Some(names) = this.take_head_case() {
             if let Some(p) = super::head_case::patch_head(buf, &names) {
                 let r = Pin::new(&mut this.io).poll_write(cx, &p);
@@ -336,6 +360,7 @@ impl<I: AsyncWrite + Unpin> AsyncWrite for Watched<I> {
     ) -> Poll<std::io::Result<usize>> {
         let this = self.get_mut();
         this.conn.h1().unflushed.store(true, Ordering::Relaxed);
+        std::task::ready!(this.poll_interim(cx))?;
         if let (Some(names), Some(first)) = (this.take_head_case(), bufs.first()) {
             if let Some(p) = super::head_case::patch_head(first, &names) {
                 let mut v: Vec<std::io::IoSlice<'_>> = Vec::with_capacity(bufs.len());

@@ -15,7 +15,6 @@
 pub mod cgi;
 pub mod codec;
 mod conn;
-pub mod stdin;
 
 use std::future::Future;
 use std::io;
@@ -44,7 +43,7 @@ pub enum Stdin {
     /// Streamed as it arrives: sent once.
     Stream(super::ReqBody),
     /// Read whole first (`fastcgi_request_buffering on`): sent to each server tried.
-    Stored(Arc<stdin::Stored>),
+    Stored(Arc<super::Stored>),
 }
 
 /// The request as the caller evaluated it.
@@ -93,7 +92,7 @@ pub async fn forward(
     let Some(fcgi) = conf.fastcgi.clone() else {
         return Err(Failure::BadGateway);
     };
-    let keep = fcgi.keep_conn && route.keepalive > 0;
+    let keep = fcgi.keep_conn && route.keepalive.max > 0;
     // A streamed body, once sent, cannot go to the next server.
     let has_body = matches!(&req.body, Stdin::Stream(b) if !http_body::Body::is_end_stream(b));
     let mut body = Some(req.body);
@@ -186,7 +185,7 @@ pub async fn forward(
                 if let Ok(mut b) = route.balancer.lock() {
                     b.succeeded(i);
                 }
-                let back = keep.then(|| (pool.clone(), addr.clone(), route.keepalive));
+                let back = keep.then(|| (pool.clone(), addr.clone(), route.keepalive.max));
                 return Ok(respond(conf, h, rest, conn, back, guard, tail));
             }
             Err(Exchange::ClientBody) => return Err(Failure::ClientBody),
