@@ -170,7 +170,8 @@ const INITIAL_WINDOW: u64 = 32 * 1200;
 /// over this RTT until the client's first acknowledgement; a 0-RTT answer starts before that,
 /// so with 333 ms only ~26 KB of the 38,400-byte first window left in the first 100 ms and a
 /// 100 KB 0-RTT response took half a round trip more than Caddy's (322.4 vs 268.2 ms at
-/// 100 ms RTT, `bench/results/2026-11-26-h3`). The cost of guessing low on a longer path is
+/// 100 ms RTT, the run of 5bbba64 committed in 317b620; with 100 ms, 281.2 against Caddy's 302.1, `bench/results/2026-11-26-h3`).
+/// The cost of guessing low on a longer path is
 /// an early probe timeout: a spurious retransmission of the handshake flight.
 const INITIAL_RTT: Duration = Duration::from_millis(100);
 
@@ -199,8 +200,9 @@ fn transport_config(server: &ServerConf) -> Result<quinn::TransportConfig, Strin
         .map_err(|e| format!("keepalive_timeout too long for QUIC: {e}"))?;
     transport.max_idle_timeout(Some(idle));
     // `tcp_congestion bbr` chooses BBR for the address's QUIC connections too (quinn's); any
-    // other value, or none, CUBIC. At 1% loss and 100 ms RTT a 1 MB HTTP/3 download took a
-    // median 2.15 s with CUBIC against 1.30 s with BBR (HTTP/2 with BBR: 1.18-1.21 s).
+    // other value, or none, CUBIC. At 100 ms RTT and 1% loss a 1 MB HTTP/3 download took a
+    // median 2.93 s with CUBIC against 1.26 s with BBR (HTTP/2 with BBR: 1.19 s); without loss
+    // BBR is the slower (1.09 s against 0.73), as TCP's is (`bench/results/2026-11-26-h3`).
     if server.socket.congestion.as_deref() == Some("bbr") {
         let mut bbr = quinn::congestion::BbrConfig::default();
         bbr.initial_window(INITIAL_WINDOW);
