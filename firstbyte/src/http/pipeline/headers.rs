@@ -1,7 +1,7 @@
 //! Request header names as nginx validates them (`ignore_invalid_headers`,
 //! `underscores_in_headers`).
 
-use http::HeaderMap;
+use http::{header, HeaderMap};
 
 use crate::http::conn::Conn;
 
@@ -111,26 +111,31 @@ pub fn head_lines<'a>(
 
 /// Request fields nginx takes once (`ngx_http_process_unique_header_line`): two of one
 /// are refused with 400 (two lengths or codings are how requests are smuggled).
-const UNIQUE: &[&str] = &[
-    "if-modified-since",
-    "if-unmodified-since",
-    "if-match",
-    "if-none-match",
-    "content-length",
-    "content-range",
-    "if-range",
-    "transfer-encoding",
-    "expect",
-    "authorization",
-    "proxy-authorization",
+const UNIQUE: &[http::header::HeaderName] = &[
+    header::IF_MODIFIED_SINCE,
+    header::IF_UNMODIFIED_SINCE,
+    header::IF_MATCH,
+    header::IF_NONE_MATCH,
+    header::CONTENT_LENGTH,
+    header::CONTENT_RANGE,
+    header::IF_RANGE,
+    header::TRANSFER_ENCODING,
+    header::EXPECT,
+    header::AUTHORIZATION,
+    header::PROXY_AUTHORIZATION,
 ];
 
 /// The first unique field sent twice: its name as nginx writes it, and the two values.
+/// A head where no name repeats (nearly every request) is answered without a lookup.
 pub(super) fn duplicate_unique(h: &HeaderMap) -> Option<(String, String, String)> {
+    if h.len() == h.keys_len() {
+        return None;
+    }
     UNIQUE.iter().find_map(|name| {
-        let mut all = h.get_all(*name).iter();
+        let mut all = h.get_all(name).iter();
         let (first, second) = (all.next()?, all.next()?);
         let shown = name
+            .as_str()
             .split('-')
             .map(|w| {
                 let mut c = w.chars();

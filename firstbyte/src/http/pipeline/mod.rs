@@ -304,26 +304,29 @@ where
     let header_server = conn.first_server();
     // HTTP/1.x: the head must fit `client_header_buffer_size` and `large_client_header_buffers`
     // as nginx reads it (HTTP/2's bound is SETTINGS_MAX_HEADER_LIST_SIZE, in h2limits).
-    let head_length = match extensions.get::<super::h2::headers::HeadLength>() {
-        Some(l) => l.0,
+    // `$request_length`: HTTP/2's header block as it came, else the head's lines as written
+    // (the limits below read the same lines).
+    let (head_length, too_large) = match extensions.get::<super::h2::headers::HeadLength>() {
+        Some(l) => (l.0, None),
         None => {
             let (line, lines) = headers::head_lines(&method, &parts_uri, &parts_headers);
-            (line + lines.sum::<usize>() + 2) as u64
-        }
-    };
-    let too_large = match version {
-        http::Version::HTTP_2 | http::Version::HTTP_3 => None,
-        _ => {
-            let (line, lines) = headers::head_lines(&method, &parts_uri, &parts_headers);
-            let first =
-                usize::try_from(header_server.client_header_buffer_size).unwrap_or(usize::MAX);
-            headers::head_fits(
-                first,
-                header_server.large_client_header_buffers,
-                line,
-                lines,
-            )
-            .err()
+            let fields = headers::head_lines(&method, &parts_uri, &parts_headers).1;
+            let length = (line + fields.sum::<usize>() + 2) as u64;
+            let too_large = match version {
+                http::Version::HTTP_2 | http::Version::HTTP_3 => None,
+                _ => {
+                    let first = usize::try_from(header_server.client_header_buffer_size)
+                        .unwrap_or(usize::MAX);
+                    headers::head_fits(
+                        first,
+                        header_server.large_client_header_buffers,
+                        line,
+                        lines,
+                    )
+                    .err()
+                }
+            };
+            (length, too_large)
         }
     };
     if header_server.ignore_invalid_headers {
