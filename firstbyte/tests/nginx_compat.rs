@@ -106,6 +106,55 @@ http {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
+/// The deprecated `ssl on` (nginx up to 1.24; tutorials still write it) loads with nginx
+/// 1.22's warning and makes the server's address speak TLS, as `listen ... ssl` would.
+#[test]
+fn deprecated_ssl_on_serves_tls_with_a_warning() {
+    let dir = tempdir("sslon");
+    self_signed(&dir, "on", false);
+    std::fs::create_dir_all(dir.join("html")).unwrap();
+    std::fs::write(dir.join("html/index.html"), "ssl on served\n").unwrap();
+    let port = free_port();
+    let conf = fill(
+        r#"
+pid off;
+error_log {dir}/error.log;
+events {}
+http {
+    access_log off;
+    server {
+        listen 127.0.0.1:{port0};
+        ssl on;
+        ssl_certificate {dir}/on.crt;
+        ssl_certificate_key {dir}/on.key;
+        root {dir}/html;
+    }
+}
+"#,
+        &dir,
+        port,
+    );
+    std::fs::write(dir.join("t.conf"), &conf).unwrap();
+    let t = firstbyte(&["-t", "-c", dir.join("t.conf").to_str().unwrap()]);
+    let err = String::from_utf8_lossy(&t.stderr);
+    assert!(t.status.success(), "{err}");
+    assert!(
+        err.contains("[warn] the \"ssl\" directive is deprecated, use the \"listen ... ssl\" directive instead in"),
+        "{err}"
+    );
+    let server = Server::start_in(&dir, &conf, port);
+    let (code, _, body) = curl_i(&["--http1.1", &format!("https://localhost:{port}/")]);
+    assert_eq!(
+        (code, body.as_slice()),
+        (200, b"ssl on served\n".as_slice())
+    );
+    // Plain HTTP on it gets nginx's 400 page for a plain request on a TLS port.
+    let (code, _, _) = curl_i(&["--http1.1", &format!("http://localhost:{port}/")]);
+    assert_eq!(code, 400);
+    drop(server);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
 /// `ssl_certificate $ssl_server_name.crt` (relative) reads the files next to the
 /// configuration (nginx's conf prefix), not in the working directory: nginx-tests'
 /// `ssl_certificate_cache.t` writes its configuration this way.

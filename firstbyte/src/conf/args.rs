@@ -138,6 +138,16 @@ pub(crate) fn on_off(d: &Directive, _: &mut Cx) -> Result<bool, ConfError> {
     flag(d)
 }
 
+/// `ssl on|off` (removed in nginx 1.25): the flag, with nginx 1.22's warning.
+pub(crate) fn ssl_deprecated(d: &Directive, cx: &mut Cx) -> Result<bool, ConfError> {
+    let on = flag(d)?;
+    cx.warn(
+        "the \"ssl\" directive is deprecated, use the \"listen ... ssl\" directive instead",
+        &d.pos,
+    );
+    Ok(on)
+}
+
 /// `[on|off]`: no argument means on (`stub_status`'s old form, `connection_info`).
 pub(crate) fn on_unless_off(d: &Directive, _: &mut Cx) -> Result<bool, ConfError> {
     Ok(d.args.is_empty() || flag(d)?)

@@ -388,14 +388,7 @@ fn finish_http(h: HttpPart, cx: &mut Cx) -> Result<HttpConf, ConfError> {
         servers: parts,
     } = h;
     let vars = Arc::new(std::mem::take(&mut cx.user_vars));
-    // `ssl` belongs to the address: a server whose own `listen` lacks it still speaks TLS
-    // there when another server's `listen` on the same address says `ssl` (nginx).
-    let ssl_addrs: Vec<std::net::SocketAddr> = parts
-        .iter()
-        .flat_map(|sp| sp.head.listen.iter())
-        .filter(|l| l.ssl)
-        .map(|l| l.addr)
-        .collect();
+    let mut parts = parts;
     // The default server of each address: the one saying `default_server`, else the first.
     let mut defaults: HashMap<std::net::SocketAddr, usize> = HashMap::new();
     for (i, sp) in parts.iter().enumerate() {
@@ -407,6 +400,25 @@ fn finish_http(h: HttpPart, cx: &mut Cx) -> Result<HttpConf, ConfError> {
             }
         }
     }
+    // The deprecated `ssl on` (nginx 1.22): an address speaks TLS when its default server says
+    // so, as if that server's `listen` there said `ssl`.
+    for (i, sp) in parts.iter_mut().enumerate() {
+        if sp.srv.ssl.or(srv.ssl) == Some(true) {
+            for l in sp.head.listen.iter_mut().filter(|l| !l.quic) {
+                if defaults.get(&l.addr) == Some(&i) {
+                    l.ssl = true;
+                }
+            }
+        }
+    }
+    // `ssl` belongs to the address: a server whose own `listen` lacks it still speaks TLS
+    // there when another server's `listen` on the same address says `ssl` (nginx).
+    let ssl_addrs: Vec<std::net::SocketAddr> = parts
+        .iter()
+        .flat_map(|sp| sp.head.listen.iter())
+        .filter(|l| l.ssl)
+        .map(|l| l.addr)
+        .collect();
     for (i, sp) in parts.into_iter().enumerate() {
         let default_on_ssl = sp
             .head

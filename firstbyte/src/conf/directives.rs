@@ -269,6 +269,10 @@ macro_rules! srv_directives {
         "large_client_header_buffers" large_client_header_buffers: (usize, usize) = (4, 8 << 10) =>
             (HS, 2, 2, "4 8k", Inherit, p::buffers)
             "NUMBER SIZE. HTTP/1.x, as nginx: lines that do not fit `client_header_buffer_size` go whole into up to NUMBER buffers of SIZE; a request line that fits none gets 414, a header line (or the final CRLF) 400 \"Request Header Or Cookie Too Large\". firstbyte counts lines as `METHOD TARGET HTTP/1.1` and `Name: value`, each with CRLF (hyper keeps no spacing), and hyper refuses a head past 64k (or past all the buffers, when larger) first, with 431. HTTP/2: the decoded header list (name + value + 32 per field) is bounded by NUMBER x SIZE (`SETTINGS_MAX_HEADER_LIST_SIZE`; more: 431).";
+        // nginx 1.15-1.24's form (removed in 1.25): accepted with their warning, so old configs load.
+        "ssl" ssl: bool = false =>
+            (HS, 1, 1, "off", Inherit, p::ssl_deprecated)
+            "Deprecated (nginx 1.15; removed in 1.25, accepted here as nginx 1.22 does, with its `[warn]`): `on` makes every address whose default server block has it speak TLS, as if its `listen` said `ssl`; write `listen ... ssl` instead.";
         // HTTP/3 and QUIC (nginx's ngx_http_v3_module). Apart from `http3`, the values of an
         // address's default server block apply to every QUIC connection of that address, as in
         // nginx (one endpoint per UDP socket).

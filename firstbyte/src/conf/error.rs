@@ -172,12 +172,6 @@ pub enum ConfError {
         /// Where it was written.
         pos: Pos,
     },
-    /// `ssl on;`, removed in nginx 1.25.
-    #[error("the \"ssl\" directive is no longer supported, use the \"listen ... ssl\" directive instead in {pos}")]
-    SslDirective {
-        /// Where it was written.
-        pos: Pos,
-    },
     /// A server with `listen ... ssl` and no certificate.
     #[error("no \"ssl_certificate\" is defined for the \"listen ... ssl\" directive in {pos}")]
     NoCertificate {

@@ -194,11 +194,6 @@ pub(crate) fn stapling_responder(d: &Directive, _: &mut Cx) -> Result<Option<Str
     Ok(Some(url.to_string()))
 }
 
-/// `ssl on|off`: removed in nginx 1.25, an error here too.
-pub(crate) fn ssl(_: &mut SrvSettings, d: &Directive, _: &mut Cx) -> R {
-    Err(ConfError::SslDirective { pos: d.pos.clone() })
-}
-
 /// A record size: 1 byte to 16k (a TLS record's plaintext limit, RFC 8446 §5.1).
 fn record_size(d: &Directive) -> Result<usize, ConfError> {
     let n = size(d, arg0(d))?;

@@ -125,10 +125,6 @@ fn errors_are_worded_as_nginx() {
             "ssl_conf_command \"Options PrioritizeChaCha\" is not supported by firstbyte yet in /t/x.conf:1",
         ),
         (
-            "http { server { ssl on; } }",
-            "the \"ssl\" directive is no longer supported, use the \"listen ... ssl\" directive instead in /t/x.conf:1",
-        ),
-        (
             "http {\n server {\n  listen 443 ssl;\n }\n}",
             "no \"ssl_certificate\" is defined for the \"listen ... ssl\" directive in /t/x.conf:2",
         ),
@@ -568,6 +564,39 @@ fn listen_ssl_http2_and_tls() {
     assert_eq!(t1.ciphersuites.as_deref(), Some("TLS_AES_256_GCM_SHA384"));
     assert!(s[1].http2, "listen ... http2 turns it on");
     assert!(s[2].tls.is_none() && !s[2].http2);
+}
+
+#[test]
+fn deprecated_ssl_on_makes_the_default_servers_addresses_tls() {
+    // nginx 1.22: `ssl on` in the default server of an address makes the address speak TLS
+    // (with a warning); in a server that is not the default there, it changes nothing.
+    let c = http(
+        "ssl_certificate c; ssl_certificate_key k;\n\
+         server { listen 8443; ssl on; }\n\
+         server { listen 8443; server_name b; }\n\
+         server { listen 8080; server_name plain; }\n\
+         server { listen 8080; server_name late; ssl on; }\n\
+         server { listen 8081; ssl off; }",
+    );
+    let s = servers(&c);
+    assert!(s[0].tls.is_some() && s[1].tls.is_some(), "8443 speaks TLS");
+    assert!(
+        s[2].tls.is_none() && s[3].tls.is_none(),
+        "8080's default says nothing"
+    );
+    assert!(s[4].tls.is_none());
+    assert_eq!(
+        c.warnings,
+        [
+            "the \"ssl\" directive is deprecated, use the \"listen ... ssl\" directive instead in /t/x.conf:4",
+            "the \"ssl\" directive is deprecated, use the \"listen ... ssl\" directive instead in /t/x.conf:7",
+            "the \"ssl\" directive is deprecated, use the \"listen ... ssl\" directive instead in /t/x.conf:8",
+        ]
+    );
+    // At http level it applies to every server (inherited), and needs a certificate as nginx.
+    let e = err("http { ssl on; server { listen 8443; } }");
+    assert!(e.starts_with("no \"ssl_certificate\" is defined"), "{e}");
+    assert!(err("http { server { ssl maybe; } }").starts_with("invalid value \"maybe\""));
 }
 
 #[test]
