@@ -176,6 +176,13 @@ fn site() -> Site {
     )
     .expect("xar.php");
     std::fs::write(www.join("target.txt"), "the target\n").expect("target");
+    // Sleeps, then writes 3 MB (a write fails once the connection is closed, and PHP then
+    // ends the script); its shutdown function leaves a mark saying whether it was aborted.
+    std::fs::write(
+        www.join("abort.php"),
+        format!("<?php register_shutdown_function(function () {{ file_put_contents('{}/mark-' . $_SERVER['MARK'], connection_aborted() ? 'aborted' : 'finished'); }}); sleep(1); for ($i = 0; $i < 30; $i++) {{ echo str_repeat('x', 100000); flush(); }}", dir.display()),
+    )
+    .expect("abort.php");
     // Debian's stock files, as /etc/nginx has them.
     let debian = Path::new(env!("CARGO_MANIFEST_DIR")).join("../testdata/corpus/debian");
     std::fs::create_dir_all(dir.join("snippets")).expect("snippets");
@@ -237,6 +244,19 @@ http {{
       fastcgi_param SCRIPT_FILENAME $document_root/stderr.php;
     }}
     location /dead/ {{ fastcgi_pass dead; }}
+    location /abort-on/ {{
+      fastcgi_pass unix:{sock};
+      fastcgi_ignore_client_abort on;
+      include fastcgi_params;
+      fastcgi_param SCRIPT_FILENAME $document_root/abort.php;
+      fastcgi_param MARK on;
+    }}
+    location /abort-off/ {{
+      fastcgi_pass unix:{sock};
+      include fastcgi_params;
+      fastcgi_param SCRIPT_FILENAME $document_root/abort.php;
+      fastcgi_param MARK off;
+    }}
     location /xar-ignored/ {{
       fastcgi_pass unix:{sock};
       fastcgi_ignore_headers X-Accel-Redirect;
@@ -546,4 +566,30 @@ fn keep_conn_reuses_connections() {
     }
     assert_eq!(s.relayed.load(Ordering::SeqCst), 4);
     drop(s.server);
+}
+
+/// `fastcgi_ignore_client_abort on`: a client that leaves while the script runs does not end
+/// it (its output is read and discarded, so PHP's write succeeds and the script finishes);
+/// `off`: the FastCGI connection closes, PHP's write fails and PHP ends the script.
+#[test]
+fn fastcgi_ignore_client_abort_lets_the_script_finish() {
+    let site = site();
+    for path in ["/abort-on/", "/abort-off/"] {
+        let mut c = std::net::TcpStream::connect(("127.0.0.1", site.port)).expect("connect");
+        c.write_all(format!("GET {path} HTTP/1.1\r\nHost: fcgi.test\r\n\r\n").as_bytes())
+            .expect("write");
+        std::thread::sleep(Duration::from_millis(200));
+        drop(c);
+    }
+    // PHP's shutdown function says how each script ended (it runs after an abort too).
+    for (mark, want) in [("mark-on", "finished"), ("mark-off", "aborted")] {
+        let path = site.dir.join(mark);
+        let deadline = Instant::now() + Duration::from_secs(20);
+        while !path.exists() && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        std::thread::sleep(Duration::from_millis(50));
+        let got = std::fs::read_to_string(&path).unwrap_or_default();
+        assert_eq!(got, want, "{mark}");
+    }
 }

@@ -459,6 +459,46 @@ fn a_client_that_leaves_while_the_upstream_thinks_is_logged_499() {
     drop(s);
 }
 
+/// `proxy_ignore_client_abort on`: a client that leaves while the upstream thinks does not
+/// end the exchange; the whole response (8 MiB, more than any socket buffer holds) is read
+/// from the upstream. `off` (the default): the upstream connection is closed when the client
+/// leaves, so the upstream's writes fail.
+#[test]
+fn proxy_ignore_client_abort_reads_the_whole_response() {
+    const BODY: usize = 8 << 20;
+    for (ignore, whole) in [("on", true), ("off", false)] {
+        let (tx, rx) = std::sync::mpsc::channel::<bool>();
+        let tx = std::sync::Mutex::new(tx);
+        let (a, _) = upstream(move |s| {
+            let mut r = BufReader::new(s.try_clone().expect("clone"));
+            if read_head(&mut r).is_none() {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(800));
+            let mut w = s;
+            let head = format!("HTTP/1.1 200 OK\r\nContent-Length: {BODY}\r\n\r\n");
+            let chunk = vec![b'x'; 64 << 10];
+            let ok = w.write_all(head.as_bytes()).is_ok()
+                && (0..BODY / chunk.len()).all(|_| w.write_all(&chunk).is_ok());
+            if let Ok(tx) = tx.lock() {
+                let _ = tx.send(ok);
+            }
+        });
+        let (server, port) = front(
+            "",
+            &format!("location / {{ proxy_ignore_client_abort {ignore}; proxy_read_timeout 10s; proxy_pass http://127.0.0.1:{a}; }}"),
+        );
+        let mut c = TcpStream::connect(("127.0.0.1", port)).expect("connect");
+        c.write_all(b"GET / HTTP/1.1\r\nHost: x\r\n\r\n")
+            .expect("write");
+        std::thread::sleep(Duration::from_millis(200));
+        drop(c);
+        let got = rx.recv_timeout(Duration::from_secs(20));
+        assert_eq!(got, Ok(whole), "proxy_ignore_client_abort {ignore}");
+        drop(server);
+    }
+}
+
 /// A DNS server on UDP: `backend.test` is 127.0.0.1 (TTL 60), `alias.test` a CNAME to it
 /// (answered alone, so the proxy asks again), anything else NXDOMAIN; AAAA questions get an
 /// empty answer. Its port and the number of A questions it got.

@@ -394,6 +394,10 @@ macro_rules! proxy_directives {
             (HSL, 1, 1, "off", Inherit, p::on_off)
             "firstbyte's default is off: the upstream's bytes go to the client as they arrive. nginx buffers by default; `on` reads the upstream as fast as it sends, into `proxy_buffers` and then a temp file, as nginx.";
         // off: nginx's default.
+        "proxy_ignore_client_abort" ignore_client_abort: bool = false =>
+            (HSL, 1, 1, "off", Inherit, p::on_off)
+            "`on`: a client that closes its connection (or resets its stream) does not end the request to the upstream: it runs to its end and the rest of the response is read and discarded, as nginx; `off`: the upstream connection is closed then (the access log shows 499).";
+        // off: nginx's default.
         "proxy_intercept_errors" intercept_errors: bool = false =>
             (HSL, 1, 1, "off", Inherit, p::on_off)
             "An upstream response with a status of 300 or more that an `error_page` names is replaced by that page, as nginx.";
@@ -524,6 +528,9 @@ macro_rules! fastcgi_directives {
         "fastcgi_buffering" buffering: bool = false =>
             (HSL, 1, 1, "off", Inherit, p::on_off)
             "As `proxy_buffering`: firstbyte's default is off (the script's output goes to the client as it arrives); `on` reads the FastCGI server as fast as it sends into `fastcgi_buffers` and then a temp file in `fastcgi_temp_path`.";
+        "fastcgi_ignore_client_abort" ignore_client_abort: bool = false =>
+            (HSL, 1, 1, "off", Inherit, p::on_off)
+            "As `proxy_ignore_client_abort`: `on` lets the script run to its end and reads its whole output when the client leaves.";
         "fastcgi_intercept_errors" intercept_errors: bool = false =>
             (HSL, 1, 1, "off", Inherit, p::on_off)
             "A FastCGI response with a status of 300 or more that an `error_page` names is replaced by that page, as nginx.";

@@ -113,15 +113,21 @@ where
     };
     let mut up = px::UpstreamVars::default();
     let site = r.conn.site();
-    let result = fc::forward(
-        route,
-        &site.proxies.fastcgi_pool,
-        req,
-        &log,
-        super::forward::balance_key(r, route),
-        &mut up,
-    )
-    .await;
+    let key = super::forward::balance_key(r, route);
+    let result = if conf.ignore_client_abort {
+        // `fastcgi_ignore_client_abort on`: the script runs to its end whatever the client does.
+        let (route, pool) = (Arc::clone(route), Arc::clone(&site.proxies.fastcgi_pool));
+        let owned = super::forward::OwnedLog::of(&log);
+        let exchange = async move {
+            let res = fc::forward(&route, &pool, req, &owned.get(), key, &mut up).await;
+            (res, up)
+        };
+        let (res, u) = super::detach::run(exchange, None::<std::future::Pending<()>>).await;
+        up = u;
+        res
+    } else {
+        fc::forward(route, &site.proxies.fastcgi_pool, req, &log, key, &mut up).await
+    };
     let _ = r.upstream.set(up);
     let mut resp = result.map_err(|f| f.status())?;
     let status = resp.status().as_u16();

@@ -35,14 +35,14 @@ where
     }
     let remote = r.conn.facts().peer.map(|p| p.ip().to_string());
     // `proxy_pass` with variables: this request's route.
-    let evaluated;
+    let evaluated: Arc<px::Route>;
     let with_vars = route.dynamic_url().is_some();
     let (route, conf) = match route.dynamic_url() {
         Some(url) => {
             let url = r.eval(url);
             match route.for_url(&url).await {
                 Ok(rt) => {
-                    evaluated = rt;
+                    evaluated = Arc::new(rt);
                     (&evaluated, &evaluated.conf)
                 }
                 Err(e) => {
@@ -61,7 +61,7 @@ where
                 }
             }
         }
-        None => (&**route, conf),
+        None => (route, conf),
     };
     let target = if let (true, Some(uri)) = (with_vars, &conf.uri) {
         // nginx: a URI part evaluated with variables is the whole upstream URI.
@@ -228,24 +228,38 @@ where
         armed: true,
     };
     abort.up.proxy_host = Some(conf.host.clone());
-    let forwarding = px::forward(
-        route,
-        &site.proxies.pool,
-        req,
-        upgrade,
-        &log,
-        balance_key(r, route),
-        &mut abort.up,
-    );
+    let key = balance_key(r, route);
     // A streamed body that fails after the upstream had all of its length (an HTTP/2 client
     // sending more than its content-length) is the client's error, answered 400 as nginx,
     // whatever the upstream would answer.
-    let result = match watch {
-        Some(w) => tokio::select! {
-            r = forwarding => r,
-            () = w.failed() => Err(px::Failure::ClientBody),
-        },
-        None => forwarding.await,
+    let result = if conf.ignore_client_abort {
+        let (route, pool) = (Arc::clone(route), Arc::clone(&site.proxies.pool));
+        let owned = OwnedLog::of(&log);
+        let mut up = std::mem::take(&mut abort.up);
+        let exchange = async move {
+            let res = px::forward(&route, &pool, req, upgrade, &owned.get(), key, &mut up).await;
+            (res, up)
+        };
+        let (res, up) = super::detach::run(exchange, watch.map(|w| w.failed())).await;
+        abort.up = up;
+        res
+    } else {
+        let forwarding = px::forward(
+            route,
+            &site.proxies.pool,
+            req,
+            upgrade,
+            &log,
+            key,
+            &mut abort.up,
+        );
+        match watch {
+            Some(w) => tokio::select! {
+                r = forwarding => r,
+                () = w.failed() => Err(px::Failure::ClientBody),
+            },
+            None => forwarding.await,
+        }
     };
     abort.armed = false;
     let _ = r.upstream.set(std::mem::take(&mut abort.up));
@@ -293,6 +307,34 @@ where
             resp
         })
         .map_err(|f| f.status())
+}
+
+/// A [`px::LogContext`]'s texts, owned, for an exchange running in a task of its own.
+pub(super) struct OwnedLog {
+    client: String,
+    server: String,
+    request_line: String,
+    host: String,
+}
+
+impl OwnedLog {
+    pub(super) fn of(l: &crate::http::proxy::LogContext<'_>) -> Self {
+        OwnedLog {
+            client: l.client.to_string(),
+            server: l.server.to_string(),
+            request_line: l.request_line.to_string(),
+            host: l.host.to_string(),
+        }
+    }
+
+    pub(super) fn get(&self) -> crate::http::proxy::LogContext<'_> {
+        crate::http::proxy::LogContext {
+            client: &self.client,
+            server: &self.server,
+            request_line: &self.request_line,
+            host: &self.host,
+        }
+    }
 }
 
 /// A proxied request waiting on its upstream: dropped there (the client closed the

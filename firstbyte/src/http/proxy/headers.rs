@@ -380,6 +380,7 @@ mod tests {
             send_timeout: Duration::from_secs(60),
             buffering: false,
             intercept_errors: false,
+            ignore_client_abort: false,
             next_upstream: crate::conf::model::NextUpstream::DEFAULT,
             next_upstream_tries: 0,
             next_upstream_timeout: Duration::ZERO,
