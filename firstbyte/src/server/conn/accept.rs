@@ -334,6 +334,32 @@ pub(super) async fn accept_tls(
         }
     }
     let sc = tls.connection();
+    let mut client = server.tls.as_ref().and_then(|t| {
+        crate::tls::peer::verify(
+            t.verify_client,
+            site.client_verifier_for(&server),
+            sc.peer_certificates(),
+            rustls::pki_types::UnixTime::now(),
+        )
+    });
+    if let (Some(t), Some(c)) = (server.tls.as_ref(), client.as_mut()) {
+        // `ssl_ocsp`: before the first request, as nginx (`tls::client_ocsp`).
+        if t.ocsp != crate::conf::model::OcspMode::Off
+            && c.verify == crate::tls::peer::ClientVerify::Success
+        {
+            let resolver = t
+                .ocsp_resolver
+                .as_ref()
+                .map(|(r, timeout)| OcspDns(r, *timeout));
+            let resolver = resolver
+                .as_ref()
+                .map(|r| r as &dyn crate::tls::client_ocsp::NameResolver);
+            if let Some(reason) = crate::tls::client_ocsp::validate(t, &c.path, resolver).await {
+                c.verify = crate::tls::peer::ClientVerify::Failed(reason);
+            }
+        }
+    }
+    let sc = tls.connection();
     let alpn = sc
         .alpn_protocol()
         .map(|p| String::from_utf8_lossy(p).into_owned())
@@ -356,14 +382,7 @@ pub(super) async fn accept_tls(
         ciphers,
         resumed: matches!(sc.handshake_kind(), Some(rustls::HandshakeKind::Resumed)),
         server_name: sni,
-        client: server.tls.as_ref().and_then(|t| {
-            crate::tls::peer::verify(
-                t.verify_client,
-                site.client_verifier_for(&server),
-                sc.peer_certificates(),
-                rustls::pki_types::UnixTime::now(),
-            )
-        }),
+        client,
         ktls: (kernel.is_some(), kernel.is_some()),
         early,
     });
@@ -432,6 +451,24 @@ pub(super) async fn accept_tls(
         Proto::H1
     };
     Some((secured, conn, proto, server))
+}
+
+/// `resolver` (and `resolver_timeout`) for `ssl_ocsp` responders.
+struct OcspDns<'a>(&'a crate::conf::model::Resolver, std::time::Duration);
+
+impl crate::tls::client_ocsp::NameResolver for OcspDns<'_> {
+    fn resolve<'a>(
+        &'a self,
+        name: &'a str,
+    ) -> std::pin::Pin<
+        Box<dyn std::future::Future<Output = Result<Vec<std::net::IpAddr>, String>> + Send + 'a>,
+    > {
+        Box::pin(async move {
+            crate::http::proxy::dns::resolve(name, self.0, self.1)
+                .await
+                .map_err(|e| format!("{name} could not be resolved ({e})"))
+        })
+    }
 }
 
 /// The record policy of a new connection to `server`: its own, or the one `tuning_advisor
