@@ -365,7 +365,7 @@ macro_rules! tls_directives {
             "OCSP responder URL (`http://` only, as nginx) for `ssl_ocsp`, instead of each certificate's Authority Information Access.";
         "ssl_ocsp_cache" ocsp_cache: Option<crate::conf::model::OcspCacheZone> = None =>
             (HS, 1, 1, "off", Inherit, srv::ocsp_cache)
-            "`off` or `shared:NAME:SIZE` (at least 32k): `ssl_ocsp` results (good or revoked) kept until the response's `nextUpdate` (an hour without one) in a cache shared by the servers naming it (about 4000 entries per MB; the oldest go when full). Without it every connection asks the responder.";
+            "`off` or `shared:NAME:SIZE` (at least 32k): `ssl_ocsp` results (good, revoked or unknown, as nginx) kept until the response's `nextUpdate` (an hour without one) in a cache shared by the servers naming it (about 4000 entries per MB; the oldest go when full). Without it every connection asks the responder.";
         "ssl_stapling_file" stapling_file: Option<PathBuf> = None =>
             (HS, 1, 1, "", Inherit, p::conf_file)
             "DER OCSP response to staple.";

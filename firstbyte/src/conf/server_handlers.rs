@@ -376,6 +376,48 @@ mod tests {
     }
 
     #[test]
+    fn ocsp_cache_and_responder_as_nginx() {
+        let mut c = cx();
+        let v = |a: &str, c: &mut Cx| ocsp_cache(&dir("ssl_ocsp_cache", &[a]), c);
+        assert_eq!(v("off", &mut c).unwrap(), None);
+        assert_eq!(
+            v("shared:OCSP:1m", &mut c).unwrap(),
+            Some(OcspCacheZone {
+                name: "OCSP".into(),
+                size: 1 << 20
+            })
+        );
+        assert!(v("shared:OCSP:32k", &mut c).is_ok());
+        for bad in [
+            "shared:OCSP:31k",
+            "shared::1m",
+            "shared:OCSP",
+            "builtin",
+            "shared:O:x",
+        ] {
+            assert!(v(bad, &mut c).is_err(), "{bad}");
+        }
+        let r = |a: &str, c: &mut Cx| ocsp_responder(&dir("ssl_ocsp_responder", &[a]), c);
+        assert_eq!(
+            r("http://127.0.0.1:8080/test", &mut c).unwrap().as_deref(),
+            Some("http://127.0.0.1:8080/test")
+        );
+        for bad in [
+            "https://ocsp.example.com/",
+            "http://",
+            "http://:80/",
+            "ocsp.example.com",
+        ] {
+            assert!(r(bad, &mut c).is_err(), "{bad}");
+        }
+        assert_eq!(
+            ocsp_mode(&dir("ssl_ocsp", &["leaf"]), &mut c).unwrap(),
+            OcspMode::Leaf
+        );
+        assert!(ocsp_mode(&dir("ssl_ocsp", &["chain"]), &mut c).is_err());
+    }
+
+    #[test]
     fn conf_command_and_protocols() {
         let mut c = cx();
         let mut s = SrvSettings::default();
