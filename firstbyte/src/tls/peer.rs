@@ -59,7 +59,8 @@ pub struct PeerCert {
     /// Checked at the handshake's server block.
     pub verify: ClientVerify,
     /// The verified path, leaf first and the self-signed anchor last (empty unless
-    /// `verify` is `Success` against a CA): what `ssl_ocsp` checks.
+    /// `verify` is `Success` against a CA): what `ssl_ocsp` checks, taken (emptied) by the
+    /// connection's accept once it has.
     pub path: Vec<CertificateDer<'static>>,
 }
 

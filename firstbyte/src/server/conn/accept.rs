@@ -304,6 +304,35 @@ pub(super) async fn accept_tls(
         }
     };
     io.set_record_reads(false);
+    // Before kernel TLS takes the socket: the OCSP check may wait on a responder.
+    let sc = tls.connection();
+    let mut client = server.tls.as_ref().and_then(|t| {
+        crate::tls::peer::verify(
+            t.verify_client,
+            site.client_verifier_for(&server),
+            sc.peer_certificates(),
+            rustls::pki_types::UnixTime::now(),
+        )
+    });
+    if let (Some(t), Some(c)) = (server.tls.as_ref(), client.as_mut()) {
+        // `ssl_ocsp`: before the first request, as nginx (`tls::client_ocsp`). The path is
+        // not kept for the connection's life.
+        let path = std::mem::take(&mut c.path);
+        if t.ocsp != crate::conf::model::OcspMode::Off
+            && c.verify == crate::tls::peer::ClientVerify::Success
+        {
+            let resolver = t
+                .ocsp_resolver
+                .as_ref()
+                .map(|(r, timeout)| OcspDns(r, *timeout));
+            let resolver = resolver
+                .as_ref()
+                .map(|r| r as &dyn crate::tls::client_ocsp::NameResolver);
+            if let Some(reason) = crate::tls::client_ocsp::validate(t, &path, resolver).await {
+                c.verify = crate::tls::peer::ClientVerify::Failed(reason);
+            }
+        }
+    }
     // A 0-RTT connection's handshake is not done: it stays in user space.
     let early = tls.early_gate().cloned();
     let decision = (may_switch && early.is_none() && server.tls.as_ref().is_some_and(|t| t.ktls))
@@ -331,32 +360,6 @@ pub(super) async fn accept_tls(
                 ),
             },
             ktls::Decision::User(why) => crate::fblog!(Debug, "BIO_get_ktls_send(): 0 ({why})"),
-        }
-    }
-    let sc = tls.connection();
-    let mut client = server.tls.as_ref().and_then(|t| {
-        crate::tls::peer::verify(
-            t.verify_client,
-            site.client_verifier_for(&server),
-            sc.peer_certificates(),
-            rustls::pki_types::UnixTime::now(),
-        )
-    });
-    if let (Some(t), Some(c)) = (server.tls.as_ref(), client.as_mut()) {
-        // `ssl_ocsp`: before the first request, as nginx (`tls::client_ocsp`).
-        if t.ocsp != crate::conf::model::OcspMode::Off
-            && c.verify == crate::tls::peer::ClientVerify::Success
-        {
-            let resolver = t
-                .ocsp_resolver
-                .as_ref()
-                .map(|(r, timeout)| OcspDns(r, *timeout));
-            let resolver = resolver
-                .as_ref()
-                .map(|r| r as &dyn crate::tls::client_ocsp::NameResolver);
-            if let Some(reason) = crate::tls::client_ocsp::validate(t, &c.path, resolver).await {
-                c.verify = crate::tls::peer::ClientVerify::Failed(reason);
-            }
         }
     }
     let sc = tls.connection();
