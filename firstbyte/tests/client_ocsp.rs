@@ -34,8 +34,8 @@ fn sh(script: &str, dir: &Path) {
 }
 
 /// The CA, clients `good` (serial 1001) and `revoked` (1002) whose AIA names the responder
-/// at `rport`, an `impostor` CA with the real CA's name and another key, and the responses:
-/// `good.der`, `revoked.der` (the CA's), `good-revoked.der` (the CA says `good` is revoked),
+/// at 127.0.0.1:`rport`, `named` (1003) whose AIA names it `ocsp.test:rport`, an `impostor` CA with the real CA's name and another key, and the responses:
+/// `good.der`, `revoked.der`, `named.der` (the CA's), `good-revoked.der` (the CA says `good` is revoked),
 /// `forged.der` (the impostor says `revoked` is good).
 fn pki(dir: &Path, rport: u16) {
     sh(
@@ -46,23 +46,26 @@ openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -days 30 \
 openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -days 30 \
   -subj /CN=ocsp-client-ca -keyout impostor.key -out impostor.crt 2>/dev/null
 printf 'extendedKeyUsage=clientAuth\nauthorityInfoAccess=OCSP;URI:http://127.0.0.1:{rport}/\n' > client.ext
+printf 'extendedKeyUsage=clientAuth\nauthorityInfoAccess=OCSP;URI:http://ocsp.test:{rport}/\n' > named.ext
 n=1000
-for c in good revoked; do
+for c in good revoked named; do
   n=$((n+1))
+  ext=client.ext; [ $c = named ] && ext=named.ext
   openssl req -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -subj /CN=$c \
     -keyout $c.key -out $c.csr 2>/dev/null
   openssl x509 -req -in $c.csr -CA ca.crt -CAkey ca.key -set_serial 0x$n -days 30 \
-    -extfile client.ext -out $c.crt 2>/dev/null
+    -extfile $ext -out $c.crt 2>/dev/null
   openssl ocsp -issuer ca.crt -cert $c.crt -reqout $c.req >/dev/null 2>&1
 done
 end=$(date -u -d '+30 days' +%y%m%d%H%M%SZ)
 line() {{ printf '%s\t%s\t%s\t%s\tunknown\t/CN=%s\n' "$1" "$end" "$2" "$3" "$4"; }}
-{{ line V '' 1001 good; line R 261101000000Z 1002 revoked; }} > index.txt
+{{ line V '' 1001 good; line R 261101000000Z 1002 revoked; line V '' 1003 named; }} > index.txt
 {{ line R 261101000000Z 1001 good; line V '' 1002 revoked; }} > index-swapped.txt
 resp() {{ openssl ocsp -index $1 -CA ca.crt -rsigner $2.crt -rkey $2.key -reqin $3.req \
   -respout $4 -ndays 1 >/dev/null 2>&1; }}
 resp index.txt ca good good.der
 resp index.txt ca revoked revoked.der
+resp index.txt ca named named.der
 resp index-swapped.txt ca good good-revoked.der
 resp index-swapped.txt impostor revoked forged.der
 chmod 644 *.key
@@ -268,14 +271,55 @@ http {
         ssl_ocsp_cache shared:CLIENTS:1m;
         location / { return 200 "ok"; }
     }
+    server {
+        listen 127.0.0.1:{port4} ssl;
+        ssl_ocsp on;
+        resolver 127.0.0.1:{dns} ipv6=off;
+        location / { return 200 "ok"; }
+    }
 }
 "#;
+
+/// A DNS server on UDP answering every A question with 127.0.0.1 (anything else: no
+/// records); its port and the questions it got.
+fn dns_server() -> (u16, Arc<AtomicUsize>) {
+    let sock = std::net::UdpSocket::bind("127.0.0.1:0").expect("bind dns");
+    let port = sock.local_addr().unwrap().port();
+    let asked = Arc::new(AtomicUsize::new(0));
+    let count = asked.clone();
+    std::thread::spawn(move || {
+        let mut buf = [0u8; 512];
+        while let Ok((n, from)) = sock.recv_from(&mut buf) {
+            let q = &buf[..n];
+            let Some(end) = q
+                .get(12..)
+                .and_then(|b| b.iter().position(|b| *b == 0))
+                .map(|p| 12 + p + 1)
+                .filter(|e| e + 4 <= n)
+            else {
+                continue;
+            };
+            count.fetch_add(1, Ordering::SeqCst);
+            let qtype = u16::from_be_bytes([q[end], q[end + 1]]);
+            let mut r = q[..end + 4].to_vec();
+            r[2] = 0x81;
+            r[3] = 0x80;
+            if qtype == 1 {
+                r[7] = 1;
+                r.extend_from_slice(&[0xc0, 12, 0, 1, 0, 1, 0, 0, 0, 60, 0, 4, 127, 0, 0, 1]);
+            }
+            let _ = sock.send_to(&r, from);
+        }
+    });
+    (port, asked)
+}
 
 struct Setup {
     dir: PathBuf,
     pki: PathBuf,
     responder: Responder,
     ports: Vec<u16>,
+    dns_asked: Arc<AtomicUsize>,
     _server: Server,
 }
 
@@ -287,14 +331,16 @@ impl Setup {
         let responder = Responder::start(&pki_dir);
         pki(&pki_dir, responder.port);
         // port3: nobody listens there (a responder that is down).
-        let ports: Vec<u16> = (0..4).map(|_| free_port()).collect();
-        let conf = render(CONF, &dir, &ports);
+        let ports: Vec<u16> = (0..5).map(|_| free_port()).collect();
+        let (dns, dns_asked) = dns_server();
+        let conf = render(&CONF.replace("{dns}", &dns.to_string()), &dir, &ports);
         let server = Server::start_in(&dir, &conf, ports[0]);
         Setup {
             dir,
             pki: pki_dir,
             responder,
             ports,
+            dns_asked,
             _server: server,
         }
     }
@@ -476,4 +522,23 @@ fn bad_ocsp_settings_are_refused_at_load() {
         );
     }
     let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn responder_names_are_resolved_with_resolver_only() {
+    let s = Setup::new("client-ocsp-dns");
+    s.answer_file("named.der");
+    // No `resolver`: the AIA's host name is not looked up (nginx's failure).
+    assert_eq!(s.get(0, "named"), (400, FAILED.into()));
+    assert!(
+        s.error_log()
+            .contains("no resolver defined to resolve ocsp.test"),
+        "{}",
+        s.error_log()
+    );
+    assert_eq!(s.responder.requests(), 0);
+    // With one: asked of it, then the responder.
+    assert_eq!(s.get(4, "named"), (200, "SUCCESS".into()));
+    assert!(s.dns_asked.load(Ordering::SeqCst) >= 1);
+    assert_eq!(s.responder.requests(), 1);
 }
