@@ -18,8 +18,8 @@ use super::declare::finish_conf;
 use super::directives::srv_directives;
 use super::error::ConfError;
 use super::model::{
-    HttpConf, Locations, MainConf, MimeTypes, Pos, PrefixLocation, RegexLocation, ServerConf,
-    ServerName, SessionCache, SocketConf, TlsVersion, VerifyClient,
+    HttpConf, Locations, MainConf, MimeTypes, OcspMode, Pos, PrefixLocation, RegexLocation,
+    ServerConf, ServerName, SessionCache, SocketConf, TlsVersion, VerifyClient,
 };
 use super::parse::Directive;
 use super::rewrite::regex::Regex;
@@ -514,7 +514,22 @@ fn finish_server(
                 &sp.pos,
             ));
         }
-        let t = srv.tls.finish(certificates, dynamic);
+        let mut t = srv.tls.finish(certificates, dynamic);
+        if t.ocsp != OcspMode::Off {
+            if t.verify_client == VerifyClient::OptionalNoCa {
+                return Err(ConfError::other(
+                    "\"ssl_ocsp\" is incompatible with \"ssl_verify_client optional_no_ca\"",
+                    &sp.pos,
+                ));
+            }
+            // nginx asks the server level's resolver.
+            let p = &loc.proxy;
+            t.ocsp_resolver = p
+                .resolver
+                .clone()
+                .flatten()
+                .map(|r| (r, p.resolver_timeout.unwrap_or(Duration::from_secs(30))));
+        }
         if matches!(t.verify_client, VerifyClient::On | VerifyClient::Optional)
             && has_cert
             && t.client_certificate.is_none()

@@ -361,6 +361,15 @@ macro_rules! tls_directives {
         "ssl_crl" crl: Option<PathBuf> = None =>
             (HS, 1, 1, "", Inherit, p::conf_file)
             "CRLs (PEM; version 1 as `openssl ca -gencrl` makes them, or 2) client certificates are checked against with `ssl_verify_client`: as nginx (OpenSSL's `CRL_CHECK_ALL`), every certificate of the chain, the CA's own included, needs a CRL signed by its issuer (`unable to get certificate CRL`), and an expired CRL fails the check. A CRL with a critical extension is not used.";
+        "ssl_ocsp" ocsp: crate::conf::model::OcspMode = crate::conf::model::OcspMode::Off =>
+            (HS, 1, 1, "off", Inherit, srv::ocsp_mode)
+            "OCSP check of client certificates (with `ssl_verify_client`), as nginx ≥ 1.19: after the handshake and before the first request, each certificate of the verified chain (`leaf`: the client's own only; the self-signed CA never) is asked of its responder (AIA, or `ssl_ocsp_responder`) by HTTP/1.0 GET. The response must be signed by the certificate's issuer or by a responder the issuer delegated to (`id-kp-OCSPSigning`), and current (`thisUpdate`/`nextUpdate`, 5 minutes of leeway). A revoked or unknown certificate, or a failed request (responder down, bad response; 60 s at most), gets 400 with `$ssl_client_verify` `FAILED:certificate revoked`, `FAILED:certificate status unknown` or `FAILED:certificate status request failed`. A responder named by host name is resolved with `resolver` (none: `no resolver defined to resolve NAME`, a failure), except `ssl_ocsp_responder`'s, which falls back to the system resolver. Not with `ssl_verify_client optional_no_ca`.";
+        "ssl_ocsp_responder" ocsp_responder: Option<String> = None =>
+            (HS, 1, 1, "", Inherit, srv::ocsp_responder)
+            "OCSP responder URL (`http://` only, as nginx) for `ssl_ocsp`, instead of each certificate's Authority Information Access.";
+        "ssl_ocsp_cache" ocsp_cache: Option<crate::conf::model::OcspCacheZone> = None =>
+            (HS, 1, 1, "off", Inherit, srv::ocsp_cache)
+            "`off` or `shared:NAME:SIZE` (at least 32k): `ssl_ocsp` results (good, revoked or unknown, as nginx) kept until the response's `nextUpdate` (an hour without one) in a cache shared by the servers naming it (about 4000 entries per MB; the oldest go when full). Without it every connection asks the responder.";
         "ssl_stapling_file" stapling_file: Option<PathBuf> = None =>
             (HS, 1, 1, "", Inherit, p::conf_file)
             "DER OCSP response to staple.";
@@ -414,7 +423,7 @@ macro_rules! proxy_directives {
             "The method of the request to the upstream (variables allowed); unset: the client's.";
         "resolver" resolver: Option<crate::conf::model::Resolver> = None =>
             (HSL, 1, ANY, "", Inherit, px::resolver)
-            "DNS servers (`ADDRESS[:PORT]`, port 53 by default; `ipv4=off`, `ipv6=off`, `valid=TIME`) that a `proxy_pass` with variables asks for a name that is neither an `upstream` nor an address: A and AAAA over UDP (TCP for a truncated answer), each query to the next server and again to the next after 5 s without an answer, CNAMEs followed; an answer is kept for its records' smallest TTL (or `valid=`). Without it such a name is 502 (`no resolver defined to resolve NAME`). OCSP responders are resolved by the system resolver.";
+            "DNS servers (`ADDRESS[:PORT]`, port 53 by default; `ipv4=off`, `ipv6=off`, `valid=TIME`) that a `proxy_pass` with variables asks for a name that is neither an `upstream` nor an address: A and AAAA over UDP (TCP for a truncated answer), each query to the next server and again to the next after 5 s without an answer, CNAMEs followed; an answer is kept for its records' smallest TTL (or `valid=`). Without it such a name is 502 (`no resolver defined to resolve NAME`). `ssl_ocsp` responders are resolved with it too; `ssl_stapling`'s by the system resolver.";
         "resolver_timeout" resolver_timeout: Duration = Duration::from_secs(30) =>
             (HSL, 1, 1, "30s", Inherit, px::timeout)
             "Longest wait for the `resolver`'s answer (then 502, `could not be resolved (110: Operation timed out)`).";

@@ -1184,6 +1184,9 @@ pub struct TlsConf {
     /// `ssl_certificate` / `ssl_certificate_key` pairs written with variables, loaded at
     /// handshake time (the static `certificates` then stay empty).
     pub dynamic_certificates: Vec<DynamicCertKey>,
+    /// `resolver` and `resolver_timeout` of the server level, for `ssl_ocsp` responders
+    /// named by host name (nginx resolves them with the server's resolver).
+    pub ocsp_resolver: Option<(Resolver, std::time::Duration)>,
 }
 }
 
@@ -1225,6 +1228,26 @@ pub enum SessionCache {
     None,
     /// A stateful cache of this many sessions (`builtin:N`, or `shared:NAME:SIZE` at ~4000 sessions per MB, nginx's figure).
     Sessions(usize),
+}
+
+/// `ssl_ocsp`: which certificates of a verified client chain are checked with OCSP.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum OcspMode {
+    /// `off` (default).
+    Off,
+    /// `on`: every certificate of the chain but the self-signed anchor.
+    On,
+    /// `leaf`: the client's certificate only.
+    Leaf,
+}
+
+/// `ssl_ocsp_cache shared:NAME:SIZE`: a cache of OCSP results shared by the servers naming it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct OcspCacheZone {
+    /// The zone's name.
+    pub name: String,
+    /// Its size in bytes (bounds the number of entries).
+    pub size: u64,
 }
 
 /// `ssl_verify_client`.

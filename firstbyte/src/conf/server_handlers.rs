@@ -9,7 +9,7 @@
 use super::args::{arg0, choice, flag, invalid, number, once, size, time, unsupported, R};
 use super::cx::Cx;
 use super::error::ConfError;
-use super::model::{SessionCache, Source, TlsVersion, VerifyClient};
+use super::model::{OcspCacheZone, OcspMode, SessionCache, Source, TlsVersion, VerifyClient};
 use super::parse::Directive;
 use super::settings::{CertSet, ConfCommands, SrvSettings};
 use super::units;
@@ -194,6 +194,65 @@ pub(crate) fn stapling_responder(d: &Directive, _: &mut Cx) -> Result<Option<Str
     Ok(Some(url.to_string()))
 }
 
+/// `ssl_ocsp on|off|leaf`.
+pub(crate) fn ocsp_mode(d: &Directive, _: &mut Cx) -> Result<OcspMode, ConfError> {
+    let opts = [
+        ("off", OcspMode::Off),
+        ("on", OcspMode::On),
+        ("leaf", OcspMode::Leaf),
+    ];
+    choice(d, arg0(d), &opts)
+}
+
+/// `ssl_ocsp_responder URL`: `http://` only, as nginx.
+pub(crate) fn ocsp_responder(d: &Directive, _: &mut Cx) -> Result<Option<String>, ConfError> {
+    let url = arg0(d);
+    let bad = |what: &str| {
+        ConfError::other(
+            format!("{what} in OCSP responder \"{url}\" in \"ssl_ocsp_responder\""),
+            &d.pos,
+        )
+    };
+    if !url
+        .get(..7)
+        .is_some_and(|p| p.eq_ignore_ascii_case("http://"))
+        || url.len() == 7
+    {
+        return Err(bad("invalid URL prefix"));
+    }
+    let authority = url[7..].split(['/', '?']).next().unwrap_or("");
+    if authority.is_empty() || authority.starts_with(':') {
+        return Err(bad("no host"));
+    }
+    Ok(Some(url.to_string()))
+}
+
+/// `ssl_ocsp_cache off | shared:NAME:SIZE` (nginx: `invalid OCSP cache`, and at least 8 pages).
+pub(crate) fn ocsp_cache(d: &Directive, _: &mut Cx) -> Result<Option<OcspCacheZone>, ConfError> {
+    const MIN: u64 = 8 * 4096;
+    let a = arg0(d);
+    if a == "off" {
+        return Ok(None);
+    }
+    let invalid = || ConfError::other(format!("invalid OCSP cache \"{a}\""), &d.pos);
+    let rest = a.strip_prefix("shared:").ok_or_else(invalid)?;
+    let (name, sz) = rest.split_once(':').ok_or_else(invalid)?;
+    if name.is_empty() {
+        return Err(invalid());
+    }
+    let size = units::size(sz).ok_or_else(invalid)?;
+    if size < MIN {
+        return Err(ConfError::other(
+            format!("OCSP cache \"{a}\" is too small"),
+            &d.pos,
+        ));
+    }
+    Ok(Some(OcspCacheZone {
+        name: name.to_string(),
+        size,
+    }))
+}
+
 /// A record size: 1 byte to 16k (a TLS record's plaintext limit, RFC 8446 §5.1).
 fn record_size(d: &Directive) -> Result<usize, ConfError> {
     let n = size(d, arg0(d))?;
@@ -309,6 +368,48 @@ mod tests {
         assert_eq!(v(&["shared:SSL"]), Err("shared:SSL".into()));
         assert_eq!(v(&["off", "builtin"]), Err("off".into()));
         assert_eq!(v(&["builtin:x"]), Err("builtin:x".into()));
+    }
+
+    #[test]
+    fn ocsp_cache_and_responder_as_nginx() {
+        let mut c = cx();
+        let v = |a: &str, c: &mut Cx| ocsp_cache(&dir("ssl_ocsp_cache", &[a]), c);
+        assert_eq!(v("off", &mut c).unwrap(), None);
+        assert_eq!(
+            v("shared:OCSP:1m", &mut c).unwrap(),
+            Some(OcspCacheZone {
+                name: "OCSP".into(),
+                size: 1 << 20
+            })
+        );
+        assert!(v("shared:OCSP:32k", &mut c).is_ok());
+        for bad in [
+            "shared:OCSP:31k",
+            "shared::1m",
+            "shared:OCSP",
+            "builtin",
+            "shared:O:x",
+        ] {
+            assert!(v(bad, &mut c).is_err(), "{bad}");
+        }
+        let r = |a: &str, c: &mut Cx| ocsp_responder(&dir("ssl_ocsp_responder", &[a]), c);
+        assert_eq!(
+            r("http://127.0.0.1:8080/test", &mut c).unwrap().as_deref(),
+            Some("http://127.0.0.1:8080/test")
+        );
+        for bad in [
+            "https://ocsp.example.com/",
+            "http://",
+            "http://:80/",
+            "ocsp.example.com",
+        ] {
+            assert!(r(bad, &mut c).is_err(), "{bad}");
+        }
+        assert_eq!(
+            ocsp_mode(&dir("ssl_ocsp", &["leaf"]), &mut c).unwrap(),
+            OcspMode::Leaf
+        );
+        assert!(ocsp_mode(&dir("ssl_ocsp", &["chain"]), &mut c).is_err());
     }
 
     #[test]

@@ -335,6 +335,7 @@ impl TlsSettings {
             ktls: cmds.ktls.unwrap_or(false),
             session_ticket_keys: self.session_ticket_keys.clone().unwrap_or_default(),
             dynamic_certificates,
+            ocsp_resolver: None,
         })
     }
 }

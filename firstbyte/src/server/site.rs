@@ -50,7 +50,7 @@ pub struct Site {
     /// rustls config of each TLS server block, keyed by the block's address.
     tls: HashMap<usize, Arc<rustls::ServerConfig>>,
     /// The strict client-certificate verifier of blocks with `ssl_verify_client on|optional`.
-    client_verifiers: HashMap<usize, Arc<dyn rustls::server::danger::ClientCertVerifier>>,
+    client_verifiers: HashMap<usize, Arc<crate::tls::ChainVerifier>>,
     /// The same configs with what they were built from, for the next load to reuse.
     configs: crate::tls::ServerConfigs,
     /// Error log targets.
@@ -192,7 +192,7 @@ impl Site {
     pub fn client_verifier_for(
         &self,
         s: &Arc<ServerConf>,
-    ) -> Option<&Arc<dyn rustls::server::danger::ClientCertVerifier>> {
+    ) -> Option<&Arc<crate::tls::ChainVerifier>> {
         self.client_verifiers.get(&key(s))
     }
 

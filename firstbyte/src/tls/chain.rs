@@ -38,28 +38,8 @@ use x509_parser::certificate::X509Certificate;
 use x509_parser::prelude::FromDer;
 use x509_parser::revocation_list::CertificateRevocationList;
 
-/// OpenSSL's words for the failures found here (`X509_verify_cert_error_string`), which
-/// `$ssl_client_verify` shows after `FAILED:`.
-pub const REASONS: &[&str] = &[
-    UNABLE_LOCAL_ISSUER,
-    UNABLE_ISSUER,
-    SELF_SIGNED,
-    SELF_SIGNED_IN_CHAIN,
-    EXPIRED,
-    NOT_YET_VALID,
-    BAD_SIGNATURE,
-    INVALID_CA,
-    PATH_LENGTH,
-    PURPOSE,
-    CRITICAL,
-    TOO_LONG,
-    NO_CRL,
-    CRL_EXPIRED,
-    CRL_NOT_YET_VALID,
-    REVOKED,
-    DECODE,
-];
-
+// OpenSSL's words for the failures found here (`X509_verify_cert_error_string`), which
+// `$ssl_client_verify` shows after `FAILED:`.
 const UNABLE_LOCAL_ISSUER: &str = "unable to get local issuer certificate";
 const UNABLE_ISSUER: &str = "unable to get issuer certificate";
 const SELF_SIGNED: &str = "self-signed certificate";
@@ -192,6 +172,17 @@ impl ChainVerifier {
     /// Checks `leaf` with the `sent` certificates at `now` (seconds since the epoch); the
     /// error is OpenSSL's wording.
     pub fn check(&self, leaf: &[u8], sent: &[&[u8]], now: i64) -> Result<(), &'static str> {
+        self.verified_path(leaf, sent, now).map(|_| ())
+    }
+
+    /// As [`Self::check`], giving the verified path: the leaf first, the self-signed anchor
+    /// last (what `ssl_ocsp` checks, as nginx takes OpenSSL's verified chain).
+    pub fn verified_path<'a>(
+        &'a self,
+        leaf: &'a [u8],
+        sent: &[&'a [u8]],
+        now: i64,
+    ) -> Result<Vec<&'a [u8]>, &'static str> {
         let path = self.build(leaf, sent)?;
         let certs: Vec<X509Certificate<'_>> =
             path.iter().map(|d| parse(d)).collect::<Result<_, _>>()?;
@@ -250,7 +241,7 @@ impl ChainVerifier {
                 }
             }
         }
-        result
+        result.map(|()| path)
     }
 
     /// The path from `leaf` to a self-signed anchor: leaf first, anchor last.

@@ -120,6 +120,10 @@ mod tests {
             trusted_certificate: None,
             dynamic_certificates: Vec::new(),
             certificate_cache: crate::conf::model::CertificateCache::Off,
+            ocsp: crate::conf::model::OcspMode::Off,
+            ocsp_responder: None,
+            ocsp_cache: None,
+            ocsp_resolver: None,
         }
     }
 

@@ -26,6 +26,7 @@ mod certs;
 mod chain;
 mod ciphers;
 mod client;
+pub mod client_ocsp;
 mod context;
 mod dynamic;
 mod error;
@@ -48,6 +49,7 @@ mod upstream_verify;
 use std::sync::Arc;
 
 pub use certcache::{CertCache, Lookup};
+pub use chain::ChainVerifier;
 pub use client::{client_config, upstream_server_name, ClientBase};
 pub use dynamic::{load_pair, pair_limits, stamp_of, DynamicResolver, PairStamp};
 pub use error::TlsError;

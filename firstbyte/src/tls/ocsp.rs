@@ -1,4 +1,4 @@
-//! OCSP for `ssl_stapling`: the pure part (RFC 6960), no sockets and no clock.
+//! OCSP for `ssl_stapling` and `ssl_ocsp`: the pure part (RFC 6960), no sockets and no clock.
 //!
 //! [`Subject::new`] takes a certificate and its issuer and gives the request to send
 //! ([`Subject::request`], DER, one `CertID` hashed with SHA-1 as nginx's OpenSSL does) and the
@@ -50,6 +50,17 @@ pub enum OcspError {
     /// The certificate or its issuer cannot be parsed.
     #[error("certificate cannot be parsed")]
     Certificate,
+}
+
+/// A certificate's status in a response (RFC 6960 `CertStatus`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CertStatus {
+    /// `good`.
+    Good,
+    /// `revoked`.
+    Revoked,
+    /// `unknown`.
+    Unknown,
 }
 
 /// Unix seconds a response is good for, as [`Subject::check`] found them.
@@ -276,15 +287,42 @@ impl Subject {
         tlv(0x30, &tbs)
     }
 
-    /// Checks a DER `OCSPResponse` at unix time `now`. With `trusted` (`ssl_stapling_verify
-    /// on`: the certificates of `ssl_trusted_certificate` and `ssl_client_certificate`), the
-    /// signature is verified too and the issuer must be one of them or signed by one.
+    /// Checks a DER `OCSPResponse` at unix time `now` for stapling: as [`Self::examine`], and
+    /// the status must be `good`. With `trusted` (`ssl_stapling_verify on`: the certificates of
+    /// `ssl_trusted_certificate` and `ssl_client_certificate`), the signature is verified too
+    /// and the issuer must be one of them or signed by one.
     pub fn check(
         &self,
         der: &[u8],
         now: u64,
         trusted: Option<&[Vec<u8>]>,
     ) -> Result<Validity, OcspError> {
+        let (status, validity) = self.examine(der, now, trusted)?;
+        match status {
+            CertStatus::Good => Ok(validity),
+            CertStatus::Revoked => Err(OcspError::CertStatus("revoked")),
+            CertStatus::Unknown => Err(OcspError::CertStatus("unknown")),
+        }
+    }
+
+    /// nginx's `ssl_ocsp_cache` key (`ngx_ssl_ocsp_create_key`): the issuer's name and key
+    /// hashes and the serial number.
+    pub fn cache_key(&self) -> Vec<u8> {
+        [&self.name_hash[..], &self.key_hash, &self.serial].concat()
+    }
+
+    /// The certificate's status in a DER `OCSPResponse` at unix time `now`, in the order of
+    /// nginx's `ngx_ssl_ocsp_verify`: the response successful; with `trusted`, signed by the
+    /// issuer or a responder it delegated to (current, `id-kp-OCSPSigning`, signed by the
+    /// issuer) and the issuer anchored in `trusted`; a `SingleResponse` for this certificate;
+    /// `thisUpdate` and `nextUpdate` current within OpenSSL's 5 minutes of leeway. Any failure
+    /// is an error whatever the status said; the status (good, revoked, unknown) comes last.
+    pub fn examine(
+        &self,
+        der: &[u8],
+        now: u64,
+        trusted: Option<&[Vec<u8>]>,
+    ) -> Result<(CertStatus, Validity), OcspError> {
         let bad = OcspError::Malformed;
         let mut top = Der(der);
         let mut resp = top.expect(0x30).ok_or(bad("OCSPResponse"))?;
@@ -349,27 +387,32 @@ impl Subject {
                 ),
                 _ => None,
             };
-            if self.matches(id)? {
+            if found.is_none() && self.matches(id)? {
                 found = Some((tag, this_update, next_update));
-                break;
             }
         }
-        let (tag, this_update, next_update) = found.ok_or(OcspError::NotFound)?;
-        match tag {
-            0x80 => {}
-            0xa1 => return Err(OcspError::CertStatus("revoked")),
-            _ => return Err(OcspError::CertStatus("unknown")),
+        if let Some(trusted) = trusted {
+            self.verify(tbs_raw, sig_oid, sig, &certs, trusted, now)?;
         }
-        if this_update > now + LEEWAY || next_update.is_some_and(|n| n + LEEWAY < now) {
+        let (tag, this_update, next_update) = found.ok_or(OcspError::NotFound)?;
+        let status = match tag {
+            0x80 => CertStatus::Good,
+            0xa1 => CertStatus::Revoked,
+            _ => CertStatus::Unknown,
+        };
+        // OpenSSL's `OCSP_check_validity(this, next, 300, -1)`.
+        if this_update > now + LEEWAY
+            || next_update.is_some_and(|n| n + LEEWAY < now || n < this_update)
+        {
             return Err(OcspError::Expired);
         }
-        if let Some(trusted) = trusted {
-            self.verify(tbs_raw, sig_oid, sig, &certs, trusted)?;
-        }
-        Ok(Validity {
-            this_update,
-            next_update,
-        })
+        Ok((
+            status,
+            Validity {
+                this_update,
+                next_update,
+            },
+        ))
     }
 
     fn matches(&self, mut id: Der<'_>) -> Result<bool, OcspError> {
@@ -392,6 +435,7 @@ impl Subject {
         sig: &[u8],
         certs: &[&[u8]],
         trusted: &[Vec<u8>],
+        now: u64,
     ) -> Result<(), OcspError> {
         let (_, issuer) =
             X509Certificate::from_der(&self.issuer).map_err(|_| OcspError::Certificate)?;
@@ -407,7 +451,11 @@ impl Subject {
                 // A delegated responder: issued by our issuer for OCSP signing (RFC 6960 4.2.2.2).
                 let delegated =
                     matches!(c.extended_key_usage(), Ok(Some(e)) if e.value.ocsp_signing);
+                let v = c.validity();
+                let now = i64::try_from(now).unwrap_or(i64::MAX);
+                let current = v.not_before.timestamp() <= now && now <= v.not_after.timestamp();
                 delegated
+                    && current
                     && c.issuer().as_raw() == issuer.subject().as_raw()
                     && cert_signed_by(&c, issuer_key)
                     && signed_by(&c.public_key().subject_public_key.data)

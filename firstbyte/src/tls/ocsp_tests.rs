@@ -266,3 +266,76 @@ fn generalized_times() {
     assert_eq!(generalized_time(b"2000022923595Z"), None);
     assert_eq!(generalized_time(b"20000229235959"), None);
 }
+
+/// `revoked` with a revocation time (`RevokedInfo ::= SEQUENCE { revocationTime }`).
+const REVOKED: &[u8] = &[
+    0xa1, 0x11, 0x18, 0x0f, b'2', b'0', b'2', b'6', b'1', b'1', b'2', b'0', b'0', b'0', b'0', b'0',
+    b'0', b'0', b'Z',
+];
+
+#[test]
+fn ssl_ocsp_statuses_come_only_from_verified_current_responses() {
+    let p = pki();
+    let s = Subject::new(&p.leaf, &p.ca).unwrap();
+    let anchor = [p.ca.clone()];
+    let t1 = Some(T1_GT);
+    let r = response(&s.cert_id(), REVOKED, T0_GT, t1, &p.ca_key, &[]);
+    assert_eq!(
+        s.examine(&r, T0, Some(&anchor)).map(|(st, _)| st),
+        Ok(CertStatus::Revoked)
+    );
+    let r = response(&s.cert_id(), &[0x82, 0x00], T0_GT, t1, &p.ca_key, &[]);
+    assert_eq!(
+        s.examine(&r, T0, Some(&anchor)).map(|(st, _)| st),
+        Ok(CertStatus::Unknown)
+    );
+    // A revoked answer from a key that is not the issuer's is no answer at all.
+    let stranger = KeyPair::generate().unwrap();
+    let r = response(&s.cert_id(), REVOKED, T0_GT, t1, &stranger, &[]);
+    assert_eq!(
+        s.examine(&r, T0, Some(&anchor)),
+        Err(OcspError::Unverified("signature failure"))
+    );
+    // nextUpdate before thisUpdate, or past (beyond the 5 minutes of leeway): not current.
+    let r = response(&s.cert_id(), GOOD, T1_GT, Some(T0_GT), &p.ca_key, &[]);
+    assert_eq!(s.examine(&r, T1, Some(&anchor)), Err(OcspError::Expired));
+    let r = response(&s.cert_id(), GOOD, T0_GT, t1, &p.ca_key, &[]);
+    assert!(s.examine(&r, T1 + LEEWAY, Some(&anchor)).is_ok());
+    assert_eq!(
+        s.examine(&r, T1 + LEEWAY + 1, Some(&anchor)),
+        Err(OcspError::Expired)
+    );
+    assert_eq!(s.cache_key().len(), 40 + s.serial.len());
+}
+
+#[test]
+fn delegated_responders_must_be_current_and_signed_by_the_issuer_key() {
+    let p = pki();
+    let s = Subject::new(&p.leaf, &p.ca).unwrap();
+    let anchor = [p.ca.clone()];
+    let responder_key = KeyPair::generate().unwrap();
+    let delegate = |signer: &KeyPair, not_after: (i32, u8, u8)| {
+        let mut params = CertificateParams::new(Vec::<String>::new()).unwrap();
+        params.extended_key_usages = vec![ExtendedKeyUsagePurpose::OcspSigning];
+        params.not_after = rcgen::date_time_ymd(not_after.0, not_after.1, not_after.2);
+        // The CA's name either way; only `signer` differs.
+        let issuer = Issuer::from_params(&p.ca_params, signer);
+        params
+            .signed_by(&responder_key, &issuer)
+            .unwrap()
+            .der()
+            .to_vec()
+    };
+    let ok = delegate(&p.ca_key, (2030, 1, 1));
+    let r = response(&s.cert_id(), GOOD, T0_GT, None, &responder_key, &[&ok]);
+    assert!(s.examine(&r, T0, Some(&anchor)).is_ok());
+    // Issued in the CA's name by an impostor key.
+    let impostor = KeyPair::generate().unwrap();
+    let forged = delegate(&impostor, (2030, 1, 1));
+    let r = response(&s.cert_id(), GOOD, T0_GT, None, &responder_key, &[&forged]);
+    assert!(s.examine(&r, T0, Some(&anchor)).is_err());
+    // Expired.
+    let old = delegate(&p.ca_key, (2026, 1, 1));
+    let r = response(&s.cert_id(), GOOD, T0_GT, None, &responder_key, &[&old]);
+    assert!(s.examine(&r, T0, Some(&anchor)).is_err());
+}

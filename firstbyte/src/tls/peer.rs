@@ -12,9 +12,8 @@
 
 use std::sync::Arc;
 
+use super::chain::ChainVerifier;
 use rustls::pki_types::{CertificateDer, UnixTime};
-use rustls::server::danger::ClientCertVerifier;
-use rustls::{CertificateError, Error};
 
 use crate::conf::model::VerifyClient;
 
@@ -59,6 +58,10 @@ pub struct PeerCert {
     pub chain: Vec<CertificateDer<'static>>,
     /// Checked at the handshake's server block.
     pub verify: ClientVerify,
+    /// The verified path, leaf first and the self-signed anchor last (empty unless
+    /// `verify` is `Success` against a CA): what `ssl_ocsp` checks, taken (emptied) by the
+    /// connection's accept once it has.
+    pub path: Vec<CertificateDer<'static>>,
 }
 
 /// Verifies a client's chain for a server with `mode` and (for `on`/`optional`) the strict
@@ -66,17 +69,28 @@ pub struct PeerCert {
 /// a resumed session, which only resumes where it was made: `tls::SessionContext`).
 pub fn verify(
     mode: VerifyClient,
-    strict: Option<&Arc<dyn ClientCertVerifier>>,
+    strict: Option<&Arc<ChainVerifier>>,
     chain: Option<&[CertificateDer<'static>]>,
     now: UnixTime,
 ) -> Option<PeerCert> {
     let chain = chain.filter(|c| !c.is_empty())?;
+    let mut path = Vec::new();
     let verify = match (mode, strict) {
         (VerifyClient::Off, _) => return None,
-        (_, Some(v)) => match v.verify_client_cert(&chain[0], &chain[1..], now) {
-            Ok(_) => ClientVerify::Success,
-            Err(e) => ClientVerify::Failed(reason(&e)),
-        },
+        (_, Some(v)) => {
+            let sent: Vec<&[u8]> = chain[1..].iter().map(|c| c.as_ref()).collect();
+            let now = i64::try_from(now.as_secs()).unwrap_or(i64::MAX);
+            match v.verified_path(chain[0].as_ref(), &sent, now) {
+                Ok(p) => {
+                    path = p
+                        .into_iter()
+                        .map(|c| CertificateDer::from(c.to_vec()))
+                        .collect();
+                    ClientVerify::Success
+                }
+                Err(r) => ClientVerify::Failed(r),
+            }
+        }
         // optional_no_ca without a CA: nothing to verify against, as OpenSSL says it.
         (_, None) => ClientVerify::Failed(if self_signed(&chain[0]) {
             "self-signed certificate"
@@ -87,38 +101,8 @@ pub fn verify(
     Some(PeerCert {
         chain: chain.to_vec(),
         verify,
+        path,
     })
-}
-
-/// OpenSSL's wording (`X509_verify_cert_error_string`) for a rustls verification error.
-fn reason(e: &Error) -> &'static str {
-    match e {
-        Error::InvalidCertificate(c) => match c {
-            CertificateError::Expired | CertificateError::ExpiredContext { .. } => {
-                "certificate has expired"
-            }
-            CertificateError::NotValidYet | CertificateError::NotValidYetContext { .. } => {
-                "certificate is not yet valid"
-            }
-            CertificateError::UnknownIssuer => "unable to get local issuer certificate",
-            CertificateError::BadSignature => "certificate signature failure",
-            CertificateError::Revoked => "certificate revoked",
-            CertificateError::UnknownRevocationStatus => "unable to get certificate CRL",
-            CertificateError::ExpiredRevocationList
-            | CertificateError::ExpiredRevocationListContext { .. } => "CRL has expired",
-            CertificateError::InvalidPurpose | CertificateError::InvalidPurposeContext { .. } => {
-                "unsupported certificate purpose"
-            }
-            CertificateError::BadEncoding => "unable to decode certificate",
-            _ => "certificate verify failed",
-        },
-        Error::General(s) => super::chain::REASONS
-            .iter()
-            .find(|r| **r == s.as_str())
-            .copied()
-            .unwrap_or("certificate verify failed"),
-        _ => "certificate verify failed",
-    }
 }
 
 fn self_signed(der: &CertificateDer<'_>) -> bool {
@@ -356,15 +340,17 @@ mod tests {
         let stranger = cert_with(&[(rcgen::DnType::CommonName, "stranger")]);
         // A CA that did not sign it.
         let ca = rcgen::generate_simple_self_signed(vec!["ca.test".into()]).unwrap();
-        let mut roots = rustls::RootCertStore::empty();
-        roots.add(ca.cert.der().clone()).unwrap();
-        let strict: Arc<dyn ClientCertVerifier> =
-            rustls::server::WebPkiClientVerifier::builder_with_provider(
-                Arc::new(roots),
+        let strict = Arc::new(
+            crate::tls::chain::ChainVerifier::new(
+                crate::tls::chain::Purpose::Client,
+                vec![ca.cert.der().clone()],
+                None,
+                1,
+                Vec::new(),
                 crate::tls::provider(),
             )
-            .build()
-            .unwrap();
+            .unwrap(),
+        );
         let chain = [stranger.clone()];
         let got = verify(Optional, Some(&strict), Some(&chain), UnixTime::now()).unwrap();
         assert!(matches!(got.verify, ClientVerify::Failed(_)), "{got:?}");

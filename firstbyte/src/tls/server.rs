@@ -26,6 +26,7 @@ use rustls::{
     SignatureAlgorithm, SignatureScheme, SupportedCipherSuite,
 };
 
+use super::chain::ChainVerifier;
 use super::ciphers;
 use super::context::SessionContext;
 use super::sessions::TimedSessions;
@@ -374,6 +375,10 @@ fn same_settings(a: &TlsConf, b: &TlsConf) -> bool {
         trusted_certificate,
         dynamic_certificates,
         certificate_cache,
+        ocsp,
+        ocsp_responder,
+        ocsp_cache,
+        ocsp_resolver,
     } = a;
     certificates.len() == b.certificates.len()
         && certificates
@@ -407,6 +412,10 @@ fn same_settings(a: &TlsConf, b: &TlsConf) -> bool {
         && dynamic_certificates.is_empty()
         && b.dynamic_certificates.is_empty()
         && *certificate_cache == b.certificate_cache
+        && *ocsp == b.ocsp
+        && *ocsp_responder == b.ocsp_responder
+        && *ocsp_cache == b.ocsp_cache
+        && *ocsp_resolver == b.ocsp_resolver
 }
 
 /// One built config and what it was built from.
@@ -417,7 +426,7 @@ struct Built {
     inputs: Inputs,
     config: Arc<ServerConfig>,
     /// The strict verifier of `ssl_verify_client on|optional` (see `tls::peer`).
-    client_verifier: Option<Arc<dyn ClientCertVerifier>>,
+    client_verifier: Option<Arc<ChainVerifier>>,
 }
 
 /// The rustls configs one load built, in server order, kept for the next load: a server
@@ -511,7 +520,7 @@ impl ServerConfigs {
 
     /// The strict client verifier of the server last given to [`Self::config_for`] (`on` and
     /// `optional` only): what `tls::peer::verify` checks a client's chain with.
-    pub fn last_client_verifier(&self) -> Option<Arc<dyn ClientCertVerifier>> {
+    pub fn last_client_verifier(&self) -> Option<Arc<ChainVerifier>> {
         self.built.last()?.client_verifier.clone()
     }
 
@@ -571,7 +580,7 @@ fn strict_client_verifier(
     tls: &TlsConf,
     inputs: &Inputs,
     provider: &Arc<CryptoProvider>,
-) -> Result<Option<Arc<dyn ClientCertVerifier>>, TlsError> {
+) -> Result<Option<Arc<ChainVerifier>>, TlsError> {
     match tls.verify_client {
         VerifyClient::Off => return Ok(None),
         VerifyClient::OptionalNoCa if inputs.anchors.is_empty() => return Ok(None),
@@ -580,7 +589,7 @@ fn strict_client_verifier(
     }
     // Only `ssl_client_certificate`'s names are sent to clients, as nginx.
     let hints = hints(inputs);
-    let verifier = super::chain::ChainVerifier::new(
+    let verifier = ChainVerifier::new(
         super::chain::Purpose::Client,
         inputs.anchors.clone(),
         inputs.crl.as_deref().map(Vec::as_slice),
@@ -826,6 +835,10 @@ mod tests {
             trusted_certificate: None,
             dynamic_certificates: vec![],
             certificate_cache: crate::conf::model::CertificateCache::Off,
+            ocsp: crate::conf::model::OcspMode::Off,
+            ocsp_responder: None,
+            ocsp_cache: None,
+            ocsp_resolver: None,
         }
     }
 

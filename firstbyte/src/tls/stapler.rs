@@ -23,7 +23,7 @@ use super::ocsp::{self, Responder, Subject};
 
 /// nginx's `ssl_ocsp` / stapling responder timeout (`ngx_ssl_ocsp_responder`'s default): 60 s
 /// for the whole exchange.
-const TIMEOUT: Duration = Duration::from_secs(60);
+pub(super) const TIMEOUT: Duration = Duration::from_secs(60);
 /// Largest responder answer read: 256 KiB (a response with a few certificates is ~4 KB).
 const MAX_RESPONSE: u64 = 256 * 1024;
 
@@ -207,10 +207,20 @@ async fn fetch(plan: &Plan) -> Result<Vec<u8>, String> {
         .map_err(|e| format!("{} could not be resolved ({e})", r.host))?
         .next()
         .ok_or_else(|| format!("{} could not be resolved", r.host))?;
+    exchange(addr, r, &plan.subject.request()).await
+}
+
+/// One OCSP request to the responder at `addr` (HTTP/1.0, read to the end): the response's
+/// body (DER, unchecked), or what went wrong in nginx's words.
+pub(super) async fn exchange(
+    addr: std::net::SocketAddr,
+    r: &Responder,
+    request: &[u8],
+) -> Result<Vec<u8>, String> {
     let mut sock = tokio::net::TcpStream::connect(addr)
         .await
         .map_err(|e| format!("connect() to {addr} failed ({e})"))?;
-    sock.write_all(&r.get(&plan.subject.request()))
+    sock.write_all(&r.get(request))
         .await
         .map_err(|e| format!("send() to {addr} failed ({e})"))?;
     let mut resp = Vec::new();

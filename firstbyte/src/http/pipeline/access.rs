@@ -26,7 +26,8 @@ pub(super) fn allowed(rules: &[AccessRule], peer: Option<std::net::IpAddr>) -> b
 /// handshake was made with `hs_server`'s settings (the block chosen by SNI), a request whose
 /// Host chose `host_server` is refused when that server checks client certificates
 /// (`ssl_verify_client` other than off) and the handshake did not make the same checks
-/// (`ssl_verify_client` or `ssl_client_certificate` differ), or there was no SNI at all:
+/// (`ssl_verify_client`, `ssl_client_certificate`, `ssl_ocsp` or `ssl_ocsp_responder` differ),
+/// or there was no SNI at all:
 /// otherwise a client could pass the handshake of a server without client checks (or connect
 /// by IP address) and then ask a protected one.
 ///
@@ -47,8 +48,15 @@ pub fn misdirected(
         return false;
     }
     sni.is_none()
-        || (client_checks(host_server), client_ca(host_server))
-            != (client_checks(hs_server), client_ca(hs_server))
+        || (
+            client_checks(host_server),
+            client_ca(host_server),
+            client_ocsp(host_server),
+        ) != (
+            client_checks(hs_server),
+            client_ca(hs_server),
+            client_ocsp(hs_server),
+        )
 }
 
 /// nginx's check of every request to a server with `ssl_verify_client`: 495 for a
@@ -76,6 +84,14 @@ fn own_handshakes(s: &ServerConf) -> bool {
     s.tls.as_ref().is_some_and(|t| {
         !t.certificates.is_empty() || !t.dynamic_certificates.is_empty() || t.reject_handshake
     })
+}
+
+/// `ssl_ocsp` and its responder: a handshake checked with other OCSP settings (or none) does
+/// not stand for this server's (stricter than nginx, whose 421 looks at the name only).
+fn client_ocsp(s: &ServerConf) -> Option<(crate::conf::model::OcspMode, Option<&str>)> {
+    s.tls
+        .as_ref()
+        .map(|t| (t.ocsp, t.ocsp_responder.as_deref()))
 }
 
 fn client_ca(s: &ServerConf) -> Option<&std::path::Path> {
@@ -121,6 +137,8 @@ http {
              ssl_verify_client on; ssl_client_certificate ca.crt; }
     server { listen 127.0.0.1:8443 ssl; server_name e.test; ssl_certificate x.crt; ssl_certificate_key x.key;
              ssl_verify_client optional; ssl_client_certificate other-ca.crt; }
+    server { listen 127.0.0.1:8443 ssl; server_name f.test; ssl_certificate x.crt; ssl_certificate_key x.key;
+             ssl_verify_client on; ssl_client_certificate ca.crt; ssl_ocsp leaf; }
 }
 "#,
             std::path::Path::new("/tmp/misdirected.conf"),
@@ -134,6 +152,10 @@ http {
         // Different CA or mode than the handshake checked: refused.
         assert!(misdirected(Some("b.test"), b, e));
         assert!(misdirected(Some("e.test"), e, b));
+        // Same CA, but the Host's server checks OCSP and the handshake's did not (or back).
+        let f = &servers[4];
+        assert!(misdirected(Some("b.test"), b, f));
+        assert!(misdirected(Some("f.test"), f, b));
         // Same checks (same mode and CA), the same block, or a Host with no checks: served.
         assert!(!misdirected(Some("b.test"), b, c));
         assert!(!misdirected(Some("c.test"), c, c));

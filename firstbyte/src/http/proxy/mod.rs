@@ -20,7 +20,7 @@
 mod balance;
 mod client_cert;
 mod cookies;
-mod dns;
+pub(crate) mod dns;
 mod dynamic;
 pub mod fastcgi;
 pub mod headers;

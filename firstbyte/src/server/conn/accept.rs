@@ -304,6 +304,35 @@ pub(super) async fn accept_tls(
         }
     };
     io.set_record_reads(false);
+    // Before kernel TLS takes the socket: the OCSP check may wait on a responder.
+    let sc = tls.connection();
+    let mut client = server.tls.as_ref().and_then(|t| {
+        crate::tls::peer::verify(
+            t.verify_client,
+            site.client_verifier_for(&server),
+            sc.peer_certificates(),
+            rustls::pki_types::UnixTime::now(),
+        )
+    });
+    if let (Some(t), Some(c)) = (server.tls.as_ref(), client.as_mut()) {
+        // `ssl_ocsp`: before the first request, as nginx (`tls::client_ocsp`). The path is
+        // not kept for the connection's life.
+        let path = std::mem::take(&mut c.path);
+        if t.ocsp != crate::conf::model::OcspMode::Off
+            && c.verify == crate::tls::peer::ClientVerify::Success
+        {
+            let resolver = t
+                .ocsp_resolver
+                .as_ref()
+                .map(|(r, timeout)| OcspDns(r, *timeout));
+            let resolver = resolver
+                .as_ref()
+                .map(|r| r as &dyn crate::tls::client_ocsp::NameResolver);
+            if let Some(reason) = crate::tls::client_ocsp::validate(t, &path, resolver).await {
+                c.verify = crate::tls::peer::ClientVerify::Failed(reason);
+            }
+        }
+    }
     // A 0-RTT connection's handshake is not done: it stays in user space.
     let early = tls.early_gate().cloned();
     let decision = (may_switch && early.is_none() && server.tls.as_ref().is_some_and(|t| t.ktls))
@@ -356,14 +385,7 @@ pub(super) async fn accept_tls(
         ciphers,
         resumed: matches!(sc.handshake_kind(), Some(rustls::HandshakeKind::Resumed)),
         server_name: sni,
-        client: server.tls.as_ref().and_then(|t| {
-            crate::tls::peer::verify(
-                t.verify_client,
-                site.client_verifier_for(&server),
-                sc.peer_certificates(),
-                rustls::pki_types::UnixTime::now(),
-            )
-        }),
+        client,
         ktls: (kernel.is_some(), kernel.is_some()),
         early,
     });
@@ -432,6 +454,24 @@ pub(super) async fn accept_tls(
         Proto::H1
     };
     Some((secured, conn, proto, server))
+}
+
+/// `resolver` (and `resolver_timeout`) for `ssl_ocsp` responders.
+struct OcspDns<'a>(&'a crate::conf::model::Resolver, std::time::Duration);
+
+impl crate::tls::client_ocsp::NameResolver for OcspDns<'_> {
+    fn resolve<'a>(
+        &'a self,
+        name: &'a str,
+    ) -> std::pin::Pin<
+        Box<dyn std::future::Future<Output = Result<Vec<std::net::IpAddr>, String>> + Send + 'a>,
+    > {
+        Box::pin(async move {
+            crate::http::proxy::dns::resolve(name, self.0, self.1)
+                .await
+                .map_err(|e| format!("{name} could not be resolved ({e})"))
+        })
+    }
 }
 
 /// The record policy of a new connection to `server`: its own, or the one `tuning_advisor
