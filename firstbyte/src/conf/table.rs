@@ -337,7 +337,7 @@ pub(crate) static DIRECTIVES: &[Spec] = &[
     ignored("gzip_buffers", HSL, 2, 2, "firstbyte's compressor sizes its own buffers"),
     // ssl
     d("ssl", HS, 1, 1, "", Own, Srv(srv::ssl), "Removed in nginx 1.25: an error; use `listen ... ssl`."),
-    d("ssl_certificate", HS, 1, 1, "", InheritIfNone, Srv(srv::ssl_certificate), "Certificate chain (PEM file or `data:`); several for ECDSA + RSA."),
+    d("ssl_certificate", HS, 1, 1, "", InheritIfNone, Srv(srv::ssl_certificate), "Certificate chain (PEM file or `data:`); several for ECDSA + RSA. With variables, read per handshake when the ClientHello arrives: `$ssl_server_name`, `$remote_addr`, `$remote_port`, `$server_addr`, `$server_port` and `geo`/`map`/`split_clients` variables over them (over HTTP/3, `$ssl_server_name` only), through `ssl_certificate_cache` keyed by the evaluated paths."),
     d("ssl_certificate_key", HS, 1, 1, "", InheritIfNone, Srv(srv::ssl_certificate_key), "Private key of the certificate at the same position."),
     d("ssl_conf_command", HS, 2, 2, "", InheritIfNone, Srv(srv::ssl_conf_command), "`Ciphersuites LIST` (TLS 1.3 suites), `NumTickets N` (tickets per handshake) and `Options KTLS` (kernel TLS and `sendfile` for HTTP/1.x where the kernel has the `tls` module; a `[warn]` at start and user-space TLS where it has not)."),
     ignored("ssl_dhparam", HS, 1, 1, "rustls offers only ECDHE key exchange"),

@@ -124,6 +124,53 @@ impl UserVars {
     }
 }
 
+/// The variables known when a TLS handshake starts, for `ssl_certificate` paths: the SNI
+/// (`$ssl_server_name`), the connection's addresses and ports, and the configuration's `geo`,
+/// `map` and `split_clients` variables computed from them (a `set` variable is empty then).
+pub struct HandshakeVars<'a> {
+    sni: &'a str,
+    peer: std::net::SocketAddr,
+    local: std::net::SocketAddr,
+    user: Option<Box<UserVars>>,
+}
+
+impl<'a> HandshakeVars<'a> {
+    /// The variables of a handshake on `local` from `peer` asking for `sni`, with the
+    /// configuration's own variables `defs`.
+    pub fn new(
+        defs: &Arc<VarDefs>,
+        sni: &'a str,
+        peer: std::net::SocketAddr,
+        local: std::net::SocketAddr,
+    ) -> Self {
+        let user = UserVars::new(defs).map(|mut u| {
+            u.warn_uninit = false;
+            u
+        });
+        Self {
+            sni,
+            peer,
+            local,
+            user,
+        }
+    }
+}
+
+impl Vars for HandshakeVars<'_> {
+    fn get(&self, name: &str) -> Option<Cow<'_, str>> {
+        let addr = |a: std::net::SocketAddr| Some(Cow::Owned(a.ip().to_canonical().to_string()));
+        let port = |a: std::net::SocketAddr| Some(Cow::Owned(a.port().to_string()));
+        match name {
+            "ssl_server_name" => Some(Cow::Borrowed(self.sni)),
+            "remote_addr" | "realip_remote_addr" => addr(self.peer),
+            "remote_port" | "realip_remote_port" => port(self.peer),
+            "server_addr" => addr(self.local),
+            "server_port" => port(self.local),
+            _ => self.user.as_ref()?.get(name, self),
+        }
+    }
+}
+
 /// A `geo`'s value for the request: by its source's value, or by the client's address
 /// (`$remote_addr`, after `X-Forwarded-For` when the client is a trusted `proxy`).
 pub fn geo_value<'a>(g: &'a GeoDef, all: &dyn Vars) -> &'a str {
