@@ -418,7 +418,7 @@ pub(crate) static UNSUPPORTED: &[&str] = &[
     "brotli_buffers", "hash",
     "internal_redirect", "ip_hash", "keepalive",
     "least_conn", "least_time", "lock_file", "log_subrequest",
-    "mail", "master_process", "max_ranges", "merge_slashes", "msie_padding",
+    "mail", "master_process", "merge_slashes", "msie_padding",
     "msie_refresh", "ntlm", "open_log_file_cache", "output_buffers", "pcre_jit",
     "postpone_output", "quic", "random", "read_ahead",
     "recursive_error_pages", "reset_timedout_connection",

@@ -308,3 +308,38 @@ pub fn murmur2(data: &[u8]) -> u32 {
     h ^= h >> 15;
     h
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// What an `ssl_certificate` path can read at handshake time: the connection's own
+    /// variables, and `geo`/`map` over them; a `set` variable is empty (and not warned about).
+    #[test]
+    fn handshake_variables() {
+        let c = crate::conf::testutil::ok(
+            "http { geo $g { default d; 10.0.0.0/8 ten; } \
+             map $ssl_server_name $m { a.test one; default other; } \
+             map $server_port $p { 8443 alt; default main; } \
+             server { listen 127.0.0.1:8080; set $s x; } }",
+        );
+        let defs = c.http.unwrap().servers[0].vars.clone();
+        let peer = "10.1.2.3:5555".parse().unwrap();
+        let local = "[::ffff:127.0.0.1]:8443".parse().unwrap();
+        let v = HandshakeVars::new(&defs, "a.test", peer, local);
+        let get = |n: &str| v.get(n).map(|s| s.into_owned());
+        assert_eq!(get("ssl_server_name").as_deref(), Some("a.test"));
+        assert_eq!(get("remote_addr").as_deref(), Some("10.1.2.3"));
+        assert_eq!(get("remote_port").as_deref(), Some("5555"));
+        assert_eq!(get("server_addr").as_deref(), Some("127.0.0.1"));
+        assert_eq!(get("server_port").as_deref(), Some("8443"));
+        assert_eq!(get("g").as_deref(), Some("ten"));
+        assert_eq!(get("m").as_deref(), Some("one"));
+        assert_eq!(get("p").as_deref(), Some("alt"));
+        assert_eq!(get("s").as_deref(), Some(""));
+        assert_eq!(get("request_uri"), None);
+        let other = HandshakeVars::new(&defs, "", "192.0.2.1:1".parse().unwrap(), local);
+        assert_eq!(other.get("g").as_deref(), Some("d"));
+        assert_eq!(other.get("m").as_deref(), Some("other"));
+    }
+}
