@@ -429,3 +429,79 @@ fn mozilla_generator_configurations_load() {
         assert!(out.status.success(), "{name}: {err}");
     }
 }
+
+/// `ssl_certificate` paths with variables other than `$ssl_server_name`, evaluated when the
+/// ClientHello is read with what is known then (nginx-tests' `ssl_certificate.t`): a `geo` on
+/// the client's address, a `map` of `$ssl_server_name`, a `map` of `$server_port`. Each
+/// handshake is checked against the test CA with the name asked, so the wrong leaf fails it.
+#[test]
+fn certificate_paths_with_connection_variables() {
+    let (server, ports) = Server::start(
+        "conncert",
+        r#"
+pid {dir}/fb.pid;
+error_log {dir}/error.log info;
+events {}
+http {
+    access_log off;
+    geo $leaf { default a.test; 127.0.0.2 b.test; }
+    map $ssl_server_name $named { b.test b.test; default a.test; }
+    map $server_port $by_port { {port2} b.test; default a.test; }
+    server {
+        listen 127.0.0.1:{port0} ssl;
+        ssl_certificate {certs}/$leaf.crt;
+        ssl_certificate_key {certs}/$leaf.key;
+        return 200 "geo\n";
+    }
+    server {
+        listen 127.0.0.1:{port1} ssl;
+        ssl_certificate {certs}/$named.crt;
+        ssl_certificate_key {certs}/$named.key;
+        return 200 "map\n";
+    }
+    server {
+        listen 127.0.0.1:{port2} ssl;
+        ssl_certificate {certs}/$by_port.crt;
+        ssl_certificate_key {certs}/$by_port.key;
+        return 200 "port\n";
+    }
+}
+"#,
+        3,
+    );
+    let ca = certs().ca();
+    let verified = |host: &str, port: u16, from: &str| {
+        let resolve = format!("{host}:{port}:127.0.0.1");
+        let url = format!("https://{host}:{port}/");
+        let out = run(
+            "curl",
+            &[
+                "-s",
+                "--max-time",
+                "10",
+                "--cacert",
+                ca.to_str().unwrap(),
+                "--interface",
+                from,
+                "--resolve",
+                &resolve,
+                &url,
+            ],
+        );
+        out.status.success()
+    };
+    // geo on $remote_addr: a.test for 127.0.0.1, b.test for 127.0.0.2.
+    assert!(verified("a.test", ports[0], "127.0.0.1"));
+    assert!(!verified("b.test", ports[0], "127.0.0.1"));
+    assert!(verified("b.test", ports[0], "127.0.0.2"));
+    assert!(!verified("a.test", ports[0], "127.0.0.2"));
+    // map of $ssl_server_name: each name gets its own leaf.
+    assert!(verified("a.test", ports[1], "127.0.0.1"));
+    assert!(verified("b.test", ports[1], "127.0.0.1"));
+    // map of $server_port: this port's leaf is b.test whatever the name.
+    assert!(verified("b.test", ports[2], "127.0.0.1"));
+    assert!(!verified("a.test", ports[2], "127.0.0.1"));
+    let dir = server.dir.clone();
+    drop(server);
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -20,6 +20,7 @@ http {
     gzip on;
     gzip_types text/css;
     gzip_min_length 20;
+    charset_map B A { 58 59; }
     server {
         listen 127.0.0.1:{port0} ssl default_server;
         listen [::1]:{port0} ssl;
@@ -39,6 +40,8 @@ http {
         location = /status { stub_status; allow 127.0.0.1; deny all; }
         location /info { connection_info; }
         location /alias/ { alias {dir}/other/; }
+        location /cs/ { charset A; source_charset B; }
+        location /one-range/ { max_ranges 1; alias {dir}/html/; }
         error_page 404 /404.html;
     }
     server {
@@ -84,6 +87,8 @@ fn fx() -> &'static Fixture {
         std::fs::create_dir_all(dir.join("html-b")).unwrap();
         std::fs::create_dir_all(dir.join("other")).unwrap();
         std::fs::write(html.join("index.html"), "<h1>site a</h1>\n").unwrap();
+        std::fs::create_dir_all(html.join("cs")).unwrap();
+        std::fs::write(html.join("cs/t.html"), "X000XXXXXXX001XXXXXX").unwrap();
         std::fs::write(html.join("404.html"), "custom not found\n").unwrap();
         std::fs::write(html.join("sub/index.html"), "sub index\n").unwrap();
         std::fs::write(html.join("tf/d/index.html"), "tf dir index\n").unwrap();
@@ -393,6 +398,85 @@ fn conditional_and_range_requests() {
         let expect: Vec<u8> = (0..100_000u32).map(|i| (i * 7 % 256) as u8).collect();
         assert!(body == expect, "{proto}");
     }
+}
+
+/// Several ranges: one `multipart/byteranges` body whose length is known up front, over
+/// HTTP/1.1 and HTTP/2, the parts in the order asked; the defences of nginx's range filter.
+#[test]
+fn multipart_ranges() {
+    let blob: Vec<u8> = (0..100_000u32).map(|i| (i * 7 % 256) as u8).collect();
+    for proto in ["--http1.1", "--http2"] {
+        let (code, h, body) = get(
+            "a.test",
+            "/blob.bin",
+            &["-H", "Range: bytes=99990-, 0-9, 5-14", proto],
+        );
+        assert_eq!(code, 206, "{proto}");
+        let ct = header(&h, "content-type").unwrap();
+        let b = ct.strip_prefix("multipart/byteranges; boundary=").unwrap();
+        assert_eq!(
+            header(&h, "content-length").map(|l| l.parse::<usize>().unwrap()),
+            Some(body.len()),
+            "{proto}"
+        );
+        let mut want = Vec::new();
+        for (first, last) in [(99_990, 99_999), (0, 9), (5, 14)] {
+            want.extend_from_slice(
+                format!(
+                    "\r\n--{b}\r\nContent-Type: application/octet-stream\r\n\
+                     Content-Range: bytes {first}-{last}/100000\r\n\r\n"
+                )
+                .as_bytes(),
+            );
+            want.extend_from_slice(&blob[first..=last]);
+        }
+        want.extend_from_slice(format!("\r\n--{b}--\r\n").as_bytes());
+        assert!(body == want, "{proto}: {}", String::from_utf8_lossy(&body));
+    }
+    // A hostile client: hundreds of one-byte ranges get the file once, as a plain 200.
+    let many: Vec<String> = (0..600).map(|i| format!("{}-{}", i * 3, i * 3)).collect();
+    let hdr = format!("Range: bytes={}", many.join(","));
+    let (code, h, body) = get("a.test", "/blob.bin", &["-H", &hdr]);
+    assert_eq!((code, body.len()), (200, 100_000));
+    assert_eq!(header(&h, "accept-ranges"), Some("bytes"));
+    // The same bytes asked for again and again: more than the file, a plain 200.
+    let same = format!("Range: bytes={}", ["0-59999"; 2].join(","));
+    let (code, _, body) = get("a.test", "/blob.bin", &["-H", &same]);
+    assert_eq!((code, body.len()), (200, 100_000));
+    // `max_ranges 1`: two ranges, the whole file; one, as usual.
+    let (code, _, body) = get(
+        "a.test",
+        "/one-range/blob.bin",
+        &["-H", "Range: bytes=0-0,2-2"],
+    );
+    assert_eq!((code, body.len()), (200, 100_000));
+    let (code, _, body) = get("a.test", "/one-range/blob.bin", &["-H", "Range: bytes=2-2"]);
+    assert_eq!((code, body), (206, vec![blob[2]]));
+    // Malformed: 416 with the length.
+    let (code, h, _) = get("a.test", "/blob.bin", &["-H", "Range: bytes=0-1,"]);
+    assert_eq!(code, 416);
+    assert_eq!(header(&h, "content-range"), Some("bytes */100000"));
+}
+
+/// `charset A; source_charset B;` with `charset_map B A { 58 59; }`: the charset named and the
+/// file recoded, whole and in ranges.
+#[test]
+fn charset_recoding() {
+    let (code, h, body) = get("a.test", "/cs/t.html", &[]);
+    assert_eq!(code, 200);
+    assert_eq!(header(&h, "content-type"), Some("text/html; charset=A"));
+    assert_eq!(body, b"Y000YYYYYYY001YYYYYY");
+    let (code, h, body) = get("a.test", "/cs/t.html", &["-H", "Range: bytes=10-13"]);
+    assert_eq!((code, body.as_slice()), (206, &b"Y001"[..]));
+    assert_eq!(header(&h, "content-range"), Some("bytes 10-13/20"));
+    let (code, _, body) = get("a.test", "/cs/t.html", &["-H", "Range: bytes=0-0,-2"]);
+    assert_eq!(code, 206);
+    let text = String::from_utf8(body).unwrap();
+    assert!(
+        text.contains("Content-Type: text/html; charset=A\r\n"),
+        "{text}"
+    );
+    assert!(text.contains("/20\r\n\r\nYY\r\n"), "{text}");
 }
 
 #[test]

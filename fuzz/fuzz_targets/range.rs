@@ -2,8 +2,9 @@
 //! `preconditions` (`If-Match`, `If-None-Match`, `If-Modified-Since`, `If-Unmodified-Since`)
 //! and `if_range_matches`. Besides never panicking:
 //! - a range served lies within the file: `start <= end < len`, so the body's length
-//!   `end - start + 1` is at most `len` and cannot overflow;
-//! - a single well-formed `bytes=a-b`, `bytes=a-` or `bytes=-n` gets exactly RFC 9110's answer;
+//!   `end - start + 1` is at most `len` and cannot overflow; several parts each lie within the
+//!   file and add up to at most its length;
+//! - a single well-formed `bytes=a-b`, `bytes=a-` or `bytes=-n` gets exactly nginx's answer;
 //! - only `If-Match`/`If-Unmodified-Since` can fail a request (412), only
 //!   `If-None-Match`/`If-Modified-Since` can make it 304; the file's own entity tag in
 //!   `If-None-Match` is a 304, and a lone `If-Modified-Since` is a 304 exactly when the file is
@@ -50,48 +51,62 @@ fn number(u: &mut Unstructured<'_>) -> Result<u64> {
 
 fn check_range(value: &str, len: u64) -> ByteRange {
     let r = parse_range(value, len);
-    if let ByteRange::Part { start, end } = r {
-        assert!(start <= end, "{value:?} of {len}: {start}-{end}");
-        assert!(end < len, "{value:?} of {len}: {start}-{end}");
-        assert!(end - start < len);
+    match &r {
+        ByteRange::Part { start, end } => {
+            assert!(start <= end, "{value:?} of {len}: {start}-{end}");
+            assert!(*end < len, "{value:?} of {len}: {start}-{end}");
+            assert!(end - start < len);
+        }
+        // Several parts: each within the file, their total at most the file.
+        ByteRange::Multi(spans) => {
+            assert!(spans.len() >= 2, "{value:?}");
+            let mut total: u64 = 0;
+            for s in spans {
+                assert!(s.start < s.end && s.end <= len, "{value:?} of {len}: {s:?}");
+                total += s.end - s.start;
+            }
+            assert!(total <= len, "{value:?} of {len}");
+        }
+        _ => {}
     }
     r
+}
+
+/// nginx's answer to one well-formed element, `FIRST-LAST` with `last = None` for `FIRST-`:
+/// numbers past 2^63 - 1 are 416; an element selecting nothing is 416, or a 200 when it starts
+/// at 0 (an empty file).
+fn expected(first: u64, last: Option<u64>, len: u64) -> ByteRange {
+    const MAX: u64 = i64::MAX as u64;
+    if first > MAX || last.is_some_and(|l| l > MAX) {
+        return ByteRange::Unsatisfiable;
+    }
+    let end = match last {
+        Some(l) if l < len => l + 1,
+        _ => len,
+    };
+    if first < end {
+        ByteRange::Part {
+            start: first,
+            end: end - 1,
+        }
+    } else if first == 0 {
+        ByteRange::Full
+    } else {
+        ByteRange::Unsatisfiable
+    }
 }
 
 fn well_formed_range(u: &mut Unstructured<'_>, len: u64) -> Result<()> {
     let (a, b) = (number(u)?, number(u)?);
     let (value, want) = match u.int_in_range(0..=2)? {
-        0 => (
-            format!("bytes={a}-{b}"),
-            if a <= b && a < len {
-                ByteRange::Part {
-                    start: a,
-                    end: b.min(len - 1),
-                }
-            } else {
-                ByteRange::Unsatisfiable
-            },
-        ),
-        1 => (
-            format!("bytes={a}-"),
-            if a < len {
-                ByteRange::Part {
-                    start: a,
-                    end: len - 1,
-                }
-            } else {
-                ByteRange::Unsatisfiable
-            },
-        ),
+        0 => (format!("bytes={a}-{b}"), expected(a, Some(b), len)),
+        1 => (format!("bytes={a}-"), expected(a, None, len)),
         _ => (
             format!("bytes=-{b}"),
-            if b > 0 && len > 0 {
-                ByteRange::Part {
-                    start: len - b.min(len),
-                    end: len - 1,
-                }
-            } else {
+            if b > i64::MAX as u64 {
                 ByteRange::Unsatisfiable
+            } else {
+                expected(len.saturating_sub(b), None, len)
             },
         ),
     };

@@ -200,6 +200,11 @@ pub(crate) fn some_count(d: &Directive, _: &mut Cx) -> Result<Option<u64>, ConfE
     number(d, arg0(d)).map(Some)
 }
 
+/// A plain `u32` number, kept as set (for values whose default is "none").
+pub(crate) fn some_u32(d: &Directive, _: &mut Cx) -> Result<Option<u32>, ConfError> {
+    number(d, arg0(d)).map(Some)
+}
+
 /// `NUMBER SIZE` of buffers, both above zero (`large_client_header_buffers`).
 pub(crate) fn buffers(d: &Directive, _: &mut Cx) -> Result<(usize, usize), ConfError> {
     let n: usize = number(d, arg0(d))?;

@@ -603,6 +603,7 @@ fn finish_server(
         default_types,
         Locations::default(),
     );
+    check_charset(&default_location)?;
     Ok(srv_directives!(finish_conf! (srv) ServerConf {
         pos: sp.pos,
         // A block that does not serve HTTP/3 does not advertise it.
@@ -625,6 +626,16 @@ fn finish_server(
         default_location: Arc::new(default_location),
         vars: vars.clone(),
     }))
+}
+
+/// A location that recodes needs a `charset_map` (nginx's check at the end of `http {}`).
+fn check_charset(l: &super::model::LocationConf) -> Result<(), ConfError> {
+    super::charset::check(
+        &l.charsets,
+        l.charset.as_deref(),
+        l.source_charset.as_deref(),
+        &l.pos,
+    )
 }
 
 /// The `Alt-Svc` value that advertises a block's first QUIC port.
@@ -653,6 +664,7 @@ fn build_locations(
         s.fastcgi.resolve(cx, proxied)?;
         let nested = build_locations(p.children, &s, cx, default_types)?;
         let conf = Arc::new(s.finish(cx, p.name, p.pos.clone(), default_types, nested));
+        check_charset(&conf)?;
         let dup = || ConfError::other(format!("duplicate location \"{}\"", p.uri), &p.pos);
         match p.kind {
             LocKind::Exact(u) => {

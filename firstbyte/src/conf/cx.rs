@@ -35,6 +35,8 @@ pub(crate) struct Cx {
     pub user_vars: super::rewrite::VarDefs,
     /// `limit_req_zone`s and `limit_conn_zone`s.
     pub zones: super::limits::Zones,
+    /// `charset_map` tables.
+    pub charsets: Arc<super::charset::CharsetMaps>,
 }
 
 impl Cx {
@@ -55,6 +57,7 @@ impl Cx {
             upstreams: HashMap::new(),
             user_vars: Default::default(),
             zones: Default::default(),
+            charsets: Default::default(),
             daemon: false,
         }
     }

@@ -171,7 +171,14 @@ macro_rules! loc_directives {
             "Answer GET and HEAD with nginx's 1x1 transparent GIF (43 bytes, `image/gif`, `Last-Modified` 28 Sep 1970, so `If-Modified-Since` gets a 304); other methods: 405.";
         "charset" charset: Option<String> = None =>
             (HSL, 1, 1, "off", Inherit, p::charset)
-            "Add `; charset=NAME` to the `Content-Type` of responses whose type is in `charset_types` and that name none (no recoding: `source_charset` is not supported).";
+            "Add `; charset=NAME` to the `Content-Type` of responses whose type is in `charset_types` and that name none; with `source_charset` (or a charset the response names, with `override_charset`) the body is recoded through their `charset_map` (not a response with a `Content-Encoding`).";
+        "source_charset" source_charset: Option<String> = None =>
+            (HSL, 1, 1, "off", Inherit, p::charset)
+            "The charset of the files and responses that name none, recoded to `charset` through a `charset_map` (a location with both and no map between them is an `[emerg]`).";
+        // None: unset, nginx's unlimited with its size bound.
+        "max_ranges" max_ranges: Option<u32> = None =>
+            (HSL, 1, 1, "", Inherit, p::some_u32)
+            "Most ranges served from one `Range` header: more are answered with the whole file (200); `0` turns byte ranges off. Unset: no count limit, but several ranges whose total plus 256 bytes each exceeds the file plus 4096 bytes get the whole file, as nginx.";
         "charset_types" charset_types: Vec<String> = crate::conf::model::CHARSET_TYPES.iter().map(|t| t.to_string()).collect() =>
             (HSL, 1, ANY, "text/html text/xml text/plain text/vnd.wap.wml application/javascript application/rss+xml", Inherit, p::mime_types)
             "MIME types `charset` applies to (`text/html` always); `*`: all.";

@@ -58,7 +58,12 @@ pub fn directives_markdown() -> String {
         "These nginx directives are an error (`\"NAME\" directive is not supported by firstbyte \
          yet`), never silently ignored:\n\n",
     );
-    let mut names: Vec<&str> = UNSUPPORTED.to_vec();
+    // Only those firstbyte does not implement (`is_unsupported` says the same at load time).
+    let mut names: Vec<&str> = UNSUPPORTED
+        .iter()
+        .copied()
+        .filter(|n| table::find(n).is_none())
+        .collect();
     names.sort_unstable();
     let list: Vec<String> = names.iter().map(|n| format!("`{n}`")).collect();
     out.push_str(&list.join(", "));

@@ -174,6 +174,7 @@ pub(crate) mod fixtures {
             types: Arc::new(HashMap::new()),
             proxy: None,
             fastcgi_vars: None,
+            charsets: Default::default(),
             locations,
             pos: pos(1),
         })

@@ -14,6 +14,7 @@
 pub mod access_conf;
 mod args;
 mod build;
+pub mod charset;
 pub mod cookies;
 mod cx;
 mod declare;

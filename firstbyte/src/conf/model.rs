@@ -752,6 +752,8 @@ pub struct LocationConf {
     pub pos: Pos,
     /// auth_basic, real IP, limit_req, limit_conn: None when the location uses none.
     pub guard: Option<Arc<super::access_conf::Guard>>,
+    /// The `http` block's `charset_map` tables (shared by every location).
+    pub charsets: Arc<super::charset::CharsetMaps>,
 }
 }
 

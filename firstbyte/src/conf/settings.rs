@@ -225,6 +225,7 @@ impl LocSettings {
             proxy: proxy.map(Arc::new),
             fastcgi_vars,
             guard: self.guard.finish(cx),
+            charsets: cx.charsets.clone(),
             locations,
             pos,
         })

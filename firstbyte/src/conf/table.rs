@@ -287,6 +287,7 @@ pub(crate) static DIRECTIVES: &[Spec] = &[
     d("add_trailer", HSL, 2, 3, "", InheritIfNone, Loc(h::add_trailer), "Trailer field sent after the body of a 2xx/3xx response (`always`: of all), as nginx: an HTTP/2 HEADERS frame that ends the stream; over HTTP/1.1 the response is chunked and the trailer sent when the client's `TE` says `trailers` (the `Trailer` field names it). Evaluated when the response head is made; `$sent_trailer_NAME` is a trailer added above. An empty value adds none."),
     d("add_header", HSL, 2, 3, "", InheritIfNone, Loc(h::add_header), "Response header added to 2xx/3xx responses (`always`: to all)."),
     d("error_page", HSL, 2, ANY, "", InheritIfNone, Loc(h::error_page), "URI served for the given error codes (`=CODE` changes the response code)."),
+    block("charset_map", HTTP, 2, 2, Shared(super::charset::charset_map), "A recoding table from one 8-bit charset to another (`SRC_HEX DST_HEX;` per byte), used both ways by `source_charset` and `charset`; bytes not listed map to themselves below 0x80, to `?` above. Maps to `utf-8` are not supported."),
     block("types", HSL, 0, 0, Loc(h::types), "MIME types by file extension; the innermost block wins whole."),
     d("log_format", HTTP, 2, ANY, "combined", Global, Shared(h::log_format), "Named access-log line format (`escape=default|json|none`)."),
     d("access_log", HSL, 1, ANY, "stdout combined (daemon on: logs/access.log)", InheritIfNone, Loc(h::access_log), "Access log file (or `stderr`), format, `buffer=SIZE`, `flush=TIME` (accepted; each line is written when its response ends), `gzip[=LEVEL]` (a file only: each line is one gzip member, level 1 by default, so the file reads with `zcat`), `if=CONDITION` (the line is written unless the condition is empty or `0`); `off`: none. None written: `combined` lines to stdout in the foreground, as the official nginx container; with `daemon on`, `logs/access.log` under the prefix."),
@@ -335,7 +336,7 @@ pub(crate) static DIRECTIVES: &[Spec] = &[
     // compression
     ignored("gzip_buffers", HSL, 2, 2, "firstbyte's compressor sizes its own buffers"),
     // ssl
-    d("ssl_certificate", HS, 1, 1, "", InheritIfNone, Srv(srv::ssl_certificate), "Certificate chain (PEM file or `data:`); several for ECDSA + RSA."),
+    d("ssl_certificate", HS, 1, 1, "", InheritIfNone, Srv(srv::ssl_certificate), "Certificate chain (PEM file or `data:`); several for ECDSA + RSA. With variables, read per handshake when the ClientHello arrives: `$ssl_server_name`, `$remote_addr`, `$remote_port`, `$server_addr`, `$server_port` and `geo`/`map`/`split_clients` variables over them (over HTTP/3, `$ssl_server_name` only), through `ssl_certificate_cache` keyed by the evaluated paths."),
     d("ssl_certificate_key", HS, 1, 1, "", InheritIfNone, Srv(srv::ssl_certificate_key), "Private key of the certificate at the same position."),
     d("ssl_conf_command", HS, 2, 2, "", InheritIfNone, Srv(srv::ssl_conf_command), "`Ciphersuites LIST` (TLS 1.3 suites), `NumTickets N` (tickets per handshake) and `Options KTLS` (kernel TLS and `sendfile` for HTTP/1.x where the kernel has the `tls` module; a `[warn]` at start and user-space TLS where it has not)."),
     ignored("ssl_dhparam", HS, 1, 1, "rustls offers only ECDHE key exchange"),
@@ -416,7 +417,7 @@ pub(crate) static UNSUPPORTED: &[&str] = &[
     "brotli_buffers", "hash",
     "internal_redirect", "ip_hash", "keepalive",
     "least_conn", "least_time", "lock_file", "log_subrequest",
-    "mail", "master_process", "max_ranges", "merge_slashes", "msie_padding",
+    "mail", "master_process", "merge_slashes", "msie_padding",
     "msie_refresh", "ntlm", "open_log_file_cache", "output_buffers", "pcre_jit",
     "postpone_output", "quic", "random", "read_ahead",
     "recursive_error_pages", "reset_timedout_connection",

@@ -23,6 +23,7 @@ use std::time::Duration;
 use bytes::{Bytes, BytesMut};
 use http_body::{Frame, SizeHint};
 
+pub use super::charset::Recode;
 use crate::net::{FileRange, IoControl, StallTimer};
 
 /// Bytes read from a file per frame: 64 KiB, four full TLS records, few syscalls per MB.
@@ -64,13 +65,26 @@ impl Body {
             remaining: len,
             chunk: FILE_CHUNK,
             sendfile: None,
+            recode: None,
         })
+    }
+
+    /// Recodes a file body's bytes with `table` as they are read (`charset` with
+    /// `source_charset`); such a body is read, never sent with `sendfile`.
+    pub fn set_recode(&mut self, table: Recode) {
+        if let Body::File(f) = self {
+            f.sendfile = None;
+            f.recode = Some(table);
+        }
     }
 
     /// Sends a file body with `sendfile` through `ctl`'s socket (no effect on other bodies).
     /// `nopush`: `tcp_nopush on`, cork the head and the file together.
     pub fn set_sendfile(&mut self, ctl: &Arc<IoControl>, nopush: bool) {
         if let Body::File(f) = self {
+            if f.recode.is_some() {
+                return;
+            }
             f.sendfile = Some(SendfileTo {
                 ctl: ctl.clone(),
                 nopush,
@@ -101,6 +115,7 @@ pub struct FileBody {
     remaining: u64,
     chunk: usize,
     sendfile: Option<SendfileTo>,
+    recode: Option<Recode>,
 }
 
 /// Where a `sendfile` body queues its ranges.
@@ -155,6 +170,9 @@ impl http_body::Body for Body {
                     Ok(got) => {
                         f.offset += got as u64;
                         f.remaining -= got as u64;
+                        if let Some(t) = &f.recode {
+                            t.apply(&mut buf);
+                        }
                         Poll::Ready(Some(Ok(Frame::data(buf.freeze()))))
                     }
                     Err(e) => Poll::Ready(Some(Err(e))),
@@ -186,7 +204,12 @@ impl http_body::Body for Body {
 /// `pread` of up to `n` bytes at `offset` into `buf`'s spare capacity, appended. Unlike
 /// `read_at` on a zeroed buffer, nothing is written twice: no 64 KB memset before each read
 /// of a long body.
-fn pread_uninit(file: &File, buf: &mut BytesMut, n: usize, offset: u64) -> std::io::Result<usize> {
+pub(crate) fn pread_uninit(
+    file: &File,
+    buf: &mut BytesMut,
+    n: usize,
+    offset: u64,
+) -> std::io::Result<usize> {
     let offset = libc::off_t::try_from(offset)
         .map_err(|_| std::io::Error::from(std::io::ErrorKind::InvalidInput))?;
     let spare = buf.spare_capacity_mut();

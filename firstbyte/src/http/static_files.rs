@@ -18,11 +18,13 @@
 //!   `If-None-Match`) → 304 when the file's mtime is at or before the date (`if_modified_since
 //!   before`, the default here; nginx's default `exact` wants the exact date; `off`).
 //!   A 304 keeps `ETag`, `Last-Modified` and `Vary` and drops the content headers.
-//! - One `Range: bytes=` range (`a-b`, `a-`, `-n`) → 206 with `Content-Range`; a malformed or
-//!   unsatisfiable one → 416 with `Content-Range: bytes */LEN`; `If-Range` (an ETag, compared
-//!   strongly, or the exact `Last-Modified` date). Several satisfiable ranges: nginx answers
-//!   `multipart/byteranges`; firstbyte does not yet and sends the whole file with 200, which
-//!   the RFC allows.
+//! - `Range: bytes=` as nginx's range filter (`http::range`): one range → 206 with
+//!   `Content-Range`; several → 206 `multipart/byteranges` streamed from the file (the whole
+//!   file with 200 past `max_ranges` or nginx's size bounds); a malformed or unsatisfiable
+//!   set → 416 with `Content-Range: bytes */LEN`; `If-Range` (an ETag, compared strongly, or
+//!   the exact `Last-Modified` date). `Accept-Ranges: bytes` on a 200 unless `max_ranges 0`.
+//! - `charset` / `source_charset` (`http::charset`) before the ranges, as nginx's filter
+//!   order: the parts' `Content-Type` names the charset and the bytes are recoded as read.
 //! - A directory: without a trailing slash → redirect to `$uri/`; with it → the first `index`
 //!   entry that exists (a regular file is served, a directory redirected to), else the
 //!   directory's listing with `autoindex on` ([`FileOutcome::Autoindex`]), else 403
@@ -56,7 +58,10 @@ use http::header::{
 use http::{HeaderMap, Method, Response, StatusCode};
 
 use super::body::Body;
+use super::charset;
 use super::compress::{accepted, gzip_ok};
+use super::range;
+pub use super::range::{parse_range, ByteRange};
 use super::uri::encode_path;
 use crate::conf::model::IfModifiedSince;
 use crate::conf::model::{DisableSymlinks, DocRoot, GzipStatic, LocationConf};
@@ -320,17 +325,27 @@ fn respond(
         Precondition::Proceed => {}
     }
     let ctype = content_type(req.loc, path);
-    if let Some(v) = cached.content_type(ctype) {
-        headers.insert(CONTENT_TYPE, v);
+    let mut ctype_value = cached.content_type(ctype);
+    // nginx's charset filter runs before its range filter: the parts name the charset too.
+    let mut recode = None;
+    if let Some(plan) = charset::plan(req.loc, ctype_value.as_ref(), encoding.is_some(), 200) {
+        if plan.content_type.is_some() {
+            ctype_value = plan.content_type;
+        }
+        recode = plan.recode;
+    }
+    if let Some(v) = &ctype_value {
+        headers.insert(CONTENT_TYPE, v.clone());
     }
     if let Some(enc) = encoding {
         headers.insert(CONTENT_ENCODING, HeaderValue::from_static(enc));
     }
-    headers.insert(ACCEPT_RANGES, HeaderValue::from_static("bytes"));
     let len = meta.len;
+    // `max_ranges 0`: no ranges, and none offered.
+    let ranges_on = req.loc.max_ranges != Some(0);
     let mut range = match req.headers.get(RANGE).and_then(|v| v.to_str().ok()) {
-        Some(r) => parse_range(r, len),
-        None => ByteRange::Full,
+        Some(r) if ranges_on => range::parse(r, len, req.loc.max_ranges),
+        _ => ByteRange::Full,
     };
     if range != ByteRange::Full {
         if let Some(if_range) = req.headers.get(IF_RANGE) {
@@ -340,14 +355,39 @@ fn respond(
             }
         }
     }
+    let head_only = *req.method == Method::HEAD;
     let (status, start, count) = match range {
-        ByteRange::Full => (StatusCode::OK, 0, len),
+        ByteRange::Full => {
+            if ranges_on {
+                headers.insert(ACCEPT_RANGES, HeaderValue::from_static("bytes"));
+            }
+            (StatusCode::OK, 0, len)
+        }
         ByteRange::Part { start, end } => {
             let v = format!("bytes {start}-{end}/{len}");
             if let Ok(v) = HeaderValue::from_str(&v) {
                 headers.insert(CONTENT_RANGE, v);
             }
             (StatusCode::PARTIAL_CONTENT, start, end - start + 1)
+        }
+        ByteRange::Multi(spans) => {
+            let ct = ctype_value.as_ref().and_then(|v| v.to_str().ok());
+            let m = range::multipart(&spans, len, ct, range::boundary());
+            if let Ok(v) = HeaderValue::from_str(&m.content_type) {
+                headers.insert(CONTENT_TYPE, v);
+            }
+            headers.insert(CONTENT_LENGTH, HeaderValue::from(m.len));
+            let body = if head_only {
+                Body::Empty
+            } else {
+                let b = range::MultipartBody::new(Arc::clone(&file.file), m, recode);
+                Body::Stream(http_body_util::BodyExt::boxed_unsync(b))
+            };
+            return FileOutcome::Response(charset_done(response(
+                StatusCode::PARTIAL_CONTENT,
+                headers,
+                body,
+            )));
         }
         ByteRange::Unsatisfiable => {
             let mut h = HeaderMap::new();
@@ -365,12 +405,23 @@ fn respond(
         HeaderValue::from(count)
     };
     headers.insert(CONTENT_LENGTH, length);
-    let body = if *req.method == Method::HEAD || count == 0 {
+    let body = if head_only || count == 0 {
         Body::Empty
     } else {
-        Body::file(Arc::clone(&file.file), start, count)
+        let mut b = Body::file(Arc::clone(&file.file), start, count);
+        if let Some(t) = recode {
+            b.set_recode(t);
+        }
+        b
     };
-    FileOutcome::Response(response(status, headers, body))
+    FileOutcome::Response(charset_done(response(status, headers, body)))
+}
+
+/// Marks a response whose charset the static module already settled (the pipeline's charset
+/// step leaves it alone).
+fn charset_done(mut r: Response<Body>) -> Response<Body> {
+    r.extensions_mut().insert(charset::Applied);
+    r
 }
 
 fn response(status: StatusCode, headers: HeaderMap, body: Body) -> Response<Body> {
@@ -506,82 +557,6 @@ pub fn if_range_matches(value: &HeaderValue, etag: &str, mtime: i64) -> bool {
         .ok()
         .and_then(system_secs)
         .is_some_and(|d| d == mtime)
-}
-
-/// What a `Range` header asks of a file of a given length.
-#[doc(hidden)] // public for the fuzz targets only (`crate::fuzzing`)
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum ByteRange {
-    /// The whole file (no usable range, or several ranges: no multipart yet).
-    Full,
-    /// Bytes `start..=end`.
-    Part {
-        /// First byte.
-        start: u64,
-        /// Last byte (inclusive).
-        end: u64,
-    },
-    /// 416.
-    Unsatisfiable,
-}
-
-/// Parses `Range` as nginx: another unit is ignored; a malformed `bytes=` set, or one with no
-/// satisfiable range, is 416; one satisfiable range is served; several give the whole file.
-#[doc(hidden)]
-pub fn parse_range(value: &str, len: u64) -> ByteRange {
-    let value = value.trim();
-    let Some(set) = value
-        .get(..6)
-        .filter(|p| p.eq_ignore_ascii_case("bytes="))
-        .map(|_| &value[6..])
-    else {
-        return ByteRange::Full;
-    };
-    let mut found: Option<(u64, u64)> = None;
-    let mut several = false;
-    let mut any_spec = false;
-    for spec in set.split(',').map(str::trim).filter(|s| !s.is_empty()) {
-        any_spec = true;
-        let Some((a, b)) = spec.split_once('-') else {
-            return ByteRange::Unsatisfiable;
-        };
-        let (a, b) = (a.trim(), b.trim());
-        let num = |s: &str| -> Option<u64> {
-            if s.is_empty() || !s.bytes().all(|c| c.is_ascii_digit()) {
-                return None;
-            }
-            s.parse().ok()
-        };
-        let range = if a.is_empty() {
-            let Some(n) = num(b) else {
-                return ByteRange::Unsatisfiable;
-            };
-            (n > 0 && len > 0).then(|| (len.saturating_sub(n), len - 1))
-        } else {
-            let Some(start) = num(a) else {
-                return ByteRange::Unsatisfiable;
-            };
-            let end = if b.is_empty() {
-                u64::MAX
-            } else {
-                match num(b) {
-                    Some(end) if end >= start => end,
-                    _ => return ByteRange::Unsatisfiable,
-                }
-            };
-            (start < len).then(|| (start, end.min(len - 1)))
-        };
-        if let Some(r) = range {
-            several |= found.is_some();
-            found = Some(r);
-        }
-    }
-    match found {
-        _ if !any_spec => ByteRange::Unsatisfiable,
-        None => ByteRange::Unsatisfiable,
-        Some(_) if several => ByteRange::Full,
-        Some((start, end)) => ByteRange::Part { start, end },
-    }
 }
 
 #[cfg(test)]
@@ -1059,37 +1034,6 @@ mod tests {
         assert_eq!(EntityTags("\"unterminated").count(), 0);
     }
 
-    #[test]
-    fn range_parsing() {
-        use ByteRange::*;
-        assert_eq!(parse_range("bytes=0-4", 10), Part { start: 0, end: 4 });
-        assert_eq!(parse_range("bytes=5-", 10), Part { start: 5, end: 9 });
-        assert_eq!(parse_range("bytes=-3", 10), Part { start: 7, end: 9 });
-        assert_eq!(parse_range("bytes=-30", 10), Part { start: 0, end: 9 });
-        assert_eq!(parse_range("bytes=8-100", 10), Part { start: 8, end: 9 });
-        assert_eq!(parse_range("BYTES = 1-1", 10), Full); // not "bytes=": ignored
-        assert_eq!(parse_range("Bytes=1-1", 10), Part { start: 1, end: 1 });
-        assert_eq!(parse_range("items=0-1", 10), Full);
-        assert_eq!(parse_range("bytes=10-", 10), Unsatisfiable);
-        assert_eq!(parse_range("bytes=-0", 10), Unsatisfiable);
-        assert_eq!(parse_range("bytes=0-0", 0), Unsatisfiable);
-        assert_eq!(parse_range("bytes=5-4", 10), Unsatisfiable);
-        assert_eq!(parse_range("bytes=abc", 10), Unsatisfiable);
-        assert_eq!(parse_range("bytes=", 10), Unsatisfiable);
-        assert_eq!(parse_range("bytes=1-2-3", 10), Unsatisfiable);
-        assert_eq!(
-            parse_range("bytes=99999999999999999999999-", 10),
-            Unsatisfiable
-        );
-        // Several: the whole file; several with one satisfiable: that one.
-        assert_eq!(parse_range("bytes=0-1,4-5", 10), Full);
-        assert_eq!(
-            parse_range("bytes=0-1, 40-50", 10),
-            Part { start: 0, end: 1 }
-        );
-        assert_eq!(parse_range("bytes=20-30, 40-50", 10), Unsatisfiable);
-    }
-
     #[tokio::test]
     async fn range_responses() {
         let d = TempDir::new("range");
@@ -1110,9 +1054,63 @@ mod tests {
         assert_eq!(r.status(), StatusCode::RANGE_NOT_SATISFIABLE);
         assert_eq!(header(&r, "content-range"), "bytes */10");
 
-        let r = resp(get(&d, &l, "/f.txt", &[("range", "bytes=0-0,2-3")]));
+        // A 206 has no Accept-Ranges (nginx adds it only when it declines the range).
+        let r = resp(get(&d, &l, "/f.txt", &[("range", "bytes=1-1")]));
+        assert!(!r.headers().contains_key(ACCEPT_RANGES));
+
+        // Several: multipart/byteranges, in the order asked, the length known up front.
+        let r = resp(get(&d, &l, "/f.txt", &[("range", "bytes=8-,0-0,2-3")]));
+        assert_eq!(r.status(), StatusCode::PARTIAL_CONTENT);
+        let ct = header(&r, "content-type");
+        let b = ct
+            .strip_prefix("multipart/byteranges; boundary=")
+            .unwrap()
+            .to_string();
+        assert_eq!(b.len(), 20);
+        assert!(!r.headers().contains_key(CONTENT_RANGE));
+        let len: usize = header(&r, "content-length").parse().unwrap();
+        let got = body(r).await;
+        assert_eq!(got.len(), len);
+        let part = |range: &str, data: &str| {
+            format!(
+                "\r\n--{b}\r\nContent-Type: text/plain\r\nContent-Range: bytes {range}/10\r\n\r\n{data}"
+            )
+        };
+        let want = format!(
+            "{}{}{}\r\n--{b}--\r\n",
+            part("8-9", "89"),
+            part("0-0", "0"),
+            part("2-3", "23")
+        );
+        assert_eq!(String::from_utf8(got).unwrap(), want);
+        // Their total past the file's size: the whole file.
+        let r = resp(get(&d, &l, "/f.txt", &[("range", "bytes=0-9,0-0")]));
         assert_eq!(r.status(), StatusCode::OK);
         assert_eq!(body(r).await, b"0123456789");
+        // HEAD: the multipart head, no body.
+        let r = resp(get_with(
+            &d,
+            &l,
+            &Method::HEAD,
+            "/f.txt",
+            &[("range", "bytes=0-0,2-3")],
+        ));
+        assert_eq!(r.status(), StatusCode::PARTIAL_CONTENT);
+        assert_ne!(header(&r, "content-length"), "0");
+        assert!(body(r).await.is_empty());
+
+        // `max_ranges`: more than N ranges, the whole file; 0: no ranges, none offered.
+        let mut two = loc();
+        two.max_ranges = Some(2);
+        let r = resp(get(&d, &two, "/f.txt", &[("range", "bytes=0-0,2-3")]));
+        assert_eq!(r.status(), StatusCode::PARTIAL_CONTENT);
+        let r = resp(get(&d, &two, "/f.txt", &[("range", "bytes=0-0,2-3,5-5")]));
+        assert_eq!(r.status(), StatusCode::OK);
+        let mut off = loc();
+        off.max_ranges = Some(0);
+        let r = resp(get(&d, &off, "/f.txt", &[("range", "bytes=0-0")]));
+        assert_eq!(r.status(), StatusCode::OK);
+        assert!(!r.headers().contains_key(ACCEPT_RANGES));
 
         // If-Range: matching ETag or date → range; anything else → whole file.
         let lm = httpdate::fmt_http_date(UNIX_EPOCH + Duration::from_secs(m.mtime() as u64));
@@ -1374,5 +1372,35 @@ mod tests {
         assert_eq!(cache.len(), 1);
         assert_eq!(status(&serve(&req, &cache)), StatusCode::OK);
         assert_eq!(cache.len(), 1);
+    }
+
+    /// `charset` + `source_charset`: the file's bytes recoded through the `charset_map`, its
+    /// single ranges and multipart parts as well (8-bit tables keep every offset).
+    #[tokio::test]
+    async fn charset_recodes_ranges() {
+        let d = TempDir::new("charset");
+        d.file("t.html", b"X000XXXXXXX001XXXXXX");
+        let c = crate::conf::testutil::ok(
+            "http { charset_map B A { 58 59; } server { listen 127.0.0.1:8080; \
+             charset A; source_charset B; } }",
+        );
+        let mut l = loc();
+        l.charsets = c.http.unwrap().servers[0].default_location.charsets.clone();
+        l.charset = Some("A".into());
+        l.source_charset = Some("B".into());
+        let r = resp(get(&d, &l, "/t.html", &[]));
+        assert_eq!(header(&r, "content-type"), "text/html; charset=A");
+        assert_eq!(body(r).await, b"Y000YYYYYYY001YYYYYY");
+        let r = resp(get(&d, &l, "/t.html", &[("range", "bytes=10-13")]));
+        assert_eq!(header(&r, "content-range"), "bytes 10-13/20");
+        assert_eq!(body(r).await, b"Y001");
+        let r = resp(get(&d, &l, "/t.html", &[("range", "bytes=0-1,-2")]));
+        let text = String::from_utf8(body(r).await).unwrap();
+        assert!(
+            text.contains("Content-Type: text/html; charset=A\r\n"),
+            "{text}"
+        );
+        assert!(text.contains("bytes 0-1/20\r\n\r\nY0\r\n"), "{text}");
+        assert!(text.contains("bytes 18-19/20\r\n\r\nYY\r\n"), "{text}");
     }
 }

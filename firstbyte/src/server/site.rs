@@ -51,6 +51,8 @@ pub struct Site {
     tls: HashMap<usize, Arc<rustls::ServerConfig>>,
     /// The strict client-certificate verifier of blocks with `ssl_verify_client on|optional`.
     client_verifiers: HashMap<usize, Arc<crate::tls::ChainVerifier>>,
+    /// The handshake-time certificate loader of blocks whose `ssl_certificate` has variables.
+    dynamic: HashMap<usize, Arc<crate::tls::DynamicResolver>>,
     /// The same configs with what they were built from, for the next load to reuse.
     configs: crate::tls::ServerConfigs,
     /// Error log targets.
@@ -114,6 +116,7 @@ impl Site {
         };
         let mut tls = HashMap::with_capacity(http.servers.len());
         let mut client_verifiers = HashMap::new();
+        let mut dynamic = HashMap::new();
         let mut configs = crate::tls::ServerConfigs::new();
         let mut cc_checked: Vec<&str> = Vec::new();
         for s in &http.servers {
@@ -123,6 +126,9 @@ impl Site {
                 tls.insert(key(s), cfg);
                 if let Some(v) = configs.last_client_verifier() {
                     client_verifiers.insert(key(s), v);
+                }
+                if let Some(d) = configs.last_dynamic() {
+                    dynamic.insert(key(s), d);
                 }
             }
             if let Some(cc) = &s.socket.congestion {
@@ -175,12 +181,18 @@ impl Site {
             http: Arc::new(crate::http::Site::new(vhosts, proxies, access_logs)),
             tls,
             client_verifiers,
+            dynamic,
             configs,
             error_logs,
             store,
             retired,
             live: Live::new(),
         })
+    }
+
+    /// The handshake-time certificate loader of a block whose `ssl_certificate` has variables.
+    pub fn dynamic_for(&self, s: &Arc<ServerConf>) -> Option<&Arc<crate::tls::DynamicResolver>> {
+        self.dynamic.get(&key(s))
     }
 
     /// The rustls config of a TLS server block.

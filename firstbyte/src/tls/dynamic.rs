@@ -1,8 +1,11 @@
 //! `ssl_certificate /certs/$ssl_server_name.crt;`: certificates chosen at handshake time.
 //!
-//! A server block whose `ssl_certificate` has variables gets a [`DynamicResolver`] as its
-//! rustls `ResolvesServerCert`. On each ClientHello it evaluates the paths with
-//! `$ssl_server_name` (the SNI, already a valid DNS name by rustls' parsing), and loads the
+//! A server block whose `ssl_certificate` has variables gets a [`DynamicResolver`]. Over TCP
+//! the runtime calls [`DynamicResolver::resolve_vars`] once the ClientHello is read, with the
+//! variables known then (`$ssl_server_name`, the connection's addresses and ports, and the
+//! configuration's `geo`, `map` and `split_clients` variables over them), and makes that
+//! handshake with the chosen pair ([`with_certificate`]); as the config's own rustls
+//! `ResolvesServerCert` (HTTP/3) it knows `$ssl_server_name` only. It loads the
 //! pair — through the `ssl_certificate_cache` ([`CertCache`]) when one is configured, keyed by
 //! the evaluated paths and revalidated by the files' stamps. A missing or bad file fails that
 //! handshake only (rustls sends an alert), with the reason in the error log. Certificate and
@@ -205,16 +208,16 @@ pub fn load_pair(
     Ok((Arc::new(ck), (cs, ks), encrypted))
 }
 
-impl ResolvesServerCert for DynamicResolver {
-    fn resolve(&self, hello: ClientHello<'_>) -> Option<Arc<CertifiedKey>> {
-        let sni = hello.server_name().unwrap_or("");
-        // rustls admits only DNS names here; refuse anything path-like all the same.
+impl DynamicResolver {
+    /// The first pair that loads with `vars` (whose `$ssl_server_name` is `sni`); failures
+    /// are logged (once per name while remembered).
+    pub fn resolve_vars(&self, vars: &dyn Vars, sni: &str) -> Option<Arc<CertifiedKey>> {
+        // rustls admits only DNS names as SNI; refuse anything path-like all the same.
         if sni.contains('/') || sni.starts_with('.') {
             return None;
         }
-        let vars = HandshakeVars { server_name: sni };
         for pair in &self.pairs {
-            match self.load(pair, &vars) {
+            match self.load(pair, vars) {
                 Ok(ck) => return Some(ck),
                 // Logged when it first failed.
                 Err(TlsError::KnownFailure) => {}
@@ -223,6 +226,34 @@ impl ResolvesServerCert for DynamicResolver {
         }
         None
     }
+}
+
+impl ResolvesServerCert for DynamicResolver {
+    fn resolve(&self, hello: ClientHello<'_>) -> Option<Arc<CertifiedKey>> {
+        let sni = hello.server_name().unwrap_or("");
+        self.resolve_vars(&HandshakeVars { server_name: sni }, sni)
+    }
+}
+
+/// One connection's certificate, chosen before its handshake (none: the handshake fails).
+#[derive(Debug)]
+struct Chosen(Option<Arc<CertifiedKey>>);
+
+impl ResolvesServerCert for Chosen {
+    fn resolve(&self, _: ClientHello<'_>) -> Option<Arc<CertifiedKey>> {
+        self.0.clone()
+    }
+}
+
+/// `config` for one handshake whose certificate is `ck` (a retried ClientHello gets the same
+/// one); sessions, tickets and every other setting are `config`'s own.
+pub fn with_certificate(
+    config: &Arc<rustls::ServerConfig>,
+    ck: Option<Arc<CertifiedKey>>,
+) -> Arc<rustls::ServerConfig> {
+    let mut c = rustls::ServerConfig::clone(config);
+    c.cert_resolver = Arc::new(Chosen(ck));
+    Arc::new(c)
 }
 
 #[cfg(test)]

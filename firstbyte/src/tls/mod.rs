@@ -51,7 +51,7 @@ use std::sync::Arc;
 pub use certcache::{CertCache, Lookup};
 pub use chain::ChainVerifier;
 pub use client::{client_config, upstream_server_name, ClientBase};
-pub use dynamic::{load_pair, pair_limits, stamp_of, DynamicResolver, PairStamp};
+pub use dynamic::{load_pair, pair_limits, stamp_of, with_certificate, DynamicResolver, PairStamp};
 pub use error::TlsError;
 pub use names::{cipher_name, ciphers_list, curves_list, group_name, protocol_name};
 pub use selfsigned::self_signed;

@@ -75,7 +75,7 @@ pub fn server_config(
 ) -> Result<Arc<ServerConfig>, TlsError> {
     let parts = check(tls)?;
     let inputs = load(tls, store)?;
-    assemble(tls, alpn_h2, shared, parts, &inputs)
+    assemble(tls, alpn_h2, shared, parts, &inputs).map(|(c, _)| c)
 }
 
 /// What settings alone decide: versions, suites, groups.
@@ -263,7 +263,7 @@ fn assemble(
     shared: &TlsShared,
     parts: Parts,
     inputs: &Inputs,
-) -> Result<Arc<ServerConfig>, TlsError> {
+) -> Result<(Arc<ServerConfig>, Option<Arc<super::DynamicResolver>>), TlsError> {
     let Parts {
         tls12,
         tls13,
@@ -279,12 +279,15 @@ fn assemble(
         versions.push(&rustls::version::TLS12);
     }
     // `ssl_certificate` with variables: loaded per handshake (tls::dynamic).
+    let mut dynamic = None;
     let resolver: Arc<dyn ResolvesServerCert> = if inputs.certs.is_empty() {
-        Arc::new(super::DynamicResolver::new(
+        let d = Arc::new(super::DynamicResolver::new(
             tls,
             inputs.passwords.clone(),
             provider.clone(),
-        ))
+        ));
+        dynamic = Some(d.clone());
+        d
     } else {
         let mut r = CertResolver::new(
             inputs.certs.clone(),
@@ -341,7 +344,7 @@ fn assemble(
         };
         config.ticketer = Arc::new(ticketer.with_context(context));
     }
-    Ok(Arc::new(config))
+    Ok((Arc::new(config), dynamic))
 }
 
 /// Whether two servers' TLS settings make the same config, certificates aside (those are
@@ -427,6 +430,8 @@ struct Built {
     config: Arc<ServerConfig>,
     /// The strict verifier of `ssl_verify_client on|optional` (see `tls::peer`).
     client_verifier: Option<Arc<ChainVerifier>>,
+    /// The handshake-time loader of `ssl_certificate` with variables.
+    dynamic: Option<Arc<super::DynamicResolver>>,
 }
 
 /// The rustls configs one load built, in server order, kept for the next load: a server
@@ -488,13 +493,17 @@ impl ServerConfigs {
             self.built.reserve(p.built.len());
         }
         let candidate = previous.and_then(|p| p.candidate(self.built.len(), tls, alpn_h2));
-        let (config, inputs, client_verifier) = match candidate {
+        let ((config, dynamic), inputs, client_verifier) = match candidate {
             // Equal settings built before, so they check; only the files can differ.
             Some(prev) => {
                 let inputs = load(tls, store)?;
                 if inputs.same_objects(&prev.inputs) {
                     self.reused += 1;
-                    (prev.config.clone(), inputs, prev.client_verifier.clone())
+                    (
+                        (prev.config.clone(), prev.dynamic.clone()),
+                        inputs,
+                        prev.client_verifier.clone(),
+                    )
                 } else {
                     let parts = check(tls)?;
                     let v = strict_client_verifier(tls, &inputs, &parts.provider)?;
@@ -514,6 +523,7 @@ impl ServerConfigs {
             inputs,
             config: config.clone(),
             client_verifier,
+            dynamic,
         });
         Ok(Some(config))
     }
@@ -522,6 +532,12 @@ impl ServerConfigs {
     /// `optional` only): what `tls::peer::verify` checks a client's chain with.
     pub fn last_client_verifier(&self) -> Option<Arc<ChainVerifier>> {
         self.built.last()?.client_verifier.clone()
+    }
+
+    /// The handshake-time certificate loader of the server last given to
+    /// [`Self::config_for`], when its `ssl_certificate` has variables.
+    pub fn last_dynamic(&self) -> Option<Arc<super::DynamicResolver>> {
+        self.built.last()?.dynamic.clone()
     }
 
     /// A config built for equal settings: the one at the same position, else any.

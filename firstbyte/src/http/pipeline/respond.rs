@@ -338,16 +338,13 @@ pub(super) fn finish(
             }
         }
     }
-    if let Some(cs) = &loc.charset {
-        let h = resp.headers_mut();
-        if let Some(v) = compress::with_charset(
-            h.get(header::CONTENT_TYPE),
-            cs,
-            &loc.charset_types,
-            loc.override_charset,
-        ) {
-            h.insert(header::CONTENT_TYPE, v);
-        }
+    if loc.charset.is_some()
+        && resp
+            .extensions()
+            .get::<crate::http::charset::Applied>()
+            .is_none()
+    {
+        resp = apply_charset(resp, loc);
     }
     if loc.compression.gzip || loc.compression.brotli {
         let info = compress::RequestInfo {
@@ -617,4 +614,54 @@ impl http_body::Body for ResponseBody {
         }
         self.inner.size_hint()
     }
+}
+
+/// nginx's charset filter on a response the static module did not make: `; charset=NAME`, and
+/// the body recoded when `source_charset` (or the response's own charset, with
+/// `override_charset`) differs and a `charset_map` joins them.
+fn apply_charset(mut resp: Response<Body>, loc: &LocationConf) -> Response<Body> {
+    let encoded = resp.headers().contains_key(header::CONTENT_ENCODING);
+    let status = resp.status().as_u16();
+    let Some(plan) = crate::http::charset::plan(
+        loc,
+        resp.headers().get(header::CONTENT_TYPE),
+        encoded,
+        status,
+    ) else {
+        return resp;
+    };
+    if let Some(v) = plan.content_type {
+        resp.headers_mut().insert(header::CONTENT_TYPE, v);
+    }
+    let Some(table) = plan.recode else {
+        return resp;
+    };
+    let (parts, body) = resp.into_parts();
+    let body = match body {
+        Body::File(_) => {
+            let mut b = body;
+            b.set_recode(table);
+            b
+        }
+        Body::Full(Some(bytes)) => {
+            let mut v = bytes.to_vec();
+            table.apply(&mut v);
+            Body::full(v)
+        }
+        Body::Stream(s) => {
+            use http_body_util::BodyExt;
+            Body::Stream(
+                s.map_frame(move |f| {
+                    f.map_data(|d| {
+                        let mut v = d.to_vec();
+                        table.apply(&mut v);
+                        bytes::Bytes::from(v)
+                    })
+                })
+                .boxed_unsync(),
+            )
+        }
+        other => other,
+    };
+    Response::from_parts(parts, body)
 }

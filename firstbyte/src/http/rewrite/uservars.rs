@@ -124,6 +124,53 @@ impl UserVars {
     }
 }
 
+/// The variables known when a TLS handshake starts, for `ssl_certificate` paths: the SNI
+/// (`$ssl_server_name`), the connection's addresses and ports, and the configuration's `geo`,
+/// `map` and `split_clients` variables computed from them (a `set` variable is empty then).
+pub struct HandshakeVars<'a> {
+    sni: &'a str,
+    peer: std::net::SocketAddr,
+    local: std::net::SocketAddr,
+    user: Option<Box<UserVars>>,
+}
+
+impl<'a> HandshakeVars<'a> {
+    /// The variables of a handshake on `local` from `peer` asking for `sni`, with the
+    /// configuration's own variables `defs`.
+    pub fn new(
+        defs: &Arc<VarDefs>,
+        sni: &'a str,
+        peer: std::net::SocketAddr,
+        local: std::net::SocketAddr,
+    ) -> Self {
+        let user = UserVars::new(defs).map(|mut u| {
+            u.warn_uninit = false;
+            u
+        });
+        Self {
+            sni,
+            peer,
+            local,
+            user,
+        }
+    }
+}
+
+impl Vars for HandshakeVars<'_> {
+    fn get(&self, name: &str) -> Option<Cow<'_, str>> {
+        let addr = |a: std::net::SocketAddr| Some(Cow::Owned(a.ip().to_canonical().to_string()));
+        let port = |a: std::net::SocketAddr| Some(Cow::Owned(a.port().to_string()));
+        match name {
+            "ssl_server_name" => Some(Cow::Borrowed(self.sni)),
+            "remote_addr" | "realip_remote_addr" => addr(self.peer),
+            "remote_port" | "realip_remote_port" => port(self.peer),
+            "server_addr" => addr(self.local),
+            "server_port" => port(self.local),
+            _ => self.user.as_ref()?.get(name, self),
+        }
+    }
+}
+
 /// A `geo`'s value for the request: by its source's value, or by the client's address
 /// (`$remote_addr`, after `X-Forwarded-For` when the client is a trusted `proxy`).
 pub fn geo_value<'a>(g: &'a GeoDef, all: &dyn Vars) -> &'a str {
@@ -260,4 +307,39 @@ pub fn murmur2(data: &[u8]) -> u32 {
     h = h.wrapping_mul(M);
     h ^= h >> 15;
     h
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// What an `ssl_certificate` path can read at handshake time: the connection's own
+    /// variables, and `geo`/`map` over them; a `set` variable is empty (and not warned about).
+    #[test]
+    fn handshake_variables() {
+        let c = crate::conf::testutil::ok(
+            "http { geo $g { default d; 10.0.0.0/8 ten; } \
+             map $ssl_server_name $m { a.test one; default other; } \
+             map $server_port $p { 8443 alt; default main; } \
+             server { listen 127.0.0.1:8080; set $s x; } }",
+        );
+        let defs = c.http.unwrap().servers[0].vars.clone();
+        let peer = "10.1.2.3:5555".parse().unwrap();
+        let local = "[::ffff:127.0.0.1]:8443".parse().unwrap();
+        let v = HandshakeVars::new(&defs, "a.test", peer, local);
+        let get = |n: &str| v.get(n).map(|s| s.into_owned());
+        assert_eq!(get("ssl_server_name").as_deref(), Some("a.test"));
+        assert_eq!(get("remote_addr").as_deref(), Some("10.1.2.3"));
+        assert_eq!(get("remote_port").as_deref(), Some("5555"));
+        assert_eq!(get("server_addr").as_deref(), Some("127.0.0.1"));
+        assert_eq!(get("server_port").as_deref(), Some("8443"));
+        assert_eq!(get("g").as_deref(), Some("ten"));
+        assert_eq!(get("m").as_deref(), Some("one"));
+        assert_eq!(get("p").as_deref(), Some("alt"));
+        assert_eq!(get("s").as_deref(), Some(""));
+        assert_eq!(get("request_uri"), None);
+        let other = HandshakeVars::new(&defs, "", "192.0.2.1:1".parse().unwrap(), local);
+        assert_eq!(other.get("g").as_deref(), Some("d"));
+        assert_eq!(other.get("m").as_deref(), Some("other"));
+    }
 }

@@ -274,6 +274,17 @@ pub(super) async fn accept_tls(
         );
         return None;
     };
+    // `ssl_certificate` with variables: evaluated now, with the connection's addresses and the
+    // SNI, and the pair loaded (through the certificate cache, keyed by the evaluated paths).
+    let cfg = match site.dynamic_for(&server) {
+        Some(d) => {
+            let name = sni.as_deref().unwrap_or("");
+            let vars =
+                crate::http::rewrite::uservars::HandshakeVars::new(&server.vars, name, peer, local);
+            crate::tls::with_certificate(&cfg, d.resolve_vars(&vars, name))
+        }
+        None => cfg,
+    };
     let tls_conn = match hello.into_connection(cfg) {
         Ok(c) => c,
         Err((e, mut alert)) => {
