@@ -40,6 +40,11 @@ enum Out {
 /// that decided it.
 pub(super) fn run(r: &mut Req) -> (Step, Arc<LocationConf>) {
     let server = r.server.clone();
+    // nginx's post-read phase (a new request only, not an `X-Accel-Redirect`): the
+    // server's real-IP settings.
+    if let Some(g) = server.default_location.guard.as_ref().filter(|_| !r.internal) {
+        super::guard::post_read(r, g);
+    }
     // The server's rewrite directives run before any location is chosen (nginx's server
     // rewrite phase); a changed URI is simply what the location search sees.
     let prog = &server.default_location.rewrite;
@@ -441,7 +446,7 @@ fn content(r: &mut Req, loc: &Arc<LocationConf>) -> Out {
         if let Some(code) = super::guard::check(r, loc, g) {
             return Out::Status(code);
         }
-    } else if !allowed(&loc.access, r.conn.facts().peer.map(|p| p.ip())) {
+    } else if !allowed(&loc.access, r.client_addr().map(|p| p.ip())) {
         crate::fblog!(
             Error,
             "access forbidden by rule, client: {}, server: {}, request: \"{} {}\"",
