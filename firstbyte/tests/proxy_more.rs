@@ -128,6 +128,37 @@ fn proxy_pass_with_variables_finds_an_upstream_or_an_address() {
 }
 
 #[test]
+fn proxy_pass_with_variables_finds_an_implicit_upstream() {
+    // nginx's implicit upstream: a `proxy_pass http://HOST:PORT` without variables anywhere
+    // in the load (here in a later location) is what a URL with variables naming that host
+    // and port uses — its addresses from the load, no resolver needed.
+    let (a, _) = echo("");
+    let (s, port) = front(
+        "",
+        &format!(
+            "location /var {{ proxy_pass http://$arg_to; }}\n\
+             location /static {{ proxy_pass http://localhost:{a}; }}"
+        ),
+    );
+    for to in [format!("localhost:{a}"), format!("LocalHost:{a}")] {
+        let (status, _, body) = get(port, &format!("/var/x?to={to}"));
+        assert_eq!(status, 200, "{to}: {body}");
+        assert!(body.contains("line=GET /var/x?to="), "{body}");
+    }
+    // The same host on another port is no implicit upstream: it needs a resolver.
+    let other = free_port();
+    let (status, _, _) = get(port, &format!("/var/y?to=localhost:{other}"));
+    assert_eq!(status, 502);
+    let log = error_log(&s);
+    assert_eq!(
+        log.matches("no resolver defined to resolve localhost").count(),
+        1,
+        "{log}"
+    );
+    drop(s);
+}
+
+#[test]
 fn proxy_pass_with_a_variable_unix_socket() {
     let dir = tempdir("proxy-more-unix");
     let path = dir.join("up.sock");

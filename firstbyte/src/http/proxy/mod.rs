@@ -95,9 +95,18 @@ impl Proxies {
         let mut b = Builder {
             out: Proxies::default(),
             balancers: HashMap::new(),
+            implicit: HashMap::new(),
             configs: HashMap::new(),
             dynamics: HashMap::new(),
         };
+        // nginx's implicit upstreams first: every `proxy_pass http://HOST:PORT` of the load,
+        // so that a URL with variables finds one defined in any location.
+        for s in &http.servers {
+            walk(&s.default_location, &mut |l| b.implicit_upstream(l));
+            for l in each(&s.locations) {
+                walk(l, &mut |l| b.implicit_upstream(l));
+            }
+        }
         for s in &http.servers {
             b.location(&s.default_location, store)?;
             b.locations(&s.locations, store)?;
@@ -160,10 +169,56 @@ impl std::hash::Hash for SslKey<'_> {
     }
 }
 
+/// Calls `f` on `loc` and every location inside it (nested, `if`, `limit_except`).
+fn walk<'a>(loc: &'a LocationConf, f: &mut impl FnMut(&'a LocationConf)) {
+    f(loc);
+    for l in loc.implicit() {
+        walk(l, f);
+    }
+    for l in each(&loc.locations) {
+        walk(l, f);
+    }
+}
+
+/// The locations of one level: exact, named, prefix and regex ones.
+fn each(l: &Locations) -> impl Iterator<Item = &LocationConf> {
+    l.exact
+        .values()
+        .chain(l.named.values())
+        .map(|c| &**c)
+        .chain(l.prefix.iter().map(|c| &*c.conf))
+        .chain(l.regex.iter().map(|c| &*c.conf))
+}
+
+/// The key of nginx's implicit upstream of `proxy_pass SCHEME://HOST[:PORT]`: the host
+/// (lower-case, IPv6 without brackets) and the port (the scheme's default when none is
+/// written). None for a UNIX-domain socket or a URL with variables.
+fn implicit_key(p: &ProxyConf) -> Option<(String, u16)> {
+    match &p.target {
+        ProxyTarget::Addrs(a) if a.iter().all(|a| matches!(a, PeerAddr::Tcp(_))) => {}
+        _ => return None,
+    }
+    let scheme = if p.tls { "https" } else { "http" };
+    let (_, hostname, port, _, _) =
+        crate::conf::proxy::split_url(&format!("{scheme}://{}/", p.host))?;
+    Some((bare_host(&hostname), port))
+}
+
+/// A host name as implicit upstreams are keyed: lower-case, an IPv6 address unbracketed.
+fn bare_host(h: &str) -> String {
+    h.trim_start_matches('[')
+        .trim_end_matches(']')
+        .to_ascii_lowercase()
+}
+
 struct Builder<'a> {
     out: Proxies,
     /// Balancers by upstream block, so locations naming one upstream share its state.
     balancers: HashMap<usize, Shared>,
+    /// nginx's implicit upstreams: the peers and balancer of each `proxy_pass` host and port
+    /// without an `upstream` block, shared by the locations naming it and by URLs with
+    /// variables that evaluate to it.
+    implicit: HashMap<(String, u16), Shared>,
     /// Client configs made so far, by their settings (as their debug text, which covers every
     /// field): equal settings share one config and its session cache.
     configs: HashMap<SslKey<'a>, Arc<rustls::ClientConfig>>,
@@ -173,6 +228,23 @@ struct Builder<'a> {
 }
 
 impl<'a> Builder<'a> {
+    /// Records `loc`'s implicit upstream, if its `proxy_pass` makes one.
+    fn implicit_upstream(&mut self, loc: &LocationConf) {
+        let Some(p) = &loc.proxy else {
+            return;
+        };
+        let (Some(key), ProxyTarget::Addrs(a)) = (implicit_key(p), &p.target) else {
+            return;
+        };
+        self.implicit.entry(key).or_insert_with(|| {
+            (
+                Arc::new(a.clone()),
+                Arc::new(Mutex::new(Balancer::equal(a.len()))),
+                Keepalive::OFF,
+            )
+        });
+    }
+
     fn locations(&mut self, l: &'a Locations, store: &mut ObjectStore) -> Result<(), TlsError> {
         for c in l.exact.values().chain(l.named.values()) {
             self.location(c, store)?;
@@ -200,6 +272,7 @@ impl<'a> Builder<'a> {
                     dynamic_pass = Some(Arc::new(dynamic::DynamicRoutes {
                         url: d.url.clone(),
                         upstreams,
+                        implicit: self.implicit.clone(),
                         // nginx makes the TLS context of any URL with variables.
                         tls: Some(match self.configs.get(&SslKey(&p.ssl)) {
                             Some(c) => c.clone(),
@@ -216,11 +289,14 @@ impl<'a> Builder<'a> {
                         Keepalive::OFF,
                     )
                 }
-                ProxyTarget::Addrs(a) => (
-                    Arc::new(a.clone()),
-                    Arc::new(Mutex::new(Balancer::equal(a.len()))),
-                    Keepalive::OFF,
-                ),
+                ProxyTarget::Addrs(a) => match implicit_key(p).and_then(|k| self.implicit.get(&k)) {
+                    Some(shared) => shared.clone(),
+                    None => (
+                        Arc::new(a.clone()),
+                        Arc::new(Mutex::new(Balancer::equal(a.len()))),
+                        Keepalive::OFF,
+                    ),
+                },
             };
             let mut dynamic = None;
             let tls = if p.tls && dynamic_pass.is_none() {
