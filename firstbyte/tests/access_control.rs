@@ -466,7 +466,10 @@ http {
     assert_eq!(r.status, 200);
     assert_eq!(r.header("x-addr"), Some("192.0.2.5"));
     // The server's header was taken first: the location's is not read again.
-    let r = c.get("/custom/", "X-Real-IP: 192.0.2.6\r\nX-Custom: 192.0.2.5\r\n");
+    let r = c.get(
+        "/custom/",
+        "X-Real-IP: 192.0.2.6\r\nX-Custom: 192.0.2.5\r\n",
+    );
     assert_eq!(r.header("x-addr"), Some("192.0.2.6"));
     // A location that trusts other proxies does not undo what the server took.
     let r = c.get("/untrusted/", "X-Real-IP: 192.0.2.7\r\n");

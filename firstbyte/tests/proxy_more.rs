@@ -151,10 +151,47 @@ fn proxy_pass_with_variables_finds_an_implicit_upstream() {
     assert_eq!(status, 502);
     let log = error_log(&s);
     assert_eq!(
-        log.matches("no resolver defined to resolve localhost").count(),
+        log.matches("no resolver defined to resolve localhost")
+            .count(),
         1,
         "{log}"
     );
+    drop(s);
+}
+
+#[test]
+fn proxy_pass_in_an_if_and_a_later_if_without_it() {
+    // nginx: the content handler is the last one an `if` that held set, the settings are
+    // the last `if`'s. A later `if` without `proxy_pass` in a location without it leaves the
+    // proxy handler with no upstream: 500 and an alert — never the location's files.
+    let (a, _) = echo("X-Up: a\r\n");
+    let (b, _) = echo("X-Up: b\r\n");
+    let (s, port) = front(
+        "",
+        &format!(
+            "root /nonexistent;\n\
+             location /lost {{ if ($arg_p) {{ proxy_pass http://127.0.0.1:{a}; }} if ($arg_q) {{ }} }}\n\
+             location /outer {{ proxy_pass http://127.0.0.1:{b};\n\
+                 if ($arg_p) {{ proxy_pass http://127.0.0.1:{a}; }} if ($arg_q) {{ }} }}"
+        ),
+    );
+    let up = |path: &str| {
+        let (status, h, body) = get(port, path);
+        assert_eq!(status, 200, "{path}: {body}");
+        header(&h, "x-up").map(str::to_string)
+    };
+    assert_eq!(up("/lost?p=1").as_deref(), Some("a"));
+    assert_eq!(get(port, "/lost?q=1").0, 404);
+    assert_eq!(get(port, "/lost?p=1&q=1").0, 500);
+    let log = error_log(&s);
+    assert!(
+        log.contains("[alert]") && log.contains("no upstream configuration"),
+        "{log}"
+    );
+    // The later `if` inherits the location's `proxy_pass`: that upstream answers.
+    assert_eq!(up("/outer?p=1").as_deref(), Some("a"));
+    assert_eq!(up("/outer?p=1&q=1").as_deref(), Some("b"));
+    assert_eq!(up("/outer?q=1").as_deref(), Some("b"));
     drop(s);
 }
 

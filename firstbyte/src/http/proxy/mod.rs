@@ -289,14 +289,16 @@ impl<'a> Builder<'a> {
                         Keepalive::OFF,
                     )
                 }
-                ProxyTarget::Addrs(a) => match implicit_key(p).and_then(|k| self.implicit.get(&k)) {
-                    Some(shared) => shared.clone(),
-                    None => (
-                        Arc::new(a.clone()),
-                        Arc::new(Mutex::new(Balancer::equal(a.len()))),
-                        Keepalive::OFF,
-                    ),
-                },
+                ProxyTarget::Addrs(a) => {
+                    match implicit_key(p).and_then(|k| self.implicit.get(&k)) {
+                        Some(shared) => shared.clone(),
+                        None => (
+                            Arc::new(a.clone()),
+                            Arc::new(Mutex::new(Balancer::equal(a.len()))),
+                            Keepalive::OFF,
+                        ),
+                    }
+                }
             };
             let mut dynamic = None;
             let tls = if p.tls && dynamic_pass.is_none() {
