@@ -596,18 +596,30 @@ fn dns_server() -> (u16, std::sync::Arc<std::sync::atomic::AtomicUsize>) {
                         .concat()],
                     )
                 }
-                ("alias.test", 1) => {
+                // A CNAME is the answer to any type (as DNS servers give it); `late.test`
+                // has one for AAAA only, after an empty A answer.
+                ("alias.test", _) | ("late.test", 28) => {
                     let target = b"\x07backend\x04test\x00";
                     let mut rr = vec![0xc0, 12, 0, 5, 0, 1, 0, 0, 0, 60, 0, target.len() as u8];
                     rr.extend_from_slice(target);
                     (0, vec![rr])
                 }
+                // An address for A, a server failure for AAAA.
+                ("half.test", 1) => (
+                    0,
+                    vec![[
+                        &[0xc0, 12, 0, 1, 0, 1, 0, 0, 0, 60, 0, 4][..],
+                        &[127, 0, 0, 1],
+                    ]
+                    .concat()],
+                ),
+                ("half.test", _) => (2, vec![]),
                 // Truncated over UDP: the whole answer is over TCP.
                 ("big.test", 1) => {
                     r[2] |= 0x02;
                     (0, vec![])
                 }
-                ("backend.test" | "alias.test" | "big.test", _) => (0, vec![]),
+                ("backend.test" | "big.test" | "late.test", _) => (0, vec![]),
                 _ => (3, vec![]),
             };
             r[3] = 0x80 | rcode;
@@ -648,6 +660,17 @@ fn resolver_names_for_proxy_pass_with_variables() {
     // A truncated answer is asked again over TCP.
     let (status, _, _) = get(port, "/?h=big.test");
     assert_eq!(status, 200, "{}", error_log(&s));
+    // No A record and a CNAME for AAAA: the CNAME is followed (nginx).
+    let (status, _, _) = get(port, "/?h=late.test");
+    assert_eq!(status, 200, "{}", error_log(&s));
+    // An error answer to one query is the name's error beside the other's address (nginx).
+    let (status, _, _) = get(port, "/?h=half.test");
+    assert_eq!(status, 502);
+    assert!(
+        error_log(&s).contains("half.test could not be resolved (2: Server failure)"),
+        "{}",
+        error_log(&s)
+    );
     // NXDOMAIN: 502 in nginx's words.
     let (status, _, _) = get(port, "/?h=nowhere.test");
     assert_eq!(status, 502);
