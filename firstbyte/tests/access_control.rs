@@ -417,6 +417,66 @@ http {
 }
 
 #[test]
+fn real_ip_of_the_server_is_taken_before_its_rewrite_directives() {
+    // nginx's post-read phase: `set_real_ip_from` at http/server level applies before the
+    // server's `return`; a location's own `real_ip_header` still gets its turn when the
+    // server's header was absent, and not when the server's already took an address.
+    let conf = r#"
+pid off;
+error_log {dir}/error.log info;
+events {}
+http {
+    access_log off;
+    add_header X-Addr "$remote_addr" always;
+    set_real_ip_from 127.0.0.1;
+    server {
+        listen 127.0.0.1:{port0};
+        return 204;
+    }
+    server {
+        listen 127.0.0.1:{port1};
+        root {dir}/html;
+        if ($remote_addr = 192.0.2.66) { return 403; }
+        location /custom/ { real_ip_header X-Custom; }
+        location /untrusted/ { set_real_ip_from 10.0.0.1; }
+    }
+}
+"#;
+    let dir = tempdir("realip-post-read");
+    for d in ["custom", "untrusted"] {
+        std::fs::create_dir_all(dir.join("html").join(d)).unwrap();
+        world_readable(&dir.join("html").join(d).join("index.html"), "x\n");
+    }
+    let ports: Vec<u16> = (0..2).map(|_| free_port()).collect();
+    let mut s = Server::start_in(&dir, &render(conf, &dir, &ports), ports[0]);
+    s.wait_port(ports[1]);
+
+    let mut c = Client::new(ports[0]);
+    let r = c.get("/", "X-Real-IP: 192.0.2.1\r\n");
+    assert_eq!(r.status, 204);
+    assert_eq!(r.header("x-addr"), Some("192.0.2.1"));
+    let r = c.get("/", "");
+    assert_eq!(r.header("x-addr"), Some("127.0.0.1"));
+
+    let mut c = Client::new(ports[1]);
+    // The server's `if` sees the real address.
+    assert_eq!(c.get("/custom/", "X-Real-IP: 192.0.2.66\r\n").status, 403);
+    // No X-Real-IP: the location's header decides.
+    let r = c.get("/custom/", "X-Custom: 192.0.2.5\r\n");
+    assert_eq!(r.status, 200);
+    assert_eq!(r.header("x-addr"), Some("192.0.2.5"));
+    // The server's header was taken first: the location's is not read again.
+    let r = c.get(
+        "/custom/",
+        "X-Real-IP: 192.0.2.6\r\nX-Custom: 192.0.2.5\r\n",
+    );
+    assert_eq!(r.header("x-addr"), Some("192.0.2.6"));
+    // A location that trusts other proxies does not undo what the server took.
+    let r = c.get("/untrusted/", "X-Real-IP: 192.0.2.7\r\n");
+    assert_eq!(r.header("x-addr"), Some("192.0.2.7"));
+}
+
+#[test]
 fn limit_req_refuses_the_excess_and_delays_within_the_burst() {
     let conf = r#"
 pid off;

@@ -128,6 +128,74 @@ fn proxy_pass_with_variables_finds_an_upstream_or_an_address() {
 }
 
 #[test]
+fn proxy_pass_with_variables_finds_an_implicit_upstream() {
+    // nginx's implicit upstream: a `proxy_pass http://HOST:PORT` without variables anywhere
+    // in the load (here in a later location) is what a URL with variables naming that host
+    // and port uses — its addresses from the load, no resolver needed.
+    let (a, _) = echo("");
+    let (s, port) = front(
+        "",
+        &format!(
+            "location /var {{ proxy_pass http://$arg_to; }}\n\
+             location /static {{ proxy_pass http://localhost:{a}; }}"
+        ),
+    );
+    for to in [format!("localhost:{a}"), format!("LocalHost:{a}")] {
+        let (status, _, body) = get(port, &format!("/var/x?to={to}"));
+        assert_eq!(status, 200, "{to}: {body}");
+        assert!(body.contains("line=GET /var/x?to="), "{body}");
+    }
+    // The same host on another port is no implicit upstream: it needs a resolver.
+    let other = free_port();
+    let (status, _, _) = get(port, &format!("/var/y?to=localhost:{other}"));
+    assert_eq!(status, 502);
+    let log = error_log(&s);
+    assert_eq!(
+        log.matches("no resolver defined to resolve localhost")
+            .count(),
+        1,
+        "{log}"
+    );
+    drop(s);
+}
+
+#[test]
+fn proxy_pass_in_an_if_and_a_later_if_without_it() {
+    // nginx: the content handler is the last one an `if` that held set, the settings are
+    // the last `if`'s. A later `if` without `proxy_pass` in a location without it leaves the
+    // proxy handler with no upstream: 500 and an alert — never the location's files.
+    let (a, _) = echo("X-Up: a\r\n");
+    let (b, _) = echo("X-Up: b\r\n");
+    let (s, port) = front(
+        "",
+        &format!(
+            "root /nonexistent;\n\
+             location /lost {{ if ($arg_p) {{ proxy_pass http://127.0.0.1:{a}; }} if ($arg_q) {{ }} }}\n\
+             location /outer {{ proxy_pass http://127.0.0.1:{b};\n\
+                 if ($arg_p) {{ proxy_pass http://127.0.0.1:{a}; }} if ($arg_q) {{ }} }}"
+        ),
+    );
+    let up = |path: &str| {
+        let (status, h, body) = get(port, path);
+        assert_eq!(status, 200, "{path}: {body}");
+        header(&h, "x-up").map(str::to_string)
+    };
+    assert_eq!(up("/lost?p=1").as_deref(), Some("a"));
+    assert_eq!(get(port, "/lost?q=1").0, 404);
+    assert_eq!(get(port, "/lost?p=1&q=1").0, 500);
+    let log = error_log(&s);
+    assert!(
+        log.contains("[alert]") && log.contains("no upstream configuration"),
+        "{log}"
+    );
+    // The later `if` inherits the location's `proxy_pass`: that upstream answers.
+    assert_eq!(up("/outer?p=1").as_deref(), Some("a"));
+    assert_eq!(up("/outer?p=1&q=1").as_deref(), Some("b"));
+    assert_eq!(up("/outer?q=1").as_deref(), Some("b"));
+    drop(s);
+}
+
+#[test]
 fn proxy_pass_with_a_variable_unix_socket() {
     let dir = tempdir("proxy-more-unix");
     let path = dir.join("up.sock");
@@ -568,18 +636,30 @@ fn dns_server() -> (u16, std::sync::Arc<std::sync::atomic::AtomicUsize>) {
                         .concat()],
                     )
                 }
-                ("alias.test", 1) => {
+                // A CNAME is the answer to any type (as DNS servers give it); `late.test`
+                // has one for AAAA only, after an empty A answer.
+                ("alias.test", _) | ("late.test", 28) => {
                     let target = b"\x07backend\x04test\x00";
                     let mut rr = vec![0xc0, 12, 0, 5, 0, 1, 0, 0, 0, 60, 0, target.len() as u8];
                     rr.extend_from_slice(target);
                     (0, vec![rr])
                 }
+                // An address for A, a server failure for AAAA.
+                ("half.test", 1) => (
+                    0,
+                    vec![[
+                        &[0xc0, 12, 0, 1, 0, 1, 0, 0, 0, 60, 0, 4][..],
+                        &[127, 0, 0, 1],
+                    ]
+                    .concat()],
+                ),
+                ("half.test", _) => (2, vec![]),
                 // Truncated over UDP: the whole answer is over TCP.
                 ("big.test", 1) => {
                     r[2] |= 0x02;
                     (0, vec![])
                 }
-                ("backend.test" | "alias.test" | "big.test", _) => (0, vec![]),
+                ("backend.test" | "big.test" | "late.test", _) => (0, vec![]),
                 _ => (3, vec![]),
             };
             r[3] = 0x80 | rcode;
@@ -620,6 +700,17 @@ fn resolver_names_for_proxy_pass_with_variables() {
     // A truncated answer is asked again over TCP.
     let (status, _, _) = get(port, "/?h=big.test");
     assert_eq!(status, 200, "{}", error_log(&s));
+    // No A record and a CNAME for AAAA: the CNAME is followed (nginx).
+    let (status, _, _) = get(port, "/?h=late.test");
+    assert_eq!(status, 200, "{}", error_log(&s));
+    // An error answer to one query is the name's error beside the other's address (nginx).
+    let (status, _, _) = get(port, "/?h=half.test");
+    assert_eq!(status, 502);
+    assert!(
+        error_log(&s).contains("half.test could not be resolved (2: Server failure)"),
+        "{}",
+        error_log(&s)
+    );
     // NXDOMAIN: 502 in nginx's words.
     let (status, _, _) = get(port, "/?h=nowhere.test");
     assert_eq!(status, 502);

@@ -260,6 +260,47 @@ fn ip_hash_and_hash_keep_a_client_or_key_on_one_server() {
     }
 }
 
+/// nginx's `ip_hash` over the first three octets of an IPv4 address, for `n` servers of
+/// weight 1 (`ngx_http_upstream_get_ip_hash_peer`).
+fn nginx_ip_hash(octets: [u8; 3], n: u64) -> usize {
+    let mut hash: u64 = 89;
+    for b in octets {
+        hash = (hash * 113 + u64::from(b)) % 6271;
+    }
+    (hash % n) as usize
+}
+
+#[test]
+fn ip_hash_hashes_the_real_address_behind_a_trusted_proxy() {
+    // The harness's address is always 127.0.0.1: what decides is the X-Real-IP that
+    // `set_real_ip_from` trusts, as nginx (its realip module replaces the connection's
+    // address before the balancer reads it).
+    let names = ["a", "b", "c"];
+    let ups: Vec<u16> = names.iter().map(|n| named(n, 200).0).collect();
+    let servers: String = ups
+        .iter()
+        .map(|p| format!("server 127.0.0.1:{p}; "))
+        .collect();
+    let (_s, port) = front(
+        &format!("upstream u {{ ip_hash; {servers}}}"),
+        "set_real_ip_from 127.0.0.0/8; proxy_pass http://u;",
+    );
+    let mut seen = std::collections::HashSet::new();
+    for i in 1..=12u8 {
+        let (status, body) = ask(
+            port,
+            &format!(
+                "GET / HTTP/1.1\r\nHost: x\r\nX-Real-IP: 198.51.{i}.9\r\nConnection: close\r\n\r\n"
+            ),
+        );
+        assert_eq!(status, 200);
+        let want = names[nginx_ip_hash([198, 51, i], 3)];
+        assert_eq!(body, want, "198.51.{i}.9");
+        seen.insert(body);
+    }
+    assert_eq!(seen.len(), 3, "twelve /24s reach every server: {seen:?}");
+}
+
 #[test]
 fn proxy_redirect_rewrites_location_and_refresh() {
     let (up, _) = upstream(|s| {

@@ -430,7 +430,7 @@ macro_rules! proxy_directives {
             "The method of the request to the upstream (variables allowed); unset: the client's.";
         "resolver" resolver: Option<crate::conf::model::Resolver> = None =>
             (HSL, 1, ANY, "", Inherit, px::resolver)
-            "DNS servers (`ADDRESS[:PORT]`, port 53 by default; `ipv4=off`, `ipv6=off`, `valid=TIME`) that a `proxy_pass` with variables asks for a name that is neither an `upstream` nor an address: A and AAAA over UDP (TCP for a truncated answer), each query to the next server and again to the next after 5 s without an answer, CNAMEs followed; an answer is kept for its records' smallest TTL (or `valid=`). Without it such a name is 502 (`no resolver defined to resolve NAME`). `ssl_ocsp` responders are resolved with it too; `ssl_stapling`'s by the system resolver.";
+            "DNS servers (`ADDRESS[:PORT]`, port 53 by default; `ipv4=off`, `ipv6=off`, `valid=TIME`) that a `proxy_pass` with variables asks for a name that is neither an `upstream` nor an address: A and AAAA over UDP (TCP for a truncated answer), both to the next server for each name and again to the next after 5 s without an answer (a format error counts as none), CNAMEs followed; an error answer to either is the name's error (502), as nginx; the addresses are kept for its records' smallest TTL (or `valid=`). Without it such a name is 502 (`no resolver defined to resolve NAME`). `ssl_ocsp` responders are resolved with it too; `ssl_stapling`'s by the system resolver.";
         "resolver_timeout" resolver_timeout: Duration = Duration::from_secs(30) =>
             (HSL, 1, 1, "30s", Inherit, px::timeout)
             "Longest wait for the `resolver`'s answer (then 502, `could not be resolved (110: Operation timed out)`).";

@@ -228,6 +228,7 @@ pub(crate) fn if_block(s: &mut LocSettings, d: &Directive, cx: &mut Cx, at: IfIn
         own |= !rewrite;
     }
     let body = std::mem::take(&mut inner.rewrite.stmts);
+    let handler = inner.proxy.pass.is_some() || inner.fastcgi.pass.is_some();
     let loc = match at {
         IfIn::Server => None,
         IfIn::Location => {
@@ -242,7 +243,12 @@ pub(crate) fn if_block(s: &mut LocSettings, d: &Directive, cx: &mut Cx, at: IfIn
             }))
         }
     };
-    s.rewrite.stmts.push(Stmt::If { cond, body, loc });
+    s.rewrite.stmts.push(Stmt::If {
+        cond,
+        body,
+        loc,
+        handler,
+    });
     Ok(())
 }
 

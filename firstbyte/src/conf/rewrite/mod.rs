@@ -53,6 +53,10 @@ pub enum Stmt<L = Arc<LocationConf>> {
         body: Vec<Stmt<L>>,
         /// The implicit location, when the block (in a location) has other directives.
         loc: Option<L>,
+        /// The block sets a content handler of its own (`proxy_pass`, `fastcgi_pass`): as
+        /// nginx's `r->content_handler`, it stays the handler when a later `if` that holds
+        /// takes over the settings.
+        handler: bool,
     },
     /// `rewrite regex replacement [flag]`.
     Rewrite(Box<Rewrite>),
@@ -236,7 +240,13 @@ fn finish_stmts(
                 target: *target,
                 value: value.clone(),
             },
-            Stmt::If { cond, body, loc } => Stmt::If {
+            Stmt::If {
+                cond,
+                body,
+                loc,
+                handler,
+            } => Stmt::If {
+                handler: *handler,
                 cond: cond.clone(),
                 body: finish_stmts(body, parent, cx, name, default_types),
                 loc: loc.as_ref().map(|l| {

@@ -33,7 +33,7 @@ where
     if let Some(fcgi) = &conf.fastcgi {
         return super::fastcgi::pass(r, loc, route, fcgi, body).await;
     }
-    let remote = r.conn.facts().peer.map(|p| p.ip().to_string());
+    let remote = r.client_addr().map(|p| p.ip().to_string());
     // `proxy_pass` with variables: this request's route.
     let evaluated: Arc<px::Route>;
     let with_vars = route.dynamic_url().is_some();
@@ -373,10 +373,10 @@ impl Drop for AbortLog<'_, '_> {
 pub(super) fn balance_key(r: &Req<'_>, route: &crate::http::proxy::Route) -> Vec<u8> {
     use crate::conf::model::BalanceMethod;
     match &route.method {
+        // The real address when `set_real_ip_from` took one (nginx hashes `r->connection`'s
+        // address, which its realip module replaced).
         BalanceMethod::IpHash => r
-            .conn
-            .facts()
-            .peer
+            .client_addr()
             .map(|p| crate::http::proxy::ip_hash_key(p.ip()))
             .unwrap_or_default(),
         BalanceMethod::Hash { key, .. } => key.eval(&r.vars()).into_bytes(),

@@ -74,24 +74,43 @@ fn now_ms() -> u64 {
     u64::try_from(start.elapsed().as_millis()).unwrap_or(u64::MAX)
 }
 
+/// nginx's post-read phase: the server's real-IP settings (`set_real_ip_from` at `http` or
+/// `server` level), before the server's rewrite directives, so that a server-level
+/// `return` already sees the real address.
+pub(super) fn post_read(r: &mut Req, g: &Guard) {
+    realip(r, g);
+}
+
+/// The real address from `g`'s `set_real_ip_from`, unless one was already taken. As
+/// nginx's realip handler, a request whose header is absent (or whose peer is not trusted)
+/// stays open to a later try: the location's settings in the preaccess phase.
+fn realip(r: &mut Req, g: &Guard) {
+    let Some(rip) = g.realip.as_ref() else {
+        return;
+    };
+    if r.guard.as_ref().is_some_and(|s| s.realip_done) {
+        return;
+    }
+    let conn_peer = r.conn.facts().peer.map(|p| p.ip());
+    let proxy = r.conn.facts().proxy_protocol.map(|p| p.source);
+    let value = match &rip.header {
+        RealIpHeader::ProxyProtocol => None,
+        // One header's value (nginx takes the first); X-Forwarded-For is every one.
+        RealIpHeader::XRealIp => first_header(r.headers, "x-real-ip"),
+        RealIpHeader::XForwardedFor => header_list(r.headers, "x-forwarded-for"),
+        RealIpHeader::Other(n) => first_header(r.headers, n),
+    };
+    if let Some(real) = rip.resolve(conn_peer, value.as_deref(), proxy) {
+        let state = r.guard.get_or_insert_with(Default::default);
+        state.realip_done = true;
+        state.vars.real_peer = Some(real);
+    }
+}
+
 /// Runs the guard phases for `loc`: Some(status) refuses the request.
 pub(super) fn check(r: &mut Req, loc: &LocationConf, g: &Guard) -> Option<u16> {
+    realip(r, g);
     let state = r.guard.get_or_insert_with(Default::default);
-    if let Some(rip) = g.realip.as_ref().filter(|_| !state.realip_done) {
-        state.realip_done = true;
-        let conn_peer = r.conn.facts().peer.map(|p| p.ip());
-        let proxy = r.conn.facts().proxy_protocol.map(|p| p.source);
-        let value = match &rip.header {
-            RealIpHeader::ProxyProtocol => None,
-            // One header's value (nginx takes the first); X-Forwarded-For is every one.
-            RealIpHeader::XRealIp => first_header(r.headers, "x-real-ip"),
-            RealIpHeader::XForwardedFor => header_list(r.headers, "x-forwarded-for"),
-            RealIpHeader::Other(n) => first_header(r.headers, n),
-        };
-        if let Some(real) = rip.resolve(conn_peer, value.as_deref(), proxy) {
-            state.vars.real_peer = Some(real);
-        }
-    }
     if let Some(lr) = &g.limit_req {
         if !state.limit_req_done {
             state.limit_req_done = true;

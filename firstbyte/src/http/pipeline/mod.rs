@@ -221,6 +221,15 @@ impl Req<'_> {
         }
     }
 
+    /// The client's address: the real one once `set_real_ip_from` took it, else the
+    /// connection's peer (nginx's `c->sockaddr` after its realip module).
+    fn client_addr(&self) -> Option<std::net::SocketAddr> {
+        self.guard
+            .as_ref()
+            .and_then(|g| g.vars.real_peer)
+            .or(self.conn.facts().peer)
+    }
+
     fn eval(&self, v: &ComplexValue) -> String {
         match v.as_static() {
             Some(s) => s.to_string(),

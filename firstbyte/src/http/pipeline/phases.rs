@@ -40,15 +40,25 @@ enum Out {
 /// that decided it.
 pub(super) fn run(r: &mut Req) -> (Step, Arc<LocationConf>) {
     let server = r.server.clone();
+    // nginx's post-read phase (a new request only, not an `X-Accel-Redirect`): the
+    // server's real-IP settings.
+    if let Some(g) = server
+        .default_location
+        .guard
+        .as_ref()
+        .filter(|_| !r.internal)
+    {
+        super::guard::post_read(r, g);
+    }
     // The server's rewrite directives run before any location is chosen (nginx's server
     // rewrite phase); a changed URI is simply what the location search sees.
     let prog = &server.default_location.rewrite;
     if !prog.is_empty() {
         match run_rewrite(r, prog) {
-            (Some(Out::Response(resp)), _) => {
+            (Some(Out::Response(resp)), ..) => {
                 return (Step::Done(resp), server.default_location.clone())
             }
-            (Some(Out::Status(code)), _) => {
+            (Some(Out::Status(code)), ..) => {
                 return done(error(r, code, server.default_location.clone()))
             }
             _ => {}
@@ -348,16 +358,19 @@ fn set_named_captures(r: &mut Req, named: &[(usize, usize)]) {
 }
 
 /// Runs a rewrite program: Some(out) when it answers (a response or a status), with the
-/// `if` location that took over, if one did. `rematch` comes back as `Out::Rematch`.
+/// `if` location that took over, if one did, and whether that location lacks the upstream
+/// of the content handler an earlier `if` set ([`lost_upstream`]). `rematch` comes back as
+/// `Out::Rematch`.
 fn run_rewrite(
     r: &mut Req,
     prog: &crate::conf::rewrite::Program,
-) -> (Option<Out>, Option<Arc<LocationConf>>) {
+) -> (Option<Out>, Option<Arc<LocationConf>>, bool) {
     if let Some(u) = r.user.as_mut() {
         u.warn_uninit = prog.warn_uninit;
     }
     let outcome = rewrite::run(prog, r);
     r.valid_location = outcome.valid_location;
+    let lost = lost_upstream(outcome.handler, outcome.loc);
     let loc = outcome.loc.cloned();
     let out = match outcome.action {
         Action::Next { rematch: false } => None,
@@ -369,7 +382,20 @@ fn run_rewrite(
         Action::Return(ret) => Some(do_return(r, ret)),
         Action::Status(code) => Some(Out::Status(code)),
     };
-    (out, loc)
+    (out, loc, lost)
+}
+
+/// nginx keeps `r->content_handler` from the last `if` that set one (`handler`) while the
+/// settings come from the last `if` that held (`last`): when that one has no upstream of
+/// the handler's kind (`proxy_pass` in one `if`, a later `if` without it, in a location
+/// without it), nginx's handler finds "no upstream configuration" and answers 500. True
+/// then.
+fn lost_upstream(handler: Option<&Arc<LocationConf>>, last: Option<&Arc<LocationConf>>) -> bool {
+    let (Some(h), Some(last)) = (handler, last) else {
+        return false;
+    };
+    let kind = |l: &LocationConf| l.proxy.as_ref().map(|p| p.fastcgi.is_some());
+    !Arc::ptr_eq(h, last) && kind(h) != kind(last)
 }
 
 /// One pass through a location: the checks of nginx's find-config phase, its rewrite
@@ -390,7 +416,7 @@ fn in_location(r: &mut Req, loc: Arc<LocationConf>) -> (Out, Arc<LocationConf>) 
     // location rewrite phase for server null location").
     if !loc.rewrite.is_empty() && !Arc::ptr_eq(&loc, &r.server.default_location) {
         r.rewrite_loc = Some(loc.clone());
-        let (out, if_loc) = run_rewrite(r, &loc.rewrite);
+        let (out, if_loc, lost) = run_rewrite(r, &loc.rewrite);
         r.rewrite_loc = None;
         let here = if_loc.unwrap_or(loc);
         let out = match out {
@@ -407,11 +433,11 @@ fn in_location(r: &mut Req, loc: Arc<LocationConf>) -> (Out, Arc<LocationConf>) 
                 Out::Status(resp.status().as_u16())
             }
             Some(out) => out,
-            None => content(r, &here),
+            None => content(r, &here, lost),
         };
         return (out, here);
     }
-    let out = content(r, &loc);
+    let out = content(r, &loc, false);
     (out, loc)
 }
 
@@ -435,13 +461,14 @@ fn find_config_checks(r: &mut Req, loc: &LocationConf) -> Option<Out> {
     None
 }
 
-/// Access checks and the content phase of a location.
-fn content(r: &mut Req, loc: &Arc<LocationConf>) -> Out {
+/// Access checks and the content phase of a location (`lost_upstream`: see
+/// [`lost_upstream`]).
+fn content(r: &mut Req, loc: &Arc<LocationConf>, lost_upstream: bool) -> Out {
     if let Some(g) = &loc.guard {
         if let Some(code) = super::guard::check(r, loc, g) {
             return Out::Status(code);
         }
-    } else if !allowed(&loc.access, r.conn.facts().peer.map(|p| p.ip())) {
+    } else if !allowed(&loc.access, r.client_addr().map(|p| p.ip())) {
         crate::fblog!(
             Error,
             "access forbidden by rule, client: {}, server: {}, request: \"{} {}\"",
@@ -451,6 +478,17 @@ fn content(r: &mut Req, loc: &Arc<LocationConf>) -> Out {
             r.request_uri
         );
         return Out::Status(403);
+    }
+    if lost_upstream {
+        crate::fblog!(
+            Alert,
+            "no upstream configuration, client: {}, server: {}, request: \"{} {}\"",
+            r.conn.client_ip(),
+            server_name(&r.server),
+            r.method,
+            r.request_uri
+        );
+        return Out::Status(500);
     }
     if loc.stub_status {
         // nginx's stub_status answers GET and HEAD only.

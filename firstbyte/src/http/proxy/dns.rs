@@ -1,10 +1,12 @@
 //! `resolver`: the addresses of a name a `proxy_pass` with variables evaluated to, asked of
 //! the configured DNS servers over UDP (RFC 1035; TCP for a truncated answer), as nginx's
-//! resolver asks them — an A query (and AAAA unless `ipv6=off`), each query to the next
-//! server, resent to the next after 5 s without an answer, within `resolver_timeout`. The answer's CNAME chain from the name asked is followed; records for
+//! resolver asks them — an A query (and AAAA unless `ipv6=off`), both to the next server
+//! for each name, resent to the next after 5 s without an answer, within
+//! `resolver_timeout`. The answer's CNAME chain from the name asked is followed; records for
 //! other names are ignored; a chain that ends without addresses is asked again for its last
-//! name. An answer is kept (per server list and name) for its records' smallest TTL, or
-//! `valid=`.
+//! name. An error answer to either query is the name's error (see [`decide`]). A name's
+//! addresses are kept (per server list and name) for its records' smallest TTL, or
+//! `valid=`; errors are not kept.
 
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 use std::time::{Duration, Instant};
@@ -98,18 +100,14 @@ pub async fn resolve(name: &str, r: &Resolver, timeout: Duration) -> Result<Vec<
     Ok(addrs)
 }
 
-/// Where each server list's next query goes: nginx sends each query to the next server.
+/// Where each server list's next name goes: nginx sends each name's queries to the next
+/// server.
 static ROTATION: std::sync::Mutex<Option<std::collections::HashMap<Vec<SocketAddr>, usize>>> =
     std::sync::Mutex::new(None);
 
-/// One query, to the servers in turn from the next one, moving on (and around) while none
-/// answers; the caller's `resolver_timeout` ends it.
-async fn query_servers(r: &Resolver, name: &str, qtype: u16) -> Result<Answer, DnsError> {
-    let n = r.servers.len();
-    if n == 0 {
-        return Err(TIMED_OUT);
-    }
-    let start = ROTATION.lock().map_or(0, |mut m| {
+/// The server a new name's queries go to first (nginx's `rn->last_connection`).
+fn next_server(r: &Resolver) -> usize {
+    ROTATION.lock().map_or(0, |mut m| {
         let next = m
             .get_or_insert_with(Default::default)
             .entry(r.servers.clone())
@@ -120,52 +118,106 @@ async fn query_servers(r: &Resolver, name: &str, qtype: u16) -> Result<Answer, D
             m.take();
         }
         i
-    });
-    for k in 0.. {
+    })
+}
+
+/// One query, to the servers in turn from server `server`, moving on (and around) while
+/// none answers; the caller's `resolver_timeout` ends it. `server` is left at the one that
+/// answered, where the name's next query goes (nginx resends both of a name's queries to
+/// the next server).
+async fn query_servers(
+    r: &Resolver,
+    server: &mut usize,
+    name: &str,
+    qtype: u16,
+) -> Result<Answer, DnsError> {
+    let n = r.servers.len();
+    if n == 0 {
+        return Err(TIMED_OUT);
+    }
+    loop {
         let began = tokio::time::Instant::now();
-        match ask(r.servers[(start + k) % n], name, qtype).await {
+        match ask(r.servers[*server % n], name, qtype).await {
             // Never sooner than the resend time, even when the socket failed at once (a
             // refused port): no busy loop until `resolver_timeout`.
-            Err(e) if e == TIMED_OUT => tokio::time::sleep_until(began + RESEND).await,
+            Err(e) if e == TIMED_OUT => {
+                tokio::time::sleep_until(began + RESEND).await;
+                *server = server.wrapping_add(1);
+            }
             other => return other,
         }
     }
-    Err(TIMED_OUT)
 }
 
-/// A and AAAA (as configured) for `name`; a CNAME chain that ends without addresses is asked
-/// again for its last name (at most 8 names). Addresses of one type are the answer even when
-/// the other type's query failed, as nginx.
+/// What one name's answers (A, then AAAA) decide.
+#[derive(Debug, PartialEq, Eq)]
+enum Decision {
+    /// These addresses.
+    Addrs(Vec<IpAddr>),
+    /// No address; ask again for the name a CNAME gave.
+    Follow(String),
+    /// An error.
+    Fail(DnsError),
+}
+
+/// nginx's `ngx_resolver_process_a` over one name's answers in the order they came (A, then
+/// AAAA), for `asked`: an error in either is the name's error, even beside addresses of the
+/// other type; addresses of either type are the answer; with none, the CNAME of the last
+/// answer is followed; an answer without records after one without addresses is "Host not
+/// found" (a CNAME of the first answer is not followed then).
+fn decide(asked: &str, answers: Vec<Result<Answer, DnsError>>) -> Decision {
+    let n = answers.len();
+    let mut failed: Option<DnsError> = None;
+    let mut addrs = Vec::new();
+    for (i, a) in answers.into_iter().enumerate() {
+        let pending = i + 1 < n;
+        let a = match (a, &failed) {
+            (Err(e), _) if pending => {
+                failed.get_or_insert(e);
+                continue;
+            }
+            (Err(e), _) => return Decision::Fail(e),
+            (Ok(_), Some(e)) if !pending => return Decision::Fail(e.clone()),
+            (Ok(_), Some(_)) => continue,
+            (Ok(a), None) => a,
+        };
+        addrs.extend(a.addrs);
+        if pending {
+            continue;
+        }
+        if !addrs.is_empty() {
+            return Decision::Addrs(addrs);
+        }
+        if a.end != asked {
+            return Decision::Follow(a.end);
+        }
+    }
+    Decision::Fail(rcode_error(3))
+}
+
+/// A and AAAA (as configured) for `name`, both to one server (the next one for each name,
+/// as nginx); a CNAME chain that ends without addresses is asked again for its last name
+/// (at most 8 names). See [`decide`].
 async fn lookup(name: &str, r: &Resolver) -> Result<(Vec<IpAddr>, u32), DnsError> {
     let mut asking = name.to_string();
     let mut ttl = u32::MAX;
     for _ in 0..8 {
-        let mut out = Vec::new();
-        let mut end = None;
-        let mut failed = None;
+        let mut server = next_server(r);
+        let mut answers = Vec::new();
         for (qtype, wanted) in [(A, r.ipv4), (AAAA, r.ipv6)] {
             if !wanted {
                 continue;
             }
-            match query_servers(r, &asking, qtype).await {
-                Ok(a) => {
-                    ttl = ttl.min(a.ttl.unwrap_or(u32::MAX));
-                    out.extend(a.addrs);
-                    end.get_or_insert(a.end);
-                }
-                Err(e) => failed = Some(e),
+            let a = query_servers(r, &mut server, &asking, qtype).await;
+            if let Ok(a) = &a {
+                ttl = ttl.min(a.ttl.unwrap_or(u32::MAX));
             }
+            answers.push(a);
         }
-        if !out.is_empty() {
-            return Ok((out, ttl));
-        }
-        if let Some(e) = failed {
-            return Err(e);
-        }
-        match end {
-            Some(e) if e != asking => asking = e,
-            // An answer without addresses: the name has none (nginx: "Host not found").
-            _ => return Err(rcode_error(3)),
+        match decide(&asking, answers) {
+            Decision::Addrs(addrs) => return Ok((addrs, ttl)),
+            Decision::Follow(next) => asking = next,
+            Decision::Fail(e) => return Err(e),
         }
     }
     Err(rcode_error(3))
@@ -303,16 +355,28 @@ fn parse(m: &[u8], id: u16, name: &str, qtype: u16) -> Option<Result<Answer, Dns
     if flags & 0x8000 == 0 {
         return None;
     }
+    // As nginx: a format error (or an RCODE past 5: Refused), or an answer with other than
+    // one question, is logged and otherwise ignored; the query waits for its resend, to
+    // the next server.
+    let rcode = flags & 0x000f;
+    if rcode == 1 || rcode > 5 {
+        crate::fblog!(
+            Error,
+            "DNS error ({}), query id:{id}, name:\"{name}\"",
+            rcode_error(rcode)
+        );
+        return None;
+    }
     let (qd, an) = (u16_at(m, 4)?, u16_at(m, 6)?);
     if qd != 1 {
-        return Some(Err(rcode_error(1)));
+        crate::fblog!(Error, "invalid number of questions in DNS response");
+        return None;
     }
     let (qname, at) = read_name(m, 12)?;
     let want = name.trim_end_matches('.').to_ascii_lowercase();
     if qname != want || u16_at(m, at)? != qtype {
         return None;
     }
-    let rcode = flags & 0x000f;
     if rcode != 0 {
         return Some(Err(rcode_error(rcode)));
     }
@@ -436,6 +500,79 @@ mod tests {
             .expect("ours")
             .expect_err("nx");
         assert_eq!(e.to_string(), "3: Host not found");
+        // A format error, or an RCODE past Refused, is no answer: the query waits for its
+        // resend to the next server (nginx); so is an answer with two questions.
+        for rcode in [1, 6, 15] {
+            let m = answer(4, &query(4, "fe.example.net", A).expect("q"), &[], rcode);
+            assert_eq!(parse(&m, 4, "fe.example.net", A), None, "rcode {rcode}");
+        }
+        let mut m = answer(5, &query(5, "q.example.net", A).expect("q"), &[], 0);
+        m[5] = 2;
+        assert_eq!(parse(&m, 5, "q.example.net", A), None);
+    }
+
+    fn ok(addrs: &[&str], end: &str) -> Result<Answer, DnsError> {
+        Ok(Answer {
+            addrs: addrs.iter().map(|a| a.parse().expect("ip")).collect(),
+            ttl: Some(60),
+            end: end.into(),
+        })
+    }
+
+    #[test]
+    fn one_names_answers_decide_as_nginx() {
+        let q = "q.test";
+        let ip = |s: &str| s.parse::<IpAddr>().expect("ip");
+        let fail = |c| Err(rcode_error(c));
+        // Addresses of both types; of one type beside an empty or CNAME answer.
+        assert_eq!(
+            decide(q, vec![ok(&["10.0.0.1"], q), ok(&["fe80::1"], q)]),
+            Decision::Addrs(vec![ip("10.0.0.1"), ip("fe80::1")])
+        );
+        assert_eq!(
+            decide(q, vec![ok(&["10.0.0.1"], q), ok(&[], "alias.test")]),
+            Decision::Addrs(vec![ip("10.0.0.1")])
+        );
+        assert_eq!(
+            decide(q, vec![ok(&[], "alias.test"), ok(&["fe80::1"], q)]),
+            Decision::Addrs(vec![ip("fe80::1")])
+        );
+        // An error in either answer is the name's error, addresses or not.
+        assert_eq!(
+            decide(q, vec![ok(&["10.0.0.1"], q), fail(2)]),
+            Decision::Fail(rcode_error(2))
+        );
+        assert_eq!(
+            decide(q, vec![fail(2), ok(&["fe80::1"], q)]),
+            Decision::Fail(rcode_error(2))
+        );
+        assert_eq!(
+            decide(q, vec![fail(2), fail(3)]),
+            Decision::Fail(rcode_error(3))
+        );
+        // No address: the last answer's CNAME is followed; none after an empty last answer.
+        assert_eq!(
+            decide(q, vec![ok(&[], q), ok(&[], "b.test")]),
+            Decision::Follow("b.test".into())
+        );
+        assert_eq!(
+            decide(q, vec![ok(&[], "a.test"), ok(&[], "b.test")]),
+            Decision::Follow("b.test".into())
+        );
+        assert_eq!(
+            decide(q, vec![ok(&[], "a.test"), ok(&[], q)]),
+            Decision::Fail(rcode_error(3))
+        );
+        assert_eq!(
+            decide(q, vec![ok(&[], q), ok(&[], q)]),
+            Decision::Fail(rcode_error(3))
+        );
+        // One type asked (`ipv6=off`).
+        assert_eq!(
+            decide(q, vec![ok(&[], "a.test")]),
+            Decision::Follow("a.test".into())
+        );
+        assert_eq!(decide(q, vec![fail(2)]), Decision::Fail(rcode_error(2)));
     }
 
     #[test]

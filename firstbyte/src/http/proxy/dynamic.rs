@@ -1,6 +1,8 @@
 //! `proxy_pass` with variables: the route of one request's evaluated URL, as nginx's
 //! `ngx_http_proxy_eval` and `ngx_http_upstream_init_request` find it — an `upstream` block
-//! named by a host without a port, else an IP address or the addresses the `resolver` gives
+//! named by a host without a port, else the host and port of a `proxy_pass` without
+//! variables elsewhere in the load (nginx's implicit upstream: its addresses, no resolver
+//! asked), else an IP address or the addresses the `resolver` gives
 //! (without one: 502, "no resolver defined to resolve HOST"), or a `unix:` socket.
 
 use std::collections::HashMap;
@@ -16,6 +18,9 @@ pub(super) struct DynamicRoutes {
     pub url: crate::conf::vars::ComplexValue,
     /// Every `upstream` block, with the balancer it shares with the locations naming it.
     pub upstreams: HashMap<String, (Arc<Upstream>, Shared)>,
+    /// nginx's implicit upstreams (each `proxy_pass` host and port of the load) by host and
+    /// port: a URL naming one uses its addresses and shares its balancer, no resolver asked.
+    pub implicit: HashMap<(String, u16), Shared>,
     /// The client config for an `https://` URL.
     pub tls: Option<Arc<rustls::ClientConfig>>,
 }
@@ -47,6 +52,7 @@ impl Route {
             status: 500,
             reason: format!("invalid URL prefix in \"{url}\""),
         };
+        let mut implicit_shared = None;
         let (tls, host, uri, target) =
             match crate::conf::proxy::unix_url(url, &self.conf_pos()).map_err(|_| invalid())? {
                 Some(p) => (
@@ -68,8 +74,13 @@ impl Route {
                     });
                     let no_port = hostname.len() == host.len();
                     let bare = hostname.trim_start_matches('[').trim_end_matches(']');
-                    let target = match d.upstreams.get(&hostname) {
-                        Some((u, _)) if no_port => ProxyTarget::Upstream(u.clone()),
+                    let implicit = d.implicit.get(&(bare.to_ascii_lowercase(), port));
+                    let target = match (d.upstreams.get(&hostname), implicit) {
+                        (Some((u, _)), _) if no_port => ProxyTarget::Upstream(u.clone()),
+                        (_, Some(shared)) => {
+                            implicit_shared = Some(shared.clone());
+                            ProxyTarget::Addrs(shared.0.to_vec())
+                        }
                         _ => {
                             let ips = match bare.parse::<IpAddr>() {
                                 Ok(ip) => vec![ip],
@@ -108,12 +119,17 @@ impl Route {
                     u.method.clone(),
                 )
             }
-            ProxyTarget::Addrs(a) => (
-                Arc::new(a.clone()),
-                Arc::new(Mutex::new(Balancer::equal(a.len()))),
-                super::Keepalive::OFF,
-                BalanceMethod::RoundRobin,
-            ),
+            ProxyTarget::Addrs(a) => match implicit_shared {
+                Some((peers, balancer, keepalive)) => {
+                    (peers, balancer, keepalive, BalanceMethod::RoundRobin)
+                }
+                None => (
+                    Arc::new(a.clone()),
+                    Arc::new(Mutex::new(Balancer::equal(a.len()))),
+                    super::Keepalive::OFF,
+                    BalanceMethod::RoundRobin,
+                ),
+            },
             ProxyTarget::Dynamic(_) => return Err(invalid()),
         };
         let conf = ProxyConf {

@@ -18,6 +18,7 @@
 //! answer to an upgrade joins the two connections (WebSocket, `tunnel`).
 
 mod balance;
+mod build;
 mod client_cert;
 mod cookies;
 pub(crate) mod dns;
@@ -52,11 +53,7 @@ pub use upstream::{connect, ConnectError, Keepalive, LocalBind, Pool, ReqBody, U
 pub use vars::UpstreamVars;
 
 use super::body::{is_client_body_error, Body};
-use crate::conf::model::{
-    BalanceMethod, HttpConf, LocationConf, Locations, NextUpstream, PeerAddr, ProxyConf, ProxySsl,
-    ProxyTarget,
-};
-use crate::tls::{ObjectStore, TlsError};
+use crate::conf::model::{BalanceMethod, NextUpstream, PeerAddr, ProxyConf};
 
 /// One location's way to its upstream.
 pub struct Route {
@@ -89,208 +86,7 @@ fn ptr<T>(a: &Arc<T>) -> usize {
     Arc::as_ptr(a) as *const u8 as usize
 }
 
-impl Proxies {
-    /// Routes for every proxying location of `http`; TLS files go through `store`.
-    pub fn build(http: &HttpConf, store: &mut ObjectStore) -> Result<Proxies, TlsError> {
-        let mut b = Builder {
-            out: Proxies::default(),
-            balancers: HashMap::new(),
-            configs: HashMap::new(),
-            dynamics: HashMap::new(),
-        };
-        for s in &http.servers {
-            b.location(&s.default_location, store)?;
-            b.locations(&s.locations, store)?;
-        }
-        Ok(b.out)
-    }
-
-    /// The route of a location's proxy settings.
-    pub fn route(&self, conf: &Arc<ProxyConf>) -> Option<&Arc<Route>> {
-        self.routes.get(&ptr(conf))
-    }
-
-    /// How many routes (proxying locations) the load has.
-    pub fn len(&self) -> usize {
-        self.routes.len()
-    }
-
-    /// Whether no location proxies.
-    pub fn is_empty(&self) -> bool {
-        self.routes.is_empty()
-    }
-}
-
-impl Route {
-    /// Loads and cache hits of the route's per-request client certificates (`None`: the
-    /// client certificate is static or absent).
-    pub fn client_cert_counts(&self) -> Option<ClientCertCounts> {
-        self.dynamic.as_ref().map(|d| d.counts())
-    }
-}
-
 type Shared = (Arc<Vec<PeerAddr>>, Arc<Mutex<Balancer>>, Keepalive);
-
-/// `proxy_ssl_*` settings as a map key: equal settings share a client config. Hashing the
-/// fields directly (not a formatted string) keeps 10,000 locations cheap to build.
-struct SslKey<'a>(&'a ProxySsl);
-
-impl PartialEq for SslKey<'_> {
-    fn eq(&self, other: &Self) -> bool {
-        self.0 == other.0
-    }
-}
-
-impl Eq for SslKey<'_> {}
-
-impl std::hash::Hash for SslKey<'_> {
-    fn hash<H: std::hash::Hasher>(&self, h: &mut H) {
-        let s = self.0;
-        s.certificate.hash(h);
-        s.certificate_key.hash(h);
-        s.password_file.hash(h);
-        s.trusted_certificate.hash(h);
-        s.crl.hash(h);
-        (s.verify, s.verify_depth, s.server_name, s.session_reuse).hash(h);
-        s.name.hash(h);
-        s.protocols.len().hash(h);
-        // The variable pair has no Hash; equal keys still compare it in full.
-        s.dynamic.is_some().hash(h);
-        s.certificate_cache.hash(h);
-    }
-}
-
-struct Builder<'a> {
-    out: Proxies,
-    /// Balancers by upstream block, so locations naming one upstream share its state.
-    balancers: HashMap<usize, Shared>,
-    /// Client configs made so far, by their settings (as their debug text, which covers every
-    /// field): equal settings share one config and its session cache.
-    configs: HashMap<SslKey<'a>, Arc<rustls::ClientConfig>>,
-    /// Per-request client certificates by settings, likewise: locations inheriting one
-    /// `proxy_ssl_certificate_cache` share it.
-    dynamics: HashMap<SslKey<'a>, Arc<DynamicClient>>,
-}
-
-impl<'a> Builder<'a> {
-    fn locations(&mut self, l: &'a Locations, store: &mut ObjectStore) -> Result<(), TlsError> {
-        for c in l.exact.values().chain(l.named.values()) {
-            self.location(c, store)?;
-        }
-        for c in &l.prefix {
-            self.location(&c.conf, store)?;
-        }
-        for c in &l.regex {
-            self.location(&c.conf, store)?;
-        }
-        Ok(())
-    }
-
-    fn location(&mut self, loc: &'a LocationConf, store: &mut ObjectStore) -> Result<(), TlsError> {
-        if let Some(p) = &loc.proxy {
-            let mut dynamic_pass = None;
-            let (peers, balancer, keepalive) = match &p.target {
-                ProxyTarget::Upstream(u) => self.shared(u),
-                ProxyTarget::Dynamic(d) => {
-                    let upstreams = d
-                        .upstreams
-                        .iter()
-                        .map(|(name, u)| (name.clone(), (u.clone(), self.shared(u))))
-                        .collect();
-                    dynamic_pass = Some(Arc::new(dynamic::DynamicRoutes {
-                        url: d.url.clone(),
-                        upstreams,
-                        // nginx makes the TLS context of any URL with variables.
-                        tls: Some(match self.configs.get(&SslKey(&p.ssl)) {
-                            Some(c) => c.clone(),
-                            None => {
-                                let c = crate::tls::client_config(&p.ssl, store)?;
-                                self.configs.insert(SslKey(&p.ssl), c.clone());
-                                c
-                            }
-                        }),
-                    }));
-                    (
-                        Arc::new(Vec::new()),
-                        Arc::new(Mutex::new(Balancer::equal(0))),
-                        Keepalive::OFF,
-                    )
-                }
-                ProxyTarget::Addrs(a) => (
-                    Arc::new(a.clone()),
-                    Arc::new(Mutex::new(Balancer::equal(a.len()))),
-                    Keepalive::OFF,
-                ),
-            };
-            let mut dynamic = None;
-            let tls = if p.tls && dynamic_pass.is_none() {
-                let config = match self.configs.get(&SslKey(&p.ssl)) {
-                    Some(c) => c.clone(),
-                    None => {
-                        let c = crate::tls::client_config(&p.ssl, store)?;
-                        self.configs.insert(SslKey(&p.ssl), c.clone());
-                        c
-                    }
-                };
-                if let Some(pair) = &p.ssl.dynamic {
-                    dynamic = Some(match self.dynamics.get(&SslKey(&p.ssl)) {
-                        Some(d) => d.clone(),
-                        None => {
-                            let base = crate::tls::ClientBase::new(&p.ssl, store)?;
-                            let passwords = match &p.ssl.password_file {
-                                Some(path) => Some(store.passwords(path)?),
-                                None => None,
-                            };
-                            let d =
-                                Arc::new(DynamicClient::new(&p.ssl, pair.clone(), base, passwords));
-                            self.dynamics.insert(SslKey(&p.ssl), d.clone());
-                            d
-                        }
-                    });
-                }
-                Some(UpstreamTls {
-                    config,
-                    name: crate::tls::upstream_server_name(&p.ssl, &p.host)?,
-                })
-            } else {
-                None
-            };
-            let route = Route {
-                conf: p.clone(),
-                peers,
-                balancer,
-                tls,
-                dynamic,
-                keepalive,
-                method: match &p.target {
-                    ProxyTarget::Upstream(u) => u.method.clone(),
-                    _ => BalanceMethod::RoundRobin,
-                },
-                dynamic_pass,
-            };
-            self.out.routes.insert(ptr(p), Arc::new(route));
-        }
-        for l in loc.implicit() {
-            self.location(l, store)?;
-        }
-        self.locations(&loc.locations, store)
-    }
-
-    /// The peers, balancer and pool size of an `upstream` block, shared by every location
-    /// naming it.
-    fn shared(&mut self, u: &Arc<crate::conf::model::Upstream>) -> Shared {
-        self.balancers
-            .entry(ptr(u))
-            .or_insert_with(|| {
-                (
-                    Arc::new(u.servers.iter().map(|s| s.addr.clone()).collect()),
-                    Arc::new(Mutex::new(Balancer::with_method(&u.servers, &u.method))),
-                    Keepalive::of(u),
-                )
-            })
-            .clone()
-    }
-}
 
 /// Words for the log line of a failed proxied request (`, client: ..., upstream: ...`).
 pub struct LogContext<'a> {

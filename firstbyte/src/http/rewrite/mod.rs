@@ -88,6 +88,9 @@ pub struct Outcome<'p> {
     pub action: Action<'p>,
     /// The last `if` location whose condition held.
     pub loc: Option<&'p Arc<LocationConf>>,
+    /// The last `if` location whose condition held and that has a content handler of its
+    /// own (`proxy_pass`, `fastcgi_pass`): nginx's `r->content_handler` comes from it.
+    pub handler: Option<&'p Arc<LocationConf>>,
     /// False when the URI changed and the location stays (`break`): `proxy_pass` then sends
     /// the whole new URI instead of replacing the location's prefix (nginx's
     /// `valid_location`).
@@ -97,6 +100,7 @@ pub struct Outcome<'p> {
 struct State<'p> {
     uri_changed: bool,
     loc: Option<&'p Arc<LocationConf>>,
+    handler: Option<&'p Arc<LocationConf>>,
     log: bool,
     valid_location: bool,
     caps: Vec<Option<String>>,
@@ -107,6 +111,7 @@ pub fn run<'p, E: Env + ?Sized>(prog: &'p Program, env: &mut E) -> Outcome<'p> {
     let mut st = State {
         uri_changed: false,
         loc: None,
+        handler: None,
         log: prog.log,
         valid_location: true,
         caps: Vec::new(),
@@ -120,6 +125,7 @@ pub fn run<'p, E: Env + ?Sized>(prog: &'p Program, env: &mut E) -> Outcome<'p> {
     Outcome {
         action,
         loc: st.loc,
+        handler: st.handler,
         valid_location: st.valid_location,
     }
 }
@@ -140,10 +146,18 @@ fn exec<'p, E: Env + ?Sized>(
                     SetTarget::LimitRate => env.set_limit_rate(&v),
                 }
             }
-            Stmt::If { cond, body, loc } => {
+            Stmt::If {
+                cond,
+                body,
+                loc,
+                handler,
+            } => {
                 if test(cond, env, st.log) {
                     if let Some(l) = loc {
                         st.loc = Some(l);
+                        if *handler {
+                            st.handler = Some(l);
+                        }
                     }
                     if let Some(a) = exec(body, env, st) {
                         return Some(a);
