@@ -33,7 +33,7 @@ where
     if let Some(fcgi) = &conf.fastcgi {
         return super::fastcgi::pass(r, loc, route, fcgi, body).await;
     }
-    let remote = r.conn.facts().peer.map(|p| p.ip().to_string());
+    let remote = r.conn.facts().remote_addr();
     // `proxy_pass` with variables: this request's route.
     let evaluated;
     let with_vars = route.dynamic_url().is_some();
@@ -331,10 +331,13 @@ impl Drop for AbortLog<'_, '_> {
 pub(super) fn balance_key(r: &Req<'_>, route: &crate::http::proxy::Route) -> Vec<u8> {
     use crate::conf::model::BalanceMethod;
     match &route.method {
+        // The client's address after `set_real_ip_from` (nginx hashes `r->connection`'s
+        // address, which realip replaces); none on a UNIX-domain socket: one server.
         BalanceMethod::IpHash => r
-            .conn
-            .facts()
-            .peer
+            .guard
+            .as_ref()
+            .and_then(|g| g.vars.real_peer)
+            .or(r.conn.facts().peer)
             .map(|p| crate::http::proxy::ip_hash_key(p.ip()))
             .unwrap_or_default(),
         BalanceMethod::Hash { key, .. } => key.eval(&r.vars()).into_bytes(),
