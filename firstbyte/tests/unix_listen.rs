@@ -26,6 +26,7 @@ http {
         listen 127.0.0.1:{port0};
         listen unix:{dir}/plain.sock;
         listen unix:{dir}/tls.sock ssl;
+        listen unix:{dir}/pp.sock proxy_protocol;
         http2 on;
         server_name localhost;
         ssl_certificate {certs}/localhost.crt;
@@ -33,6 +34,9 @@ http {
         root {dir}/html;
         location /v {
             return 200 "ra=$remote_addr;rp=$remote_port;sa=$server_addr;sp=$server_port;rra=$realip_remote_addr;rtt=$tcpinfo_rtt;https=$https";
+        }
+        location /pp {
+            return 200 "pp=$proxy_protocol_addr:$proxy_protocol_port;ra=$remote_addr";
         }
         # A location's set_real_ip_from applies after the rewrite phase (as nginx): read
         # $remote_addr in a header of a file response, not in a `return`.
@@ -104,6 +108,22 @@ fn serves_http_tls_and_h2_on_a_unix_socket_with_nginx_variables() {
         "<h1>hello from firstbyte</h1>\n"
     );
 
+    // PROXY protocol on a UNIX-domain socket: the header is read before HTTP, as on TCP.
+    {
+        use std::io::{Read, Write};
+        let mut s = std::os::unix::net::UnixStream::connect(dir.join("pp.sock")).expect("pp");
+        s.set_read_timeout(Some(Duration::from_secs(10))).ok();
+        s.write_all(
+            b"PROXY TCP4 192.0.2.5 192.0.2.6 1234 80\r\nGET /pp HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n",
+        )
+        .expect("write");
+        let mut out = Vec::new();
+        s.read_to_end(&mut out).expect("read");
+        let (status, _, body) = parse_response(&out);
+        assert_eq!(status, 200);
+        assert_eq!(body, b"pp=192.0.2.5:1234;ra=unix:");
+    }
+
     let ca = certs().ca();
     let ca = ca.to_str().expect("utf-8 path");
     let tls_sa = format!("unix:{}", tls.display());
@@ -170,7 +190,10 @@ fn serves_http_tls_and_h2_on_a_unix_socket_with_nginx_variables() {
     // The end of the process removes the socket files, as nginx's master does.
     server.signal(libc::SIGTERM);
     assert!(server.wait_exit(Duration::from_secs(10)).is_some(), "exits");
-    assert!(!plain.exists() && !tls.exists(), "socket files removed");
+    assert!(
+        !plain.exists() && !tls.exists() && !dir.join("pp.sock").exists(),
+        "socket files removed"
+    );
 }
 
 fn reload_conf(dir: &Path, port: u16, root: &str, unix: bool) -> String {
