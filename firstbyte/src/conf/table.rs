@@ -365,7 +365,7 @@ pub(crate) static DIRECTIVES: &[Spec] = &[
     d("fastcgi_pass_header", HSL, 1, 1, "", InheritIfNone, Loc(fcgi::fastcgi_pass_header), "Pass a header the FastCGI module hides by default (`Status`, `X-Accel-*`). firstbyte acts on no `X-Accel-*` header (no `X-Accel-Redirect` internal redirect): hidden or passed, they change nothing else."),
     d("fastcgi_hide_header", HSL, 1, 1, "", InheritIfNone, Loc(fcgi::fastcgi_hide_header), "Do not pass this header of the FastCGI response."),
     d("fastcgi_catch_stderr", HSL, 1, 1, "", InheritIfNone, Loc(fcgi::fastcgi_catch_stderr), "A string that, found in the FastCGI server's stderr before the response header, makes the response an invalid header (502, or the next server with `fastcgi_next_upstream invalid_header`), as nginx."),
-    d("fastcgi_ignore_headers", HSL, 1, ANY, "", Inherit, Loc(fcgi::fastcgi_ignore_headers), "As `proxy_ignore_headers`: nginx's names (`X-Accel-Redirect`, `X-Accel-Expires`, `X-Accel-Limit-Rate`, `X-Accel-Buffering`, `X-Accel-Charset`, `Expires`, `Cache-Control`, `Set-Cookie`, `Vary`); `X-Accel-Redirect` is the one firstbyte acts on (an internal redirect), so the one that ignoring changes."),
+    d("fastcgi_ignore_headers", HSL, 1, ANY, "", Inherit, Loc(fcgi::fastcgi_ignore_headers), "As `proxy_ignore_headers`: nginx's names (`X-Accel-Redirect`, `X-Accel-Expires`, `X-Accel-Limit-Rate`, `X-Accel-Buffering`, `X-Accel-Charset`, `Expires`, `Cache-Control`, `Set-Cookie`, `Vary`); `X-Accel-Redirect` (an internal redirect) and `X-Accel-Limit-Rate` (the rate limit) are the ones firstbyte acts on, so the ones that ignoring changes."),
 ];
 
 main_directives!(setters! main_set, crate::conf::settings::MainSettings);
