@@ -78,7 +78,7 @@ fn apply_socket_options(fd: RawFd, server: &ServerConf) {
 }
 
 /// Serves one accepted connection to its end. `peer` is `None` on a UNIX-domain socket
-/// (`unix` is then its path, and `stream` wraps that socket: see `server::accept_unix`); the
+/// (`unix` is then its path, and `stream` wraps that socket: see `server::Acceptor`); the
 /// TCP-only options (`TCP_NODELAY`, `TCP_NOTSENT_LOWAT`, congestion control, `TCP_CORK`,
 /// `TCP_INFO`, kernel TLS) are then skipped.
 pub async fn handle(
