@@ -93,7 +93,15 @@ fn serves_http_tls_and_h2_on_a_unix_socket_with_nginx_variables() {
     let plain = dir.join("plain.sock");
     let tls = dir.join("tls.sock");
 
-    let meta = std::fs::symlink_metadata(&plain).expect("socket file");
+    // Every socket is bound before any accepts: the TCP port answering means the files are
+    // there, unless the port answering was another process's (then the log says why).
+    let meta = std::fs::symlink_metadata(&plain).unwrap_or_else(|e| {
+        panic!(
+            "socket file: {e}; exited: {:?}\n{}",
+            server.child.try_wait(),
+            server.stderr_text()
+        )
+    });
     assert!(meta.file_type().is_socket(), "a socket at {plain:?}");
     assert_eq!(meta.permissions().mode() & 0o777, 0o666, "nginx's chmod");
 
@@ -196,20 +204,32 @@ fn serves_http_tls_and_h2_on_a_unix_socket_with_nginx_variables() {
     );
 }
 
-fn reload_conf(dir: &Path, port: u16, root: &str, unix: bool) -> String {
+/// `user root` keeps the process root with no broker: it removes socket files itself;
+/// otherwise the broker (root) does, for the process that serves as `nobody`.
+fn reload_conf(dir: &Path, port: u16, root: &str, unix: bool, user_root: bool) -> String {
     let unix = if unix {
         format!("listen unix:{}/r.sock;", dir.display())
     } else {
         String::new()
     };
+    let user = if user_root { "user root;\n" } else { "" };
     format!(
-        "pid {d}/fb.pid;\nerror_log {d}/error.log info;\nevents {{}}\nhttp {{\n access_log off;\n server {{ listen 127.0.0.1:{port}; {unix} root {d}/{root}; }}\n}}\n",
+        "{user}pid {d}/fb.pid;\nerror_log {d}/error.log info;\nevents {{}}\nhttp {{\n access_log off;\n server {{ listen 127.0.0.1:{port}; {unix} root {d}/{root}; }}\n}}\n",
         d = dir.display()
     )
 }
 
 #[test]
 fn stale_socket_replaced_reload_keeps_the_listener_and_drops_it_when_gone() {
+    reload_cycle(false);
+}
+
+#[test]
+fn without_a_broker_the_server_removes_the_socket_file_itself() {
+    reload_cycle(true);
+}
+
+fn reload_cycle(user_root: bool) {
     let dir = tempdir("unix-reload");
     for v in ["v1", "v2"] {
         std::fs::create_dir_all(dir.join(v)).expect("mkdir");
@@ -221,7 +241,7 @@ fn stale_socket_replaced_reload_keeps_the_listener_and_drops_it_when_gone() {
     // A regular file where the socket goes is not removed: the start fails, as nginx's.
     std::fs::write(&sock, "not a socket").expect("write");
     let conf = dir.join("firstbyte.conf");
-    std::fs::write(&conf, reload_conf(&dir, port, "v1", true)).expect("conf");
+    std::fs::write(&conf, reload_conf(&dir, port, "v1", true, user_root)).expect("conf");
     let o = firstbyte(&["-c", conf.to_str().expect("utf-8 path")]);
     assert!(!o.status.success(), "a file in the way stops the start");
     let err = String::from_utf8_lossy(&o.stderr);
@@ -235,12 +255,12 @@ fn stale_socket_replaced_reload_keeps_the_listener_and_drops_it_when_gone() {
     // A socket file nobody listens on (a process that did not end cleanly) is replaced.
     drop(std::os::unix::net::UnixListener::bind(&sock).expect("stale socket"));
     assert!(sock.exists());
-    let server = Server::start_in(&dir, &reload_conf(&dir, port, "v1", true), port);
+    let mut server = Server::start_in(&dir, &reload_conf(&dir, port, "v1", true, user_root), port);
     assert_eq!(via(&sock, &[], "http://x/"), "v1");
     let ino = std::fs::metadata(&sock).expect("socket").ino();
 
     // A reload that keeps the listen keeps the socket (same file) and serves the new config.
-    std::fs::write(&server.conf, reload_conf(&dir, port, "v2", true)).expect("conf");
+    std::fs::write(&server.conf, reload_conf(&dir, port, "v2", true, user_root)).expect("conf");
     server.signal(libc::SIGHUP);
     let deadline = std::time::Instant::now() + Duration::from_secs(10);
     while via(&sock, &[], "http://x/") != "v2" {
@@ -250,7 +270,11 @@ fn stale_socket_replaced_reload_keeps_the_listener_and_drops_it_when_gone() {
     assert_eq!(std::fs::metadata(&sock).expect("socket").ino(), ino);
 
     // A reload without it closes the socket and removes its file.
-    std::fs::write(&server.conf, reload_conf(&dir, port, "v2", false)).expect("conf");
+    std::fs::write(
+        &server.conf,
+        reload_conf(&dir, port, "v2", false, user_root),
+    )
+    .expect("conf");
     server.signal(libc::SIGHUP);
     let deadline = std::time::Instant::now() + Duration::from_secs(10);
     while sock.exists() {
@@ -259,6 +283,19 @@ fn stale_socket_replaced_reload_keeps_the_listener_and_drops_it_when_gone() {
     }
     assert!(std::os::unix::net::UnixStream::connect(&sock).is_err());
     assert!(error_log(&dir).contains(&format!("deleting socket {}", sock.display())));
+
+    // Back again by a reload, then gone with the process.
+    std::fs::write(&server.conf, reload_conf(&dir, port, "v1", true, user_root)).expect("conf");
+    server.signal(libc::SIGHUP);
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    while std::os::unix::net::UnixStream::connect(&sock).is_err() {
+        assert!(std::time::Instant::now() < deadline, "listening again");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    assert_eq!(via(&sock, &[], "http://x/"), "v1");
+    server.signal(libc::SIGTERM);
+    assert!(server.wait_exit(Duration::from_secs(10)).is_some(), "exits");
+    assert!(!sock.exists(), "socket file removed at exit");
 }
 
 #[test]
