@@ -15,7 +15,11 @@
 //!   snapshot (`files::replaying`); any failure keeps the old configuration serving.
 //! - **reopen**: the broker reopens every log file the configurations it loaded named (log
 //!   directories may be root's), and sends the new descriptors.
-//! - **quit**: the broker removes the pid file (root's, in a root-owned directory) and exits.
+//! - **quit**: the broker removes the pid file (root's, in a root-owned directory) and the
+//!   files of its UNIX-domain listening sockets (`listen unix:`), and exits.
+//!
+//! The broker also removes the file of a UNIX-domain socket that a reload's configuration no
+//! longer names, as nginx's master does (it bound them, as root).
 //!
 //! The only input the broker takes from the server is which kind of request, and for a reload
 //! the addresses the server already listens on (sockets it needs no new bind for). A
@@ -55,10 +59,12 @@ pub struct Loaded {
 impl Broker {
     /// Forks the broker. Must run as root, before any thread is started; `logs` are the log
     /// files the running configuration opened (for reopen).
+    /// `unix_sockets`: the paths of the UNIX-domain sockets bound for the running configuration.
     pub fn spawn(
         source: Source,
         pid_file: Option<PathBuf>,
         logs: Vec<PathBuf>,
+        unix_sockets: Vec<PathBuf>,
     ) -> io::Result<Broker> {
         let (server_end, broker_end) = UnixStream::pair()?;
         // SAFETY: getpid has no preconditions.
@@ -70,7 +76,7 @@ impl Broker {
             0 => {
                 drop(server_end);
                 prepare_child(parent, broker_end.as_raw_fd());
-                let code = serve(broker_end, &source, pid_file.as_deref(), logs);
+                let code = serve(broker_end, &source, pid_file.as_deref(), logs, unix_sockets);
                 // SAFETY: ends the broker without running the parent's destructors, whose
                 // objects (sockets, files) this copy of the memory must not touch.
                 unsafe { libc::_exit(code) }
@@ -128,7 +134,10 @@ impl Broker {
         let listeners = addrs
             .into_iter()
             .zip(fds)
-            .map(|(k, f)| (k, Bound::from_fd(k, f.into())))
+            .map(|(k, f)| {
+                let b = Bound::from_fd(&k, f.into());
+                (k, b)
+            })
             .collect();
         Ok(Loaded {
             snapshot,
@@ -214,14 +223,17 @@ fn serve(
     source: &Source,
     pid_file: Option<&Path>,
     logs: Vec<PathBuf>,
+    unix_sockets: Vec<PathBuf>,
 ) -> i32 {
     let mut logs = logs;
+    let mut unix_sockets = unix_sockets;
     while let Ok(Some(req)) = wire::recv(&mut sock) {
         let (reply, fds) = match req.first() {
-            Some(&RELOAD) => reload(source, &req[1..], &mut logs),
+            Some(&RELOAD) => reload(source, &req[1..], &mut logs, &mut unix_sockets),
             Some(&REOPEN) if req.len() == 1 => reopen(&logs),
             Some(&QUIT) if req.len() == 1 => {
                 remove_pid(pid_file);
+                remove_sockets(&unix_sockets);
                 let _ = wire::send(&mut sock, &[1]);
                 return 0;
             }
@@ -238,7 +250,14 @@ fn serve(
         }
     }
     remove_pid(pid_file);
+    remove_sockets(&unix_sockets);
     0
+}
+
+fn remove_sockets(paths: &[PathBuf]) {
+    for p in paths {
+        let _ = std::fs::remove_file(p);
+    }
 }
 
 fn remove_pid(pid_file: Option<&Path>) {
@@ -250,7 +269,12 @@ fn remove_pid(pid_file: Option<&Path>) {
 /// Descriptors to send after a reply.
 type Fds = Vec<std::os::fd::OwnedFd>;
 
-fn reload(source: &Source, args: &[u8], logs: &mut Vec<PathBuf>) -> (Vec<u8>, Fds) {
+fn reload(
+    source: &Source,
+    args: &[u8],
+    logs: &mut Vec<PathBuf>,
+    unix_sockets: &mut Vec<PathBuf>,
+) -> (Vec<u8>, Fds) {
     let mut w = Writer::default();
     let mut r = Reader::new(args);
     let open = (|| -> io::Result<Vec<SocketKey>> {
@@ -276,7 +300,16 @@ fn reload(source: &Source, args: &[u8], logs: &mut Vec<PathBuf>) -> (Vec<u8>, Fd
             w.str(&e);
             (w.into_bytes(), Vec::new())
         }
-        Ok(fresh) => {
+        Ok((fresh, now_unix)) => {
+            // The sockets the configuration no longer names close in the server; their
+            // files go now (the server cannot remove a file in a root-owned directory).
+            let gone: Vec<PathBuf> = unix_sockets
+                .iter()
+                .filter(|p| !now_unix.contains(p))
+                .cloned()
+                .collect();
+            remove_sockets(&gone);
+            *unix_sockets = now_unix;
             for p in snap.log_paths() {
                 if !logs.contains(&p) {
                     logs.push(p);
@@ -306,12 +339,18 @@ fn reload(source: &Source, args: &[u8], logs: &mut Vec<PathBuf>) -> (Vec<u8>, Fd
     }
 }
 
-/// The broker's load: the server's own steps, from disk, as root.
-fn load(source: &Source, open: &[SocketKey]) -> Result<crate::server::Fresh, String> {
+/// The broker's load: the server's own steps, from disk, as root. With the sockets bound
+/// comes the list of every UNIX-domain socket path the configuration names.
+fn load(
+    source: &Source,
+    open: &[SocketKey],
+) -> Result<(crate::server::Fresh, Vec<PathBuf>), String> {
     let shared = Shared::for_test();
     let config = source.load().map_err(|e| e.to_string())?;
     let site = Site::build(config, &shared, None).map_err(|e| e.to_string())?;
-    crate::server::bind_sockets(&site, |a| open.contains(a)).map_err(|e| e.to_string())
+    let fresh =
+        crate::server::bind_sockets(&site, |a| open.contains(a)).map_err(|e| e.to_string())?;
+    Ok((fresh, crate::server::unix_socket_paths(&site)))
 }
 
 fn reopen(logs: &[PathBuf]) -> (Vec<u8>, Fds) {
@@ -341,7 +380,7 @@ mod tests {
     /// The broker's loop in a thread, over a socketpair, as the server would talk to it.
     fn start(source: Source) -> (UnixStream, std::thread::JoinHandle<i32>) {
         let (a, b) = UnixStream::pair().unwrap();
-        let h = std::thread::spawn(move || serve(b, &source, None, Vec::new()));
+        let h = std::thread::spawn(move || serve(b, &source, None, Vec::new(), Vec::new()));
         (a, h)
     }
 

@@ -558,6 +558,7 @@ fn run(source: Source, banner: Option<&str>) -> i32 {
                 source.clone(),
                 pid_path.clone(),
                 shared.log_paths(),
+                crate::server::unix_socket_paths(&site),
             ) {
                 Ok(b) => b,
                 Err(e) => {
@@ -623,6 +624,8 @@ fn run(source: Source, banner: Option<&str>) -> i32 {
         }
         crate::fblog!(Notice, "firstbyte/{} started", env!("CARGO_PKG_VERSION"));
         server.run_signals(signals).await;
+        // Closed (and UNIX-domain socket files removed) on every way out, as nginx's master.
+        server.close_listeners();
         server.shutdown();
         0
     })

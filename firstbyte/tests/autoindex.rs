@@ -251,6 +251,10 @@ fn methods_index_and_errors() {
         body.contains("<title>Index of /pub/&lt;b&gt;&amp;/</title>"),
         "{body}"
     );
+    // Deliberate (nginx lists it): a raw `<` or `>` is not a request-target byte (RFC 9112,
+    // RFC 3986), and hyper's parser (the `http` crate's URI table, no lenient option) refuses
+    // the request line with 400 before a location is chosen.
+    assert_eq!(get(port, "/pub/<b>&/").0, 400);
 }
 
 #[test]

@@ -9,7 +9,6 @@
 //! grouping servers by address is `vhosts`' job.
 
 use std::collections::{HashMap, HashSet};
-use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -18,8 +17,8 @@ use super::declare::finish_conf;
 use super::directives::srv_directives;
 use super::error::ConfError;
 use super::model::{
-    HttpConf, Locations, MainConf, MimeTypes, OcspMode, Pos, PrefixLocation, RegexLocation,
-    ServerConf, ServerName, SessionCache, SocketConf, TlsVersion, VerifyClient,
+    HttpConf, Listen, ListenKey, Locations, MainConf, MimeTypes, OcspMode, Pos, PrefixLocation,
+    RegexLocation, ServerConf, ServerName, SessionCache, SocketConf, TlsVersion, VerifyClient,
 };
 use super::parse::Directive;
 use super::rewrite::regex::Regex;
@@ -390,13 +389,13 @@ fn finish_http(h: HttpPart, cx: &mut Cx) -> Result<HttpConf, ConfError> {
     let vars = Arc::new(std::mem::take(&mut cx.user_vars));
     let mut parts = parts;
     // The default server of each address: the one saying `default_server`, else the first.
-    let mut defaults: HashMap<std::net::SocketAddr, usize> = HashMap::new();
+    let mut defaults: HashMap<ListenKey, usize> = HashMap::new();
     for (i, sp) in parts.iter().enumerate() {
         for l in &sp.head.listen {
             if l.default_server {
-                defaults.insert(l.addr, i);
+                defaults.insert(l.key(), i);
             } else {
-                defaults.entry(l.addr).or_insert(i);
+                defaults.entry(l.key()).or_insert(i);
             }
         }
     }
@@ -405,7 +404,7 @@ fn finish_http(h: HttpPart, cx: &mut Cx) -> Result<HttpConf, ConfError> {
     for (i, sp) in parts.iter_mut().enumerate() {
         if sp.srv.ssl.or(srv.ssl) == Some(true) {
             for l in sp.head.listen.iter_mut().filter(|l| !l.quic) {
-                if defaults.get(&l.addr) == Some(&i) {
+                if defaults.get(&l.key()) == Some(&i) {
                     l.ssl = true;
                 }
             }
@@ -413,18 +412,18 @@ fn finish_http(h: HttpPart, cx: &mut Cx) -> Result<HttpConf, ConfError> {
     }
     // `ssl` belongs to the address: a server whose own `listen` lacks it still speaks TLS
     // there when another server's `listen` on the same address says `ssl` (nginx).
-    let ssl_addrs: Vec<std::net::SocketAddr> = parts
+    let ssl_addrs: Vec<ListenKey> = parts
         .iter()
         .flat_map(|sp| sp.head.listen.iter())
         .filter(|l| l.ssl)
-        .map(|l| l.addr)
+        .map(Listen::key)
         .collect();
     for (i, sp) in parts.into_iter().enumerate() {
         let default_on_ssl = sp
             .head
             .listen
             .iter()
-            .any(|l| ssl_addrs.contains(&l.addr) && defaults.get(&l.addr) == Some(&i));
+            .any(|l| ssl_addrs.contains(&l.key()) && defaults.get(&l.key()) == Some(&i));
         servers.push(Arc::new(finish_server(
             sp,
             &srv,
@@ -448,7 +447,7 @@ fn finish_http(h: HttpPart, cx: &mut Cx) -> Result<HttpConf, ConfError> {
         }
         let rejecting_default = s.listen.iter().any(|l| {
             defaults
-                .get(&l.addr)
+                .get(&l.key())
                 .and_then(|&i| servers.get(i))
                 .and_then(|d| d.tls.as_ref())
                 .is_some_and(|d| d.reject_handshake && d.certificates.is_empty())
@@ -463,7 +462,7 @@ fn finish_http(h: HttpPart, cx: &mut Cx) -> Result<HttpConf, ConfError> {
 /// Where a server block stands among `ssl` addresses.
 struct SslPlace<'a> {
     /// The addresses some `listen ... ssl` names.
-    addrs: &'a [std::net::SocketAddr],
+    addrs: &'a [ListenKey],
     /// Whether the block is the default server of one of them.
     default_on_ssl: bool,
 }
@@ -498,9 +497,9 @@ fn finish_server(
     let has_cert = !(certificates.is_empty() && dynamic.is_empty());
     // On an address another server made `ssl`, a server with a certificate makes its own
     // handshakes (SNI); one without falls back to the address's default server's, as nginx.
-    let shared_ssl = has_cert && listen.iter().any(|l| ssl_addrs.contains(&l.addr));
+    let shared_ssl = has_cert && listen.iter().any(|l| ssl_addrs.contains(&l.key()));
     let reject = srv.tls.reject_handshake.unwrap_or(false);
-    let on_ssl_addr = listen.iter().any(|l| l.ssl || ssl_addrs.contains(&l.addr));
+    let on_ssl_addr = listen.iter().any(|l| l.ssl || ssl_addrs.contains(&l.key()));
     let tls = if quic || shared_ssl || on_ssl_addr {
         // nginx asks a certificate (or `ssl_reject_handshake on`) of the default server of an
         // `ssl` address only: another block without one has the default's make its handshakes
@@ -699,12 +698,12 @@ fn build_locations(
 /// One `default_server` per address and transport (TCP, QUIC), as nginx checks at load.
 /// (Conflicting server names are a warning `vhosts` gives when it groups servers by address.)
 fn check_addresses(servers: &[Arc<ServerConf>]) -> R {
-    let mut defaults: HashSet<(SocketAddr, bool)> = HashSet::new();
+    let mut defaults: HashSet<(ListenKey, bool)> = HashSet::new();
     for s in servers {
         for l in &s.listen {
-            if l.default_server && !defaults.insert((l.addr, l.quic)) {
+            if l.default_server && !defaults.insert((l.key(), l.quic)) {
                 return Err(ConfError::other(
-                    format!("a duplicate default server for {}", l.addr),
+                    format!("a duplicate default server for {}", l.shown()),
                     &l.pos,
                 ));
             }
@@ -716,5 +715,5 @@ fn check_addresses(servers: &[Arc<ServerConf>]) -> R {
 /// The listen addresses of a server, for tests and messages.
 #[cfg(test)]
 pub(crate) fn addrs(s: &ServerConf) -> Vec<String> {
-    s.listen.iter().map(|l| l.addr.to_string()).collect()
+    s.listen.iter().map(Listen::shown).collect()
 }

@@ -457,6 +457,8 @@ fn access_rule(s: &mut LocSettings, d: &Directive, cx: &mut Cx, allow: bool) -> 
     let a = arg0(d);
     let net = if a == "all" {
         Net::All
+    } else if a == "unix:" {
+        Net::Unix
     } else {
         let (addr, bits) = match a.split_once('/') {
             Some((addr, bits)) => (addr, Some(bits)),

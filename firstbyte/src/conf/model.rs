@@ -191,8 +191,11 @@ pub struct ServerConf {
 /// `listen ADDR[:PORT] [ssl] [http2] [default_server] [reuseport] [deferred] [backlog=N] [fastopen=N] [ipv6only=on|off]`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Listen {
-    /// Where to bind. `listen 80` is `0.0.0.0:80`; `listen [::]:80` is `[::]:80`.
+    /// Where to bind. `listen 80` is `0.0.0.0:80`; `listen [::]:80` is `[::]:80`. Unused
+    /// (`0.0.0.0:0`) when [`Listen::unix`] is set.
     pub addr: SocketAddr,
+    /// `listen unix:PATH`: the UNIX-domain socket's path, instead of `addr`.
+    pub unix: Option<Arc<str>>,
     /// `ssl`: connections on this socket speak TLS.
     pub ssl: bool,
     /// `http2` (old style parameter): allow h2 here.
@@ -222,15 +225,32 @@ pub struct Listen {
     pub pos: Pos,
 }
 
+/// A listening address: IP address and port, or (with a placeholder address) a UNIX-domain path.
+pub type ListenKey = (SocketAddr, Option<Arc<str>>);
+
 /// `backlog=` when not given: 511, nginx's `NGX_LISTEN_BACKLOG` on Linux. A listen whose
 /// backlog differs is taken to have set it (nginx's "listen options").
 pub const DEFAULT_BACKLOG: i32 = 511;
 
 impl Listen {
+    /// The address as nginx writes it in messages: `127.0.0.1:80`, `unix:/path`.
+    pub fn shown(&self) -> String {
+        match &self.unix {
+            Some(p) => format!("unix:{p}"),
+            None => self.addr.to_string(),
+        }
+    }
+
+    /// What tells one listening address from another: the IP address and port, or the path.
+    pub fn key(&self) -> ListenKey {
+        (self.addr, self.unix.clone())
+    }
+
     /// `listen ADDR` with no parameter: nginx's defaults for all of them.
     pub(crate) fn new(addr: SocketAddr, pos: Pos) -> Listen {
         Listen {
             addr,
+            unix: None,
             ssl: false,
             http2: false,
             default_server: false,
@@ -498,6 +518,8 @@ pub enum Net {
     All,
     /// `ADDR[/BITS]`.
     Cidr(std::net::IpAddr, u8),
+    /// `unix:`: every client of a UNIX-domain socket.
+    Unix,
 }
 
 /// `gzip_proxied`: which responses to requests that came through a proxy (`Via`) may be

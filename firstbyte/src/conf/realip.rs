@@ -72,21 +72,46 @@ impl RealIpSettings {
     }
 }
 
-/// `set_real_ip_from ADDR|CIDR|unix:`.
+/// `set_real_ip_from ADDR|CIDR|unix:|HOSTNAME`. A host name is resolved when the
+/// configuration loads, as nginx: each of its addresses is trusted (`/32` or `/128`).
 pub(crate) fn set_real_ip_from(s: &mut LocSettings, d: &Directive, cx: &mut Cx) -> R {
     let a = arg0(d);
-    let t = if a == "unix:" {
-        Trusted::Unix
-    } else {
-        let (ip, bits) = parse_cidr(a).ok_or_else(|| param(d, a))?;
+    let from = s.guard.realip.from.get_or_insert_with(Vec::new);
+    if a == "unix:" {
+        from.push(Trusted::Unix);
+    } else if let Some((ip, bits)) = parse_cidr(a) {
         let masked = super::handlers::mask(ip, bits);
         if masked != ip {
             cx.warn(format!("low address bits of {a} are meaningless"), &d.pos);
         }
-        Trusted::Cidr(masked, bits)
-    };
-    s.guard.realip.from.get_or_insert_with(Vec::new).push(t);
+        from.push(Trusted::Cidr(masked, bits));
+    } else if is_host_name(a) {
+        let addrs = super::proxy_settings::resolve_host(a, 0).map_err(|_| {
+            super::error::ConfError::other(
+                format!("host not found in set_real_ip_from \"{a}\""),
+                &d.pos,
+            )
+        })?;
+        for sa in addrs {
+            let bits = if sa.is_ipv4() { 32 } else { 128 };
+            let t = Trusted::Cidr(sa.ip(), bits);
+            if !from.contains(&t) {
+                from.push(t);
+            }
+        }
+    } else {
+        return Err(param(d, a));
+    }
     Ok(())
+}
+
+/// A DNS name's characters: letters, digits, `-` and `.`, with a letter somewhere (an
+/// address-like value that failed to parse is a bad parameter, not a name to look up).
+fn is_host_name(a: &str) -> bool {
+    !a.is_empty()
+        && a.bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'.')
+        && a.bytes().any(|b| b.is_ascii_alphabetic())
 }
 
 pub(crate) fn parse_cidr(a: &str) -> Option<(IpAddr, u8)> {
@@ -374,7 +399,7 @@ mod tests {
             ])
         );
         assert_eq!(c.warnings.len(), 1);
-        for bad in ["10.0.0.0/33", "example.com", "10.0.0.0/", "unix:/x"] {
+        for bad in ["10.0.0.0/33", "10.0.0.0/", "unix:/x", "1.2.3"] {
             let e = set_real_ip_from(&mut s, &directive("set_real_ip_from", &[bad], 5), &mut c)
                 .unwrap_err();
             assert_eq!(
@@ -382,6 +407,18 @@ mod tests {
                 format!("invalid parameter \"{bad}\" in /t.conf:5")
             );
         }
+        let mut named = LocSettings::default();
+        set_real_ip_from(
+            &mut named,
+            &directive("set_real_ip_from", &["localhost"], 5),
+            &mut c,
+        )
+        .unwrap();
+        let trusted = named.guard.realip.from.unwrap();
+        assert!(
+            trusted.contains(&Trusted::Cidr(ip("127.0.0.1").unwrap(), 32)),
+            "localhost resolves to 127.0.0.1 at load: {trusted:?}"
+        );
         real_ip_header(
             &mut s,
             &directive("real_ip_header", &["X-Forwarded-For"], 6),

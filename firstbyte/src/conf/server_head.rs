@@ -5,6 +5,7 @@
 //! a connection is `vhosts`' business; this module only checks what nginx checks at load.
 
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
+use std::sync::Arc;
 
 use super::args::R;
 use super::error::ConfError;
@@ -92,6 +93,22 @@ pub(crate) fn parse_listen_addrs(s: &str) -> Result<Vec<SocketAddr>, &'static st
     Ok(vec![parse_addr(s)?])
 }
 
+/// The `addr` of a `listen unix:` (which has no IP address): never bound.
+const UNIX_PLACEHOLDER: SocketAddr = SocketAddr::new(IpAddr::V4(Ipv4Addr::UNSPECIFIED), 0);
+
+/// `unix:PATH`'s path, as nginx's `ngx_parse_unix_domain_url` checks it: not empty, and short
+/// enough for `sun_path` with its terminating zero.
+pub(crate) fn parse_unix_path(path: &str) -> Result<&str, &'static str> {
+    const SUN_PATH: usize = 108;
+    if path.is_empty() {
+        return Err("no path in the unix domain socket");
+    }
+    if path.len() + 1 > SUN_PATH {
+        return Err("too long path in the unix domain socket");
+    }
+    Ok(path)
+}
+
 /// Parameters of `listen` that nginx has and firstbyte does not yet.
 const UNSUPPORTED_PARAMS: &[&str] = &["setfib", "accept_filter", "multipath"];
 
@@ -140,19 +157,21 @@ fn so_keepalive(v: &str) -> Option<crate::net::KeepAlive> {
 /// [fastopen=N] [sndbuf=SIZE] [rcvbuf=SIZE] [so_keepalive=...] [ipv6only=on|off]`.
 pub(crate) fn listen(h: &mut ServerHead, d: &Directive, cx: &mut Cx) -> R {
     let text = d.args.first().map(String::as_str).unwrap_or("");
-    if text.starts_with("unix:") {
-        return Err(ConfError::UnsupportedParam {
-            what: "listening on a UNIX-domain socket".into(),
-            pos: d.pos.clone(),
-        });
-    }
-    let addrs = parse_listen_addrs(text).map_err(|reason| ConfError::Listen {
+    let listen_error = |reason| ConfError::Listen {
         reason,
         value: text.to_string(),
         pos: d.pos.clone(),
-    })?;
+    };
+    let (addrs, unix) = match text.strip_prefix("unix:") {
+        Some(path) => {
+            let path = parse_unix_path(path).map_err(listen_error)?;
+            (vec![UNIX_PLACEHOLDER], Some(Arc::from(path)))
+        }
+        None => (parse_listen_addrs(text).map_err(listen_error)?, None),
+    };
     let addr = addrs[0];
     let mut l = Listen::new(addr, d.pos.clone());
+    l.unix = unix;
     let other = |msg: String| ConfError::other(msg, &d.pos);
     for p in &d.args[1..] {
         let (key, val) = match p.split_once('=') {
@@ -201,9 +220,12 @@ pub(crate) fn listen(h: &mut ServerHead, d: &Directive, cx: &mut Cx) -> R {
             ("ipv6only", Some(v)) => {
                 l.ipv6only = super::units::flag(v)
                     .ok_or_else(|| other(format!("invalid ipv6only flags \"{v}\"")))?;
-                if addr.is_ipv4() {
+                if addr.is_ipv4() || l.unix.is_some() {
                     cx.warn(
-                        format!("ipv6only is not supported on addr \"{addr}\", ignored"),
+                        format!(
+                            "ipv6only is not supported on addr \"{}\", ignored",
+                            l.shown()
+                        ),
                         &d.pos,
                     );
                 }
@@ -221,6 +243,11 @@ pub(crate) fn listen(h: &mut ServerHead, d: &Directive, cx: &mut Cx) -> R {
                 })
             }
         }
+    }
+    if l.quic && l.unix.is_some() {
+        return Err(other(
+            "\"quic\" parameter is incompatible with a UNIX-domain socket".into(),
+        ));
     }
     if l.quic {
         // nginx's checks, in its order: what only a TCP socket or a TLS-over-TCP listener has.
@@ -240,8 +267,11 @@ pub(crate) fn listen(h: &mut ServerHead, d: &Directive, cx: &mut Cx) -> R {
         }
     }
     for a in addrs {
-        if h.listen.iter().any(|x| x.addr == a && x.quic == l.quic) {
-            return Err(other(format!("a duplicate listen {a}")));
+        if h.listen
+            .iter()
+            .any(|x| x.addr == a && x.unix == l.unix && x.quic == l.quic)
+        {
+            return Err(other(format!("a duplicate listen {}", l.shown())));
         }
         let mut one = l.clone();
         one.addr = a;

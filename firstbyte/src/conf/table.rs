@@ -265,7 +265,7 @@ pub(crate) static DIRECTIVES: &[Spec] = &[
     block("http", MAIN, 0, 0, Handler::Http, "The HTTP server."),
     // http core
     block("server", HTTP, 0, 0, Handler::Server, "A virtual server."),
-    d("listen", SERVER, 1, ANY, "*:80 (*:8000 when not root)", Own, Head(server_head::listen), "Address and port to accept on (a port range such as `127.0.0.1:8000-8010` listens on each port, as nginx 1.27.3), with `ssl`, `http2`, `default_server`, `reuseport`, `deferred` (`TCP_DEFER_ACCEPT`: accepted once the ClientHello is in), `backlog=N`, `fastopen=N`, `ipv6only=on|off`, `bind`, `sndbuf=SIZE`, `rcvbuf=SIZE`, `so_keepalive=on|off|[idle]:[intvl]:[cnt]` (set on the listening socket, which the accepted connections inherit), `quic`, `proxy_protocol`."),
+    d("listen", SERVER, 1, ANY, "*:80 (*:8000 when not root)", Own, Head(server_head::listen), "Address and port to accept on (a port range such as `127.0.0.1:8000-8010` listens on each port, as nginx 1.27.3), or `unix:PATH`, a UNIX-domain socket (made mode 0666 as nginx; a stale socket file nobody listens on is replaced, any other file there fails the bind; the file is removed when the socket closes; `$remote_addr` is `unix:`, `$server_addr` `unix:PATH`, the ports empty; TCP-only options do not apply there), with `ssl`, `http2`, `default_server`, `reuseport`, `deferred` (`TCP_DEFER_ACCEPT`: accepted once the ClientHello is in), `backlog=N`, `fastopen=N`, `ipv6only=on|off`, `bind`, `sndbuf=SIZE`, `rcvbuf=SIZE`, `so_keepalive=on|off|[idle]:[intvl]:[cnt]` (set on the listening socket, which the accepted connections inherit), `quic`, `proxy_protocol`."),
     d("server_name", SERVER, 1, ANY, "\"\"", Own, Head(server_head::server_name), "Names of the server: exact, `*.example.com`, `.example.com`, `www.example.*`, `~regex`."),
     block("location", SL, 1, 2, Handler::Location, "Settings for URIs: `= /exact`, `/prefix`, `^~ /prefix`, `~ regex`, `~* regex`, `@name`."),
     d("root", HSL, 1, 1, "html", Inherit, Loc(h::root), "Directory that request URIs are appended to."),
@@ -314,13 +314,13 @@ pub(crate) static DIRECTIVES: &[Spec] = &[
     ignored("connection_pool_size", HS, 1, 1, "firstbyte allocates per connection what it needs; nginx's pool size tunes its allocator only"),
     ignored("request_pool_size", HS, 1, 1, "firstbyte allocates per request what it needs; nginx's pool size tunes its allocator only"),
     // access, stub_status
-    d("allow", HSL, 1, 1, "", InheritIfNone, Loc(h::allow), "Allow an address, a CIDR network or `all` (rules apply in order)."),
-    d("deny", HSL, 1, 1, "", InheritIfNone, Loc(h::deny), "Deny an address, a CIDR network or `all` (rules apply in order)."),
+    d("allow", HSL, 1, 1, "", InheritIfNone, Loc(h::allow), "Allow an address, a CIDR network, `unix:` (clients of UNIX-domain sockets) or `all` (rules apply in order)."),
+    d("deny", HSL, 1, 1, "", InheritIfNone, Loc(h::deny), "Deny an address, a CIDR network, `unix:` (clients of UNIX-domain sockets) or `all` (rules apply in order)."),
     // auth_basic, realip, limit_req, limit_conn (conf/access_conf.rs, realip.rs, limits.rs)
     d("auth_basic", HSL, 1, 1, "off", Inherit, Loc(ac::auth_basic), "Ask for a user and password (HTTP Basic) with this realm; `off`: none. Needs `auth_basic_user_file`."),
     d("auth_basic_user_file", HSL, 1, 1, "", Inherit, Loc(ac::auth_basic_user_file), "htpasswd file (variables allowed; relative to the configuration directory), read on every request: `{PLAIN}`, `{SHA}`, `{SSHA}`, `$apr1$`, and whatever the C library's crypt(3) knows (`$1$`, `$5$`, `$6$`, `$2y$`/`$2b$` bcrypt, `$y$`, DES)."),
     d("satisfy", HSL, 1, 1, "all", Inherit, Loc(ac::satisfy), "`any`: `allow`/`deny` or `auth_basic` passing is enough; `all`: both must."),
-    d("set_real_ip_from", HSL, 1, 1, "", InheritIfNone, Loc(rip::set_real_ip_from), "Trusted proxy address, CIDR network or `unix:`: requests from it take `$remote_addr` from `real_ip_header`."),
+    d("set_real_ip_from", HSL, 1, 1, "", InheritIfNone, Loc(rip::set_real_ip_from), "Trusted proxy address, CIDR network, `unix:` (any UNIX-domain client) or host name (its addresses, resolved at load as nginx): requests from it take `$remote_addr` from `real_ip_header`."),
     d("real_ip_header", HSL, 1, 1, "X-Real-IP", Inherit, Loc(rip::real_ip_header), "Where the real address is: `X-Real-IP`, `X-Forwarded-For`, `proxy_protocol` or another header."),
     d("real_ip_recursive", HSL, 1, 1, "off", Inherit, Loc(rip::real_ip_recursive), "`on`: walk `X-Forwarded-For` from the right past every trusted address; `off`: take the last one."),
     d("limit_req_zone", HTTP, 2, 4, "", Global, Shared(lim::limit_req_zone), "`KEY zone=NAME:SIZE rate=Nr/s|Nr/m`: a leaky bucket per key value (64 bytes a key; a full zone drops its least recently used key). `sync` is accepted and does nothing (one server)."),
@@ -365,7 +365,7 @@ pub(crate) static DIRECTIVES: &[Spec] = &[
     d("fastcgi_pass_header", HSL, 1, 1, "", InheritIfNone, Loc(fcgi::fastcgi_pass_header), "Pass a header the FastCGI module hides by default (`Status`, `X-Accel-*`). firstbyte acts on no `X-Accel-*` header (no `X-Accel-Redirect` internal redirect): hidden or passed, they change nothing else."),
     d("fastcgi_hide_header", HSL, 1, 1, "", InheritIfNone, Loc(fcgi::fastcgi_hide_header), "Do not pass this header of the FastCGI response."),
     d("fastcgi_catch_stderr", HSL, 1, 1, "", InheritIfNone, Loc(fcgi::fastcgi_catch_stderr), "A string that, found in the FastCGI server's stderr before the response header, makes the response an invalid header (502, or the next server with `fastcgi_next_upstream invalid_header`), as nginx."),
-    d("fastcgi_ignore_headers", HSL, 1, ANY, "", Inherit, Loc(fcgi::fastcgi_ignore_headers), "As `proxy_ignore_headers`: nginx's names (`X-Accel-Redirect`, `X-Accel-Expires`, `X-Accel-Limit-Rate`, `X-Accel-Buffering`, `X-Accel-Charset`, `Expires`, `Cache-Control`, `Set-Cookie`, `Vary`); `X-Accel-Redirect` is the one firstbyte acts on (an internal redirect), so the one that ignoring changes."),
+    d("fastcgi_ignore_headers", HSL, 1, ANY, "", Inherit, Loc(fcgi::fastcgi_ignore_headers), "As `proxy_ignore_headers`: nginx's names (`X-Accel-Redirect`, `X-Accel-Expires`, `X-Accel-Limit-Rate`, `X-Accel-Buffering`, `X-Accel-Charset`, `Expires`, `Cache-Control`, `Set-Cookie`, `Vary`); `X-Accel-Redirect` (an internal redirect) and `X-Accel-Limit-Rate` (the rate limit) are the ones firstbyte acts on, so the ones that ignoring changes."),
 ];
 
 main_directives!(setters! main_set, crate::conf::settings::MainSettings);

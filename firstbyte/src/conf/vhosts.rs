@@ -27,8 +27,10 @@ use super::model::{HttpConf, Listen, Pos, ServerConf, ServerName, DEFAULT_BACKLO
 /// A listening socket to open.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ListenSocket {
-    /// The address to bind.
+    /// The address to bind (a placeholder when `unix` is set).
     pub addr: SocketAddr,
+    /// `listen unix:PATH`: the UNIX-domain socket's path.
+    pub unix: Option<Arc<str>>,
     /// Some address served from this socket speaks TLS (the per-connection answer is
     /// [`AddrServers::ssl`]: specific addresses sharing a wildcard socket may differ).
     pub ssl: bool,
@@ -62,24 +64,24 @@ pub enum VhostError {
     /// Two servers say `default_server` on one address.
     #[error("a duplicate default server for {addr} in {pos}")]
     DuplicateDefault {
-        /// The address.
-        addr: SocketAddr,
+        /// The address (`127.0.0.1:80`, `unix:/path`).
+        addr: String,
         /// The second `listen ... default_server`.
         pos: Pos,
     },
     /// Two `listen` directives on one address both set socket options.
     #[error("duplicate listen options for {addr} in {pos}")]
     DuplicateOptions {
-        /// The address.
-        addr: SocketAddr,
+        /// The address (`127.0.0.1:80`, `unix:/path`).
+        addr: String,
         /// The second `listen` with options.
         pos: Pos,
     },
     /// One server listens twice on the same address.
     #[error("a duplicate listen {addr} in {pos}")]
     DuplicateListen {
-        /// The address.
-        addr: SocketAddr,
+        /// The address (`127.0.0.1:80`, `unix:/path`).
+        addr: String,
         /// The second `listen`.
         pos: Pos,
     },
@@ -219,6 +221,7 @@ pub fn absolute_form_host_ok(authority: &str) -> bool {
 #[derive(Debug)]
 pub struct AddrServers {
     addr: SocketAddr,
+    unix: Option<Arc<str>>,
     servers: Vec<Arc<ServerConf>>,
     default: Arc<ServerConf>,
     names: Names,
@@ -242,7 +245,7 @@ struct Names {
 
 impl Names {
     /// Builds the tables; a name already taken draws nginx's warning (when `warn`).
-    fn build(addr: SocketAddr, servers: &[Arc<ServerConf>], warnings: &mut Vec<String>) -> Self {
+    fn build(addr: &str, servers: &[Arc<ServerConf>], warnings: &mut Vec<String>) -> Self {
         let mut names = Names::default();
         let warn = servers.len() > 1;
         for server in servers {
@@ -372,6 +375,11 @@ impl AddrServers {
         self.addr
     }
 
+    /// `listen unix:PATH`: the path.
+    pub fn unix(&self) -> Option<&Arc<str>> {
+        self.unix.as_ref()
+    }
+
     /// Every server on this address, in file order.
     pub fn servers(&self) -> &[Arc<ServerConf>] {
         &self.servers
@@ -421,7 +429,7 @@ fn sets_options(l: &Listen) -> bool {
         || l.backlog != DEFAULT_BACKLOG
         || l.fastopen.is_some()
         || l.deferred
-        || (l.addr.is_ipv6() && !l.ipv6only)
+        || (l.addr.is_ipv6() && !l.ipv6only && l.unix.is_none())
 }
 
 /// nginx's protocol bits of a listen: ssl = 2, http2 = 4 (1 is proxy_protocol, not here).
@@ -429,8 +437,8 @@ fn protocols(ssl: bool, http2: bool) -> u8 {
     (u8::from(ssl) << 1) | (u8::from(http2) << 2)
 }
 
-fn same_addr(a: SocketAddr, b: SocketAddr) -> bool {
-    a.ip() == b.ip() && a.port() == b.port()
+fn same_addr(a: &Listen, b: &Listen) -> bool {
+    a.addr.ip() == b.addr.ip() && a.addr.port() == b.addr.port() && a.unix == b.unix
 }
 
 impl AddrBuild {
@@ -457,10 +465,10 @@ impl AddrBuild {
         l: &Listen,
         warnings: &mut Vec<String>,
     ) -> Result<(), VhostError> {
-        let addr = self.opt.addr;
+        let addr = self.opt.shown();
         if self.servers.iter().any(|s| Arc::ptr_eq(s, server)) {
             return Err(VhostError::DuplicateListen {
-                addr,
+                addr: addr.clone(),
                 pos: l.pos.clone(),
             });
         }
@@ -471,7 +479,7 @@ impl AddrBuild {
         if set {
             if self.opt_set {
                 return Err(VhostError::DuplicateOptions {
-                    addr,
+                    addr: addr.clone(),
                     pos: l.pos.clone(),
                 });
             }
@@ -481,7 +489,7 @@ impl AddrBuild {
         if l.default_server {
             if self.default_set {
                 return Err(VhostError::DuplicateDefault {
-                    addr,
+                    addr: addr.clone(),
                     pos: l.pos.clone(),
                 });
             }
@@ -524,7 +532,8 @@ impl AddrBuild {
     fn finish(&self, warnings: &mut Vec<String>) -> AddrServers {
         AddrServers {
             addr: self.opt.addr,
-            names: Names::build(self.opt.addr, &self.servers, warnings),
+            unix: self.opt.unix.clone(),
+            names: Names::build(&self.opt.shown(), &self.servers, warnings),
             servers: self.servers.clone(),
             default: self.default.clone(),
             ssl: self.ssl,
@@ -541,12 +550,14 @@ impl VirtualHosts {
     /// the loader fills in nginx's default listen.
     pub fn new(http: &HttpConf) -> Result<Self, VhostError> {
         let mut warnings = Vec::new();
-        // (port, is IPv6, QUIC) → addresses in order of first appearance: TCP and UDP sockets
-        // of one port are apart, as nginx keys its ports by socket type.
-        let mut ports: Vec<((u16, bool, bool), Vec<AddrBuild>)> = Vec::new();
+        // (port, is IPv6, QUIC, UNIX-domain path) → addresses in order of first appearance: TCP
+        // and UDP sockets of one port are apart, as nginx keys its ports by socket type; each
+        // UNIX-domain path is a "port" of its own, with one address.
+        type PortKey = (u16, bool, bool, Option<Arc<str>>);
+        let mut ports: Vec<(PortKey, Vec<AddrBuild>)> = Vec::new();
         for server in &http.servers {
             for l in &server.listen {
-                let key = (l.addr.port(), l.addr.is_ipv6(), l.quic);
+                let key = (l.addr.port(), l.addr.is_ipv6(), l.quic, l.unix.clone());
                 let pi = match ports.iter().position(|(k, _)| *k == key) {
                     Some(pi) => pi,
                     None => {
@@ -555,7 +566,7 @@ impl VirtualHosts {
                     }
                 };
                 let addrs = &mut ports[pi].1;
-                match addrs.iter_mut().find(|a| same_addr(a.opt.addr, l.addr)) {
+                match addrs.iter_mut().find(|a| same_addr(&a.opt, l)) {
                     Some(a) => a.add(server, l, &mut warnings)?,
                     None => addrs.push(AddrBuild::new(server, l)),
                 }
@@ -565,7 +576,9 @@ impl VirtualHosts {
         let mut sockets = Vec::new();
         let mut groups = Vec::new();
         for (_, addrs) in &ports {
-            let wildcard = addrs.iter().position(|a| a.opt.addr.ip().is_unspecified());
+            let wildcard = addrs
+                .iter()
+                .position(|a| a.opt.unix.is_none() && a.opt.addr.ip().is_unspecified());
             // Explicitly bound addresses first, the wildcard last, as nginx sorts them.
             let mut shared = Vec::new();
             for (i, a) in addrs.iter().enumerate() {
@@ -635,6 +648,7 @@ fn socket_of(a: &AddrBuild, peers: &[&AddrBuild]) -> ListenSocket {
     let l = &a.opt;
     ListenSocket {
         addr: l.addr,
+        unix: l.unix.clone(),
         ssl: a.ssl || peers.iter().any(|p| p.ssl),
         http2: a.http2 || peers.iter().any(|p| p.http2),
         reuseport: l.reuseport,
@@ -1119,7 +1133,7 @@ mod tests {
         assert_eq!(
             err,
             VhostError::DuplicateListen {
-                addr: addr("0.0.0.0:80"),
+                addr: "0.0.0.0:80".into(),
                 pos: pos(3)
             }
         );

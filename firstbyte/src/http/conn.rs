@@ -185,12 +185,10 @@ impl Conn {
         &self.facts
     }
 
-    /// The client's IP address as logs print it ("" when unknown).
+    /// The client's IP address as logs print it (`unix:` on a UNIX-domain socket, "" when
+    /// unknown).
     pub fn client_ip(&self) -> String {
-        self.facts
-            .peer
-            .map(|p| p.ip().to_string())
-            .unwrap_or_default()
+        self.facts.remote_addr().unwrap_or_default()
     }
 
     /// The TCP socket's descriptor (for `TCP_INFO`), valid while the connection lives; -1

@@ -33,6 +33,30 @@ pub struct ConnFacts {
     pub socket: Option<std::os::fd::RawFd>,
     /// When the connection was accepted (`$connection_time`).
     pub accepted: Option<Instant>,
+    /// `listen unix:PATH`: the path of the UNIX-domain socket the connection came in on
+    /// (`peer` and `local` are then `None`).
+    pub unix: Option<std::sync::Arc<str>>,
+}
+
+impl ConnFacts {
+    /// The client's address as `$remote_addr` gives it before `set_real_ip_from`: its IP
+    /// address, or `unix:` on a UNIX-domain socket (nginx's words for an unnamed peer).
+    pub fn remote_addr(&self) -> Option<String> {
+        match (self.peer, &self.unix) {
+            (Some(p), _) => Some(p.ip().to_string()),
+            (None, Some(_)) => Some("unix:".into()),
+            (None, None) => None,
+        }
+    }
+
+    /// `$server_addr`: the local IP address, or `unix:PATH` on a UNIX-domain socket.
+    fn server_addr(&self) -> Option<String> {
+        match (self.local, &self.unix) {
+            (Some(l), _) => Some(l.ip().to_string()),
+            (None, Some(p)) => Some(format!("unix:{p}")),
+            (None, None) => None,
+        }
+    }
 }
 
 /// What the handshake settled.
@@ -212,6 +236,23 @@ impl RequestVars<'_> {
         self.guard.and_then(|g| g.real_peer).or(self.conn.peer)
     }
 
+    /// `$remote_addr`: the real address when `set_real_ip_from` trusted the peer, else the
+    /// peer's (`unix:` on a UNIX-domain socket).
+    fn remote_addr(&self) -> Option<String> {
+        match self.guard.and_then(|g| g.real_peer) {
+            Some(real) => Some(real.ip().to_string()),
+            None => self.conn.remote_addr(),
+        }
+    }
+
+    /// A port variable: the port of `a`, empty on a UNIX-domain socket (no port, as nginx).
+    fn port_of(&self, a: Option<SocketAddr>) -> Option<Cow<'_, str>> {
+        match a {
+            Some(a) => Some(Cow::Owned(a.port().to_string())),
+            None => self.conn.unix.as_ref().map(|_| Cow::Borrowed("")),
+        }
+    }
+
     /// When the upstream variables are read: now once the response head is out (the log
     /// line); before it (`add_header`), a try still being read has no response time yet
     /// (`-`, as nginx).
@@ -240,11 +281,10 @@ impl Vars for RequestVars<'_> {
             "server_name" => Some(Cow::Borrowed(self.server_name)),
             "scheme" => Some(Cow::Borrowed(if tls.is_some() { "https" } else { "http" })),
             "https" => Some(Cow::Borrowed(if tls.is_some() { "on" } else { "" })),
-            "remote_addr" => self.peer().map(|a| Cow::Owned(a.ip().to_string())),
-            "binary_remote_addr" => self.peer().map(|a| Cow::Owned(a.ip().to_string())),
-            "remote_port" => self.peer().map(|a| Cow::Owned(a.port().to_string())),
-            "realip_remote_addr" => self.conn.peer.map(|a| Cow::Owned(a.ip().to_string())),
-            "realip_remote_port" => self.conn.peer.map(|a| Cow::Owned(a.port().to_string())),
+            "remote_addr" | "binary_remote_addr" => self.remote_addr().map(Cow::Owned),
+            "remote_port" => self.port_of(self.peer()),
+            "realip_remote_addr" => self.conn.remote_addr().map(Cow::Owned),
+            "realip_remote_port" => self.port_of(self.conn.peer),
             // auth_basic's user when it ran; else, as nginx, the user the `Authorization`
             // field names (Basic), checked or not.
             "remote_user" => match self.guard.and_then(|g| g.remote_user.as_deref()) {
@@ -274,8 +314,8 @@ impl Vars for RequestVars<'_> {
                 .conn
                 .proxy_protocol
                 .map(|p| Cow::Owned(p.destination.port().to_string())),
-            "server_addr" => self.conn.local.map(|a| Cow::Owned(a.ip().to_string())),
-            "server_port" => self.conn.local.map(|a| Cow::Owned(a.port().to_string())),
+            "server_addr" => self.conn.server_addr().map(Cow::Owned),
+            "server_port" => self.port_of(self.conn.local),
             "status" => Some(Cow::Owned(format!("{:03}", self.status))),
             // nginx: the proxy module's, set once `proxy_pass` ran (empty before).
             "proxy_host" => self.upstream?.proxy_host.as_deref().map(Cow::Borrowed),
@@ -290,7 +330,7 @@ impl Vars for RequestVars<'_> {
             "proxy_add_x_forwarded_for" => Some(Cow::Owned(
                 crate::http::proxy::headers::add_x_forwarded_for(
                     self.headers,
-                    self.peer().map(|a| a.ip().to_string()).as_deref(),
+                    self.remote_addr().as_deref(),
                 ),
             )),
             "upstream_addr"
@@ -522,6 +562,7 @@ mod tests {
             record_policy: "static",
             socket: None,
             accepted: None,
+            unix: None,
         };
         let v = RequestVars {
             conn: &conn,

@@ -135,6 +135,57 @@ pub fn bind_listener(o: &ListenOpts) -> io::Result<std::net::TcpListener> {
     Ok(sock.into())
 }
 
+/// Binds and listens on a UNIX-domain stream socket at `path` (`listen unix:PATH`),
+/// non-blocking, with `sndbuf=`/`rcvbuf=` (the TCP-only options do not apply). The file is
+/// made mode 0666 after `bind`, as nginx does (`chmod`), so any local user may connect: guard
+/// access with the directory's permissions.
+///
+/// A file already at `path` that is a socket nobody listens on (left by a process that did
+/// not end cleanly) is removed and the bind tried again; anything else there (a live
+/// socket, a regular file) fails with `EADDRINUSE`, as nginx.
+pub fn bind_unix(
+    path: &std::path::Path,
+    backlog: i32,
+    tuning: SocketTuning,
+) -> io::Result<std::os::unix::net::UnixListener> {
+    use std::os::unix::fs::{FileTypeExt, PermissionsExt};
+    let addr = socket2::SockAddr::unix(path)?;
+    let sock = Socket::new(Domain::UNIX, Type::STREAM, None)?;
+    if let Some(n) = tuning.sndbuf {
+        sock.set_send_buffer_size(n as usize)?;
+    }
+    if let Some(n) = tuning.rcvbuf {
+        sock.set_recv_buffer_size(n as usize)?;
+    }
+    sock.set_nonblocking(true)?;
+    if let Err(e) = sock.bind(&addr) {
+        let stale = e.kind() == io::ErrorKind::AddrInUse
+            && std::fs::symlink_metadata(path).is_ok_and(|m| m.file_type().is_socket())
+            && unix_socket_is_dead(&addr);
+        if !stale {
+            return Err(e);
+        }
+        crate::fblog!(Notice, "removing stale socket {}", path.display());
+        std::fs::remove_file(path)?;
+        sock.bind(&addr)?;
+    }
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o666))?;
+    sock.listen(backlog)?;
+    Ok(sock.into())
+}
+
+/// Whether nobody listens on the UNIX-domain socket at `addr`: a connect is refused. A
+/// non-blocking connect never waits; a full backlog (`EAGAIN`) counts as alive.
+fn unix_socket_is_dead(addr: &socket2::SockAddr) -> bool {
+    let Ok(probe) = Socket::new(Domain::UNIX, Type::STREAM, None) else {
+        return false;
+    };
+    if probe.set_nonblocking(true).is_err() {
+        return false;
+    }
+    matches!(probe.connect(addr), Err(e) if e.raw_os_error() == Some(libc::ECONNREFUSED))
+}
+
 /// Binds a UDP socket for QUIC (`listen ... quic`), non-blocking, with `SO_REUSEADDR` and, when
 /// asked, `SO_REUSEPORT`. QUIC endpoints receive on it (quinn sets its own socket options:
 /// GSO/GRO, ECN, path MTU discovery); `sndbuf=`/`rcvbuf=` apply as on TCP.

@@ -15,7 +15,7 @@ mod site;
 mod sockets;
 
 pub use site::{LoadError, Site};
-pub use sockets::{bind_all, bind_sockets, Bound, Fresh, SocketKey};
+pub use sockets::{bind_all, bind_sockets, unix_socket_paths, Bound, Fresh, SocketKey};
 
 use std::collections::HashMap;
 use std::net::SocketAddr;
@@ -60,6 +60,7 @@ pub(crate) fn test_conn() -> (
         proxy_protocol_tlvs: None,
         socket: None,
         accepted: None,
+        unix: None,
     };
     let io = Arc::new(crate::net::IoControl::new(Duration::from_secs(60), false));
     let conn = crate::http::conn::Conn::new(
@@ -217,7 +218,7 @@ struct Listeners {
 
 /// What runs on an open socket.
 enum Listening {
-    /// A TCP socket's accept loop.
+    /// A TCP (or UNIX-domain) socket's accept loop.
     Tcp(JoinHandle<()>),
     /// A QUIC endpoint (its accept loop and the handle that reconfigures it on reload).
     Quic(quic::Endpoint),
@@ -304,8 +305,16 @@ impl Server {
             let started = match bound {
                 Bound::Tcp(std_l) => TcpListener::from_std(std_l).map(|tl| {
                     Listening::Tcp(tokio::spawn(accept_loop(
-                        tl,
-                        key.addr,
+                        Acceptor::Tcp(tl),
+                        key.clone(),
+                        self.current.clone(),
+                        self.shared.clone(),
+                    )))
+                }),
+                Bound::Unix(std_l) => tokio::net::UnixListener::from_std(std_l).map(|ul| {
+                    Listening::Tcp(tokio::spawn(accept_loop(
+                        Acceptor::Unix(ul),
+                        key.clone(),
                         self.current.clone(),
                         self.shared.clone(),
                     )))
@@ -319,19 +328,20 @@ impl Server {
                 Ok(s) => {
                     l.open.insert(key, s);
                 }
-                Err(e) => crate::fblog!(Emerg, "{}", sockets::bind_error(key, &e)),
+                Err(e) => crate::fblog!(Emerg, "{}", sockets::bind_error(&key, &e)),
             }
         }
         let wanted = site.vhosts().sockets();
         let gone: Vec<SocketKey> = l
             .open
             .keys()
-            .filter(|k| !wanted.iter().any(|s| s.addr == k.addr && s.quic == k.quic))
-            .copied()
+            .filter(|k| !wanted.iter().any(|s| SocketKey::of(s) == **k))
+            .cloned()
             .collect();
         for k in gone {
             if let Some(s) = l.open.remove(&k) {
                 s.close();
+                sockets::remove_socket_file(&k, true, self.broker.is_none());
             }
         }
         for s in l.open.values() {
@@ -357,7 +367,7 @@ impl Server {
                 return Ok::<_, LoadError>((site, fresh));
             };
             let open: Vec<SocketKey> = match this.listeners.lock() {
-                Ok(l) => l.open.keys().copied().collect(),
+                Ok(l) => l.open.keys().cloned().collect(),
                 Err(_) => return Err(LoadError::Other("listener registry poisoned".into())),
             };
             let loaded = broker.reload(&open).map_err(LoadError::Other)?;
@@ -398,10 +408,7 @@ impl Server {
             .map_err(|_| LoadError::Other("listener registry poisoned".into()))?;
         let mut fresh = Vec::new();
         for s in site.vhosts().sockets() {
-            let key = SocketKey {
-                addr: s.addr,
-                quic: s.quic,
-            };
+            let key = SocketKey::of(s);
             if l.open.contains_key(&key) {
                 continue;
             }
@@ -441,8 +448,9 @@ impl Server {
     /// Stops accepting and closes the listening sockets.
     pub fn close_listeners(&self) {
         if let Ok(mut l) = self.listeners.lock() {
-            for (_, s) in l.open.drain() {
+            for (k, s) in l.open.drain() {
                 s.close();
+                sockets::remove_socket_file(&k, false, self.broker.is_none());
             }
         }
     }
@@ -599,9 +607,35 @@ impl Signals {
     }
 }
 
+/// A listening socket's accept side.
+enum Acceptor {
+    Tcp(TcpListener),
+    Unix(tokio::net::UnixListener),
+}
+
+impl Acceptor {
+    /// The next connection, and its peer (`None` on a UNIX-domain socket, whose clients have
+    /// no address). A UNIX-domain connection is handed on as a `TcpStream` over the same
+    /// descriptor: the serving code reads and writes a stream socket through it and
+    /// skips every TCP-only option for it (see `conn::handle`); `local_addr`/`peer_addr`
+    /// are never asked of it.
+    async fn accept(&self) -> std::io::Result<(tokio::net::TcpStream, Option<SocketAddr>)> {
+        match self {
+            Acceptor::Tcp(l) => l.accept().await.map(|(s, peer)| (s, Some(peer))),
+            Acceptor::Unix(l) => {
+                let (s, _) = l.accept().await?;
+                let fd: std::os::fd::OwnedFd = s.into_std()?.into();
+                let stream = std::net::TcpStream::from(fd);
+                stream.set_nonblocking(true)?;
+                Ok((tokio::net::TcpStream::from_std(stream)?, None))
+            }
+        }
+    }
+}
+
 async fn accept_loop(
-    listener: TcpListener,
-    addr: SocketAddr,
+    listener: Acceptor,
+    key: SocketKey,
     current: Arc<ArcSwap<Site>>,
     shared: Arc<Shared>,
 ) {
@@ -613,7 +647,7 @@ async fn accept_loop(
                     .vhosts()
                     .sockets()
                     .iter()
-                    .position(|s| s.addr == addr && !s.quic)
+                    .position(|s| !s.quic && s.addr == key.addr && s.unix == key.unix)
                 else {
                     continue;
                 };
@@ -634,7 +668,15 @@ async fn accept_loop(
                     drop(stream);
                     continue;
                 }
-                tokio::spawn(conn::handle(site, shared.clone(), idx, stream, peer, addr));
+                tokio::spawn(conn::handle(
+                    site,
+                    shared.clone(),
+                    idx,
+                    stream,
+                    peer,
+                    key.addr,
+                    key.unix.clone(),
+                ));
             }
             Err(e) => {
                 // EMFILE/ENFILE and friends: log, breathe, go on (nginx disables accept briefly).

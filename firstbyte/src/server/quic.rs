@@ -394,6 +394,7 @@ async fn serve(
         proxy_protocol_tlvs: None,
         socket: None,
         accepted: Some(std::time::Instant::now()),
+        unix: None,
     };
     let send_timeout = server.default_location.send_timeout;
     // The request head's bound: `large_client_header_buffers`, as over HTTP/2.

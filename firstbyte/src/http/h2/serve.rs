@@ -367,7 +367,7 @@ impl<I: AsyncRead + BatchWrite> Shell<I> {
             crate::fblog!(
                 Info,
                 "client timed out (110: Connection timed out) while sending response to client, client: {}, streams reset: {}",
-                self.conn.facts().peer.map(|p| p.ip().to_string()).unwrap_or_default(),
+                self.conn.client_ip(),
                 stalled.len()
             );
             for id in stalled {

@@ -8,18 +8,23 @@ use super::Req;
 use crate::conf::model::{AccessRule, Net, ServerConf};
 use crate::conf::realip::cidr_contains;
 
+/// Whether `allow`/`deny` `rules` let `peer` in (`None`: a client of a UNIX-domain socket).
 pub(super) fn allowed(rules: &[AccessRule], peer: Option<std::net::IpAddr>) -> bool {
-    for rule in rules {
+    access_rule(rules, peer).unwrap_or(true)
+}
+
+/// `allow`/`deny` as nginx's access module: Some(allow) for the first rule that matches
+/// `peer` (`None`: a client of a UNIX-domain socket), None when none does (the module
+/// declines).
+pub(super) fn access_rule(rules: &[AccessRule], peer: Option<std::net::IpAddr>) -> Option<bool> {
+    rules.iter().find_map(|rule| {
         let hit = match (rule.net, peer) {
-            (Net::All, _) => true,
+            (Net::All, _) | (Net::Unix, None) => true,
             (Net::Cidr(net, bits), Some(ip)) => cidr_contains(net, bits, ip),
-            (Net::Cidr(..), None) => false,
+            (Net::Cidr(..), None) | (Net::Unix, Some(_)) => false,
         };
-        if hit {
-            return rule.allow;
-        }
-    }
-    true
+        hit.then_some(rule.allow)
+    })
 }
 
 /// nginx's 421 Misdirected Request, for client certificates: on a TLS connection whose

@@ -13,12 +13,13 @@ use std::time::{Duration, Instant};
 
 use http::header::{self, HeaderValue};
 
+use super::access::access_rule;
 use super::{server_name, Req};
 use crate::conf::access_conf::{AuthBasic, Guard};
 use crate::conf::leaky::{self, ConnRefusal, Verdict};
 use crate::conf::limits::{ConnZone, LimitConnConf, LimitReqConf};
-use crate::conf::model::{AccessRule, LocationConf, LogLevel, Net};
-use crate::conf::realip::{cidr_contains, RealIpHeader};
+use crate::conf::model::{LocationConf, LogLevel};
+use crate::conf::realip::RealIpHeader;
 use crate::http::auth_basic;
 use crate::http::reqvars::GuardVars;
 
@@ -336,19 +337,6 @@ fn limit_conn(r: &mut Req, lc: &LimitConnConf) -> Option<u16> {
     None
 }
 
-/// `allow`/`deny` as nginx's access module: Some(allow) for the first rule that matches,
-/// None when none does (the module declines).
-fn access_rule(rules: &[AccessRule], ip: Option<std::net::IpAddr>) -> Option<bool> {
-    rules.iter().find_map(|rule| {
-        let hit = match (rule.net, ip) {
-            (Net::All, _) => true,
-            (Net::Cidr(net, bits), Some(ip)) => cidr_contains(net, bits, ip),
-            (Net::Cidr(..), None) => false,
-        };
-        hit.then_some(rule.allow)
-    })
-}
-
 /// nginx's access phase: `allow`/`deny` then `auth_basic`; with `satisfy all` the first
 /// refusal answers, with `satisfy any` the first success lets the request through and a
 /// 401 outranks a 403.
@@ -498,6 +486,7 @@ fn read_user_file(path: &std::path::Path) -> std::io::Result<Vec<u8>> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::conf::model::{AccessRule, Net};
 
     #[test]
     fn access_rules_decline_when_none_matches() {
@@ -514,6 +503,12 @@ mod tests {
             net: Net::All,
         }];
         assert_eq!(access_rule(&all, None), Some(false));
+        let unix = [AccessRule {
+            allow: true,
+            net: Net::Unix,
+        }];
+        assert_eq!(access_rule(&unix, None), Some(true), "a UNIX-domain client");
+        assert_eq!(access_rule(&unix, ip("127.0.0.1")), None, "not a TCP one");
     }
 
     #[test]

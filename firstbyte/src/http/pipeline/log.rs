@@ -36,6 +36,8 @@ pub(super) struct LogOnDone {
     pub(super) upstream: Option<crate::http::proxy::UpstreamVars>,
     /// The response head's bytes, when `$bytes_sent` counts them (an upgraded connection).
     pub(super) head_bytes: u64,
+    /// `$limit_rate`: the rate the response was sent at (bytes per second, 0: unlimited).
+    pub(super) limit_rate: u64,
     /// Held until the line is written: a temp file lives as long (nginx's request pool).
     pub(super) request_body: Option<crate::http::proxy::RequestBody>,
 }
@@ -77,6 +79,7 @@ impl LogOnDone {
                 guard: r.guard.as_ref().map(|g| g.vars.clone()),
                 upstream,
                 head_bytes: 0,
+                limit_rate: r.limit_rate.unwrap_or(0),
                 request_body: r.request_body.get().cloned(),
             })),
             _ => None,
@@ -114,7 +117,7 @@ impl LogOnDone {
             user: self.user.as_deref(),
             guard: self.guard.as_ref(),
             upstream: self.upstream.as_ref(),
-            limit_rate: 0,
+            limit_rate: self.limit_rate,
             request_body: self.request_body.as_ref(),
         };
         for t in targets {

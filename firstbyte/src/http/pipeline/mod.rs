@@ -651,14 +651,19 @@ where
             }
         };
         match result {
-            Ok(resp) => match accel_redirect(&r, &conf) {
-                Some((target, kept)) => {
-                    drop(resp);
-                    carried = Some(kept);
-                    (step, loc) = phases::accel_redirect(&mut r, &target);
+            Ok(resp) => {
+                if let Some(rate) = accel_limit_rate(&r, &conf) {
+                    r.limit_rate = Some(rate);
                 }
-                None => break (resp, loc),
-            },
+                match accel_redirect(&r, &conf) {
+                    Some((target, kept)) => {
+                        drop(resp);
+                        carried = Some(kept);
+                        (step, loc) = phases::accel_redirect(&mut r, &target);
+                    }
+                    None => break (resp, loc),
+                }
+            }
             Err(_) if too_large.load(Ordering::Relaxed) => {
                 crate::fblog!(
                     Error,
@@ -733,6 +738,30 @@ fn accel_redirect(r: &Req<'_>, conf: &ProxyConf) -> Option<(String, HeaderMap)> 
         }
     }
     Some((target, kept))
+}
+
+/// The rate limit an upstream's `X-Accel-Limit-Rate` sets (bytes per second, `0`: none), when
+/// `proxy_ignore_headers` does not name it. As nginx (`ngx_atoi`): digits only; any other
+/// value (`off` too) is ignored and the location's `limit_rate` stands. Like `set
+/// $limit_rate`, it outranks the `limit_rate` of a location an `X-Accel-Redirect` leads to.
+fn accel_limit_rate(r: &Req<'_>, conf: &ProxyConf) -> Option<u64> {
+    if conf
+        .ignore_headers
+        .iter()
+        .any(|h| h == "x-accel-limit-rate")
+    {
+        return None;
+    }
+    let v = r
+        .upstream
+        .get()?
+        .last_headers()?
+        .get("x-accel-limit-rate")?;
+    let v = v.as_bytes();
+    if v.is_empty() || !v.iter().all(u8::is_ascii_digit) {
+        return None;
+    }
+    std::str::from_utf8(v).ok()?.parse().ok()
 }
 
 /// Why nginx refuses a request's framing: `Content-Length` beside `Transfer-Encoding`, or

@@ -438,6 +438,11 @@ pub(super) fn finish(
         done.ttfb(),
         r.upstream.get().cloned(),
     );
+    if let Some(l) = log.as_mut() {
+        // nginx's `$limit_rate` in the log: the rate in force (the location's, or the one
+        // `set $limit_rate` or an upstream's `X-Accel-Limit-Rate` gave).
+        l.limit_rate = rate;
+    }
     // An upgraded connection is logged when its tunnel closes, with the bytes it sent the
     // client (nginx: `$body_bytes_sent` the tunnel's, `$bytes_sent` with the 101 head).
     if let Some(end) = resp

@@ -129,8 +129,9 @@ impl UserVars {
 /// `map` and `split_clients` variables computed from them (a `set` variable is empty then).
 pub struct HandshakeVars<'a> {
     sni: &'a str,
-    peer: std::net::SocketAddr,
-    local: std::net::SocketAddr,
+    /// `None` on a UNIX-domain socket (then `$remote_addr` is `unix:`, the ports empty).
+    peer: Option<std::net::SocketAddr>,
+    local: Option<std::net::SocketAddr>,
     user: Option<Box<UserVars>>,
 }
 
@@ -140,8 +141,8 @@ impl<'a> HandshakeVars<'a> {
     pub fn new(
         defs: &Arc<VarDefs>,
         sni: &'a str,
-        peer: std::net::SocketAddr,
-        local: std::net::SocketAddr,
+        peer: Option<std::net::SocketAddr>,
+        local: Option<std::net::SocketAddr>,
     ) -> Self {
         let user = UserVars::new(defs).map(|mut u| {
             u.warn_uninit = false;
@@ -158,8 +159,14 @@ impl<'a> HandshakeVars<'a> {
 
 impl Vars for HandshakeVars<'_> {
     fn get(&self, name: &str) -> Option<Cow<'_, str>> {
-        let addr = |a: std::net::SocketAddr| Some(Cow::Owned(a.ip().to_canonical().to_string()));
-        let port = |a: std::net::SocketAddr| Some(Cow::Owned(a.port().to_string()));
+        let addr = |a: Option<std::net::SocketAddr>| {
+            Some(a.map_or(Cow::Borrowed("unix:"), |a| {
+                Cow::Owned(a.ip().to_canonical().to_string())
+            }))
+        };
+        let port = |a: Option<std::net::SocketAddr>| {
+            Some(a.map_or(Cow::Borrowed(""), |a| Cow::Owned(a.port().to_string())))
+        };
         match name {
             "ssl_server_name" => Some(Cow::Borrowed(self.sni)),
             "remote_addr" | "realip_remote_addr" => addr(self.peer),
@@ -326,7 +333,7 @@ mod tests {
         let defs = c.http.unwrap().servers[0].vars.clone();
         let peer = "10.1.2.3:5555".parse().unwrap();
         let local = "[::ffff:127.0.0.1]:8443".parse().unwrap();
-        let v = HandshakeVars::new(&defs, "a.test", peer, local);
+        let v = HandshakeVars::new(&defs, "a.test", Some(peer), Some(local));
         let get = |n: &str| v.get(n).map(|s| s.into_owned());
         assert_eq!(get("ssl_server_name").as_deref(), Some("a.test"));
         assert_eq!(get("remote_addr").as_deref(), Some("10.1.2.3"));
@@ -338,7 +345,7 @@ mod tests {
         assert_eq!(get("p").as_deref(), Some("alt"));
         assert_eq!(get("s").as_deref(), Some(""));
         assert_eq!(get("request_uri"), None);
-        let other = HandshakeVars::new(&defs, "", "192.0.2.1:1".parse().unwrap(), local);
+        let other = HandshakeVars::new(&defs, "", "192.0.2.1:1".parse().ok(), Some(local));
         assert_eq!(other.get("g").as_deref(), Some("d"));
         assert_eq!(other.get("m").as_deref(), Some("other"));
     }

@@ -5,7 +5,6 @@
 //! kernel (`tls::ktls`), decided before rustls gives up anything.
 
 use std::net::SocketAddr;
-use std::os::fd::RawFd;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -44,6 +43,19 @@ fn ktls_possible(addr: &crate::conf::vhosts::AddrServers) -> bool {
     asked && matches!(ktls::sys::support(), ktls::Support::Ciphers(c) if !c.is_empty())
 }
 
+/// A client in log lines: its IP address, or `unix:` on a UNIX-domain socket (nginx's
+/// words for an unnamed peer).
+pub(super) struct Client(pub(super) Option<SocketAddr>);
+
+impl std::fmt::Display for Client {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self.0 {
+            Some(a) => write!(f, "{}", a.ip()),
+            None => f.write_str("unix:"),
+        }
+    }
+}
+
 /// A PROXY header's addresses and version 2 TLVs.
 type ProxyHeader = (
     Option<crate::net::proxy_protocol::ProxyAddrs>,
@@ -58,7 +70,7 @@ type ProxyHeader = (
 /// With the addresses come a version 2 header's TLVs, if any.
 pub(super) async fn read_proxy_protocol(
     stream: &TcpStream,
-    peer: SocketAddr,
+    peer: Option<SocketAddr>,
     deadline: Instant,
 ) -> Result<ProxyHeader, ()> {
     use crate::net::proxy_protocol::{parse, Parsed, MAX_HEADER};
@@ -74,7 +86,7 @@ pub(super) async fn read_proxy_protocol(
                 crate::fblog!(
                     Info,
                     "recv() failed ({e}) while reading PROXY protocol header, client: {}",
-                    peer.ip()
+                    Client(peer)
                 );
                 return Err(());
             }
@@ -82,7 +94,7 @@ pub(super) async fn read_proxy_protocol(
                 crate::fblog!(
                     Info,
                     "client timed out while reading PROXY protocol header, client: {}",
-                    peer.ip()
+                    Client(peer)
                 );
                 return Err(());
             }
@@ -100,7 +112,7 @@ pub(super) async fn read_proxy_protocol(
                 crate::fblog!(
                     Error,
                     "header is too large while reading PROXY protocol, client: {}",
-                    peer.ip()
+                    Client(peer)
                 );
                 return Err(());
             }
@@ -108,7 +120,7 @@ pub(super) async fn read_proxy_protocol(
                 crate::fblog!(
                     Error,
                     "{why} while reading PROXY protocol, client: {}",
-                    peer.ip()
+                    Client(peer)
                 );
                 return Err(());
             }
@@ -144,14 +156,14 @@ pub(super) async fn read_proxy_protocol(
 async fn plain_http_refused(
     mut stream: TcpStream,
     deadline: tokio::time::Instant,
-    peer: SocketAddr,
+    peer: Option<SocketAddr>,
 ) {
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
     crate::metrics::tls_failure("tcp", "plain_http");
     crate::fblog!(
         Info,
         "client sent plain HTTP request to HTTPS port, client: {}",
-        peer.ip()
+        Client(peer)
     );
     let mut head = Vec::with_capacity(1024);
     let mut buf = [0u8; 1024];
@@ -182,9 +194,8 @@ pub(super) async fn accept_tls(
     shared: &Shared,
     socket: usize,
     stream: TcpStream,
-    peer: SocketAddr,
+    peer: Option<SocketAddr>,
     local: SocketAddr,
-    fd: RawFd,
     mut facts: ConnFacts,
     send_timeout: Duration,
     timer: (Instant, Duration),
@@ -203,15 +214,17 @@ pub(super) async fn accept_tls(
     let default = addr.default_server().clone();
     let release = crate::tls::stream::Release::new();
     let io = Arc::new(IoControl::new(send_timeout, false));
-    let may_switch = ktls_possible(addr);
+    // Kernel TLS, and `TCP_INFO` for record sizes, on TCP only.
+    let fd = facts.socket;
+    let may_switch = fd.is_some() && ktls_possible(addr);
     io.set_record_reads(may_switch);
-    let mut stream = SocketStream::new(stream, io.clone(), Some(peer));
+    let mut stream = SocketStream::new(stream, io.clone(), peer);
     let handshake_failed = |e: &dyn std::fmt::Display, reason: &'static str| {
         crate::metrics::tls_failure("tcp", reason);
         crate::fblog!(
             Info,
             "SSL_do_handshake() failed ({e}) while SSL handshaking, client: {}",
-            peer.ip()
+            Client(peer)
         );
     };
     let timed_out = || {
@@ -219,7 +232,7 @@ pub(super) async fn accept_tls(
         crate::fblog!(
             Info,
             "client timed out while SSL handshaking, client: {}",
-            peer.ip()
+            Client(peer)
         );
     };
     let hello = match tokio::time::timeout_at(
@@ -255,7 +268,7 @@ pub(super) async fn accept_tls(
             Info,
             "handshake rejected (\"ssl_reject_handshake\") for server name \"{}\" while SSL handshaking, client: {}",
             sni.as_deref().unwrap_or(""),
-            peer.ip()
+            Client(peer)
         );
         return None;
     }
@@ -270,7 +283,7 @@ pub(super) async fn accept_tls(
             Error,
             "no \"ssl_certificate\" is defined for server \"{}\", client: {}",
             sni.as_deref().unwrap_or(""),
-            peer.ip()
+            Client(peer)
         );
         return None;
     };
@@ -279,8 +292,12 @@ pub(super) async fn accept_tls(
     let cfg = match site.dynamic_for(&server) {
         Some(d) => {
             let name = sni.as_deref().unwrap_or("");
-            let vars =
-                crate::http::rewrite::uservars::HandshakeVars::new(&server.vars, name, peer, local);
+            let vars = crate::http::rewrite::uservars::HandshakeVars::new(
+                &server.vars,
+                name,
+                peer,
+                facts.local,
+            );
             crate::tls::with_certificate(&cfg, d.resolve_vars(&vars, name))
         }
         None => cfg,
@@ -300,7 +317,7 @@ pub(super) async fn accept_tls(
         stream,
         tls_conn,
         record_policy(&server, &shared.http.advisor),
-        crate::record::SocketInfo(Some(fd)),
+        crate::record::SocketInfo(fd),
         release.clone(),
     ));
     let tls = match tokio::time::timeout_at(hs_deadline, handshake).await {
@@ -358,7 +375,7 @@ pub(super) async fn accept_tls(
             )
         });
     let mut kernel = None;
-    if let Some(d) = decision {
+    if let (Some(d), Some(fd)) = (decision, fd) {
         match d {
             ktls::Decision::Kernel(v, c) => match ktls::sys::attach_ulp(fd) {
                 Ok(()) => kernel = Some((v, c)),
@@ -367,7 +384,7 @@ pub(super) async fn accept_tls(
                     Info,
                     "setsockopt(TCP_ULP, \"tls\") failed ({}), TLS stays in user space, client: {}",
                     crate::log::OsError(&e),
-                    peer.ip()
+                    Client(peer)
                 ),
             },
             ktls::Decision::User(why) => crate::fblog!(Debug, "BIO_get_ktls_send(): 0 ({why})"),
@@ -415,12 +432,12 @@ pub(super) async fn accept_tls(
                         "kTLS: {} {} in the kernel, client: {}",
                         version.name(),
                         cipher.name(),
-                        peer.ip()
+                        Client(peer)
                     );
                     // The socket now carries plaintext as it is: file bodies may `sendfile`.
                     let io = Arc::new(IoControl::new(send_timeout, true));
                     (
-                        Secured::Kernel(Box::new(SocketStream::new(k, io.clone(), Some(peer)))),
+                        Secured::Kernel(Box::new(SocketStream::new(k, io.clone(), peer))),
                         io,
                     )
                 }
@@ -429,7 +446,7 @@ pub(super) async fn accept_tls(
                         Error,
                         "kernel TLS switch failed: {}, client: {}",
                         e.0,
-                        peer.ip()
+                        Client(peer)
                     );
                     return None;
                 }
@@ -505,6 +522,7 @@ fn record_policy(
 mod tests {
     use super::*;
     use std::io::IoSlice;
+    use std::os::fd::RawFd;
     use std::pin::Pin;
     use std::sync::Mutex;
     use std::task::{Context, Poll};

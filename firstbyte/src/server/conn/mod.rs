@@ -77,14 +77,18 @@ fn apply_socket_options(fd: RawFd, server: &ServerConf) {
     }
 }
 
-/// Serves one accepted connection to its end.
+/// Serves one accepted connection to its end. `peer` is `None` on a UNIX-domain socket
+/// (`unix` is then its path, and `stream` wraps that socket: see `server::Acceptor`); the
+/// TCP-only options (`TCP_NODELAY`, `TCP_NOTSENT_LOWAT`, congestion control, `TCP_CORK`,
+/// `TCP_INFO`, kernel TLS) are then skipped.
 pub async fn handle(
     site: Arc<Site>,
     shared: Arc<Shared>,
     socket: usize,
     stream: TcpStream,
-    peer: SocketAddr,
+    peer: Option<SocketAddr>,
     listen: SocketAddr,
+    unix: Option<Arc<str>>,
 ) {
     let accepted = Instant::now();
     shared.http.stats.accepts.fetch_add(1, Ordering::Relaxed);
@@ -94,7 +98,8 @@ pub async fn handle(
     let id = shared.http.stats.accepts.load(Ordering::Relaxed);
     // A listener on one address is the connection's local address: no `getsockname` (nginx
     // asks the kernel only for wildcard listeners too).
-    let local = if listen.ip().is_unspecified() {
+    let tcp = unix.is_none();
+    let local = if tcp && listen.ip().is_unspecified() {
         match stream.local_addr() {
             Ok(a) => a,
             Err(_) => return,
@@ -105,18 +110,21 @@ pub async fn handle(
     let fd = stream.as_raw_fd();
     let addr = site.vhosts().addr_servers(socket, local);
     let default = addr.default_server().clone();
-    apply_socket_options(fd, &default);
+    if tcp {
+        apply_socket_options(fd, &default);
+    }
     let hs_timeout = default.client_header_timeout;
     let mut facts = ConnFacts {
-        peer: Some(peer),
-        local: Some(local),
+        peer,
+        local: tcp.then_some(local),
         id,
         tls: None,
         record_policy: "static",
         proxy_protocol: None,
         proxy_protocol_tlvs: None,
-        socket: Some(fd),
+        socket: tcp.then_some(fd),
         accepted: Some(accepted),
+        unix,
     };
 
     if addr.proxy_protocol() {
@@ -142,8 +150,9 @@ pub async fn handle(
                 None => return,
             }
         };
-        let io = Arc::new(IoControl::new(send_timeout, true));
-        let stream = SocketStream::new(stream, io.clone(), Some(peer));
+        // `sendfile` (and the `TCP_CORK` around it) on TCP only.
+        let io = Arc::new(IoControl::new(send_timeout, tcp));
+        let stream = SocketStream::new(stream, io.clone(), peer);
         let conn = Arc::new(Conn::new(
             site.http().clone(),
             shared.http.clone(),
@@ -166,7 +175,6 @@ pub async fn handle(
         stream,
         peer,
         local,
-        fd,
         facts,
         send_timeout,
         (accepted, hs_timeout),
