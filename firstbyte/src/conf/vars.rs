@@ -93,6 +93,7 @@ pub const KNOWN: &[&str] = &[
     "pid",
     "connection",
     "connection_requests",
+    "pipe",
     "content_type",
     "content_length",
     "document_root",

@@ -340,6 +340,12 @@ impl Activity {
         false
     }
 
+    /// Whether a byte arrived with no request in flight since the last request ended: false
+    /// for a request whose head was read before the previous response ended (pipelined).
+    pub(crate) fn head_begun(&self) -> bool {
+        self.head_ms.load(Ordering::Relaxed) != NO_HEAD
+    }
+
     /// Requests whose response is not finished.
     pub(crate) fn inflight(&self) -> u64 {
         self.inflight.load(Ordering::Relaxed)

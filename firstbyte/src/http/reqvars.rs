@@ -119,6 +119,9 @@ pub struct RequestVars<'a> {
     pub stats: Option<&'a crate::http::site::Stats>,
     /// Requests served on this connection so far, this one included.
     pub connection_requests: u64,
+    /// `$pipe`: the request was pipelined (HTTP/1.x: its head was read before the previous
+    /// request's response ended).
+    pub pipelined: bool,
     /// Regex captures of the matched location, `rewrite` or `if` (`$1`..).
     pub captures: &'a [Option<String>],
     /// `set`, `map` and `split_clients` variables (None when the configuration has none).
@@ -383,6 +386,7 @@ impl Vars for RequestVars<'_> {
             "limit_rate" => Some(Cow::Owned(self.limit_rate.to_string())),
             "connection" => Some(Cow::Owned(self.conn.id.to_string())),
             "connection_requests" => Some(Cow::Owned(self.connection_requests.to_string())),
+            "pipe" => Some(Cow::Borrowed(if self.pipelined { "p" } else { "." })),
             "content_type" => header(self.headers, "content_type"),
             "content_length" => header(self.headers, "content_length"),
             "document_root" | "realpath_root" => self.document_root.map(Cow::Borrowed),
@@ -546,6 +550,7 @@ mod tests {
             ttfb: None,
             stats: None,
             connection_requests: 1,
+            pipelined: false,
             captures: &[],
             user: None,
             guard: None,

@@ -29,6 +29,7 @@ pub(super) struct LogOnDone {
     /// From the start until the response head was ready.
     pub(super) ttfb: std::time::Duration,
     pub(super) nreq: u64,
+    pub(super) pipelined: bool,
     pub(super) head_length: u64,
     pub(super) early_data: bool,
     pub(super) user: Option<Box<crate::http::rewrite::uservars::UserVars>>,
@@ -71,6 +72,7 @@ impl LogOnDone {
                 start: r.start,
                 ttfb,
                 nreq: r.nreq,
+                pipelined: r.pipelined,
                 head_length: r.head_length,
                 early_data: r.early_data,
                 user: r.user.clone(),
@@ -110,6 +112,7 @@ impl LogOnDone {
             ttfb: Some(self.ttfb),
             stats: Some(&self.shared.stats),
             connection_requests: self.nreq,
+            pipelined: self.pipelined,
             captures: &[],
             user: self.user.as_deref(),
             guard: self.guard.as_ref(),

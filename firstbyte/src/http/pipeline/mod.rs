@@ -138,6 +138,8 @@ struct Req<'a> {
     request_filename: Option<PathBuf>,
     start: Instant,
     nreq: u64,
+    /// `$pipe`: an HTTP/1.x request whose head was read before the previous response ended.
+    pipelined: bool,
     /// For `$request_length`.
     head_length: u64,
     /// What auth_basic, real IP and the limits left (None for a location without them).
@@ -210,6 +212,7 @@ impl Req<'_> {
             ttfb: None,
             stats: Some(&self.conn.shared().stats),
             connection_requests: self.nreq,
+            pipelined: self.pipelined,
             captures: &self.captures,
             user: self.user.as_deref(),
             upstream: self.upstream.get(),
@@ -279,6 +282,15 @@ where
 {
     let start = Instant::now();
     let nreq = conn.count_request();
+    // `$pipe`: on HTTP/1.x no byte arrived between the previous response's end and this
+    // request's head, so the head was already read (nginx: bytes left in its buffer when the
+    // previous request ended).
+    let pipelined = nreq > 1
+        && matches!(
+            req.version(),
+            http::Version::HTTP_10 | http::Version::HTTP_11
+        )
+        && !conn.activity().head_begun();
     // HTTP/2: the stream that reaches the server's `keepalive_requests` asks for GOAWAY as it
     // starts, as nginx decides when it creates the stream, so streams a client resets before
     // their responses (rapid reset) count too. The location's own value applies again when the
@@ -415,6 +427,7 @@ where
         request_filename: None,
         start,
         nreq,
+        pipelined,
         head_length,
         early_data,
         guard: None,

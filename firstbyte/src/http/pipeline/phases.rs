@@ -240,6 +240,7 @@ fn error_inner(
         request_filename: None,
         start: r.start,
         nreq: r.nreq,
+        pipelined: r.pipelined,
         head_length: r.head_length,
         early_data: r.early_data,
         user: r.user.clone(),
