@@ -176,7 +176,8 @@ pub fn open_error_logs(
     logs.iter()
         .map(|l| match &l.target {
             // `error_log` has no stdout target; stderr is the stream for errors.
-            LogTarget::Stderr | LogTarget::Stdout => Ok((None, l.level)),
+            // (`error_log` has no path with variables.)
+            LogTarget::Stderr | LogTarget::Stdout | LogTarget::Variable(_) => Ok((None, l.level)),
             LogTarget::File(p) => Ok((Some(files(p)?), l.level)),
         })
         .collect()

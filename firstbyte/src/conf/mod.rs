@@ -31,6 +31,7 @@ pub fn units_size(s: &str) -> Option<u64> {
 }
 pub mod leaky;
 mod limit_except;
+pub mod log_cache;
 pub mod limits;
 pub mod locate;
 pub mod model;

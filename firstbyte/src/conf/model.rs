@@ -142,6 +142,9 @@ pub enum LogTarget {
     Stdout,
     /// A file, opened for append.
     File(PathBuf),
+    /// An `access_log` path with variables (absolute after prefix resolution): evaluated
+    /// per request, the file opened then (or kept by `open_log_file_cache`).
+    Variable(crate::conf::vars::ComplexValue),
 }
 
 /// The `http {}` block.

@@ -224,6 +224,22 @@ impl RequestVars<'_> {
 }
 
 impl Vars for RequestVars<'_> {
+    fn get_bytes(&self, name: &str) -> Option<Cow<'_, [u8]>> {
+        if name == "binary_remote_addr" {
+            // nginx: the address in network order, 4 bytes (IPv4) or 16 (IPv6).
+            return self.peer().map(|a| {
+                Cow::Owned(match a.ip() {
+                    std::net::IpAddr::V4(v4) => v4.octets().to_vec(),
+                    std::net::IpAddr::V6(v6) => v6.octets().to_vec(),
+                })
+            });
+        }
+        self.get(name).map(|v| match v {
+            Cow::Borrowed(s) => Cow::Borrowed(s.as_bytes()),
+            Cow::Owned(s) => Cow::Owned(s.into_bytes()),
+        })
+    }
+
     fn get(&self, name: &str) -> Option<Cow<'_, str>> {
         let s = |v: &str| Some(Cow::Owned(v.to_string()));
         let tls = self.conn.tls.as_ref();
@@ -244,6 +260,8 @@ impl Vars for RequestVars<'_> {
             "scheme" => Some(Cow::Borrowed(if tls.is_some() { "https" } else { "http" })),
             "https" => Some(Cow::Borrowed(if tls.is_some() { "on" } else { "" })),
             "remote_addr" => self.peer().map(|a| Cow::Owned(a.ip().to_string())),
+            // As text where a value is text (a `limit_req_zone` key: one per address);
+            // the 4 or 16 bytes in a log line (`get_bytes`).
             "binary_remote_addr" => self.peer().map(|a| Cow::Owned(a.ip().to_string())),
             "remote_port" => self.peer().map(|a| Cow::Owned(a.port().to_string())),
             "realip_remote_addr" => self.conn.peer.map(|a| Cow::Owned(a.ip().to_string())),

@@ -58,6 +58,8 @@ impl Site {
                     f.write(line);
                 }
             }
+            // The access log's writer opens these per request.
+            LogTarget::Variable(_) => {}
         }
     }
 }

@@ -281,6 +281,7 @@ fn access_log_files(loc: &crate::conf::model::LocationConf) -> impl Iterator<Ite
     };
     targets.iter().filter_map(|t| match &t.target {
         LogTarget::File(p) => Some(p.as_path()),
-        LogTarget::Stderr | LogTarget::Stdout => None,
+        // Opened per request (`open_log_file_cache`).
+        LogTarget::Stderr | LogTarget::Stdout | LogTarget::Variable(_) => None,
     })
 }
