@@ -101,7 +101,10 @@ http {
         "one file per value"
     );
     assert_eq!(wait_lines(&dir.join("logs/v_b"), 1), "/v:b\n");
-    assert_eq!(wait_lines(&dir.join("bin.log"), 1), "\\x7F\\x00\\x00\\x01\n");
+    assert_eq!(
+        wait_lines(&dir.join("bin.log"), 1),
+        "\\x7F\\x00\\x00\\x01\n"
+    );
     let err = wait_for(&dir.join("error.log"), "existence failed");
     assert!(
         err.contains(&format!(
@@ -179,7 +182,10 @@ http {
     assert_eq!(wait_lines(&dir.join("d/c_second"), 3).lines().count(), 3);
     assert_eq!(count("c_lru"), 2, "closed as least recently used");
     assert_eq!(count("c_once"), 1, "not kept below min_uses");
-    assert!(err.contains("[crit]") && err.contains("c_lru\" failed"), "{err}");
+    assert!(
+        err.contains("[crit]") && err.contains("c_lru\" failed"),
+        "{err}"
+    );
 }
 
 /// `$pipe`: `p` for a request whose head arrived with the previous one's, `.` otherwise
@@ -205,10 +211,7 @@ http {
         "GET /1 HTTP/1.1\r\nHost: localhost\r\n\r\nGET /2 HTTP/1.1\r\nHost: localhost\r\n\r\nGET /3 HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n",
     );
     assert_eq!(r.matches("HTTP/1.1 200").count(), 3, "{r}");
-    assert_eq!(
-        wait_lines(&s.dir.join("pipe.log"), 3),
-        "/1 .\n/2 p\n/3 p\n"
-    );
+    assert_eq!(wait_lines(&s.dir.join("pipe.log"), 3), "/1 .\n/2 p\n/3 p\n");
     // One request at a time on a keep-alive connection: none pipelined.
     let mut c = TcpStream::connect(("127.0.0.1", p[0])).unwrap();
     c.set_read_timeout(Some(Duration::from_secs(10))).unwrap();

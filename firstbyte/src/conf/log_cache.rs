@@ -251,7 +251,12 @@ mod tests {
         }
         assert_eq!(c.len(), 3);
         std::fs::rename(dir.join("d"), dir.join("moved")).unwrap();
-        for (n, ok) in [("lru", false), ("once", false), ("first", true), ("second", true)] {
+        for (n, ok) in [
+            ("lru", false),
+            ("once", false),
+            ("first", true),
+            ("second", true),
+        ] {
             assert_eq!(c.write(&p(n), b"/\n", open).is_ok(), ok, "{n}");
         }
         let lines = |n: &str| {

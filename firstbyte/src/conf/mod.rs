@@ -31,9 +31,9 @@ pub fn units_size(s: &str) -> Option<u64> {
 }
 pub mod leaky;
 mod limit_except;
-pub mod log_cache;
 pub mod limits;
 pub mod locate;
+pub mod log_cache;
 pub mod model;
 mod modules;
 mod parse;

@@ -255,7 +255,7 @@ const HASH: &str = "firstbyte sizes its hash tables itself";
 #[rustfmt::skip]
 pub(crate) static DIRECTIVES: &[Spec] = &[
     // core (main, events)
-    d("error_log", MAIN | HSL, 1, 2, "stderr error", Global, Main(h::error_log), "Error log file (or `stderr`) and lowest level; several allowed. Only the main level's count: elsewhere it is accepted with a warning."),
+    d("error_log", MAIN | HSL, 1, 2, "stderr error", Global, Main(h::error_log), "Error log file (or `stderr`) and lowest level; several allowed. In http, server and location (inherited inward when a level has none of its own): a request's error lines go to its location's, or before a location is chosen its server's, instead of the main level's; the files are opened at load."),
     block("events", MAIN, 0, 0, Handler::Events, "Connection-processing settings."),
     ignored("multi_accept", EVENTS, 1, 1, "firstbyte accepts every pending connection on each wakeup"),
     ignored("use", EVENTS, 1, 1, "firstbyte's runtime picks epoll itself"),

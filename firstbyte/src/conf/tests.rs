@@ -224,7 +224,6 @@ fn warnings_say_what_firstbyte_does_instead() {
          variables_hash_max_size 1024; variables_hash_bucket_size 64;\n\
          server_tokens off; ssl_dhparam dh.pem; gzip_buffers 16 8k;\n\
          ssl_protocols SSLv3 TLSv1 TLSv1.1 TLSv1.2;\n\
-         error_log /x.log;\n\
          }");
     let w = &c.warnings;
     let want = [
@@ -243,7 +242,6 @@ fn warnings_say_what_firstbyte_does_instead() {
         "\"ssl_dhparam\" is ignored: rustls offers only ECDHE key exchange in /t/x.conf:7",
         "\"gzip_buffers\" is ignored: firstbyte's compressor sizes its own buffers in /t/x.conf:7",
         "SSLv3 TLSv1 TLSv1.1 in \"ssl_protocols\" not offered: rustls speaks TLSv1.2 and TLSv1.3 only in /t/x.conf:8",
-        "\"error_log\" is ignored here: firstbyte writes one error log, the main level's in /t/x.conf:9",
     ];
     assert_eq!(w, &want);
 }

@@ -22,7 +22,7 @@ pub trait Vars {
 }
 
 /// One piece of a complex value.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub enum Part {
     /// Literal text.
     Lit(String),
@@ -31,7 +31,7 @@ pub enum Part {
 }
 
 /// A string with `$variables`, parsed.
-#[derive(Debug, Clone, PartialEq, Eq, Default)]
+#[derive(Debug, Clone, PartialEq, Eq, Default, Hash)]
 pub struct ComplexValue {
     parts: Vec<Part>,
 }

@@ -83,7 +83,8 @@ where
 {
     let busy = Busy::new(conn);
     let conn = &busy.0;
-    let mut resp = handle(conn, req).await;
+    // The request's error lines go to its server's or location's `error_log` once known.
+    let mut resp = crate::log::request_scope(handle(conn, req)).await;
     if let Some(n) = conn.data_chunk() {
         resp.body_mut().inner.set_chunk(n);
     }
@@ -396,6 +397,8 @@ where
             None => addr.find(None).clone(),
         },
     };
+    // The server's `error_log` takes the request's error lines until a location is chosen.
+    crate::log::set_request_log(conn.site().error_log(&server.default_location.error_log));
     let sni = conn
         .facts()
         .tls

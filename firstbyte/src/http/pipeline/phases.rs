@@ -378,6 +378,8 @@ fn run_rewrite(
 /// the location given back).
 fn in_location(r: &mut Req, loc: Arc<LocationConf>) -> (Out, Arc<LocationConf>) {
     r.fastcgi.clone_from(&loc.fastcgi_vars);
+    // The location's `error_log` takes the request's error lines from here on.
+    crate::log::set_request_log(r.conn.site().error_log(&loc.error_log));
     if let Some(out) = find_config_checks(r, &loc) {
         return (out, loc);
     }
