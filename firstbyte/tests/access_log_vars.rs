@@ -251,3 +251,50 @@ fn buffered_variable_path_is_refused() {
         "{err}"
     );
 }
+
+/// `$bytes_sent` on HTTP/1.x: the bytes the client read, head included (a `return`, a
+/// static file, a 404 page; HTTP/1.0 and 1.1; kept alive or closed).
+#[test]
+fn bytes_sent_counts_the_http1_head() {
+    let conf = r#"
+pid off;
+error_log {dir}/error.log;
+events {}
+http {
+    log_format b '$uri $bytes_sent $body_bytes_sent';
+    access_log {dir}/b.log b;
+    server {
+        listen 127.0.0.1:{port0};
+        root {dir}/html;
+        location /r { return 200 OK; }
+    }
+}
+"#;
+    let (s, p) = Server::start("access-log-bytes", conf, 1);
+    let one = [
+        "GET /r HTTP/1.0\nHost: localhost\n\n",
+        "GET /index.html HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n",
+        "HEAD /index.html HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n",
+        "GET /missing HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n",
+    ];
+    let mut want = String::new();
+    for raw in one {
+        let got = exchange(p[0], raw);
+        let path = raw.split(' ').nth(1).unwrap();
+        let body = got.split_once("\r\n\r\n").map_or(0, |(_, b)| b.len());
+        want.push_str(&format!("{path} {} {body}\n", got.len()));
+    }
+    // Two on one connection, the first kept alive: the sum is what the client read.
+    let got = exchange(
+        p[0],
+        "GET /index.html HTTP/1.1\r\nHost: localhost\r\n\r\nGET /r HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n",
+    );
+    let log = wait_lines(&s.dir.join("b.log"), one.len() + 2);
+    assert!(log.starts_with(&want), "{log}\nwant:\n{want}");
+    let sum: usize = log
+        .lines()
+        .skip(one.len())
+        .map(|l| l.split(' ').nth(1).unwrap().parse::<usize>().unwrap())
+        .sum();
+    assert_eq!(sum, got.len(), "{log}");
+}
