@@ -158,23 +158,11 @@ fn below_main(
     Ok(())
 }
 
-/// Handlers every context shares: ignored directives, and `error_log` below main.
+/// Handlers every context shares: ignored directives.
 fn common(spec: &Spec, d: &Directive, cx: &mut Cx) -> R {
     match spec.handler {
         Handler::Ignored(reason) => {
             cx.warn(format!("\"{}\" is ignored: {reason}", d.name), &d.pos);
-            Ok(())
-        }
-        Handler::Main(f) => {
-            // Only `error_log` is both main and elsewhere: check it, say it does nothing here.
-            f(&mut MainSettings::default(), d, cx)?;
-            cx.warn(
-                format!(
-                    "\"{}\" is ignored here: firstbyte writes one error log, the main level's",
-                    d.name
-                ),
-                &d.pos,
-            );
             Ok(())
         }
         _ => Err(ConfError::NotAllowedHere {
