@@ -298,3 +298,48 @@ http {
         .sum();
     assert_eq!(sum, got.len(), "{log}");
 }
+
+/// `$request_length` of an HTTP/1.x head is the bytes received: a head with bare-LF line
+/// ends or no space after a colon counts as sent, as nginx; pipelined heads and heads with
+/// a body count as written again (CRLF, `NAME: VALUE`), as before.
+#[test]
+fn request_length_counts_the_head_as_received() {
+    let conf = r#"
+pid off;
+error_log {dir}/error.log;
+events {}
+http {
+    access_log off;
+    server {
+        listen 127.0.0.1:{port0};
+        location / { return 200 "$request_length\n"; }
+    }
+}
+"#;
+    let (_s, p) = Server::start("request-length", conf, 1);
+    let body = |r: &str| {
+        r.split_once("\r\n\r\n")
+            .map(|(_, b)| b.to_string())
+            .unwrap()
+    };
+    for raw in [
+        "GET /a HTTP/1.0\nHost: localhost\n\n",
+        "GET /a HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n",
+        "GET /a HTTP/1.1\r\nHost:localhost\nConnection: close\r\n\n",
+    ] {
+        assert_eq!(
+            body(&exchange(p[0], raw)),
+            format!("{}\n", raw.len()),
+            "{raw:?}"
+        );
+    }
+    // Two heads in one write: each as written again (CRLF; 36 and 55 bytes).
+    let two = exchange(
+        p[0],
+        "GET /a HTTP/1.1\nHost: localhost\n\nGET /b HTTP/1.1\nHost: localhost\nConnection: close\n\n",
+    );
+    assert!(
+        two.contains("\r\n\r\n36\n") && two.ends_with("\r\n\r\n55\n"),
+        "{two}"
+    );
+}
