@@ -46,6 +46,11 @@ impl Site {
         }
     }
 
+    /// Whether an http, server or location block has its own `error_log`.
+    pub fn has_block_error_logs(&self) -> bool {
+        !self.error_logs.is_empty()
+    }
+
     /// The opened error log of a level's `error_log` list (None for an empty list: the main
     /// level's).
     pub fn error_log(&self, logs: &[ErrorLog]) -> Option<Arc<Sinks>> {

@@ -83,8 +83,13 @@ where
 {
     let busy = Busy::new(conn);
     let conn = &busy.0;
-    // The request's error lines go to its server's or location's `error_log` once known.
-    let mut resp = crate::log::request_scope(handle(conn, req)).await;
+    // The request's error lines go to its server's or location's `error_log` once known
+    // (a request slot for it only when some block has one).
+    let mut resp = if conn.site().has_block_error_logs() {
+        crate::log::request_scope(handle(conn, req)).await
+    } else {
+        handle(conn, req).await
+    };
     if let Some(n) = conn.data_chunk() {
         resp.body_mut().inner.set_chunk(n);
     }
