@@ -271,29 +271,6 @@ fn host_invalid(
     }
 }
 
-/// `$request_length` of an HTTP/1.x head: nginx counts the bytes received, which differ from
-/// the head as written again (`length`, CRLF line ends, `NAME: VALUE`) when a client ends
-/// lines with a bare LF or leaves out the space. `read` (the bytes the socket delivered
-/// since the previous request ended) is that head exactly when the request came alone
-/// (`alone`: not pipelined, no body); it is taken when it is no longer than `length` and
-/// short by at most two bytes per line, else `length` stands.
-fn raw_head_length(length: u64, fields: usize, read: u64, alone: bool) -> u64 {
-    let lines = fields as u64 + 2;
-    if alone && read <= length && read >= length.saturating_sub(2 * lines) {
-        read
-    } else {
-        length
-    }
-}
-
-/// The request has no body to read: neither `Transfer-Encoding` nor a `Content-Length`
-/// other than 0.
-fn bodiless(h: &HeaderMap) -> bool {
-    !h.contains_key(header::TRANSFER_ENCODING)
-        && h.get(header::CONTENT_LENGTH)
-            .is_none_or(|v| v.as_bytes() == b"0")
-}
-
 fn protocol_of(v: http::Version) -> &'static str {
     match v {
         http::Version::HTTP_10 => "HTTP/1.0",
@@ -356,11 +333,11 @@ where
             let (line, lines) = headers::head_lines(&method, &parts_uri, &parts_headers);
             let fields = headers::head_lines(&method, &parts_uri, &parts_headers).1;
             let length = (line + fields.sum::<usize>() + 2) as u64;
-            let length = raw_head_length(
+            let length = headers::raw_head_length(
                 length,
                 parts_headers.len(),
                 read_since_end,
-                !pipelined && version != http::Version::HTTP_3 && bodiless(&parts_headers),
+                !pipelined && version != http::Version::HTTP_3 && headers::bodiless(&parts_headers),
             );
             let too_large = match version {
                 http::Version::HTTP_2 | http::Version::HTTP_3 => None,
