@@ -149,9 +149,35 @@ pub fn open_append(path: &Path) -> std::io::Result<File> {
     Ok(f)
 }
 
-/// Where error-log lines go now.
-struct Sinks {
+/// Where error-log lines go: files (None: stderr) with their lowest levels.
+pub struct Sinks {
     targets: Vec<(Option<Arc<LogFile>>, LogLevel)>,
+}
+
+impl Sinks {
+    /// Targets as [`open_error_logs`] makes them.
+    pub fn new(targets: Vec<(Option<Arc<LogFile>>, LogLevel)>) -> Self {
+        Self { targets }
+    }
+}
+
+tokio::task_local! {
+    /// The error log of the request a task is answering, once its server (then location)
+    /// has one of its own (`error_log` in http, server or location): lines logged while
+    /// the request's future runs go there instead of the main level's.
+    static REQUEST_LOG: std::cell::RefCell<Option<Arc<Sinks>>>;
+}
+
+/// Runs `f` (a request's future) with its own error-log slot, empty until
+/// [`set_request_log`] fills it.
+pub async fn request_scope<F: std::future::Future>(f: F) -> F::Output {
+    REQUEST_LOG.scope(std::cell::RefCell::new(None), f).await
+}
+
+/// The running request's error log from now on (None: the main level's). Outside
+/// [`request_scope`], nothing.
+pub fn set_request_log(sinks: Option<Arc<Sinks>>) {
+    let _ = REQUEST_LOG.try_with(|s| *s.borrow_mut() = sinks);
 }
 
 static SINKS: std::sync::OnceLock<ArcSwap<Sinks>> = std::sync::OnceLock::new();
@@ -176,7 +202,8 @@ pub fn open_error_logs(
     logs.iter()
         .map(|l| match &l.target {
             // `error_log` has no stdout target; stderr is the stream for errors.
-            LogTarget::Stderr | LogTarget::Stdout => Ok((None, l.level)),
+            // (`error_log` has no path with variables.)
+            LogTarget::Stderr | LogTarget::Stdout | LogTarget::Variable(_) => Ok((None, l.level)),
             LogTarget::File(p) => Ok((Some(files(p)?), l.level)),
         })
         .collect()
@@ -225,7 +252,13 @@ impl ::log::Log for Diagnostics {
 
 /// Writes one error-log line at `level`.
 pub fn log(level: LogLevel, args: fmt::Arguments<'_>) {
-    let s = sinks().load();
+    match REQUEST_LOG.try_with(|s| s.borrow().clone()) {
+        Ok(Some(s)) => write_line(&s, level, args),
+        _ => write_line(&sinks().load(), level, args),
+    }
+}
+
+fn write_line(s: &Sinks, level: LogLevel, args: fmt::Arguments<'_>) {
     if !s.targets.iter().any(|(_, l)| level >= *l) {
         return;
     }

@@ -141,23 +141,27 @@ pub(crate) fn spec_for(d: &Directive, ctx: u8) -> Result<&'static Spec, ConfErro
     Ok(spec)
 }
 
-/// Handlers every context shares: ignored directives, and `error_log` below main.
+/// A main-level directive also allowed in http, server and location (`error_log`): read as
+/// at the main level, its values kept by the level (inherited by the levels inside).
+fn below_main(
+    f: fn(&mut MainSettings, &Directive, &mut Cx) -> R,
+    loc: &mut LocSettings,
+    d: &Directive,
+    cx: &mut Cx,
+) -> R {
+    let mut m = MainSettings::default();
+    f(&mut m, d, cx)?;
+    loc.error_log
+        .get_or_insert_with(Vec::new)
+        .extend(m.error_log);
+    Ok(())
+}
+
+/// Handlers every context shares: ignored directives.
 fn common(spec: &Spec, d: &Directive, cx: &mut Cx) -> R {
     match spec.handler {
         Handler::Ignored(reason) => {
             cx.warn(format!("\"{}\" is ignored: {reason}", d.name), &d.pos);
-            Ok(())
-        }
-        Handler::Main(f) => {
-            // Only `error_log` is both main and elsewhere: check it, say it does nothing here.
-            f(&mut MainSettings::default(), d, cx)?;
-            cx.warn(
-                format!(
-                    "\"{}\" is ignored here: firstbyte writes one error log, the main level's",
-                    d.name
-                ),
-                &d.pos,
-            );
             Ok(())
         }
         _ => Err(ConfError::NotAllowedHere {
@@ -222,6 +226,7 @@ fn walk_http(dirs: &[Directive], h: &mut HttpPart, cx: &mut Cx) -> R {
             Handler::Server => h.servers.push(server_block(d, cx)?),
             Handler::Srv(f) => f(&mut h.srv, d, cx)?,
             Handler::Loc(f) => f(&mut h.loc, d, cx)?,
+            Handler::Main(f) => below_main(f, &mut h.loc, d, cx)?,
             Handler::Shared(f) => f(cx, d)?,
             _ => common(spec, d, cx)?,
         }
@@ -245,6 +250,7 @@ fn server_block(d: &Directive, cx: &mut Cx) -> Result<ServerPart, ConfError> {
             Handler::Head(f) => f(&mut s.head, c, cx)?,
             Handler::Srv(f) => f(&mut s.srv, c, cx)?,
             Handler::Loc(f) => f(&mut s.loc, c, cx)?,
+            Handler::Main(f) => below_main(f, &mut s.loc, c, cx)?,
             _ => common(spec, c, cx)?,
         }
     }
@@ -371,6 +377,7 @@ fn location_block(
                 part.children.push(child);
             }
             Handler::Loc(f) => f(&mut part.loc, c, cx)?,
+            Handler::Main(f) => below_main(f, &mut part.loc, c, cx)?,
             Handler::If => super::rewrite::if_block(&mut part.loc, c, cx, IfIn::Location)?,
             _ => common(spec, c, cx)?,
         }

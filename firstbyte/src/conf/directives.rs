@@ -148,6 +148,9 @@ macro_rules! loc_directives {
         "etag" etag: bool = true =>
             (HSL, 1, 1, "on", Inherit, p::on_off)
             "Send an `ETag` with static files and answer `If-None-Match`, `If-Match` and `If-Range` by it; off: no `ETag`, and only `*` matches.";
+        "open_log_file_cache" open_log_file_cache: Option<std::sync::Arc<crate::conf::log_cache::LogFileCache>> = None =>
+            (HSL, 1, 4, "off", Inherit, h::open_log_file_cache)
+            "Keep the files of `access_log` paths with variables open between requests: `max=N` paths (a new one closes the least recently used), `inactive=TIME` (10s) unused before one is closed, `min_uses=N` (1) uses within it before a file stays open, `valid=TIME` (60s) before the path is opened again (following a rotated file); `off`: each line opens and closes its file.";
         "log_not_found" log_not_found: bool = true =>
             (HSL, 1, 1, "on", Inherit, p::on_off)
             "Write a missing file's `open() \"...\" failed (2: No such file or directory)` to the error log.";

@@ -278,6 +278,8 @@ pub(crate) fn error_page(s: &mut LocSettings, d: &Directive, _: &mut Cx) -> R {
     Ok(())
 }
 
+pub(crate) use super::log_cache::parse as open_log_file_cache;
+
 /// `access_log PATH [FORMAT [buffer=SIZE] [flush=TIME]] | off`.
 pub(crate) fn access_log(s: &mut LocSettings, d: &Directive, cx: &mut Cx) -> R {
     let set = s.access_log.get_or_insert_with(AccessLogSet::default);
@@ -294,10 +296,9 @@ pub(crate) fn access_log(s: &mut LocSettings, d: &Directive, cx: &mut Cx) -> R {
     } else if path.starts_with("syslog:") {
         return Err(unsupported(d, "\"access_log\" to syslog".into()));
     } else if path.contains('$') {
-        return Err(unsupported(
-            d,
-            "a variable in the \"access_log\" path".into(),
-        ));
+        let full = cx.prefixed(path);
+        let full = full.to_str().ok_or_else(|| invalid(d))?;
+        LogTarget::Variable(value(d, full)?)
     } else {
         LogTarget::File(cx.prefixed(path))
     };
@@ -342,6 +343,14 @@ pub(crate) fn access_log(s: &mut LocSettings, d: &Directive, cx: &mut Cx) -> R {
     if gzip.is_some() && !matches!(target, LogTarget::File(_)) {
         return Err(ConfError::other(
             format!("gzip is not supported for access_log \"{path}\""),
+            &d.pos,
+        ));
+    }
+    // nginx: a buffer is written when full or flushed, to one file; a path with variables
+    // names a file per request.
+    if matches!(target, LogTarget::Variable(_)) && (buffer.is_some() || gzip.is_some()) {
+        return Err(ConfError::other(
+            "buffered logs cannot have variables in name",
             &d.pos,
         ));
     }

@@ -169,6 +169,7 @@ pub(crate) mod fixtures {
             add_trailer: Vec::new(),
             error_page: Vec::new(),
             access_log: AccessLog::Off,
+            error_log: Vec::new(),
             access: Vec::new(),
             compression: compression_directives!(defaults_conf! Compression {}),
             types: Arc::new(HashMap::new()),

@@ -34,6 +34,7 @@ pub mod leaky;
 mod limit_except;
 pub mod limits;
 pub mod locate;
+pub mod log_cache;
 pub mod model;
 mod modules;
 mod parse;

@@ -104,7 +104,7 @@ impl MainConf {
 }
 
 /// Severity of a log line, nginx's levels.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub enum LogLevel {
     /// `debug`
     Debug,
@@ -125,7 +125,7 @@ pub enum LogLevel {
 }
 
 /// `error_log FILE [LEVEL]`.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct ErrorLog {
     /// `stderr` or a file path (absolute after prefix resolution).
     pub target: LogTarget,
@@ -134,7 +134,7 @@ pub struct ErrorLog {
 }
 
 /// Where a log goes.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub enum LogTarget {
     /// The process's standard error.
     Stderr,
@@ -142,6 +142,9 @@ pub enum LogTarget {
     Stdout,
     /// A file, opened for append.
     File(PathBuf),
+    /// An `access_log` path with variables (absolute after prefix resolution): evaluated
+    /// per request, the file opened then (or kept by `open_log_file_cache`).
+    Variable(crate::conf::vars::ComplexValue),
 }
 
 /// The `http {}` block.
@@ -756,6 +759,10 @@ pub struct LocationConf {
     pub error_page: Vec<ErrorPage>,
     /// `access_log`.
     pub access_log: AccessLog,
+    /// `error_log` of this level or the nearest one above (http, server, location) that has
+    /// one; empty: the main level's. A request's error lines go there once its server and
+    /// then its location are known.
+    pub error_log: Vec<ErrorLog>,
     /// `allow`/`deny` in order (inherited only when the location has none).
     pub access: Vec<AccessRule>,
     /// Dynamic compression.

@@ -95,6 +95,8 @@ pub(crate) struct LocSettings {
     pub add_trailer: Option<Vec<AddHeader>>,
     pub error_page: Option<Vec<ErrorPage>>,
     pub access_log: Option<AccessLogSet>,
+    /// `error_log` of this level (several allowed; inherited as a whole).
+    pub error_log: Option<Vec<ErrorLog>>,
     pub access: Option<Vec<AccessRule>>,
     pub types: Option<Arc<MimeTypes>>,
     pub compression: CompressionSettings,
@@ -130,6 +132,7 @@ impl LocSettings {
         or(&mut self.add_trailer, &p.add_trailer);
         or(&mut self.error_page, &p.error_page);
         or(&mut self.access_log, &p.access_log);
+        or(&mut self.error_log, &p.error_log);
         or(&mut self.access, &p.access);
         or(&mut self.types, &p.types);
         self.inherit_listed(p);
@@ -219,6 +222,7 @@ impl LocSettings {
             add_trailer: self.add_trailer.clone().unwrap_or_default(),
             error_page: self.error_page.clone().unwrap_or_default(),
             access_log,
+            error_log: self.error_log.clone().unwrap_or_default(),
             access: self.access.clone().unwrap_or_default(),
             compression: compression_directives!(finish_conf! (self.compression) Compression {}),
             types: self.types.clone().unwrap_or_else(|| default_types.clone()),

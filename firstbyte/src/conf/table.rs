@@ -255,7 +255,7 @@ const HASH: &str = "firstbyte sizes its hash tables itself";
 #[rustfmt::skip]
 pub(crate) static DIRECTIVES: &[Spec] = &[
     // core (main, events)
-    d("error_log", MAIN | HSL, 1, 2, "stderr error", Global, Main(h::error_log), "Error log file (or `stderr`) and lowest level; several allowed. Only the main level's count: elsewhere it is accepted with a warning."),
+    d("error_log", MAIN | HSL, 1, 2, "stderr error", Global, Main(h::error_log), "Error log file (or `stderr`) and lowest level; several allowed. In http, server and location (inherited inward when a level has none of its own): a request's error lines go to its location's, or before a location is chosen its server's, instead of the main level's; the files are opened at load."),
     block("events", MAIN, 0, 0, Handler::Events, "Connection-processing settings."),
     ignored("multi_accept", EVENTS, 1, 1, "firstbyte accepts every pending connection on each wakeup"),
     ignored("use", EVENTS, 1, 1, "firstbyte's runtime picks epoll itself"),
@@ -290,7 +290,7 @@ pub(crate) static DIRECTIVES: &[Spec] = &[
     block("charset_map", HTTP, 2, 2, Shared(super::charset::charset_map), "A recoding table from one 8-bit charset to another (`SRC_HEX DST_HEX;` per byte), used both ways by `source_charset` and `charset`; bytes not listed map to themselves below 0x80, to `?` above. Maps to `utf-8` are not supported."),
     block("types", HSL, 0, 0, Loc(h::types), "MIME types by file extension; the innermost block wins whole."),
     d("log_format", HTTP, 2, ANY, "combined", Global, Shared(h::log_format), "Named access-log line format (`escape=default|json|none`)."),
-    d("access_log", HSL, 1, ANY, "stdout combined (daemon on: logs/access.log)", InheritIfNone, Loc(h::access_log), "Access log file (or `stderr`), format, `buffer=SIZE`, `flush=TIME` (accepted; each line is written when its response ends), `gzip[=LEVEL]` (a file only: each line is one gzip member, level 1 by default, so the file reads with `zcat`), `if=CONDITION` (the line is written unless the condition is empty or `0`); `off`: none. None written: `combined` lines to stdout in the foreground, as the official nginx container; with `daemon on`, `logs/access.log` under the prefix."),
+    d("access_log", HSL, 1, ANY, "stdout combined (daemon on: logs/access.log)", InheritIfNone, Loc(h::access_log), "Access log file (or `stderr`), format, `buffer=SIZE`, `flush=TIME` (accepted; each line is written when its response ends), `gzip[=LEVEL]` (a file only: each line is one gzip member, level 1 by default, so the file reads with `zcat`), `if=CONDITION` (the line is written unless the condition is empty or `0`); `off`: none. A path with variables names a file per request, opened then (or kept by `open_log_file_cache`), relative to the prefix, written only while the request's root directory exists, with neither `buffer` nor `gzip`; stricter than nginx, a path whose value has a `..` component or a NUL byte is refused (an `[error]` line, nothing written). None written: `combined` lines to stdout in the foreground, as the official nginx container; with `daemon on`, `logs/access.log` under the prefix."),
     d("http2", HS, 1, 1, "off", Inherit, Srv(srv::http2), "Offer HTTP/2 (ALPN `h2`)."),
     d("ssl_buffer_size", HS, 1, 1, "16k", Inherit, Srv(srv::ssl_buffer_size), "Plaintext bytes gathered into one TLS record (the most a record holds; small writes coalesce, a flush closes the record early)."),
     d("ssl_dyn_rec_enable", HS, 1, 1, "off", Inherit, Srv(srv::ssl_dyn_rec_enable), "Dynamic TLS records: `on` is Cloudflare's patch (small records first, full size after `2 x threshold` records, back to small after `timeout` idle); `adaptive` (firstbyte's own) sizes each record from the connection's live `TCP_INFO` window."),
@@ -418,7 +418,7 @@ pub(crate) static UNSUPPORTED: &[&str] = &[
     "internal_redirect", "ip_hash", "keepalive",
     "least_conn", "least_time", "lock_file", "log_subrequest",
     "mail", "master_process", "merge_slashes", "msie_padding",
-    "msie_refresh", "ntlm", "open_log_file_cache", "output_buffers", "pcre_jit",
+    "msie_refresh", "ntlm", "output_buffers", "pcre_jit",
     "postpone_output", "quic", "random", "read_ahead",
     "recursive_error_pages", "reset_timedout_connection",
     "send_lowat",

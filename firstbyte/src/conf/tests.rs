@@ -140,6 +140,12 @@ fn errors_are_worded_as_nginx() {
         ("http { log_format combined x; }", "duplicate \"log_format\" name \"combined\" in /t/x.conf:1"),
         ("http { access_log /x nope; }", "unknown log format \"nope\" in /t/x.conf:1"),
         ("http { access_log /x combined flush=1s; }", "no buffer is defined for access_log \"/x\" in /t/x.conf:1"),
+        ("http { access_log /x_$host combined buffer=4k; }", "buffered logs cannot have variables in name in /t/x.conf:1"),
+        ("http { access_log /x_$nope; }", "unknown \"nope\" variable in /t/x.conf:1"),
+        ("http { open_log_file_cache inactive=1s; }", "\"open_log_file_cache\" must have \"max\" parameter in /t/x.conf:1"),
+        ("http { open_log_file_cache max=0; }", "invalid \"open_log_file_cache\" parameter \"max=0\" in /t/x.conf:1"),
+        ("http { open_log_file_cache max=5 valid=forever; }", "invalid \"open_log_file_cache\" parameter \"valid=forever\" in /t/x.conf:1"),
+        ("http { server { location / { error_log /x loud; } } }", "invalid log level \"loud\" in /t/x.conf:1"),
         ("http { server { try_files $uri; } }", "invalid number of arguments in \"try_files\" directive in /t/x.conf:1"),
         ("http { server { try_files $uri =abc; } }", "invalid code \"=abc\" in /t/x.conf:1"),
         ("http { index \"\"; }", "index \"\" in \"index\" directive is invalid in /t/x.conf:1"),
@@ -220,7 +226,6 @@ fn warnings_say_what_firstbyte_does_instead() {
          variables_hash_max_size 1024; variables_hash_bucket_size 64;\n\
          server_tokens off; ssl_dhparam dh.pem; gzip_buffers 16 8k;\n\
          ssl_protocols SSLv3 TLSv1 TLSv1.1 TLSv1.2;\n\
-         error_log /x.log;\n\
          }");
     let w = &c.warnings;
     let want = [
@@ -239,7 +244,6 @@ fn warnings_say_what_firstbyte_does_instead() {
         "\"ssl_dhparam\" is ignored: rustls offers only ECDHE key exchange in /t/x.conf:7",
         "\"gzip_buffers\" is ignored: firstbyte's compressor sizes its own buffers in /t/x.conf:7",
         "SSLv3 TLSv1 TLSv1.1 in \"ssl_protocols\" not offered: rustls speaks TLSv1.2 and TLSv1.3 only in /t/x.conf:8",
-        "\"error_log\" is ignored here: firstbyte writes one error log, the main level's in /t/x.conf:9",
     ];
     assert_eq!(w, &want);
 }
@@ -1104,5 +1108,42 @@ fn certificates_on_ssl_addresses_as_nginx() {
     assert_eq!(
         e.to_string(),
         "no \"ssl_certificate\" is defined for the \"listen ... ssl\" directive in /t/x.conf:3"
+    );
+}
+
+#[test]
+fn error_log_is_inherited_inward_as_a_whole() {
+    use super::model::{ErrorLog, LogLevel, LogTarget};
+    let c = ok("error_log /main.log;\nhttp {\n error_log /http.log;\n server {\n  listen 127.0.0.1:8080;\n  location /a { error_log /a1.log warn; error_log /a2.log; location /a/b { } }\n  location /c { }\n }\n server { listen 127.0.0.1:8081; error_log /s.log info; }\n}");
+    let f = |p: &str, level| ErrorLog {
+        target: LogTarget::File(p.into()),
+        level,
+    };
+    assert_eq!(c.main.error_log, [f("/main.log", LogLevel::Error)]);
+    let http = c.http.as_ref().expect("http");
+    let s0 = &http.servers[0];
+    assert_eq!(
+        s0.default_location.error_log,
+        [f("/http.log", LogLevel::Error)]
+    );
+    let loc = |prefix: &str| {
+        s0.locations
+            .prefix
+            .iter()
+            .find(|l| l.conf.prefix == prefix)
+            .map(|l| l.conf.clone())
+            .expect(prefix)
+    };
+    let a = loc("/a");
+    assert_eq!(
+        a.error_log,
+        [f("/a1.log", LogLevel::Warn), f("/a2.log", LogLevel::Error)]
+    );
+    let b = &a.locations.prefix[0].conf;
+    assert_eq!(b.error_log, a.error_log);
+    assert_eq!(loc("/c").error_log, [f("/http.log", LogLevel::Error)]);
+    assert_eq!(
+        http.servers[1].default_location.error_log,
+        [f("/s.log", LogLevel::Info)]
     );
 }

@@ -10,10 +10,19 @@ use std::borrow::Cow;
 pub trait Vars {
     /// The value of `$name` (without the `$`), or `None` when it is not set (evaluates to "").
     fn get(&self, name: &str) -> Option<Cow<'_, str>>;
+
+    /// The value's bytes, for a log line: `get`'s text but for values that are not text
+    /// (`$binary_remote_addr`).
+    fn get_bytes(&self, name: &str) -> Option<Cow<'_, [u8]>> {
+        self.get(name).map(|v| match v {
+            Cow::Borrowed(s) => Cow::Borrowed(s.as_bytes()),
+            Cow::Owned(s) => Cow::Owned(s.into_bytes()),
+        })
+    }
 }
 
 /// One piece of a complex value.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub enum Part {
     /// Literal text.
     Lit(String),
@@ -22,7 +31,7 @@ pub enum Part {
 }
 
 /// A string with `$variables`, parsed.
-#[derive(Debug, Clone, PartialEq, Eq, Default)]
+#[derive(Debug, Clone, PartialEq, Eq, Default, Hash)]
 pub struct ComplexValue {
     parts: Vec<Part>,
 }
@@ -93,6 +102,7 @@ pub const KNOWN: &[&str] = &[
     "pid",
     "connection",
     "connection_requests",
+    "pipe",
     "content_type",
     "content_length",
     "document_root",
@@ -277,15 +287,15 @@ impl ComplexValue {
         vars: &dyn Vars,
         mode: M,
         missing: &str,
-        escape: impl Fn(M, &str, &mut String),
-    ) -> String {
-        let mut out = String::with_capacity(128);
+        escape: impl Fn(M, &[u8], &mut Vec<u8>),
+    ) -> Vec<u8> {
+        let mut out = Vec::with_capacity(128);
         for p in &self.parts {
             match p {
-                Part::Lit(s) => out.push_str(s),
-                Part::Var(name) => match vars.get(name) {
+                Part::Lit(s) => out.extend_from_slice(s.as_bytes()),
+                Part::Var(name) => match vars.get_bytes(name) {
                     Some(v) => escape(mode, &v, &mut out),
-                    None => out.push_str(missing),
+                    None => out.extend_from_slice(missing.as_bytes()),
                 },
             }
         }

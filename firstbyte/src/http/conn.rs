@@ -279,6 +279,9 @@ pub struct Activity {
     /// milliseconds (nginx's keep-alive handler takes the request's location's); [`NO_HEAD`]:
     /// the connection's own.
     keepalive_ms: AtomicU64,
+    /// Bytes read from the socket since the last request ended (HTTP/1.x): the raw size of
+    /// a bodiless request head that was not pipelined (`$request_length`).
+    read_since_end: AtomicU64,
 }
 
 /// [`Activity::head_ms`] when no head has begun.
@@ -302,6 +305,7 @@ impl Activity {
             last_ms: AtomicU64::new(0),
             head_ms: AtomicU64::new(NO_HEAD),
             keepalive_ms: AtomicU64::new(NO_HEAD),
+            read_since_end: AtomicU64::new(0),
         }
     }
 
@@ -322,7 +326,18 @@ impl Activity {
         self.last_ms
             .store(self.born.elapsed().as_millis() as u64, Ordering::Relaxed);
         self.head_ms.store(NO_HEAD, Ordering::Relaxed);
+        self.read_since_end.store(0, Ordering::Relaxed);
         self.inflight.fetch_sub(1, Ordering::Relaxed);
+    }
+
+    /// `n` bytes were read from an HTTP/1.x socket.
+    pub(crate) fn read(&self, n: usize) {
+        self.read_since_end.fetch_add(n as u64, Ordering::Relaxed);
+    }
+
+    /// Bytes read since the last request ended.
+    pub(crate) fn read_since_end(&self) -> u64 {
+        self.read_since_end.load(Ordering::Relaxed)
     }
 
     /// Bytes arrived: with no request in flight, they begin the next request's head (the
@@ -336,6 +351,12 @@ impl Activity {
                 .is_ok();
         }
         false
+    }
+
+    /// Whether a byte arrived with no request in flight since the last request ended: false
+    /// for a request whose head was read before the previous response ended (pipelined).
+    pub(crate) fn head_begun(&self) -> bool {
+        self.head_ms.load(Ordering::Relaxed) != NO_HEAD
     }
 
     /// Requests whose response is not finished.

@@ -143,6 +143,9 @@ pub struct RequestVars<'a> {
     pub stats: Option<&'a crate::http::site::Stats>,
     /// Requests served on this connection so far, this one included.
     pub connection_requests: u64,
+    /// `$pipe`: the request was pipelined (HTTP/1.x: its head was read before the previous
+    /// request's response ended).
+    pub pipelined: bool,
     /// Regex captures of the matched location, `rewrite` or `if` (`$1`..).
     pub captures: &'a [Option<String>],
     /// `set`, `map` and `split_clients` variables (None when the configuration has none).
@@ -262,6 +265,22 @@ impl RequestVars<'_> {
 }
 
 impl Vars for RequestVars<'_> {
+    fn get_bytes(&self, name: &str) -> Option<Cow<'_, [u8]>> {
+        if name == "binary_remote_addr" {
+            // nginx: the address in network order, 4 bytes (IPv4) or 16 (IPv6).
+            return self.peer().map(|a| {
+                Cow::Owned(match a.ip() {
+                    std::net::IpAddr::V4(v4) => v4.octets().to_vec(),
+                    std::net::IpAddr::V6(v6) => v6.octets().to_vec(),
+                })
+            });
+        }
+        self.get(name).map(|v| match v {
+            Cow::Borrowed(s) => Cow::Borrowed(s.as_bytes()),
+            Cow::Owned(s) => Cow::Owned(s.into_bytes()),
+        })
+    }
+
     fn get(&self, name: &str) -> Option<Cow<'_, str>> {
         let s = |v: &str| Some(Cow::Owned(v.to_string()));
         let tls = self.conn.tls.as_ref();
@@ -281,6 +300,8 @@ impl Vars for RequestVars<'_> {
             "server_name" => Some(Cow::Borrowed(self.server_name)),
             "scheme" => Some(Cow::Borrowed(if tls.is_some() { "https" } else { "http" })),
             "https" => Some(Cow::Borrowed(if tls.is_some() { "on" } else { "" })),
+            // As text where a value is text (a `limit_req_zone` key: one per address);
+            // the 4 or 16 bytes in a log line (`get_bytes`).
             "remote_addr" | "binary_remote_addr" => self.remote_addr().map(Cow::Owned),
             "remote_port" => self.port_of(self.peer()),
             "realip_remote_addr" => self.conn.remote_addr().map(Cow::Owned),
@@ -423,6 +444,7 @@ impl Vars for RequestVars<'_> {
             "limit_rate" => Some(Cow::Owned(self.limit_rate.to_string())),
             "connection" => Some(Cow::Owned(self.conn.id.to_string())),
             "connection_requests" => Some(Cow::Owned(self.connection_requests.to_string())),
+            "pipe" => Some(Cow::Borrowed(if self.pipelined { "p" } else { "." })),
             "content_type" => header(self.headers, "content_type"),
             "content_length" => header(self.headers, "content_length"),
             "document_root" | "realpath_root" => self.document_root.map(Cow::Borrowed),
@@ -587,6 +609,7 @@ mod tests {
             ttfb: None,
             stats: None,
             connection_requests: 1,
+            pipelined: false,
             captures: &[],
             user: None,
             guard: None,

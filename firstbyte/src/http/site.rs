@@ -13,9 +13,9 @@ use std::time::Duration;
 
 use super::proxy::Proxies;
 use super::static_files::OpenFileCache;
-use crate::conf::model::LogTarget;
+use crate::conf::model::{ErrorLog, LogTarget};
 use crate::conf::vhosts::VirtualHosts;
-use crate::log::LogFile;
+use crate::log::{LogFile, Sinks};
 
 /// The request side of one configuration generation.
 pub struct Site {
@@ -25,6 +25,8 @@ pub struct Site {
     pub proxies: Proxies,
     /// Access log files by path.
     access_logs: HashMap<PathBuf, Arc<LogFile>>,
+    /// The error logs of `error_log` in http, server and location blocks, opened.
+    error_logs: HashMap<Vec<ErrorLog>, Arc<Sinks>>,
 }
 
 impl Site {
@@ -34,12 +36,28 @@ impl Site {
         vhosts: VirtualHosts,
         proxies: Proxies,
         access_logs: HashMap<PathBuf, Arc<LogFile>>,
+        error_logs: HashMap<Vec<ErrorLog>, Arc<Sinks>>,
     ) -> Self {
         Self {
             vhosts,
             proxies,
             access_logs,
+            error_logs,
         }
+    }
+
+    /// Whether an http, server or location block has its own `error_log`.
+    pub fn has_block_error_logs(&self) -> bool {
+        !self.error_logs.is_empty()
+    }
+
+    /// The opened error log of a level's `error_log` list (None for an empty list: the main
+    /// level's).
+    pub fn error_log(&self, logs: &[ErrorLog]) -> Option<Arc<Sinks>> {
+        if logs.is_empty() {
+            return None;
+        }
+        self.error_logs.get(logs).cloned()
     }
 
     /// Appends to an access log.
@@ -58,6 +76,8 @@ impl Site {
                     f.write(line);
                 }
             }
+            // The access log's writer opens these per request.
+            LogTarget::Variable(_) => {}
         }
     }
 }

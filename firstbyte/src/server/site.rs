@@ -149,8 +149,18 @@ impl Site {
         store.finish();
         crate::fblog!(Info, "{}", store.counts());
         let mut access_logs = HashMap::new();
+        let mut loc_error_logs = HashMap::new();
         for s in &http.servers {
             each_location(s, &mut |loc| {
+                if !loc.error_log.is_empty() && !loc_error_logs.contains_key(&loc.error_log) {
+                    let sinks =
+                        crate::log::open_error_logs(&loc.error_log, &mut |p| shared.log_file(p))
+                            .map_err(|e| LoadError::Other(e.to_string()))?;
+                    loc_error_logs.insert(
+                        loc.error_log.clone(),
+                        Arc::new(crate::log::Sinks::new(sinks)),
+                    );
+                }
                 for p in access_log_files(loc) {
                     if !access_logs.contains_key(p) {
                         let f = shared
@@ -178,7 +188,12 @@ impl Site {
         Ok(Site {
             warnings,
             config: Arc::new(config),
-            http: Arc::new(crate::http::Site::new(vhosts, proxies, access_logs)),
+            http: Arc::new(crate::http::Site::new(
+                vhosts,
+                proxies,
+                access_logs,
+                loc_error_logs,
+            )),
             tls,
             client_verifiers,
             dynamic,
@@ -293,6 +308,7 @@ fn access_log_files(loc: &crate::conf::model::LocationConf) -> impl Iterator<Ite
     };
     targets.iter().filter_map(|t| match &t.target {
         LogTarget::File(p) => Some(p.as_path()),
-        LogTarget::Stderr | LogTarget::Stdout => None,
+        // Opened per request (`open_log_file_cache`).
+        LogTarget::Stderr | LogTarget::Stdout | LogTarget::Variable(_) => None,
     })
 }

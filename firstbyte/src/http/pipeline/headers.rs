@@ -109,6 +109,29 @@ pub fn head_lines<'a>(
     (request_line, lines)
 }
 
+/// `$request_length` of an HTTP/1.x head: nginx counts the bytes received, which differ from
+/// the head as written again (`length`, CRLF line ends, `NAME: VALUE`) when a client ends
+/// lines with a bare LF or leaves out the space. `read` (the bytes the socket delivered
+/// since the previous request ended) is that head exactly when the request came alone
+/// (`alone`: not pipelined, no body); it is taken when it is no longer than `length` and
+/// short by at most two bytes per line, else `length` stands.
+pub(super) fn raw_head_length(length: u64, fields: usize, read: u64, alone: bool) -> u64 {
+    let lines = fields as u64 + 2;
+    if alone && read <= length && read >= length.saturating_sub(2 * lines) {
+        read
+    } else {
+        length
+    }
+}
+
+/// The request has no body to read: neither `Transfer-Encoding` nor a `Content-Length`
+/// other than 0.
+pub(super) fn bodiless(h: &HeaderMap) -> bool {
+    !h.contains_key(header::TRANSFER_ENCODING)
+        && h.get(header::CONTENT_LENGTH)
+            .is_none_or(|v| v.as_bytes() == b"0")
+}
+
 /// Request fields nginx takes once (`ngx_http_process_unique_header_line`): two of one
 /// are refused with 400 (two lengths or codings are how requests are smuggled).
 const UNIQUE: &[http::header::HeaderName] = &[

@@ -6,7 +6,8 @@ use std::time::Instant;
 
 use http::HeaderMap;
 
-use crate::conf::model::{AccessLog, LocationConf, LogEscape};
+use crate::conf::model::{AccessLog, DocRoot, LocationConf, LogEscape, LogTarget};
+use crate::conf::vars::ComplexValue;
 use crate::http::reqvars::{ConnFacts, RequestVars};
 
 /// What the access log needs once the body is sent.
@@ -29,6 +30,7 @@ pub(super) struct LogOnDone {
     /// From the start until the response head was ready.
     pub(super) ttfb: std::time::Duration,
     pub(super) nreq: u64,
+    pub(super) pipelined: bool,
     pub(super) head_length: u64,
     pub(super) early_data: bool,
     pub(super) user: Option<Box<crate::http::rewrite::uservars::UserVars>>,
@@ -40,6 +42,9 @@ pub(super) struct LogOnDone {
     pub(super) limit_rate: u64,
     /// Held until the line is written: a temp file lives as long (nginx's request pool).
     pub(super) request_body: Option<crate::http::proxy::RequestBody>,
+    /// The request's document root, when a log path has variables: a line is written there
+    /// only while the root exists (nginx tests it before it opens such a file).
+    pub(super) root: Option<String>,
 }
 
 impl LogOnDone {
@@ -56,6 +61,15 @@ impl LogOnDone {
     ) -> Option<Box<LogOnDone>> {
         match &loc.access_log {
             AccessLog::Logs(targets) if !targets.is_empty() => Some(Box::new(LogOnDone {
+                root: targets
+                    .iter()
+                    .any(|t| matches!(t.target, LogTarget::Variable(_)))
+                    .then(|| match &r.document_root {
+                        Some(d) => d.clone(),
+                        None => match &loc.root {
+                            DocRoot::Root(v) | DocRoot::Alias(v) => r.eval(v),
+                        },
+                    }),
                 conn_facts: r.conn.facts().clone(),
                 site: r.conn.site().clone(),
                 shared: r.conn.shared().clone(),
@@ -73,6 +87,7 @@ impl LogOnDone {
                 start: r.start,
                 ttfb,
                 nreq: r.nreq,
+                pipelined: r.pipelined,
                 head_length: r.head_length,
                 early_data: r.early_data,
                 user: r.user.clone(),
@@ -113,6 +128,7 @@ impl LogOnDone {
             ttfb: Some(self.ttfb),
             stats: Some(&self.shared.stats),
             connection_requests: self.nreq,
+            pipelined: self.pipelined,
             captures: &[],
             user: self.user.as_deref(),
             guard: self.guard.as_ref(),
@@ -138,16 +154,78 @@ impl LogOnDone {
                 .format
                 .value
                 .eval_log(&vars, t.format.escape, missing, log_escape);
-            line.push('\n');
+            line.push(b'\n');
+            if let LogTarget::Variable(path) = &t.target {
+                self.write_variable(path, &vars, &line);
+                continue;
+            }
             match t.gzip {
                 Some(level) => {
-                    let member = gzip_member(line.as_bytes(), level);
+                    let member = gzip_member(&line, level);
                     self.site.write_access_log(&t.target, &member);
                 }
-                None => self.site.write_access_log(&t.target, line.as_bytes()),
+                None => self.site.write_access_log(&t.target, &line),
             }
         }
     }
+
+    /// Appends `line` to the file `path` names for this request, as nginx's
+    /// `ngx_http_log_script_write`: only while the request's root exists, the file opened
+    /// now (or kept by `open_log_file_cache`); errors go to the error log, the response is
+    /// not affected. Stricter than nginx: a path with a `..` component or a NUL byte (a
+    /// variable's value from the request) is refused.
+    fn write_variable(&self, path: &ComplexValue, vars: &RequestVars<'_>, line: &[u8]) {
+        if let Some(root) = &self.root {
+            if let Err(e) = root_is_dir(root) {
+                crate::fblog!(
+                    Error,
+                    "testing \"{root}\" existence failed ({})",
+                    crate::log::OsError(&e)
+                );
+                return;
+            }
+        }
+        let name = path.eval(vars);
+        if !log_path_allowed(&name) {
+            crate::fblog!(
+                Error,
+                "access_log path \"{}\" refused: it leaves its directory",
+                name.escape_debug()
+            );
+            return;
+        }
+        let name = std::path::Path::new(&name);
+        let r = match &self.loc.open_log_file_cache {
+            Some(cache) => cache.write(name, line, crate::log::open_append),
+            None => crate::log::open_append(name).and_then(|f| {
+                use std::io::Write;
+                (&f).write_all(line)
+            }),
+        };
+        if let Err(e) = r {
+            crate::fblog!(
+                Crit,
+                "open() \"{}\" failed ({})",
+                name.display(),
+                crate::log::OsError(&e)
+            );
+        }
+    }
+}
+
+/// Ok when `root` is a directory.
+fn root_is_dir(root: &str) -> std::io::Result<()> {
+    let m = std::fs::metadata(root)?;
+    if m.is_dir() {
+        Ok(())
+    } else {
+        Err(std::io::Error::from_raw_os_error(libc::ENOTDIR))
+    }
+}
+
+/// Whether an evaluated log path may be opened: no NUL byte, no `..` component.
+fn log_path_allowed(path: &str) -> bool {
+    !path.contains('\0') && !path.split('/').any(|c| c == "..")
 }
 
 /// `bytes` as one gzip member (`access_log ... gzip`): members written one after another
@@ -164,28 +242,42 @@ fn gzip_member(bytes: &[u8], level: u32) -> Vec<u8> {
 }
 
 /// Escapes a variable's value for a log line (`escape=default|json|none`).
-pub fn log_escape(mode: LogEscape, v: &str, out: &mut String) {
+pub fn log_escape(mode: LogEscape, v: &[u8], out: &mut Vec<u8>) {
+    const HEX: &[u8; 16] = b"0123456789ABCDEF";
     match mode {
-        LogEscape::None => out.push_str(v),
+        LogEscape::None => out.extend_from_slice(v),
         LogEscape::Default => {
-            for b in v.bytes() {
+            for &b in v {
                 if b == b'"' || b == b'\\' || !(0x20..0x7f).contains(&b) {
-                    out.push_str(&format!("\\x{b:02X}"));
+                    out.extend_from_slice(&[
+                        b'\\',
+                        b'x',
+                        HEX[usize::from(b >> 4)],
+                        HEX[usize::from(b & 15)],
+                    ]);
                 } else {
-                    out.push(b as char);
+                    out.push(b);
                 }
             }
         }
         LogEscape::Json => {
-            for c in v.chars() {
-                match c {
-                    '"' => out.push_str("\\\""),
-                    '\\' => out.push_str("\\\\"),
-                    '\n' => out.push_str("\\n"),
-                    '\r' => out.push_str("\\r"),
-                    '\t' => out.push_str("\\t"),
-                    c if (c as u32) < 0x20 => out.push_str(&format!("\\u{:04x}", c as u32)),
-                    c => out.push(c),
+            for &b in v {
+                match b {
+                    b'"' => out.extend_from_slice(b"\\\""),
+                    b'\\' => out.extend_from_slice(b"\\\\"),
+                    b'\n' => out.extend_from_slice(b"\\n"),
+                    b'\r' => out.extend_from_slice(b"\\r"),
+                    b'\t' => out.extend_from_slice(b"\\t"),
+                    // nginx's `\u001B`.
+                    b if b < 0x20 => out.extend_from_slice(&[
+                        b'\\',
+                        b'u',
+                        b'0',
+                        b'0',
+                        HEX[usize::from(b >> 4)],
+                        HEX[usize::from(b & 15)],
+                    ]),
+                    b => out.push(b),
                 }
             }
         }
@@ -210,11 +302,23 @@ mod tests {
 
     #[test]
     fn default_log_escape() {
-        let mut s = String::new();
-        log_escape(LogEscape::Default, "a\"b\\c\x01é", &mut s);
-        assert_eq!(s, "a\\x22b\\x5Cc\\x01\\xC3\\xA9");
-        let mut j = String::new();
-        log_escape(LogEscape::Json, "a\"\n", &mut j);
-        assert_eq!(j, "a\\\"\\n");
+        let mut s = Vec::new();
+        log_escape(LogEscape::Default, "a\"b\\c\x01é".as_bytes(), &mut s);
+        assert_eq!(s, b"a\\x22b\\x5Cc\\x01\\xC3\\xA9");
+        let mut j = Vec::new();
+        log_escape(LogEscape::Json, "a\"\n\x1Bé".as_bytes(), &mut j);
+        assert_eq!(j, "a\\\"\\n\\u001Bé".as_bytes());
+        let mut b = Vec::new();
+        log_escape(LogEscape::Default, &[127, 0, 0, 1], &mut b);
+        assert_eq!(b, b"\\x7F\\x00\\x00\\x01");
+    }
+
+    #[test]
+    fn variable_log_paths_stay_in_their_directory() {
+        assert!(log_path_allowed("/var/log/x_filename"));
+        assert!(log_path_allowed("/var/log/x_..a"));
+        assert!(!log_path_allowed("/var/log/x_/../../etc/passwd"));
+        assert!(!log_path_allowed("/var/log/.."));
+        assert!(!log_path_allowed("/var/log/a\0b"));
     }
 }

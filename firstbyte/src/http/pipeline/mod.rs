@@ -84,7 +84,13 @@ where
 {
     let busy = Busy::new(conn);
     let conn = &busy.0;
-    let mut resp = handle(conn, req).await;
+    // The request's error lines go to its server's or location's `error_log` once known
+    // (a request slot for it only when some block has one).
+    let mut resp = if conn.site().has_block_error_logs() {
+        crate::log::request_scope(handle(conn, req)).await
+    } else {
+        handle(conn, req).await
+    };
     if let Some(n) = conn.data_chunk() {
         resp.body_mut().inner.set_chunk(n);
     }
@@ -139,6 +145,8 @@ struct Req<'a> {
     request_filename: Option<PathBuf>,
     start: Instant,
     nreq: u64,
+    /// `$pipe`: an HTTP/1.x request whose head was read before the previous response ended.
+    pipelined: bool,
     /// For `$request_length`.
     head_length: u64,
     /// What auth_basic, real IP and the limits left (None for a location without them).
@@ -211,6 +219,7 @@ impl Req<'_> {
             ttfb: None,
             stats: Some(&self.conn.shared().stats),
             connection_requests: self.nreq,
+            pipelined: self.pipelined,
             captures: &self.captures,
             user: self.user.as_deref(),
             upstream: self.upstream.get(),
@@ -289,6 +298,18 @@ where
 {
     let start = Instant::now();
     let nreq = conn.count_request();
+    // `$pipe`: on HTTP/1.x no byte arrived between the previous response's end and this
+    // request's head, so the head was already read (nginx: bytes left in its buffer when the
+    // previous request ended).
+    let pipelined = nreq > 1
+        && matches!(
+            req.version(),
+            http::Version::HTTP_10 | http::Version::HTTP_11
+        )
+        && !conn.activity().head_begun();
+    // What the socket delivered since the previous request ended: this head as received,
+    // when nothing else came with it (see `$request_length` below).
+    let read_since_end = conn.activity().read_since_end();
     // HTTP/2: the stream that reaches the server's `keepalive_requests` asks for GOAWAY as it
     // starts, as nginx decides when it creates the stream, so streams a client resets before
     // their responses (rapid reset) count too. The location's own value applies again when the
@@ -322,6 +343,12 @@ where
             let (line, lines) = headers::head_lines(&method, &parts_uri, &parts_headers);
             let fields = headers::head_lines(&method, &parts_uri, &parts_headers).1;
             let length = (line + fields.sum::<usize>() + 2) as u64;
+            let length = headers::raw_head_length(
+                length,
+                parts_headers.len(),
+                read_since_end,
+                !pipelined && version != http::Version::HTTP_3 && headers::bodiless(&parts_headers),
+            );
             let too_large = match version {
                 http::Version::HTTP_2 | http::Version::HTTP_3 => None,
                 _ => {
@@ -394,6 +421,8 @@ where
             None => addr.find(None).clone(),
         },
     };
+    // The server's `error_log` takes the request's error lines until a location is chosen.
+    crate::log::set_request_log(conn.site().error_log(&server.default_location.error_log));
     let sni = conn
         .facts()
         .tls
@@ -425,6 +454,7 @@ where
         request_filename: None,
         start,
         nreq,
+        pipelined,
         head_length,
         early_data,
         guard: None,

@@ -250,6 +250,7 @@ fn error_inner(
         request_filename: None,
         start: r.start,
         nreq: r.nreq,
+        pipelined: r.pipelined,
         head_length: r.head_length,
         early_data: r.early_data,
         user: r.user.clone(),
@@ -403,6 +404,8 @@ fn lost_upstream(handler: Option<&Arc<LocationConf>>, last: Option<&Arc<Location
 /// the location given back).
 fn in_location(r: &mut Req, loc: Arc<LocationConf>) -> (Out, Arc<LocationConf>) {
     r.fastcgi.clone_from(&loc.fastcgi_vars);
+    // The location's `error_log` takes the request's error lines from here on.
+    crate::log::set_request_log(r.conn.site().error_log(&loc.error_log));
     if let Some(out) = find_config_checks(r, &loc) {
         return (out, loc);
     }

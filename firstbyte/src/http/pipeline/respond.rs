@@ -175,6 +175,32 @@ fn head_bytes<B>(resp: &Response<B>) -> u64 {
     (13 + reason + 2 + fields + 2) as u64
 }
 
+/// The size of an HTTP/1.x response head as hyper writes it: [`head_bytes`] and the fields
+/// hyper adds: the framing when none is set (`Content-Length` from the body's exact size,
+/// else `Transfer-Encoding: chunked` to an HTTP/1.1 request; chunks' own framing is not
+/// counted), and to HTTP/1.1 `Connection: close` when the head has no `Connection` (firstbyte
+/// says `keep-alive` whenever hyper keeps the connection: see [`explicit_keep_alive`]).
+fn h1_head_bytes<B: http_body::Body>(resp: &Response<B>, version: http::Version) -> u64 {
+    let mut n = head_bytes(resp);
+    if version == http::Version::HTTP_11 && !resp.headers().contains_key(header::CONNECTION) {
+        n += "Connection: close\r\n".len() as u64;
+    }
+    let status = resp.status().as_u16();
+    let framed = resp.headers().contains_key(header::CONTENT_LENGTH)
+        || resp.headers().contains_key(header::TRANSFER_ENCODING);
+    if !framed && status >= 200 && status != 204 && status != 304 {
+        match resp.body().size_hint().exact() {
+            // "Content-Length: N\r\n"
+            Some(len) => n += 16 + len.to_string().len() as u64 + 2,
+            None if version == http::Version::HTTP_11 => {
+                n += "Transfer-Encoding: chunked\r\n".len() as u64
+            }
+            None => {}
+        }
+    }
+    n
+}
+
 /// The request's variables with `$sent_trailer_NAME`: the trailers added so far.
 struct TrailerVars<'a> {
     inner: &'a dyn crate::conf::vars::Vars,
@@ -438,10 +464,15 @@ pub(super) fn finish(
         done.ttfb(),
         r.upstream.get().cloned(),
     );
+    // `$bytes_sent` counts the response head on HTTP/1.x, as nginx (HTTP/2 and HTTP/3: the
+    // body's bytes; their heads are compressed per connection).
     if let Some(l) = log.as_mut() {
         // nginx's `$limit_rate` in the log: the rate in force (the location's, or the one
         // `set $limit_rate` or an upstream's `X-Accel-Limit-Rate` gave).
         l.limit_rate = rate;
+        if matches!(r.version, http::Version::HTTP_10 | http::Version::HTTP_11) {
+            l.head_bytes = h1_head_bytes(&resp, r.version);
+        }
     }
     // An upgraded connection is logged when its tunnel closes, with the bytes it sent the
     // client (nginx: `$body_bytes_sent` the tunnel's, `$bytes_sent` with the 101 head).

@@ -327,6 +327,7 @@ impl<I: AsyncRead + Unpin> AsyncRead for Watched<I> {
             .store(r.is_pending(), Ordering::Relaxed);
         if buf.filled().len() > before {
             this.conn.input();
+            this.conn.activity().read(buf.filled().len() - before);
         }
         r
     }
