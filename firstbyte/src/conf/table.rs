@@ -338,7 +338,7 @@ pub(crate) static DIRECTIVES: &[Spec] = &[
     d("ssl", HS, 1, 1, "", Own, Srv(srv::ssl), "Removed in nginx 1.25: an error; use `listen ... ssl`."),
     d("ssl_certificate", HS, 1, 1, "", InheritIfNone, Srv(srv::ssl_certificate), "Certificate chain (PEM file or `data:`); several for ECDSA + RSA."),
     d("ssl_certificate_key", HS, 1, 1, "", InheritIfNone, Srv(srv::ssl_certificate_key), "Private key of the certificate at the same position."),
-    d("ssl_conf_command", HS, 2, 2, "", InheritIfNone, Srv(srv::ssl_conf_command), "`Ciphersuites LIST` (TLS 1.3 suites), `NumTickets N` (tickets per handshake) and `Options KTLS` (kernel TLS and `sendfile` for HTTP/1.x where the kernel has the `tls` module; a `[warn]` at start and user-space TLS where it has not)."),
+    d("ssl_conf_command", HS, 2, 2, "", InheritIfNone, Srv(srv::ssl_conf_command), "`Ciphersuites LIST` (TLS 1.3 suites), `NumTickets N` (tickets per handshake) and `Options KTLS` (kernel TLS and `sendfile` for HTTP/1.x where the kernel has the `tls` module; a `[warn]` at start and user-space TLS where it has not; HTTP/2 stays in user space) and `Options KTLSTxZerocopySendfile` (with `KTLS`: `sendfile` without the kernel's copy of the file's pages, `TLS_TX_ZEROCOPY_RO`, Linux ≥ 5.19, else ignored; only for files that never change while served: a page changed mid-send can reach the client as a record that fails authentication)."),
     ignored("ssl_dhparam", HS, 1, 1, "rustls offers only ECDHE key exchange"),
     d("ssl_session_ticket_key", HS, 1, 1, "", InheritIfNone, Srv(srv::ssl_session_ticket_key), "Ticket key file (the first encrypts, all decrypt); none: generated and rotated."),
     // upstream, proxy
