@@ -159,27 +159,45 @@ echo "ktls: the server logged the KeyUpdate at info and closed at the client's n
 # openssl s_client's "k" between two requests on one connection: the first is answered, the
 # second (under the new keys) is not, and the connection ends.
 before=$(grep -c "kernel TLS cannot read on" error.log)
-{
-    printf 'GET /small.txt HTTP/1.1\r\nHost: localhost\r\n\r\n'
-    sleep 2
-    echo k
-    sleep 2
-    printf 'GET /small.txt HTTP/1.1\r\nHost: localhost\r\n\r\n'
-    sleep 3
-} | timeout 30 openssl s_client -tls1_3 -connect 127.0.0.1:8443 > sk.raw 2> sk.err
-grep -q KEYUPDATE sk.raw || fail "s_client sent no KeyUpdate: $(tail -3 sk.err)"
+rm -f sk.in && mkfifo sk.in
+timeout 60 openssl s_client -tls1_3 -connect 127.0.0.1:8443 < sk.in > sk.raw 2> sk.err &
+skpid=$!
+exec 3> sk.in
+seen() { # PATTERN: waits (at most 30 s) until s_client has printed it
+    for _ in $(seq 300); do
+        cat sk.raw sk.err | grep -q "$1" && return 0
+        sleep 0.1
+    done
+    return 1
+}
+printf 'GET /small.txt HTTP/1.1\r\nHost: localhost\r\n\r\n' >&3
+seen "small file" || fail "s_client k: no first answer"
+echo k >&3
+seen KEYUPDATE || fail "s_client sent no KeyUpdate: $(tail -3 sk.err)"
+printf 'GET /small.txt HTTP/1.1\r\nHost: localhost\r\n\r\n' >&3
+# s_client ends when the server closes.
+wait $skpid
+exec 3>&-
 [ "$(grep -c "^HTTP/1.1 200" sk.raw)" -eq 1 ] || fail "s_client k: $(grep -c "^HTTP/1.1 200" sk.raw) answers, want 1"
 [ "$(grep -c "kernel TLS cannot read on" error.log)" -gt "$before" ] || fail "s_client k: no close logged"
 echo "ktls: openssl s_client k between requests: first answered, second refused, connection closed"
 
 # The client's close_notify on a kept-alive connection: the server reads it and closes.
+# (s_client sends it when its stdin ends: here once the answer has arrived.)
 before=$(grep -c "close_notify received" error.log)
-{
-    printf 'GET /small.txt HTTP/1.1\r\nHost: localhost\r\n\r\n'
-    sleep 2
-} | timeout 30 openssl s_client -brief -tls1_3 -connect 127.0.0.1:8443 > cn.raw 2> cn.err
+rm -f cn.in && mkfifo cn.in
+timeout 60 openssl s_client -brief -tls1_3 -connect 127.0.0.1:8443 < cn.in > cn.raw 2> cn.err &
+cnpid=$!
+exec 3> cn.in
+printf 'GET /small.txt HTTP/1.1\r\nHost: localhost\r\n\r\n' >&3
+for _ in $(seq 300); do
+    grep -q "small file" cn.raw && break
+    sleep 0.1
+done
+exec 3>&-
+wait $cnpid
 grep -q "small file" cn.raw || fail "close_notify: no response"
-for _ in $(seq 50); do
+for _ in $(seq 300); do
     [ "$(grep -c "close_notify received" error.log)" -gt "$before" ] && break
     sleep 0.1
 done

@@ -361,4 +361,30 @@ mod tests {
         );
         assert_eq!(c[0].best_cpu_s_per_gib, 0.5);
     }
+
+    #[test]
+    fn the_h2_summary_compares_the_h2_cases() {
+        let line = |server: &str, case: &str, seconds: f64| {
+            parse_line(&format!(
+                "bench: {server} {case} 1 seconds={seconds} cpu_ticks=100 ticks_per_s=100 bytes=20000000 tls_tx=1"
+            ))
+            .unwrap()
+        };
+        let runs = vec![
+            line("fb-ktls", "h2-single", 4.0),
+            line("fb-user", "h2-single", 2.0),
+            line("nginx-ktls", "h2-single", 8.0),
+        ];
+        let md = summary(&cells(&runs), "cmd");
+        assert!(md.starts_with("# Kernel TLS for HTTP/2"), "{md}");
+        // kTLS at half the user-space throughput, twice nginx's; the same CPU each.
+        assert!(
+            md.contains(
+                "| h2-single | 0.50× (0.50×) | 1.00× (1.00×) | 2.00× (2.00×) | 1.00× (1.00×) |"
+            ),
+            "{md}"
+        );
+        assert!(!md.contains("Targets"), "{md}");
+        assert!(md.contains("Rerun: `cmd`"), "{md}");
+    }
 }
