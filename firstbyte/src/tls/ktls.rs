@@ -14,20 +14,20 @@
 //! - **HTTP/2.** HTTP/2 frames every DATA chunk itself, so its bytes pass through user space
 //!   anyway and gain no `sendfile` (nginx's `sendfile` is HTTP/1.x-only too, though its HTTP/2
 //!   writes do go through OpenSSL's kTLS). Measured (`firstbyte-bench ktls --h2`,
-//!   `bench/results/2026-11-26-ktls-h2`): HTTP/2 through kTLS was no faster and cost 1.1–1.5×
+//!   `bench/results/2026-11-26-ktls-h2`): HTTP/2 through kTLS was slower and cost 1.3–1.6×
 //!   the server CPU per byte, so it stays with rustls. `FIRSTBYTE_KTLS_H2=1` switches it for
 //!   that bench ([`sys::h2_in_kernel`]).
-//!
-//! `ssl_conf_command Options KTLSTxZerocopySendfile` (OpenSSL's option, off by default) sets
-//! `TLS_TX_ZEROCOPY_RO` after `TLS_TX` where the start-up probe found the kernel takes it
-//! ([`Zerocopy`]; else `sendfile` copies, silently): the file's pages go out without the
-//! kernel's copy. That is safe only while served files are not changed in place.
 //! - **A peer's TLS 1.3 KeyUpdate.** rustls' buffered `ServerConnection` hands over keys, not
 //!   the traffic secrets a new key is derived from (`KernelConnection` exists only for the
 //!   unbuffered API), and kernels before the TLS rekey support cannot take a second `TLS_RX`
 //!   anyway. A KeyUpdate is read (the kernel returns it as a handshake record) and logged; the
 //!   response in flight completes, and the connection ends at the peer's next record, which
 //!   the old key cannot open ([`PostHandshake::KeyUpdate`]).
+//!
+//! `ssl_conf_command Options KTLSTxZerocopySendfile` (OpenSSL's option, off by default) sets
+//! `TLS_TX_ZEROCOPY_RO` after `TLS_TX` where the start-up probe found the kernel takes it
+//! ([`Zerocopy`]; else `sendfile` copies, silently): the file's pages go out without the
+//! kernel's copy. That is safe only while served files are not changed in place.
 //!
 //! The decisions here are plain code (cipher mapping, probe result → decision, the kernel's
 //! `crypto_info` bytes, record sizes → send calls), unit-tested; `sys` is the shell of
