@@ -8,12 +8,21 @@
 #   bench: SERVER CASE ROUND seconds=S cpu_ticks=T ticks_per_s=HZ bytes=B tls_tx=N
 # (server CPU from /proc/PID/stat utime+stime of every server process; tls_tx: connections the
 # kernel encrypted for, from /proc/net/tls_stat TlsTxSw).
+#
+# With a sixth argument `h2` the same three servers speak HTTP/2 and h2load downloads (TLS 1.3
+# AES-128-GCM): the file of SINGLE_MB over one connection (`h2-single`), and the SMALL_N files
+# over one connection, 10 streams at a time (`h2-small`). firstbyte's kTLS server runs with
+# FIRSTBYTE_KTLS_H2=1, so its HTTP/2 connections switch to kernel TLS (frames written through
+# the kernel's records, no sendfile); nginx's HTTP/2 writes through OpenSSL's kTLS the same way.
 set -u
 fb=$1
 rounds=$2
 single_mb=$3
 small_n=$4
 small_kb=$5
+proto=${6:-h1}
+h2=
+[ "$proto" = h2 ] && h2="http2 on;"
 w=/tmp/kb
 mkdir -p $w/html $w/nginx
 cd $w || exit 1
@@ -44,6 +53,7 @@ http {
     sendfile on;
     server {
         listen 127.0.0.1:$1 ssl;
+        $h2
         ssl_certificate $w/cert.pem;
         ssl_certificate_key $w/key.pem;
         $2
@@ -69,7 +79,7 @@ http {
     uwsgi_temp_path $w/nginx/uwsgi;
     scgi_temp_path $w/nginx/scgi;
     server {
-        listen 127.0.0.1:9003 ssl;
+        listen 127.0.0.1:9003 ssl${h2:+ http2};
         ssl_protocols TLSv1.2 TLSv1.3;
         ssl_certificate $w/cert.pem;
         ssl_certificate_key $w/key.pem;
@@ -79,7 +89,7 @@ http {
 }
 EOF
 
-$fb -c fb-ktls.conf 2> fb-ktls.err &
+FIRSTBYTE_KTLS_H2=$([ "$proto" = h2 ] && echo 1) $fb -c fb-ktls.conf 2> fb-ktls.err &
 p_ktls=$!
 $fb -c fb-user.conf 2> fb-user.err &
 p_user=$!
@@ -112,10 +122,26 @@ small_urls() {
     done
 }
 
+h2load_opts=(--tls13-ciphers TLS_AES_128_GCM_SHA256 -c 1)
+# h2load's report must show every request succeeded and every byte of data arrived.
+h2load_check() { # OUT REQUESTS BYTES
+    grep -q "requests: $2 total, $2 started, $2 done, $2 succeeded, 0 failed" "$1" \
+        && grep -q "($3) data" "$1" && grep -q "Application protocol: h2" "$1"
+}
+
 run() { # NAME PID PORT CASE ROUND
     local t0 c0 x0 t1 c1 x1 bytes
     c0=$(ticks "$2"); x0=$(tls_tx); t0=$(date +%s.%N)
-    if [ "$4" = single ]; then
+    if [ "$4" = h2-single ]; then
+        bytes=$((single_mb * 1000000))
+        h2load "${h2load_opts[@]}" -n 1 "https://127.0.0.1:$3/single.bin" > h2load.out 2>&1 \
+            && h2load_check h2load.out 1 $bytes || { cat h2load.out > curl.err; die "$1 h2-single"; }
+    elif [ "$4" = h2-small ]; then
+        bytes=$((small_n * small_kb * 1000))
+        for i in $(seq "$small_n"); do echo "https://127.0.0.1:$3/s$i.bin"; done > urls.txt
+        h2load "${h2load_opts[@]}" -m 10 -n "$small_n" -i urls.txt > h2load.out 2>&1 \
+            && h2load_check h2load.out "$small_n" $bytes || { cat h2load.out > curl.err; die "$1 h2-small"; }
+    elif [ "$4" = single ]; then
         curl "${curl_opts[@]}" "https://127.0.0.1:$3/single.bin" 2> curl.err || die "$1 single"
         bytes=$((single_mb * 1000000))
     else
@@ -130,8 +156,10 @@ run() { # NAME PID PORT CASE ROUND
 names=(fb-ktls fb-user nginx-ktls)
 pids=($p_ktls $p_user $p_nginx)
 ports=(9001 9002 9003)
+cases=(single small)
+[ "$proto" = h2 ] && cases=(h2-single h2-small)
 for r in $(seq "$rounds"); do
-    for case in single small; do
+    for case in "${cases[@]}"; do
         for k in 0 1 2; do
             i=$(((k + r) % 3))
             run "${names[$i]}" "${pids[$i]}" "${ports[$i]}" $case "$r"

@@ -14,6 +14,12 @@
 //! emulation only the ratios mean anything, and the client (curl decrypting in user space)
 //! shares the one emulated CPU: throughput understates what the server side gains, CPU per
 //! GiB is the server's own.
+//!
+//! `--h2` runs the HTTP/2 cases instead (h2load in the guest, one connection each): the large
+//! file (`h2-single`) and the small files, 10 streams at a time (`h2-small`). There `fb-ktls`
+//! runs with `FIRSTBYTE_KTLS_H2=1`, so its HTTP/2 connections switch to kernel TLS (DATA frames
+//! written through the kernel's records), against the same server in user space and nginx,
+//! whose HTTP/2 writes go through OpenSSL's kTLS.
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -47,6 +53,10 @@ pub struct Args {
     /// Summarize a saved run (its `guest.txt`) instead of running the VM.
     #[arg(long, value_name = "FILE")]
     from: Option<PathBuf>,
+    /// HTTP/2 (h2load, one connection per case) in place of HTTP/1.1 (curl); the single file
+    /// then defaults to 100 MB.
+    #[arg(long)]
+    h2: bool,
 }
 
 /// One run, as the guest reported it.
@@ -151,12 +161,23 @@ pub fn cells(runs: &[Run]) -> Vec<Cell> {
 
 fn summary(cells: &[Cell], command: &str) -> String {
     let get = |s: &str, c: &str| cells.iter().find(|x| x.server == s && x.case == c);
-    let mut out = String::from(
-        "# Kernel TLS + sendfile (firstbyte-bench ktls)\n\n\
-         Debian's 6.1 kernel under qemu TCG (one emulated CPU, shared by server and curl):\n\
-         only ratios mean anything. HTTP/1.1, TLS 1.3 AES-128-GCM. Medians over rounds.\n\n\
-         | server | case | runs | kTLS runs | MB/s | server CPU s/GiB | best MB/s | best CPU s/GiB |\n|---|---|---|---|---|---|---|---|\n",
-    );
+    let h2 = cells.iter().any(|c| c.case.starts_with("h2-"));
+    let mut out = if h2 {
+        String::from(
+            "# Kernel TLS for HTTP/2 (firstbyte-bench ktls --h2)\n\n\
+             Debian's 6.1 kernel under qemu TCG (one emulated CPU, shared by server and h2load):\n\
+             only ratios mean anything. HTTP/2 over TLS 1.3 AES-128-GCM, one connection per run;\n\
+             fb-ktls: firstbyte with FIRSTBYTE_KTLS_H2=1 (HTTP/2 frames through kernel TLS).\n\
+             Medians over rounds.\n\n",
+        )
+    } else {
+        String::from(
+            "# Kernel TLS + sendfile (firstbyte-bench ktls)\n\n\
+             Debian's 6.1 kernel under qemu TCG (one emulated CPU, shared by server and curl):\n\
+             only ratios mean anything. HTTP/1.1, TLS 1.3 AES-128-GCM. Medians over rounds.\n\n",
+        )
+    };
+    out += "| server | case | runs | kTLS runs | MB/s | server CPU s/GiB | best MB/s | best CPU s/GiB |\n|---|---|---|---|---|---|---|---|\n";
     for c in cells {
         out += &format!(
             "| {} | {} | {} | {} | {:.2} | {:.2} | {:.2} | {:.2} |\n",
@@ -171,7 +192,7 @@ fn summary(cells: &[Cell], command: &str) -> String {
         );
     }
     out += "\nRatios of medians (of best runs in brackets):\n\n| case | kTLS/user throughput | kTLS/user CPU per GiB | fb kTLS / nginx kTLS throughput | fb kTLS / nginx kTLS CPU per GiB |\n|---|---|---|---|---|\n";
-    for case in ["single", "small"] {
+    for case in ["single", "small", "h2-single", "h2-small"] {
         if let (Some(k), Some(u), Some(n)) = (
             get("fb-ktls", case),
             get("fb-user", case),
@@ -190,7 +211,10 @@ fn summary(cells: &[Cell], command: &str) -> String {
             );
         }
     }
-    out += &format!("\nTargets (issue 12): kTLS ≥ 1.3× user-space throughput, ≤ 0.7× its CPU per GiB, ≥ nginx kTLS.\n\nRerun: `{command}`\n");
+    if !h2 {
+        out += "\nTargets (issue 12): kTLS ≥ 1.3× user-space throughput, ≤ 0.7× its CPU per GiB, ≥ nginx kTLS.\n";
+    }
+    out += &format!("\nRerun: `{command}`\n");
     out
 }
 
@@ -208,13 +232,20 @@ pub fn main(args: Args) -> i32 {
 fn run(args: Args) -> Result<()> {
     let quick = args.common.quick;
     let rounds = args.rounds.unwrap_or(if quick { 1 } else { 5 });
-    let single_mb = args.single_mb.unwrap_or(if quick { 5 } else { 200 });
+    let single_mb = args.single_mb.unwrap_or(if quick {
+        5
+    } else if args.h2 {
+        100
+    } else {
+        200
+    });
     let small = args.small.unwrap_or(if quick { 10 } else { 200 });
     let small_kb = args.small_kb.unwrap_or(100);
     let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..");
     let root = root.canonicalize().context("the checkout")?;
     let command = format!(
-        "cargo build --release -p firstbyte && cargo run --release -p firstbyte-bench -- ktls --rounds {rounds} --single-mb {single_mb} --small {small} --small-kb {small_kb}"
+        "cargo build --release -p firstbyte && cargo run --release -p firstbyte-bench -- ktls{} --rounds {rounds} --single-mb {single_mb} --small {small} --small-kb {small_kb}",
+        if args.h2 { " --h2" } else { "" }
     );
     if let Some(saved) = &args.from {
         let text = std::fs::read_to_string(saved).with_context(|| saved.display().to_string())?;
@@ -237,13 +268,15 @@ fn run(args: Args) -> Result<()> {
     });
     std::fs::create_dir_all(&out_dir).with_context(|| out_dir.display().to_string())?;
     eprintln!(
-        "firstbyte-bench ktls: {rounds} rounds, {single_mb} MB single, {small} × {small_kb} KB, in a VM (minutes)"
+        "firstbyte-bench ktls: {}{rounds} rounds, {single_mb} MB single, {small} × {small_kb} KB, in a VM (minutes)",
+        if args.h2 { "HTTP/2, " } else { "" }
     );
     let output = Command::new("bash")
         .arg(root.join("scripts/ktls-vm"))
         .arg("--bench")
         .arg(&fb)
         .args([rounds, single_mb, small, small_kb].map(|n| n.to_string()))
+        .args(args.h2.then_some("h2"))
         .output()
         .context("scripts/ktls-vm")?;
     let text = String::from_utf8_lossy(&output.stdout);
@@ -327,5 +360,31 @@ mod tests {
             "{c:?}"
         );
         assert_eq!(c[0].best_cpu_s_per_gib, 0.5);
+    }
+
+    #[test]
+    fn the_h2_summary_compares_the_h2_cases() {
+        let line = |server: &str, case: &str, seconds: f64| {
+            parse_line(&format!(
+                "bench: {server} {case} 1 seconds={seconds} cpu_ticks=100 ticks_per_s=100 bytes=20000000 tls_tx=1"
+            ))
+            .unwrap()
+        };
+        let runs = vec![
+            line("fb-ktls", "h2-single", 4.0),
+            line("fb-user", "h2-single", 2.0),
+            line("nginx-ktls", "h2-single", 8.0),
+        ];
+        let md = summary(&cells(&runs), "cmd");
+        assert!(md.starts_with("# Kernel TLS for HTTP/2"), "{md}");
+        // kTLS at half the user-space throughput, twice nginx's; the same CPU each.
+        assert!(
+            md.contains(
+                "| h2-single | 0.50× (0.50×) | 1.00× (1.00×) | 2.00× (2.00×) | 1.00× (1.00×) |"
+            ),
+            "{md}"
+        );
+        assert!(!md.contains("Targets"), "{md}");
+        assert!(md.contains("Rerun: `cmd`"), "{md}");
     }
 }

@@ -11,8 +11,9 @@
 //! - `firstbyte-bench idle-load [--quick] [--out DIR]`: request latency under h2load with and
 //!   without 10,000 idle TLS connections, interleaved rounds.
 //!
-//! - `firstbyte-bench ktls [--quick] [--out DIR]`: kernel TLS + sendfile against user-space
-//!   TLS and nginx's kTLS, in a VM with Debian's kernel (`scripts/ktls-vm --bench`).
+//! - `firstbyte-bench ktls [--h2] [--quick] [--out DIR]`: kernel TLS + sendfile against
+//!   user-space TLS and nginx's kTLS, in a VM with Debian's kernel (`scripts/ktls-vm --bench`);
+//!   `--h2`: HTTP/2 over kernel TLS against HTTP/2 in user space.
 //!
 //! One clap parser ([`cli`]) reads every subcommand's options (`firstbyte-bench SUBCOMMAND
 //! --help` lists them); a bad value exits with code 2. Long runs print progress with an ETA

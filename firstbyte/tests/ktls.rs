@@ -24,6 +24,7 @@ http {
         ssl_certificate {certs}/localhost.crt;
         ssl_certificate_key {certs}/localhost.key;
         ssl_conf_command Options KTLS;
+        ssl_conf_command Options KTLSTxZerocopySendfile;
         root {dir}/html;
         location = /info { connection_info; }
     }
@@ -100,6 +101,14 @@ fn without_kernel_tls_the_probe_warns_once_and_tls_serves_in_user_space() {
         );
         assert_eq!(j["ktls_tx"], false, "{j}");
         assert_eq!(j["ktls_rx"], false, "{j}");
+        // `KTLSTxZerocopySendfile` without kernel TLS: ignored, with no line of its own.
+        assert_eq!(j["ktls_tx_zerocopy"], false, "{j}");
+        for l in stderr
+            .lines()
+            .filter(|l| l.contains("ZEROCOPY") || l.contains("Zerocopy"))
+        {
+            assert!(l.contains("[debug]"), "only a debug line: {l}");
+        }
         assert!(!log.contains("BIO_get_ktls_send(): 1"), "{log}");
         // Never switched, so file bodies were read and encrypted in user space.
         assert!(!log.contains("SSL_sendfile"), "{log}");
@@ -157,8 +166,11 @@ fn vm_large_first_request() {
 }
 
 /// The client side of the VM's KeyUpdate check (`scripts/ktls-guest.sh` runs it with
-/// `KTLS_ADDR` and `KTLS_FILE`): over TLS 1.3 it requests the file, sends a KeyUpdate when a
-/// third of the body has arrived, reads the rest, and compares every byte.
+/// `KTLS_ADDR`, `KTLS_FILE` and `KTLS_PATH`): over TLS 1.3 it requests the file on a kept-alive
+/// connection, sends a KeyUpdate when a third of the body has arrived, reads the rest and
+/// compares every byte; then it sends a second request under its new keys, which the kernel
+/// cannot open: the server must end the connection without answering (and go on serving
+/// others, which the guest script checks).
 #[test]
 #[ignore = "the VM's client: run by scripts/ktls-vm"]
 fn vm_keyupdate_mid_download() {
@@ -167,28 +179,28 @@ fn vm_keyupdate_mid_download() {
     let path = std::env::var("KTLS_PATH").expect("KTLS_PATH");
     let want = std::fs::read(&file).expect("the served file");
     let mut tls = vm_client(&addr);
-    write!(
-        tls,
-        "GET {path} HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n"
-    )
-    .unwrap();
+    write!(tls, "GET {path} HTTP/1.1\r\nHost: localhost\r\n\r\n").unwrap();
     tls.flush().unwrap();
     let mut got = Vec::new();
     let mut buf = vec![0u8; 64 * 1024];
     let mut updated = false;
+    let mut head_end = None;
     loop {
+        if head_end.is_none() {
+            head_end = got.windows(4).position(|w| w == b"\r\n\r\n").map(|p| p + 4);
+        }
+        if head_end.is_some_and(|h| got.len() >= h + want.len()) {
+            break;
+        }
         let n = match tls.read(&mut buf) {
             Ok(n) => n,
             Err(e) if e.kind() == std::io::ErrorKind::UnexpectedEof => 0,
             Err(e) => panic!("read after {} bytes: {e}", got.len()),
         };
-        if n == 0 {
-            break;
-        }
+        assert!(n > 0, "EOF after {} bytes", got.len());
         got.extend_from_slice(&buf[..n]);
         if !updated && got.len() > want.len() / 3 {
             tls.conn.refresh_traffic_keys().expect("KeyUpdate");
-            tls.flush().unwrap();
             // The KeyUpdate goes out with the next write_tls.
             while tls.conn.wants_write() {
                 tls.conn.write_tls(&mut tls.sock).unwrap();
@@ -197,11 +209,7 @@ fn vm_keyupdate_mid_download() {
             updated = true;
         }
     }
-    let head_end = got
-        .windows(4)
-        .position(|w| w == b"\r\n\r\n")
-        .expect("response head")
-        + 4;
+    let head_end = head_end.unwrap();
     assert!(got.starts_with(b"HTTP/1.1 200"), "{:?}", &got[..head_end]);
     assert!(updated, "the body ended before a third of it");
     assert!(
@@ -214,4 +222,34 @@ fn vm_keyupdate_mid_download() {
         "ktls: KeyUpdate mid-download: {} bytes identical",
         want.len()
     );
+    // A second request, under the client's new keys: the server closes without an answer
+    // (as soon as the request arrives: the client's own write may meet the reset).
+    let sent =
+        write!(tls, "GET {path} HTTP/1.1\r\nHost: localhost\r\n\r\n").and_then(|()| tls.flush());
+    let mut after = Vec::new();
+    let end = loop {
+        if let Err(e) = &sent {
+            use std::io::ErrorKind::{BrokenPipe, ConnectionReset};
+            assert!(matches!(e.kind(), BrokenPipe | ConnectionReset), "{e}");
+            break format!("writing: {e}");
+        }
+        match tls.read(&mut buf) {
+            Ok(0) => break "close_notify".to_string(),
+            Ok(n) => after.extend_from_slice(&buf[..n]),
+            Err(e) => {
+                use std::io::ErrorKind::{TimedOut, WouldBlock};
+                assert!(
+                    !matches!(e.kind(), WouldBlock | TimedOut),
+                    "the server kept the connection open (60 s)"
+                );
+                break e.to_string();
+            }
+        }
+    };
+    assert!(
+        after.is_empty(),
+        "answered after the KeyUpdate: {:?}",
+        String::from_utf8_lossy(&after[..after.len().min(200)])
+    );
+    println!("ktls: a request under the new keys: no answer, the connection ended ({end})");
 }

@@ -1210,6 +1210,10 @@ pub struct TlsConf {
     /// `ssl_conf_command Options KTLS`: kernel TLS for HTTP/1.x after the handshake, so file
     /// bodies go out with `sendfile` (`tls::ktls`). Off by default, as nginx.
     pub ktls: bool,
+    /// `ssl_conf_command Options KTLSTxZerocopySendfile`: with kernel TLS, `sendfile` asks the
+    /// kernel not to copy the file's pages (`TLS_TX_ZEROCOPY_RO`), which is safe only while
+    /// the files served do not change during a send. Off by default, as OpenSSL.
+    pub ktls_tx_zerocopy: bool,
     /// `ssl_session_ticket_key FILE` (several: the first encrypts, all decrypt).
     pub session_ticket_keys: Vec<PathBuf>,
     /// `ssl_certificate` / `ssl_certificate_key` pairs written with variables, loaded at

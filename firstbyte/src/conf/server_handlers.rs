@@ -88,7 +88,8 @@ pub(crate) fn protocols(d: &Directive, cx: &mut Cx) -> Result<Vec<TlsVersion>, C
 }
 
 /// `ssl_conf_command NAME VALUE`: `Ciphersuites`, `NumTickets` and `Options KTLS` / `-KTLS`
-/// (nginx's switch for kernel TLS) only.
+/// (nginx's switch for kernel TLS), `Options KTLSTxZerocopySendfile` /
+/// `-KTLSTxZerocopySendfile` (OpenSSL's, for `sendfile` without the kernel's copy) only.
 pub(crate) fn ssl_conf_command(s: &mut SrvSettings, d: &Directive, _: &mut Cx) -> R {
     let name = arg0(d);
     let v = d.args.get(1).map(String::as_str).unwrap_or("");
@@ -106,6 +107,8 @@ pub(crate) fn ssl_conf_command(s: &mut SrvSettings, d: &Directive, _: &mut Cx) -
             match opt {
                 "KTLS" => cmds.ktls = Some(true),
                 "-KTLS" => cmds.ktls = Some(false),
+                "KTLSTxZerocopySendfile" => cmds.ktls_tx_zerocopy = Some(true),
+                "-KTLSTxZerocopySendfile" => cmds.ktls_tx_zerocopy = Some(false),
                 _ => {
                     return Err(unsupported(
                         d,
@@ -441,6 +444,29 @@ mod tests {
         )
         .unwrap();
         assert_eq!(s.tls.conf_commands.clone().unwrap().ktls, Some(true));
+        assert_eq!(s.tls.conf_commands.clone().unwrap().ktls_tx_zerocopy, None);
+        ssl_conf_command(
+            &mut s,
+            &dir("ssl_conf_command", &["Options", "KTLSTxZerocopySendfile"]),
+            &mut c,
+        )
+        .unwrap();
+        let cmds = s.tls.conf_commands.clone().unwrap();
+        assert_eq!((cmds.ktls, cmds.ktls_tx_zerocopy), (Some(true), Some(true)));
+        ssl_conf_command(
+            &mut s,
+            &dir(
+                "ssl_conf_command",
+                &["Options", "-KTLSTxZerocopySendfile,KTLS"],
+            ),
+            &mut c,
+        )
+        .unwrap();
+        let cmds = s.tls.conf_commands.clone().unwrap();
+        assert_eq!(
+            (cmds.ktls, cmds.ktls_tx_zerocopy),
+            (Some(true), Some(false))
+        );
         let e = ssl_conf_command(
             &mut s,
             &dir("ssl_conf_command", &["Options", "KTLS,x"]),

@@ -252,6 +252,8 @@ pub(crate) struct ConfCommands {
     pub num_tickets: Option<u32>,
     /// `Options KTLS` (`Some(true)`) or `Options -KTLS`.
     pub ktls: Option<bool>,
+    /// `Options KTLSTxZerocopySendfile` (`Some(true)`) or `Options -KTLSTxZerocopySendfile`.
+    pub ktls_tx_zerocopy: Option<bool>,
 }
 
 /// An `ssl_certificate` as written.
@@ -338,6 +340,7 @@ impl TlsSettings {
             ciphersuites: cmds.ciphersuites,
             num_tickets: cmds.num_tickets,
             ktls: cmds.ktls.unwrap_or(false),
+            ktls_tx_zerocopy: cmds.ktls_tx_zerocopy.unwrap_or(false),
             session_ticket_keys: self.session_ticket_keys.clone().unwrap_or_default(),
             dynamic_certificates,
             ocsp_resolver: None,

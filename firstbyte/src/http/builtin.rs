@@ -100,6 +100,8 @@ pub struct ConnectionInfo {
     pub ktls_tx: bool,
     /// Whether the kernel decrypts what this connection receives (kernel TLS).
     pub ktls_rx: bool,
+    /// Whether the kernel sends files without copying their pages (`TLS_TX_ZEROCOPY_RO`).
+    pub ktls_tx_zerocopy: bool,
     /// Whether `TCP_NODELAY` is on for this socket (read back from the kernel).
     pub tcp_nodelay: bool,
     /// `TCP_NOTSENT_LOWAT` of this socket in bytes, read back from the kernel (0: unset).
@@ -135,6 +137,7 @@ pub fn gather(conn: &Conn, protocol: &str) -> ConnectionInfo {
         record_policy: conn.facts().record_policy.to_string(),
         ktls_tx: tls.is_some_and(|t| t.ktls.0),
         ktls_rx: tls.is_some_and(|t| t.ktls.1),
+        ktls_tx_zerocopy: tls.is_some_and(|t| t.ktls_zerocopy),
         tcp_nodelay: crate::net::nodelay(conn.fd()).unwrap_or(false),
         tcp_notsent_lowat: crate::net::notsent_lowat(conn.fd()).unwrap_or(0),
         tcp_congestion: crate::net::congestion(conn.fd()).unwrap_or_default(),
@@ -227,6 +230,16 @@ pub fn html(i: &ConnectionInfo) -> String {
             "TLS records (kernel TLS)",
             &format!("send: {}, receive: {}", on(i.ktls_tx), on(i.ktls_rx)),
         );
+        if i.ktls_tx {
+            rows += &row(
+                "sendfile (kernel TLS)",
+                if i.ktls_tx_zerocopy {
+                    "zerocopy (TLS_TX_ZEROCOPY_RO)"
+                } else {
+                    "copies"
+                },
+            );
+        }
         rows += &row("TCP_NODELAY", if i.tcp_nodelay { "on" } else { "off" });
         rows += &row("TCP_NOTSENT_LOWAT", &i.tcp_notsent_lowat.to_string());
         rows += &row("TCP_CONGESTION", &i.tcp_congestion);
@@ -318,6 +331,7 @@ mod tests {
             record_policy: "static".into(),
             ktls_tx: true,
             ktls_rx: false,
+            ktls_tx_zerocopy: true,
             tcp_nodelay: true,
             tcp_notsent_lowat: 16384,
             tcp_congestion: "bbr".into(),
@@ -328,6 +342,7 @@ mod tests {
         let h = html(&i);
         assert!(h.contains("TLSv1.3") && h.contains("&lt;x&gt;") && h.contains("42 µs"));
         assert!(h.contains("send: kernel, receive: user space"), "{h}");
+        assert!(h.contains("zerocopy (TLS_TX_ZEROCOPY_RO)"), "{h}");
         let j: serde_json::Value = serde_json::to_value(&i).unwrap();
         for k in [
             "tls_version",
@@ -340,6 +355,7 @@ mod tests {
             "record_policy",
             "ktls_tx",
             "ktls_rx",
+            "ktls_tx_zerocopy",
             "tcp_notsent_lowat",
             "tcp_congestion",
         ] {
@@ -363,6 +379,7 @@ mod tests {
             record_policy: "quic".into(),
             ktls_tx: false,
             ktls_rx: false,
+            ktls_tx_zerocopy: false,
             tcp_nodelay: false,
             tcp_notsent_lowat: 0,
             tcp_congestion: String::new(),

@@ -83,6 +83,9 @@ pub struct TlsFacts {
     pub client: Option<crate::tls::peer::PeerCert>,
     /// Whether the kernel makes this connection's records (kernel TLS): sending, receiving.
     pub ktls: (bool, bool),
+    /// Whether the kernel sends files without copying their pages (`TLS_TX_ZEROCOPY_RO`,
+    /// `ssl_conf_command Options KTLSTxZerocopySendfile`).
+    pub ktls_zerocopy: bool,
     /// Over TCP, when the handshake accepted early data (0-RTT): open until it completes.
     pub early: Option<crate::tls::stream::EarlyGate>,
 }

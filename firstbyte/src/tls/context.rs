@@ -102,6 +102,7 @@ mod tests {
             ciphersuites: None,
             num_tickets: None,
             ktls: false,
+            ktls_tx_zerocopy: false,
             prefer_server_ciphers: false,
             ecdh_curve: "auto".into(),
             early_data: false,

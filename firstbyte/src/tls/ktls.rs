@@ -11,15 +11,23 @@
 //! the traffic keys with their sequence numbers and hand them to the kernel.
 //!
 //! What stays in user space, and why:
-//! - **HTTP/2.** nginx uses kTLS only for HTTP/1.x `sendfile`: HTTP/2 frames every DATA chunk
-//!   itself, so its bytes pass through user space anyway, and firstbyte's HTTP/2 layer batches
-//!   a turn's frames into one `writev` of records it sizes itself.
+//! - **HTTP/2.** HTTP/2 frames every DATA chunk itself, so its bytes pass through user space
+//!   anyway and gain no `sendfile` (nginx's `sendfile` is HTTP/1.x-only too, though its HTTP/2
+//!   writes do go through OpenSSL's kTLS). Measured (`firstbyte-bench ktls --h2`,
+//!   `bench/results/2026-11-26-ktls-h2`): HTTP/2 through kTLS was slower and cost 1.3–1.6×
+//!   the server CPU per byte, so it stays with rustls. `FIRSTBYTE_KTLS_H2=1` switches it for
+//!   that bench ([`sys::h2_in_kernel`]).
 //! - **A peer's TLS 1.3 KeyUpdate.** rustls' buffered `ServerConnection` hands over keys, not
 //!   the traffic secrets a new key is derived from (`KernelConnection` exists only for the
 //!   unbuffered API), and kernels before the TLS rekey support cannot take a second `TLS_RX`
 //!   anyway. A KeyUpdate is read (the kernel returns it as a handshake record) and logged; the
 //!   response in flight completes, and the connection ends at the peer's next record, which
 //!   the old key cannot open ([`PostHandshake::KeyUpdate`]).
+//!
+//! `ssl_conf_command Options KTLSTxZerocopySendfile` (OpenSSL's option, off by default) sets
+//! `TLS_TX_ZEROCOPY_RO` after `TLS_TX` where the start-up probe found the kernel takes it
+//! ([`Zerocopy`]; else `sendfile` copies, silently): the file's pages go out without the
+//! kernel's copy. That is safe only while served files are not changed in place.
 //!
 //! The decisions here are plain code (cipher mapping, probe result → decision, the kernel's
 //! `crypto_info` bytes, record sizes → send calls), unit-tested; `sys` is the shell of
@@ -176,6 +184,39 @@ impl Support {
     }
 }
 
+/// What the start-up probe found for `setsockopt(SOL_TLS, TLS_TX_ZEROCOPY_RO, 1)` (OpenSSL's
+/// `Options KTLSTxZerocopySendfile`): `sendfile` then hands the file's pages on without the
+/// kernel's copy. The kernel's documentation: the pages must not change until sent, or a
+/// retransmission may carry different bytes under the same record (the peer sees a record that
+/// fails authentication). Linux ≥ 5.19; its zerocopy path is the device-offload one (`TLS_HW`),
+/// software kTLS (`TLS_SW`) takes the option and encrypts as before.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Zerocopy {
+    /// The kernel takes the option.
+    Available,
+    /// The kernel does not know it (`ENOPROTOOPT`: before 5.19) or refuses it (`EINVAL`):
+    /// `sendfile` copies, said only at debug level (as OpenSSL, which ignores the failure).
+    Unsupported(String),
+    /// Another failure: `sendfile` copies, said once at start (a `[notice]`).
+    Failed(String),
+}
+
+impl Zerocopy {
+    /// The probe's result from the `setsockopt` call's outcome (its `errno` on failure).
+    pub fn of(r: Result<(), i32>, why: impl FnOnce() -> String) -> Self {
+        match r {
+            Ok(()) => Self::Available,
+            Err(libc::EINVAL | libc::ENOPROTOOPT) => Self::Unsupported(why()),
+            Err(_) => Self::Failed(why()),
+        }
+    }
+
+    /// Whether a connection of a server that asked (`asked`) sends files without the copy.
+    pub fn used(&self, asked: bool) -> bool {
+        asked && *self == Self::Available
+    }
+}
+
 /// A connection's record layer after its handshake.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Decision {
@@ -186,17 +227,19 @@ pub enum Decision {
 }
 
 /// Decides where a connection's records are made, from the probe and the handshake's result
-/// (version, suite, ALPN). Called before anything is taken from rustls.
+/// (version, suite, ALPN). Called before anything is taken from rustls. `h2_in_kernel`:
+/// HTTP/2 connections switch too (the measuring switch, [`sys::h2_in_kernel`]).
 pub fn decide(
     support: &Support,
     version: Option<ProtocolVersion>,
     suite: Option<CipherSuite>,
     alpn: &str,
+    h2_in_kernel: bool,
 ) -> Decision {
     let Support::Ciphers(have) = support else {
         return Decision::User("the kernel has no TLS module");
     };
-    if alpn == "h2" {
+    if alpn == "h2" && !h2_in_kernel {
         return Decision::User("HTTP/2 stays in user space");
     }
     let Some(v) = version.and_then(KernelVersion::of) else {
@@ -411,7 +454,7 @@ mod tests {
         let v13 = Some(ProtocolVersion::TLSv1_3);
         let aes = Some(CipherSuite::TLS13_AES_128_GCM_SHA256);
         assert_eq!(
-            decide(&none, v13, aes, "http/1.1"),
+            decide(&none, v13, aes, "http/1.1", false),
             Decision::User("the kernel has no TLS module")
         );
         assert!(none
@@ -425,19 +468,24 @@ mod tests {
             "kernel TLS available for TLSv1.3 AES-128-GCM"
         );
         assert_eq!(
-            decide(&some, v13, aes, ""),
+            decide(&some, v13, aes, "", false),
             Decision::Kernel(KernelVersion::Tls13, KernelCipher::Aes128Gcm)
         );
         assert_eq!(
-            decide(&some, v13, aes, "h2"),
+            decide(&some, v13, aes, "h2", false),
             Decision::User("HTTP/2 stays in user space")
+        );
+        assert_eq!(
+            decide(&some, v13, aes, "h2", true),
+            Decision::Kernel(KernelVersion::Tls13, KernelCipher::Aes128Gcm)
         );
         assert!(matches!(
             decide(
                 &some,
                 Some(ProtocolVersion::TLSv1_2),
                 Some(CipherSuite::TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA256),
-                ""
+                "",
+                false
             ),
             Decision::User(_)
         ));
@@ -446,11 +494,30 @@ mod tests {
                 &some,
                 v13,
                 Some(CipherSuite::TLS13_CHACHA20_POLY1305_SHA256),
-                ""
+                "",
+                false
             ),
             Decision::User(_)
         ));
         assert!(Support::Ciphers(Vec::new()).warning().is_some());
+    }
+
+    #[test]
+    fn zerocopy_is_used_only_when_asked_and_the_kernel_takes_it() {
+        let why = || "setsockopt(TLS_TX_ZEROCOPY_RO) failed".to_string();
+        let yes = Zerocopy::of(Ok(()), why);
+        assert_eq!(yes, Zerocopy::Available);
+        assert!(yes.used(true));
+        assert!(!yes.used(false), "off unless the operator asks");
+        // Kernels before 5.19 do not know the option; a kernel may refuse it: silent fallback.
+        for errno in [libc::ENOPROTOOPT, libc::EINVAL] {
+            let z = Zerocopy::of(Err(errno), why);
+            assert!(matches!(z, Zerocopy::Unsupported(_)), "{errno}: {z:?}");
+            assert!(!z.used(true));
+        }
+        let z = Zerocopy::of(Err(libc::EPERM), why);
+        assert!(matches!(z, Zerocopy::Failed(_)), "{z:?}");
+        assert!(!z.used(true));
     }
 
     #[test]

@@ -312,6 +312,9 @@ fn assemble(
     if tls.ktls {
         // Probed (and a `[warn]` logged when unusable) once, at the first load that asks.
         let _ = super::ktls::sys::support();
+        if tls.ktls_tx_zerocopy {
+            let _ = super::ktls::sys::zerocopy();
+        }
     }
     config.ignore_client_order = tls.prefer_server_ciphers;
     config.max_early_data_size = early_data_size(tls);
@@ -360,6 +363,7 @@ fn same_settings(a: &TlsConf, b: &TlsConf) -> bool {
         ciphersuites,
         num_tickets,
         ktls,
+        ktls_tx_zerocopy,
         prefer_server_ciphers,
         ecdh_curve,
         early_data,
@@ -395,6 +399,7 @@ fn same_settings(a: &TlsConf, b: &TlsConf) -> bool {
         && *ciphersuites == b.ciphersuites
         && *num_tickets == b.num_tickets
         && *ktls == b.ktls
+        && *ktls_tx_zerocopy == b.ktls_tx_zerocopy
         && *prefer_server_ciphers == b.prefer_server_ciphers
         && *ecdh_curve == b.ecdh_curve
         && *early_data == b.early_data
@@ -833,6 +838,7 @@ mod tests {
             ciphersuites: None,
             num_tickets: None,
             ktls: false,
+            ktls_tx_zerocopy: false,
             prefer_server_ciphers: false,
             ecdh_curve: "auto".into(),
             early_data: false,

@@ -372,6 +372,7 @@ pub(super) async fn accept_tls(
                 sc.negotiated_cipher_suite().map(|s| s.suite()),
                 sc.alpn_protocol()
                     .map_or("", |p| std::str::from_utf8(p).unwrap_or("")),
+                ktls::sys::h2_in_kernel(),
             )
         });
     let mut kernel = None;
@@ -415,6 +416,7 @@ pub(super) async fn accept_tls(
         server_name: sni,
         client,
         ktls: (kernel.is_some(), kernel.is_some()),
+        ktls_zerocopy: false,
         early,
     });
     if let Some(t) = &facts.tls {
@@ -425,15 +427,27 @@ pub(super) async fn accept_tls(
         Some((version, cipher)) => {
             let policy = tls.policy().clone();
             let (sock, conn) = tls.into_parts();
-            match ktls::sys::switch(sock.into_inner(), conn, version, policy).await {
+            let zerocopy = server
+                .tls
+                .as_ref()
+                .is_some_and(|t| ktls::sys::zerocopy().used(t.ktls_tx_zerocopy));
+            match ktls::sys::switch(sock.into_inner(), conn, version, policy, zerocopy).await {
                 Ok(k) => {
                     crate::fblog!(
                         Debug,
-                        "kTLS: {} {} in the kernel, client: {}",
+                        "kTLS: {} {} in the kernel, sendfile {}, client: {}",
                         version.name(),
                         cipher.name(),
+                        if k.zerocopy() {
+                            "zerocopy (TLS_TX_ZEROCOPY_RO)"
+                        } else {
+                            "copies"
+                        },
                         Client(peer)
                     );
+                    if let Some(t) = facts.tls.as_mut() {
+                        t.ktls_zerocopy = k.zerocopy();
+                    }
                     // The socket now carries plaintext as it is: file bodies may `sendfile`.
                     let io = Arc::new(IoControl::new(send_timeout, true));
                     (

@@ -16,7 +16,7 @@ use tokio::net::TcpStream;
 
 use super::{
     crypto_info, post_handshake, raw_crypto_info, records_of, send_size, KernelCipher,
-    KernelVersion, PostHandshake, Support, CLOSE_NOTIFY, CONTENT_ALERT, CONTENT_DATA,
+    KernelVersion, PostHandshake, Support, Zerocopy, CLOSE_NOTIFY, CONTENT_ALERT, CONTENT_DATA,
 };
 use crate::record::{RecordPolicy, SocketInfo, TcpInfoSource};
 
@@ -25,6 +25,7 @@ const SOL_TLS: libc::c_int = 282;
 const TCP_ULP: libc::c_int = 31;
 const TLS_TX: libc::c_int = 1;
 const TLS_RX: libc::c_int = 2;
+const TLS_TX_ZEROCOPY_RO: libc::c_int = 3;
 const TLS_SET_RECORD_TYPE: libc::c_int = 1;
 const TLS_GET_RECORD_TYPE: libc::c_int = 2;
 
@@ -104,6 +105,74 @@ fn probe() -> Support {
     Support::Ciphers(have)
 }
 
+/// `setsockopt(SOL_TLS, TLS_TX_ZEROCOPY_RO, 1)` on a socket whose `TLS_TX` is set.
+fn set_tx_zerocopy(fd: RawFd) -> io::Result<()> {
+    setsockopt(fd, SOL_TLS, TLS_TX_ZEROCOPY_RO, &1u32.to_ne_bytes())
+}
+
+/// Whether this kernel takes `TLS_TX_ZEROCOPY_RO` (`Options KTLSTxZerocopySendfile`), probed
+/// once (on the first call: at the first configuration load that asks for it) on a loopback
+/// socket with `TLS_TX` set; a failure other than the kernel not knowing the option is logged
+/// once.
+pub fn zerocopy() -> &'static Zerocopy {
+    static ZEROCOPY: OnceLock<Zerocopy> = OnceLock::new();
+    ZEROCOPY.get_or_init(|| {
+        let z = probe_zerocopy();
+        match &z {
+            Zerocopy::Available => crate::fblog!(Debug, "kernel TLS takes TLS_TX_ZEROCOPY_RO"),
+            Zerocopy::Unsupported(why) => crate::fblog!(
+                Debug,
+                "{why}: \"KTLSTxZerocopySendfile\" is ignored, sendfile copies"
+            ),
+            Zerocopy::Failed(why) => crate::fblog!(
+                Notice,
+                "{why}: \"ssl_conf_command Options KTLSTxZerocopySendfile\" is ignored, sendfile copies"
+            ),
+        }
+        z
+    })
+}
+
+fn probe_zerocopy() -> Zerocopy {
+    let Support::Ciphers(have) = support() else {
+        return Zerocopy::Unsupported("no kernel TLS".into());
+    };
+    let Some(&(v, c)) = have.first() else {
+        return Zerocopy::Unsupported("no kernel TLS cipher".into());
+    };
+    let key = vec![0u8; if c == KernelCipher::Aes128Gcm { 16 } else { 32 }];
+    let r = (|| -> io::Result<()> {
+        let info = raw_crypto_info(v, c, &key, &[0; 12], 0)
+            .map_err(|_| io::Error::from_raw_os_error(libc::EINVAL))?;
+        let l = std::net::TcpListener::bind("127.0.0.1:0")?;
+        let s = std::net::TcpStream::connect(l.local_addr()?)?;
+        let _peer = l.accept()?;
+        let fd = s.as_raw_fd();
+        attach_ulp(fd)?;
+        setsockopt(fd, SOL_TLS, TLS_TX, &info)?;
+        set_tx_zerocopy(fd)
+    })();
+    let errno = r
+        .as_ref()
+        .map_err(|e| e.raw_os_error().unwrap_or(0))
+        .copied();
+    Zerocopy::of(errno, || {
+        let e = r.unwrap_err();
+        format!(
+            "setsockopt(TLS_TX_ZEROCOPY_RO) failed ({})",
+            crate::log::OsError(&e)
+        )
+    })
+}
+
+/// `FIRSTBYTE_KTLS_H2=1` in the environment: HTTP/2 connections switch to kernel TLS too (their
+/// frames written through the kernel's records, no `sendfile`). A measuring switch for
+/// `firstbyte-bench ktls --h2`, not a setting: by that bench HTTP/2 stays in user space.
+pub fn h2_in_kernel() -> bool {
+    static H2: OnceLock<bool> = OnceLock::new();
+    *H2.get_or_init(|| std::env::var_os("FIRSTBYTE_KTLS_H2").is_some_and(|v| v == "1"))
+}
+
 /// Why a switch failed after rustls gave up its state (the connection is lost; rare: the
 /// probe said the kernel takes this cipher).
 #[derive(Debug)]
@@ -114,11 +183,14 @@ pub struct SwitchError(pub String);
 /// what rustls still has queued (TLS 1.3 session tickets) first, then takes the keys and
 /// their sequence numbers. Returns the kernel socket, with any plaintext rustls had already
 /// decrypted (none when the handshake's reads stopped at its last record) to be read first.
+/// With `zerocopy` (`Options KTLSTxZerocopySendfile`, and [`zerocopy`] found the kernel takes
+/// it) `TLS_TX_ZEROCOPY_RO` is set too; should that fail here, `sendfile` copies (logged).
 pub async fn switch(
     mut tcp: TcpStream,
     mut conn: ServerConnection,
     version: KernelVersion,
     policy: RecordPolicy,
+    zerocopy: bool,
 ) -> Result<KtlsSocket, SwitchError> {
     let fail = |what: &str, e: &dyn std::fmt::Display| SwitchError(format!("{what} ({e})"));
     let mut queued = Vec::new();
@@ -150,7 +222,20 @@ pub async fn switch(
     setsockopt(fd, SOL_TLS, TLS_RX, &rx).map_err(|e| fail("setsockopt(TLS_RX)", &e))?;
     crate::fblog!(Debug, "BIO_get_ktls_send(): 1");
     crate::fblog!(Debug, "BIO_get_ktls_recv(): 1");
+    let zerocopy = zerocopy
+        && match set_tx_zerocopy(fd) {
+            Ok(()) => true,
+            Err(e) => {
+                crate::fblog!(
+                    Info,
+                    "setsockopt(TLS_TX_ZEROCOPY_RO) failed ({}), sendfile copies",
+                    crate::log::OsError(&e)
+                );
+                false
+            }
+        };
     Ok(KtlsSocket {
+        zerocopy,
         inner: tcp,
         policy,
         early,
@@ -171,6 +256,8 @@ enum Rx {
 
 /// A socket whose records the kernel makes and opens.
 pub struct KtlsSocket {
+    /// `TLS_TX_ZEROCOPY_RO` is set: `sendfile` hands the file's pages on without a copy.
+    zerocopy: bool,
     inner: TcpStream,
     policy: RecordPolicy,
     early: Vec<u8>,
@@ -270,6 +357,11 @@ fn send_record(fd: RawFd, kind: u8, body: &[u8]) -> io::Result<usize> {
 }
 
 impl KtlsSocket {
+    /// Whether `sendfile` goes without the kernel's copy (`TLS_TX_ZEROCOPY_RO` is set).
+    pub fn zerocopy(&self) -> bool {
+        self.zerocopy
+    }
+
     /// The record size the policy wants next.
     fn next_record(&mut self) -> usize {
         let tcp = if self.policy.wants_tcp_info() {
@@ -355,9 +447,9 @@ impl AsyncRead for KtlsSocket {
                             return Poll::Ready(Ok(()));
                         }
                         Ok(true) => {
-                            return Poll::Ready(Err(io::Error::other(
-                                "the client updated its TLS keys: kernel TLS cannot read on",
-                            )))
+                            let why = "the client updated its TLS keys: kernel TLS cannot read on";
+                            crate::fblog!(Info, "kTLS: {why}, closing the connection");
+                            return Poll::Ready(Err(io::Error::other(why)));
                         }
                     }
                 }
