@@ -75,15 +75,21 @@ pub type HttpResponse = Response<ResponseBody>;
 pub const CLOSE: u16 = 444;
 
 /// Serves one request. `B` is the request body (hyper's `Incoming`), streamed to an upstream
-/// by `proxy_pass` and otherwise dropped.
-pub async fn serve<B>(conn: Arc<Conn>, req: Request<B>) -> Result<HttpResponse, Infallible>
+/// by `proxy_pass` and otherwise dropped. `head_length`: the size of the head as received,
+/// when the protocol knows it (HTTP/2's header block), for `$request_length`; `None`: the
+/// head's lines as written.
+pub async fn serve<B>(
+    conn: Arc<Conn>,
+    req: Request<B>,
+    head_length: Option<u64>,
+) -> Result<HttpResponse, Infallible>
 where
     B: http_body::Body<Data = Bytes> + Send + Unpin + 'static,
     B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
 {
     let busy = Busy::new(conn);
     let conn = &busy.0;
-    let mut resp = handle(conn, req).await;
+    let mut resp = handle(conn, req, head_length).await;
     if let Some(n) = conn.data_chunk() {
         resp.body_mut().inner.set_chunk(n);
     }
@@ -272,7 +278,7 @@ fn protocol_of(v: http::Version) -> &'static str {
     }
 }
 
-async fn handle<B>(conn: &Conn, req: Request<B>) -> HttpResponse
+async fn handle<B>(conn: &Conn, req: Request<B>, received: Option<u64>) -> HttpResponse
 where
     B: http_body::Body<Data = Bytes> + Send + Unpin + 'static,
     B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
@@ -306,8 +312,8 @@ where
     // as nginx reads it (HTTP/2's bound is SETTINGS_MAX_HEADER_LIST_SIZE, in h2limits).
     // `$request_length`: HTTP/2's header block as it came, else the head's lines as written
     // (the limits below read the same lines).
-    let (head_length, too_large) = match extensions.get::<super::h2::headers::HeadLength>() {
-        Some(l) => (l.0, None),
+    let (head_length, too_large) = match received {
+        Some(l) => (l, None),
         None => {
             let (line, lines) = headers::head_lines(&method, &parts_uri, &parts_headers);
             let fields = headers::head_lines(&method, &parts_uri, &parts_headers).1;
