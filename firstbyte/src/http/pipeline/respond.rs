@@ -437,7 +437,7 @@ pub(super) fn finish(
         loc,
         code,
         req_headers,
-        resp.headers().clone(),
+        resp.headers(),
         done.ttfb(),
         r.upstream.get().cloned(),
     );
