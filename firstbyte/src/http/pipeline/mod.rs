@@ -52,7 +52,7 @@ use super::body::{Body, LimitBody, StallBody};
 use super::conn::Conn;
 use super::reqvars::RequestVars;
 use super::uri;
-use crate::conf::model::{ProxyConf, ServerConf};
+use crate::conf::model::{LocationConf, ProxyConf, ServerConf};
 use crate::conf::vars::ComplexValue;
 use access::client_refusal;
 use phases::error;
@@ -607,7 +607,30 @@ where
             (Step::Done(resp), loc)
         }
     };
-    let (mut step, mut loc) = (step, loc);
+    let (resp, loc) = match step {
+        Step::Done(resp) => (resp, loc),
+        // Boxed: the proxy state is large and rare; the common request future stays small
+        // (it is moved whole into its box per request).
+        Step::Proxy(conf) => Box::pin(proxied(&mut r, conf, loc, body, &mut extensions)).await,
+    };
+    finish(&mut r, resp, &loc, parts.headers)
+}
+
+/// `proxy_pass` (or `fastcgi_pass`) with `conf` in `loc`, and what its answer leads to: an
+/// upstream's `X-Accel-Redirect`, an error page whose location proxies again. The response
+/// and the location that answered.
+async fn proxied<B>(
+    r: &mut Req<'_>,
+    conf: Arc<ProxyConf>,
+    loc: Arc<LocationConf>,
+    body: B,
+    extensions: &mut http::Extensions,
+) -> (Response<Body>, Arc<LocationConf>)
+where
+    B: http_body::Body<Data = Bytes> + Send + Unpin + 'static,
+    B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
+{
+    let (mut step, mut loc) = (Step::Proxy(conf), loc);
     let mut body = Some(body);
     // The fields an upstream's `X-Accel-Redirect` carries over to the final response.
     let mut carried: Option<HeaderMap> = None;
@@ -627,7 +650,7 @@ where
                 .get(header::EXPECT)
                 .is_some_and(|v| v.as_bytes().eq_ignore_ascii_case(b"100-continue"))
         {
-            conn.h1().continue_due.store(true, Ordering::Relaxed);
+            r.conn.h1().continue_due.store(true, Ordering::Relaxed);
         }
         let timed_out = Arc::new(AtomicBool::new(false));
         let too_large = Arc::new(AtomicBool::new(false));
@@ -636,22 +659,22 @@ where
             Some(b) => {
                 let b = StallBody::new(b, loc.client_body_timeout, timed_out.clone());
                 let b = LimitBody::new(b, loc.client_max_body_size, too_large.clone());
-                Box::pin(forward::proxy(&r, &loc, &conf, b, &mut extensions)).await
+                Box::pin(forward::proxy(r, &loc, &conf, b, extensions)).await
             }
             // After an `X-Accel-Redirect`: the client's body went to the first upstream.
             None => {
                 r.body_used = true;
                 r.upstream = std::sync::OnceLock::new();
                 let b = http_body_util::Empty::<Bytes>::new();
-                Box::pin(forward::proxy(&r, &loc, &conf, b, &mut extensions)).await
+                Box::pin(forward::proxy(r, &loc, &conf, b, extensions)).await
             }
         };
         match result {
-            Ok(resp) => match accel_redirect(&r, &conf) {
+            Ok(resp) => match accel_redirect(r, &conf) {
                 Some((target, kept)) => {
                     drop(resp);
                     carried = Some(kept);
-                    (step, loc) = phases::accel_redirect(&mut r, &target);
+                    (step, loc) = phases::accel_redirect(r, &target);
                 }
                 None => break (resp, loc),
             },
@@ -660,25 +683,25 @@ where
                     Error,
                     "client intended to send too large body: more than {} bytes, client: {}, request: \"{} {}\"",
                     loc.client_max_body_size,
-                    conn.client_ip(),
+                    r.conn.client_ip(),
                     r.method,
                     r.request_uri
                 );
-                break error(&mut r, 413, loc);
+                break error(r, 413, loc);
             }
             // nginx: "the request is terminated with the 408 (Request Time-out) error".
             Err(_) if timed_out.load(Ordering::Relaxed) => {
                 crate::fblog!(
                     Info,
                     "client timed out (110: Connection timed out) while reading client request body, client: {}, request: \"{} {}\"",
-                    conn.client_ip(),
+                    r.conn.client_ip(),
                     r.method,
                     r.request_uri
                 );
-                break error(&mut r, 408, loc);
+                break error(r, 408, loc);
             }
-            Err(code) if page_status.is_some() => break error(&mut r, code, loc),
-            Err(code) => match phases::error_step(&mut r, code, loc) {
+            Err(code) if page_status.is_some() => break error(r, code, loc),
+            Err(code) => match phases::error_step(r, code, loc) {
                 (phases::ErrorStep::Done(resp), l) => break (resp, l),
                 (phases::ErrorStep::Proxy(c, status), l) => {
                     page_status = Some(status);
@@ -699,7 +722,7 @@ where
             h.append(name, value.clone());
         }
     }
-    finish(&mut r, resp, &loc, parts.headers)
+    (resp, loc)
 }
 
 /// Fields of an upstream's answer that survive its `X-Accel-Redirect` (nginx's upstream
