@@ -358,10 +358,12 @@ where
     // Host: HTTP/2's :authority, else the Host header; HTTP/1.1 requires one. A Host that is
     // not UTF-8 is refused (nginx takes bytes past 0x7f; firstbyte is stricter there).
     let authority = parts.uri.authority().map(|a| a.as_str());
-    let host_header = parts
-        .headers
-        .get(header::HOST)
-        .map(|h| std::str::from_utf8(h.as_bytes()).ok());
+    // One lookup gives the first Host and whether a second follows.
+    let mut hosts = parts.headers.get_all(header::HOST).iter();
+    let host_header = hosts.next().map(|h| std::str::from_utf8(h.as_bytes()).ok());
+    // Two Host headers name two servers: refused (400) as nginx ("client sent duplicate host
+    // header"), on every protocol.
+    let dup_host = hosts.next().is_some();
     let host_raw = authority.or(host_header.flatten());
     let host_invalid = host_invalid(
         version,
@@ -371,9 +373,6 @@ where
             .get::<super::h2::headers::InvalidHostField>()
             .is_some(),
     );
-    // Two Host headers name two servers: refused (400) as nginx ("client sent duplicate host
-    // header"), on every protocol.
-    let dup_host = parts.headers.get_all(header::HOST).iter().nth(1).is_some();
     // nginx's unique request fields: a second one is refused (400) on every protocol.
     let duplicate = headers::duplicate_unique(parts.headers);
     let host = match host_raw.map(crate::conf::vhosts::normalize_host) {
@@ -532,7 +531,8 @@ where
         }
         // Request smuggling's ground: nginx refuses a body framed two ways, or a
         // Transfer-Encoding given twice, before any location runs, and closes.
-        _ if bad_framing(r.headers).is_some() => {
+        // (HTTP/2's decoder refuses any Transfer-Encoding as malformed: nothing to look up.)
+        _ if r.version != http::Version::HTTP_2 && bad_framing(r.headers).is_some() => {
             crate::fblog!(
                 Info,
                 "{} while reading client request headers, client: {}, server: {}",
