@@ -316,23 +316,31 @@ where
         Some(l) => (l, None),
         None => {
             let (line, lines) = headers::head_lines(&method, &parts_uri, &parts_headers);
-            let fields = headers::head_lines(&method, &parts_uri, &parts_headers).1;
-            let length = (line + fields.sum::<usize>() + 2) as u64;
-            let too_large = match version {
-                http::Version::HTTP_2 | http::Version::HTTP_3 => None,
+            match version {
+                http::Version::HTTP_2 | http::Version::HTTP_3 => {
+                    ((line + lines.sum::<usize>() + 2) as u64, None)
+                }
                 _ => {
                     let first = usize::try_from(header_server.client_header_buffer_size)
                         .unwrap_or(usize::MAX);
-                    headers::head_fits(
+                    // One walk of the lines gives both, unless the head does not fit (the
+                    // walk stops there): then the length is counted again.
+                    let mut fields = 0;
+                    let fits = headers::head_fits(
                         first,
                         header_server.large_client_header_buffers,
                         line,
-                        lines,
-                    )
-                    .err()
+                        lines.inspect(|&l| fields += l),
+                    );
+                    match fits {
+                        Ok(()) => ((line + fields + 2) as u64, None),
+                        Err(e) => {
+                            let all = headers::head_lines(&method, &parts_uri, &parts_headers).1;
+                            ((line + all.sum::<usize>() + 2) as u64, Some(e))
+                        }
+                    }
                 }
-            };
-            (length, too_large)
+            }
         }
     };
     if header_server.ignore_invalid_headers {
