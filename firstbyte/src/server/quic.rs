@@ -564,7 +564,7 @@ async fn request(
         early_used.store(true, Ordering::Relaxed);
     }
     let req = http::Request::from_parts(parts, RecvBody { recv, done: false });
-    let Ok(resp) = crate::http::pipeline::serve(conn, req).await;
+    let Ok(resp) = crate::http::pipeline::serve(conn, req, None).await;
     if resp.status().as_u16() == crate::http::pipeline::CLOSE {
         // nginx's 444: no response, the stream is reset.
         send.stop_stream(h3::error::Code::H3_REQUEST_REJECTED);

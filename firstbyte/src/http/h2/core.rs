@@ -795,12 +795,7 @@ impl Core {
                 return Ok(());
             }
             let head = match decoded {
-                Ok(mut h) => {
-                    h.parts
-                        .extensions
-                        .insert(headers::HeadLength(block.len() as u64));
-                    h
-                }
+                Ok(h) => h,
                 Err(HeadError::TooLarge) => {
                     let mut block = std::mem::take(&mut self.scratch);
                     block.clear();

@@ -33,17 +33,15 @@ pub enum HeadError {
 #[derive(Debug, Clone, Copy)]
 pub struct InvalidHostField;
 
-/// The size of a request's header block as received (HEADERS and CONTINUATION fragments,
-/// without padding or priority), for `$request_length` as nginx counts it over HTTP/2.
-#[derive(Debug, Clone, Copy)]
-pub struct HeadLength(pub u64);
-
 /// A decoded request head.
 #[derive(Debug)]
 pub struct RequestHead {
     pub parts: http::request::Parts,
     /// The `content-length` the request declares.
     pub content_length: Option<u64>,
+    /// The size of the header block as received (HEADERS and CONTINUATION fragments, without
+    /// padding or priority), for `$request_length` as nginx counts it over HTTP/2.
+    pub head_length: u64,
 }
 
 /// Headers that are HTTP/1.1 connection matters and make an HTTP/2 message malformed (RFC 9113
@@ -253,6 +251,7 @@ pub fn decode_request(
     Ok(RequestHead {
         parts,
         content_length: g.content_length,
+        head_length: block.len() as u64,
     })
 }
 

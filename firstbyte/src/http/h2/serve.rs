@@ -254,8 +254,9 @@ impl<I: AsyncRead + BatchWrite> Shell<I> {
                     let queue = (!end_stream).then(body::Shared::default);
                     let b = RecvBody::new(queue.clone(), head.content_length);
                     let head_method = head.parts.method == http::Method::HEAD;
+                    let head_length = Some(head.head_length);
                     let req = http::Request::from_parts(head.parts, b);
-                    let fut = crate::http::pipeline::serve(self.conn.clone(), req);
+                    let fut = crate::http::pipeline::serve(self.conn.clone(), req, head_length);
                     self.slots.push(Slot {
                         id,
                         answer: Answer::Service(Box::pin(fut)),

@@ -361,7 +361,7 @@ impl Drop for AbortLog<'_, '_> {
             self.loc,
             499,
             self.r.headers,
-            http::HeaderMap::new(),
+            &http::HeaderMap::new(),
             self.r.start.elapsed(),
             Some(std::mem::take(&mut self.up)),
         );

@@ -55,7 +55,7 @@ impl LogOnDone {
         loc: &Arc<LocationConf>,
         code: u16,
         req_headers: &HeaderMap,
-        response_headers: HeaderMap,
+        response_headers: &HeaderMap,
         ttfb: std::time::Duration,
         upstream: Option<crate::http::proxy::UpstreamVars>,
     ) -> Option<Box<LogOnDone>> {
@@ -83,7 +83,7 @@ impl LogOnDone {
                 host: r.host.clone(),
                 server_name: super::server_name(&r.server).to_string(),
                 status: code,
-                response_headers,
+                response_headers: response_headers.clone(),
                 start: r.start,
                 ttfb,
                 nreq: r.nreq,

@@ -53,7 +53,7 @@ use super::body::{Body, LimitBody, StallBody};
 use super::conn::Conn;
 use super::reqvars::RequestVars;
 use super::uri;
-use crate::conf::model::{ProxyConf, ServerConf};
+use crate::conf::model::{LocationConf, ProxyConf, ServerConf};
 use crate::conf::vars::ComplexValue;
 use access::client_refusal;
 use phases::error;
@@ -76,8 +76,14 @@ pub type HttpResponse = Response<ResponseBody>;
 pub const CLOSE: u16 = 444;
 
 /// Serves one request. `B` is the request body (hyper's `Incoming`), streamed to an upstream
-/// by `proxy_pass` and otherwise dropped.
-pub async fn serve<B>(conn: Arc<Conn>, req: Request<B>) -> Result<HttpResponse, Infallible>
+/// by `proxy_pass` and otherwise dropped. `head_length`: the size of the head as received,
+/// when the protocol knows it (HTTP/2's header block), for `$request_length`; `None`: the
+/// head's lines as written.
+pub async fn serve<B>(
+    conn: Arc<Conn>,
+    req: Request<B>,
+    head_length: Option<u64>,
+) -> Result<HttpResponse, Infallible>
 where
     B: http_body::Body<Data = Bytes> + Send + Unpin + 'static,
     B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
@@ -87,9 +93,9 @@ where
     // The request's error lines go to its server's or location's `error_log` once known
     // (a request slot for it only when some block has one).
     let mut resp = if conn.site().has_block_error_logs() {
-        crate::log::request_scope(handle(conn, req)).await
+        crate::log::request_scope(handle(conn, req, head_length)).await
     } else {
-        handle(conn, req).await
+        handle(conn, req, head_length).await
     };
     if let Some(n) = conn.data_chunk() {
         resp.body_mut().inner.set_chunk(n);
@@ -291,7 +297,7 @@ fn protocol_of(v: http::Version) -> &'static str {
     }
 }
 
-async fn handle<B>(conn: &Conn, req: Request<B>) -> HttpResponse
+async fn handle<B>(conn: &Conn, req: Request<B>, received: Option<u64>) -> HttpResponse
 where
     B: http_body::Body<Data = Bytes> + Send + Unpin + 'static,
     B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
@@ -337,32 +343,41 @@ where
     // as nginx reads it (HTTP/2's bound is SETTINGS_MAX_HEADER_LIST_SIZE, in h2limits).
     // `$request_length`: HTTP/2's header block as it came, else the head's lines as written
     // (the limits below read the same lines).
-    let (head_length, too_large) = match extensions.get::<super::h2::headers::HeadLength>() {
-        Some(l) => (l.0, None),
+    let (head_length, too_large) = match received {
+        Some(l) => (l, None),
         None => {
             let (line, lines) = headers::head_lines(&method, &parts_uri, &parts_headers);
-            let fields = headers::head_lines(&method, &parts_uri, &parts_headers).1;
-            let length = (line + fields.sum::<usize>() + 2) as u64;
+            let (length, too_large) = match version {
+                http::Version::HTTP_2 | http::Version::HTTP_3 => {
+                    ((line + lines.sum::<usize>() + 2) as u64, None)
+                }
+                _ => {
+                    let first = usize::try_from(header_server.client_header_buffer_size)
+                        .unwrap_or(usize::MAX);
+                    // One walk of the lines gives both, unless the head does not fit (the
+                    // walk stops there): then the length is counted again.
+                    let mut fields = 0;
+                    let fits = headers::head_fits(
+                        first,
+                        header_server.large_client_header_buffers,
+                        line,
+                        lines.inspect(|&l| fields += l),
+                    );
+                    match fits {
+                        Ok(()) => ((line + fields + 2) as u64, None),
+                        Err(e) => {
+                            let all = headers::head_lines(&method, &parts_uri, &parts_headers).1;
+                            ((line + all.sum::<usize>() + 2) as u64, Some(e))
+                        }
+                    }
+                }
+            };
             let length = headers::raw_head_length(
                 length,
                 parts_headers.len(),
                 read_since_end,
                 !pipelined && version != http::Version::HTTP_3 && headers::bodiless(&parts_headers),
             );
-            let too_large = match version {
-                http::Version::HTTP_2 | http::Version::HTTP_3 => None,
-                _ => {
-                    let first = usize::try_from(header_server.client_header_buffer_size)
-                        .unwrap_or(usize::MAX);
-                    headers::head_fits(
-                        first,
-                        header_server.large_client_header_buffers,
-                        line,
-                        lines,
-                    )
-                    .err()
-                }
-            };
             (length, too_large)
         }
     };
@@ -389,10 +404,12 @@ where
     // Host: HTTP/2's :authority, else the Host header; HTTP/1.1 requires one. A Host that is
     // not UTF-8 is refused (nginx takes bytes past 0x7f; firstbyte is stricter there).
     let authority = parts.uri.authority().map(|a| a.as_str());
-    let host_header = parts
-        .headers
-        .get(header::HOST)
-        .map(|h| std::str::from_utf8(h.as_bytes()).ok());
+    // One lookup gives the first Host and whether a second follows.
+    let mut hosts = parts.headers.get_all(header::HOST).iter();
+    let host_header = hosts.next().map(|h| std::str::from_utf8(h.as_bytes()).ok());
+    // Two Host headers name two servers: refused (400) as nginx ("client sent duplicate host
+    // header"), on every protocol.
+    let dup_host = hosts.next().is_some();
     let host_raw = authority.or(host_header.flatten());
     let host_invalid = host_invalid(
         version,
@@ -402,9 +419,6 @@ where
             .get::<super::h2::headers::InvalidHostField>()
             .is_some(),
     );
-    // Two Host headers name two servers: refused (400) as nginx ("client sent duplicate host
-    // header"), on every protocol.
-    let dup_host = parts.headers.get_all(header::HOST).iter().nth(1).is_some();
     // nginx's unique request fields: a second one is refused (400) on every protocol.
     let duplicate = headers::duplicate_unique(parts.headers);
     let host = match host_raw.map(crate::conf::vhosts::normalize_host) {
@@ -566,7 +580,8 @@ where
         }
         // Request smuggling's ground: nginx refuses a body framed two ways, or a
         // Transfer-Encoding given twice, before any location runs, and closes.
-        _ if bad_framing(r.headers).is_some() => {
+        // (HTTP/2's decoder refuses any Transfer-Encoding as malformed: nothing to look up.)
+        _ if r.version != http::Version::HTTP_2 && bad_framing(r.headers).is_some() => {
             crate::fblog!(
                 Info,
                 "{} while reading client request headers, client: {}, server: {}",
@@ -641,7 +656,30 @@ where
             (Step::Done(resp), loc)
         }
     };
-    let (mut step, mut loc) = (step, loc);
+    let (resp, loc) = match step {
+        Step::Done(resp) => (resp, loc),
+        // Boxed: the proxy state is large and rare; the common request future stays small
+        // (it is moved whole into its box per request).
+        Step::Proxy(conf) => Box::pin(proxied(&mut r, conf, loc, body, &mut extensions)).await,
+    };
+    finish(&mut r, resp, &loc, parts.headers)
+}
+
+/// `proxy_pass` (or `fastcgi_pass`) with `conf` in `loc`, and what its answer leads to: an
+/// upstream's `X-Accel-Redirect`, an error page whose location proxies again. The response
+/// and the location that answered.
+async fn proxied<B>(
+    r: &mut Req<'_>,
+    conf: Arc<ProxyConf>,
+    loc: Arc<LocationConf>,
+    body: B,
+    extensions: &mut http::Extensions,
+) -> (Response<Body>, Arc<LocationConf>)
+where
+    B: http_body::Body<Data = Bytes> + Send + Unpin + 'static,
+    B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
+{
+    let (mut step, mut loc) = (Step::Proxy(conf), loc);
     let mut body = Some(body);
     // The fields an upstream's `X-Accel-Redirect` carries over to the final response.
     let mut carried: Option<HeaderMap> = None;
@@ -661,7 +699,7 @@ where
                 .get(header::EXPECT)
                 .is_some_and(|v| v.as_bytes().eq_ignore_ascii_case(b"100-continue"))
         {
-            conn.h1().continue_due.store(true, Ordering::Relaxed);
+            r.conn.h1().continue_due.store(true, Ordering::Relaxed);
         }
         let timed_out = Arc::new(AtomicBool::new(false));
         let too_large = Arc::new(AtomicBool::new(false));
@@ -670,26 +708,26 @@ where
             Some(b) => {
                 let b = StallBody::new(b, loc.client_body_timeout, timed_out.clone());
                 let b = LimitBody::new(b, loc.client_max_body_size, too_large.clone());
-                Box::pin(forward::proxy(&r, &loc, &conf, b, &mut extensions)).await
+                Box::pin(forward::proxy(r, &loc, &conf, b, extensions)).await
             }
             // After an `X-Accel-Redirect`: the client's body went to the first upstream.
             None => {
                 r.body_used = true;
                 r.upstream = std::sync::OnceLock::new();
                 let b = http_body_util::Empty::<Bytes>::new();
-                Box::pin(forward::proxy(&r, &loc, &conf, b, &mut extensions)).await
+                Box::pin(forward::proxy(r, &loc, &conf, b, extensions)).await
             }
         };
         match result {
             Ok(resp) => {
-                if let Some(rate) = accel_limit_rate(&r, &conf) {
+                if let Some(rate) = accel_limit_rate(r, &conf) {
                     r.limit_rate = Some(rate);
                 }
-                match accel_redirect(&r, &conf) {
+                match accel_redirect(r, &conf) {
                     Some((target, kept)) => {
                         drop(resp);
                         carried = Some(kept);
-                        (step, loc) = phases::accel_redirect(&mut r, &target);
+                        (step, loc) = phases::accel_redirect(r, &target);
                     }
                     None => break (resp, loc),
                 }
@@ -699,25 +737,25 @@ where
                     Error,
                     "client intended to send too large body: more than {} bytes, client: {}, request: \"{} {}\"",
                     loc.client_max_body_size,
-                    conn.client_ip(),
+                    r.conn.client_ip(),
                     r.method,
                     r.request_uri
                 );
-                break error(&mut r, 413, loc);
+                break error(r, 413, loc);
             }
             // nginx: "the request is terminated with the 408 (Request Time-out) error".
             Err(_) if timed_out.load(Ordering::Relaxed) => {
                 crate::fblog!(
                     Info,
                     "client timed out (110: Connection timed out) while reading client request body, client: {}, request: \"{} {}\"",
-                    conn.client_ip(),
+                    r.conn.client_ip(),
                     r.method,
                     r.request_uri
                 );
-                break error(&mut r, 408, loc);
+                break error(r, 408, loc);
             }
-            Err(code) if page_status.is_some() => break error(&mut r, code, loc),
-            Err(code) => match phases::error_step(&mut r, code, loc) {
+            Err(code) if page_status.is_some() => break error(r, code, loc),
+            Err(code) => match phases::error_step(r, code, loc) {
                 (phases::ErrorStep::Done(resp), l) => break (resp, l),
                 (phases::ErrorStep::Proxy(c, status), l) => {
                     page_status = Some(status);
@@ -738,7 +776,7 @@ where
             h.append(name, value.clone());
         }
     }
-    finish(&mut r, resp, &loc, parts.headers)
+    (resp, loc)
 }
 
 /// Fields of an upstream's answer that survive its `X-Accel-Redirect` (nginx's upstream

@@ -627,7 +627,7 @@ fn index_with_variables(r: &Req, loc: &LocationConf, root: &str) -> Option<Out> 
 fn serve_static(r: &mut Req, loc: &Arc<LocationConf>, path: PathBuf) -> Out {
     // `add_header Last-Modified` (the last one) is what `If-Range` compares, as nginx's
     // range filter sees the headers filter's date; only a Range request needs it.
-    let if_range_date = if r.headers.contains_key(header::IF_RANGE) {
+    let if_range_date = if !loc.add_header.is_empty() && r.headers.contains_key(header::IF_RANGE) {
         loc.add_header
             .iter()
             .rev()

@@ -460,7 +460,7 @@ pub(super) fn finish(
         loc,
         code,
         req_headers,
-        resp.headers().clone(),
+        resp.headers(),
         done.ttfb(),
         r.upstream.get().cloned(),
     );

@@ -64,7 +64,7 @@ pub(super) async fn serve_h1<I>(
         let c = svc_conn.clone();
         let req = req.map(|body| ReqBody::new(body, &c));
         async move {
-            let Ok(mut resp) = crate::http::pipeline::serve(c.clone(), req).await;
+            let Ok(mut resp) = crate::http::pipeline::serve(c.clone(), req, None).await;
             let names = resp
                 .extensions_mut()
                 .remove::<crate::http::conn::HeaderCase>()

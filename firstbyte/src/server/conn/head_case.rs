@@ -28,7 +28,7 @@ pub(super) fn patch_head(buf: &[u8], names: &[Box<str>]) -> Option<Vec<u8>> {
             break; // the empty line: the head's end
         }
         let line = &buf[at..end];
-        if let Some(colon) = line.iter().position(|&b| b == b':') {
+        if let Some(colon) = memchr::memchr(b':', line) {
             let name = &line[..colon];
             let want = NGINX_NAMES
                 .iter()
@@ -47,11 +47,17 @@ pub(super) fn patch_head(buf: &[u8], names: &[Box<str>]) -> Option<Vec<u8>> {
     out
 }
 
+/// Where the first CRLF at or after `from` starts: memchr finds each LF (this runs on every
+/// HTTP/1.x response head).
 fn find_crlf(buf: &[u8], from: usize) -> Option<usize> {
-    buf.get(from..)?
-        .windows(2)
-        .position(|w| w == b"\r\n")
-        .map(|p| from + p)
+    let mut at = from;
+    loop {
+        let lf = at + memchr::memchr(b'\n', buf.get(at..)?)?;
+        if lf > from && buf[lf - 1] == b'\r' {
+            return Some(lf - 1);
+        }
+        at = lf + 1;
+    }
 }
 
 #[cfg(test)]
@@ -67,6 +73,25 @@ mod tests {
             &p[..],
             &b"HTTP/1.1 200 OK\r\nETag: \"x\"\r\nX-URI: /\r\nWWW-Authenticate: Basic\r\n\r\nbody X-Uri: y"[..]
         );
+    }
+
+    #[test]
+    fn crlf_found_as_a_pair() {
+        assert_eq!(find_crlf(b"ab\r\ncd", 0), Some(2));
+        assert_eq!(
+            find_crlf(b"ab\r\ncd\r\n", 3),
+            Some(6),
+            "a CR before `from` is not taken"
+        );
+        assert_eq!(
+            find_crlf(b"a\nb\rc\r\n", 0),
+            Some(5),
+            "a lone LF or CR is no line end"
+        );
+        assert_eq!(find_crlf(b"\n\r\n", 0), Some(1));
+        assert_eq!(find_crlf(b"abc\r", 0), None);
+        assert_eq!(find_crlf(b"abc", 7), None);
+        assert_eq!(find_crlf(b"", 0), None);
     }
 
     #[test]
