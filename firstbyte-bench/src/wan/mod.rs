@@ -1,4 +1,4 @@
-//! `firstbyte-bench run PLAN.toml [--quick] [--out DIR]`: the controlled WAN benchmark.
+//! `firstbyte-bench run PLAN.toml [--quick] [--out DIR] [--lanes N]`: the controlled WAN benchmark.
 //!
 //! Data flow: the plan file (`plan`) is checked and saved into DIR (a run refuses to resume
 //! into a directory holding another plan); `servers` writes the files, certificates and one
@@ -12,6 +12,8 @@
 //! An interrupted run resumes by running the same command again: same plan and seed, same
 //! order, rows already present skipped. A plan with `[[link]]` tables instead of `[network]`
 //! runs once per link, into `DIR/<link name>/`, and `DIR/summary.md` joins their summaries.
+//! `--lanes N` runs N emulators per link at once, each with its own servers and a worker
+//! taking its share of the jobs (`lanes`), and the links of such a plan at the same time.
 
 mod client;
 mod glance;
@@ -419,7 +421,10 @@ pub fn main(args: Args) -> i32 {
             let runs: Vec<_> = links
                 .iter()
                 .map(|(name, sub)| {
-                    eprintln!("firstbyte-bench: link \"{name}\" ({n} lanes)");
+                    eprintln!(
+                        "firstbyte-bench: link \"{name}\" ({n} lane{})",
+                        if n == 1 { "" } else { "s" }
+                    );
                     let (dir, plan_path) = (out.join(name), &plan_path);
                     s.spawn(move || run_plan(sub, plan_path, &dir, quick, false, n))
                 })
