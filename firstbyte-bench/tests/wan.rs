@@ -380,3 +380,121 @@ clients = ["rust-h2-0rtt"]
     );
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// `--lanes 3` over a two-link plan: both links at once, three emulators each; every job of
+/// each link recorded exactly once in its one `results.csv`, each lane's own files, and a
+/// resume (same command again) that makes exactly the rows lost.
+#[test]
+fn lanes_run_links_at_once_and_resume() {
+    check_prerequisites();
+    let dir = scratch("lanes");
+    let plan = dir.join("plan.toml");
+    std::fs::write(
+        &plan,
+        r#"
+seed = 13
+n = 4
+sizes = ["10k"]
+clients = ["rust-h2"]
+baseline = "fb"
+[[link]]
+name = "a"
+delay = "5ms"
+[[link]]
+name = "b"
+delay = "5ms"
+rate = "20mbit"
+[[condition]]
+name = "fb"
+server = "firstbyte"
+[[condition]]
+name = "ng"
+server = "nginx"
+"#,
+    )
+    .expect("plan");
+    let out = dir.join("out");
+    let lanes = |out: &Path| {
+        let o = Command::new(bench())
+            .arg("run")
+            .arg(&plan)
+            .arg("--out")
+            .arg(out)
+            .args(["--lanes", "3"])
+            .env_remove("FB_BENCH_FIRSTBYTE")
+            .env_remove("FB_BENCH_NETEM")
+            .output()
+            .expect("run firstbyte-bench");
+        let text = format!(
+            "{}{}",
+            String::from_utf8_lossy(&o.stdout),
+            String::from_utf8_lossy(&o.stderr)
+        );
+        assert!(o.status.success(), "firstbyte-bench failed: {text}");
+        text
+    };
+    let keys = |link: &str| {
+        let mut k: Vec<(String, String)> = rows(&out.join(link))
+            .iter()
+            .map(|x| {
+                assert_eq!(x.len(), 15, "{x:?}");
+                assert_eq!(x[11], "200", "{x:?}");
+                timings_in_order(x);
+                (x[0].clone(), x[4].clone())
+            })
+            .collect();
+        k.sort();
+        k
+    };
+    let want: Vec<(String, String)> = ["fb", "ng"]
+        .iter()
+        .flat_map(|c| (0..4).map(move |s| (c.to_string(), s.to_string())))
+        .collect();
+    let printed = lanes(&out);
+    assert!(printed.contains("(lane 2 of 3)"), "{printed}");
+    for link in ["a", "b"] {
+        assert_eq!(keys(link), want, "link {link}: every job once");
+        let d = out.join(link);
+        for lane in 0..3 {
+            for f in [
+                format!("netem-lane{lane}-000000.json"),
+                format!("work/firstbyte-lane{lane}.conf"),
+                format!("work/nginx-lane{lane}.conf"),
+                format!("work/nginx-error-lane{lane}.log"),
+            ] {
+                assert!(d.join(&f).is_file(), "{link}: {f} missing");
+            }
+        }
+        assert!(
+            !d.join("work/nginx.conf").exists(),
+            "{link}: no lane-less config"
+        );
+        let summary = std::fs::read_to_string(d.join("summary.md")).expect("summary");
+        assert!(summary.contains("netem-lane2-000000.json"), "{summary}");
+    }
+    let top = std::fs::read_to_string(out.join("summary.md")).expect("summary.md");
+    assert!(top.contains("# Link \"a\"") && top.contains("# Link \"b\""));
+
+    // Resume link b after losing its last two rows: exactly those come back; link a has
+    // nothing to do.
+    let csv = out.join("b/results.csv");
+    let text = std::fs::read_to_string(&csv).expect("results");
+    let lines: Vec<&str> = text.lines().collect();
+    std::fs::write(&csv, lines[..lines.len() - 2].join("\n") + "\n").expect("cut");
+    let printed = lanes(&out);
+    let to_go: usize = printed
+        .lines()
+        .filter_map(|l| {
+            l.split("requests through")
+                .next()?
+                .rsplit(' ')
+                .nth(1)?
+                .parse::<usize>()
+                .ok()
+        })
+        .sum();
+    assert_eq!(to_go, 2, "{printed}");
+    assert_eq!(keys("a"), want);
+    assert_eq!(keys("b"), want);
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -1,4 +1,4 @@
-//! `firstbyte-bench run PLAN.toml [--quick] [--out DIR]`: the controlled WAN benchmark.
+//! `firstbyte-bench run PLAN.toml [--quick] [--out DIR] [--lanes N]`: the controlled WAN benchmark.
 //!
 //! Data flow: the plan file (`plan`) is checked and saved into DIR (a run refuses to resume
 //! into a directory holding another plan); `servers` writes the files, certificates and one
@@ -12,9 +12,12 @@
 //! An interrupted run resumes by running the same command again: same plan and seed, same
 //! order, rows already present skipped. A plan with `[[link]]` tables instead of `[network]`
 //! runs once per link, into `DIR/<link name>/`, and `DIR/summary.md` joins their summaries.
+//! `--lanes N` runs N emulators per link at once, each with its own servers and a worker
+//! taking its share of the jobs (`lanes`), and the links of such a plan at the same time.
 
 mod client;
 mod glance;
+mod lanes;
 mod plan;
 mod results;
 mod rng;
@@ -28,6 +31,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use crate::cli::Common;
+use lanes::Lane;
 use plan::{Plan, ServerKind};
 
 /// Options of `firstbyte-bench run`.
@@ -41,6 +45,16 @@ pub struct Args {
     /// Summarize the rows already in --out (e.g. of a run still going); run nothing.
     #[arg(long, requires = "out")]
     report: bool,
+    /// Run each link's jobs through N emulated links at once (lanes), and the links of a
+    /// `[[link]]` plan at the same time: lane L of N (each its own firstbyte-netem, servers
+    /// and client) takes the jobs with seq % N == L. Without it: one emulator, one link after
+    /// another. Idle-heavy (warm) plans finish ~N times sooner; bench/README.md says up to
+    /// which N results stay the same on this machine.
+    #[arg(long, value_name = "N", value_parser = crate::cli::positive)]
+    lanes: Option<usize>,
+    /// The worker's lane, 0..N (internal).
+    #[arg(long, hide = true, requires = "worker")]
+    lane: Option<usize>,
     /// The request loop, run inside the emulator as its client command (internal).
     #[arg(long, hide = true, requires = "out", conflicts_with = "report")]
     worker: bool,
@@ -229,9 +243,15 @@ fn fail(msg: impl std::fmt::Display) -> i32 {
     1
 }
 
-/// Prepares the servers and runs the remaining requests through one emulator; returns the
-/// emulator's exit code and the certificate chain's size, or the exit code of a failure.
-fn execute(plan: &Plan, out: &Path, results_path: &Path) -> Result<(i32, usize), i32> {
+/// Prepares the servers and runs the remaining requests through one emulator per lane, all
+/// at once; returns the worst exit code of the emulators and the certificate chain's size,
+/// or the exit code of a failure.
+fn execute(
+    plan: &Plan,
+    out: &Path,
+    results_path: &Path,
+    lanes: usize,
+) -> Result<(i32, usize), i32> {
     let bins = servers::Binaries::locate();
     let mut missing = Vec::new();
     if plan.uses(ServerKind::Firstbyte) && !bins.firstbyte.is_file() {
@@ -266,48 +286,80 @@ fn execute(plan: &Plan, out: &Path, results_path: &Path) -> Result<(i32, usize),
     if !missing.is_empty() {
         return Err(fail(format!("missing: {}", missing.join("; "))));
     }
-    let prepared = match servers::prepare(plan, out, &bins) {
+    let prepared = match servers::prepare(plan, out, &bins, lanes) {
         Ok(p) => p,
         Err(e) => return Err(fail(e)),
     };
     let _ = std::fs::write(out.join("facts.md"), machine_facts(&bins));
+    // The header and a torn last line are settled here, before any lane appends.
+    if let Err(e) = results::Writer::open(results_path) {
+        return Err(fail(e));
+    }
     let rows = match results::read(results_path) {
         Ok(r) => r,
         Err(e) => return Err(fail(e)),
     };
-    let todo = runner::remaining(plan, &rows).len();
-    let mut code = 0;
-    if todo > 0 {
-        let me = match std::env::current_exe() {
-            Ok(p) => p,
-            Err(e) => return Err(fail(format!("cannot find this program: {e}"))),
-        };
-        let done = rows.len();
+    let me = match std::env::current_exe() {
+        Ok(p) => p,
+        Err(e) => return Err(fail(format!("cannot find this program: {e}"))),
+    };
+    let mut children = Vec::new();
+    for (lane, server_cmd) in Lane::all(lanes).into_iter().zip(&prepared.server_cmds) {
+        let todo = runner::remaining_in_lane(plan, &rows, lane).len();
+        if todo == 0 {
+            continue;
+        }
+        let done = rows.iter().filter(|r| lane.takes_seq(r.seq)).count();
         let mut cmd = Command::new(&bins.netem);
         cmd.args(plan.network.netem_args())
             .arg("--seed")
-            .arg((plan.seed ^ done as u64).to_string())
+            .arg(lane.netem_seed(plan.seed, done).to_string())
             .arg("--stats-json")
-            .arg(out.join(format!("netem-{done:06}.json")))
+            .arg(out.join(lane.stats_name(done)))
             .arg("--server")
-            .arg(&prepared.server_cmd)
+            .arg(server_cmd)
             .arg("--wait-port")
             .arg(plan.conditions[0].port.to_string())
             .arg("--")
-            .arg(me)
+            .arg(&me)
             .args(["run", "--worker", "--out"])
-            .arg(out);
+            .arg(out)
+            .args(lane.worker_args());
+        let tag = if lanes > 1 {
+            format!(" (lane {} of {lanes})", lane.index)
+        } else {
+            String::new()
+        };
         eprintln!(
-            "firstbyte-bench: {todo} requests through {}",
+            "firstbyte-bench: {todo} requests through {}{tag}",
             bins.netem.display()
         );
-        code = match cmd.status() {
-            Ok(s) => s.code().unwrap_or(1),
-            Err(e) => return Err(fail(format!("{}: {e}", bins.netem.display()))),
-        };
-        if code != 0 {
-            eprintln!("firstbyte-bench: the run stopped (exit {code}); run the same command again to resume");
+        match cmd.spawn() {
+            Ok(c) => children.push(c),
+            Err(e) => {
+                eprintln!("firstbyte-bench: {}: {e}", bins.netem.display());
+                for mut c in children {
+                    let _ = c.kill();
+                    let _ = c.wait();
+                }
+                return Err(1);
+            }
         }
+    }
+    let mut code = 0;
+    for mut child in children {
+        let c = match child.wait() {
+            Ok(s) => s.code().unwrap_or(1),
+            Err(_) => 1,
+        };
+        if c != 0 && code == 0 {
+            code = c;
+        }
+    }
+    if code != 0 {
+        eprintln!(
+            "firstbyte-bench: the run stopped (exit {code}); run the same command again to resume"
+        );
     }
     Ok((code, prepared.chain_bytes))
 }
@@ -318,9 +370,18 @@ pub fn main(args: Args) -> i32 {
         plan: plan_path,
         common: Common { quick, out },
         report,
+        lanes,
+        lane,
         worker,
     } = args;
     if worker {
+        let lane = Lane {
+            index: lane.unwrap_or(0),
+            count: lanes.unwrap_or(1),
+        };
+        if lane.index >= lane.count {
+            return fail(format!("--lane {} of --lanes {}", lane.index, lane.count));
+        }
         let out = out.unwrap_or_default();
         let quick = std::fs::read_to_string(out.join("run.toml"))
             .map(|t| t == run_marker(true))
@@ -332,7 +393,7 @@ pub fn main(args: Args) -> i32 {
             Ok(p) => p,
             Err(e) => return fail(format!("{}: {e}", out.join("plan.toml").display())),
         };
-        return runner::worker(&plan, &out);
+        return runner::worker(&plan, &out, lane);
     }
     let plan_path = plan_path.unwrap_or_default();
     let text = match std::fs::read_to_string(&plan_path) {
@@ -350,20 +411,39 @@ pub fn main(args: Args) -> i32 {
         Err(e) => return fail(format!("{}: {e}", plan_path.display())),
     };
     let Some(links) = links else {
-        return run_plan(&text, &plan_path, &out, quick, report);
+        return run_plan(&text, &plan_path, &out, quick, report, lanes.unwrap_or(1));
     };
-    // One run per link, each in its own directory (and resumable there); then one summary:
-    // the at-a-glance tables over every link, then each link's own.
-    let mut code = 0;
+    // One run per link, each in its own directory (and resumable there): one after another,
+    // or with --lanes all at once (links are independent emulators); then one summary: the
+    // at-a-glance tables over every link, then each link's own.
+    let codes: Vec<i32> = match lanes {
+        Some(n) if !report => std::thread::scope(|s| {
+            let runs: Vec<_> = links
+                .iter()
+                .map(|(name, sub)| {
+                    eprintln!(
+                        "firstbyte-bench: link \"{name}\" ({n} lane{})",
+                        if n == 1 { "" } else { "s" }
+                    );
+                    let (dir, plan_path) = (out.join(name), &plan_path);
+                    s.spawn(move || run_plan(sub, plan_path, &dir, quick, false, n))
+                })
+                .collect();
+            runs.into_iter().map(|h| h.join().unwrap_or(1)).collect()
+        }),
+        _ => links
+            .iter()
+            .map(|(name, sub)| {
+                eprintln!("firstbyte-bench: link \"{name}\"");
+                run_plan(sub, &plan_path, &out.join(name), quick, report, 1)
+            })
+            .collect(),
+    };
+    let code = codes.iter().copied().find(|&c| c != 0).unwrap_or(0);
     let mut parts = String::new();
     let mut glance = Vec::new();
     for (name, sub) in &links {
-        eprintln!("firstbyte-bench: link \"{name}\"");
         let dir = out.join(name);
-        let c = run_plan(sub, &plan_path, &dir, quick, report);
-        if c != 0 && code == 0 {
-            code = c;
-        }
         let part = std::fs::read_to_string(dir.join("summary.md")).unwrap_or_default();
         parts.push_str(&format!(
             "# Link \"{name}\" ({name}/summary.md)\n\n{part}\n"
@@ -390,8 +470,16 @@ pub fn main(args: Args) -> i32 {
     code
 }
 
-/// Runs (or resumes, or with `report` summarizes) one plan's text into `out`.
-fn run_plan(text: &str, plan_path: &Path, out: &Path, quick: bool, report: bool) -> i32 {
+/// Runs (or resumes, or with `report` summarizes) one plan's text into `out`, through
+/// `lanes` emulators at once.
+fn run_plan(
+    text: &str,
+    plan_path: &Path,
+    out: &Path,
+    quick: bool,
+    report: bool,
+    lanes: usize,
+) -> i32 {
     let plan = match Plan::parse(text, quick) {
         Ok(p) => p,
         Err(e) => return fail(format!("{}: {e}", plan_path.display())),
@@ -432,7 +520,7 @@ fn run_plan(text: &str, plan_path: &Path, out: &Path, quick: bool, report: bool)
         // Summarize the rows so far (e.g. of a run still going); run nothing.
         servers::chain_bytes(&out.join("work/tls/chain.pem")).ok()
     } else {
-        match execute(&plan, &out, &results_path) {
+        match execute(&plan, &out, &results_path, lanes) {
             Ok((c, b)) => {
                 code = c;
                 Some(b)
@@ -489,8 +577,23 @@ mod tests {
                 },
                 worker: false,
                 report: false,
+                lanes: None,
+                lane: None,
             }
         );
+        assert_eq!(
+            parse(&["p", "--lanes", "8", "--out", "o"])
+                .expect("lanes")
+                .lanes,
+            Some(8)
+        );
+        assert!(parse(&["p", "--lanes", "0"]).is_err(), "at least one lane");
+        assert!(
+            parse(&["p", "--lane", "1"]).is_err(),
+            "--lane is the worker's"
+        );
+        let w = parse(&["--worker", "--out", "o", "--lanes", "8", "--lane", "3"]).expect("w");
+        assert_eq!((w.lanes, w.lane), (Some(8), Some(3)));
         assert!(parse(&[]).is_err(), "missing PLAN.toml");
         assert!(parse(&["--worker"]).is_err(), "--worker needs --out");
         assert!(parse(&["--worker", "--out", "o"]).expect("worker").worker);

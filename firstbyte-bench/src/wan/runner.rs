@@ -16,6 +16,7 @@ use std::path::Path;
 use std::time::{Duration, Instant};
 
 use super::client::{fetcher, ClientKind, Fetcher, Handshake, Target};
+use super::lanes::Lane;
 use super::plan::{Job, Plan};
 use super::results::{self, Row, Writer};
 use super::servers::file_name;
@@ -128,8 +129,21 @@ pub fn remaining(plan: &Plan, rows: &[Row]) -> Vec<Job> {
         .collect()
 }
 
-/// The worker: returns the exit code.
-pub fn worker(plan: &Plan, out: &Path) -> i32 {
+/// The jobs of one lane not yet in the results, in run order.
+pub fn remaining_in_lane(plan: &Plan, rows: &[Row], lane: Lane) -> Vec<Job> {
+    let mut todo = remaining(plan, rows);
+    todo.retain(|j| lane.takes(j));
+    todo
+}
+
+/// The worker of one lane (`Lane::ONE` without lanes): returns the exit code. It appends to
+/// `results.csv`, which the run prepared (`Writer::open`) before starting any lane.
+pub fn worker(plan: &Plan, out: &Path, lane: Lane) -> i32 {
+    let tag = if lane.count > 1 {
+        format!("lane {}: ", lane.index)
+    } else {
+        String::new()
+    };
     if let Err(e) = pin_to_cpu(plan.client_cpu) {
         eprintln!(
             "firstbyte-bench: cannot pin the client to CPU {}: {e}",
@@ -157,10 +171,10 @@ pub fn worker(plan: &Plan, out: &Path) -> i32 {
             return 1;
         }
     };
-    let todo = remaining(plan, &rows);
-    let total = plan.jobs().len();
+    let todo = remaining_in_lane(plan, &rows, lane);
+    let total = plan.jobs().iter().filter(|j| lane.takes(j)).count();
     let mut done = total - todo.len();
-    let mut writer = match Writer::open(&path) {
+    let mut writer = match Writer::append_only(&path) {
         Ok(w) => w,
         Err(e) => {
             eprintln!("firstbyte-bench: {e}");
@@ -171,7 +185,7 @@ pub fn worker(plan: &Plan, out: &Path) -> i32 {
     let started = Instant::now();
     let mut last_print = Instant::now();
     eprintln!(
-        "firstbyte-bench: {} requests to go ({} already in {})",
+        "firstbyte-bench: {tag}{} requests to go ({} already in {})",
         todo.len(),
         done,
         path.display()
@@ -260,7 +274,7 @@ pub fn worker(plan: &Plan, out: &Path) -> i32 {
         done += 1;
         if i + 1 == todo.len() || last_print.elapsed() >= Duration::from_secs(15) || i < 3 {
             eprintln!(
-                "{}",
+                "{tag}{}",
                 progress_line(done, total, i + 1, started.elapsed().as_secs_f64())
             );
             last_print = Instant::now();
@@ -338,5 +352,17 @@ mod tests {
         let rest = remaining(&plan, &done);
         assert_eq!(rest, all[5..].to_vec());
         assert!(remaining(&plan, &[]).len() == 12);
+        // A lane resumes its own jobs: the rest of the shuffle with its seqs, in order.
+        let lanes = Lane::all(2);
+        let mut again: Vec<Job> = Vec::new();
+        for lane in lanes {
+            let mine = remaining_in_lane(&plan, &done, lane);
+            assert!(mine.iter().all(|j| j.seq as usize % 2 == lane.index));
+            let want: Vec<Job> = rest.iter().filter(|j| lane.takes(j)).copied().collect();
+            assert_eq!(mine, want);
+            again.extend(mine);
+        }
+        again.sort_by_key(|j| all.iter().position(|x| x == j));
+        assert_eq!(again, rest);
     }
 }
