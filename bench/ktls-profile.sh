@@ -119,6 +119,7 @@ grep -q '^bench-prof: done' "$log" || { echo "ktls-profile: the guest did not fi
 awk -v d="$out" '
     { sub(/\r$/, "") }
     /^bench-prof: ==> / { f = d "/" substr($0, 17); printf "" > f; next }
+    /^bench-prof: done$/ { f = ""; next }
     /^bench-prof: / && f { sub(/^bench-prof: /, ""); print >> f }' "$log"
 # The same calibration on this machine's own CPU (no emulation), and fb-user profiled here
 # the same way (this kernel has no kTLS): the shares on a CPU whose AES-NI is not emulated.
