@@ -14,11 +14,13 @@ use std::time::Duration;
 use super::args::R;
 use super::cx::Cx;
 use super::declare::{finish_conf, settings_struct};
-use super::directives::{proxy_buffer_directives, proxy_directives, proxy_ssl_directives};
+use super::directives::{
+    proxy_buffer_directives, proxy_cache_directives, proxy_directives, proxy_ssl_directives,
+};
 use super::error::ConfError;
 use super::model::{
-    CertificateCache, DynamicCertKey, DynamicPass, NextUpstream, PeerAddr, Pos, ProxyBuffers,
-    ProxyConf, ProxySsl, ProxyTarget, Redirect, Source, TlsVersion,
+    CacheConf, CertificateCache, DynamicCertKey, DynamicPass, NextUpstream, PeerAddr, Pos,
+    ProxyBuffers, ProxyConf, ProxySsl, ProxyTarget, Redirect, Source, TlsVersion,
 };
 use super::vars::ComplexValue;
 
@@ -105,6 +107,8 @@ pub(crate) struct ProxySettings {
     pub bufs: ProxyBufferSettings,
     pub ssl: ProxySslSettings,
     pub cookies: super::cookies::CookieSettings,
+    pub cache: ProxyCacheSettings,
+    pub cache_valid: Option<Vec<super::cache::ValidRule>>,
 }
 }
 
@@ -112,6 +116,12 @@ proxy_buffer_directives! { settings_struct!
 /// `proxy_*` buffer sizes of one level, as written.
 #[derive(Debug, Clone, Default)]
 pub(crate) struct ProxyBufferSettings {}
+}
+
+proxy_cache_directives! { settings_struct!
+/// `proxy_cache*` values of one level, as written.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct ProxyCacheSettings {}
 }
 
 proxy_ssl_directives! { settings_struct!
@@ -142,6 +152,8 @@ impl ProxySettings {
         or(&mut self.ssl_certificate, &p.ssl_certificate);
         or(&mut self.ssl_certificate_key, &p.ssl_certificate_key);
         self.cookies.inherit(&p.cookies);
+        self.cache.inherit_listed(&p.cache);
+        or(&mut self.cache_valid, &p.cache_valid);
     }
 
     /// The buffer settings with nginx's defaults for what nobody set.
@@ -242,7 +254,22 @@ impl ProxySettings {
                 ),
                 _ => (None, None, None),
             };
+        let cache = self
+            .cache
+            .zone_name
+            .clone()
+            .flatten()
+            .and_then(|n| cx.zones.cache.zones.get(&n).cloned())
+            .map(|zone| {
+                std::sync::Arc::new(
+                    proxy_cache_directives!(finish_conf! (self.cache) CacheConf {
+                        zone,
+                        valid: self.cache_valid.clone().unwrap_or_default(),
+                    }),
+                )
+            });
         Some(proxy_directives!(finish_conf! (self) ProxyConf {
+            cache,
             tls: p.tls,
             host: p.host.clone(),
             uri: p.uri.clone(),

@@ -219,7 +219,13 @@ impl Site {
             for s in &http.servers {
                 let _ = each_location(s, &mut |loc| -> Result<(), ()> {
                     if let Some(p) = &loc.proxy {
-                        for t in [&p.buffers.temp_path, &p.buffers.body_temp_path] {
+                        let cache = p.cache.as_ref().map(|c| &c.zone.path);
+                        let paths = [
+                            Some(&p.buffers.temp_path),
+                            Some(&p.buffers.body_temp_path),
+                            cache,
+                        ];
+                        for t in paths.into_iter().flatten() {
                             if !out.contains(t) {
                                 out.push(t.clone());
                             }
