@@ -253,3 +253,67 @@ impl http_body::Body for Tee {
         self.inner.size_hint()
     }
 }
+
+/// The bytes `start..=end` of a body; what follows them is still read (the whole goes to
+/// the cache file) and dropped: the last part is held until the body ended, so the client's
+/// complete answer is never the end of the reading.
+pub struct Slice<B> {
+    inner: B,
+    last: Option<Bytes>,
+    pos: u64,
+    start: u64,
+    end: u64,
+}
+
+impl<B> Slice<B> {
+    /// Bytes `start..=end` of `inner`.
+    pub fn new(inner: B, start: u64, end: u64) -> Self {
+        Slice {
+            inner,
+            last: None,
+            pos: 0,
+            start,
+            end,
+        }
+    }
+}
+
+impl<B> http_body::Body for Slice<B>
+where
+    B: http_body::Body<Data = Bytes, Error = std::io::Error> + Unpin,
+{
+    type Data = Bytes;
+    type Error = std::io::Error;
+
+    fn poll_frame(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, std::io::Error>>> {
+        let this = &mut *self;
+        loop {
+            match Pin::new(&mut this.inner).poll_frame(cx) {
+                Poll::Ready(Some(Ok(frame))) => {
+                    let Ok(data) = frame.into_data() else {
+                        continue;
+                    };
+                    let from = this.pos;
+                    this.pos += data.len() as u64;
+                    let lo = this.start.max(from);
+                    let hi = (this.end + 1).min(this.pos);
+                    if lo < hi {
+                        let part = data.slice((lo - from) as usize..(hi - from) as usize);
+                        if hi == this.end + 1 {
+                            this.last = Some(part);
+                            continue;
+                        }
+                        return Poll::Ready(Some(Ok(Frame::data(part))));
+                    }
+                }
+                Poll::Ready(None) => {
+                    return Poll::Ready(this.last.take().map(|b| Ok(Frame::data(b))));
+                }
+                other => return other,
+            }
+        }
+    }
+}

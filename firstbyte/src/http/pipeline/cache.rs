@@ -30,6 +30,8 @@ pub(super) struct Plan {
     revalidating: bool,
     /// HEAD went to the upstream as GET.
     pub converted_head: bool,
+    /// The client's one range of the response being stored: (first, last, length).
+    range: Option<(u64, u64, u64)>,
 }
 
 /// What the lookup gave.
@@ -89,6 +91,7 @@ pub(super) async fn begin(
         guard: None,
         revalidating: false,
         converted_head: r.method == Method::HEAD && c.convert_head,
+        range: None,
     };
     if holds(r, conf, forwarded_for, &c.bypass) {
         plan.status = "BYPASS";
@@ -109,6 +112,7 @@ pub(super) async fn begin(
                 }
                 plan.guard = zone.begin_fetch(&hash).ok();
                 if c.revalidate
+                    && head.status == StatusCode::OK
                     && (head.headers.contains_key(header::LAST_MODIFIED)
                         || head.headers.contains_key(header::ETAG))
                 {
@@ -153,6 +157,11 @@ pub(super) async fn begin(
 /// Request header fields nginx does not pass to the upstream of a cached location (the
 /// cache answers them), unless `proxy_set_header` sets them; a revalidation's own.
 pub(super) fn upstream_headers(conf: &ProxyConf, plan: Option<&Plan>, headers: &mut HeaderMap) {
+    // nginx: only a request whose answer may be stored (`u->cacheable`); below
+    // `proxy_cache_min_uses`, or another method, the client's fields go as they are.
+    if !plan.is_some_and(|p| p.store) {
+        return;
+    }
     for n in [
         "if-modified-since",
         "if-unmodified-since",
@@ -189,6 +198,11 @@ fn serve(r: &Req<'_>, f: std::fs::File, head: store::Head) -> Response<Body> {
     let len = head.body_len;
     let mut status = head.status;
     let (mut start, mut count) = (head.body_at, len);
+    if status == StatusCode::OK && precondition_failed(r.headers, &headers) {
+        let mut resp = Response::new(Body::Empty);
+        *resp.status_mut() = StatusCode::PRECONDITION_FAILED;
+        return resp;
+    }
     if status == StatusCode::OK && not_modified(r.headers, &headers) {
         let mut resp = Response::new(Body::Empty);
         *resp.status_mut() = StatusCode::NOT_MODIFIED;
@@ -253,6 +267,33 @@ fn serve(r: &Req<'_>, f: std::fs::File, head: store::Head) -> Response<Body> {
     resp
 }
 
+/// nginx's `If-Match` and `If-Unmodified-Since` checks of a cached response (412).
+fn precondition_failed(req: &HeaderMap, stored: &HeaderMap) -> bool {
+    if let Some(im) = req.get(header::IF_MATCH).and_then(|v| v.to_str().ok()) {
+        let etag = stored.get(header::ETAG).and_then(|v| v.to_str().ok());
+        let ok = im.trim() == "*" && etag.is_some()
+            || etag.is_some_and(|e| !e.starts_with("W/") && im.split(',').any(|t| t.trim() == e));
+        if !ok {
+            return true;
+        }
+    }
+    if let Some(ius) = req
+        .get(header::IF_UNMODIFIED_SINCE)
+        .and_then(|v| v.to_str().ok())
+    {
+        let date = |v: &str| httpdate::parse_http_date(v.trim()).ok();
+        let lm = stored
+            .get(header::LAST_MODIFIED)
+            .and_then(|v| v.to_str().ok())
+            .and_then(date);
+        return match (date(ius), lm) {
+            (Some(i), Some(l)) => l > i,
+            _ => true,
+        };
+    }
+    false
+}
+
 /// nginx's not-modified check of a cached response (`if_modified_since exact`).
 fn not_modified(req: &HeaderMap, stored: &HeaderMap) -> bool {
     if let Some(inm) = req.get(header::IF_NONE_MATCH).and_then(|v| v.to_str().ok()) {
@@ -280,6 +321,7 @@ pub(super) fn after(
     result: Result<Response<Body>, u16>,
     raw: Option<&HeaderMap>,
     forwarded_for: &str,
+    intercepted: bool,
 ) -> (Result<Response<Body>, u16>, &'static str) {
     let c = plan.conf.clone();
     let failed = match &result {
@@ -331,13 +373,25 @@ pub(super) fn after(
         _ => return (Ok(resp), status),
     };
     let max = c.zone.max_size;
-    let declared = resp
+    let declared: Option<u64> = resp
         .headers()
         .get(header::CONTENT_LENGTH)
         .and_then(|v| v.to_str().ok())
         .and_then(|v| v.parse::<u64>().ok());
     if max > 0 && declared.is_some_and(|n| n > max) {
         return (Ok(resp), status);
+    }
+    // One range of a 200 being stored: the client gets its part while the whole is stored.
+    if resp.status() == StatusCode::OK && r.method == Method::GET {
+        if let (Some(len), Some(range)) = (
+            declared,
+            r.headers.get(header::RANGE).and_then(|v| v.to_str().ok()),
+        ) {
+            use crate::http::static_files::{parse_range, ByteRange};
+            if let ByteRange::Part { start, end } = parse_range(range, len) {
+                plan.range = Some((start, end, len));
+            }
+        }
     }
     let mut stored_headers = resp.headers().clone();
     for n in [
@@ -361,6 +415,14 @@ pub(super) fn after(
             return (Ok(resp), status);
         }
     };
+    if intercepted {
+        // An error page answers it: stored as its status alone, as nginx's cached error.
+        if let Some(size) = writer.commit() {
+            plan.zone.clone_stored(&plan.hash, size);
+        }
+        return (Ok(resp), status);
+    }
+    let range = plan.range.take();
     let body = std::mem::take(resp.body_mut());
     let body = match body {
         Body::Empty => {
@@ -377,10 +439,26 @@ pub(super) fn after(
             }
             Body::Full(Some(b))
         }
+        // Ended before it began (an empty body): hyper may never poll it.
+        Body::Stream(s) if http_body::Body::is_end_stream(&s) => {
+            if let Some(size) = writer.commit() {
+                plan.zone.clone_stored(&plan.hash, size);
+            }
+            Body::Stream(s)
+        }
         Body::Stream(s) => {
             use http_body_util::BodyExt;
             let tee = cache::Tee::new(s, writer, plan.zone.clone(), plan.hash, plan.guard.take());
-            if plan.converted_head {
+            if let Some((start, end, len)) = range.filter(|_| declared.is_some()) {
+                let sliced = cache::Slice::new(tee, start, end);
+                let h = resp.headers_mut();
+                h.insert(header::CONTENT_LENGTH, HeaderValue::from(end - start + 1));
+                if let Ok(v) = HeaderValue::from_str(&format!("bytes {start}-{end}/{len}")) {
+                    h.insert(header::CONTENT_RANGE, v);
+                }
+                *resp.status_mut() = StatusCode::PARTIAL_CONTENT;
+                Body::Stream(sliced.boxed_unsync())
+            } else if plan.converted_head {
                 // The client asked for HEAD: the GET's body is read to the end for the file
                 // only.
                 tokio::spawn(async move {

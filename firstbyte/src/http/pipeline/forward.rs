@@ -71,6 +71,10 @@ where
                 let mut up = px::UpstreamVars::default();
                 up.cache_status = Some(status);
                 let _ = r.upstream.set(up);
+                // A stored error that `error_page` answers (nginx's cached error).
+                if intercepted(conf, loc, resp.status().as_u16()) {
+                    return Err(resp.status().as_u16());
+                }
                 return Ok(finish(r, conf, &forwarded_for, resp));
             }
             super::cache::Begin::Go(p) => plan = Some(p),
@@ -283,6 +287,8 @@ where
     let result = match plan {
         Some(p) => {
             let raw = abort.up.last_headers().cloned();
+            let caught =
+                matches!(&result, Ok(resp) if intercepted(conf, loc, resp.status().as_u16()));
             let (res, status) = super::cache::after(
                 r,
                 conf,
@@ -290,6 +296,7 @@ where
                 result.map_err(|f| f.status()),
                 raw.as_ref(),
                 &forwarded_for,
+                caught,
             );
             abort.up.cache_status = Some(status);
             res
