@@ -130,20 +130,27 @@ pub(crate) fn parse_levels(v: &str) -> Option<Vec<u8>> {
     (!l.is_empty() && l.len() <= 3).then_some(l)
 }
 
-/// `proxy_cache ZONE | off`: the zone's name (checked once the file is read).
-pub(crate) fn zone_ref(d: &Directive, cx: &mut Cx) -> Result<Option<String>, ConfError> {
+/// `proxy_cache`'s zone as written.
+#[derive(Debug, Clone)]
+pub enum ZoneRef {
+    /// A zone's name (checked once the file is read).
+    Name(String),
+    /// With variables: the name is evaluated per request (empty: not cached; an unknown
+    /// zone: 500).
+    Var(ComplexValue),
+}
+
+/// `proxy_cache ZONE | off`.
+pub(crate) fn zone_ref(d: &Directive, cx: &mut Cx) -> Result<Option<ZoneRef>, ConfError> {
     let a = arg0(d);
     if a == "off" {
         return Ok(None);
     }
     if a.contains('$') {
-        return Err(super::args::unsupported(
-            d,
-            format!("a zone with variables in \"{}\"", d.name),
-        ));
+        return Ok(Some(ZoneRef::Var(value(d, a)?)));
     }
     cx.zones.cache.refs.push((a.to_string(), d.pos.clone()));
-    Ok(Some(a.to_string()))
+    Ok(Some(ZoneRef::Name(a.to_string())))
 }
 
 /// Every zone `proxy_cache` names exists (nginx: `"proxy_cache" zone "NAME" is unknown`).

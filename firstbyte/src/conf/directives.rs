@@ -484,9 +484,9 @@ pub(crate) use proxy_buffer_directives;
 #[rustfmt::skip]
 macro_rules! proxy_cache_directives {
     ($gen:ident ! $($pre:tt)*) => { $gen! { $($pre)* ;
-        "proxy_cache" zone_name: Option<String> = None =>
+        "proxy_cache" zone_name: Option<crate::conf::cache::ZoneRef> = None =>
             (HSL, 1, 1, "off", Inherit, crate::conf::cache::zone_ref)
-            "Cache responses in the `proxy_cache_path` zone of this name (no variables); `off`: none. A response is stored (in a file named by the MD5 of `proxy_cache_key`, written to a temp file and renamed once its body is complete) when its status has a `proxy_cache_valid` time or the upstream gives one (`X-Accel-Expires`, then `Cache-Control: max-age`/`s-maxage`, then `Expires`), and not when it has `Set-Cookie`, `Cache-Control: no-cache|no-store|private`, `Vary: *` (unless `proxy_ignore_headers` names them) or a true `proxy_no_cache`. A stored response is served with its stored header fields; `$upstream_cache_status` is `MISS`, `BYPASS`, `EXPIRED`, `STALE`, `UPDATING`, `REVALIDATED` or `HIT`. A client that leaves before the body is complete leaves nothing stored.";
+            "Cache responses in the `proxy_cache_path` zone of this name (with variables: evaluated per request; an empty value caches nothing, an unknown zone is a 500); `off`: none. A response is stored (in a file named by the MD5 of `proxy_cache_key`, written to a temp file and renamed once its body is complete) when its status has a `proxy_cache_valid` time or the upstream gives one (`X-Accel-Expires`, then `Cache-Control: max-age`/`s-maxage`, then `Expires`), and not when it has `Set-Cookie`, `Cache-Control: no-cache|no-store|private`, `Vary: *` (unless `proxy_ignore_headers` names them) or a true `proxy_no_cache`. A stored response is served with its stored header fields; `$upstream_cache_status` is `MISS`, `BYPASS`, `EXPIRED`, `STALE`, `UPDATING`, `REVALIDATED` or `HIT`. A client that leaves before the body is complete leaves nothing stored.";
         "proxy_cache_key" key: crate::conf::vars::ComplexValue = crate::conf::cache::default_key() =>
             (HSL, 1, 1, "$scheme$proxy_host$request_uri", Inherit, crate::conf::cache::key)
             "What identifies a cached response (variables allowed).";

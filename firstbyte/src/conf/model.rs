@@ -1072,8 +1072,10 @@ proxy_cache_directives! { conf_struct!
 /// `proxy_cache ZONE` and the `proxy_cache_*` values of a location that caches.
 #[derive(Debug, Clone)]
 pub struct CacheConf {
-    /// The zone (`proxy_cache_path`).
-    pub zone: Arc<super::cache::CachePath>,
+    /// The zone (`proxy_cache_path`); None when its name has variables.
+    pub zone: Option<Arc<super::cache::CachePath>>,
+    /// Every zone of the load by name, for a name with variables.
+    pub zones: Arc<HashMap<String, Arc<super::cache::CachePath>>>,
     /// `proxy_cache_valid` rules, in order.
     pub valid: Vec<super::cache::ValidRule>,
 }

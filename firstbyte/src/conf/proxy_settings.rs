@@ -254,20 +254,19 @@ impl ProxySettings {
                 ),
                 _ => (None, None, None),
             };
-        let cache = self
-            .cache
-            .zone_name
-            .clone()
-            .flatten()
-            .and_then(|n| cx.zones.cache.zones.get(&n).cloned())
-            .map(|zone| {
-                std::sync::Arc::new(
-                    proxy_cache_directives!(finish_conf! (self.cache) CacheConf {
-                        zone,
-                        valid: self.cache_valid.clone().unwrap_or_default(),
-                    }),
-                )
-            });
+        let cache = self.cache.zone_name.clone().flatten().and_then(|z| {
+            let zone = match &z {
+                super::cache::ZoneRef::Name(n) => Some(cx.zones.cache.zones.get(n)?.clone()),
+                super::cache::ZoneRef::Var(_) => None,
+            };
+            Some(std::sync::Arc::new(
+                proxy_cache_directives!(finish_conf! (self.cache) CacheConf {
+                    zone,
+                    zones: std::sync::Arc::new(cx.zones.cache.zones.clone()),
+                    valid: self.cache_valid.clone().unwrap_or_default(),
+                }),
+            ))
+        });
         Some(proxy_directives!(finish_conf! (self) ProxyConf {
             cache,
             tls: p.tls,

@@ -219,13 +219,15 @@ impl Site {
             for s in &http.servers {
                 let _ = each_location(s, &mut |loc| -> Result<(), ()> {
                     if let Some(p) = &loc.proxy {
-                        let cache = p.cache.as_ref().map(|c| &c.zone.path);
-                        let paths = [
-                            Some(&p.buffers.temp_path),
-                            Some(&p.buffers.body_temp_path),
-                            cache,
-                        ];
-                        for t in paths.into_iter().flatten() {
+                        let cache: Vec<&PathBuf> = match &p.cache {
+                            Some(c) => match &c.zone {
+                                Some(z) => vec![&z.path],
+                                None => c.zones.values().map(|z| &z.path).collect(),
+                            },
+                            None => Vec::new(),
+                        };
+                        let paths = [&p.buffers.temp_path, &p.buffers.body_temp_path];
+                        for t in paths.into_iter().chain(cache) {
                             if !out.contains(t) {
                                 out.push(t.clone());
                             }

@@ -129,6 +129,54 @@ pub fn rule_time(status: u16, rules: &[ValidRule]) -> Option<u64> {
         .filter(|t| *t > 0)
 }
 
+/// The field names a response's `Vary` lists (lower-cased, all its `Vary` fields).
+pub fn vary_names(headers: &HeaderMap) -> Vec<String> {
+    let mut out: Vec<String> = Vec::new();
+    for v in headers.get_all(http::header::VARY) {
+        for n in String::from_utf8_lossy(v.as_bytes()).split(',') {
+            let n = n.trim().to_ascii_lowercase();
+            if !n.is_empty() && !out.contains(&n) {
+                out.push(n);
+            }
+        }
+    }
+    out
+}
+
+/// What a request gives the `Vary` fields `names`: each name and its values, whitespace
+/// and empty elements dropped, several fields of a name joined (nginx's normalization).
+pub fn variant(names: &[String], req: &HeaderMap) -> Vec<u8> {
+    let mut out = Vec::new();
+    for n in names {
+        out.extend_from_slice(n.as_bytes());
+        out.push(b':');
+        let mut first = true;
+        for v in req.get_all(n.as_str()) {
+            for t in v.as_bytes().split(|b| *b == b',') {
+                let t = t.trim_ascii();
+                if t.is_empty() {
+                    continue;
+                }
+                if !first {
+                    out.push(b',');
+                }
+                first = false;
+                out.extend_from_slice(t);
+            }
+        }
+        out.extend_from_slice(b"\r\n");
+    }
+    out
+}
+
+/// The key of a variant that is not the main entry's.
+pub fn variant_key(key: &[u8], variant: &[u8]) -> Vec<u8> {
+    let mut k = key.to_vec();
+    k.push(0);
+    k.extend_from_slice(variant);
+    k
+}
+
 /// A `proxy_cache_bypass` / `proxy_no_cache` value holds: non-empty and not `0`.
 pub fn holds(v: &str) -> bool {
     !v.is_empty() && v != "0"
@@ -271,6 +319,14 @@ mod tests {
         let p = rel_path(&hash, &[1, 2]);
         assert_eq!(p, format!("{}/{}/{}", &name[31..], &name[29..31], name));
         assert_eq!(rel_path(&hash, &[]), name);
+        let mut req = HeaderMap::new();
+        req.append("accept-encoding", "foo,,  ,bar , ".parse().unwrap());
+        let names = vary_names(&h(&[("vary", ",, Accept-encoding , ,"), ("vary", "X")]));
+        assert_eq!(names, vec!["accept-encoding", "x"]);
+        assert_eq!(variant(&names, &req), b"accept-encoding:foo,bar\r\nx:\r\n");
+        let mut other = HeaderMap::new();
+        other.append("accept-encoding", "foobar".parse().unwrap());
+        assert_ne!(variant(&names, &req), variant(&names, &other));
         // md5("") as nginx names it.
         assert_eq!(hex(&hash_key(b"")), "d41d8cd98f00b204e9800998ecf8427e");
     }

@@ -29,6 +29,8 @@ pub struct Head {
     pub status: StatusCode,
     /// Header fields as stored.
     pub headers: HeaderMap,
+    /// The request's values of the response's `Vary` fields (empty: none).
+    pub variant: Vec<u8>,
     /// Where the body starts in the file.
     pub body_at: u64,
     /// The body's length.
@@ -36,10 +38,18 @@ pub struct Head {
 }
 
 /// The header block of a response.
-pub fn encode_head(valid: u64, key: &[u8], status: StatusCode, headers: &HeaderMap) -> Vec<u8> {
+pub fn encode_head(
+    valid: u64,
+    key: &[u8],
+    variant: &[u8],
+    status: StatusCode,
+    headers: &HeaderMap,
+) -> Vec<u8> {
     let mut block = Vec::new();
     block.extend_from_slice(&(key.len() as u32).to_le_bytes());
     block.extend_from_slice(key);
+    block.extend_from_slice(&(variant.len() as u32).to_le_bytes());
+    block.extend_from_slice(variant);
     block.extend_from_slice(&status.as_u16().to_le_bytes());
     block.extend_from_slice(&(headers.len() as u32).to_le_bytes());
     for (n, v) in headers {
@@ -74,12 +84,14 @@ impl<'a> Cursor<'a> {
 }
 
 /// Parses a header block (after the fixed part) for `key`; None: not this key's, or broken.
-pub fn decode_block(block: &[u8], key: &[u8]) -> Option<(StatusCode, HeaderMap)> {
+pub fn decode_block(block: &[u8], key: &[u8]) -> Option<(StatusCode, HeaderMap, Vec<u8>)> {
     let mut c = Cursor(block);
     let klen = c.u32()?;
     if c.take(klen)? != key {
         return None;
     }
+    let vlen = c.u32()?;
+    let variant = c.take(vlen)?.to_vec();
     let s = c.take(2)?;
     let status = StatusCode::from_u16(u16::from_le_bytes([s[0], s[1]])).ok()?;
     let n = c.u32()?;
@@ -91,7 +103,7 @@ pub fn decode_block(block: &[u8], key: &[u8]) -> Option<(StatusCode, HeaderMap)>
         let value = HeaderValue::from_bytes(c.take(l)?).ok()?;
         headers.append(name, value);
     }
-    Some((status, headers))
+    Some((status, headers, variant))
 }
 
 /// Opens the stored response of `key` at `path`; None when there is none (or it is broken
@@ -111,7 +123,7 @@ pub fn open(path: &Path, key: &[u8]) -> Option<(File, Head)> {
     }
     let mut block = vec![0u8; blen];
     f.read_exact(&mut block).ok()?;
-    let (status, headers) = decode_block(&block, key)?;
+    let (status, headers, variant) = decode_block(&block, key)?;
     let body_at = (FIXED + blen) as u64;
     f.seek(SeekFrom::Start(body_at)).ok()?;
     Some((
@@ -120,6 +132,7 @@ pub fn open(path: &Path, key: &[u8]) -> Option<(File, Head)> {
             valid,
             status,
             headers,
+            variant,
             body_at,
             body_len: len - body_at,
         },
@@ -232,8 +245,9 @@ mod tests {
         h.append("content-type", HeaderValue::from_static("text/html"));
         h.append("x-a", HeaderValue::from_static("1"));
         h.append("x-a", HeaderValue::from_static("2"));
-        let bytes = encode_head(77, b"key", StatusCode::NOT_FOUND, &h);
-        let (s, back) = decode_block(&bytes[FIXED..], b"key").expect("parses");
+        let bytes = encode_head(77, b"key", b"v", StatusCode::NOT_FOUND, &h);
+        let (s, back, v) = decode_block(&bytes[FIXED..], b"key").expect("parses");
+        assert_eq!(v, b"v");
         assert_eq!(s, StatusCode::NOT_FOUND);
         assert_eq!(back, h);
         assert!(decode_block(&bytes[FIXED..], b"other").is_none());
@@ -244,7 +258,7 @@ mod tests {
     fn only_a_committed_file_is_found() {
         let dir = std::env::temp_dir().join(format!("fb-cache-store-{}", std::process::id()));
         let dest = dir.join("a/bc/file");
-        let head = encode_head(5, b"k", StatusCode::OK, &HeaderMap::new());
+        let head = encode_head(5, b"k", b"", StatusCode::OK, &HeaderMap::new());
         let mut w = Writer::create(&dest, &head, 0).expect("create");
         assert!(w.write(b"hello"));
         assert!(open(&dest, b"k").is_none());

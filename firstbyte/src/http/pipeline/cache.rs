@@ -30,6 +30,8 @@ pub(super) struct Plan {
     revalidating: bool,
     /// HEAD went to the upstream as GET.
     pub converted_head: bool,
+    /// The key's own entry (a `Vary` variant's differs).
+    main: ([u8; 16], Vec<u8>),
     /// The client's one range of the response being stored: (first, last, length).
     range: Option<(u64, u64, u64)>,
 }
@@ -40,8 +42,10 @@ pub(super) enum Begin {
     Answer(Response<Body>, &'static str),
     /// To the upstream.
     Go(Box<Plan>),
-    /// Not a cached request (its method).
+    /// Not a cached request (its method, an empty zone name).
     Off,
+    /// A zone name with variables named no zone: 500.
+    Unknown,
 }
 
 fn holds(
@@ -79,12 +83,28 @@ pub(super) async fn begin(
         c.key.eval(&vars).into_bytes()
     };
     let hash = policy::hash_key(&key);
-    let zone = cache::zone(&c.zone);
+    let zone = match &c.zone {
+        Some(z) => cache::zone(z),
+        None => {
+            let Some(crate::conf::cache::ZoneRef::Var(v)) = &c.zone_name else {
+                return Begin::Off;
+            };
+            let name = r.eval(v);
+            if name.is_empty() {
+                return Begin::Off;
+            }
+            match c.zones.get(&name) {
+                Some(z) => cache::zone(z),
+                None => return Begin::Unknown,
+            }
+        }
+    };
     let mut plan = Plan {
         zone: zone.clone(),
         conf: c.clone(),
         hash,
-        key,
+        key: key.clone(),
+        main: (hash, key),
         status: "MISS",
         stale: None,
         store: true,
@@ -98,8 +118,10 @@ pub(super) async fn begin(
         return Begin::Go(Box::new(plan));
     }
     let mut waited = false;
+    let vary = !conf.ignore_headers.iter().any(|h| h == "vary");
     loop {
-        let (uses, found) = zone.lookup(&hash, &plan.key);
+        let (uses, found) = find(&zone, &mut plan, r, vary);
+        let hash = plan.hash;
         plan.store = uses >= c.min_uses && plan.store;
         match found {
             Found::Entry(f, head) if head.valid > cache::now() => {
@@ -152,6 +174,36 @@ pub(super) async fn begin(
             }
         }
     }
+}
+
+/// The stored entry of a request: the main one of its key, or, when that one's `Vary` fields
+/// have other values in this request, the entry of those values (whose own `Vary` may lead
+/// to another, as nginx: a few steps at most); the plan then names it.
+fn find(zone: &Zone, plan: &mut Plan, r: &Req<'_>, vary: bool) -> (u32, Found) {
+    plan.hash = plan.main.0;
+    plan.key = plan.main.1.clone();
+    let (uses, mut found) = zone.lookup(&plan.hash, &plan.key);
+    for _ in 0..3 {
+        let Found::Entry(_, head) = &found else {
+            return (uses, found);
+        };
+        let names = policy::vary_names(&head.headers);
+        if !vary || names.is_empty() {
+            return (uses, found);
+        }
+        let want = policy::variant(&names, r.headers);
+        if want == head.variant {
+            return (uses, found);
+        }
+        let key = policy::variant_key(&plan.main.1, &want);
+        if key == plan.key {
+            return (uses, Found::Miss);
+        }
+        plan.key = key;
+        plan.hash = policy::hash_key(&plan.key);
+        found = zone.lookup(&plan.hash, &plan.key).1;
+    }
+    (uses, Found::Miss)
 }
 
 /// Request header fields nginx does not pass to the upstream of a cached location (the
@@ -372,7 +424,7 @@ pub(super) fn after(
         Ok(v) if v > now => v,
         _ => return (Ok(resp), status),
     };
-    let max = c.zone.max_size;
+    let max = plan.zone.conf.max_size;
     let declared: Option<u64> = resp
         .headers()
         .get(header::CONTENT_LENGTH)
@@ -401,7 +453,18 @@ pub(super) fn after(
     ] {
         stored_headers.remove(n);
     }
-    let head = store::encode_head(valid, &plan.key, resp.status(), &stored_headers);
+    let names = if conf.ignore_headers.iter().any(|h| h == "vary") {
+        Vec::new()
+    } else {
+        policy::vary_names(raw.unwrap_or(&empty))
+    };
+    if names.is_empty() {
+        // Without `Vary`, the key's own entry (it replaces the variants' main one).
+        plan.hash = plan.main.0;
+        plan.key = plan.main.1.clone();
+    }
+    let variant = policy::variant(&names, r.headers);
+    let head = store::encode_head(valid, &plan.key, &variant, resp.status(), &stored_headers);
     let dest = plan.zone.path(&plan.hash);
     let mut writer = match store::Writer::create(&dest, &head, max) {
         Ok(w) => w,

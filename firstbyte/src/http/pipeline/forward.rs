@@ -79,6 +79,7 @@ where
             }
             super::cache::Begin::Go(p) => plan = Some(p),
             super::cache::Begin::Off => {}
+            super::cache::Begin::Unknown => return Err(500),
         }
     }
     let target = if let (true, Some(uri)) = (with_vars, &conf.uri) {
