@@ -37,7 +37,7 @@ pub struct Zone {
     pub conf: Arc<CachePath>,
     index: Mutex<Index>,
     /// Keys being fetched now (`proxy_cache_lock`, `updating`), with when it began.
-    fetching: Mutex<HashMap<Hash, (u64, Arc<tokio::sync::Notify>)>>,
+    fetching: Mutex<HashMap<Hash, (std::time::Instant, Arc<tokio::sync::Notify>)>>,
 }
 
 type Registry = Mutex<HashMap<(String, PathBuf), Arc<Zone>>>;
@@ -121,20 +121,28 @@ impl Zone {
         }
     }
 
-    /// Marks `hash` as being fetched; None when another request fetches it (with the
-    /// notification its end gives, and since when, Unix seconds).
+    /// Marks `hash` as being fetched; Err when another request fetches it (with since when,
+    /// and the notification its end gives). `age`: a fetch older than this is taken over
+    /// (`proxy_cache_lock_age`: one more request goes, and is now the one waited for).
     pub fn begin_fetch(
         self: &Arc<Self>,
         hash: &Hash,
-    ) -> Result<FetchGuard, (u64, Arc<tokio::sync::Notify>)> {
+        age: Option<std::time::Duration>,
+    ) -> Result<FetchGuard, (std::time::Instant, Arc<tokio::sync::Notify>)> {
         let mut f = self.fetching.lock().unwrap_or_else(|e| e.into_inner());
-        if let Some((since, n)) = f.get(hash) {
-            return Err((*since, n.clone()));
+        let now = std::time::Instant::now();
+        if let Some((since, n)) = f.get_mut(hash) {
+            match age {
+                Some(a) if now.saturating_duration_since(*since) >= a => {}
+                _ => return Err((*since, n.clone())),
+            }
         }
-        f.insert(*hash, (now(), Arc::new(tokio::sync::Notify::new())));
+        let n = Arc::new(tokio::sync::Notify::new());
+        f.insert(*hash, (now, n.clone()));
         Ok(FetchGuard {
             zone: self.clone(),
             hash: *hash,
+            notify: n,
         })
     }
 
@@ -162,14 +170,17 @@ impl Zone {
 pub struct FetchGuard {
     zone: Arc<Zone>,
     hash: Hash,
+    /// Its entry's notification (another one's after a takeover).
+    notify: Arc<tokio::sync::Notify>,
 }
 
 impl Drop for FetchGuard {
     fn drop(&mut self) {
         let mut f = self.zone.fetching.lock().unwrap_or_else(|e| e.into_inner());
-        if let Some((_, n)) = f.remove(&self.hash) {
-            n.notify_waiters();
+        if f.get(&self.hash).is_some_and(|(_, n)| Arc::ptr_eq(n, &self.notify)) {
+            f.remove(&self.hash);
         }
+        self.notify.notify_waiters();
     }
 }
 

@@ -117,7 +117,7 @@ pub(super) async fn begin(
         plan.status = "BYPASS";
         return Begin::Go(Box::new(plan));
     }
-    let mut waited = false;
+    let started = std::time::Instant::now();
     let vary = !conf.ignore_headers.iter().any(|h| h == "vary");
     loop {
         let (uses, found) = find(&zone, &mut plan, r, vary);
@@ -132,7 +132,7 @@ pub(super) async fn begin(
                 if c.use_stale & stale::UPDATING != 0 && zone.is_fetching(&hash) {
                     return Begin::Answer(serve(r, f, head), "UPDATING");
                 }
-                plan.guard = zone.begin_fetch(&hash).ok();
+                plan.guard = zone.begin_fetch(&hash, None).ok();
                 if c.revalidate
                     && head.status == StatusCode::OK
                     && (head.headers.contains_key(header::LAST_MODIFIED)
@@ -145,32 +145,30 @@ pub(super) async fn begin(
             }
             Found::Miss => {}
         }
-        match zone.begin_fetch(&hash) {
+        let age = c.lock.then_some(c.lock_age);
+        match zone.begin_fetch(&hash, age) {
             Ok(g) => {
                 plan.guard = Some(g);
                 return Begin::Go(Box::new(plan));
             }
-            Err(_) if !c.lock || waited => return Begin::Go(Box::new(plan)),
+            Err(_) if !c.lock => return Begin::Go(Box::new(plan)),
             Err((since, n)) => {
-                if cache::now().saturating_sub(since) >= c.lock_age.as_secs() {
-                    return Begin::Go(Box::new(plan));
-                }
                 let notified = n.notified();
                 tokio::pin!(notified);
                 notified.as_mut().enable();
                 if !zone.is_fetching(&hash) {
                     continue;
                 }
-                waited = true;
-                if tokio::time::timeout(c.lock_timeout, notified)
-                    .await
-                    .is_err()
-                {
+                let now = std::time::Instant::now();
+                let aged = since + c.lock_age;
+                let Some(left) = c.lock_timeout.checked_sub(started.elapsed()) else {
                     // nginx: past the lock's timeout the request goes to the upstream, and
                     // its response is not stored.
                     plan.store = false;
                     return Begin::Go(Box::new(plan));
-                }
+                };
+                let wait = left.min(aged.saturating_duration_since(now));
+                let _ = tokio::time::timeout(wait, notified).await;
             }
         }
     }
