@@ -146,9 +146,29 @@ fn a_second_request_is_a_hit_without_the_upstream() {
         (cache_status(&h).as_str(), body.as_str()),
         ("MISS", "response 2\n")
     );
+    // A key made of `..` and slashes still names one file by its MD5 under the zone.
+    let (code, h, _) = get(port, "/e?k=/../../../../escape", &["--path-as-is"]);
+    assert_eq!((code, cache_status(&h).as_str()), (200, "MISS"));
+    let outside: Vec<_> = files(&s.dir)
+        .into_iter()
+        .filter(|p| !p.starts_with(s.dir.join("cache")))
+        .collect();
+    assert!(
+        outside
+            .iter()
+            .all(|p| !p.to_string_lossy().contains("escape")),
+        "{outside:?}"
+    );
     // The files: named by the key's MD5 under levels=1:2, mode 0600, nothing else left.
     let stored = files(&s.dir.join("cache"));
-    assert_eq!(stored.len(), 2, "{stored:?}");
+    assert_eq!(stored.len(), 3, "{stored:?}");
+    for f in &stored {
+        let name = f.file_name().and_then(|n| n.to_str()).unwrap_or("");
+        assert!(
+            name.len() == 32 && name.bytes().all(|b| b.is_ascii_hexdigit()),
+            "{f:?}"
+        );
+    }
     use md5::{Digest, Md5};
     let name: String = Md5::digest(format!("http127.0.0.1:{}/a", up.port))
         .iter()
@@ -215,7 +235,7 @@ fn bypass_goes_upstream_and_refreshes() {
         "cache-bypass",
         up.port,
         "keys_zone=z:1m",
-        "proxy_cache_valid 1h; proxy_cache_key $uri; proxy_cache_bypass $arg_fresh $http_x_fresh;",
+        "proxy_cache_valid 1h; proxy_cache_key $uri; proxy_cache_bypass $arg_fresh; proxy_cache_bypass $http_x_fresh;",
     );
     assert_eq!(get(port, "/k", &[]).2, "response 1\n");
     let (_, h, body) = get(port, "/k?fresh=1", &[]);
@@ -230,6 +250,12 @@ fn bypass_goes_upstream_and_refreshes() {
         ("HIT", "response 2\n")
     );
     assert_eq!(up.count.load(Ordering::SeqCst), 2);
+    // The second directive's value counts too.
+    let (_, h, body) = get(port, "/k", &["-H", "X-Fresh: yes"]);
+    assert_eq!(
+        (cache_status(&h).as_str(), body.as_str()),
+        ("BYPASS", "response 3\n")
+    );
 }
 
 #[test]

@@ -131,7 +131,7 @@ pub(crate) fn parse_levels(v: &str) -> Option<Vec<u8>> {
 }
 
 /// `proxy_cache`'s zone as written.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, PartialEq)]
 pub enum ZoneRef {
     /// A zone's name (checked once the file is read).
     Name(String),
@@ -176,9 +176,26 @@ pub fn default_key() -> ComplexValue {
     ComplexValue::parse("$scheme$proxy_host$request_uri").unwrap_or_default()
 }
 
-/// `proxy_cache_bypass` / `proxy_no_cache`: values, any non-empty one other than `0` holds.
-pub(crate) fn predicates(d: &Directive, _: &mut Cx) -> Result<Vec<ComplexValue>, ConfError> {
-    d.args.iter().map(|a| value(d, a)).collect()
+/// `proxy_cache_bypass VALUE ...` (accumulates within a level, as nginx).
+pub(crate) fn proxy_cache_bypass(s: &mut LocSettings, d: &Directive, _: &mut Cx) -> R {
+    let v: Vec<ComplexValue> = d
+        .args
+        .iter()
+        .map(|a| value(d, a))
+        .collect::<Result<_, _>>()?;
+    s.proxy.cache_bypass.get_or_insert_with(Vec::new).extend(v);
+    Ok(())
+}
+
+/// `proxy_no_cache VALUE ...` (accumulates within a level, as nginx).
+pub(crate) fn proxy_no_cache(s: &mut LocSettings, d: &Directive, _: &mut Cx) -> R {
+    let v: Vec<ComplexValue> = d
+        .args
+        .iter()
+        .map(|a| value(d, a))
+        .collect::<Result<_, _>>()?;
+    s.proxy.no_cache.get_or_insert_with(Vec::new).extend(v);
+    Ok(())
 }
 
 /// `proxy_cache_methods GET HEAD POST`: GET and HEAD are always in (nginx adds them).

@@ -493,12 +493,6 @@ macro_rules! proxy_cache_directives {
         "proxy_cache_methods" methods: Vec<String> = vec!["GET".to_string(), "HEAD".to_string()] =>
             (HSL, 1, ANY, "GET HEAD", Inherit, crate::conf::cache::methods)
             "Request methods whose responses are cached (GET and HEAD always are).";
-        "proxy_cache_bypass" bypass: Vec<crate::conf::vars::ComplexValue> = Vec::new() =>
-            (HSL, 1, ANY, "", Inherit, crate::conf::cache::predicates)
-            "Values (variables allowed): when any is non-empty and not `0`, the response is taken from the upstream, not the cache (`BYPASS`), and may still be stored.";
-        "proxy_no_cache" no_cache: Vec<crate::conf::vars::ComplexValue> = Vec::new() =>
-            (HSL, 1, ANY, "", Inherit, crate::conf::cache::predicates)
-            "Values (variables allowed): when any is non-empty and not `0`, the response is not stored.";
         "proxy_cache_min_uses" min_uses: u32 = 1 =>
             (HSL, 1, 1, "1", Inherit, p::positive)
             "A response is stored once this many requests asked for its key.";
@@ -517,6 +511,10 @@ macro_rules! proxy_cache_directives {
         "proxy_cache_revalidate" revalidate: bool = false =>
             (HSL, 1, 1, "off", Inherit, p::on_off)
             "`on`: an expired stored response with `Last-Modified` or `ETag` is revalidated with `If-Modified-Since`/`If-None-Match`; the upstream's 304 makes it fresh again (`REVALIDATED`).";
+        // None: nginx's default (no limit).
+        "proxy_cache_max_range_offset" max_range_offset: Option<u64> = None =>
+            (HSL, 1, 1, "", Inherit, p::some_count)
+            "A request whose (first) range starts at this offset or later, or is a suffix range (`bytes=-N`), is not cached: it goes to the upstream with its `Range`, as nginx.";
         "proxy_cache_convert_head" convert_head: bool = true =>
             (HSL, 1, 1, "on", Inherit, p::on_off)
             "`on`: a HEAD request that may be cached goes to the upstream as GET, so the stored response has its body (the key should then not hold `$request_method`).";

@@ -1078,6 +1078,10 @@ pub struct CacheConf {
     pub zones: Arc<HashMap<String, Arc<super::cache::CachePath>>>,
     /// `proxy_cache_valid` rules, in order.
     pub valid: Vec<super::cache::ValidRule>,
+    /// `proxy_cache_bypass` values (every directive's of the level).
+    pub bypass: Vec<ComplexValue>,
+    /// `proxy_no_cache` values (every directive's of the level).
+    pub no_cache: Vec<ComplexValue>,
 }
 }
 

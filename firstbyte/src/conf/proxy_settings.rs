@@ -109,6 +109,8 @@ pub(crate) struct ProxySettings {
     pub cookies: super::cookies::CookieSettings,
     pub cache: ProxyCacheSettings,
     pub cache_valid: Option<Vec<super::cache::ValidRule>>,
+    pub cache_bypass: Option<Vec<ComplexValue>>,
+    pub no_cache: Option<Vec<ComplexValue>>,
 }
 }
 
@@ -154,6 +156,8 @@ impl ProxySettings {
         self.cookies.inherit(&p.cookies);
         self.cache.inherit_listed(&p.cache);
         or(&mut self.cache_valid, &p.cache_valid);
+        or(&mut self.cache_bypass, &p.cache_bypass);
+        or(&mut self.no_cache, &p.no_cache);
     }
 
     /// The buffer settings with nginx's defaults for what nobody set.
@@ -264,6 +268,8 @@ impl ProxySettings {
                     zone,
                     zones: std::sync::Arc::new(cx.zones.cache.zones.clone()),
                     valid: self.cache_valid.clone().unwrap_or_default(),
+                bypass: self.cache_bypass.clone().unwrap_or_default(),
+                no_cache: self.no_cache.clone().unwrap_or_default(),
                 }),
             ))
         });

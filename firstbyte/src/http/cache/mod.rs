@@ -177,7 +177,9 @@ pub struct FetchGuard {
 impl Drop for FetchGuard {
     fn drop(&mut self) {
         let mut f = self.zone.fetching.lock().unwrap_or_else(|e| e.into_inner());
-        if f.get(&self.hash).is_some_and(|(_, n)| Arc::ptr_eq(n, &self.notify)) {
+        if f.get(&self.hash)
+            .is_some_and(|(_, n)| Arc::ptr_eq(n, &self.notify))
+        {
             f.remove(&self.hash);
         }
         self.notify.notify_waiters();

@@ -182,6 +182,33 @@ pub fn holds(v: &str) -> bool {
     !v.is_empty() && v != "0"
 }
 
+/// `proxy_cache_max_range_offset`: whether a `Range` value starts at `max` or later, or is a
+/// suffix range (nginx's `ngx_http_upstream_cache_check_range`; anything but `bytes=` is no
+/// range).
+pub fn range_beyond(range: &[u8], max: u64) -> bool {
+    let Some(rest) = range
+        .get(..6)
+        .filter(|p| p.eq_ignore_ascii_case(b"bytes="))
+        .map(|_| &range[6..])
+    else {
+        return false;
+    };
+    let rest = rest.trim_ascii_start();
+    if rest.first() == Some(&b'-') {
+        return true;
+    }
+    let digits: Vec<u8> = rest
+        .iter()
+        .copied()
+        .take_while(u8::is_ascii_digit)
+        .collect();
+    let offset = std::str::from_utf8(&digits)
+        .ok()
+        .and_then(|d| d.parse::<u64>().ok())
+        .unwrap_or(u64::MAX);
+    offset >= max
+}
+
 /// The key's MD5.
 pub fn hash_key(key: &[u8]) -> [u8; 16] {
     use md5::{Digest, Md5};
@@ -305,6 +332,15 @@ mod tests {
         assert_eq!(validity(200, &c, &ignored, &r, NOW), Ok(NOW + 60));
         let v = h(&[("vary", "Accept, *")]);
         assert_eq!(validity(200, &v, &[], &r, NOW), Err(NoStore::VaryAll));
+    }
+
+    #[test]
+    fn range_offsets() {
+        assert!(!range_beyond(b"bytes=1-", 2));
+        assert!(range_beyond(b"bytes=3-", 2));
+        assert!(range_beyond(b"bytes=-1", 2));
+        assert!(range_beyond(b"bytes=0-0", 0));
+        assert!(!range_beyond(b"items=9-", 2));
     }
 
     #[test]

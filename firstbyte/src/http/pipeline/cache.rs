@@ -71,7 +71,13 @@ pub(super) async fn begin(
     forwarded_for: &str,
 ) -> Begin {
     if !c.methods.iter().any(|m| m == r.method.as_str()) {
+        // nginx: not cached, and the status stays empty.
         return Begin::Off;
+    }
+    if let (Some(max), Some(range)) = (c.max_range_offset, r.headers.get(header::RANGE)) {
+        if policy::range_beyond(range.as_bytes(), max) {
+            return Begin::Off;
+        }
     }
     let key = {
         let inner = r.vars();
