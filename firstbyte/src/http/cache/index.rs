@@ -101,16 +101,16 @@ impl Index {
         let mut out = Vec::new();
         let over =
             |s: &Self| (s.max_size > 0 && s.total > s.max_size) || s.map.len() > s.max_entries;
-        loop {
-            let Some((&seq, &hash)) = self.order.iter().next() else {
-                break;
+        while let Some((&seq, &hash)) = self.order.iter().next() {
+            let Some(node) = self.map.get(&hash) else {
+                // Never: the order names only indexed keys.
+                self.order.remove(&seq);
+                continue;
             };
-            let node = &self.map[&hash];
             let stale = node.last.saturating_add(self.inactive) <= now && self.inactive > 0;
             if !(stale || over(self)) || Some(&hash) == keep {
                 break;
             }
-            let _ = seq;
             let had_file = node.size.is_some();
             self.remove(&hash);
             if had_file {
