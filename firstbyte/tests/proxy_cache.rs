@@ -428,3 +428,41 @@ fn bad_config_is_refused() {
         assert!(err.contains(want), "{text}: {err}");
     }
 }
+
+#[test]
+fn updating_serves_the_stale_entry_while_one_request_refreshes() {
+    let up = counting();
+    let (_s, port) = start(
+        "cache-updating",
+        up.port,
+        "keys_zone=z:1m",
+        "proxy_cache_valid 200 1s; proxy_cache_use_stale updating; proxy_cache_key $uri;",
+    );
+    assert_eq!(get(port, "/u", &[]).2, "response 1\n");
+    std::thread::sleep(Duration::from_millis(2100));
+    // A refreshes slowly; B, while A is at the upstream, gets the stale entry.
+    let a = std::thread::spawn(move || get(port, "/u?slow", &[]));
+    let mut at_upstream = false;
+    for _ in 0..500 {
+        if up.count.load(Ordering::SeqCst) == 2 {
+            at_upstream = true;
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    assert!(at_upstream, "A reached the upstream");
+    let (_, h, body) = get(port, "/u", &[]);
+    let (_, ha, body_a) = a.join().expect("join");
+    assert_eq!(
+        (cache_status(&ha).as_str(), body_a.as_str()),
+        ("EXPIRED", "response 2\n")
+    );
+    // B ran while A held the key, or after A stored its answer: never a third fetch.
+    let b = (cache_status(&h), body);
+    assert!(
+        b == ("UPDATING".to_string(), "response 1\n".to_string())
+            || b == ("HIT".to_string(), "response 2\n".to_string()),
+        "{b:?}"
+    );
+    assert_eq!(up.count.load(Ordering::SeqCst), 2);
+}
