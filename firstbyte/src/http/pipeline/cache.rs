@@ -425,8 +425,10 @@ pub(super) fn after(
         &c.valid,
         now,
     ) {
-        Ok(v) if v > now => v,
-        _ => return (Ok(resp), status),
+        // A past `X-Accel-Expires: @T` is stored too, as nginx: the next request finds it
+        // expired.
+        Ok(v) => v,
+        Err(_) => return (Ok(resp), status),
     };
     let max = plan.zone.conf.max_size;
     let declared: Option<u64> = resp
