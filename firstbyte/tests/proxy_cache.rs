@@ -466,3 +466,23 @@ fn updating_serves_the_stale_entry_while_one_request_refreshes() {
     );
     assert_eq!(up.count.load(Ordering::SeqCst), 2);
 }
+
+#[test]
+fn ignored_headers_add_up_over_directives() {
+    let up = counting();
+    let (_s, port) = start(
+        "cache-ignore",
+        up.port,
+        "keys_zone=z:1m",
+        "proxy_cache_valid 1h; proxy_ignore_headers Set-Cookie; proxy_ignore_headers Cache-Control;",
+    );
+    let path = "/i?h=Set-Cookie:a=b&h=Cache-Control:private";
+    assert_eq!(cache_status(&get(port, path, &[]).1), "MISS");
+    let (_, h, body) = get(port, path, &[]);
+    assert_eq!(
+        (cache_status(&h).as_str(), body.as_str()),
+        ("HIT", "response 1\n")
+    );
+    // As nginx: an ignored Set-Cookie is stored and served with the response.
+    assert_eq!(header(&h, "set-cookie"), Some("a=b"));
+}

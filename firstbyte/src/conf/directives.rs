@@ -451,9 +451,6 @@ macro_rules! proxy_directives {
         "proxy_next_upstream_timeout" next_upstream_timeout: Duration = Duration::ZERO =>
             (HSL, 1, 1, "0", Inherit, p::duration)
             "No next server once this long has passed since the first try (0: no limit).";
-        "proxy_ignore_headers" ignore_headers: Vec<String> = Vec::new() =>
-            (HSL, 1, ANY, "", Inherit, px::ignore_headers)
-            "Upstream header fields not acted on (nginx's names, any case): `X-Accel-Redirect` (an internal redirect to the URI or named location it gives), `X-Accel-Expires`, `X-Accel-Limit-Rate`, `X-Accel-Buffering`, `X-Accel-Charset`, `Expires`, `Cache-Control`, `Set-Cookie`, `Vary` (firstbyte has no cache and acts on none of the others).";
     } };
 }
 pub(crate) use proxy_directives;

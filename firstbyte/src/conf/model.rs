@@ -1001,6 +1001,8 @@ pub struct ProxyConf {
     pub fastcgi: Option<Arc<FastcgiConf>>,
     /// `proxy_cache`: the location caches responses.
     pub cache: Option<Arc<CacheConf>>,
+    /// `proxy_ignore_headers` (every directive's of the level), lower-cased.
+    pub ignore_headers: Vec<String>,
 }
 }
 

@@ -110,6 +110,7 @@ pub(crate) struct ProxySettings {
     pub cache: ProxyCacheSettings,
     pub cache_valid: Option<Vec<super::cache::ValidRule>>,
     pub cache_bypass: Option<Vec<ComplexValue>>,
+    pub ignore_headers: Option<Vec<String>>,
     pub no_cache: Option<Vec<ComplexValue>>,
 }
 }
@@ -157,6 +158,7 @@ impl ProxySettings {
         self.cache.inherit_listed(&p.cache);
         or(&mut self.cache_valid, &p.cache_valid);
         or(&mut self.cache_bypass, &p.cache_bypass);
+        or(&mut self.ignore_headers, &p.ignore_headers);
         or(&mut self.no_cache, &p.no_cache);
     }
 
@@ -275,6 +277,7 @@ impl ProxySettings {
         });
         Some(proxy_directives!(finish_conf! (self) ProxyConf {
             cache,
+            ignore_headers: self.ignore_headers.clone().unwrap_or_default(),
             tls: p.tls,
             host: p.host.clone(),
             uri: p.uri.clone(),
