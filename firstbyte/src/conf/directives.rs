@@ -461,9 +461,6 @@ macro_rules! proxy_directives {
         "proxy_next_upstream_timeout" next_upstream_timeout: Duration = Duration::ZERO =>
             (HSL, 1, 1, "0", Inherit, p::duration)
             "No next server once this long has passed since the first try (0: no limit).";
-        "proxy_ignore_headers" ignore_headers: Vec<String> = Vec::new() =>
-            (HSL, 1, ANY, "", Inherit, px::ignore_headers)
-            "Upstream header fields not acted on (nginx's names, any case): `X-Accel-Redirect` (an internal redirect to the URI or named location it gives), `X-Accel-Limit-Rate` (the response's rate limit, bytes per second: digits only, as nginx, `0` for none; it outranks `limit_rate`), `X-Accel-Expires`, `X-Accel-Buffering`, `X-Accel-Charset`, `Expires`, `Cache-Control`, `Set-Cookie`, `Vary` (firstbyte has no cache and acts on none of the others).";
     } };
 }
 pub(crate) use proxy_directives;
@@ -488,6 +485,49 @@ macro_rules! proxy_buffer_directives {
     } };
 }
 pub(crate) use proxy_buffer_directives;
+
+/// `proxy_cache*` of a location (`CacheConf`, `ProxyCacheSettings`); `proxy_cache_path` and
+/// `proxy_cache_valid` are hand-written (`cache.rs`).
+#[rustfmt::skip]
+macro_rules! proxy_cache_directives {
+    ($gen:ident ! $($pre:tt)*) => { $gen! { $($pre)* ;
+        "proxy_cache" zone_name: Option<crate::conf::cache::ZoneRef> = None =>
+            (HSL, 1, 1, "off", Inherit, crate::conf::cache::zone_ref)
+            "Cache responses in the `proxy_cache_path` zone of this name (with variables: evaluated per request; an empty value caches nothing, an unknown zone is a 500); `off`: none. A response is stored (in a file named by the MD5 of `proxy_cache_key`, written to a temp file and renamed once its body is complete) when its status has a `proxy_cache_valid` time or the upstream gives one (`X-Accel-Expires`, then `Cache-Control: max-age`/`s-maxage`, then `Expires`), and not when it has `Set-Cookie`, `Cache-Control: no-cache|no-store|private`, `Vary: *` (unless `proxy_ignore_headers` names them) or a true `proxy_no_cache`. A stored response is served with its stored header fields; `$upstream_cache_status` is `MISS`, `BYPASS`, `EXPIRED`, `STALE`, `UPDATING`, `REVALIDATED` or `HIT`. A client that leaves before the body is complete leaves nothing stored.";
+        "proxy_cache_key" key: crate::conf::vars::ComplexValue = crate::conf::cache::default_key() =>
+            (HSL, 1, 1, "$scheme$proxy_host$request_uri", Inherit, crate::conf::cache::key)
+            "What identifies a cached response (variables allowed).";
+        "proxy_cache_methods" methods: Vec<String> = vec!["GET".to_string(), "HEAD".to_string()] =>
+            (HSL, 1, ANY, "GET HEAD", Inherit, crate::conf::cache::methods)
+            "Request methods whose responses are cached (GET and HEAD always are).";
+        "proxy_cache_min_uses" min_uses: u32 = 1 =>
+            (HSL, 1, 1, "1", Inherit, p::positive)
+            "A response is stored once this many requests asked for its key.";
+        "proxy_cache_lock" lock: bool = false =>
+            (HSL, 1, 1, "off", Inherit, p::on_off)
+            "`on`: while one request fetches a missing key from the upstream, others for it wait (up to `proxy_cache_lock_timeout`) and are then answered from the cache.";
+        "proxy_cache_lock_timeout" lock_timeout: Duration = Duration::from_secs(5) =>
+            (HSL, 1, 1, "5s", Inherit, p::duration)
+            "Longest wait on `proxy_cache_lock`; then the request goes to the upstream and its response is not stored.";
+        "proxy_cache_lock_age" lock_age: Duration = Duration::from_secs(5) =>
+            (HSL, 1, 1, "5s", Inherit, p::duration)
+            "After this long one more request for a locked key may go to the upstream.";
+        "proxy_cache_use_stale" use_stale: u32 = 0 =>
+            (HSL, 1, ANY, "off", Inherit, crate::conf::cache::use_stale)
+            "An expired stored response is served (`STALE`) instead of an upstream `error`, `timeout`, `invalid_header` or `http_500`, `http_502`, `http_503`, `http_504`, `http_403`, `http_404`, `http_429` answer; `updating`: while another request refreshes it (`UPDATING`).";
+        "proxy_cache_revalidate" revalidate: bool = false =>
+            (HSL, 1, 1, "off", Inherit, p::on_off)
+            "`on`: an expired stored response with `Last-Modified` or `ETag` is revalidated with `If-Modified-Since`/`If-None-Match`; the upstream's 304 makes it fresh again (`REVALIDATED`).";
+        // None: nginx's default (no limit).
+        "proxy_cache_max_range_offset" max_range_offset: Option<u64> = None =>
+            (HSL, 1, 1, "", Inherit, p::some_count)
+            "A request whose (first) range starts at this offset or later, or is a suffix range (`bytes=-N`), is not cached: it goes to the upstream with its `Range`, as nginx.";
+        "proxy_cache_convert_head" convert_head: bool = true =>
+            (HSL, 1, 1, "on", Inherit, p::on_off)
+            "`on`: a HEAD request that may be cached goes to the upstream as GET, so the stored response has its body (the key should then not hold `$request_method`).";
+    } };
+}
+pub(crate) use proxy_cache_directives;
 
 /// `proxy_ssl_*` (`ProxySsl`, `ProxySslSettings`).
 #[rustfmt::skip]

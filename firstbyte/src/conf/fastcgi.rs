@@ -198,6 +198,7 @@ impl FastcgiSettings {
             bind: None,
             set_body: None,
             limit_rate: 0,
+            cache: None,
             resolver: None,
             resolver_timeout: Duration::from_secs(30),
             pass_request_headers: true,

@@ -92,6 +92,8 @@ pub(crate) struct Zones {
     req: HashMap<String, Arc<ReqZone>>,
     conn: HashMap<String, Arc<ConnZone>>,
     refs: Vec<(bool, String, Pos)>,
+    /// `proxy_cache_path` zones.
+    pub cache: super::cache::CacheZones,
 }
 
 /// `limit_req` directives of one level as written: (zone, burst, delay).

@@ -30,6 +30,7 @@ mod handlers;
 pub fn units_size(s: &str) -> Option<u64> {
     units::size(s)
 }
+pub mod cache;
 pub mod leaky;
 mod limit_except;
 pub mod limits;

@@ -14,8 +14,8 @@ use std::time::Duration;
 use super::declare::{conf_struct, defaults_conf};
 use super::directives::{
     compression_directives, fastcgi_directives, loc_directives, main_directives,
-    proxy_buffer_directives, proxy_directives, proxy_ssl_directives, srv_directives,
-    tls_directives,
+    proxy_buffer_directives, proxy_cache_directives, proxy_directives, proxy_ssl_directives,
+    srv_directives, tls_directives,
 };
 use super::vars::ComplexValue;
 
@@ -1030,6 +1030,10 @@ pub struct ProxyConf {
     /// `fastcgi_pass`: the upstream speaks FastCGI; the fields above hold the `fastcgi_*`
     /// values of the same meaning (timeouts, buffers, next upstream, headers).
     pub fastcgi: Option<Arc<FastcgiConf>>,
+    /// `proxy_cache`: the location caches responses.
+    pub cache: Option<Arc<CacheConf>>,
+    /// `proxy_ignore_headers` (every directive's of the level), lower-cased.
+    pub ignore_headers: Vec<String>,
 }
 }
 
@@ -1095,6 +1099,23 @@ impl FastcgiVars {
         }
         (name, info)
     }
+}
+
+proxy_cache_directives! { conf_struct!
+/// `proxy_cache ZONE` and the `proxy_cache_*` values of a location that caches.
+#[derive(Debug, Clone)]
+pub struct CacheConf {
+    /// The zone (`proxy_cache_path`); None when its name has variables.
+    pub zone: Option<Arc<super::cache::CachePath>>,
+    /// Every zone of the load by name, for a name with variables.
+    pub zones: Arc<HashMap<String, Arc<super::cache::CachePath>>>,
+    /// `proxy_cache_valid` rules, in order.
+    pub valid: Vec<super::cache::ValidRule>,
+    /// `proxy_cache_bypass` values (every directive's of the level).
+    pub bypass: Vec<ComplexValue>,
+    /// `proxy_no_cache` values (every directive's of the level).
+    pub no_cache: Vec<ComplexValue>,
+}
 }
 
 proxy_buffer_directives! { conf_struct!

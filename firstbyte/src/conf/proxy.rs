@@ -483,6 +483,18 @@ pub(crate) fn method(
     super::args::value(d, arg0(d)).map(Some)
 }
 
+/// `proxy_ignore_headers FIELD ...`: several directives add up, as nginx's bitmask.
+pub(crate) fn proxy_ignore_headers(s: &mut LocSettings, d: &Directive, cx: &mut Cx) -> R {
+    let v = ignore_headers(d, cx)?;
+    let all = s.proxy.ignore_headers.get_or_insert_with(Vec::new);
+    for h in v {
+        if !all.contains(&h) {
+            all.push(h);
+        }
+    }
+    Ok(())
+}
+
 /// `proxy_ignore_headers FIELD ...` (and `fastcgi_ignore_headers`): nginx's names, lower-cased.
 pub(crate) fn ignore_headers(d: &Directive, _: &mut Cx) -> Result<Vec<String>, ConfError> {
     const NAMES: &[&str] = &[

@@ -14,11 +14,13 @@ use std::time::Duration;
 use super::args::R;
 use super::cx::Cx;
 use super::declare::{finish_conf, settings_struct};
-use super::directives::{proxy_buffer_directives, proxy_directives, proxy_ssl_directives};
+use super::directives::{
+    proxy_buffer_directives, proxy_cache_directives, proxy_directives, proxy_ssl_directives,
+};
 use super::error::ConfError;
 use super::model::{
-    CertificateCache, DynamicCertKey, DynamicPass, NextUpstream, PeerAddr, Pos, ProxyBuffers,
-    ProxyConf, ProxySsl, ProxyTarget, Redirect, Source, TlsVersion,
+    CacheConf, CertificateCache, DynamicCertKey, DynamicPass, NextUpstream, PeerAddr, Pos,
+    ProxyBuffers, ProxyConf, ProxySsl, ProxyTarget, Redirect, Source, TlsVersion,
 };
 use super::vars::ComplexValue;
 
@@ -105,6 +107,11 @@ pub(crate) struct ProxySettings {
     pub bufs: ProxyBufferSettings,
     pub ssl: ProxySslSettings,
     pub cookies: super::cookies::CookieSettings,
+    pub cache: ProxyCacheSettings,
+    pub cache_valid: Option<Vec<super::cache::ValidRule>>,
+    pub cache_bypass: Option<Vec<ComplexValue>>,
+    pub ignore_headers: Option<Vec<String>>,
+    pub no_cache: Option<Vec<ComplexValue>>,
 }
 }
 
@@ -112,6 +119,12 @@ proxy_buffer_directives! { settings_struct!
 /// `proxy_*` buffer sizes of one level, as written.
 #[derive(Debug, Clone, Default)]
 pub(crate) struct ProxyBufferSettings {}
+}
+
+proxy_cache_directives! { settings_struct!
+/// `proxy_cache*` values of one level, as written.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct ProxyCacheSettings {}
 }
 
 proxy_ssl_directives! { settings_struct!
@@ -142,6 +155,11 @@ impl ProxySettings {
         or(&mut self.ssl_certificate, &p.ssl_certificate);
         or(&mut self.ssl_certificate_key, &p.ssl_certificate_key);
         self.cookies.inherit(&p.cookies);
+        self.cache.inherit_listed(&p.cache);
+        or(&mut self.cache_valid, &p.cache_valid);
+        or(&mut self.cache_bypass, &p.cache_bypass);
+        or(&mut self.ignore_headers, &p.ignore_headers);
+        or(&mut self.no_cache, &p.no_cache);
     }
 
     /// The buffer settings with nginx's defaults for what nobody set.
@@ -242,7 +260,24 @@ impl ProxySettings {
                 ),
                 _ => (None, None, None),
             };
+        let cache = self.cache.zone_name.clone().flatten().and_then(|z| {
+            let zone = match &z {
+                super::cache::ZoneRef::Name(n) => Some(cx.zones.cache.zones.get(n)?.clone()),
+                super::cache::ZoneRef::Var(_) => None,
+            };
+            Some(std::sync::Arc::new(
+                proxy_cache_directives!(finish_conf! (self.cache) CacheConf {
+                    zone,
+                    zones: std::sync::Arc::new(cx.zones.cache.zones.clone()),
+                    valid: self.cache_valid.clone().unwrap_or_default(),
+                bypass: self.cache_bypass.clone().unwrap_or_default(),
+                no_cache: self.no_cache.clone().unwrap_or_default(),
+                }),
+            ))
+        });
         Some(proxy_directives!(finish_conf! (self) ProxyConf {
+            cache,
+            ignore_headers: self.ignore_headers.clone().unwrap_or_default(),
             tls: p.tls,
             host: p.host.clone(),
             uri: p.uri.clone(),

@@ -28,8 +28,8 @@ use super::cx::Cx;
 use super::declare::{setters, spec_rows};
 use super::directives::{
     compression_directives, fastcgi_directives, loc_directives, main_directives,
-    proxy_buffer_directives, proxy_directives, proxy_ssl_directives, srv_directives,
-    tls_directives,
+    proxy_buffer_directives, proxy_cache_directives, proxy_directives, proxy_ssl_directives,
+    srv_directives, tls_directives,
 };
 use super::fastcgi as fcgi;
 use super::handlers as h;
@@ -353,6 +353,11 @@ pub(crate) static DIRECTIVES: &[Spec] = &[
     d("proxy_cookie_path", HSL, 1, 2, "off", InheritIfNone, Loc(cookies::proxy_cookie_path), "Rewrites the `Path` attribute of the upstream's `Set-Cookie` fields: `PATH REPLACEMENT` replaces a leading PATH (case-sensitive), `~REGEX`/`~*REGEX` replaces a matching path whole (captures `$1`..); variables allowed; rules tried in order; `off`: none."),
     d("proxy_cookie_flags", HSL, 1, ANY, "off", InheritIfNone, Loc(cookies::proxy_cookie_flags), "Sets or clears flags of the upstream's `Set-Cookie` fields for cookie COOKIE (a name, any case, variables allowed, or `~REGEX`, caseless; the first rule that matches applies): `secure`, `httponly`, `samesite=strict|lax|none` add or correct the attribute, `nosecure`, `nohttponly`, `nosamesite` remove it (variables allowed); `off`: none."),
     d("proxy_pass_header", HSL, 1, 1, "", InheritIfNone, Loc(px::proxy_pass_header), "Pass an upstream header hidden by default (`Server`, `Date`)."),
+    d("proxy_cache_path", HTTP, 2, ANY, "", Global, Shared(crate::conf::cache::proxy_cache_path), "`PATH [levels=1:2] keys_zone=NAME:SIZE [inactive=10m] [max_size=N]`: a cache zone for `proxy_cache` (PATH under the prefix when relative, made with mode 0700 when first written; files 0600). `levels`: up to three subdirectory levels of 1 or 2 hex characters from the end of the key's MD5. `inactive`: entries not used this long are removed (checked as the zone is used: no manager process); `max_size`: past it the least recently used are removed (a response larger than it is not stored). A stored file holds its key, validity and header, so after a restart or reload an entry is found again when first asked for (no loader process; those entries count toward `max_size` only from then). `use_temp_path`, `min_free`, `manager_*` and `loader_*` are accepted: temp files are always written in PATH itself."),
+    d("proxy_ignore_headers", HSL, 1, ANY, "", InheritIfNone, Loc(px::proxy_ignore_headers), "Upstream header fields not acted on (nginx's names, any case; several directives add up): `X-Accel-Redirect` (an internal redirect to the URI or named location it gives), `X-Accel-Expires`, `Expires`, `Cache-Control`, `Set-Cookie`, `Vary` (what `proxy_cache` reads of a response), `X-Accel-Limit-Rate` (the response's rate limit, bytes per second: digits only, as nginx, `0` for none; it outranks `limit_rate`), `X-Accel-Buffering`, `X-Accel-Charset` (firstbyte acts on neither of these two)."),
+    d("proxy_cache_bypass", HSL, 1, ANY, "", InheritIfNone, Loc(crate::conf::cache::proxy_cache_bypass), "Values (variables allowed): when any is non-empty and not `0`, the response is taken from the upstream, not the cache (`BYPASS`), and may still be stored. Several directives add up."),
+    d("proxy_no_cache", HSL, 1, ANY, "", InheritIfNone, Loc(crate::conf::cache::proxy_no_cache), "Values (variables allowed): when any is non-empty and not `0`, the response is not stored. Several directives add up."),
+    d("proxy_cache_valid", HSL, 1, ANY, "", InheritIfNone, Loc(crate::conf::cache::proxy_cache_valid), "`[CODE ...|any] TIME`: how long a response of these statuses is fresh (no code: 200, 301 and 302); several may be given. Without any, only a response whose upstream gives a time (`X-Accel-Expires`, `Cache-Control: max-age`, `Expires`) is cached, as nginx. The upstream's time comes first unless `proxy_ignore_headers` names it."),
     d("proxy_hide_header", HSL, 1, 1, "", InheritIfNone, Loc(px::proxy_hide_header), "Do not pass this upstream header."),
     d("proxy_ssl_certificate", HSL, 1, 1, "", Inherit, Loc(px::proxy_ssl_certificate), "Client certificate for HTTPS upstreams (file, `data:`, or with variables such as `$host`)."),
     d("proxy_ssl_certificate_key", HSL, 1, 1, "", Inherit, Loc(px::proxy_ssl_certificate_key), "Key of `proxy_ssl_certificate`."),
@@ -382,6 +387,8 @@ proxy_directives!(setters! proxy_set, crate::conf::settings::LocSettings, proxy)
 proxy_directives!(spec_rows! PROXY_LISTED, Loc, proxy_set);
 proxy_buffer_directives!(setters! proxy_buffer_set, crate::conf::settings::LocSettings, proxy.bufs);
 proxy_buffer_directives!(spec_rows! PROXY_BUFFER_LISTED, Loc, proxy_buffer_set);
+proxy_cache_directives!(setters! proxy_cache_set, crate::conf::settings::LocSettings, proxy.cache);
+proxy_cache_directives!(spec_rows! PROXY_CACHE_LISTED, Loc, proxy_cache_set);
 proxy_ssl_directives!(setters! proxy_ssl_set, crate::conf::settings::LocSettings, proxy.ssl);
 proxy_ssl_directives!(spec_rows! PROXY_SSL_LISTED, Loc, proxy_ssl_set);
 fastcgi_directives!(setters! fastcgi_set, crate::conf::settings::LocSettings, fastcgi);
@@ -397,6 +404,7 @@ static TABLES: &[&[Spec]] = &[
     TLS_LISTED,
     PROXY_LISTED,
     PROXY_BUFFER_LISTED,
+    PROXY_CACHE_LISTED,
     PROXY_SSL_LISTED,
     FASTCGI_LISTED,
 ];
@@ -490,6 +498,7 @@ mod tests {
     tls_directives!(defaults_match_docs! tls_defaults_match_docs, []);
     proxy_directives!(defaults_match_docs! proxy_defaults_match_docs, []);
     proxy_buffer_directives!(defaults_match_docs! proxy_buffer_defaults_match_docs, []);
+    proxy_cache_directives!(defaults_match_docs! proxy_cache_defaults_match_docs, ["proxy_cache_key"]);
     proxy_ssl_directives!(defaults_match_docs! proxy_ssl_defaults_match_docs, []);
     fastcgi_directives!(defaults_match_docs! fastcgi_defaults_match_docs, []);
 
@@ -547,7 +556,8 @@ mod tests {
         );
         assert!(find("proxy_pass").is_some());
         assert!(!is_unsupported("proxy_pass"));
-        assert!(is_unsupported("proxy_cache"));
+        assert!(is_unsupported("proxy_store"));
+        assert!(!is_unsupported("proxy_cache"));
         assert!(!is_unsupported("ssl_certificate_cache"));
         assert!(!is_unsupported("upstream"));
         assert!(!is_unsupported("foo"));

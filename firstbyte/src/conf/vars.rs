@@ -150,6 +150,7 @@ pub const KNOWN: &[&str] = &[
     "upstream_response_length",
     "upstream_bytes_received",
     "upstream_bytes_sent",
+    "upstream_cache_status",
 ];
 
 /// Prefixes of variable families (`$http_user_agent`, `$arg_id`, ...).

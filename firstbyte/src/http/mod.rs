@@ -8,6 +8,7 @@ pub mod auth_basic;
 pub mod autoindex;
 pub mod body;
 pub mod builtin;
+pub mod cache;
 pub mod charset;
 pub mod compress;
 pub mod conn;

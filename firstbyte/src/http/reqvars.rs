@@ -364,7 +364,8 @@ impl Vars for RequestVars<'_> {
             | "upstream_response_time"
             | "upstream_response_length"
             | "upstream_bytes_received"
-            | "upstream_bytes_sent" => self.upstream?.get(name, self.read_at()).map(Cow::Owned),
+            | "upstream_bytes_sent"
+            | "upstream_cache_status" => self.upstream?.get(name, self.read_at()).map(Cow::Owned),
             _ if name.starts_with("upstream_http_") || name.starts_with("upstream_cookie_") => {
                 self.upstream?.get(name, self.read_at()).map(Cow::Owned)
             }

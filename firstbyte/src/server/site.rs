@@ -246,7 +246,15 @@ impl Site {
             for s in &http.servers {
                 let _ = each_location(s, &mut |loc| -> Result<(), ()> {
                     if let Some(p) = &loc.proxy {
-                        for t in [&p.buffers.temp_path, &p.buffers.body_temp_path] {
+                        let cache: Vec<&PathBuf> = match &p.cache {
+                            Some(c) => match &c.zone {
+                                Some(z) => vec![&z.path],
+                                None => c.zones.values().map(|z| &z.path).collect(),
+                            },
+                            None => Vec::new(),
+                        };
+                        let paths = [&p.buffers.temp_path, &p.buffers.body_temp_path];
+                        for t in paths.into_iter().chain(cache) {
                             if !out.contains(t) {
                                 out.push(t.clone());
                             }

@@ -66,6 +66,25 @@ where
         }
         None => (route, conf),
     };
+    let forwarded_for = ph::add_x_forwarded_for(r.headers, remote.as_deref());
+    let mut plan = None;
+    if let Some(c) = &conf.cache {
+        match super::cache::begin(r, conf, c, &forwarded_for).await {
+            super::cache::Begin::Answer(resp, status) => {
+                let mut up = px::UpstreamVars::default();
+                up.cache_status = Some(status);
+                let _ = r.upstream.set(up);
+                // A stored error that `error_page` answers (nginx's cached error).
+                if intercepted(conf, loc, resp.status().as_u16()) {
+                    return Err(resp.status().as_u16());
+                }
+                return Ok(finish(r, conf, &forwarded_for, resp));
+            }
+            super::cache::Begin::Go(p) => plan = Some(p),
+            super::cache::Begin::Off => {}
+            super::cache::Begin::Unknown => return Err(500),
+        }
+    }
     let target = if let (true, Some(uri)) = (with_vars, &conf.uri) {
         // nginx: a URI part evaluated with variables is the whole upstream URI.
         uri.clone()
@@ -87,7 +106,6 @@ where
             None => path,
         }
     };
-    let forwarded_for = ph::add_x_forwarded_for(r.headers, remote.as_deref());
     let (headers, client_cert) = {
         let inner = r.vars();
         let vars = ph::ProxyVars {
@@ -110,6 +128,9 @@ where
         http::Version::HTTP_10
     };
     let mut headers = headers;
+    if conf.cache.is_some() {
+        super::cache::upstream_headers(conf, plan.as_deref(), &mut headers);
+    }
     if r.early_data {
         // RFC 8470 §5.1: an intermediary forwarding early data says so; the origin may
         // answer 425 to have the client retry after the handshake.
@@ -173,6 +194,7 @@ where
     let mut req = Request::new(body);
     *req.method_mut() = match &conf.method {
         Some(m) => http::Method::from_bytes(r.eval(m).as_bytes()).map_err(|_| 500u16)?,
+        None if plan.as_ref().is_some_and(|p| p.converted_head) => http::Method::GET,
         None => r.method.clone(),
     };
     *req.version_mut() = version;
@@ -231,6 +253,7 @@ where
         armed: true,
     };
     abort.up.proxy_host = Some(conf.host.clone());
+    abort.up.cache_status = plan.as_ref().map(|p| p.status);
     let key = balance_key(r, route);
     // A streamed body that fails after the upstream had all of its length (an HTTP/2 client
     // sending more than its content-length) is the client's error, answered 400 as nginx,
@@ -265,6 +288,25 @@ where
         }
     };
     abort.armed = false;
+    let result = match plan {
+        Some(p) => {
+            let raw = abort.up.last_headers().cloned();
+            let caught =
+                matches!(&result, Ok(resp) if intercepted(conf, loc, resp.status().as_u16()));
+            let (res, status) = super::cache::after(
+                r,
+                conf,
+                p,
+                result.map_err(|f| f.status()),
+                raw.as_ref(),
+                &forwarded_for,
+                caught,
+            );
+            abort.up.cache_status = Some(status);
+            res
+        }
+        None => result.map_err(|f| f.status()),
+    };
     let _ = r.upstream.set(std::mem::take(&mut abort.up));
     let result = match result {
         // A 101 the client did not ask for has no meaning in HTTP/2 or HTTP/3.
@@ -280,36 +322,44 @@ where
         }
         other => other,
     };
-    result
-        .map(|mut resp| {
-            if !matches!(r.version, http::Version::HTTP_10 | http::Version::HTTP_11)
-                && resp.status() != http::StatusCode::SWITCHING_PROTOCOLS
-            {
-                // Connection-specific in HTTP/2 and HTTP/3 (RFC 9113 §8.2.2).
-                resp.headers_mut().remove(header::UPGRADE);
-            }
-            if !conf.cookies.is_empty() {
-                let inner = r.vars();
-                let vars = ph::ProxyVars {
-                    inner: &inner,
-                    proxy_host: &conf.host,
-                    forwarded_for: &forwarded_for,
-                };
-                px::rewrite_cookies(&conf.cookies, resp.headers_mut(), &vars);
-            }
-            if !conf.redirects.is_empty() {
-                let inner = r.vars();
-                let vars = ph::ProxyVars {
-                    inner: &inner,
-                    proxy_host: &conf.host,
-                    forwarded_for: &forwarded_for,
-                };
-                let complete = |l: &str| super::respond::absolute(r, l);
-                ph::redirect_headers(&conf.redirects, resp.headers_mut(), &vars, &complete);
-            }
-            resp
-        })
-        .map_err(|f| f.status())
+    result.map(|resp| finish(r, conf, &forwarded_for, resp))
+}
+
+/// The response as the client gets it: connection-specific fields dropped for HTTP/2 and
+/// HTTP/3, `proxy_cookie_*` and `proxy_redirect` applied (to a cached one too).
+fn finish(
+    r: &Req<'_>,
+    conf: &ProxyConf,
+    forwarded_for: &str,
+    mut resp: Response<Body>,
+) -> Response<Body> {
+    use crate::http::proxy::{self as px, headers as ph};
+    if !matches!(r.version, http::Version::HTTP_10 | http::Version::HTTP_11)
+        && resp.status() != http::StatusCode::SWITCHING_PROTOCOLS
+    {
+        // Connection-specific in HTTP/2 and HTTP/3 (RFC 9113 §8.2.2).
+        resp.headers_mut().remove(header::UPGRADE);
+    }
+    if !conf.cookies.is_empty() {
+        let inner = r.vars();
+        let vars = ph::ProxyVars {
+            inner: &inner,
+            proxy_host: &conf.host,
+            forwarded_for,
+        };
+        px::rewrite_cookies(&conf.cookies, resp.headers_mut(), &vars);
+    }
+    if !conf.redirects.is_empty() {
+        let inner = r.vars();
+        let vars = ph::ProxyVars {
+            inner: &inner,
+            proxy_host: &conf.host,
+            forwarded_for,
+        };
+        let complete = |l: &str| super::respond::absolute(r, l);
+        ph::redirect_headers(&conf.redirects, resp.headers_mut(), &vars, &complete);
+    }
+    resp
 }
 
 /// A [`px::LogContext`]'s texts, owned, for an exchange running in a task of its own.

@@ -28,6 +28,7 @@
 //! the headers every response gets, the body handed to hyper); `log` (the access log line).
 
 mod access;
+mod cache;
 mod detach;
 mod fastcgi;
 mod forward;

@@ -388,6 +388,7 @@ mod tests {
             ignore_headers: vec![],
             cookies: Default::default(),
             bind: None,
+            cache: None,
             set_body: None,
             limit_rate: 0,
             resolver: None,

@@ -55,6 +55,8 @@ pub struct UpstreamVars {
     tries: Vec<Try>,
     /// `$proxy_host` of the request's `proxy_pass` (evaluated, for one with variables).
     pub proxy_host: Option<String>,
+    /// `$upstream_cache_status` (`proxy_cache`).
+    pub cache_status: Option<&'static str>,
 }
 
 fn secs(d: Duration) -> String {
@@ -190,6 +192,9 @@ impl UpstreamVars {
     /// no `now` (the response is still being read), a try that has not ended has no response
     /// time (`-`, as nginx before the request is finalized).
     pub fn get(&self, name: &str, now: Option<Instant>) -> Option<String> {
+        if name == "upstream_cache_status" {
+            return self.cache_status.map(str::to_string);
+        }
         if self.tries.is_empty() {
             return None;
         }
