@@ -135,8 +135,8 @@ fn config_errors_name_file_and_line() {
     );
     assert_emerg(
         "e-unsupported",
-        "events {}\nhttp {\n server {\n  location / {\n   proxy_cache zone1;\n  }\n }\n}\n",
-        "\"proxy_cache\" directive is not supported by firstbyte yet",
+        "events {}\nhttp {\n server {\n  location / {\n   fastcgi_cache zone1;\n  }\n }\n}\n",
+        "\"fastcgi_cache\" directive is not supported by firstbyte yet",
         5,
     );
 }

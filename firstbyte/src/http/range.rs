@@ -130,7 +130,9 @@ pub fn parse(value: &str, len: u64, max_ranges: Option<u32>) -> ByteRange {
         }
         if start < end {
             spans.push(Span { start, end });
-            if size > MAX_OFF - (end - start) {
+            // `size` never passes MAX_OFF, so this cannot underflow (a span may: a length
+            // past 2^63 - 1 is no file's, but the parser must not panic on it).
+            if end - start > MAX_OFF - size {
                 return ByteRange::Unsatisfiable;
             }
             size += end - start;
