@@ -200,6 +200,29 @@ pub struct Multipart {
     pub len: u64,
 }
 
+impl Multipart {
+    /// Sets the response's `Content-Type` (the boundary's) and `Content-Length`.
+    pub fn set_headers(&self, headers: &mut http::HeaderMap) {
+        if let Ok(v) = http::HeaderValue::from_str(&self.content_type) {
+            headers.insert(http::header::CONTENT_TYPE, v);
+        }
+        headers.insert(
+            http::header::CONTENT_LENGTH,
+            http::HeaderValue::from(self.len),
+        );
+    }
+
+    /// The same parts, read `offset` bytes further into the file (a body stored after a
+    /// head of its own, as a proxy-cache file); the part heads keep the body's offsets.
+    pub fn shifted(mut self, offset: u64) -> Self {
+        for (_, span) in &mut self.parts {
+            span.start += offset;
+            span.end += offset;
+        }
+        self
+    }
+}
+
 /// nginx's layout for `spans` of a file of `len` bytes whose own type is `content_type`
 /// (none: no `Content-Type` line in the parts); `boundary` is 20 digits, as nginx's.
 pub fn multipart(spans: &[Span], len: u64, content_type: Option<&str>, boundary: u64) -> Multipart {
@@ -250,6 +273,12 @@ pub struct MultipartBody {
 }
 
 impl MultipartBody {
+    /// [`MultipartBody::new`] as a response body.
+    pub fn body(file: Arc<File>, m: Multipart, recode: Option<Recode>) -> super::body::Body {
+        let b = Self::new(file, m, recode);
+        super::body::Body::Stream(http_body_util::BodyExt::boxed_unsync(b))
+    }
+
     /// The body of `m` from `file`, its bytes recoded with `recode` when given (`charset`).
     pub fn new(file: Arc<File>, m: Multipart, recode: Option<Recode>) -> Self {
         Self {

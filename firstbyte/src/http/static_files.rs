@@ -373,15 +373,11 @@ fn respond(
         ByteRange::Multi(spans) => {
             let ct = ctype_value.as_ref().and_then(|v| v.to_str().ok());
             let m = range::multipart(&spans, len, ct, range::boundary());
-            if let Ok(v) = HeaderValue::from_str(&m.content_type) {
-                headers.insert(CONTENT_TYPE, v);
-            }
-            headers.insert(CONTENT_LENGTH, HeaderValue::from(m.len));
+            m.set_headers(&mut headers);
             let body = if head_only {
                 Body::Empty
             } else {
-                let b = range::MultipartBody::new(Arc::clone(&file.file), m, recode);
-                Body::Stream(http_body_util::BodyExt::boxed_unsync(b))
+                range::MultipartBody::body(Arc::clone(&file.file), m, recode)
             };
             return FileOutcome::Response(charset_done(response(
                 StatusCode::PARTIAL_CONTENT,

@@ -305,24 +305,16 @@ fn serve(r: &Req<'_>, f: std::fs::File, head: store::Head) -> Response<Body> {
                         .get(header::CONTENT_TYPE)
                         .and_then(|v| v.to_str().ok())
                         .map(str::to_string);
-                    let range = crate::http::range::multipart(
+                    let m = crate::http::range::multipart(
                         &spans,
                         len,
                         ct.as_deref(),
                         crate::http::range::boundary(),
-                    );
-                    let mut m = range;
-                    for (_, span) in &mut m.parts {
-                        span.start += start;
-                        span.end += start;
-                    }
-                    if let Ok(v) = HeaderValue::from_str(&m.content_type) {
-                        headers.insert(header::CONTENT_TYPE, v);
-                    }
-                    headers.insert(header::CONTENT_LENGTH, HeaderValue::from(m.len));
-                    let body = crate::http::range::MultipartBody::new(Arc::new(f), m, None);
-                    let mut resp =
-                        Response::new(Body::Stream(http_body_util::BodyExt::boxed_unsync(body)));
+                    )
+                    .shifted(start);
+                    m.set_headers(&mut headers);
+                    let body = crate::http::range::MultipartBody::body(Arc::new(f), m, None);
+                    let mut resp = Response::new(body);
                     *resp.status_mut() = StatusCode::PARTIAL_CONTENT;
                     *resp.headers_mut() = headers;
                     return resp;
