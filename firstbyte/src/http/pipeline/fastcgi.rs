@@ -94,10 +94,7 @@ where
         }
         fc::encode_params(pairs.iter().map(|(n, v)| (n.as_bytes(), v.as_bytes())))
     };
-    let remote = r
-        .client_addr()
-        .map(|p| p.ip().to_string())
-        .or_else(|| r.conn.facts().remote_addr());
+    let remote = r.remote_addr();
     let request_line = format!("{} {} {}", r.method, r.request_uri, r.protocol);
     let log = px::LogContext {
         client: remote.as_deref().unwrap_or(""),

@@ -33,10 +33,7 @@ where
     if let Some(fcgi) = &conf.fastcgi {
         return super::fastcgi::pass(r, loc, route, fcgi, body).await;
     }
-    let remote = r
-        .client_addr()
-        .map(|p| p.ip().to_string())
-        .or_else(|| r.conn.facts().remote_addr());
+    let remote = r.remote_addr();
     // `proxy_pass` with variables: this request's route.
     let evaluated: Arc<px::Route>;
     let with_vars = route.dynamic_url().is_some();

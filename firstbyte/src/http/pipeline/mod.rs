@@ -247,6 +247,14 @@ impl Req<'_> {
             .or(self.conn.facts().peer)
     }
 
+    /// `$remote_addr` as text: the real address `set_real_ip_from` took, else the
+    /// connection's (`unix:` on a UNIX-domain socket).
+    fn remote_addr(&self) -> Option<String> {
+        self.client_addr()
+            .map(|p| p.ip().to_string())
+            .or_else(|| self.conn.facts().remote_addr())
+    }
+
     fn eval(&self, v: &ComplexValue) -> String {
         match v.as_static() {
             Some(s) => s.to_string(),
