@@ -67,36 +67,55 @@ fn self_signed(dir: &Path, name: &str, v1: bool) {
     assert!(text.contains(version), "{text}");
 }
 
-/// An X.509 v1 certificate loads (`-t`) and serves, as in nginx; webpki's end-entity parser
-/// refused it with `UnsupportedCertVersion`.
-#[test]
-fn x509_v1_certificates_load_and_serve() {
-    let dir = tempdir("v1cert");
-    self_signed(&dir, "v1", true);
+/// A TLS site in a new directory: a self-signed certificate `NAME.crt` (`v1`: X.509 v1),
+/// `html/index.html` holding `index`, and a configuration with one server block on a free
+/// port whose `listen` ends with `listen_tail` and which holds `directives`; `-t` must pass.
+/// The directory, the port, the configuration and `-t`'s stderr.
+fn tls_site(
+    name: &str,
+    v1: bool,
+    listen_tail: &str,
+    directives: &str,
+    index: &str,
+) -> (std::path::PathBuf, u16, String, String) {
+    let dir = tempdir(name);
+    self_signed(&dir, name, v1);
     std::fs::create_dir_all(dir.join("html")).unwrap();
-    std::fs::write(dir.join("html/index.html"), "v1 served\n").unwrap();
+    std::fs::write(dir.join("html/index.html"), index).unwrap();
     let port = free_port();
     let conf = fill(
-        r#"
+        &format!(
+            r#"
 pid off;
-error_log {dir}/error.log;
-events {}
-http {
+error_log {{dir}}/error.log;
+events {{}}
+http {{
     access_log off;
-    server {
-        listen 127.0.0.1:{port0} ssl;
-        ssl_certificate {dir}/v1.crt;
-        ssl_certificate_key {dir}/v1.key;
-        root {dir}/html;
-    }
-}
-"#,
+    server {{
+        listen 127.0.0.1:{{port0}}{listen_tail};
+        {directives}
+        ssl_certificate {{dir}}/{name}.crt;
+        ssl_certificate_key {{dir}}/{name}.key;
+        root {{dir}}/html;
+    }}
+}}
+"#
+        ),
         &dir,
         port,
     );
     std::fs::write(dir.join("t.conf"), &conf).unwrap();
     let t = firstbyte(&["-t", "-c", dir.join("t.conf").to_str().unwrap()]);
-    assert!(t.status.success(), "{}", String::from_utf8_lossy(&t.stderr));
+    let err = String::from_utf8_lossy(&t.stderr).into_owned();
+    assert!(t.status.success(), "{err}");
+    (dir, port, conf, err)
+}
+
+/// An X.509 v1 certificate loads (`-t`) and serves, as in nginx; webpki's end-entity parser
+/// refused it with `UnsupportedCertVersion`.
+#[test]
+fn x509_v1_certificates_load_and_serve() {
+    let (dir, port, conf, _) = tls_site("v1", true, " ssl", "", "v1 served\n");
     let server = Server::start_in(&dir, &conf, port);
     for proto in ["--http1.1", "--http2"] {
         let (code, _, body) = curl_i(&[proto, &format!("https://localhost:{port}/")]);
@@ -110,34 +129,7 @@ http {
 /// 1.22's warning and makes the server's address speak TLS, as `listen ... ssl` would.
 #[test]
 fn deprecated_ssl_on_serves_tls_with_a_warning() {
-    let dir = tempdir("sslon");
-    self_signed(&dir, "on", false);
-    std::fs::create_dir_all(dir.join("html")).unwrap();
-    std::fs::write(dir.join("html/index.html"), "ssl on served\n").unwrap();
-    let port = free_port();
-    let conf = fill(
-        r#"
-pid off;
-error_log {dir}/error.log;
-events {}
-http {
-    access_log off;
-    server {
-        listen 127.0.0.1:{port0};
-        ssl on;
-        ssl_certificate {dir}/on.crt;
-        ssl_certificate_key {dir}/on.key;
-        root {dir}/html;
-    }
-}
-"#,
-        &dir,
-        port,
-    );
-    std::fs::write(dir.join("t.conf"), &conf).unwrap();
-    let t = firstbyte(&["-t", "-c", dir.join("t.conf").to_str().unwrap()]);
-    let err = String::from_utf8_lossy(&t.stderr);
-    assert!(t.status.success(), "{err}");
+    let (dir, port, conf, err) = tls_site("on", false, "", "ssl on;", "ssl on served\n");
     assert!(
         err.contains("[warn] the \"ssl\" directive is deprecated, use the \"listen ... ssl\" directive instead in"),
         "{err}"
