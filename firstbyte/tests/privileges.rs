@@ -226,6 +226,15 @@ fn pid_file_is_roots_and_reopen_follows_no_planted_symlink() {
         d = dir.display()
     );
     let server = Server::start_in(&dir, &conf, port);
+    // The port answers once bound; the pid file is written just after the bind.
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while std::fs::read_to_string(dir.join("fb.pid"))
+        .unwrap_or_default()
+        .is_empty()
+        && Instant::now() < deadline
+    {
+        std::thread::sleep(Duration::from_millis(20));
+    }
 
     let pid = std::fs::metadata(dir.join("fb.pid")).unwrap();
     assert_eq!(pid.uid(), 0, "the pid file belongs to root");
