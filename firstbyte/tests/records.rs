@@ -30,8 +30,8 @@ http {
     ssl_certificate_key {certs}/localhost.key;
     root {dir}/html;
     http2 on;
-    server { listen 127.0.0.1:{port0} ssl; ssl_buffer_size 16k; }
-    server { listen 127.0.0.1:{port1} ssl; ssl_buffer_size 4k; }
+    server { listen 127.0.0.1:{port0} ssl; ssl_buffer_size 16k; ssl_dyn_rec_enable off; }
+    server { listen 127.0.0.1:{port1} ssl; ssl_buffer_size 4k; ssl_dyn_rec_enable off; }
     server { listen 127.0.0.1:{port2} ssl; ssl_dyn_rec_enable on; }
     server {
         listen 127.0.0.1:{port3} ssl;
@@ -42,6 +42,7 @@ http {
         ssl_dyn_rec_timeout 5s;
     }
     server { listen 127.0.0.1:{port4} ssl; ssl_dyn_rec_enable adaptive; }
+    server { listen 127.0.0.1:{port5} ssl; }
 }
 "#;
 
@@ -130,7 +131,7 @@ const SIZES: [(&str, usize); 3] = [
 
 #[test]
 fn record_sizes_follow_each_policy() {
-    let (server, ports) = Server::start("records", CONF, 5);
+    let (server, ports) = Server::start("records", CONF, 6);
     for (p, n) in SIZES {
         std::fs::write(server.dir.join("html").join(&p[1..]), vec![7u8; n]).unwrap();
     }
@@ -325,14 +326,14 @@ fn warm_records(port: u16, gap: Duration) -> Vec<usize> {
 /// restarts the window (the RTO, at least 200 ms) and than `ssl_dyn_rec_timeout` (1 s), the
 /// dynamic and adaptive policies start the next response again with a small first record (so
 /// it decrypts after one segment); after a short gap they keep full records. Static 16k sends a
-/// full record either way.
+/// full record either way. A server with no record directive is adaptive (the default).
 #[test]
 fn warm_connection_after_idle_restarts_small_records() {
-    let (server, ports) = Server::start("records-warm", CONF, 5);
+    let (server, ports) = Server::start("records-warm", CONF, 6);
     for (p, n) in SIZES {
         std::fs::write(server.dir.join("html").join(&p[1..]), vec![7u8; n]).unwrap();
     }
-    let (fixed, dynamic, adaptive) = (ports[0], ports[2], ports[4]);
+    let (fixed, dynamic, adaptive, default) = (ports[0], ports[2], ports[4], ports[5]);
     let long = Duration::from_millis(1500);
     let short = Duration::from_millis(50);
 
@@ -342,9 +343,16 @@ fn warm_connection_after_idle_restarts_small_records() {
     assert!(r[0] <= 1448 - 24, "adaptive after 1.5 s idle: {r:?}");
     let r = warm_records(fixed, long);
     assert_eq!(r[0], 16384, "16k after 1.5 s idle: {r:?}");
+    let r = warm_records(default, long);
+    assert!(
+        r[0] <= 1448 - 24,
+        "default (adaptive) after 1.5 s idle: {r:?}"
+    );
 
     let r = warm_records(dynamic, short);
     assert_eq!(r[0], 16384, "dynamic after 50 ms: {r:?}");
     let r = warm_records(adaptive, short);
     assert!(r[0] > 1448, "adaptive after 50 ms: {r:?}");
+    let r = warm_records(default, short);
+    assert!(r[0] > 1448, "default (adaptive) after 50 ms: {r:?}");
 }

@@ -236,13 +236,13 @@ fn recommendations_follow_the_traffic() {
         .as_str()
         .is_some_and(|s| s.starts_with("no upstream responses observed")));
     // What only firstbyte sees: the connection under each response.
-    let st = &r["record_policy"]["observed"]["static"];
+    let st = &r["record_policy"]["observed"]["adaptive"];
     assert_eq!(st["responses"], 100, "{r:#}");
     assert_eq!(st["by_size"]["small"]["responses"], 100);
     assert!(st["cwnd_at_first_byte"]["p50"]
         .as_u64()
         .is_some_and(|c| c >= 1));
-    assert_eq!(r["record_policy"]["favours"], "static");
+    assert_eq!(r["record_policy"]["favours"], "adaptive");
     both_accept(
         &server.dir,
         r["nginx_config"]["snippet"].as_str().unwrap_or(""),
@@ -259,7 +259,7 @@ fn recommendations_follow_the_traffic() {
     assert_eq!(r["sample_size"], 20, "{r:#}");
     assert_eq!(rec(&r, "ssl_buffer_size"), pair("REDUCE", "4k"), "{r:#}");
     assert_eq!(r["ssl_buffer_size"]["observed"]["max"], "1.0k");
-    assert_eq!(r["record_policy"]["observed"]["static"]["responses"], 20);
+    assert_eq!(r["record_policy"]["observed"]["adaptive"]["responses"], 20);
 
     // All large: 16k stays.
     assert_eq!(report(plain, true)["sample_size"], 0, "reset");
@@ -270,7 +270,7 @@ fn recommendations_follow_the_traffic() {
     assert_eq!(r["ssl_buffer_size"]["observed"]["p95_approx"], "195.3k");
     assert!(r.get("dyn_rec_advisory").is_none());
     assert_eq!(
-        r["record_policy"]["observed"]["static"]["by_size"]["medium"]["responses"],
+        r["record_policy"]["observed"]["adaptive"]["by_size"]["medium"]["responses"],
         20
     );
     assert_eq!(r["nginx_config"]["snippet"], "ssl_buffer_size 16k;");

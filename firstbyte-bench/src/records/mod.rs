@@ -11,8 +11,8 @@ use std::time::{Duration, Instant};
 
 /// The policies compared, as `server {}` snippets.
 const POLICIES: [(&str, &str); 5] = [
-    ("static 16k", "ssl_buffer_size 16k;"),
-    ("static 4k", "ssl_buffer_size 4k;"),
+    ("static 16k", "ssl_buffer_size 16k; ssl_dyn_rec_enable off;"),
+    ("static 4k", "ssl_buffer_size 4k; ssl_dyn_rec_enable off;"),
     ("dynamic defaults", "ssl_dyn_rec_enable on;"),
     (
         "dynamic tuned",

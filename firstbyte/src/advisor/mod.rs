@@ -158,8 +158,12 @@ pub struct Advisor {
     pub upstream_reused: AtomicU64,
     /// Per record policy ([`POLICIES`]).
     pub policies: [PolicyStats; 3],
-    /// `tuning_advisor apply`: the policy chosen (0: none yet; else [`POLICIES`] index + 1).
+    /// `tuning_advisor apply`: the policy chosen (0: none, the configured one stands; else
+    /// [`POLICIES`] index + 1).
     applied: AtomicU8,
+    /// The server's configured policy ([`POLICIES`] index), as its responses showed while no
+    /// switch was in force.
+    configured: AtomicU8,
     /// The evidence window of `apply` (since the last switch): responses, lossy responses.
     window: [AtomicU64; 2],
     /// The second (since `started`) of the `TCP_INFO` budget, and the reads in it.
@@ -189,6 +193,7 @@ impl Advisor {
             upstream_reused: AtomicU64::new(0),
             policies: Default::default(),
             applied: AtomicU8::new(0),
+            configured: AtomicU8::new(policy::ADAPTIVE as u8),
             window: Default::default(),
             looks: Default::default(),
         }
@@ -244,14 +249,24 @@ impl Advisor {
         if n % policy::CHECK_EVERY != 0 {
             return None;
         }
-        let current = self.applied_index().unwrap_or(p);
+        let applied = self.applied_index();
+        if applied.is_none() {
+            // No switch in force: every connection runs the configured policy.
+            self.configured.store(p as u8, Ordering::Relaxed);
+        }
+        let configured = usize::from(self.configured.load(Ordering::Relaxed));
         let ev = policy::Evidence {
             responses: n,
             lossy,
             body_p50: self.tls_body.summary().p50,
         };
-        let sw = policy::decide(current, &ev)?;
-        let to = sw.to as u8 + 1;
+        let sw = policy::decide(configured, applied, &ev)?;
+        // Back to the configured policy: no override.
+        let to = if sw.to == configured {
+            0
+        } else {
+            sw.to as u8 + 1
+        };
         let from = self.applied.load(Ordering::Relaxed);
         if self
             .applied

@@ -7,12 +7,16 @@
 //!
 //! `apply`'s rule, with a margin beyond noise: a response "saw loss" when a segment was
 //! retransmitted during it; with `n` responses of which a fraction `p` saw loss, `p ± 2σ`
-//! (`σ = √(p(1−p)/n)`) bounds it. Static → adaptive when the lower bound exceeds 5% and the
-//! median response is not large (≤ 256 KiB: small records help responses that fit in a few
-//! round trips; a large transfer is bound by the window, not the record). Back to static when
-//! the upper bound is below 1%. Nothing is decided before [`MIN_SAMPLES`] responses since the
-//! last switch, so a switch never follows from a handful of responses, and the gap between 1%
-//! and 5% keeps it from flapping.
+//! (`σ = √(p(1−p)/n)`) bounds it. A server configured with `static` or `dynamic` records is
+//! switched to adaptive when the lower bound exceeds 5% and the median response is not large
+//! (≤ 256 KiB: small records help responses that fit in a few round trips; a large transfer is
+//! bound by the window, not the record). The switch is undone — the configured policy stands
+//! again — when the upper bound falls below 1%. A server configured with `adaptive` (the
+//! default) is never switched: the record-sizing run (`bench/results/2026-11-26-records`) found
+//! adaptive never behind the best fixed policy beyond noise on any link, so there is nothing
+//! to switch to. Nothing is decided before [`MIN_SAMPLES`] responses since the last switch, so
+//! a switch never follows from a handful of responses, and the gap between 1% and 5% keeps it
+//! from flapping.
 
 use super::hist::Summary;
 use super::{POLICIES, SIZE_CLASSES};
@@ -68,29 +72,33 @@ fn pct(x: f64) -> String {
     format!("{:.1}%", x * 100.0)
 }
 
-/// The switch `apply` makes from `current` on this evidence, if any.
-pub fn decide(current: usize, ev: &Evidence) -> Option<Switch> {
+/// The adaptive policy's [`POLICIES`] index.
+pub const ADAPTIVE: usize = 2;
+
+/// The switch `apply` makes on this evidence, if any: `configured` is the server's own policy,
+/// `applied` the one an earlier switch put in force ([`POLICIES`] indexes).
+pub fn decide(configured: usize, applied: Option<usize>, ev: &Evidence) -> Option<Switch> {
     if ev.responses < MIN_SAMPLES {
         return None;
     }
+    let current = applied.unwrap_or(configured);
     let (p, lo, hi) = bounds(ev.lossy, ev.responses);
-    let adaptive = 2;
-    if current != adaptive && lo > LOSSY && ev.body_p50 <= LARGE_BODY {
+    if current != ADAPTIVE && lo > LOSSY && ev.body_p50 <= LARGE_BODY {
         return Some(Switch {
             from: current,
-            to: adaptive,
+            to: ADAPTIVE,
             reason: format!(
                 "{} of {} responses saw a retransmission (at least {} at 2 sigma, above {}) and the median response is {} bytes: a lost segment holds back a whole record, adaptive records follow the congestion window",
                 pct(p), ev.responses, pct(lo), pct(LOSSY), ev.body_p50
             ),
         });
     }
-    if current != 0 && hi < CLEAN {
+    if current != configured && hi < CLEAN {
         return Some(Switch {
             from: current,
-            to: 0,
+            to: configured,
             reason: format!(
-                "{} of {} responses saw a retransmission (at most {} at 2 sigma, below {}): full records lose nothing",
+                "{} of {} responses saw a retransmission (at most {} at 2 sigma, below {}): the configured policy stands again",
                 pct(p), ev.responses, pct(hi), pct(CLEAN)
             ),
         });
@@ -116,6 +124,9 @@ pub struct PolicyView {
     /// Time to last byte, µs, per size class.
     pub ttlb: [Summary; 3],
 }
+
+/// What the neutral verdicts cite: the record-sizing run behind the default.
+const RUN: &str = "over emulated 100 ms links (unlimited, 10 and 2 Mbit/s, 0 and 1% loss; bench/results/2026-11-26-records) adaptive was never 5% behind the best fixed policy, and static 16k records cost a second round trip after an idle gap";
 
 /// Responses per class needed to compare two policies.
 pub const MIN_COMPARE: u64 = 30;
@@ -171,9 +182,9 @@ pub fn favour(views: &[PolicyView; 3], body_p50: u64) -> (&'static str, String) 
             );
         }
         return (
-            "static",
+            "adaptive",
             format!(
-                "{} responses: median time to last byte {figures}; no policy is ahead by more than {:.0}%, and static is the simplest",
+                "{} responses: median time to last byte {figures}; no policy is ahead by more than {:.0}%, so the default (adaptive) stands",
                 SIZE_CLASSES[c],
                 MARGIN * 100.0
             ),
@@ -184,9 +195,8 @@ pub fn favour(views: &[PolicyView; 3], body_p50: u64) -> (&'static str, String) 
     let lossy: u64 = views.iter().map(|v| v.lossy).sum();
     if n == 0 {
         return (
-            "static",
-            "no TLS response over TCP observed yet; static (nginx's) until there is evidence"
-                .into(),
+            "adaptive",
+            format!("no TLS response over TCP observed yet; the default (adaptive) stands: {RUN}"),
         );
     }
     let rtt = views
@@ -205,17 +215,17 @@ pub fn favour(views: &[PolicyView; 3], body_p50: u64) -> (&'static str, String) 
     }
     if body_p50 > LARGE_BODY {
         return (
-            "static",
+            "adaptive",
             format!(
-                "median response {body_p50} bytes: large transfers are bound by the congestion window, not the record size ({} of {n} responses saw a retransmission, median RTT {} ms)",
+                "median response {body_p50} bytes: large transfers are bound by the congestion window, not the record size, and adaptive records are full size once the window is open ({} of {n} responses saw a retransmission, median RTT {} ms); the default (adaptive) stands",
                 pct(p), ms(rtt)
             ),
         );
     }
     (
-        "static",
+        "adaptive",
         format!(
-            "{} of {n} responses saw a retransmission (at most {} at 2 sigma), median RTT {} ms: full records lose nothing measurable",
+            "{} of {n} responses saw a retransmission (at most {} at 2 sigma), median RTT {} ms: little loss, but a connection idle past its RTO restarts its window, where full records cost a round trip; the default (adaptive) stands: {RUN}",
             pct(p), pct(hi), ms(rtt)
         ),
     )
@@ -237,28 +247,42 @@ mod tests {
     #[test]
     fn switch_needs_samples_and_margin() {
         // Too few responses, however lossy.
-        assert_eq!(decide(0, &ev(199, 100, 50_000)), None);
+        assert_eq!(decide(0, None, &ev(199, 100, 50_000)), None);
         // 20% lossy of 400: to adaptive.
-        let s = decide(0, &ev(400, 80, 50_000)).expect("switch");
+        let s = decide(0, None, &ev(400, 80, 50_000)).expect("switch");
         assert_eq!((s.from, s.to), (0, 2));
         assert!(
             s.reason.starts_with("20.0% of 400 responses"),
             "{}",
             s.reason
         );
+        // Configured dynamic: to adaptive too.
+        assert_eq!(decide(1, None, &ev(400, 80, 50_000)).map(|s| s.to), Some(2));
         // 6% of 200: the lower bound (2.6%) is within noise of 5%: no switch.
-        assert_eq!(decide(0, &ev(200, 12, 50_000)), None);
+        assert_eq!(decide(0, None, &ev(200, 12, 50_000)), None);
         // Lossy, but large responses: records do not matter.
-        assert_eq!(decide(0, &ev(400, 80, 1 << 20)), None);
+        assert_eq!(decide(0, None, &ev(400, 80, 1 << 20)), None);
         // Adaptive stays while lossy, and in the 1–5% gap.
-        assert_eq!(decide(2, &ev(400, 80, 50_000)), None);
-        assert_eq!(decide(2, &ev(1000, 20, 50_000)), None);
-        // Clean: back to static (and dynamic too).
-        let s = decide(2, &ev(1000, 0, 50_000)).expect("switch");
+        assert_eq!(decide(0, Some(2), &ev(400, 80, 50_000)), None);
+        assert_eq!(decide(0, Some(2), &ev(1000, 20, 50_000)), None);
+        // Clean: back to the configured policy, static or dynamic.
+        let s = decide(0, Some(2), &ev(1000, 0, 50_000)).expect("switch");
         assert_eq!((s.from, s.to), (2, 0));
-        assert_eq!(decide(1, &ev(1000, 0, 50_000)).map(|s| s.to), Some(0));
-        // Static and clean: nothing to do.
-        assert_eq!(decide(0, &ev(1000, 0, 50_000)), None);
+        assert!(
+            s.reason.ends_with("the configured policy stands again"),
+            "{}",
+            s.reason
+        );
+        assert_eq!(
+            decide(1, Some(2), &ev(1000, 0, 50_000)).map(|s| s.to),
+            Some(1)
+        );
+        // Configured static or dynamic and clean: nothing to do.
+        assert_eq!(decide(0, None, &ev(1000, 0, 50_000)), None);
+        assert_eq!(decide(1, None, &ev(1000, 0, 50_000)), None);
+        // Configured adaptive (the default): never switched, lossy or clean.
+        assert_eq!(decide(2, None, &ev(1000, 300, 50_000)), None);
+        assert_eq!(decide(2, None, &ev(1000, 0, 50_000)), None);
     }
 
     fn times(v: u64, n: usize) -> Summary {
@@ -282,25 +306,33 @@ mod tests {
             why.contains("adaptive 250 ms (100 responses), static 400 ms (100 responses)"),
             "{why}"
         );
-        // Within the margin: static.
+        // Within the margin: the default.
         views[2].ttlb[1] = times(380_000, 100);
+        let (p, why) = favour(&views, 50_000);
+        assert_eq!(p, "adaptive");
+        assert!(why.ends_with("so the default (adaptive) stands"), "{why}");
+        // Static ahead beyond the margin: static.
+        views[0].ttlb[1] = times(300_000, 100);
         assert_eq!(favour(&views, 50_000).0, "static");
     }
 
     #[test]
     fn favour_from_conditions() {
         let mut views: [PolicyView; 3] = Default::default();
-        assert_eq!(favour(&views, 0).0, "static");
+        assert_eq!(favour(&views, 0).0, "adaptive");
         views[0].responses = 500;
         views[0].lossy = 100;
         views[0].rtt = times(100_000, 500);
         let (p, why) = favour(&views, 40_000);
         assert_eq!(p, "adaptive");
         assert!(why.contains("20.0% of 500"), "{why}");
-        assert_eq!(favour(&views, 2 << 20).0, "static");
+        let (p, why) = favour(&views, 2 << 20);
+        assert_eq!(p, "adaptive");
+        assert!(why.contains("bound by the congestion window"), "{why}");
         views[0].lossy = 0;
         let (p, why) = favour(&views, 40_000);
-        assert_eq!(p, "static");
+        assert_eq!(p, "adaptive");
         assert!(why.contains("median RTT 100 ms"), "{why}");
+        assert!(why.contains("bench/results/2026-11-26-records"), "{why}");
     }
 }

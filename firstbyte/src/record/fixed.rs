@@ -49,7 +49,7 @@ mod tests {
         for size in [16_384, 4096, 1369] {
             let mut p = Fixed::new(&RecordSettings {
                 ssl_buffer_size: size,
-                ..RecordSettings::default()
+                ..RecordSettings::nginx()
             });
             let t0 = Instant::now();
             let busy = TcpInfo {

@@ -134,7 +134,8 @@ pub enum RecordError {
 pub struct RecordSettings {
     /// `ssl_buffer_size`, bytes: the full record size. Default 16k (nginx).
     pub ssl_buffer_size: usize,
-    /// `ssl_dyn_rec_enable`: which policy. Default off.
+    /// `ssl_dyn_rec_enable`: which policy. Default `adaptive` (firstbyte's; nginx has no such
+    /// directive and always behaves as `off`): see the README's "TLS records".
     pub ssl_dyn_rec_enable: DynRecMode,
     /// `ssl_dyn_rec_size_lo`, bytes. Default 1369 (`DEFAULT_SIZE_LO`).
     pub ssl_dyn_rec_size_lo: usize,
@@ -152,7 +153,7 @@ impl Default for RecordSettings {
     fn default() -> Self {
         Self {
             ssl_buffer_size: DEFAULT_BUFFER_SIZE,
-            ssl_dyn_rec_enable: DynRecMode::Off,
+            ssl_dyn_rec_enable: DynRecMode::Adaptive,
             ssl_dyn_rec_size_lo: DEFAULT_SIZE_LO,
             ssl_dyn_rec_size_hi: DEFAULT_SIZE_HI,
             ssl_dyn_rec_threshold: DEFAULT_THRESHOLD,
@@ -189,6 +190,17 @@ impl RecordSettings {
     /// `ssl_buffer_size` as a record size: clamped to 1..=[`MAX_RECORD_SIZE`].
     pub fn full_size(&self) -> usize {
         clamp_size(self.ssl_buffer_size)
+    }
+}
+
+#[cfg(test)]
+impl RecordSettings {
+    /// nginx's behaviour (`ssl_dyn_rec_enable off`): every record `ssl_buffer_size`.
+    pub(crate) fn nginx() -> Self {
+        Self {
+            ssl_dyn_rec_enable: DynRecMode::Off,
+            ..Self::default()
+        }
     }
 }
 
@@ -264,10 +276,13 @@ mod tests {
     use super::*;
 
     #[test]
-    fn defaults_are_nginx_and_cloudflare() {
+    fn defaults_are_nginx_and_cloudflare_but_adaptive() {
         let s = RecordSettings::default();
         assert_eq!(s.ssl_buffer_size, 16 * 1024);
-        assert_eq!(s.ssl_dyn_rec_enable, DynRecMode::Off);
+        // firstbyte's default policy is its own (issue 17's run); the sizes are nginx's and
+        // Cloudflare's.
+        assert_eq!(s.ssl_dyn_rec_enable, DynRecMode::Adaptive);
+        assert_eq!(s.policy().name(), "adaptive");
         assert_eq!(s.ssl_dyn_rec_size_lo, 1500 - 40 - 20 - 10 - 61);
         assert_eq!(s.ssl_dyn_rec_size_hi, 3 * (1500 - 40 - 20 - 10) - 61);
         assert_eq!(s.ssl_dyn_rec_threshold, 40);
@@ -286,7 +301,7 @@ mod tests {
             assert_eq!(mode.to_string(), arg.to_ascii_lowercase());
             let s = RecordSettings {
                 ssl_dyn_rec_enable: mode,
-                ..RecordSettings::default()
+                ..RecordSettings::nginx()
             };
             let p = s.policy();
             assert_eq!(p.name(), name);
@@ -299,19 +314,19 @@ mod tests {
     fn zero_sizes_are_config_errors() {
         let s = RecordSettings {
             ssl_buffer_size: 0,
-            ..RecordSettings::default()
+            ..RecordSettings::nginx()
         };
         let e = s.check().unwrap_err();
         assert_eq!(e.to_string(), "\"ssl_buffer_size\" directive invalid value");
         let s = RecordSettings {
             ssl_dyn_rec_size_hi: 0,
-            ..RecordSettings::default()
+            ..RecordSettings::nginx()
         };
         assert_eq!(s.check(), Err(RecordError::ZeroSize("ssl_dyn_rec_size_hi")));
         // Unchecked, the policy still never produces a 0-byte record.
         let s = RecordSettings {
             ssl_buffer_size: 0,
-            ..RecordSettings::default()
+            ..RecordSettings::nginx()
         };
         assert_eq!(s.policy().next_size(Instant::now(), None), 1);
     }
@@ -320,7 +335,7 @@ mod tests {
     fn oversized_buffer_is_capped_at_one_record() {
         let s = RecordSettings {
             ssl_buffer_size: 1 << 20,
-            ..RecordSettings::default()
+            ..RecordSettings::nginx()
         };
         assert_eq!(s.full_size(), MAX_RECORD_SIZE);
         assert_eq!(s.policy().next_size(Instant::now(), None), MAX_RECORD_SIZE);

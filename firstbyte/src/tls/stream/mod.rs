@@ -813,7 +813,7 @@ mod tests {
     async fn a_megabyte_of_odd_writes_arrives_intact() {
         for version in [&rustls::version::TLS13, &rustls::version::TLS12] {
             let (mut server, mut client, _) =
-                pair(version, RecordSettings::default(), Release::new()).await;
+                pair(version, RecordSettings::nginx(), Release::new()).await;
             let data: Vec<u8> = (0..1_000_000u32).map(|i| (i * 31 % 251) as u8).collect();
             let sent = data.clone();
             let writer = tokio::spawn(async move {
@@ -846,7 +846,7 @@ mod tests {
     async fn records_follow_the_policy() {
         let settings = RecordSettings {
             ssl_buffer_size: 4096,
-            ..RecordSettings::default()
+            ..RecordSettings::nginx()
         };
         let (mut server, mut client, writes) =
             pair(&rustls::version::TLS12, settings, Release::new()).await;
@@ -868,7 +868,7 @@ mod tests {
 
         let dynamic = RecordSettings {
             ssl_dyn_rec_enable: DynRecMode::On,
-            ..RecordSettings::default()
+            ..RecordSettings::nginx()
         };
         let (mut server, mut client, writes) =
             pair(&rustls::version::TLS12, dynamic, Release::new()).await;
@@ -892,7 +892,7 @@ mod tests {
     async fn small_writes_share_a_record() {
         let (mut server, mut client, writes) = pair(
             &rustls::version::TLS12,
-            RecordSettings::default(),
+            RecordSettings::nginx(),
             Release::new(),
         )
         .await;
@@ -914,7 +914,7 @@ mod tests {
         let release = Release::new();
         let (mut server, mut client, writes) = pair(
             &rustls::version::TLS13,
-            RecordSettings::default(),
+            RecordSettings::nginx(),
             release.clone(),
         )
         .await;
@@ -957,7 +957,7 @@ mod tests {
     async fn held_tickets_meet_their_deadline() {
         let (mut server, _client, writes) = pair(
             &rustls::version::TLS13,
-            RecordSettings::default(),
+            RecordSettings::nginx(),
             Release::new(),
         )
         .await;
@@ -975,7 +975,7 @@ mod tests {
     async fn speaking_first_sends_the_tickets_with_the_first_flush() {
         let (mut server, mut client, writes) = pair(
             &rustls::version::TLS13,
-            RecordSettings::default(),
+            RecordSettings::nginx(),
             Release::new(),
         )
         .await;
@@ -1009,7 +1009,7 @@ mod tests {
     async fn tls12_final_flight_is_not_held() {
         let (server, _client, _) = pair(
             &rustls::version::TLS12,
-            RecordSettings::default(),
+            RecordSettings::nginx(),
             Release::new(),
         )
         .await;
@@ -1021,7 +1021,7 @@ mod tests {
     async fn poll_input_waits_for_plaintext_without_taking_it() {
         let (mut server, mut client, _) = pair(
             &rustls::version::TLS13,
-            RecordSettings::default(),
+            RecordSettings::nginx(),
             Release::new(),
         )
         .await;

@@ -290,7 +290,7 @@ mod tests {
 
     fn plan(tls13: bool, queued: bool) -> (WritePlan, Instant) {
         let now = Instant::now();
-        let p = WritePlan::new(RecordSettings::default().policy(), now, tls13, queued);
+        let p = WritePlan::new(RecordSettings::nginx().policy(), now, tls13, queued);
         (p, now)
     }
 
@@ -375,7 +375,7 @@ mod tests {
         // the direct path agree write by write; the direct path copies nothing.
         let settings = RecordSettings {
             ssl_dyn_rec_enable: DynRecMode::On,
-            ..RecordSettings::default()
+            ..RecordSettings::nginx()
         };
         let now = Instant::now();
         let mut gathered = WritePlan::new(settings.policy(), now, false, false);
@@ -403,7 +403,7 @@ mod tests {
     fn records_follow_the_policy() {
         let settings = RecordSettings {
             ssl_buffer_size: 4096,
-            ..RecordSettings::default()
+            ..RecordSettings::nginx()
         };
         let now = Instant::now();
         let mut p = WritePlan::new(settings.policy(), now, false, false);
@@ -421,7 +421,7 @@ mod tests {
         // 4229, then 16k.
         let dynamic = RecordSettings {
             ssl_dyn_rec_enable: DynRecMode::On,
-            ..RecordSettings::default()
+            ..RecordSettings::nginx()
         };
         let mut p = WritePlan::new(dynamic.policy(), now, false, false);
         let (sizes, _) = write(&mut p, now, false, 300_000, &mut no_info(&mut reads));
