@@ -151,6 +151,21 @@ macro_rules! loc_directives {
         "open_log_file_cache" open_log_file_cache: Option<std::sync::Arc<crate::conf::log_cache::LogFileCache>> = None =>
             (HSL, 1, 4, "off", Inherit, h::open_log_file_cache)
             "Keep the files of `access_log` paths with variables open between requests: `max=N` paths (a new one closes the least recently used), `inactive=TIME` (10s) unused before one is closed, `min_uses=N` (1) uses within it before a file stays open, `valid=TIME` (60s) before the path is opened again (following a rotated file); `off`: each line opens and closes its file.";
+        "open_file_cache" open_file_cache: Option<std::sync::Arc<crate::conf::open_file_cache::OpenFileCacheConf>> = None =>
+            (HSL, 1, 2, "off", Inherit, h::open_file_cache)
+            "`max=N [inactive=TIME]`: keep static files open, with their size and dates, and (with `open_file_cache_errors`) failed lookups: at most N entries, one per path and `disable_symlinks` policy (a new one drops the least recently used), each dropped after `inactive` (60s) unused; levels that inherit the directive share one cache (it serves the static and index modules; `try_files` and `if (-f ...)` always look at the disk). A cached file's metadata is used for `open_file_cache_valid` without looking at the disk, as nginx: a file rewritten in place meanwhile is sent with its old length, `ETag` and `Last-Modified`. `off` (default): every response sees the file as it is now (firstbyte keeps a descriptor only while one `stat` of the path finds the same device, inode, size, mtime and ctime, to the nanosecond; otherwise, and always under `disable_symlinks on|if_not_owner`, it opens the file again, as nginx opens per request).";
+        "open_file_cache_valid" open_file_cache_valid: Duration = Duration::from_secs(60) =>
+            (HSL, 1, 1, "60s", Inherit, p::duration)
+            "How long an `open_file_cache` entry is used before the path is checked again (same inode: the descriptor stays and the size and dates are refreshed; otherwise the file is opened again).";
+        "open_file_cache_min_uses" open_file_cache_min_uses: u32 = 1 =>
+            (HSL, 1, 1, "1", Inherit, p::count)
+            "Uses of a path (within `inactive`) before `open_file_cache` keeps its descriptor and trusts its metadata; until then each request opens the file.";
+        "open_file_cache_errors" open_file_cache_errors: bool = false =>
+            (HSL, 1, 1, "off", Inherit, p::on_off)
+            "`on`: `open_file_cache` also keeps failed lookups (404 for a missing file, 403 for a forbidden one) for `open_file_cache_valid`: a file created meanwhile stays 404.";
+        "open_file_cache_events" open_file_cache_events: bool = false =>
+            (HSL, 1, 1, "off", Inherit, p::on_off)
+            "Accepted and without effect, as nginx's on Linux (it uses kqueue file events only).";
         "log_not_found" log_not_found: bool = true =>
             (HSL, 1, 1, "on", Inherit, p::on_off)
             "Write a missing file's `open() \"...\" failed (2: No such file or directory)` to the error log.";

@@ -279,6 +279,7 @@ pub(crate) fn error_page(s: &mut LocSettings, d: &Directive, _: &mut Cx) -> R {
 }
 
 pub(crate) use super::log_cache::parse as open_log_file_cache;
+pub(crate) use super::open_file_cache::parse as open_file_cache;
 
 /// `access_log PATH [FORMAT [buffer=SIZE] [flush=TIME]] | off`.
 pub(crate) fn access_log(s: &mut LocSettings, d: &Directive, cx: &mut Cx) -> R {

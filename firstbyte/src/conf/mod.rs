@@ -38,6 +38,7 @@ pub mod locate;
 pub mod log_cache;
 pub mod model;
 mod modules;
+pub mod open_file_cache;
 mod parse;
 pub(crate) mod proxy;
 mod proxy_settings;

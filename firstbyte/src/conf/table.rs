@@ -446,7 +446,7 @@ pub(crate) static UNSUPPORTED_PREFIXES: &[&str] = &[
     "proxy_", "fastcgi_", "uwsgi_", "scgi_", "grpc_", "memcached_", "limit_", "auth_",
     "charset", "http2_", "http3_", "quic_", "js_",
     "perl", "geoip_", "image_filter", "mp4", "xslt_", "sub_filter", "ssi_", "secure_link",
-    "userid", "open_file_cache", "map_hash_", "referer_hash_", "modern_browser",
+    "userid", "map_hash_", "referer_hash_", "modern_browser",
     "ancient_browser", "gunzip", "mirror", "random_index", "real_ip_", "dav_", "keyval",
     "smtp_", "imap_", "pop3_", "health_check", "session_log", "status_zone",
     "mqtt", "zone_sync", "hls", "api",

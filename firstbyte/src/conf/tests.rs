@@ -146,6 +146,15 @@ fn errors_are_worded_as_nginx() {
         ("http { open_log_file_cache inactive=1s; }", "\"open_log_file_cache\" must have \"max\" parameter in /t/x.conf:1"),
         ("http { open_log_file_cache max=0; }", "invalid \"open_log_file_cache\" parameter \"max=0\" in /t/x.conf:1"),
         ("http { open_log_file_cache max=5 valid=forever; }", "invalid \"open_log_file_cache\" parameter \"valid=forever\" in /t/x.conf:1"),
+        ("http {\n open_file_cache inactive=20s;\n}", "\"open_file_cache\" must have the \"max\" parameter in /t/x.conf:2"),
+        ("http { open_file_cache max=0; }", "invalid \"open_file_cache\" parameter \"max=0\" in /t/x.conf:1"),
+        ("http { server { location / { open_file_cache max=10 inactive=soon; } } }", "invalid \"open_file_cache\" parameter \"inactive=soon\" in /t/x.conf:1"),
+        ("http { open_file_cache max=10 min_uses=2; }", "invalid \"open_file_cache\" parameter \"min_uses=2\" in /t/x.conf:1"),
+        ("http { open_file_cache max=10; open_file_cache off; }", "\"open_file_cache\" directive is duplicate in /t/x.conf:1"),
+        ("http { open_file_cache; }", "invalid number of arguments in \"open_file_cache\" directive in /t/x.conf:1"),
+        ("http { open_file_cache_valid forever; }", "\"open_file_cache_valid\" directive invalid value in /t/x.conf:1"),
+        ("http { open_file_cache_min_uses -1; }", "\"open_file_cache_min_uses\" directive invalid value in /t/x.conf:1"),
+        ("http { open_file_cache_errors maybe; }", "invalid value \"maybe\" in \"open_file_cache_errors\" directive, it must be \"on\" or \"off\" in /t/x.conf:1"),
         ("http { server { location / { error_log /x loud; } } }", "invalid log level \"loud\" in /t/x.conf:1"),
         ("http { server { try_files $uri; } }", "invalid number of arguments in \"try_files\" directive in /t/x.conf:1"),
         ("http { server { try_files $uri =abc; } }", "invalid code \"=abc\" in /t/x.conf:1"),
@@ -1147,4 +1156,45 @@ fn error_log_is_inherited_inward_as_a_whole() {
         http.servers[1].default_location.error_log,
         [f("/s.log", LogLevel::Info)]
     );
+}
+
+/// A tuning guide's `open_file_cache` lines load; levels that inherit the directive share its
+/// one cache, a level with its own line has another, `off` turns it off; nginx's defaults.
+#[test]
+fn open_file_cache_directives() {
+    let c = http(
+        "open_file_cache max=1000 inactive=20s; open_file_cache_valid 30s;\n\
+         open_file_cache_min_uses 2; open_file_cache_errors on; open_file_cache_events on;\n\
+         server {\n\
+           location /a { }\n\
+           location /b { open_file_cache max=5; open_file_cache_valid 2s; }\n\
+           location /c { open_file_cache off max=7; }\n\
+         }",
+    );
+    let s = &servers(&c)[0];
+    let d = &s.default_location;
+    let shared = d.open_file_cache.as_ref().unwrap();
+    assert_eq!(
+        (shared.max, shared.inactive),
+        (1000, Duration::from_secs(20))
+    );
+    assert_eq!(d.open_file_cache_valid, Duration::from_secs(30));
+    assert_eq!(d.open_file_cache_min_uses, 2);
+    assert!(d.open_file_cache_errors);
+    let a = prefix_loc(&s.locations, "/a");
+    assert!(Arc::ptr_eq(a.open_file_cache.as_ref().unwrap(), shared));
+    let b = prefix_loc(&s.locations, "/b");
+    let own = b.open_file_cache.as_ref().unwrap();
+    assert!(!Arc::ptr_eq(own, shared));
+    assert_eq!((own.max, own.inactive), (5, Duration::from_secs(60)));
+    assert_eq!(b.open_file_cache_valid, Duration::from_secs(2));
+    assert_eq!(b.open_file_cache_min_uses, 2, "inherited");
+    assert!(prefix_loc(&s.locations, "/c").open_file_cache.is_none());
+    // nginx's defaults.
+    let c = http("server { }");
+    let d = &servers(&c)[0].default_location;
+    assert!(d.open_file_cache.is_none());
+    assert_eq!(d.open_file_cache_valid, Duration::from_secs(60));
+    assert_eq!(d.open_file_cache_min_uses, 1);
+    assert!(!d.open_file_cache_errors);
 }

@@ -17,6 +17,7 @@ mod expires;
 pub(crate) mod h2;
 pub mod h2limits;
 pub mod open_file;
+pub mod open_file_cache;
 pub mod pages;
 pub mod pipeline;
 pub mod proxy;

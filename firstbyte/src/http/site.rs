@@ -9,7 +9,6 @@ use std::collections::HashMap;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
-use std::time::Duration;
 
 use super::proxy::Proxies;
 use super::static_files::OpenFileCache;
@@ -114,18 +113,20 @@ impl Stats {
 pub struct Shared {
     /// `stub_status` counters.
     pub stats: Stats,
-    /// Open files of static responses.
+    /// Open files of static responses in locations without `open_file_cache` (each use
+    /// revalidated: see `open_file_cache`).
     pub files: OpenFileCache,
     /// The tuning advisor's histograms (`tuning_advisor`), kept across reloads.
     pub advisor: crate::advisor::Advisor,
 }
 
 impl Shared {
-    /// Zero counters and an empty open-file cache whose entries are trusted for 1 s.
+    /// Zero counters and an empty revalidating open-file cache (locations without
+    /// `open_file_cache`).
     pub fn new() -> Self {
         Self {
             stats: Stats::default(),
-            files: OpenFileCache::new(Duration::from_secs(1)),
+            files: OpenFileCache::revalidating(),
             advisor: crate::advisor::Advisor::default(),
         }
     }

@@ -3,7 +3,7 @@
 //! Data flow: the pipeline normalises the request path (`uri::normalize_path`), picks the
 //! location, evaluates its `root`/`alias` and maps `$uri` to a file path with [`map_path`].
 //! [`serve`] then decides everything about the file response from the request head, the
-//! location and what the file system says (through an [`OpenFileCache`], from `open_file`):
+//! location and what the file system says (through an [`OpenFileCache`], from `open_file_cache`):
 //! a response with a [`Body::file`] body, a redirect for a directory named without its
 //! trailing slash, or a bare status for the pipeline's `error_page` handling. It never reads
 //! the file itself: the body reads it with `pread` while it is sent.
@@ -64,9 +64,10 @@ use super::range;
 pub use super::range::{parse_range, ByteRange};
 use super::uri::encode_path;
 use crate::conf::model::IfModifiedSince;
-use crate::conf::model::{DisableSymlinks, DocRoot, GzipStatic, LocationConf};
+use crate::conf::model::{DocRoot, GzipStatic, LocationConf};
 
-pub use super::open_file::{FileKind, FileMeta, OpenFile, OpenFileCache};
+pub use super::open_file::{FileKind, FileMeta, OpenFile};
+pub use super::open_file_cache::OpenFileCache;
 
 /// A request for a file, as the pipeline hands it over.
 pub struct FileRequest<'a> {
@@ -184,7 +185,7 @@ fn serve_path(req: &FileRequest<'_>, path: &Path, uri: &str, cache: &OpenFileCac
     let (variant, vary) = precompressed(req, path, cache);
     let (file, encoding) = match variant {
         Some((f, enc)) => (f, Some(enc)),
-        None => match cache.open(path, req.loc.disable_symlinks) {
+        None => match cache.open(path, req.loc) {
             Ok(f) => (f, None),
             Err(e) => return FileOutcome::Status(status_for(&e)),
         },
@@ -198,7 +199,6 @@ fn serve_path(req: &FileRequest<'_>, path: &Path, uri: &str, cache: &OpenFileCac
 
 /// `$uri` ends with `/`: the index module's rules.
 fn serve_index(req: &FileRequest<'_>, cache: &OpenFileCache) -> FileOutcome {
-    let symlinks = req.loc.disable_symlinks;
     let mut dir_tested = false;
     for entry in &req.loc.index {
         // Entries with variables are the pipeline's job.
@@ -212,11 +212,11 @@ fn serve_index(req: &FileRequest<'_>, cache: &OpenFileCache) -> FileOutcome {
             return FileOutcome::Internal(name.to_string());
         }
         let candidate = req.path.join(name);
-        match cache.open(&candidate, symlinks) {
+        match cache.open(&candidate, req.loc) {
             Ok(_) => return FileOutcome::Internal(format!("{}{}", req.uri, name)),
             Err(e) if e.raw_os_error() == Some(libc::ENOENT) => {
                 if !dir_tested {
-                    if let Some(status) = test_dir(req.path, symlinks, cache) {
+                    if let Some(status) = test_dir(req.path, req.loc, cache) {
                         return FileOutcome::Status(status);
                     }
                     dir_tested = true;
@@ -226,7 +226,7 @@ fn serve_index(req: &FileRequest<'_>, cache: &OpenFileCache) -> FileOutcome {
         }
     }
     if !dir_tested {
-        if let Some(status) = test_dir(req.path, symlinks, cache) {
+        if let Some(status) = test_dir(req.path, req.loc, cache) {
             return FileOutcome::Status(status);
         }
     }
@@ -237,8 +237,8 @@ fn serve_index(req: &FileRequest<'_>, cache: &OpenFileCache) -> FileOutcome {
 }
 
 /// The error status when `path` is not a usable directory.
-fn test_dir(path: &Path, symlinks: DisableSymlinks, cache: &OpenFileCache) -> Option<StatusCode> {
-    match cache.open(path, symlinks) {
+fn test_dir(path: &Path, loc: &LocationConf, cache: &OpenFileCache) -> Option<StatusCode> {
+    match cache.open(path, loc) {
         Ok(f) if f.meta.kind == FileKind::Dir => None,
         Ok(_) => Some(StatusCode::NOT_FOUND),
         Err(e) => Some(status_for(&e)),
@@ -278,7 +278,7 @@ fn precompressed(
         }
         let mut name = path.as_os_str().to_owned();
         name.push(suffix);
-        if let Ok(f) = cache.open(Path::new(&name), req.loc.disable_symlinks) {
+        if let Ok(f) = cache.open(Path::new(&name), req.loc) {
             if f.meta.kind == FileKind::File {
                 exists = true;
                 if ok {
@@ -558,6 +558,7 @@ pub fn if_range_matches(value: &HeaderValue, etag: &str, mtime: i64) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::conf::model::DisableSymlinks;
     use crate::conf::model::{Locations, MimeTypes, Pos};
     use crate::conf::vars::ComplexValue;
     use http_body_util::BodyExt;

@@ -651,7 +651,13 @@ fn serve_static(r: &mut Req, loc: &Arc<LocationConf>, path: PathBuf) -> Out {
         loc,
         if_range_date,
     };
-    match static_files::serve(&fr, &r.conn.shared().files) {
+    let shared = r.conn.shared();
+    let cache = loc
+        .open_file_cache
+        .as_deref()
+        .and_then(crate::http::open_file_cache::configured)
+        .unwrap_or(&shared.files);
+    match static_files::serve(&fr, cache) {
         static_files::FileOutcome::Response(resp) => Out::Response(resp),
         static_files::FileOutcome::Redirect(to) => {
             // nginx keeps the query string: `/dir?a=b` → `/dir/?a=b`.

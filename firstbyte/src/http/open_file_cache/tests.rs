@@ -1,0 +1,224 @@
+use super::*;
+use crate::http::open_file::tests::TempDir;
+use std::os::unix::fs::PermissionsExt;
+
+const OFF: DisableSymlinks = DisableSymlinks::Off;
+
+fn nginx_lookup(valid: u64, min_uses: u32, errors: bool) -> Lookup {
+    Lookup {
+        symlinks: OFF,
+        valid: Duration::from_secs(valid),
+        min_uses,
+        errors,
+    }
+}
+
+/// Rewrites `p` in place (same inode), as `open(F, '>', ...)` does.
+fn rewrite(p: &Path, data: &[u8]) {
+    std::fs::write(p, data).unwrap();
+}
+
+#[test]
+fn revalidating_reuses_an_unchanged_file_and_sees_every_change_at_once() {
+    let d = TempDir::new("reval");
+    let p = d.file("f.txt", b"one");
+    let c = OpenFileCache::revalidating();
+    let l = Lookup::defaults(OFF);
+    let t = Instant::now();
+    let a = c.open_at(&p, &l, t).unwrap();
+    let b = c.open_at(&p, &l, t).unwrap();
+    assert!(
+        Arc::ptr_eq(&a, &b),
+        "unchanged: the same descriptor and headers"
+    );
+    // Rewritten in place at the same instant: the new length at once.
+    rewrite(&p, b"second version");
+    let e = c.open_at(&p, &l, t).unwrap();
+    assert_eq!(e.meta.len, 14);
+    assert!(!Arc::ptr_eq(&a, &e));
+    // Replaced by rename: the new inode.
+    let tmp = d.file("f.new", b"third, longer version");
+    std::fs::rename(&tmp, &p).unwrap();
+    assert_eq!(c.open_at(&p, &l, t).unwrap().meta.len, 21);
+    // A mode change moves ctime: opened again, and refused like a fresh open would be
+    // (unless this runs as root, who may read anything).
+    let before = c.open_at(&p, &l, t).unwrap();
+    std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o000)).unwrap();
+    let after = c.open_at(&p, &l, t);
+    let root = unsafe { libc::geteuid() } == 0;
+    match after {
+        Ok(f) => {
+            assert!(root, "a mode-000 file was served from the old descriptor");
+            assert!(!Arc::ptr_eq(&before, &f));
+        }
+        Err(e) => assert_eq!(e.raw_os_error(), Some(libc::EACCES)),
+    }
+    std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o644)).unwrap();
+    // Failures are never kept: a file created after a 404 is found at once.
+    let q = d.0.join("later.txt");
+    assert!(c.open_at(&q, &l, t).is_err());
+    std::fs::write(&q, b"now").unwrap();
+    assert_eq!(c.open_at(&q, &l, t).unwrap().meta.len, 3);
+    // Deleted: gone at once.
+    std::fs::remove_file(&q).unwrap();
+    assert!(c.open_at(&q, &l, t).is_err());
+}
+
+#[test]
+fn revalidating_walks_the_path_each_time_when_symlinks_are_checked() {
+    let d = TempDir::new("reval-sym");
+    let p = d.file("f.txt", b"one");
+    let c = OpenFileCache::revalidating();
+    let on = Lookup::defaults(DisableSymlinks::On);
+    let t = Instant::now();
+    c.open_at(&p, &on, t).unwrap();
+    assert!(c.is_empty(), "nothing kept under disable_symlinks on");
+    // The file becomes a symlink: refused at once.
+    let real = d.file("real.txt", b"real");
+    std::fs::remove_file(&p).unwrap();
+    std::os::unix::fs::symlink(&real, &p).unwrap();
+    let e = c.open_at(&p, &on, t).unwrap_err();
+    assert_eq!(e.raw_os_error(), Some(libc::ELOOP));
+    assert_eq!(
+        c.open_at(&p, &Lookup::defaults(OFF), t).unwrap().meta.len,
+        4
+    );
+}
+
+#[test]
+fn revalidating_is_bounded_and_drops_idle_entries() {
+    let d = TempDir::new("reval-lru");
+    let c = OpenFileCache::revalidating();
+    let l = Lookup::defaults(OFF);
+    let t = Instant::now();
+    for i in 0..DEFAULT_MAX_ENTRIES + 20 {
+        let p = d.file(&format!("f{i}"), b"x");
+        c.open_at(&p, &l, t).unwrap();
+    }
+    assert_eq!(c.len(), DEFAULT_MAX_ENTRIES);
+    let p = d.file("late", b"x");
+    c.open_at(&p, &l, t + DEFAULT_INACTIVE + Duration::from_secs(1))
+        .unwrap();
+    assert_eq!(c.len(), 1, "idle entries dropped");
+}
+
+#[test]
+fn nginx_trusts_metadata_for_valid_then_rechecks_the_inode() {
+    let d = TempDir::new("ngx");
+    let p = d.file("f.txt", b"one");
+    let c = OpenFileCache::nginx(10, Duration::from_secs(60));
+    let l = nginx_lookup(60, 1, false);
+    let t0 = Instant::now();
+    let a = c.open_at(&p, &l, t0).unwrap();
+    rewrite(&p, b"second version");
+    let b = c.open_at(&p, &l, t0 + Duration::from_secs(30)).unwrap();
+    assert!(Arc::ptr_eq(&a, &b), "within valid: the old entry");
+    assert_eq!(b.meta.len, 3);
+    // Past valid, same inode: the same descriptor with the new metadata.
+    let e = c.open_at(&p, &l, t0 + Duration::from_secs(61)).unwrap();
+    assert_eq!(e.meta.len, 14);
+    assert!(Arc::ptr_eq(&a.file, &e.file));
+    // Replaced: within valid still the old one, then the new file.
+    let tmp = d.file("f.new", b"third, longer version");
+    std::fs::rename(&tmp, &p).unwrap();
+    let t1 = t0 + Duration::from_secs(62);
+    assert_eq!(c.open_at(&p, &l, t1).unwrap().meta.len, 14);
+    let f = c.open_at(&p, &l, t1 + Duration::from_secs(61)).unwrap();
+    assert_eq!(f.meta.len, 21);
+    assert!(!Arc::ptr_eq(&a.file, &f.file));
+    // Removed past valid: the error, and the entry is gone (errors off).
+    std::fs::remove_file(&p).unwrap();
+    assert!(c.open_at(&p, &l, t1 + Duration::from_secs(200)).is_err());
+    assert!(c.is_empty());
+}
+
+#[test]
+fn nginx_min_uses_opens_until_the_path_is_used_enough() {
+    let d = TempDir::new("ngx-min");
+    let p = d.file("f.txt", b"one");
+    let c = OpenFileCache::nginx(10, Duration::from_secs(60));
+    let l = nginx_lookup(60, 3, false);
+    let t = Instant::now();
+    assert_eq!(c.open_at(&p, &l, t).unwrap().meta.len, 3);
+    rewrite(&p, b"two!");
+    assert_eq!(c.open_at(&p, &l, t).unwrap().meta.len, 4, "use 2: opened");
+    rewrite(&p, b"three");
+    assert_eq!(
+        c.open_at(&p, &l, t).unwrap().meta.len,
+        5,
+        "use 3: opened, kept"
+    );
+    rewrite(&p, b"four, longer");
+    assert_eq!(
+        c.open_at(&p, &l, t).unwrap().meta.len,
+        5,
+        "use 4: the kept one"
+    );
+}
+
+#[test]
+fn nginx_errors_on_keeps_failures_for_valid() {
+    let d = TempDir::new("ngx-err");
+    let p = d.0.join("later.txt");
+    let t = Instant::now();
+    let c = OpenFileCache::nginx(10, Duration::from_secs(60));
+    let on = nginx_lookup(60, 1, true);
+    assert!(c.open_at(&p, &on, t).is_err());
+    std::fs::write(&p, b"now").unwrap();
+    let e = c.open_at(&p, &on, t + Duration::from_secs(59)).unwrap_err();
+    assert_eq!(e.raw_os_error(), Some(libc::ENOENT));
+    assert_eq!(
+        c.open_at(&p, &on, t + Duration::from_secs(60))
+            .unwrap()
+            .meta
+            .len,
+        3
+    );
+    // errors off: a failure leaves no entry.
+    let c = OpenFileCache::nginx(10, Duration::from_secs(60));
+    let off = nginx_lookup(60, 1, false);
+    let q = d.0.join("later2.txt");
+    assert!(c.open_at(&q, &off, t).is_err());
+    assert!(c.is_empty());
+    std::fs::write(&q, b"now").unwrap();
+    assert_eq!(c.open_at(&q, &off, t).unwrap().meta.len, 3);
+}
+
+#[test]
+fn nginx_drops_the_least_recently_used_and_the_inactive() {
+    let d = TempDir::new("ngx-lru");
+    let c = OpenFileCache::nginx(2, Duration::from_secs(20));
+    let l = nginx_lookup(60, 1, false);
+    let t = Instant::now();
+    let (a, b, x) = (d.file("a", b"a"), d.file("b", b"b"), d.file("c", b"c"));
+    let fa = c.open_at(&a, &l, t).unwrap();
+    let fb = c.open_at(&b, &l, t).unwrap();
+    c.open_at(&a, &l, t).unwrap();
+    c.open_at(&x, &l, t).unwrap();
+    assert_eq!(c.len(), 2);
+    // `b` was the least recently used: dropped, so opened anew; `a` is still the same.
+    assert!(Arc::ptr_eq(&fa, &c.open_at(&a, &l, t).unwrap()));
+    assert!(!Arc::ptr_eq(&fb, &c.open_at(&b, &l, t).unwrap()));
+    // Unused for longer than inactive (within valid): dropped, the file is opened again.
+    let later = t + Duration::from_secs(21);
+    assert!(!Arc::ptr_eq(&fa, &c.open_at(&a, &l, later).unwrap()));
+    assert_eq!(c.len(), 1);
+}
+
+#[test]
+fn policies_are_kept_apart() {
+    let d = TempDir::new("ngx-pol");
+    let p = d.file("f.txt", b"x");
+    let link = d.0.join("link.txt");
+    std::os::unix::fs::symlink(&p, &link).unwrap();
+    let c = OpenFileCache::nginx(10, Duration::from_secs(60));
+    let t = Instant::now();
+    assert!(c.open_at(&link, &nginx_lookup(60, 1, true), t).is_ok());
+    let on = Lookup {
+        symlinks: DisableSymlinks::On,
+        ..nginx_lookup(60, 1, true)
+    };
+    let e = c.open_at(&link, &on, t).unwrap_err();
+    assert_eq!(e.raw_os_error(), Some(libc::ELOOP));
+    assert!(OpenFileCache::disabled().is_empty());
+}
