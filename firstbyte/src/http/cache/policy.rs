@@ -301,7 +301,11 @@ mod tests {
         ])
         .unwrap();
         assert_eq!((s.updating, s.error), (3, 3));
-        let s = st(&[("cache-control", "stale-while-revalidate=3, stale-if-error=70")]).unwrap();
+        let s = st(&[(
+            "cache-control",
+            "stale-while-revalidate=3, stale-if-error=70",
+        )])
+        .unwrap();
         assert_eq!((s.updating, s.error), (3, 70));
         let s = st(&[("cache-control", "stale-if-error=99999999999999999999999")]).unwrap();
         assert_eq!((s.updating, s.error), (0, i64::MAX as u64));

@@ -293,7 +293,14 @@ mod tests {
     fn only_a_committed_file_is_found() {
         let dir = std::env::temp_dir().join(format!("fb-cache-store-{}", std::process::id()));
         let dest = dir.join("a/bc/file");
-        let head = encode_head(5, Stale::default(), b"k", b"", StatusCode::OK, &HeaderMap::new());
+        let head = encode_head(
+            5,
+            Stale::default(),
+            b"k",
+            b"",
+            StatusCode::OK,
+            &HeaderMap::new(),
+        );
         let mut w = Writer::create(&dest, &head, 0).expect("create");
         assert!(w.write(b"hello"));
         assert!(open(&dest, b"k").is_none());

@@ -39,6 +39,8 @@ pub(super) struct Plan {
     /// `stale-if-error` (or `stale-while-revalidate`) time still runs (nginx's
     /// `stale_error`).
     stale_error: bool,
+    /// The location's `max_ranges` (for the ranges answered from the stored response).
+    max_ranges: Option<u32>,
 }
 
 impl Plan {
@@ -85,6 +87,7 @@ pub(super) async fn begin(
     conf: &ProxyConf,
     c: &Arc<CacheConf>,
     forwarded_for: &str,
+    max_ranges: Option<u32>,
 ) -> Begin {
     if !c.methods.iter().any(|m| m == r.method.as_str()) {
         // nginx: not cached, and the status stays empty.
@@ -135,6 +138,7 @@ pub(super) async fn begin(
         converted_head: r.method == Method::HEAD && c.convert_head,
         range: None,
         stale_error: false,
+        max_ranges,
     };
     if holds(r, conf, forwarded_for, &c.bypass) {
         plan.status = "BYPASS";
@@ -148,7 +152,7 @@ pub(super) async fn begin(
         plan.store = uses >= c.min_uses && plan.store;
         match found {
             Found::Entry(f, head) if head.valid > cache::now() => {
-                return Begin::Answer(serve(r, f, head), "HIT");
+                return Begin::Answer(serve(r, f, head, plan.max_ranges), "HIT");
             }
             Found::Entry(f, head) => {
                 plan.status = "EXPIRED";
@@ -161,7 +165,9 @@ pub(super) async fn begin(
                 match zone.begin_fetch(&hash, None) {
                     Ok(g) => plan.guard = Some(g),
                     // Another request refreshes it.
-                    Err(_) if updating => return Begin::Answer(serve(r, f, head), "UPDATING"),
+                    Err(_) if updating => {
+                        return Begin::Answer(serve(r, f, head, plan.max_ranges), "UPDATING")
+                    }
                     Err(_) => {}
                 }
                 if c.revalidate
@@ -176,7 +182,10 @@ pub(super) async fn begin(
                     // others) until the background refresh ends.
                     if let Ok(dup) = f.try_clone() {
                         plan.stale = Some((dup, head.clone()));
-                        return Begin::Background(serve(r, f, head), Box::new(plan));
+                        return Begin::Background(
+                            serve(r, f, head, plan.max_ranges),
+                            Box::new(plan),
+                        );
                     }
                 }
                 plan.stale = Some((f, head));
@@ -281,7 +290,12 @@ pub(super) fn upstream_headers(conf: &ProxyConf, plan: Option<&Plan>, headers: &
 
 /// A stored response as the answer: its header fields, its body from the file (one `Range`
 /// of a 200 answered 206; a matching `If-None-Match` or `If-Modified-Since` 304).
-fn serve(r: &Req<'_>, f: std::fs::File, head: store::Head) -> Response<Body> {
+fn serve(
+    r: &Req<'_>,
+    f: std::fs::File,
+    head: store::Head,
+    max_ranges: Option<u32>,
+) -> Response<Body> {
     let mut headers = head.headers;
     headers.remove(header::TRANSFER_ENCODING);
     let len = head.body_len;
@@ -307,7 +321,8 @@ fn serve(r: &Req<'_>, f: std::fs::File, head: store::Head) -> Response<Body> {
         }
         return resp;
     }
-    if status == StatusCode::OK && r.method == Method::GET {
+    // `max_ranges 0`: no ranges, and none offered (nginx's range filter steps aside).
+    if status == StatusCode::OK && r.method == Method::GET && max_ranges != Some(0) {
         headers.insert(header::ACCEPT_RANGES, HeaderValue::from_static("bytes"));
         let range = r.headers.get(header::RANGE).and_then(|v| v.to_str().ok());
         let if_range_ok = match r.headers.get(header::IF_RANGE) {
@@ -318,8 +333,9 @@ fn serve(r: &Req<'_>, f: std::fs::File, head: store::Head) -> Response<Body> {
             }
         };
         if let (Some(range), true) = (range, if_range_ok) {
-            use crate::http::static_files::{parse_range, ByteRange};
-            match parse_range(range, len) {
+            use crate::http::static_files::ByteRange;
+            // Past `max_ranges` ranges, the whole response (as a static file's).
+            match crate::http::range::parse(range, len, max_ranges) {
                 ByteRange::Full => {}
                 ByteRange::Part { start: s, end } => {
                     status = StatusCode::PARTIAL_CONTENT;
@@ -446,7 +462,7 @@ pub(super) fn after(
     let errors = stale::ERROR | stale::TIMEOUT | stale::INVALID_HEADER;
     if failed & c.use_stale != 0 || (plan.stale_error && failed & errors != 0) {
         if let Some((f, head)) = plan.stale.take() {
-            return (Ok(serve(r, f, head)), "STALE");
+            return (Ok(serve(r, f, head, plan.max_ranges)), "STALE");
         }
     }
     let mut resp = match result {
@@ -455,14 +471,14 @@ pub(super) fn after(
     };
     if plan.revalidating && resp.status() == StatusCode::NOT_MODIFIED {
         if let Some((f, head)) = revalidated(&mut plan, conf, raw) {
-            return (Ok(serve(r, f, head)), "REVALIDATED");
+            return (Ok(serve(r, f, head, plan.max_ranges)), "REVALIDATED");
         }
     }
     let status = plan.status;
     if !plan.may_store(r, conf, forwarded_for) {
         return (Ok(resp), status);
     }
-    let range = if r.method == Method::GET {
+    let range = if r.method == Method::GET && plan.max_ranges != Some(0) {
         r.headers.get(header::RANGE).and_then(|v| v.to_str().ok())
     } else {
         None

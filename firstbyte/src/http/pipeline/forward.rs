@@ -68,7 +68,7 @@ where
     // `proxy_cache_background_update`: the stale answer, sent while the plan refreshes it.
     let mut background = None;
     if let Some(c) = &conf.cache {
-        match super::cache::begin(r, conf, c, &forwarded_for).await {
+        match super::cache::begin(r, conf, c, &forwarded_for, loc.max_ranges).await {
             super::cache::Begin::Answer(resp, status) => {
                 let mut up = px::UpstreamVars::default();
                 up.cache_status = Some(status);
