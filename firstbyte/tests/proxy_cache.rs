@@ -568,7 +568,7 @@ fn a_graceful_stop_waits_for_a_background_refresh() {
     std::thread::sleep(Duration::from_millis(2100));
     assert_eq!(cache_status(&get(port, "/q?slow", &[]).1), "STALE");
     // SIGQUIT while the refresh waits on the upstream: it ends, stored, before the exit.
-    s.signal(3); // SIGQUIT
+    s.signal(libc::SIGQUIT);
     assert!(s.wait_exit(Duration::from_secs(20)).is_some(), "exited");
     let stored: Vec<_> = files(&s.dir.join("cache"));
     assert_eq!(stored.len(), 1, "{stored:?}");
