@@ -270,7 +270,7 @@ fn an_entry_expires_and_a_restart_keeps_it() {
         port,
         up.port,
         "keys_zone=z:1m",
-        "proxy_cache_valid 200 1h; proxy_cache_valid 201 1s;",
+        "proxy_cache_valid 200 1h; proxy_cache_valid 201 2s;",
     );
     let mut s = Server::start_in(&dir, &text, port);
     assert_eq!(get(port, "/r", &[]).2, "response 1\n");
@@ -284,8 +284,9 @@ fn an_entry_expires_and_a_restart_keeps_it() {
         (cache_status(&h).as_str(), body.as_str()),
         ("HIT", "response 1\n")
     );
-    // Past its second: expired, fetched again and stored again.
-    std::thread::sleep(Duration::from_millis(2100));
+    // Past its 2 s (validity is in whole seconds): expired, fetched again and stored again,
+    // then a hit (within the 1 s the stored copy surely has left).
+    std::thread::sleep(Duration::from_millis(3100));
     assert_eq!(
         cache_status(&get(port, "/short?status=201", &[]).1),
         "EXPIRED"
@@ -392,12 +393,12 @@ fn stale_and_revalidated() {
         "cache-stale",
         up.port,
         "keys_zone=z:1m",
-        "proxy_cache_valid 200 1s; proxy_cache_use_stale http_503; proxy_cache_revalidate on;",
+        "proxy_cache_valid 200 2s; proxy_cache_use_stale http_503; proxy_cache_revalidate on;",
     );
     assert_eq!(get(port, "/f?fail", &[]).2, "response 1\n");
     let lm = "/lm?h=Last-Modified:Mon,%2002%20Jan%202006%2015:04:05%20GMT";
     assert_eq!(cache_status(&get(port, lm, &[]).1), "MISS");
-    std::thread::sleep(Duration::from_millis(2100));
+    std::thread::sleep(Duration::from_millis(3100));
     let (code, h, body) = get(port, "/f?fail", &[]);
     assert_eq!(
         (code, cache_status(&h).as_str(), body.as_str()),
@@ -438,10 +439,10 @@ fn updating_serves_the_stale_entry_while_one_request_refreshes() {
         "cache-updating",
         up.port,
         "keys_zone=z:1m",
-        "proxy_cache_valid 200 1s; proxy_cache_use_stale updating; proxy_cache_key $uri;",
+        "proxy_cache_valid 200 2s; proxy_cache_use_stale updating; proxy_cache_key $uri;",
     );
     assert_eq!(get(port, "/u", &[]).2, "response 1\n");
-    std::thread::sleep(Duration::from_millis(2100));
+    std::thread::sleep(Duration::from_millis(3100));
     // A refreshes slowly; B, while A is at the upstream, gets the stale entry.
     let a = std::thread::spawn(move || get(port, "/u?slow", &[]));
     let mut at_upstream = false;
@@ -492,6 +493,11 @@ fn ignored_headers_add_up_over_directives() {
 /// Polls `path` until the cache answers `HIT` with `want`; every answer before is the stale
 /// one while the refresh runs (`UPDATING`, `response 1`). Bounded far past any refresh.
 fn until_refreshed(port: u16, path: &str, want: &str) {
+    until_refreshed_from(port, path, "response 1\n", want);
+}
+
+/// [`until_refreshed`] with `stale` the stale body.
+fn until_refreshed_from(port: u16, path: &str, stale: &str, want: &str) {
     for _ in 0..1000 {
         let (_, h, body) = get(port, path, &[]);
         match cache_status(&h).as_str() {
@@ -499,7 +505,7 @@ fn until_refreshed(port: u16, path: &str, want: &str) {
                 assert_eq!(body, want);
                 return;
             }
-            "UPDATING" => assert_eq!(body, "response 1\n"),
+            "UPDATING" => assert_eq!(body, stale),
             other => panic!("{other}: {body}"),
         }
         std::thread::sleep(Duration::from_millis(10));
@@ -514,10 +520,10 @@ fn background_update_answers_stale_at_once_then_the_fresh_copy() {
         "cache-background",
         up.port,
         "keys_zone=z:1m",
-        "proxy_cache_valid 200 1s; proxy_cache_use_stale updating; proxy_cache_background_update on; proxy_cache_key $uri;",
+        "proxy_cache_valid 200 2s; proxy_cache_use_stale updating; proxy_cache_background_update on; proxy_cache_key $uri;",
     );
     assert_eq!(get(port, "/b", &[]).2, "response 1\n");
-    std::thread::sleep(Duration::from_millis(2100));
+    std::thread::sleep(Duration::from_millis(3100));
     // The expired entry answers (STALE) while its refresh (slow at the upstream) runs.
     let (code, h, body) = get(port, "/b?slow", &[]);
     assert_eq!(
@@ -530,28 +536,24 @@ fn background_update_answers_stale_at_once_then_the_fresh_copy() {
 
     // A client that leaves at once: the refresh still runs to its end and is stored.
     assert_eq!(get(port, "/c", &[]).2, "response 3\n");
-    std::thread::sleep(Duration::from_millis(2100));
+    std::thread::sleep(Duration::from_millis(3100));
     {
         let mut c = std::net::TcpStream::connect(("127.0.0.1", port)).expect("connect");
         c.write_all(b"GET /c?slow HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
             .expect("send");
     }
-    let (_, h, body) = get(port, "/c", &[]);
-    // Before the refresh ended, or after.
-    let seen = (cache_status(&h), body);
-    assert!(
-        seen == ("UPDATING".into(), "response 3\n".into())
-            || seen == ("HIT".into(), "response 4\n".into()),
-        "{seen:?}"
-    );
+    // Only that request can have started the refresh: wait for it at the upstream, then
+    // for its copy.
+    let mut reached = false;
     for _ in 0..1000 {
-        let (_, h, body) = get(port, "/c", &[]);
-        if cache_status(&h) == "HIT" {
-            assert_eq!(body, "response 4\n");
+        if up.count.load(Ordering::SeqCst) == 4 {
+            reached = true;
             break;
         }
         std::thread::sleep(Duration::from_millis(10));
     }
+    assert!(reached, "the refresh reached the upstream");
+    until_refreshed_from(port, "/c", "response 3\n", "response 4\n");
     assert_eq!(up.count.load(Ordering::SeqCst), 4);
 }
 
@@ -585,20 +587,22 @@ fn stale_while_revalidate_from_the_upstream_runs_out() {
         "keys_zone=z:1m",
         "proxy_cache_background_update on; proxy_cache_key $uri;",
     );
-    let q = "?h=Cache-Control:max-age=1,%20stale-while-revalidate=1";
-    assert_eq!(get(port, &format!("/w1{q}"), &[]).2, "response 1\n");
-    assert_eq!(get(port, &format!("/w2{q}"), &[]).2, "response 2\n");
-    // Expired, within its second of stale-while-revalidate: answered stale, refreshed
-    // behind (no `proxy_cache_use_stale` at all).
+    // Fresh for 1 s, then 3 s (w1) or 1 s (w2) of stale-while-revalidate; in whole seconds.
+    let w1 = "/w1?h=Cache-Control:max-age=1,%20stale-while-revalidate=3";
+    let w2 = "/w2?h=Cache-Control:max-age=1,%20stale-while-revalidate=1";
+    assert_eq!(get(port, w1, &[]).2, "response 1\n");
+    assert_eq!(get(port, w2, &[]).2, "response 2\n");
+    // Expired, within its stale-while-revalidate: answered stale, refreshed behind (no
+    // `proxy_cache_use_stale` at all).
     std::thread::sleep(Duration::from_millis(1100));
-    let (_, h, body) = get(port, &format!("/w1{q}"), &[]);
+    let (_, h, body) = get(port, w1, &[]);
     assert_eq!(
         (cache_status(&h).as_str(), body.as_str()),
         ("STALE", "response 1\n")
     );
     // Past it: to the upstream as any expired entry.
     std::thread::sleep(Duration::from_millis(2000));
-    let (_, h, body) = get(port, &format!("/w2{q}"), &[]);
+    let (_, h, body) = get(port, w2, &[]);
     assert_eq!(cache_status(&h), "EXPIRED");
     assert!(body.starts_with("response "), "{body}");
     assert_ne!(body, "response 2\n");
@@ -627,7 +631,7 @@ fn one_shot(fields: &'static str) -> u16 {
 #[test]
 fn stale_if_error_answers_an_upstream_that_is_gone_for_its_time() {
     // Within stale-if-error: the stored answer instead of a 502.
-    let up = one_shot("Cache-Control: max-age=1, stale-if-error=1\r\n");
+    let up = one_shot("Cache-Control: max-age=1, stale-if-error=2\r\n");
     let (_s, port) = start("cache-sie", up, "keys_zone=z:1m", "");
     assert_eq!(get(port, "/e", &[]).2, "once");
     std::thread::sleep(Duration::from_millis(1100));
@@ -636,8 +640,8 @@ fn stale_if_error_answers_an_upstream_that_is_gone_for_its_time() {
         (code, cache_status(&h).as_str(), body.as_str()),
         (200, "STALE", "once")
     );
-    // Past it: the error.
-    std::thread::sleep(Duration::from_millis(2000));
+    // Past it (whole seconds): the error.
+    std::thread::sleep(Duration::from_millis(3000));
     assert_eq!(get(port, "/e", &[]).0, 502);
 
     // Ignored (`proxy_ignore_headers Cache-Control`, `proxy_cache_valid` for the time):
