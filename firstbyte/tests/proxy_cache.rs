@@ -534,13 +534,20 @@ fn background_update_answers_stale_at_once_then_the_fresh_copy() {
     // One refresh for the key, however many requests came while it ran.
     assert_eq!(up.count.load(Ordering::SeqCst), 2);
 
-    // A client that leaves at once: the refresh still runs to its end and is stored.
+    // A client that leaves once it has the stale answer, while the refresh waits on the
+    // slow upstream: the refresh still runs to its end and is stored.
     assert_eq!(get(port, "/c", &[]).2, "response 3\n");
     std::thread::sleep(Duration::from_millis(3100));
     {
         let mut c = std::net::TcpStream::connect(("127.0.0.1", port)).expect("connect");
         c.write_all(b"GET /c?slow HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
             .expect("send");
+        let mut r = BufReader::new(c);
+        let head = read_head(&mut r).expect("an answer");
+        assert!(
+            head.to_ascii_lowercase().contains("x-cache: stale"),
+            "{head}"
+        );
     }
     // Only that request can have started the refresh: wait for it at the upstream, then
     // for its copy.
