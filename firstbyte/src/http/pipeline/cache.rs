@@ -1,7 +1,11 @@
 //! `proxy_cache` around a proxied request: before it, the lookup (a fresh stored response is
 //! the answer, `HIT`; `proxy_cache_lock` waits for another request fetching the key); after
 //! it, the upstream's answer is stored while it streams (`MISS`, `EXPIRED`, `BYPASS`), or a
-//! stored one is served instead (`STALE`, `REVALIDATED`). Decisions are `http::cache::policy`'s.
+//! stored one is served instead (`STALE`, `REVALIDATED`). An expired one that may be served
+//! while it is updated (`proxy_cache_use_stale updating`, the upstream's
+//! `stale-while-revalidate`) answers `UPDATING` while another request fetches it, or, with
+//! `proxy_cache_background_update`, `STALE` at once while `refresh` fetches it. Decisions are
+//! `http::cache::policy`'s.
 
 use std::sync::Arc;
 
