@@ -1,8 +1,10 @@
 //! `proxy_cache` end to end against a counting upstream: a stored response is answered
 //! without reaching it (`HIT`), `proxy_cache_bypass`, `proxy_no_cache`, what the upstream
 //! forbids (`Set-Cookie`, `Cache-Control: private`), expiry, a restart finding its files
-//! again, `max_size`, ranges from the file, HEAD as GET, `proxy_cache_lock`, stale answers and
-//! revalidation; and the files themselves (mode, place).
+//! again, `max_size`, ranges from the file (`max_ranges`), HEAD as GET, `proxy_cache_lock`,
+//! stale answers (`updating`, `proxy_cache_background_update`, the upstream's
+//! `stale-while-revalidate` and `stale-if-error`) and revalidation; and the files themselves
+//! (mode, place).
 
 mod support;
 
@@ -268,7 +270,7 @@ fn an_entry_expires_and_a_restart_keeps_it() {
         port,
         up.port,
         "keys_zone=z:1m",
-        "proxy_cache_valid 200 1h; proxy_cache_valid 201 1s;",
+        "proxy_cache_valid 200 1h; proxy_cache_valid 201 2s;",
     );
     let mut s = Server::start_in(&dir, &text, port);
     assert_eq!(get(port, "/r", &[]).2, "response 1\n");
@@ -282,8 +284,9 @@ fn an_entry_expires_and_a_restart_keeps_it() {
         (cache_status(&h).as_str(), body.as_str()),
         ("HIT", "response 1\n")
     );
-    // Past its second: expired, fetched again and stored again.
-    std::thread::sleep(Duration::from_millis(2100));
+    // Past its 2 s (validity is in whole seconds): expired, fetched again and stored again,
+    // then a hit (within the 1 s the stored copy surely has left).
+    std::thread::sleep(Duration::from_millis(3100));
     assert_eq!(
         cache_status(&get(port, "/short?status=201", &[]).1),
         "EXPIRED"
@@ -390,12 +393,12 @@ fn stale_and_revalidated() {
         "cache-stale",
         up.port,
         "keys_zone=z:1m",
-        "proxy_cache_valid 200 1s; proxy_cache_use_stale http_503; proxy_cache_revalidate on;",
+        "proxy_cache_valid 200 2s; proxy_cache_use_stale http_503; proxy_cache_revalidate on;",
     );
     assert_eq!(get(port, "/f?fail", &[]).2, "response 1\n");
     let lm = "/lm?h=Last-Modified:Mon,%2002%20Jan%202006%2015:04:05%20GMT";
     assert_eq!(cache_status(&get(port, lm, &[]).1), "MISS");
-    std::thread::sleep(Duration::from_millis(2100));
+    std::thread::sleep(Duration::from_millis(3100));
     let (code, h, body) = get(port, "/f?fail", &[]);
     assert_eq!(
         (code, cache_status(&h).as_str(), body.as_str()),
@@ -436,10 +439,10 @@ fn updating_serves_the_stale_entry_while_one_request_refreshes() {
         "cache-updating",
         up.port,
         "keys_zone=z:1m",
-        "proxy_cache_valid 200 1s; proxy_cache_use_stale updating; proxy_cache_key $uri;",
+        "proxy_cache_valid 200 2s; proxy_cache_use_stale updating; proxy_cache_key $uri;",
     );
     assert_eq!(get(port, "/u", &[]).2, "response 1\n");
-    std::thread::sleep(Duration::from_millis(2100));
+    std::thread::sleep(Duration::from_millis(3100));
     // A refreshes slowly; B, while A is at the upstream, gets the stale entry.
     let a = std::thread::spawn(move || get(port, "/u?slow", &[]));
     let mut at_upstream = false;
@@ -485,4 +488,250 @@ fn ignored_headers_add_up_over_directives() {
     );
     // As nginx: an ignored Set-Cookie is stored and served with the response.
     assert_eq!(header(&h, "set-cookie"), Some("a=b"));
+}
+
+/// Polls `path` until the cache answers `HIT` with `want`; every answer before is the stale
+/// one while the refresh runs (`UPDATING`, `response 1`). Bounded far past any refresh.
+fn until_refreshed(port: u16, path: &str, want: &str) {
+    until_refreshed_from(port, path, "response 1\n", want);
+}
+
+/// [`until_refreshed`] with `stale` the stale body.
+fn until_refreshed_from(port: u16, path: &str, stale: &str, want: &str) {
+    for _ in 0..1000 {
+        let (_, h, body) = get(port, path, &[]);
+        match cache_status(&h).as_str() {
+            "HIT" => {
+                assert_eq!(body, want);
+                return;
+            }
+            "UPDATING" => assert_eq!(body, stale),
+            other => panic!("{other}: {body}"),
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    panic!("{path}: never refreshed");
+}
+
+#[test]
+fn background_update_answers_stale_at_once_then_the_fresh_copy() {
+    let up = counting();
+    let (_s, port) = start(
+        "cache-background",
+        up.port,
+        "keys_zone=z:1m",
+        "proxy_cache_valid 200 2s; proxy_cache_use_stale updating; proxy_cache_background_update on; proxy_cache_key $uri;",
+    );
+    assert_eq!(get(port, "/b", &[]).2, "response 1\n");
+    std::thread::sleep(Duration::from_millis(3100));
+    // The expired entry answers (STALE) while its refresh (slow at the upstream) runs.
+    let (code, h, body) = get(port, "/b?slow", &[]);
+    assert_eq!(
+        (code, cache_status(&h).as_str(), body.as_str()),
+        (200, "STALE", "response 1\n")
+    );
+    until_refreshed(port, "/b", "response 2\n");
+    // One refresh for the key, however many requests came while it ran.
+    assert_eq!(up.count.load(Ordering::SeqCst), 2);
+
+    // A client that leaves once it has the stale answer, while the refresh waits on the
+    // slow upstream: the refresh still runs to its end and is stored.
+    assert_eq!(get(port, "/c", &[]).2, "response 3\n");
+    std::thread::sleep(Duration::from_millis(3100));
+    {
+        let mut c = std::net::TcpStream::connect(("127.0.0.1", port)).expect("connect");
+        c.write_all(b"GET /c?slow HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+            .expect("send");
+        let mut r = BufReader::new(c);
+        let head = read_head(&mut r).expect("an answer");
+        assert!(
+            head.to_ascii_lowercase().contains("x-cache: stale"),
+            "{head}"
+        );
+    }
+    // Only that request can have started the refresh: wait for it at the upstream, then
+    // for its copy.
+    let mut reached = false;
+    for _ in 0..1000 {
+        if up.count.load(Ordering::SeqCst) == 4 {
+            reached = true;
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    assert!(reached, "the refresh reached the upstream");
+    until_refreshed_from(port, "/c", "response 3\n", "response 4\n");
+    assert_eq!(up.count.load(Ordering::SeqCst), 4);
+}
+
+#[test]
+fn a_graceful_stop_waits_for_a_background_refresh() {
+    let up = counting();
+    let (mut s, port) = start(
+        "cache-background-stop",
+        up.port,
+        "keys_zone=z:1m",
+        "proxy_cache_valid 200 1s; proxy_cache_use_stale updating; proxy_cache_background_update on; proxy_cache_key $uri;",
+    );
+    assert_eq!(get(port, "/q", &[]).2, "response 1\n");
+    std::thread::sleep(Duration::from_millis(2100));
+    assert_eq!(cache_status(&get(port, "/q?slow", &[]).1), "STALE");
+    // SIGQUIT while the refresh waits on the upstream: it ends, stored, before the exit.
+    s.signal(libc::SIGQUIT);
+    assert!(s.wait_exit(Duration::from_secs(20)).is_some(), "exited");
+    let stored: Vec<_> = files(&s.dir.join("cache"));
+    assert_eq!(stored.len(), 1, "{stored:?}");
+    let text = std::fs::read(&stored[0]).expect("read");
+    assert!(text.ends_with(b"response 2\n"), "the refreshed copy");
+}
+
+#[test]
+fn stale_while_revalidate_from_the_upstream_runs_out() {
+    let up = counting();
+    let (_s, port) = start(
+        "cache-swr",
+        up.port,
+        "keys_zone=z:1m",
+        "proxy_cache_background_update on; proxy_cache_key $uri;",
+    );
+    // Fresh for 1 s, then 3 s (w1) or 1 s (w2) of stale-while-revalidate; in whole seconds.
+    let w1 = "/w1?h=Cache-Control:max-age=1,%20stale-while-revalidate=3";
+    let w2 = "/w2?h=Cache-Control:max-age=1,%20stale-while-revalidate=1";
+    assert_eq!(get(port, w1, &[]).2, "response 1\n");
+    assert_eq!(get(port, w2, &[]).2, "response 2\n");
+    // Expired, within its stale-while-revalidate: answered stale, refreshed behind (no
+    // `proxy_cache_use_stale` at all).
+    std::thread::sleep(Duration::from_millis(1100));
+    let (_, h, body) = get(port, w1, &[]);
+    assert_eq!(
+        (cache_status(&h).as_str(), body.as_str()),
+        ("STALE", "response 1\n")
+    );
+    // Past it: to the upstream as any expired entry.
+    std::thread::sleep(Duration::from_millis(2000));
+    let (_, h, body) = get(port, w2, &[]);
+    assert_eq!(cache_status(&h), "EXPIRED");
+    assert!(body.starts_with("response "), "{body}");
+    assert_ne!(body, "response 2\n");
+}
+
+/// An upstream answering its first request only (then it closes its port: a connect
+/// error); the header fields of that answer are `fields`.
+fn one_shot(fields: &'static str) -> u16 {
+    let l = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+    let port = l.local_addr().expect("addr").port();
+    std::thread::spawn(move || {
+        if let Ok((s, _)) = l.accept() {
+            drop(l);
+            let mut r = BufReader::new(s.try_clone().expect("clone"));
+            let _ = read_head(&mut r);
+            let mut s = s;
+            let _ = write!(
+                s,
+                "HTTP/1.1 200 OK\r\nContent-Length: 4\r\nConnection: close\r\n{fields}\r\nonce"
+            );
+        }
+    });
+    port
+}
+
+#[test]
+fn stale_if_error_answers_an_upstream_that_is_gone_for_its_time() {
+    // Within stale-if-error: the stored answer instead of a 502.
+    let up = one_shot("Cache-Control: max-age=1, stale-if-error=2\r\n");
+    let (_s, port) = start("cache-sie", up, "keys_zone=z:1m", "");
+    assert_eq!(get(port, "/e", &[]).2, "once");
+    std::thread::sleep(Duration::from_millis(1100));
+    let (code, h, body) = get(port, "/e", &[]);
+    assert_eq!(
+        (code, cache_status(&h).as_str(), body.as_str()),
+        (200, "STALE", "once")
+    );
+    // Past it (whole seconds): the error.
+    std::thread::sleep(Duration::from_millis(3000));
+    assert_eq!(get(port, "/e", &[]).0, 502);
+
+    // Ignored (`proxy_ignore_headers Cache-Control`, `proxy_cache_valid` for the time):
+    // the error at once.
+    let up = one_shot("Cache-Control: stale-if-error=100\r\n");
+    let (_s, port) = start(
+        "cache-sie-ignored",
+        up,
+        "keys_zone=z:1m",
+        "proxy_cache_valid 1s; proxy_ignore_headers Cache-Control;",
+    );
+    assert_eq!(get(port, "/e", &[]).2, "once");
+    std::thread::sleep(Duration::from_millis(2100));
+    assert_eq!(get(port, "/e", &[]).0, 502);
+}
+
+#[test]
+fn stale_if_error_leaves_an_upstream_status_as_nginx_with_one_server() {
+    // nginx applies stale-if-error where it gives up on the upstream (error, timeout,
+    // invalid header); a 503 from the only server is that server's answer.
+    let up = counting();
+    let (_s, port) = start("cache-sie-status", up.port, "keys_zone=z:1m", "");
+    let path = "/s?fail&h=Cache-Control:max-age=1,%20stale-if-error=100";
+    assert_eq!(get(port, path, &[]).2, "response 1\n");
+    std::thread::sleep(Duration::from_millis(2100));
+    let (code, h, _) = get(port, path, &[]);
+    assert_eq!((code, cache_status(&h).as_str()), (503, "EXPIRED"));
+}
+
+#[test]
+fn max_ranges_and_an_upstream_content_range_in_stored_answers() {
+    let up = counting();
+    let (_s, port) = start(
+        "cache-max-ranges",
+        up.port,
+        "keys_zone=z:1m",
+        "proxy_cache_valid 1h; max_ranges 1;",
+    );
+    let path = "/r?size=10&h=Content-Range:stub";
+    assert_eq!(get(port, path, &[]).0, 200);
+    // One range: 206; two, past `max_ranges 1`: the whole.
+    let (code, h, body) = get(port, path, &["-H", "Range: bytes=0-1"]);
+    assert_eq!((code, body.as_str()), (206, "xx"));
+    assert_eq!(header(&h, "content-range"), Some("bytes 0-1/10"));
+    let (code, h, body) = get(port, path, &["-H", "Range: bytes=0-1,3-4"]);
+    assert_eq!((code, body.len()), (200, 10));
+    assert_eq!(header(&h, "accept-ranges"), Some("bytes"));
+
+    // `max_ranges 0`: no range, none offered, also while the answer is being stored.
+    let (_s, port) = start(
+        "cache-max-ranges-0",
+        up.port,
+        "keys_zone=z:1m",
+        "proxy_cache_valid 1h; max_ranges 0;",
+    );
+    let (code, h, body) = get(port, "/r0?size=10", &["-H", "Range: bytes=0-1"]);
+    assert_eq!(
+        (code, cache_status(&h).as_str(), body.len()),
+        (200, "MISS", 10)
+    );
+    let (code, h, body) = get(port, "/r0?size=10", &["-H", "Range: bytes=0-1"]);
+    assert_eq!(
+        (code, cache_status(&h).as_str(), body.len()),
+        (200, "HIT", 10)
+    );
+    assert_eq!(header(&h, "accept-ranges"), None);
+
+    // Unlimited: several ranges are one multipart answer, without the upstream's own
+    // Content-Range (each part has its own).
+    let (_s, port) = start(
+        "cache-multipart",
+        up.port,
+        "keys_zone=z:1m",
+        "proxy_cache_valid 1h;",
+    );
+    assert_eq!(get(port, path, &[]).0, 200);
+    let (code, h, body) = get(port, path, &["-H", "Range: bytes=0-1,3-4"]);
+    assert_eq!(code, 206);
+    assert!(
+        header(&h, "content-type").is_some_and(|t| t.starts_with("multipart/byteranges")),
+        "{h:?}"
+    );
+    assert_eq!(header(&h, "content-range"), None, "{h:?}");
+    assert!(body.contains("Content-Range: bytes 0-1/10"), "{body}");
+    assert!(!body.contains("stub"), "{body}");
 }

@@ -529,7 +529,7 @@ macro_rules! proxy_cache_directives {
             "After this long one more request for a locked key may go to the upstream.";
         "proxy_cache_use_stale" use_stale: u32 = 0 =>
             (HSL, 1, ANY, "off", Inherit, crate::conf::cache::use_stale)
-            "An expired stored response is served (`STALE`) instead of an upstream `error`, `timeout`, `invalid_header` or `http_500`, `http_502`, `http_503`, `http_504`, `http_403`, `http_404`, `http_429` answer; `updating`: while another request refreshes it (`UPDATING`).";
+            "An expired stored response is served (`STALE`) instead of an upstream `error`, `timeout`, `invalid_header` or `http_500`, `http_502`, `http_503`, `http_504`, `http_403`, `http_404`, `http_429` answer; `updating`: while another request refreshes it (`UPDATING`). The upstream's `Cache-Control: stale-while-revalidate=N` allows `updating` (and `error`, `timeout`, `invalid_header`), `stale-if-error=N` those errors, for N seconds past its expiry (unless `proxy_ignore_headers Cache-Control`).";
         "proxy_cache_revalidate" revalidate: bool = false =>
             (HSL, 1, 1, "off", Inherit, p::on_off)
             "`on`: an expired stored response with `Last-Modified` or `ETag` is revalidated with `If-Modified-Since`/`If-None-Match`; the upstream's 304 makes it fresh again (`REVALIDATED`).";
@@ -540,6 +540,9 @@ macro_rules! proxy_cache_directives {
         "proxy_cache_convert_head" convert_head: bool = true =>
             (HSL, 1, 1, "on", Inherit, p::on_off)
             "`on`: a HEAD request that may be cached goes to the upstream as GET, so the stored response has its body (the key should then not hold `$request_method`).";
+        "proxy_cache_background_update" background_update: bool = false =>
+            (HSL, 1, 1, "off", Inherit, p::on_off)
+            "`on`: an expired stored response that may be served while it is updated (`proxy_cache_use_stale updating`, or the upstream's `Cache-Control: stale-while-revalidate=N` still running) is answered at once (`STALE`) while a background request refreshes it: one per key at a time, finished even when the client leaves.";
     } };
 }
 pub(crate) use proxy_cache_directives;

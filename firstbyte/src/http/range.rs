@@ -201,8 +201,11 @@ pub struct Multipart {
 }
 
 impl Multipart {
-    /// Sets the response's `Content-Type` (the boundary's) and `Content-Length`.
+    /// Sets the response's `Content-Type` (the boundary's) and `Content-Length`; a
+    /// `Content-Range` of its own (an upstream's, stored with a cached response) goes: each
+    /// part has its own, as nginx's range filter clears the response's.
     pub fn set_headers(&self, headers: &mut http::HeaderMap) {
+        headers.remove(http::header::CONTENT_RANGE);
         if let Ok(v) = http::HeaderValue::from_str(&self.content_type) {
             headers.insert(http::header::CONTENT_TYPE, v);
         }

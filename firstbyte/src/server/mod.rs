@@ -462,7 +462,10 @@ impl Server {
         self.close_listeners();
         self.shared.draining.send_replace(true);
         let wait = async {
-            while self.shared.http.stats.active.load(Ordering::Relaxed) > 0 {
+            // Background cache refreshes (`proxy_cache_background_update`) finish too.
+            while self.shared.http.stats.active.load(Ordering::Relaxed) > 0
+                || crate::http::cache::refreshing() > 0
+            {
                 tokio::time::sleep(Duration::from_millis(20)).await;
             }
         };

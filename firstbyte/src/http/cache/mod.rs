@@ -70,6 +70,31 @@ pub fn zone(conf: &Arc<CachePath>) -> Arc<Zone> {
     z
 }
 
+static REFRESHING: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+
+/// Background refreshes running now (`proxy_cache_background_update`): a graceful stop
+/// waits for them as for requests.
+pub fn refreshing() -> usize {
+    REFRESHING.load(std::sync::atomic::Ordering::Acquire)
+}
+
+/// One background refresh running, counted in [`refreshing`] while it lives.
+pub struct Refreshing(());
+
+impl Refreshing {
+    /// Counts one more.
+    pub fn start() -> Self {
+        REFRESHING.fetch_add(1, std::sync::atomic::Ordering::AcqRel);
+        Refreshing(())
+    }
+}
+
+impl Drop for Refreshing {
+    fn drop(&mut self) {
+        REFRESHING.fetch_sub(1, std::sync::atomic::Ordering::AcqRel);
+    }
+}
+
 /// What a lookup found.
 pub enum Found {
     /// Nothing stored.

@@ -129,6 +129,54 @@ pub fn rule_time(status: u16, rules: &[ValidRule]) -> Option<u64> {
         .filter(|t| *t > 0)
 }
 
+/// The upstream's `Cache-Control: stale-while-revalidate=N` and `stale-if-error=N`, as nginx
+/// reads them (each field in turn, a later one's value replacing an earlier one's; the first
+/// gives both times, the second the error one); a value that is not a number makes the
+/// response not stored. Nothing when `proxy_ignore_headers` holds `Cache-Control`.
+pub fn stale_extensions(
+    headers: &HeaderMap,
+    ignore: &[String],
+) -> Result<super::store::Stale, NoStore> {
+    let mut out = super::store::Stale::default();
+    if ignore.iter().any(|i| i == "cache-control") {
+        return Ok(out);
+    }
+    for v in headers.get_all(http::header::CACHE_CONTROL) {
+        let v = v.as_bytes();
+        if let Some(n) = extension(v, b"stale-while-revalidate=")? {
+            out.updating = n;
+            out.error = n;
+        }
+        if let Some(n) = extension(v, b"stale-if-error=")? {
+            out.error = n;
+        }
+    }
+    Ok(out)
+}
+
+/// The delta-seconds after `name` (found anywhere in `v`, any case, as nginx's
+/// `ngx_strlcasestrn`): digits up to `,`, `;`, a space or the end, saturating.
+fn extension(v: &[u8], name: &[u8]) -> Result<Option<u64>, NoStore> {
+    let Some(at) = v
+        .windows(name.len())
+        .position(|w| w.eq_ignore_ascii_case(name))
+    else {
+        return Ok(None);
+    };
+    let mut n: u64 = 0;
+    for &c in &v[at + name.len()..] {
+        if matches!(c, b',' | b';' | b' ') {
+            break;
+        }
+        if !c.is_ascii_digit() {
+            return Err(NoStore::Upstream);
+        }
+        n = n.saturating_mul(10).saturating_add(u64::from(c - b'0'));
+    }
+    // nginx's time_t ceiling.
+    Ok(Some(n.min(i64::MAX as u64)))
+}
+
 /// The field names a response's `Vary` lists (lower-cased, all its `Vary` fields).
 pub fn vary_names(headers: &HeaderMap) -> Vec<String> {
     let mut out: Vec<String> = Vec::new();
@@ -240,6 +288,39 @@ pub fn rel_path(hash: &[u8; 16], levels: &[u8]) -> String {
 mod tests {
     use super::*;
     use std::time::Duration;
+
+    #[test]
+    fn stale_extensions_as_nginx_reads_them() {
+        let none: Vec<String> = Vec::new();
+        let st = |pairs: &[(&str, &str)]| stale_extensions(&h(pairs), &none);
+        let s = st(&[("cache-control", "max-age=1, Stale-While-Revalidate=30")]).unwrap();
+        assert_eq!((s.updating, s.error), (30, 30));
+        let s = st(&[
+            ("cache-control", "stale-if-error=7"),
+            ("cache-control", "stale-while-revalidate=3"),
+        ])
+        .unwrap();
+        assert_eq!((s.updating, s.error), (3, 3));
+        let s = st(&[(
+            "cache-control",
+            "stale-while-revalidate=3, stale-if-error=70",
+        )])
+        .unwrap();
+        assert_eq!((s.updating, s.error), (3, 70));
+        let s = st(&[("cache-control", "stale-if-error=99999999999999999999999")]).unwrap();
+        assert_eq!((s.updating, s.error), (0, i64::MAX as u64));
+        assert_eq!(
+            st(&[("cache-control", "stale-if-error=1x")]),
+            Err(NoStore::Upstream)
+        );
+        let ignore = vec!["cache-control".to_string()];
+        let s = stale_extensions(
+            &h(&[("cache-control", "stale-while-revalidate=3")]),
+            &ignore,
+        )
+        .unwrap();
+        assert_eq!(s, super::super::store::Stale::default());
+    }
 
     fn h(pairs: &[(&str, &str)]) -> HeaderMap {
         let mut m = HeaderMap::new();

@@ -21,10 +21,14 @@ const FIXED: usize = 8 + 8 + 4;
 const MAX_HEAD: usize = 1 << 20;
 
 /// A stored response's head.
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 pub struct Head {
     /// Fresh until (Unix seconds).
     pub valid: u64,
+    /// The upstream's `Cache-Control` extensions: served while updating for this many
+    /// seconds past `valid` (`stale-while-revalidate`), and on an error
+    /// (`stale-while-revalidate`, `stale-if-error`).
+    pub stale: Stale,
     /// Status.
     pub status: StatusCode,
     /// Header fields as stored.
@@ -37,9 +41,20 @@ pub struct Head {
     pub body_len: u64,
 }
 
+/// Seconds past its validity a stored response may still be served: nginx's `updating_sec`
+/// and `error_sec`.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Stale {
+    /// While it is being updated.
+    pub updating: u64,
+    /// When the upstream fails.
+    pub error: u64,
+}
+
 /// The header block of a response.
 pub fn encode_head(
     valid: u64,
+    stale: Stale,
     key: &[u8],
     variant: &[u8],
     status: StatusCode,
@@ -58,6 +73,9 @@ pub fn encode_head(
         block.extend_from_slice(&(v.len() as u32).to_le_bytes());
         block.extend_from_slice(v.as_bytes());
     }
+    // After the fields (a file written before they existed has none: 0).
+    block.extend_from_slice(&stale.updating.to_le_bytes());
+    block.extend_from_slice(&stale.error.to_le_bytes());
     let mut out = Vec::with_capacity(FIXED + block.len());
     out.extend_from_slice(MAGIC);
     out.extend_from_slice(&valid.to_le_bytes());
@@ -81,10 +99,13 @@ impl<'a> Cursor<'a> {
         let b = self.take(4)?;
         Some(u32::from_le_bytes([b[0], b[1], b[2], b[3]]) as usize)
     }
+    fn u64(&mut self) -> Option<u64> {
+        Some(u64::from_le_bytes(self.take(8)?.try_into().ok()?))
+    }
 }
 
 /// Parses a header block (after the fixed part) for `key`; None: not this key's, or broken.
-pub fn decode_block(block: &[u8], key: &[u8]) -> Option<(StatusCode, HeaderMap, Vec<u8>)> {
+pub fn decode_block(block: &[u8], key: &[u8]) -> Option<(StatusCode, HeaderMap, Vec<u8>, Stale)> {
     let mut c = Cursor(block);
     let klen = c.u32()?;
     if c.take(klen)? != key {
@@ -103,7 +124,15 @@ pub fn decode_block(block: &[u8], key: &[u8]) -> Option<(StatusCode, HeaderMap, 
         let value = HeaderValue::from_bytes(c.take(l)?).ok()?;
         headers.append(name, value);
     }
-    Some((status, headers, variant))
+    let stale = if c.0.is_empty() {
+        Stale::default()
+    } else {
+        Stale {
+            updating: c.u64()?,
+            error: c.u64()?,
+        }
+    };
+    Some((status, headers, variant, stale))
 }
 
 /// Opens the stored response of `key` at `path`; None when there is none (or it is broken
@@ -123,13 +152,14 @@ pub fn open(path: &Path, key: &[u8]) -> Option<(File, Head)> {
     }
     let mut block = vec![0u8; blen];
     f.read_exact(&mut block).ok()?;
-    let (status, headers, variant) = decode_block(&block, key)?;
+    let (status, headers, variant, stale) = decode_block(&block, key)?;
     let body_at = (FIXED + blen) as u64;
     f.seek(SeekFrom::Start(body_at)).ok()?;
     Some((
         f,
         Head {
             valid,
+            stale,
             status,
             headers,
             variant,
@@ -245,8 +275,13 @@ mod tests {
         h.append("content-type", HeaderValue::from_static("text/html"));
         h.append("x-a", HeaderValue::from_static("1"));
         h.append("x-a", HeaderValue::from_static("2"));
-        let bytes = encode_head(77, b"key", b"v", StatusCode::NOT_FOUND, &h);
-        let (s, back, v) = decode_block(&bytes[FIXED..], b"key").expect("parses");
+        let ext = Stale {
+            updating: 5,
+            error: 9,
+        };
+        let bytes = encode_head(77, ext, b"key", b"v", StatusCode::NOT_FOUND, &h);
+        let (s, back, v, st) = decode_block(&bytes[FIXED..], b"key").expect("parses");
+        assert_eq!(st, ext);
         assert_eq!(v, b"v");
         assert_eq!(s, StatusCode::NOT_FOUND);
         assert_eq!(back, h);
@@ -258,7 +293,14 @@ mod tests {
     fn only_a_committed_file_is_found() {
         let dir = std::env::temp_dir().join(format!("fb-cache-store-{}", std::process::id()));
         let dest = dir.join("a/bc/file");
-        let head = encode_head(5, b"k", b"", StatusCode::OK, &HeaderMap::new());
+        let head = encode_head(
+            5,
+            Stale::default(),
+            b"k",
+            b"",
+            StatusCode::OK,
+            &HeaderMap::new(),
+        );
         let mut w = Writer::create(&dest, &head, 0).expect("create");
         assert!(w.write(b"hello"));
         assert!(open(&dest, b"k").is_none());

@@ -1,7 +1,11 @@
 //! `proxy_cache` around a proxied request: before it, the lookup (a fresh stored response is
 //! the answer, `HIT`; `proxy_cache_lock` waits for another request fetching the key); after
 //! it, the upstream's answer is stored while it streams (`MISS`, `EXPIRED`, `BYPASS`), or a
-//! stored one is served instead (`STALE`, `REVALIDATED`). Decisions are `http::cache::policy`'s.
+//! stored one is served instead (`STALE`, `REVALIDATED`). An expired one that may be served
+//! while it is updated (`proxy_cache_use_stale updating`, the upstream's
+//! `stale-while-revalidate`) answers `UPDATING` while another request fetches it, or, with
+//! `proxy_cache_background_update`, `STALE` at once while `refresh` fetches it. Decisions are
+//! `http::cache::policy`'s.
 
 use std::sync::Arc;
 
@@ -27,13 +31,28 @@ pub(super) struct Plan {
     /// Whether the answer may be stored (`min_uses` reached, no lock timed out).
     store: bool,
     guard: Option<FetchGuard>,
-    revalidating: bool,
+    /// The request is a revalidation (`If-Modified-Since`/`If-None-Match` of the stale one).
+    pub revalidating: bool,
     /// HEAD went to the upstream as GET.
     pub converted_head: bool,
     /// The key's own entry (a `Vary` variant's differs).
     main: ([u8; 16], Vec<u8>),
     /// The client's one range of the response being stored: (first, last, length).
     range: Option<(u64, u64, u64)>,
+    /// The expired entry may answer an upstream error, timeout or invalid header: its
+    /// `stale-if-error` (or `stale-while-revalidate`) time still runs (nginx's
+    /// `stale_error`).
+    stale_error: bool,
+    /// The location's `max_ranges` (for the ranges answered from the stored response).
+    max_ranges: Option<u32>,
+}
+
+impl Plan {
+    /// Whether the answer may be stored: `proxy_cache_min_uses` reached, no lock timed
+    /// out, no `proxy_no_cache` value set.
+    pub(super) fn may_store(&self, r: &Req<'_>, conf: &ProxyConf, forwarded_for: &str) -> bool {
+        self.store && !holds(r, conf, forwarded_for, &self.conf.no_cache)
+    }
 }
 
 /// What the lookup gave.
@@ -46,6 +65,9 @@ pub(super) enum Begin {
     Off,
     /// A zone name with variables named no zone: 500.
     Unknown,
+    /// An expired stored response answers now (`STALE`) while the plan refreshes it in the
+    /// background (`proxy_cache_background_update`).
+    Background(Response<Body>, Box<Plan>),
 }
 
 fn holds(
@@ -69,6 +91,7 @@ pub(super) async fn begin(
     conf: &ProxyConf,
     c: &Arc<CacheConf>,
     forwarded_for: &str,
+    max_ranges: Option<u32>,
 ) -> Begin {
     if !c.methods.iter().any(|m| m == r.method.as_str()) {
         // nginx: not cached, and the status stays empty.
@@ -118,6 +141,8 @@ pub(super) async fn begin(
         revalidating: false,
         converted_head: r.method == Method::HEAD && c.convert_head,
         range: None,
+        stale_error: false,
+        max_ranges,
     };
     if holds(r, conf, forwarded_for, &c.bypass) {
         plan.status = "BYPASS";
@@ -131,20 +156,41 @@ pub(super) async fn begin(
         plan.store = uses >= c.min_uses && plan.store;
         match found {
             Found::Entry(f, head) if head.valid > cache::now() => {
-                return Begin::Answer(serve(r, f, head), "HIT");
+                return Begin::Answer(serve(r, f, head, plan.max_ranges), "HIT");
             }
             Found::Entry(f, head) => {
                 plan.status = "EXPIRED";
-                if c.use_stale & stale::UPDATING != 0 && zone.is_fetching(&hash) {
-                    return Begin::Answer(serve(r, f, head), "UPDATING");
+                // nginx's `stale_updating` and `stale_error`: the upstream's
+                // `stale-while-revalidate` / `stale-if-error` time past the expiry.
+                let now = cache::now();
+                let updating = c.use_stale & stale::UPDATING != 0
+                    || head.valid.saturating_add(head.stale.updating) >= now;
+                plan.stale_error = head.valid.saturating_add(head.stale.error) >= now;
+                match zone.begin_fetch(&hash, None) {
+                    Ok(g) => plan.guard = Some(g),
+                    // Another request refreshes it.
+                    Err(_) if updating => {
+                        return Begin::Answer(serve(r, f, head, plan.max_ranges), "UPDATING")
+                    }
+                    Err(_) => {}
                 }
-                plan.guard = zone.begin_fetch(&hash, None).ok();
                 if c.revalidate
                     && head.status == StatusCode::OK
                     && (head.headers.contains_key(header::LAST_MODIFIED)
                         || head.headers.contains_key(header::ETAG))
                 {
                     plan.revalidating = true;
+                }
+                if updating && c.background_update && plan.guard.is_some() {
+                    // Answered now; this request's key stays locked (`UPDATING` for the
+                    // others) until the background refresh ends.
+                    if let Ok(dup) = f.try_clone() {
+                        plan.stale = Some((dup, head.clone()));
+                        return Begin::Background(
+                            serve(r, f, head, plan.max_ranges),
+                            Box::new(plan),
+                        );
+                    }
                 }
                 plan.stale = Some((f, head));
                 return Begin::Go(Box::new(plan));
@@ -248,7 +294,12 @@ pub(super) fn upstream_headers(conf: &ProxyConf, plan: Option<&Plan>, headers: &
 
 /// A stored response as the answer: its header fields, its body from the file (one `Range`
 /// of a 200 answered 206; a matching `If-None-Match` or `If-Modified-Since` 304).
-fn serve(r: &Req<'_>, f: std::fs::File, head: store::Head) -> Response<Body> {
+fn serve(
+    r: &Req<'_>,
+    f: std::fs::File,
+    head: store::Head,
+    max_ranges: Option<u32>,
+) -> Response<Body> {
     let mut headers = head.headers;
     headers.remove(header::TRANSFER_ENCODING);
     let len = head.body_len;
@@ -274,7 +325,8 @@ fn serve(r: &Req<'_>, f: std::fs::File, head: store::Head) -> Response<Body> {
         }
         return resp;
     }
-    if status == StatusCode::OK && r.method == Method::GET {
+    // `max_ranges 0`: no ranges, and none offered (nginx's range filter steps aside).
+    if status == StatusCode::OK && r.method == Method::GET && max_ranges != Some(0) {
         headers.insert(header::ACCEPT_RANGES, HeaderValue::from_static("bytes"));
         let range = r.headers.get(header::RANGE).and_then(|v| v.to_str().ok());
         let if_range_ok = match r.headers.get(header::IF_RANGE) {
@@ -285,8 +337,9 @@ fn serve(r: &Req<'_>, f: std::fs::File, head: store::Head) -> Response<Body> {
             }
         };
         if let (Some(range), true) = (range, if_range_ok) {
-            use crate::http::static_files::{parse_range, ByteRange};
-            match parse_range(range, len) {
+            use crate::http::static_files::ByteRange;
+            // Past `max_ranges` ranges, the whole response (as a static file's).
+            match crate::http::range::parse(range, len, max_ranges) {
                 ByteRange::Full => {}
                 ByteRange::Part { start: s, end } => {
                     status = StatusCode::PARTIAL_CONTENT;
@@ -407,49 +460,103 @@ pub(super) fn after(
         Ok(resp) => stale::of_status(resp.status().as_u16()),
         Err(_) => 0,
     };
-    if failed & c.use_stale != 0 {
+    // `stale-if-error` answers what `ngx_http_upstream_next` gives up on: here an error,
+    // timeout or invalid header (a status is the upstream's own answer, as nginx's with one
+    // server).
+    let errors = stale::ERROR | stale::TIMEOUT | stale::INVALID_HEADER;
+    if failed & c.use_stale != 0 || (plan.stale_error && failed & errors != 0) {
         if let Some((f, head)) = plan.stale.take() {
-            return (Ok(serve(r, f, head)), "STALE");
+            return (Ok(serve(r, f, head, plan.max_ranges)), "STALE");
         }
     }
     let mut resp = match result {
         Ok(resp) => resp,
         Err(e) => return (Err(e), plan.status),
     };
-    let now = cache::now();
     if plan.revalidating && resp.status() == StatusCode::NOT_MODIFIED {
-        if let Some((f, mut head)) = plan.stale.take() {
-            let empty = HeaderMap::new();
-            let valid = policy::validity(
-                head.status.as_u16(),
-                raw.unwrap_or(&empty),
-                &conf.ignore_headers,
-                &c.valid,
-                now,
-            );
-            if let Ok(v) = valid {
-                let _ = store::set_valid(&plan.zone.path(&plan.hash), v);
-                head.valid = v;
-            }
-            return (Ok(serve(r, f, head)), "REVALIDATED");
+        if let Some((f, head)) = revalidated(&mut plan, conf, raw) {
+            return (Ok(serve(r, f, head, plan.max_ranges)), "REVALIDATED");
         }
     }
     let status = plan.status;
-    if !plan.store || holds(r, conf, forwarded_for, &c.no_cache) {
+    if !plan.may_store(r, conf, forwarded_for) {
         return (Ok(resp), status);
     }
+    let range = if r.method == Method::GET && plan.max_ranges != Some(0) {
+        r.headers.get(header::RANGE).and_then(|v| v.to_str().ok())
+    } else {
+        None
+    };
+    let cx = StoreCx {
+        ignore: &conf.ignore_headers,
+        headers: r.headers,
+        range,
+        intercepted,
+    };
+    *resp.body_mut() = store_answer(&mut plan, &cx, &mut resp, raw);
+    (Ok(resp), status)
+}
+
+/// A revalidation's 304: the stored response is fresh again for the time the 304 gives
+/// (its file rewritten), and is the answer.
+pub(super) fn revalidated(
+    plan: &mut Plan,
+    conf: &ProxyConf,
+    raw: Option<&HeaderMap>,
+) -> Option<(std::fs::File, store::Head)> {
+    let (f, mut head) = plan.stale.take()?;
+    let empty = HeaderMap::new();
+    let valid = policy::validity(
+        head.status.as_u16(),
+        raw.unwrap_or(&empty),
+        &conf.ignore_headers,
+        &plan.conf.valid,
+        cache::now(),
+    );
+    if let Ok(v) = valid {
+        let _ = store::set_valid(&plan.zone.path(&plan.hash), v);
+        head.valid = v;
+    }
+    Some((f, head))
+}
+
+/// What storing an upstream's answer needs of its request.
+pub(super) struct StoreCx<'a> {
+    /// `proxy_ignore_headers`, lower-cased.
+    pub ignore: &'a [String],
+    /// The request's header fields (the values of the answer's `Vary` fields).
+    pub headers: &'a HeaderMap,
+    /// The `Range` of a GET (its one range of a 200 is answered while the whole is stored).
+    pub range: Option<&'a str>,
+    /// An `error_page` answers it (stored as its status alone).
+    pub intercepted: bool,
+}
+
+/// Stores an answer the plan may store (as its validity allows) while it streams: the
+/// body the client gets (`resp`'s own taken; a 206 of the client's one range).
+pub(super) fn store_answer(
+    plan: &mut Plan,
+    cx: &StoreCx<'_>,
+    resp: &mut Response<Body>,
+    raw: Option<&HeaderMap>,
+) -> Body {
+    let now = cache::now();
+    let body = std::mem::take(resp.body_mut());
     let empty = HeaderMap::new();
     let valid = match policy::validity(
         resp.status().as_u16(),
         raw.unwrap_or(&empty),
-        &conf.ignore_headers,
-        &c.valid,
+        cx.ignore,
+        &plan.conf.valid,
         now,
     ) {
         // A past `X-Accel-Expires: @T` is stored too, as nginx: the next request finds it
         // expired.
         Ok(v) => v,
-        Err(_) => return (Ok(resp), status),
+        Err(_) => return body,
+    };
+    let Ok(ext) = policy::stale_extensions(raw.unwrap_or(&empty), cx.ignore) else {
+        return body;
     };
     let max = plan.zone.conf.max_size;
     let declared: Option<u64> = resp
@@ -458,14 +565,11 @@ pub(super) fn after(
         .and_then(|v| v.to_str().ok())
         .and_then(|v| v.parse::<u64>().ok());
     if max > 0 && declared.is_some_and(|n| n > max) {
-        return (Ok(resp), status);
+        return body;
     }
     // One range of a 200 being stored: the client gets its part while the whole is stored.
-    if resp.status() == StatusCode::OK && r.method == Method::GET {
-        if let (Some(len), Some(range)) = (
-            declared,
-            r.headers.get(header::RANGE).and_then(|v| v.to_str().ok()),
-        ) {
+    if resp.status() == StatusCode::OK {
+        if let (Some(len), Some(range)) = (declared, cx.range) {
             use crate::http::static_files::{parse_range, ByteRange};
             if let ByteRange::Part { start, end } = parse_range(range, len) {
                 plan.range = Some((start, end, len));
@@ -480,7 +584,7 @@ pub(super) fn after(
     ] {
         stored_headers.remove(n);
     }
-    let names = if conf.ignore_headers.iter().any(|h| h == "vary") {
+    let names = if cx.ignore.iter().any(|h| h == "vary") {
         Vec::new()
     } else {
         policy::vary_names(raw.unwrap_or(&empty))
@@ -490,8 +594,15 @@ pub(super) fn after(
         plan.hash = plan.main.0;
         plan.key = plan.main.1.clone();
     }
-    let variant = policy::variant(&names, r.headers);
-    let head = store::encode_head(valid, &plan.key, &variant, resp.status(), &stored_headers);
+    let variant = policy::variant(&names, cx.headers);
+    let head = store::encode_head(
+        valid,
+        ext,
+        &plan.key,
+        &variant,
+        resp.status(),
+        &stored_headers,
+    );
     let dest = plan.zone.path(&plan.hash);
     let mut writer = match store::Writer::create(&dest, &head, max) {
         Ok(w) => w,
@@ -502,19 +613,18 @@ pub(super) fn after(
                 dest.display(),
                 crate::log::OsError(&e)
             );
-            return (Ok(resp), status);
+            return body;
         }
     };
-    if intercepted {
+    if cx.intercepted {
         // An error page answers it: stored as its status alone, as nginx's cached error.
         if let Some(size) = writer.commit() {
             plan.zone.clone_stored(&plan.hash, size);
         }
-        return (Ok(resp), status);
+        return body;
     }
     let range = plan.range.take();
-    let body = std::mem::take(resp.body_mut());
-    let body = match body {
+    match body {
         Body::Empty => {
             if let Some(size) = writer.commit() {
                 plan.zone.clone_stored(&plan.hash, size);
@@ -561,7 +671,5 @@ pub(super) fn after(
             }
         }
         other => other,
-    };
-    *resp.body_mut() = body;
-    (Ok(resp), status)
+    }
 }

@@ -65,8 +65,10 @@ where
     };
     let forwarded_for = ph::add_x_forwarded_for(r.headers, remote.as_deref());
     let mut plan = None;
+    // `proxy_cache_background_update`: the stale answer, sent while the plan refreshes it.
+    let mut background = None;
     if let Some(c) = &conf.cache {
-        match super::cache::begin(r, conf, c, &forwarded_for).await {
+        match super::cache::begin(r, conf, c, &forwarded_for, loc.max_ranges).await {
             super::cache::Begin::Answer(resp, status) => {
                 let mut up = px::UpstreamVars::default();
                 up.cache_status = Some(status);
@@ -78,6 +80,10 @@ where
                 return Ok(finish(r, conf, &forwarded_for, resp));
             }
             super::cache::Begin::Go(p) => plan = Some(p),
+            super::cache::Begin::Background(resp, p) => {
+                background = Some(resp);
+                plan = Some(p);
+            }
             super::cache::Begin::Off => {}
             super::cache::Begin::Unknown => return Err(500),
         }
@@ -156,7 +162,7 @@ where
         let stored = std::sync::Arc::new(stored);
         body = super::reqbody::stored_body(&stored);
         resend = Some(stored);
-    } else if !conf.pass_request_body || r.body_used {
+    } else if !conf.pass_request_body || r.body_used || background.is_some() {
         body = px::request_body(http_body_util::Empty::<Bytes>::new());
         headers.remove(header::CONTENT_LENGTH);
         headers.remove(header::TRANSFER_ENCODING);
@@ -243,6 +249,25 @@ where
         request_line: &request_line,
         host: &r.host,
     };
+    if let Some((stale, p)) = background.and_then(|s| Some((s, plan.take()?))) {
+        let how = super::refresh::Refresh {
+            conf,
+            loc,
+            route,
+            pool: &site.proxies.pool,
+            log: &log,
+            balance_key: balance_key(r, route),
+            forwarded_for: &forwarded_for,
+        };
+        super::refresh::start(r, how, req, p);
+        let mut up = px::UpstreamVars::default();
+        up.cache_status = Some("STALE");
+        let _ = r.upstream.set(up);
+        if intercepted(conf, loc, stale.status().as_u16()) {
+            return Err(stale.status().as_u16());
+        }
+        return Ok(finish(r, conf, &forwarded_for, stale));
+    }
     let mut abort = AbortLog {
         r,
         loc,
