@@ -29,6 +29,7 @@ use rustls::{
 use super::chain::ChainVerifier;
 use super::ciphers;
 use super::context::SessionContext;
+use super::session_id;
 use super::sessions::TimedSessions;
 use super::stapler::{Stapler, StaplingConf};
 use super::store::ObjectStore;
@@ -332,10 +333,11 @@ fn assemble(
         SessionCache::Off | SessionCache::None | SessionCache::Sessions(0) => {
             Arc::new(NoServerSessionStorage {})
         }
-        SessionCache::Sessions(n) => Arc::new(
+        // Entries carry `$ssl_session_id` (`session_id`).
+        SessionCache::Sessions(n) => Arc::new(session_id::Sessions(Arc::new(
             TimedSessions::new(shared.session_cache(n), tls.session_timeout.as_secs())
                 .with_context(context),
-        ),
+        ))),
     };
     // With early data, tickets are single-use entries of the session cache (rustls accepts
     // 0-RTT only so; the configuration checks a cache is there): no stateless ticketer.
@@ -345,7 +347,10 @@ fn assemble(
         } else {
             Ticketer::from_files(&inputs.tickets, tls.session_timeout)?
         };
-        config.ticketer = Arc::new(ticketer.with_context(context));
+        // Tickets carry `$ssl_session_id` (`session_id`).
+        config.ticketer = Arc::new(session_id::Tickets(Arc::new(
+            ticketer.with_context(context),
+        )));
     }
     Ok((Arc::new(config), dynamic))
 }
