@@ -121,10 +121,21 @@ fn session_get(
     from: Option<&std::path::Path>,
     to: &std::path::Path,
 ) -> (String, String) {
+    session_get_as("localhost", port, version, from, to)
+}
+
+/// [`session_get`] with the server name `sni`.
+fn session_get_as(
+    sni: &str,
+    port: u16,
+    version: &str,
+    from: Option<&std::path::Path>,
+    to: &std::path::Path,
+) -> (String, String) {
     use std::io::Write;
     let mut c = std::process::Command::new("openssl");
     c.args(["s_client", "-connect", &format!("127.0.0.1:{port}")])
-        .args(["-servername", "localhost", version, "-ign_eof", "-sess_out"])
+        .args(["-servername", sni, version, "-ign_eof", "-sess_out"])
         .arg(to);
     if let Some(from) = from {
         c.arg("-sess_in").arg(from);
@@ -223,9 +234,20 @@ http {
             seen.push(id);
         }
     }
-    // A connection that resumes nothing gets an id of its own.
+    // A connection that resumes nothing gets an id of its own; so does one whose ticket
+    // opens but is refused (made for another server name: rustls then does a full handshake).
     let (other, _) = session_get(ports[1], "-tls1_3", None, &dir.join("fresh"));
     seen.push(other.split('|').nth(1).unwrap().to_string());
+    let from = dir.join("tickets-tls1_3-0");
+    let (refused, _) = session_get_as(
+        "other.test",
+        ports[1],
+        "-tls1_3",
+        Some(&from),
+        &dir.join("x"),
+    );
+    assert!(refused.starts_with(".|"), "{refused}");
+    seen.push(refused.split('|').nth(1).unwrap().to_string());
     let mut unique = seen.clone();
     unique.sort();
     unique.dedup();

@@ -12,8 +12,9 @@
 //! current one around each such call ([`Handshake::polling`] for a future), so the wrappers
 //! know which connection a ticket or entry belongs to. The id of a connection is the first
 //! of: the id of the session it resumed (the last ticket or entry that opened: rustls stops
-//! at the one it accepts), the TLS 1.2 session id it was given when that goes into the cache
-//! (so `$ssl_session_id` is the id on the wire, as nginx's), a fresh random id. Every ticket
+//! at the one it accepts; [`Handshake::settle`] drops it when the handshake is full after
+//! all), the TLS 1.2 session id it was given when that goes into the cache (so
+//! `$ssl_session_id` is the id on the wire, as nginx's), a fresh random id. Every ticket
 //! and entry the connection issues carries it: a resumption, and a resumption of that, shows
 //! the id of the connection that made the session. Outside a handshake (QUIC's, driven by
 //! quinn) the wrappers seal a fresh id and take none.
@@ -66,6 +67,16 @@ impl Handshake {
     /// Says whether the connection speaks TLS 1.2 (known once the ClientHello is processed).
     pub fn set_tls12(&mut self, tls12: bool) {
         self.tls12 = tls12;
+    }
+
+    /// After the ClientHello: a full handshake resumed nothing, though a ticket or entry may
+    /// have opened (rustls refuses a session of another server name or cipher suite after
+    /// opening it), so its id is not the connection's. (After a HelloRetryRequest the second
+    /// ClientHello is processed with the rest of the handshake: the case is not told apart.)
+    pub fn settle(&mut self, kind: Option<rustls::HandshakeKind>) {
+        if kind == Some(rustls::HandshakeKind::Full) {
+            self.id = None;
+        }
     }
 
     /// Runs `f` with this handshake as the thread's current one.
@@ -279,6 +290,22 @@ mod tests {
         let mut other = Handshake::default();
         other.run(|| t.encrypt(b"x"));
         assert_ne!(other.id(), id, "an unrelated connection has its own id");
+    }
+
+    #[test]
+    fn a_ticket_that_opened_but_did_not_resume_gives_no_id() {
+        let t = tickets();
+        let mut first = Handshake::default();
+        let ticket = first.run(|| t.encrypt(b"s").unwrap());
+        let id = first.id();
+        let mut refused = Handshake::default();
+        assert!(refused.run(|| t.decrypt(&ticket)).is_some());
+        refused.settle(Some(rustls::HandshakeKind::Full));
+        assert_ne!(refused.id(), id);
+        let mut resumed = Handshake::default();
+        resumed.run(|| t.decrypt(&ticket));
+        resumed.settle(Some(rustls::HandshakeKind::Resumed));
+        assert_eq!(resumed.id(), id);
     }
 
     #[test]

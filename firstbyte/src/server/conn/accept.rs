@@ -315,6 +315,7 @@ pub(super) async fn accept_tls(
         }
     };
     ids.set_tls12(tls_conn.protocol_version() == Some(rustls::ProtocolVersion::TLSv1_2));
+    ids.settle(tls_conn.handshake_kind());
     // Boxed: the handshake's state is freed when it ends instead of widening the task.
     let handshake = Box::pin(crate::tls::stream::handshake(
         stream,
