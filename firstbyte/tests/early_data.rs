@@ -269,3 +269,44 @@ fn openssl_s_client_sends_early_data_that_is_served() {
     assert!(second.contains("HTTP/1.1 200 "), "{second}");
     assert!(second.contains("early="), "{second}");
 }
+
+/// `$ssl_session_id` on 0-RTT: the resumed connection shows the id of the connection that
+/// got the ticket, and so does a connection that resumes with a ticket issued after the
+/// 0-RTT handshake completed (issued while the connection serves, not while it is accepted).
+#[test]
+fn session_id_carries_through_early_data() {
+    let conf = CONF.replace("return 200 \"early=", "return 200 \"$ssl_session_id early=");
+    let (_server, ports) = Server::start("early-tcp-sessid", &conf, 1);
+    let port = ports[0];
+    let cfg = client_config();
+    let full = full_handshake(&cfg, port, "/full");
+    let id = full
+        .lines()
+        .last()
+        .and_then(|l| l.strip_suffix(" early="))
+        .unwrap_or_else(|| panic!("{full}"))
+        .to_string();
+    assert_eq!(id.len(), 64, "{full}");
+    for round in 0..2 {
+        let (mut conn, mut sock, _) =
+            early_flight(&cfg, port, b"GET /a HTTP/1.1\r\nHost: a.test\r\n\r\n");
+        let r = String::from_utf8_lossy(&read_response(&mut conn, &mut sock)).into_owned();
+        assert!(conn.is_early_data_accepted(), "0-RTT accepted");
+        assert!(
+            r.ends_with(&format!("\r\n{id} early=1\n")),
+            "round {round}: {r}"
+        );
+        // The client's Finished; the server's tickets come with the next response, and the
+        // next round resumes with the newest of them.
+        send(&mut conn, &mut sock);
+        conn.writer()
+            .write_all(b"GET /b HTTP/1.1\r\nHost: a.test\r\n\r\n")
+            .unwrap();
+        send(&mut conn, &mut sock);
+        let r = String::from_utf8_lossy(&read_response(&mut conn, &mut sock)).into_owned();
+        assert!(
+            r.ends_with(&format!("\r\n{id} early=\n")),
+            "round {round}: {r}"
+        );
+    }
+}

@@ -110,3 +110,151 @@ http {
     assert!(body.ends_with("|CN=v1client"), "{body}");
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// One `openssl s_client` GET of `/` on `port` (`version`: `-tls1_2` or `-tls1_3`),
+/// resuming the session saved in `from` if given, saving the session to `to`. Returns the
+/// body (`$ssl_session_reused|$ssl_session_id|$ssl_protocol`) and the TLS 1.2 `Session-ID`
+/// that s_client printed (lower case; empty when none).
+fn session_get(
+    port: u16,
+    version: &str,
+    from: Option<&std::path::Path>,
+    to: &std::path::Path,
+) -> (String, String) {
+    session_get_as("localhost", port, version, from, to)
+}
+
+/// [`session_get`] with the server name `sni`.
+fn session_get_as(
+    sni: &str,
+    port: u16,
+    version: &str,
+    from: Option<&std::path::Path>,
+    to: &std::path::Path,
+) -> (String, String) {
+    use std::io::Write;
+    let mut c = std::process::Command::new("openssl");
+    c.args(["s_client", "-connect", &format!("127.0.0.1:{port}")])
+        .args(["-servername", sni, version, "-ign_eof", "-sess_out"])
+        .arg(to);
+    if let Some(from) = from {
+        c.arg("-sess_in").arg(from);
+    }
+    let mut c = c
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("openssl");
+    // A request and -ign_eof keep s_client reading until the server closes, so the TLS 1.3
+    // tickets that follow the handshake are received and saved.
+    let mut stdin = c.stdin.take().unwrap();
+    stdin
+        .write_all(b"GET / HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n")
+        .unwrap();
+    drop(stdin);
+    let out = c.wait_with_output().unwrap();
+    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    let body = text
+        .lines()
+        .find(|l| l.contains("|TLSv1."))
+        .unwrap_or_else(|| panic!("no body: {text}{}", String::from_utf8_lossy(&out.stderr)))
+        .trim()
+        .to_string();
+    let wire = text
+        .lines()
+        .find_map(|l| l.trim().strip_prefix("Session-ID:"))
+        .unwrap_or("")
+        .trim()
+        .to_ascii_lowercase();
+    (body, wire)
+}
+
+/// `$ssl_session_id` as nginx's: 64 hex digits on a full handshake, and a resumed session
+/// shows the id of the connection it resumes, with the stateful cache and with tickets, in
+/// TLS 1.2 and TLS 1.3; unrelated connections differ. With the TLS 1.2 cache it is the
+/// session id on the wire.
+#[test]
+fn session_id_is_stable_across_resumption() {
+    let (_s, ports) = Server::start(
+        "ssl-vars-sessid",
+        r#"
+pid off;
+error_log {dir}/error.log info;
+events {}
+http {
+    access_log off;
+    ssl_certificate {certs}/localhost.crt;
+    ssl_certificate_key {certs}/localhost.key;
+    server {
+        listen 127.0.0.1:{port0} ssl;
+        ssl_session_cache shared:SSL:1m;
+        ssl_session_tickets off;
+        location / { return 200 "$ssl_session_reused|$ssl_session_id|$ssl_protocol\n"; }
+    }
+    server {
+        listen 127.0.0.1:{port1} ssl;
+        ssl_session_tickets on;
+        location / { return 200 "$ssl_session_reused|$ssl_session_id|$ssl_protocol\n"; }
+    }
+}
+"#,
+        2,
+    );
+    let dir = tempdir("ssl-vars-sessid-client");
+    let mut seen = Vec::new();
+    for (port, what) in [(ports[0], "cache"), (ports[1], "tickets")] {
+        for version in ["-tls1_2", "-tls1_3"] {
+            let sess = |n: u32| dir.join(format!("{what}{version}-{n}"));
+            let (first, wire) = session_get(port, version, None, &sess(0));
+            let parts: Vec<&str> = first.split('|').collect();
+            assert_eq!(parts.len(), 3, "{first}");
+            let id = parts[1].to_string();
+            assert_eq!(parts[0], ".", "{what} {version}: full handshake: {first}");
+            assert_eq!(id.len(), 64, "{what} {version}: {first}");
+            assert!(
+                id.bytes()
+                    .all(|c| c.is_ascii_digit() || (b'a'..=b'f').contains(&c)),
+                "{first}"
+            );
+            if (what, version) == ("cache", "-tls1_2") {
+                assert_eq!(wire, id, "the TLS 1.2 session id on the wire");
+            }
+            // A resumption, then a resumption of that: with the TLS 1.3 tickets the resumed
+            // connection got (s_client saves no TLS 1.2 session it reused: the first again).
+            for round in 0..2 {
+                let from = (0..=round).rev().map(sess).find(|p| p.exists());
+                let (again, _) = session_get(port, version, from.as_deref(), &sess(round + 1));
+                assert_eq!(
+                    again,
+                    format!("r|{id}|{}", parts[2]),
+                    "{what} {version} resumption {round}"
+                );
+            }
+            seen.push(id);
+        }
+    }
+    // A connection that resumes nothing gets an id of its own; so does one whose ticket
+    // opens but is refused (made for another server name: rustls then does a full handshake).
+    let (other, _) = session_get(ports[1], "-tls1_3", None, &dir.join("fresh"));
+    seen.push(other.split('|').nth(1).unwrap().to_string());
+    let from = dir.join("tickets-tls1_3-0");
+    let (refused, _) = session_get_as(
+        "other.test",
+        ports[1],
+        "-tls1_3",
+        Some(&from),
+        &dir.join("x"),
+    );
+    assert!(refused.starts_with(".|"), "{refused}");
+    seen.push(refused.split('|').nth(1).unwrap().to_string());
+    let mut unique = seen.clone();
+    unique.sort();
+    unique.dedup();
+    assert_eq!(
+        unique.len(),
+        seen.len(),
+        "unrelated sessions differ: {seen:?}"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}

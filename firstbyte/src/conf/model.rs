@@ -1226,6 +1226,10 @@ pub struct TlsConf {
     pub certificates: Vec<CertKey>,
     /// `ssl_conf_command Ciphersuites ...` (TLS 1.3 suites, OpenSSL names).
     pub ciphersuites: Option<String>,
+    /// `ssl_conf_command Certificate FILE` (with `PrivateKey FILE`): replaces the configured
+    /// pair whose key is of the same kind (RSA, ECDSA, Ed25519), else is added, as OpenSSL's
+    /// certificate slots do.
+    pub conf_certificate: Option<CertKey>,
     /// `ssl_conf_command NumTickets N`: TLS 1.3 tickets per handshake. Default 2 (OpenSSL's, as nginx).
     pub num_tickets: Option<u32>,
     /// `ssl_conf_command Options KTLS`: kernel TLS for HTTP/1.x after the handshake, so file

@@ -87,10 +87,13 @@ pub(crate) fn protocols(d: &Directive, cx: &mut Cx) -> Result<Vec<TlsVersion>, C
     Ok(kept)
 }
 
-/// `ssl_conf_command NAME VALUE`: `Ciphersuites`, `NumTickets` and `Options KTLS` / `-KTLS`
-/// (nginx's switch for kernel TLS), `Options KTLSTxZerocopySendfile` /
-/// `-KTLSTxZerocopySendfile` (OpenSSL's, for `sendfile` without the kernel's copy) only.
-pub(crate) fn ssl_conf_command(s: &mut SrvSettings, d: &Directive, _: &mut Cx) -> R {
+/// `ssl_conf_command NAME VALUE`, the OpenSSL commands rustls can honour: `Ciphersuites`,
+/// `CipherString`, `Groups` (`Curves`), `NumTickets`, `Certificate`, `PrivateKey` (files in
+/// the configuration directory, as nginx resolves them) and `Options` `KTLS` (nginx's switch
+/// for kernel TLS), `KTLSTxZerocopySendfile` (OpenSSL's, for `sendfile` without the kernel's
+/// copy), `SessionTicket` and `ServerPreference`, each also with `-`. Names and options are
+/// matched without case, as OpenSSL matches them in a file; anything else is an `[emerg]`.
+pub(crate) fn ssl_conf_command(s: &mut SrvSettings, d: &Directive, cx: &mut Cx) -> R {
     let name = arg0(d);
     let v = d.args.get(1).map(String::as_str).unwrap_or("");
     let cmds = s
@@ -99,23 +102,36 @@ pub(crate) fn ssl_conf_command(s: &mut SrvSettings, d: &Directive, _: &mut Cx) -
         .get_or_insert_with(ConfCommands::default);
     if name.eq_ignore_ascii_case("ciphersuites") {
         cmds.ciphersuites = Some(v.to_string());
+    } else if name.eq_ignore_ascii_case("cipherstring") {
+        cmds.cipher_string = Some(v.to_string());
+    } else if name.eq_ignore_ascii_case("groups") || name.eq_ignore_ascii_case("curves") {
+        cmds.groups = Some(v.to_string());
     } else if name.eq_ignore_ascii_case("numtickets") {
         cmds.num_tickets = Some(number(d, v)?);
+    } else if name.eq_ignore_ascii_case("certificate") {
+        cmds.certificate = Some((cx.in_conf_dir(v), d.pos.clone()));
+    } else if name.eq_ignore_ascii_case("privatekey") {
+        cmds.private_key = Some((cx.in_conf_dir(v), d.pos.clone()));
     } else if name.eq_ignore_ascii_case("options") {
         // OpenSSL's syntax: a comma-separated list, `-` turns an option off.
         for opt in v.split(',').map(str::trim) {
-            match opt {
-                "KTLS" => cmds.ktls = Some(true),
-                "-KTLS" => cmds.ktls = Some(false),
-                "KTLSTxZerocopySendfile" => cmds.ktls_tx_zerocopy = Some(true),
-                "-KTLSTxZerocopySendfile" => cmds.ktls_tx_zerocopy = Some(false),
+            let (on, bare) = match opt.strip_prefix('-') {
+                Some(b) => (false, b),
+                None => (true, opt),
+            };
+            let slot = match bare.to_ascii_lowercase().as_str() {
+                "ktls" => &mut cmds.ktls,
+                "ktlstxzerocopysendfile" => &mut cmds.ktls_tx_zerocopy,
+                "sessionticket" => &mut cmds.session_tickets,
+                "serverpreference" => &mut cmds.server_preference,
                 _ => {
                     return Err(unsupported(
                         d,
                         format!("ssl_conf_command \"Options {opt}\""),
                     ))
                 }
-            }
+            };
+            *slot = Some(on);
         }
     } else {
         return Err(unsupported(d, format!("ssl_conf_command \"{name}\"")));
@@ -467,6 +483,41 @@ mod tests {
             (cmds.ktls, cmds.ktls_tx_zerocopy),
             (Some(true), Some(false))
         );
+        ssl_conf_command(
+            &mut s,
+            &dir(
+                "ssl_conf_command",
+                &["Options", "sessionticket, -ServerPreference,-SessionTicket"],
+            ),
+            &mut c,
+        )
+        .unwrap();
+        let cmds = s.tls.conf_commands.clone().unwrap();
+        assert_eq!(
+            (cmds.session_tickets, cmds.server_preference),
+            (Some(false), Some(false)),
+            "in order, without case"
+        );
+        for (name, value) in [("CipherString", "HIGH"), ("curves", "X25519")] {
+            ssl_conf_command(&mut s, &dir("ssl_conf_command", &[name, value]), &mut c).unwrap();
+        }
+        let cmds = s.tls.conf_commands.clone().unwrap();
+        assert_eq!(cmds.cipher_string.as_deref(), Some("HIGH"));
+        assert_eq!(cmds.groups.as_deref(), Some("X25519"));
+        ssl_conf_command(
+            &mut s,
+            &dir("ssl_conf_command", &["Certificate", "o.crt"]),
+            &mut c,
+        )
+        .unwrap();
+        let cmds = s.tls.conf_commands.clone().unwrap();
+        let (file, pos) = cmds.certificate.expect("Certificate");
+        assert_eq!(
+            file,
+            std::path::Path::new("/c/o.crt"),
+            "in the configuration directory"
+        );
+        assert_eq!(pos.line, 3);
         let e = ssl_conf_command(
             &mut s,
             &dir("ssl_conf_command", &["Options", "KTLS,x"]),

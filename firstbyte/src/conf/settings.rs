@@ -254,6 +254,34 @@ pub(crate) struct ConfCommands {
     pub ktls: Option<bool>,
     /// `Options KTLSTxZerocopySendfile` (`Some(true)`) or `Options -KTLSTxZerocopySendfile`.
     pub ktls_tx_zerocopy: Option<bool>,
+    /// `Options SessionTicket` (`Some(true)`) or `Options -SessionTicket`: over
+    /// `ssl_session_tickets`.
+    pub session_tickets: Option<bool>,
+    /// `Options ServerPreference` (`Some(true)`) or `Options -ServerPreference`: over
+    /// `ssl_prefer_server_ciphers`.
+    pub server_preference: Option<bool>,
+    /// `CipherString LIST`: over `ssl_ciphers`.
+    pub cipher_string: Option<String>,
+    /// `Groups LIST` (or `Curves`): over `ssl_ecdh_curve`.
+    pub groups: Option<String>,
+    /// `Certificate FILE` (in the configuration directory) and where it was written.
+    pub certificate: Option<(PathBuf, Pos)>,
+    /// `PrivateKey FILE` and where it was written.
+    pub private_key: Option<(PathBuf, Pos)>,
+}
+
+impl ConfCommands {
+    /// The pair of `Certificate` and `PrivateKey` (the certificate's file when no key is
+    /// named: OpenSSL then reads the key from there).
+    fn certificate(&self) -> Option<CertKey> {
+        let (cert, pos) = self.certificate.clone()?;
+        let key = self.private_key.as_ref().map_or(&cert, |(k, _)| k).clone();
+        Some(CertKey {
+            cert: Source::File(cert),
+            key: Source::File(key),
+            pos,
+        })
+    }
 }
 
 /// An `ssl_certificate` as written.
@@ -294,6 +322,17 @@ impl TlsSettings {
     ) -> Result<(Vec<CertKey>, Vec<DynamicCertKey>), super::ConfError> {
         let certs = self.certificates.as_deref().unwrap_or_default();
         let keys = self.keys.as_deref().unwrap_or_default();
+        let cmds = self.conf_commands.as_ref();
+        if let Some((_, pos)) = cmds
+            .filter(|c| c.certificate.is_none())
+            .and_then(|c| c.private_key.as_ref())
+        {
+            // OpenSSL would put the key beside the configured certificate of its type.
+            return Err(super::ConfError::UnsupportedParam {
+                what: "ssl_conf_command \"PrivateKey\" without \"Certificate\"".into(),
+                pos: pos.clone(),
+            });
+        }
         let mut out = Vec::with_capacity(certs.len());
         let mut dynamic = Vec::new();
         for (i, c) in certs.iter().enumerate() {
@@ -311,6 +350,13 @@ impl TlsSettings {
                     .zip(kv.or_else(|| literal_value(key))),
             };
             if let Some((cv, kv)) = pair {
+                if let Some((_, pos)) = cmds.and_then(|c| c.certificate.as_ref()) {
+                    // nginx sets these per connection over the context's certificates.
+                    return Err(super::ConfError::UnsupportedParam {
+                        what: "ssl_conf_command \"Certificate\" beside \"ssl_certificate\" with variables".into(),
+                        pos: pos.clone(),
+                    });
+                }
                 dynamic.push(DynamicCertKey {
                     cert: cv,
                     key: kv,
@@ -335,7 +381,8 @@ impl TlsSettings {
         dynamic_certificates: Vec<DynamicCertKey>,
     ) -> TlsConf {
         let cmds = self.conf_commands.clone().unwrap_or_default();
-        tls_directives!(finish_conf! (self) TlsConf {
+        let mut conf = tls_directives!(finish_conf! (self) TlsConf {
+            conf_certificate: cmds.certificate(),
             certificates,
             ciphersuites: cmds.ciphersuites,
             num_tickets: cmds.num_tickets,
@@ -344,7 +391,21 @@ impl TlsSettings {
             session_ticket_keys: self.session_ticket_keys.clone().unwrap_or_default(),
             dynamic_certificates,
             ocsp_resolver: None,
-        })
+        });
+        // nginx applies `ssl_conf_command`s last: over the directives they overlap.
+        if let Some(on) = cmds.session_tickets {
+            conf.session_tickets = on;
+        }
+        if let Some(on) = cmds.server_preference {
+            conf.prefer_server_ciphers = on;
+        }
+        if let Some(list) = cmds.cipher_string {
+            conf.ciphers = list;
+        }
+        if let Some(list) = cmds.groups {
+            conf.ecdh_curve = list;
+        }
+        conf
     }
 }
 

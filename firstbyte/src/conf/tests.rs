@@ -126,6 +126,14 @@ fn errors_are_worded_as_nginx() {
             "ssl_conf_command \"Options PrioritizeChaCha\" is not supported by firstbyte yet in /t/x.conf:1",
         ),
         (
+            "http {\n server {\n  listen 443 ssl; ssl_certificate c; ssl_certificate_key k;\n  ssl_conf_command PrivateKey o.key;\n }\n}",
+            "ssl_conf_command \"PrivateKey\" without \"Certificate\" is not supported by firstbyte yet in /t/x.conf:4",
+        ),
+        (
+            "http {\n server {\n  listen 443 ssl; ssl_certificate $ssl_server_name.crt; ssl_certificate_key k;\n  ssl_conf_command Certificate o.crt;\n }\n}",
+            "ssl_conf_command \"Certificate\" beside \"ssl_certificate\" with variables is not supported by firstbyte yet in /t/x.conf:4",
+        ),
+        (
             "http {\n server {\n  listen 443 ssl;\n }\n}",
             "no \"ssl_certificate\" is defined for the \"listen ... ssl\" directive in /t/x.conf:2",
         ),
@@ -578,6 +586,47 @@ fn listen_ssl_http2_and_tls() {
     assert_eq!(t1.ciphersuites.as_deref(), Some("TLS_AES_256_GCM_SHA384"));
     assert!(s[1].http2, "listen ... http2 turns it on");
     assert!(s[2].tls.is_none() && !s[2].http2);
+}
+
+/// `ssl_conf_command` goes over the directives it overlaps, whichever is written first, as
+/// nginx applies the commands last; a server with its own commands inherits none.
+#[test]
+fn conf_commands_go_over_the_directives() {
+    let c = http(
+        "ssl_certificate c; ssl_certificate_key k;\n\
+         ssl_conf_command Options SessionTicket,-serverpreference;\n\
+         ssl_conf_command Certificate o.crt;\n\
+         server { listen 443 ssl; ssl_session_tickets off; ssl_prefer_server_ciphers on; }\n\
+         server { listen 444 ssl; ssl_conf_command Options -SessionTicket,ServerPreference;\n\
+           ssl_conf_command CipherString ECDHE-RSA-AES128-GCM-SHA256; ssl_conf_command Curves X25519;\n\
+           ssl_conf_command Certificate o.pem; ssl_conf_command PrivateKey /k/o.key; }\n\
+         server { listen 445 ssl; ssl_ciphers HIGH; }",
+    );
+    let s = servers(&c);
+    let t0 = s[0].tls.as_ref().unwrap();
+    assert!(t0.session_tickets && !t0.prefer_server_ciphers);
+    let pair = t0.conf_certificate.as_ref().expect("Certificate");
+    assert_eq!(
+        (&pair.cert, &pair.key),
+        (
+            &Source::File("/t/o.crt".into()),
+            &Source::File("/t/o.crt".into())
+        ),
+        "the key from the certificate's file"
+    );
+    assert_eq!(pair.pos.line, 5, "where Certificate was written");
+    assert_eq!(t0.certificates.len(), 1);
+    let t1 = s[1].tls.as_ref().unwrap();
+    assert!(!t1.session_tickets && t1.prefer_server_ciphers);
+    assert_eq!(
+        (t1.ciphers.as_str(), t1.ecdh_curve.as_str()),
+        ("ECDHE-RSA-AES128-GCM-SHA256", "X25519")
+    );
+    let pair = t1.conf_certificate.as_ref().expect("Certificate");
+    assert_eq!(pair.key, Source::File("/k/o.key".into()));
+    let t2 = s[2].tls.as_ref().unwrap();
+    assert_eq!(t2.ciphers, "HIGH", "no CipherString inherited");
+    assert!(t2.session_tickets);
 }
 
 #[test]

@@ -76,6 +76,9 @@ pub struct TlsFacts {
     pub alpn: String,
     /// Whether the session was resumed.
     pub resumed: bool,
+    /// `$ssl_session_id`: the session's id, the same on a resumption
+    /// (`tls::session_id`); `None` (empty) where no handshake of firstbyte's made one.
+    pub session_id: Option<crate::tls::session_id::SessionId>,
     /// SNI sent by the client.
     pub server_name: Option<String>,
     /// The client's certificate and its verification, when the handshake's server block
@@ -466,8 +469,14 @@ impl Vars for RequestVars<'_> {
             "ssl_ciphers" => tls.map(|t| Cow::Borrowed(t.ciphers.as_str())),
             "ssl_server_name" => tls.and_then(|t| t.server_name.as_deref().map(Cow::Borrowed)),
             "ssl_session_reused" => tls.map(|t| Cow::Borrowed(if t.resumed { "r" } else { "." })),
-            // rustls keeps session IDs to itself: empty, as nginx's for a session without one.
-            "ssl_session_id" => tls.map(|_| Cow::Borrowed("")),
+            "ssl_session_id" => tls.map(|t| {
+                Cow::Owned(
+                    t.session_id
+                        .as_ref()
+                        .map(crate::tls::session_id::hex)
+                        .unwrap_or_default(),
+                )
+            }),
             "ssl_alpn_protocol" => tls.map(|t| Cow::Borrowed(t.alpn.as_str())),
             "ssl_early_data" => Some(Cow::Borrowed(if self.early_data { "1" } else { "" })),
             "ssl_client_verify" => tls.map(|t| {

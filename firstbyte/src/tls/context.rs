@@ -100,6 +100,7 @@ mod tests {
             protocols: vec![TlsVersion::Tls12, TlsVersion::Tls13],
             ciphers: "HIGH".into(),
             ciphersuites: None,
+            conf_certificate: None,
             num_tickets: None,
             ktls: false,
             ktls_tx_zerocopy: false,

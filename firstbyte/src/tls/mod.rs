@@ -8,7 +8,7 @@
 //! store reads each file once and hands the same `Arc` to every server that names it
 //! (`certs` parses, `store` caches); `ciphers` maps OpenSSL cipher and group lists to rustls;
 //! `tickets` holds ticket keys (generated and rotating, or from `ssl_session_ticket_key` files)
-//! and `sessions` the stateful cache with `ssl_session_timeout`; `server` assembles the
+//! and `sessions` the stateful cache with `ssl_session_timeout`; `session_id` puts an id in both that comes back on resumption (`$ssl_session_id`); `server` assembles the
 //! `rustls::ServerConfig`, including the certificate choice per ClientHello (ECDSA before RSA).
 //! After reading a ClientHello's SNI (tokio-rustls `LazyConfigAcceptor`) the runtime picks a
 //! server block and uses its config. `names` spells negotiated parameters as OpenSSL does, for
@@ -37,6 +37,7 @@ mod ocsp;
 pub mod peer;
 mod selfsigned;
 mod server;
+pub mod session_id;
 mod sessions;
 mod stapler;
 mod store;

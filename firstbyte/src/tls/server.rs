@@ -29,6 +29,7 @@ use rustls::{
 use super::chain::ChainVerifier;
 use super::ciphers;
 use super::context::SessionContext;
+use super::session_id;
 use super::sessions::TimedSessions;
 use super::stapler::{Stapler, StaplingConf};
 use super::store::ObjectStore;
@@ -188,6 +189,13 @@ fn load(tls: &TlsConf, store: &mut ObjectStore) -> Result<Inputs, TlsError> {
     for pair in &tls.certificates {
         certs.push(store.certified_key(pair, tls.password_file.as_deref(), ocsp)?);
     }
+    if let Some(pair) = &tls.conf_certificate {
+        // `ssl_conf_command Certificate`: OpenSSL keeps one certificate per kind of key, so
+        // it takes the place of the configured one of its kind.
+        let ck = store.certified_key(pair, tls.password_file.as_deref(), ocsp)?;
+        certs.retain(|c| c.key.algorithm() != ck.key.algorithm());
+        certs.push(ck);
+    }
     let verify = matches!(tls.verify_client, VerifyClient::On | VerifyClient::Optional);
     // `optional_no_ca` still verifies against the CA files it has (nginx's `SUCCESS`).
     let check = verify || tls.verify_client == VerifyClient::OptionalNoCa;
@@ -332,10 +340,11 @@ fn assemble(
         SessionCache::Off | SessionCache::None | SessionCache::Sessions(0) => {
             Arc::new(NoServerSessionStorage {})
         }
-        SessionCache::Sessions(n) => Arc::new(
+        // Entries carry `$ssl_session_id` (`session_id`).
+        SessionCache::Sessions(n) => Arc::new(session_id::Sessions(Arc::new(
             TimedSessions::new(shared.session_cache(n), tls.session_timeout.as_secs())
                 .with_context(context),
-        ),
+        ))),
     };
     // With early data, tickets are single-use entries of the session cache (rustls accepts
     // 0-RTT only so; the configuration checks a cache is there): no stateless ticketer.
@@ -345,7 +354,10 @@ fn assemble(
         } else {
             Ticketer::from_files(&inputs.tickets, tls.session_timeout)?
         };
-        config.ticketer = Arc::new(ticketer.with_context(context));
+        // Tickets carry `$ssl_session_id` (`session_id`).
+        config.ticketer = Arc::new(session_id::Tickets(Arc::new(
+            ticketer.with_context(context),
+        )));
     }
     Ok((Arc::new(config), dynamic))
 }
@@ -361,6 +373,7 @@ fn same_settings(a: &TlsConf, b: &TlsConf) -> bool {
         protocols,
         ciphers,
         ciphersuites,
+        conf_certificate,
         num_tickets,
         ktls,
         ktls_tx_zerocopy,
@@ -397,6 +410,8 @@ fn same_settings(a: &TlsConf, b: &TlsConf) -> bool {
         && *protocols == b.protocols
         && *ciphers == b.ciphers
         && *ciphersuites == b.ciphersuites
+        && conf_certificate.as_ref().map(|c| (&c.cert, &c.key))
+            == b.conf_certificate.as_ref().map(|c| (&c.cert, &c.key))
         && *num_tickets == b.num_tickets
         && *ktls == b.ktls
         && *ktls_tx_zerocopy == b.ktls_tx_zerocopy
@@ -836,6 +851,7 @@ mod tests {
             protocols: vec![TlsVersion::Tls12, TlsVersion::Tls13],
             ciphers: "HIGH:!aNULL:!MD5".into(),
             ciphersuites: None,
+            conf_certificate: None,
             num_tickets: None,
             ktls: false,
             ktls_tx_zerocopy: false,

@@ -302,7 +302,9 @@ pub(super) async fn accept_tls(
         }
         None => cfg,
     };
-    let tls_conn = match hello.into_connection(cfg) {
+    // `$ssl_session_id`: the tickets and cache entries this handshake opens or issues.
+    let mut ids = crate::tls::session_id::Handshake::default();
+    let tls_conn = match ids.run(|| hello.into_connection(cfg)) {
         Ok(c) => c,
         Err((e, mut alert)) => {
             let mut out = Vec::new();
@@ -312,6 +314,8 @@ pub(super) async fn accept_tls(
             return None;
         }
     };
+    ids.set_tls12(tls_conn.protocol_version() == Some(rustls::ProtocolVersion::TLSv1_2));
+    ids.settle(tls_conn.handshake_kind());
     // Boxed: the handshake's state is freed when it ends instead of widening the task.
     let handshake = Box::pin(crate::tls::stream::handshake(
         stream,
@@ -320,7 +324,7 @@ pub(super) async fn accept_tls(
         crate::record::SocketInfo(fd),
         release.clone(),
     ));
-    let tls = match tokio::time::timeout_at(hs_deadline, handshake).await {
+    let mut tls = match tokio::time::timeout_at(hs_deadline, ids.polling(handshake)).await {
         Ok(Ok(t)) => t,
         Ok(Err(e)) => {
             handshake_failed(&e, crate::metrics::io_reason(&e));
@@ -361,7 +365,10 @@ pub(super) async fn accept_tls(
             }
         }
     }
-    // A 0-RTT connection's handshake is not done: it stays in user space.
+    // A 0-RTT connection's handshake is not done: it stays in user space, and its tickets
+    // (issued when the client's Finished arrives) carry the connection's id.
+    let session_id = ids.id();
+    tls.carry_session_ids(ids);
     let early = tls.early_gate().cloned();
     let decision = (may_switch && early.is_none() && server.tls.as_ref().is_some_and(|t| t.ktls))
         .then(|| {
@@ -413,6 +420,7 @@ pub(super) async fn accept_tls(
         curves,
         ciphers,
         resumed: matches!(sc.handshake_kind(), Some(rustls::HandshakeKind::Resumed)),
+        session_id: Some(session_id),
         server_name: sni,
         client,
         ktls: (kernel.is_some(), kernel.is_some()),

@@ -308,6 +308,7 @@ where
             gate: g,
             data: Vec::new(),
             read: 0,
+            ids: None,
         }),
     };
     stream.take_early();
@@ -321,6 +322,8 @@ struct Early {
     data: Vec<u8>,
     /// How much of `data` has been read.
     read: usize,
+    /// The handshake's session ids while it is not done ([`TlsStream::carry_session_ids`]).
+    ids: Option<super::session_id::Handshake>,
 }
 
 impl Early {
@@ -348,6 +351,17 @@ pub struct TlsStream<IO, T> {
 }
 
 impl<IO, T> TlsStream<IO, T> {
+    /// For a connection whose handshake is not done (0-RTT): the handshake's session ids
+    /// (`super::session_id`), current while the rest of the handshake is read, so the
+    /// tickets issued at its end carry the connection's id. Otherwise nothing to keep.
+    pub fn carry_session_ids(&mut self, ids: super::session_id::Handshake) {
+        if let Some(early) = &mut self.early {
+            early.ids = Some(ids);
+        }
+    }
+}
+
+impl<IO, T> TlsStream<IO, T> {
     /// For a connection that accepted early data (0-RTT): the gate that is open until its
     /// handshake completes.
     pub fn early_gate(&self) -> Option<&EarlyGate> {
@@ -371,6 +385,7 @@ impl<IO, T> TlsStream<IO, T> {
         }
         if !self.conn.is_handshaking() {
             early.gate.close();
+            early.ids = None;
         }
     }
 
@@ -518,7 +533,12 @@ impl<IO: AsyncRead + AsyncWrite + Unpin, T: TcpInfoSource + Unpin> TlsStream<IO,
     /// Reads once from the socket into rustls (noting EOF), and answers post-handshake
     /// messages (a KeyUpdate) if the queue is not held.
     fn poll_more(&mut self, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        if !std::task::ready!(poll_read_tls(&mut self.conn, &mut self.io, cx))? {
+        let (conn, io) = (&mut self.conn, &mut self.io);
+        let read = match self.early.as_mut().and_then(|e| e.ids.as_mut()) {
+            Some(ids) => ids.run(|| poll_read_tls(conn, io, cx)),
+            None => poll_read_tls(conn, io, cx),
+        };
+        if !std::task::ready!(read)? {
             self.eof = true;
         }
         self.take_early();
