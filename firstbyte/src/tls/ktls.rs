@@ -33,6 +33,7 @@
 //! `crypto_info` bytes, record sizes → send calls), unit-tested; `sys` is the shell of
 //! `setsockopt`, `recvmsg`/`sendmsg` with control messages and `sendfile`.
 
+pub(crate) mod rx;
 pub(crate) mod sys;
 
 use rustls::{CipherSuite, ConnectionTrafficSecrets, ProtocolVersion};
@@ -149,7 +150,8 @@ pub fn cipher_of(suite: CipherSuite) -> Option<KernelCipher> {
 pub enum Support {
     /// `setsockopt(TCP_ULP, "tls")` failed: no kernel TLS at all (the reason, as logged).
     NoModule(String),
-    /// The module is there; these (version, cipher) pairs took both `TLS_TX` and `TLS_RX`.
+    /// The module is there; these (version, cipher) pairs took `TLS_TX` (and, for TLS 1.2,
+    /// `TLS_RX`: TLS 1.3 records from clients are opened in user space, [`rx`]).
     Ciphers(Vec<(KernelVersion, KernelCipher)>),
 }
 
@@ -178,7 +180,13 @@ impl Support {
                     .iter()
                     .map(|(v, c)| format!("{} {}", v.name(), c.name()))
                     .collect();
-                format!("kernel TLS available for {}", list.join(", "))
+                let mut line = format!("kernel TLS available for {}", list.join(", "));
+                if c.iter().any(|(v, _)| *v == KernelVersion::Tls13) {
+                    line.push_str(
+                        "; TLSv1.3 records from clients are decrypted in user space (so that a client's KeyUpdate is followed)",
+                    );
+                }
+                line
             }
         }
     }
@@ -465,7 +473,11 @@ mod tests {
         assert_eq!(some.warning(), None);
         assert_eq!(
             some.summary(),
-            "kernel TLS available for TLSv1.3 AES-128-GCM"
+            "kernel TLS available for TLSv1.3 AES-128-GCM; TLSv1.3 records from clients are decrypted in user space (so that a client's KeyUpdate is followed)"
+        );
+        assert_eq!(
+            Support::Ciphers(vec![(KernelVersion::Tls12, KernelCipher::Aes256Gcm)]).summary(),
+            "kernel TLS available for TLSv1.2 AES-256-GCM"
         );
         assert_eq!(
             decide(&some, v13, aes, "", false),

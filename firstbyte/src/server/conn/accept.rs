@@ -302,7 +302,10 @@ pub(super) async fn accept_tls(
         }
         None => cfg,
     };
-    let tls_conn = match hello.into_connection(cfg) {
+    // The client's TLS 1.3 traffic secret, for kernel TLS to follow its KeyUpdates: logged
+    // (`ktls::rx::capture`) while the ClientHello is processed, or a later flight's.
+    let mut secret = None;
+    let tls_conn = match ktls::rx::capture::capture(&mut secret, || hello.into_connection(cfg)) {
         Ok(c) => c,
         Err((e, mut alert)) => {
             let mut out = Vec::new();
@@ -313,16 +316,19 @@ pub(super) async fn accept_tls(
         }
     };
     // Boxed: the handshake's state is freed when it ends instead of widening the task.
-    let handshake = Box::pin(crate::tls::stream::handshake(
-        stream,
-        tls_conn,
-        record_policy(&server, &shared.http.advisor),
-        crate::record::SocketInfo(fd),
-        release.clone(),
-    ));
-    let tls = match tokio::time::timeout_at(hs_deadline, handshake).await {
-        Ok(Ok(t)) => t,
-        Ok(Err(e)) => {
+    let handshake = ktls::rx::capture::Captured::new(
+        Box::pin(crate::tls::stream::handshake(
+            stream,
+            tls_conn,
+            record_policy(&server, &shared.http.advisor),
+            crate::record::SocketInfo(fd),
+            release.clone(),
+        )),
+        secret,
+    );
+    let (tls, secret) = match tokio::time::timeout_at(hs_deadline, handshake).await {
+        Ok((Ok(t), secret)) => (t, secret),
+        Ok((Err(e), _)) => {
             handshake_failed(&e, crate::metrics::io_reason(&e));
             return None;
         }
@@ -415,7 +421,11 @@ pub(super) async fn accept_tls(
         resumed: matches!(sc.handshake_kind(), Some(rustls::HandshakeKind::Resumed)),
         server_name: sni,
         client,
-        ktls: (kernel.is_some(), kernel.is_some()),
+        // TLS 1.3 records from the client are opened in user space (`ktls::rx`).
+        ktls: (
+            kernel.is_some(),
+            kernel.is_some_and(|(v, _)| v == ktls::KernelVersion::Tls12),
+        ),
         ktls_zerocopy: false,
         early,
     });
@@ -431,7 +441,9 @@ pub(super) async fn accept_tls(
                 .tls
                 .as_ref()
                 .is_some_and(|t| ktls::sys::zerocopy().used(t.ktls_tx_zerocopy));
-            match ktls::sys::switch(sock.into_inner(), conn, version, policy, zerocopy).await {
+            match ktls::sys::switch(sock.into_inner(), conn, version, policy, zerocopy, secret)
+                .await
+            {
                 Ok(k) => {
                     crate::fblog!(
                         Debug,
