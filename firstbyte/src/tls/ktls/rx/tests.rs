@@ -347,3 +347,83 @@ fn bad_records_fail_with_their_alert_and_never_panic() {
     }
     assert_eq!(Fail::Type(0).alert(), Some(10));
 }
+
+/// A real rustls client against a rustls server config as firstbyte makes it for kernel TLS
+/// (`enable_secret_extraction`, [`capture::SecretLog`]), in memory, for each TLS 1.3 suite:
+/// the secret captured during the handshake is the one the keys `dangerous_extract_secrets`
+/// hands over come from, and the reader opens the client's records with them. rustls'
+/// clients ask for our KeyUpdate (`refresh_traffic_keys` sends update_requested): the
+/// connection ends there, cleanly.
+#[test]
+fn a_rustls_client_is_read_with_the_captured_secret() {
+    use crate::tls::testutil;
+    use rustls::pki_types::{CertificateDer, PrivateKeyDer};
+    use rustls_pki_types::pem::PemObject;
+    use std::io::Write;
+    use std::sync::Arc;
+
+    let (cert, key) = testutil::ecdsa_pem(&["localhost"]);
+    let certs = CertificateDer::pem_slice_iter(cert.as_bytes())
+        .collect::<Result<Vec<_>, _>>()
+        .unwrap();
+    let key = PrivateKeyDer::from_pem_slice(key.as_bytes()).unwrap();
+    let mut server = rustls::ServerConfig::builder_with_provider(Arc::new(testutil::provider()))
+        .with_protocol_versions(&[&rustls::version::TLS13])
+        .unwrap()
+        .with_no_client_auth()
+        .with_single_cert(certs, key)
+        .unwrap();
+    server.enable_secret_extraction = true;
+    server.key_log = Arc::new(capture::SecretLog);
+    let server = Arc::new(server);
+    for suite in testutil::provider()
+        .cipher_suites
+        .into_iter()
+        .filter(|s| s.tls13().is_some())
+    {
+        let mut p = testutil::provider();
+        p.cipher_suites = vec![suite];
+        let client = Arc::new(testutil::client_config(
+            p,
+            &[&rustls::version::TLS13],
+            testutil::any_server_cert(),
+        ));
+        let mut secret = None;
+        let (mut c, s) =
+            capture::capture(&mut secret, || testutil::handshake(server.clone(), client)).unwrap();
+        let secret = secret.expect("captured");
+        let t13 = s.negotiated_cipher_suite().and_then(|s| s.tls13()).unwrap();
+        let (seq, rx) = s.dangerous_extract_secrets().unwrap().rx;
+        let (key, iv) = match rx {
+            rustls::ConnectionTrafficSecrets::Aes128Gcm { key, iv }
+            | rustls::ConnectionTrafficSecrets::Aes256Gcm { key, iv }
+            | rustls::ConnectionTrafficSecrets::Chacha20Poly1305 { key, iv } => (key, iv),
+            _ => unreachable!(),
+        };
+        let (k, i) = traffic_keys(t13, &secret);
+        assert_eq!(k.as_ref(), key.as_ref(), "{:?}", suite.suite());
+        assert_eq!(i.as_ref(), iv.as_ref());
+        let mut r = Reader::new(t13, key, iv, seq, Some(secret));
+        let mut wire = Vec::new();
+        c.writer().write_all(b"GET /1 ").unwrap();
+        c.refresh_traffic_keys().unwrap();
+        c.writer().write_all(b"GET /2").unwrap();
+        while c.wants_write() {
+            c.write_tls(&mut wire).unwrap();
+        }
+        let (out, ev) = feed(&mut r, &[&wire]);
+        assert_eq!(out, b"GET /1 ");
+        assert_eq!(ev, [Step::Fail(Fail::UpdateRequested)]);
+    }
+    // Outside `capture`, nothing is kept.
+    let client = Arc::new(testutil::client_config(
+        testutil::provider(),
+        &[&rustls::version::TLS13],
+        testutil::any_server_cert(),
+    ));
+    let mut nothing = None;
+    capture::capture(&mut nothing, || {});
+    testutil::handshake(server, client).unwrap();
+    capture::capture(&mut nothing, || {});
+    assert!(nothing.is_none());
+}
