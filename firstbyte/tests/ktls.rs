@@ -191,7 +191,9 @@ struct HandClient {
     inbuf: Vec<u8>,
 }
 
-fn keys_of(s: rustls::ConnectionTrafficSecrets) -> (rustls::crypto::cipher::AeadKey, rustls::crypto::cipher::Iv) {
+fn keys_of(
+    s: rustls::ConnectionTrafficSecrets,
+) -> (rustls::crypto::cipher::AeadKey, rustls::crypto::cipher::Iv) {
     use rustls::ConnectionTrafficSecrets as S;
     match s {
         S::Aes128Gcm { key, iv } | S::Aes256Gcm { key, iv } | S::Chacha20Poly1305 { key, iv } => {
@@ -224,7 +226,8 @@ impl HandClient {
         let name = rustls_pki_types::ServerName::try_from("localhost").unwrap();
         let mut conn = rustls::ClientConnection::new(Arc::new(config), name).unwrap();
         let mut sock = TcpStream::connect(addr).unwrap();
-        sock.set_read_timeout(Some(Duration::from_secs(60))).unwrap();
+        sock.set_read_timeout(Some(Duration::from_secs(60)))
+            .unwrap();
         // The server sends nothing after its Finished until it has ours: rustls reads no byte
         // past the handshake.
         loop {
@@ -234,10 +237,16 @@ impl HandClient {
             if !conn.is_handshaking() {
                 break;
             }
-            assert!(conn.read_tls(&mut sock).unwrap() > 0, "EOF in the handshake");
+            assert!(
+                conn.read_tls(&mut sock).unwrap() > 0,
+                "EOF in the handshake"
+            );
             conn.process_new_packets().expect("handshake");
         }
-        let suite = conn.negotiated_cipher_suite().and_then(|s| s.tls13()).unwrap();
+        let suite = conn
+            .negotiated_cipher_suite()
+            .and_then(|s| s.tls13())
+            .unwrap();
         let secret = log.0.lock().unwrap().take().expect("client traffic secret");
         let x = conn.dangerous_extract_secrets().unwrap();
         assert_eq!(x.tx.0, 0, "aws-lc's sealing keys count from 0");
@@ -279,13 +288,22 @@ impl HandClient {
     fn key_update(&mut self) {
         use rustls::crypto::tls13::OkmBlock;
         self.record(rustls::ContentType::Handshake, &[24, 0, 0, 1, 0]);
-        let exp = self.suite.hkdf_provider.expander_for_okm(&OkmBlock::new(&self.secret));
+        let exp = self
+            .suite
+            .hkdf_provider
+            .expander_for_okm(&OkmBlock::new(&self.secret));
         let n = self.secret.len();
         let label = b"tls13 traffic upd";
         let mut next = vec![0u8; n];
-        exp.expand_slice(&[&(n as u16).to_be_bytes(), &[label.len() as u8], label, &[0]], &mut next)
-            .unwrap();
-        let exp = self.suite.hkdf_provider.expander_for_okm(&OkmBlock::new(&next));
+        exp.expand_slice(
+            &[&(n as u16).to_be_bytes(), &[label.len() as u8], label, &[0]],
+            &mut next,
+        )
+        .unwrap();
+        let exp = self
+            .suite
+            .hkdf_provider
+            .expander_for_okm(&OkmBlock::new(&next));
         let key = rustls::internal::derive_traffic_key(exp.as_ref(), self.suite.aead_alg);
         let iv = rustls::internal::derive_traffic_iv(exp.as_ref());
         self.enc = self.suite.aead_alg.encrypter(key, iv);
@@ -345,7 +363,11 @@ impl HandClient {
             }
         }
         let head_end = head_end.unwrap();
-        assert!(got.starts_with(b"HTTP/1.1 200"), "{:?}", String::from_utf8_lossy(&got[..head_end]));
+        assert!(
+            got.starts_with(b"HTTP/1.1 200"),
+            "{:?}",
+            String::from_utf8_lossy(&got[..head_end])
+        );
         assert_eq!(got.len(), head_end + want.len(), "more than the body");
         assert!(got[head_end..] == want[..], "body differs");
     }
@@ -364,17 +386,26 @@ fn vm_keyupdate_mid_download() {
     let file = std::env::var("KTLS_FILE").expect("KTLS_FILE");
     let path = std::env::var("KTLS_PATH").expect("KTLS_PATH");
     let suite = std::env::var("KTLS_SUITE").ok();
-    keyupdate_mid_download(&addr, &std::fs::read(&file).unwrap(), &path, suite.as_deref());
+    keyupdate_mid_download(
+        &addr,
+        &std::fs::read(&file).unwrap(),
+        &path,
+        suite.as_deref(),
+    );
 }
 
 fn keyupdate_mid_download(addr: &str, want: &[u8], path: &str, suite: Option<&str>) {
+    println!(); // past libtest's "test NAME ... ", so that each line starts with "ktls:"
     let mut c = HandClient::connect(addr, suite);
     let name = format!("{:?}", c.suite.common.suite);
     c.get(path, want, |c, at| {
         c.key_update();
         println!("ktls: {name}: KeyUpdate(update_not_requested) sent after {at} bytes");
     });
-    println!("ktls: {name}: KeyUpdate mid-download: {} bytes identical", want.len());
+    println!(
+        "ktls: {name}: KeyUpdate mid-download: {} bytes identical",
+        want.len()
+    );
     c.get(path, want, |_, _| {});
     println!(
         "ktls: {name}: a second request on the same connection under the new keys: {} bytes identical",
@@ -394,7 +425,11 @@ fn a_keyupdate_not_requested_mid_download_is_followed() {
     let data: Vec<u8> = (0..3_000_017u32).map(|i| (i % 253) as u8).collect();
     std::fs::write(server.dir.join("html/big.bin"), &data).unwrap();
     let addr = format!("127.0.0.1:{}", ports[0]);
-    for suite in ["TLS13_AES_128_GCM_SHA256", "TLS13_AES_256_GCM_SHA384", "TLS13_CHACHA20_POLY1305_SHA256"] {
+    for suite in [
+        "TLS13_AES_128_GCM_SHA256",
+        "TLS13_AES_256_GCM_SHA384",
+        "TLS13_CHACHA20_POLY1305_SHA256",
+    ] {
         keyupdate_mid_download(&addr, &data, "/big.bin", Some(suite));
     }
 }
@@ -406,6 +441,7 @@ fn a_keyupdate_not_requested_mid_download_is_followed() {
 #[ignore = "the VM's client: run by scripts/ktls-vm"]
 fn vm_keyupdate_requested() {
     let addr = std::env::var("KTLS_ADDR").expect("KTLS_ADDR");
+    println!();
     let mut tls = vm_client(&addr);
     write!(tls, "GET /small.txt HTTP/1.1\r\nHost: localhost\r\n\r\n").unwrap();
     tls.flush().unwrap();

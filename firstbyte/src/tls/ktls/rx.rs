@@ -209,7 +209,11 @@ impl Reader {
         let record = if have < HEADER {
             HEADER
         } else {
-            HEADER + usize::from(u16::from_be_bytes([self.buf[self.start + 3], self.buf[self.start + 4]]))
+            HEADER
+                + usize::from(u16::from_be_bytes([
+                    self.buf[self.start + 3],
+                    self.buf[self.start + 4],
+                ]))
         };
         let want = (self.start + record.min(HEADER + MAX_CIPHERTEXT))
             .max(INITIAL)

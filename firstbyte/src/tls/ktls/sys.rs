@@ -407,9 +407,10 @@ impl KtlsSocket {
                 None
             }
             // The kernel opens TLS 1.2 records only, which has no KeyUpdate.
-            PostHandshake::KeyUpdate { .. } | PostHandshake::Invalid => Some(Err(
-                io::Error::new(io::ErrorKind::InvalidData, "unexpected TLS record"),
-            )),
+            PostHandshake::KeyUpdate { .. } | PostHandshake::Invalid => Some(Err(io::Error::new(
+                io::ErrorKind::InvalidData,
+                "unexpected TLS record",
+            ))),
         }
     }
 

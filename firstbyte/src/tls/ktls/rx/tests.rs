@@ -49,7 +49,9 @@ fn hash_len(suite: &Tls13CipherSuite) -> usize {
 
 /// A first secret for a test connection (any bytes of the hash's length).
 fn secret0(suite: &Tls13CipherSuite) -> OkmBlock {
-    let b: Vec<u8> = (0..hash_len(suite) as u8).map(|i| i.wrapping_mul(7) ^ 0x5a).collect();
+    let b: Vec<u8> = (0..hash_len(suite) as u8)
+        .map(|i| i.wrapping_mul(7) ^ 0x5a)
+        .collect();
     OkmBlock::new(&b)
 }
 
@@ -115,7 +117,10 @@ fn reader(suite: &'static Tls13CipherSuite, seq: u64, keep_secret: bool) -> Read
 /// every step other than data and more, up to the first that ends the connection.
 fn feed(r: &mut Reader, pieces: &[&[u8]]) -> (Vec<u8>, Vec<Step>) {
     let (mut out, mut events) = (Vec::new(), Vec::new());
-    let mut pieces = pieces.iter().map(|p| p.to_vec()).collect::<std::collections::VecDeque<_>>();
+    let mut pieces = pieces
+        .iter()
+        .map(|p| p.to_vec())
+        .collect::<std::collections::VecDeque<_>>();
     loop {
         match r.step() {
             Step::Data => {
@@ -126,7 +131,9 @@ fn feed(r: &mut Reader, pieces: &[&[u8]]) -> (Vec<u8>, Vec<Step>) {
             }
             Step::More => {
                 assert!(!r.ready());
-                let Some(mut p) = pieces.pop_front() else { break };
+                let Some(mut p) = pieces.pop_front() else {
+                    break;
+                };
                 let sp = r.spare();
                 assert!(!sp.is_empty());
                 let n = p.len().min(sp.len());
@@ -151,13 +158,13 @@ fn the_derivation_matches_an_independent_hkdf() {
     // The HKDF here against a known answer: the client application traffic secret of the
     // TLS 1.3 key schedule trace rustls checks itself against, and its AES-128-GCM key and IV.
     let ats = [
-        0xc1, 0x4a, 0x6d, 0x79, 0x76, 0xd8, 0x10, 0x2b, 0x5a, 0x0c, 0x99, 0x51, 0x49, 0x3f,
-        0xee, 0x87, 0xdc, 0xaf, 0xf8, 0x2c, 0x24, 0xca, 0xb2, 0x14, 0xe8, 0xbe, 0x71, 0xa8,
-        0x20, 0x6d, 0xbd, 0xa5,
+        0xc1, 0x4a, 0x6d, 0x79, 0x76, 0xd8, 0x10, 0x2b, 0x5a, 0x0c, 0x99, 0x51, 0x49, 0x3f, 0xee,
+        0x87, 0xdc, 0xaf, 0xf8, 0x2c, 0x24, 0xca, 0xb2, 0x14, 0xe8, 0xbe, 0x71, 0xa8, 0x20, 0x6d,
+        0xbd, 0xa5,
     ];
     let key = [
-        0xcc, 0x9f, 0x5f, 0x98, 0x0b, 0x5f, 0x10, 0x30, 0x6c, 0xba, 0xd7, 0xbe, 0x98, 0xd7,
-        0x57, 0x2e,
+        0xcc, 0x9f, 0x5f, 0x98, 0x0b, 0x5f, 0x10, 0x30, 0x6c, 0xba, 0xd7, 0xbe, 0x98, 0xd7, 0x57,
+        0x2e,
     ];
     let iv = [
         0xb8, 0x09, 0x29, 0xe8, 0xd0, 0x2c, 0x70, 0xf6, 0x11, 0x62, 0xed, 0x6b,
@@ -167,7 +174,10 @@ fn the_derivation_matches_an_independent_hkdf() {
     for suite in suites() {
         let s = secret0(suite);
         let (k, i) = traffic_keys(suite, &s);
-        assert_eq!(k.as_ref(), &expand_label_here(s.as_ref(), "key", suite.aead_alg.key_len())[..]);
+        assert_eq!(
+            k.as_ref(),
+            &expand_label_here(s.as_ref(), "key", suite.aead_alg.key_len())[..]
+        );
         assert_eq!(i.as_ref(), &expand_label_here(s.as_ref(), "iv", 12)[..]);
         let next = next_secret(suite, &s).unwrap();
         assert_eq!(next.as_ref().len(), hash_len(suite));
@@ -219,7 +229,11 @@ fn full_size_records_grow_the_buffer_once() {
         let (out, ev) = feed(&mut r, &pieces);
         assert!(ev.is_empty());
         assert_eq!(out, [&big[..], &big[..100], &big[..]].concat());
-        assert!(r.buf.len() <= HEADER + MAX_CIPHERTEXT + 1000, "{}", r.buf.len());
+        assert!(
+            r.buf.len() <= HEADER + MAX_CIPHERTEXT + 1000,
+            "{}",
+            r.buf.len()
+        );
     }
 }
 
@@ -274,7 +288,11 @@ fn update_requested_ends_the_connection_cleanly() {
     assert_eq!(ev, [Step::Fail(Fail::UpdateRequested)]);
     assert_eq!(r.step(), Step::Fail(Fail::UpdateRequested), "stays failed");
     assert!(r.ready());
-    assert_eq!(Fail::UpdateRequested.alert(), None, "close_notify, not an error");
+    assert_eq!(
+        Fail::UpdateRequested.alert(),
+        None,
+        "close_notify, not an error"
+    );
 }
 
 #[test]
@@ -290,11 +308,17 @@ fn close_notify_is_eof_and_other_alerts_fail() {
     .concat();
     let mut r = reader(suite, 0, true);
     let (out, ev) = feed(&mut r, &[&all]);
-    assert_eq!(out, b"last", "user_canceled passes, nothing after close_notify");
+    assert_eq!(
+        out, b"last",
+        "user_canceled passes, nothing after close_notify"
+    );
     assert_eq!(ev, [Step::Closed]);
     assert_eq!(r.step(), Step::Closed);
     let mut c = Client::new(suite, 0);
-    let (_, ev) = feed(&mut reader(suite, 0, true), &[&c.record(ContentType::Alert, &[2, 40])]);
+    let (_, ev) = feed(
+        &mut reader(suite, 0, true),
+        &[&c.record(ContentType::Alert, &[2, 40])],
+    );
     assert_eq!(ev, [Step::Fail(Fail::Alert(40))]);
 }
 
@@ -336,14 +360,21 @@ fn bad_records_fail_with_their_alert_and_never_panic() {
     ] {
         let (mut c, mut r) = fresh();
         let rec = c.record(ContentType::Handshake, body);
-        assert_eq!(feed(&mut r, &[&rec]).1, [Step::Fail(Fail::Handshake(t))], "{body:?}");
+        assert_eq!(
+            feed(&mut r, &[&rec]).1,
+            [Step::Fail(Fail::Handshake(t))],
+            "{body:?}"
+        );
     }
     // An inner change_cipher_spec, or an unknown inner type.
     for typ in [20u8, 99] {
         let (mut c, mut r) = fresh();
         let rec = c.record(ContentType::from(typ), b"\x01");
         let ev = feed(&mut r, &[&rec]).1;
-        assert!(matches!(ev[..], [Step::Fail(Fail::Type(_))]), "{typ}: {ev:?}");
+        assert!(
+            matches!(ev[..], [Step::Fail(Fail::Type(_))]),
+            "{typ}: {ev:?}"
+        );
     }
     assert_eq!(Fail::Type(0).alert(), Some(10));
 }
