@@ -106,6 +106,38 @@ mod tests {
     use super::*;
     use rustls::KeyLog;
 
+    /// A handshake future that logs the secret in its second poll (a later flight's, as after
+    /// a HelloRetryRequest): the wrapper hands it out with the output.
+    #[test]
+    fn a_wrapped_future_keeps_a_secret_logged_in_any_poll() {
+        struct Second(u8);
+        impl Future for Second {
+            type Output = u8;
+            fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<u8> {
+                self.0 += 1;
+                if self.0 < 2 {
+                    cx.waker().wake_by_ref();
+                    return Poll::Pending;
+                }
+                SecretLog.log(LABEL, &[0; 32], &[3; 32]);
+                Poll::Ready(7)
+            }
+        }
+        let mut cx = Context::from_waker(std::task::Waker::noop());
+        let mut f = Captured::new(Second(0), None);
+        assert!(Pin::new(&mut f).poll(&mut cx).is_pending());
+        match Pin::new(&mut f).poll(&mut cx) {
+            Poll::Ready((7, Some(s))) => assert_eq!(s.as_ref(), &[3; 32]),
+            _ => panic!("no secret"),
+        }
+        // A secret from an earlier step (the ClientHello's) is handed out too.
+        let mut f = Captured::new(std::future::ready(1), Some(OkmBlock::new(&[4; 32])));
+        match Pin::new(&mut f).poll(&mut cx) {
+            Poll::Ready((1, Some(s))) => assert_eq!(s.as_ref(), &[4; 32]),
+            _ => panic!("the earlier secret was lost"),
+        }
+    }
+
     #[test]
     fn only_the_client_secret_and_only_while_armed() {
         let log = SecretLog;
