@@ -8,7 +8,8 @@
 //! module, then `TLS_TX` and `TLS_RX` for each version and cipher, on a loopback pair), and
 //! per connection [`decide`] compares the handshake's result with that probe. Only then does
 //! [`sys::switch`] write what rustls still has queued (the TLS 1.3 session tickets), extract
-//! the traffic keys with their sequence numbers and hand them to the kernel.
+//! the traffic keys with their sequence numbers and hand them to the kernel (for TLS 1.3, the
+//! sending ones only: see below).
 //!
 //! What stays in user space, and why:
 //! - **HTTP/2.** HTTP/2 frames every DATA chunk itself, so its bytes pass through user space
@@ -17,12 +18,24 @@
 //!   `bench/results/2026-11-26-ktls-h2`): HTTP/2 through kTLS was slower and cost 1.3–1.6×
 //!   the server CPU per byte, so it stays with rustls. `FIRSTBYTE_KTLS_H2=1` switches it for
 //!   that bench ([`sys::h2_in_kernel`]).
-//! - **A peer's TLS 1.3 KeyUpdate.** rustls' buffered `ServerConnection` hands over keys, not
-//!   the traffic secrets a new key is derived from (`KernelConnection` exists only for the
-//!   unbuffered API), and kernels before the TLS rekey support cannot take a second `TLS_RX`
-//!   anyway. A KeyUpdate is read (the kernel returns it as a handshake record) and logged; the
-//!   response in flight completes, and the connection ends at the peer's next record, which
-//!   the old key cannot open ([`PostHandshake::KeyUpdate`]).
+//! - **TLS 1.3 records from the client** ([`rx`]). Only `TLS_TX` goes to the kernel; the
+//!   socket's receive path stays plain TCP (the `tls` module leaves it alone without
+//!   `TLS_RX`) and [`rx::Reader`] opens the client's records with the suite's own decrypter
+//!   (rustls' provider, no cryptography of ours). The reason is the client's KeyUpdate: its
+//!   next records use keys derived from its traffic *secret*, which rustls' buffered
+//!   connection does not hand over (only keys; `KernelConnection` exists only for the
+//!   unbuffered API) and kernels before TLS 1.3 rekey support (Debian 12's 6.1 among them)
+//!   cannot take as a second `TLS_RX`. The secret is kept during the handshake through a
+//!   `KeyLog` ([`rx::capture`]), the next one derived (RFC 8446 §7.2) and the connection
+//!   reads on. This is always so for TLS 1.3, on every kernel: one path, and a client's
+//!   request bytes are few next to the response bytes `sendfile` saves. TLS 1.2 has no
+//!   KeyUpdate: both directions go to the kernel. The start-up line and each connection's
+//!   `ktls_rx` (the connection page) say which.
+//! - **Our own KeyUpdate.** A client's KeyUpdate with `update_requested` (rustls clients send
+//!   only that kind) requires ours before our next data (RFC 8446 §4.6.3), which needs new
+//!   sending keys the kernel cannot take either: the connection sends close_notify and closes
+//!   with an `[info]` line ([`rx::Fail::UpdateRequested`]). `openssl s_client`'s `k`
+//!   (update_not_requested) is followed; its `K` closes.
 //!
 //! `ssl_conf_command Options KTLSTxZerocopySendfile` (OpenSSL's option, off by default) sets
 //! `TLS_TX_ZEROCOPY_RO` after `TLS_TX` where the start-up probe found the kernel takes it
@@ -33,6 +46,7 @@
 //! `crypto_info` bytes, record sizes → send calls), unit-tested; `sys` is the shell of
 //! `setsockopt`, `recvmsg`/`sendmsg` with control messages and `sendfile`.
 
+pub(crate) mod rx;
 pub(crate) mod sys;
 
 use rustls::{CipherSuite, ConnectionTrafficSecrets, ProtocolVersion};
@@ -149,7 +163,8 @@ pub fn cipher_of(suite: CipherSuite) -> Option<KernelCipher> {
 pub enum Support {
     /// `setsockopt(TCP_ULP, "tls")` failed: no kernel TLS at all (the reason, as logged).
     NoModule(String),
-    /// The module is there; these (version, cipher) pairs took both `TLS_TX` and `TLS_RX`.
+    /// The module is there; these (version, cipher) pairs took `TLS_TX` (and, for TLS 1.2,
+    /// `TLS_RX`: TLS 1.3 records from clients are opened in user space, [`rx`]).
     Ciphers(Vec<(KernelVersion, KernelCipher)>),
 }
 
@@ -178,7 +193,13 @@ impl Support {
                     .iter()
                     .map(|(v, c)| format!("{} {}", v.name(), c.name()))
                     .collect();
-                format!("kernel TLS available for {}", list.join(", "))
+                let mut line = format!("kernel TLS available for {}", list.join(", "));
+                if c.iter().any(|(v, _)| *v == KernelVersion::Tls13) {
+                    line.push_str(
+                        "; TLSv1.3 records from clients are decrypted in user space (so that a client's KeyUpdate is followed)",
+                    );
+                }
+                line
             }
         }
     }
@@ -313,25 +334,26 @@ pub const CONTENT_DATA: u8 = 23;
 /// The close_notify alert: level warning (1), description close_notify (0).
 pub const CLOSE_NOTIFY: [u8; 2] = [1, 0];
 
-/// What a non-data record the kernel hands up means.
+/// What a non-data record means (handed up by the kernel for TLS 1.2, opened by [`rx`] for
+/// TLS 1.3).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum PostHandshake {
     /// The peer closed its side (close_notify): EOF.
     CloseNotify,
     /// Any other alert: the connection failed (its description).
     Alert(u8),
-    /// A TLS 1.3 KeyUpdate: the peer's next records use a key the kernel does not have.
+    /// A TLS 1.3 KeyUpdate: the peer's next records use its next traffic secret's keys.
     KeyUpdate {
         /// `update_requested`: the peer asked us to update ours too.
         requested: bool,
     },
     /// Another handshake message (its type): not expected from a client, ignored.
     Handshake(u8),
-    /// A record type the kernel should not hand up, or a malformed one.
+    /// A record type not expected here, or a malformed one.
     Invalid,
 }
 
-/// Reads one non-data record handed up by the kernel (its type and plaintext).
+/// Reads one non-data record (its type and plaintext).
 pub fn post_handshake(content_type: u8, body: &[u8]) -> PostHandshake {
     match (content_type, body) {
         (CONTENT_ALERT, [_, 0]) => PostHandshake::CloseNotify,
@@ -465,7 +487,11 @@ mod tests {
         assert_eq!(some.warning(), None);
         assert_eq!(
             some.summary(),
-            "kernel TLS available for TLSv1.3 AES-128-GCM"
+            "kernel TLS available for TLSv1.3 AES-128-GCM; TLSv1.3 records from clients are decrypted in user space (so that a client's KeyUpdate is followed)"
+        );
+        assert_eq!(
+            Support::Ciphers(vec![(KernelVersion::Tls12, KernelCipher::Aes256Gcm)]).summary(),
+            "kernel TLS available for TLSv1.2 AES-256-GCM"
         );
         assert_eq!(
             decide(&some, v13, aes, "", false),

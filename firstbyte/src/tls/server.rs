@@ -318,6 +318,8 @@ fn assemble(
     // Kernel TLS takes the traffic keys after the handshake (`tls::ktls`).
     config.enable_secret_extraction = tls.ktls;
     if tls.ktls {
+        // TLS 1.3: the client's traffic secret, kept for its KeyUpdates (`ktls::rx::capture`).
+        config.key_log = Arc::new(super::ktls::rx::capture::SecretLog);
         // Probed (and a `[warn]` logged when unusable) once, at the first load that asks.
         let _ = super::ktls::sys::support();
         if tls.ktls_tx_zerocopy {

@@ -304,29 +304,37 @@ pub(super) async fn accept_tls(
     };
     // `$ssl_session_id`: the tickets and cache entries this handshake opens or issues.
     let mut ids = crate::tls::session_id::Handshake::default();
-    let tls_conn = match ids.run(|| hello.into_connection(cfg)) {
-        Ok(c) => c,
-        Err((e, mut alert)) => {
-            let mut out = Vec::new();
-            let _ = alert.write_all(&mut out);
-            let _ = tokio::io::AsyncWriteExt::write_all(&mut stream, &out).await;
-            handshake_failed(&e, crate::metrics::rustls_reason(&e));
-            return None;
-        }
-    };
+    // The client's TLS 1.3 traffic secret, for kernel TLS to follow its KeyUpdates: logged
+    // (`ktls::rx::capture`) while the ClientHello is processed, or a later flight's.
+    let mut secret = None;
+    let tls_conn =
+        match ids.run(|| ktls::rx::capture::capture(&mut secret, || hello.into_connection(cfg))) {
+            Ok(c) => c,
+            Err((e, mut alert)) => {
+                let mut out = Vec::new();
+                let _ = alert.write_all(&mut out);
+                let _ = tokio::io::AsyncWriteExt::write_all(&mut stream, &out).await;
+                handshake_failed(&e, crate::metrics::rustls_reason(&e));
+                return None;
+            }
+        };
     ids.set_tls12(tls_conn.protocol_version() == Some(rustls::ProtocolVersion::TLSv1_2));
     ids.settle(tls_conn.handshake_kind());
     // Boxed: the handshake's state is freed when it ends instead of widening the task.
-    let handshake = Box::pin(crate::tls::stream::handshake(
-        stream,
-        tls_conn,
-        record_policy(&server, &shared.http.advisor),
-        crate::record::SocketInfo(fd),
-        release.clone(),
-    ));
-    let mut tls = match tokio::time::timeout_at(hs_deadline, ids.polling(handshake)).await {
-        Ok(Ok(t)) => t,
-        Ok(Err(e)) => {
+    let handshake = ktls::rx::capture::Captured::new(
+        Box::pin(crate::tls::stream::handshake(
+            stream,
+            tls_conn,
+            record_policy(&server, &shared.http.advisor),
+            crate::record::SocketInfo(fd),
+            release.clone(),
+        )),
+        secret,
+    );
+    let (mut tls, secret) = match tokio::time::timeout_at(hs_deadline, ids.polling(handshake)).await
+    {
+        Ok((Ok(t), secret)) => (t, secret),
+        Ok((Err(e), _)) => {
             handshake_failed(&e, crate::metrics::io_reason(&e));
             return None;
         }
@@ -423,7 +431,11 @@ pub(super) async fn accept_tls(
         session_id: Some(session_id),
         server_name: sni,
         client,
-        ktls: (kernel.is_some(), kernel.is_some()),
+        // TLS 1.3 records from the client are opened in user space (`ktls::rx`).
+        ktls: (
+            kernel.is_some(),
+            kernel.is_some_and(|(v, _)| v == ktls::KernelVersion::Tls12),
+        ),
         ktls_zerocopy: false,
         early,
     });
@@ -439,7 +451,9 @@ pub(super) async fn accept_tls(
                 .tls
                 .as_ref()
                 .is_some_and(|t| ktls::sys::zerocopy().used(t.ktls_tx_zerocopy));
-            match ktls::sys::switch(sock.into_inner(), conn, version, policy, zerocopy).await {
+            match ktls::sys::switch(sock.into_inner(), conn, version, policy, zerocopy, secret)
+                .await
+            {
                 Ok(k) => {
                     crate::fblog!(
                         Debug,

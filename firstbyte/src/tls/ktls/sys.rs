@@ -1,6 +1,7 @@
 //! The kernel side of kernel TLS: the start-up probe, the switch of one connection, and the
-//! socket that serves it afterwards ([`KtlsSocket`]: `recvmsg` with the record type in a
-//! control message, `sendmsg` of alerts, `sendfile` sized by the record policy).
+//! socket that serves it afterwards ([`KtlsSocket`]: `sendmsg` of alerts, `sendfile` sized by
+//! the record policy; for TLS 1.2 `recvmsg` with the record type in a control message, for
+//! TLS 1.3 plain reads opened in user space by [`rx::Reader`]).
 
 use std::io::{self, IoSlice};
 use std::mem::MaybeUninit;
@@ -10,10 +11,12 @@ use std::sync::OnceLock;
 use std::task::{ready, Context, Poll};
 use std::time::Instant;
 
-use rustls::ServerConnection;
+use rustls::crypto::tls13::OkmBlock;
+use rustls::{ConnectionTrafficSecrets, ServerConnection};
 use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt, Interest, ReadBuf};
 use tokio::net::TcpStream;
 
+use super::rx::{self, Fail, Step};
 use super::{
     crypto_info, post_handshake, raw_crypto_info, records_of, send_size, KernelCipher,
     KernelVersion, PostHandshake, Support, Zerocopy, CLOSE_NOTIFY, CONTENT_ALERT, CONTENT_DATA,
@@ -91,11 +94,15 @@ fn probe() -> Support {
             let Ok(info) = raw_crypto_info(v, c, &key, &[0; 12], 0) else {
                 continue;
             };
+            // TLS 1.3 needs `TLS_TX` only: its records from the client are opened in user space.
             let ok = pair().and_then(|(c, _s)| {
                 let fd = c.as_raw_fd();
                 attach_ulp(fd)?;
                 setsockopt(fd, SOL_TLS, TLS_TX, &info)?;
-                setsockopt(fd, SOL_TLS, TLS_RX, &info)
+                match v {
+                    KernelVersion::Tls12 => setsockopt(fd, SOL_TLS, TLS_RX, &info),
+                    KernelVersion::Tls13 => Ok(()),
+                }
             });
             if ok.is_ok() {
                 have.push((v, c));
@@ -181,8 +188,12 @@ pub struct SwitchError(pub String);
 /// Moves one connection's record layer into the kernel. `ulp` must have been attached
 /// ([`attach_ulp`]) — the step that can fail while rustls still has the connection. Writes
 /// what rustls still has queued (TLS 1.3 session tickets) first, then takes the keys and
-/// their sequence numbers. Returns the kernel socket, with any plaintext rustls had already
-/// decrypted (none when the handshake's reads stopped at its last record) to be read first.
+/// their sequence numbers: both directions to the kernel for TLS 1.2, only ours for TLS 1.3,
+/// whose client records [`rx::Reader`] opens (following KeyUpdates from `secret`, the
+/// client's traffic secret [`rx::capture`] kept; without it a KeyUpdate ends the connection
+/// at the client's next record). Returns the kernel socket, with any plaintext rustls had
+/// already decrypted (none when the handshake's reads stopped at its last record) to be read
+/// first.
 /// With `zerocopy` (`Options KTLSTxZerocopySendfile`, and [`zerocopy`] found the kernel takes
 /// it) `TLS_TX_ZEROCOPY_RO` is set too; should that fail here, `sendfile` copies (logged).
 pub async fn switch(
@@ -191,6 +202,7 @@ pub async fn switch(
     version: KernelVersion,
     policy: RecordPolicy,
     zerocopy: bool,
+    secret: Option<OkmBlock>,
 ) -> Result<KtlsSocket, SwitchError> {
     let fail = |what: &str, e: &dyn std::fmt::Display| SwitchError(format!("{what} ({e})"));
     let mut queued = Vec::new();
@@ -210,18 +222,41 @@ pub async fn switch(
             Err(e) => return Err(fail("reading buffered plaintext", &e)),
         }
     }
+    let suite = conn.negotiated_cipher_suite().and_then(|s| s.tls13());
     let secrets = conn
         .dangerous_extract_secrets()
         .map_err(|e| fail("dangerous_extract_secrets()", &e))?;
     let fd = tcp.as_raw_fd();
     let (tx_seq, tx) = &secrets.tx;
-    let (rx_seq, rx) = &secrets.rx;
     let tx = crypto_info(version, tx, *tx_seq).map_err(|_| SwitchError("cipher".into()))?;
-    let rx = crypto_info(version, rx, *rx_seq).map_err(|_| SwitchError("cipher".into()))?;
+    let (rx_seq, rx) = secrets.rx;
+    let user = match (version, suite) {
+        (KernelVersion::Tls12, _) => {
+            let rx = crypto_info(version, &rx, rx_seq).map_err(|_| SwitchError("cipher".into()))?;
+            setsockopt(fd, SOL_TLS, TLS_RX, &rx).map_err(|e| fail("setsockopt(TLS_RX)", &e))?;
+            None
+        }
+        (KernelVersion::Tls13, Some(suite)) => {
+            let (key, iv) = match rx {
+                ConnectionTrafficSecrets::Aes128Gcm { key, iv }
+                | ConnectionTrafficSecrets::Aes256Gcm { key, iv }
+                | ConnectionTrafficSecrets::Chacha20Poly1305 { key, iv } => (key, iv),
+                _ => return Err(SwitchError("cipher".into())),
+            };
+            Some(Box::new(rx::Reader::new(suite, key, iv, rx_seq, secret)))
+        }
+        (KernelVersion::Tls13, None) => return Err(SwitchError("no TLS 1.3 suite".into())),
+    };
     setsockopt(fd, SOL_TLS, TLS_TX, &tx).map_err(|e| fail("setsockopt(TLS_TX)", &e))?;
-    setsockopt(fd, SOL_TLS, TLS_RX, &rx).map_err(|e| fail("setsockopt(TLS_RX)", &e))?;
     crate::fblog!(Debug, "BIO_get_ktls_send(): 1");
-    crate::fblog!(Debug, "BIO_get_ktls_recv(): 1");
+    if user.is_some() {
+        crate::fblog!(
+            Debug,
+            "BIO_get_ktls_recv(): 0 (TLSv1.3 records from the client are decrypted in user space)"
+        );
+    } else {
+        crate::fblog!(Debug, "BIO_get_ktls_recv(): 1");
+    }
     let zerocopy = zerocopy
         && match set_tx_zerocopy(fd) {
             Ok(()) => true,
@@ -241,7 +276,9 @@ pub async fn switch(
         early,
         early_at: 0,
         rx: Rx::Open,
+        user,
         close_sent: false,
+        tx_refused: None,
     })
 }
 
@@ -250,11 +287,11 @@ enum Rx {
     Open,
     /// close_notify (or the peer's FIN): EOF from now on.
     Closed,
-    /// The peer sent a KeyUpdate: its next record fails (see the module docs of `ktls`).
-    Rekeyed,
+    /// The client's records ended the connection (logged once): an error from now on.
+    Failed,
 }
 
-/// A socket whose records the kernel makes and opens.
+/// A socket whose records the kernel makes (and, for TLS 1.2, opens).
 pub struct KtlsSocket {
     /// `TLS_TX_ZEROCOPY_RO` is set: `sendfile` hands the file's pages on without a copy.
     zerocopy: bool,
@@ -263,7 +300,11 @@ pub struct KtlsSocket {
     early: Vec<u8>,
     early_at: usize,
     rx: Rx,
+    /// TLS 1.3: the client's records, opened in user space.
+    user: Option<Box<rx::Reader>>,
     close_sent: bool,
+    /// Why nothing more may be sent (after a fatal alert, or a KeyUpdate we cannot answer).
+    tx_refused: Option<&'static str>,
 }
 
 /// One `recvmsg` into `buf`: its length and the record type (data unless the kernel says).
@@ -297,35 +338,6 @@ fn recv_record(fd: RawFd, buf: &mut [MaybeUninit<u8>]) -> io::Result<(usize, u8)
         }
     }
     Ok((n as usize, kind))
-}
-
-/// After a KeyUpdate: whether the peer sent more bytes (`true`) or closed (`false`);
-/// `WouldBlock` when neither. Never decrypts: `SIOCINQ` counts the TCP bytes, and the peek
-/// runs only when there are none (then the TLS layer has no record to open).
-fn bytes_after_rekey(fd: RawFd) -> io::Result<bool> {
-    let mut n: libc::c_int = 0;
-    // SAFETY: FIONREAD writes one int.
-    if unsafe { libc::ioctl(fd, libc::FIONREAD, &mut n) } < 0 {
-        return Err(io::Error::last_os_error());
-    }
-    if n > 0 {
-        return Ok(true);
-    }
-    let mut b = [0u8; 1];
-    // SAFETY: a 1-byte buffer for a peek.
-    let r = unsafe {
-        libc::recv(
-            fd,
-            b.as_mut_ptr().cast(),
-            1,
-            libc::MSG_PEEK | libc::MSG_DONTWAIT,
-        )
-    };
-    match r {
-        0 => Ok(false),
-        r if r > 0 => Ok(true),
-        _ => Err(io::Error::last_os_error()),
-    }
 }
 
 /// One `sendmsg` of a record of type `kind` (an alert) through the kernel.
@@ -390,24 +402,88 @@ impl KtlsSocket {
             PostHandshake::Alert(d) => {
                 Some(Err(io::Error::other(format!("peer sent TLS alert {d}"))))
             }
-            PostHandshake::KeyUpdate { requested } => {
-                crate::fblog!(
-                    Info,
-                    "kTLS: the client updated its keys (KeyUpdate, update_requested={}); kernel TLS cannot follow: the connection ends at its next record",
-                    u8::from(requested)
-                );
-                self.rx = Rx::Rekeyed;
-                None
-            }
             PostHandshake::Handshake(t) => {
                 crate::fblog!(Debug, "kTLS: handshake message {t} ignored");
                 None
             }
-            PostHandshake::Invalid => Some(Err(io::Error::new(
+            // The kernel opens TLS 1.2 records only, which has no KeyUpdate.
+            PostHandshake::KeyUpdate { .. } | PostHandshake::Invalid => Some(Err(io::Error::new(
                 io::ErrorKind::InvalidData,
                 "unexpected TLS record",
             ))),
         }
+    }
+
+    /// The client's records end the connection: logs why once, sends the fatal alert
+    /// RFC 8446 names (or close_notify, for a KeyUpdate we cannot answer) through the
+    /// kernel if the socket takes it now, and refuses every later send.
+    fn refuse(&mut self, f: &Fail) -> io::Error {
+        crate::fblog!(Info, "kTLS: {f}, closing the connection");
+        let alert = match (f.alert(), f) {
+            (Some(d), _) => Some([2, d]),
+            (None, Fail::UpdateRequested) => Some(CLOSE_NOTIFY),
+            (None, _) => None,
+        };
+        if let (Some(a), false) = (alert, self.close_sent) {
+            // Best effort: the socket does not block, and the connection ends either way.
+            let _ = send_record(self.inner.as_raw_fd(), CONTENT_ALERT, &a);
+            self.close_sent = true;
+        }
+        self.rx = Rx::Failed;
+        self.tx_refused = Some("the TLS connection ended on the client's record");
+        io::Error::new(io::ErrorKind::InvalidData, f.to_string())
+    }
+
+    /// A TLS 1.3 read: the client's records through [`rx::Reader`].
+    fn poll_read_user(
+        &mut self,
+        cx: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<io::Result<()>> {
+        loop {
+            let Some(r) = self.user.as_deref_mut() else {
+                return Poll::Ready(Ok(()));
+            };
+            match r.step() {
+                Step::Data => {
+                    let p = r.plaintext();
+                    let n = p.len().min(buf.remaining());
+                    buf.put_slice(&p[..n]);
+                    r.consume(n);
+                    return Poll::Ready(Ok(()));
+                }
+                Step::More => {
+                    let mut spare = ReadBuf::new(r.spare());
+                    ready!(Pin::new(&mut self.inner).poll_read(cx, &mut spare))?;
+                    let n = spare.filled().len();
+                    if n == 0 {
+                        // The client's FIN (without close_notify, as the kernel path reads it).
+                        self.rx = Rx::Closed;
+                        return Poll::Ready(Ok(()));
+                    }
+                    r.filled(n);
+                }
+                Step::KeyUpdate { followed: true } => crate::fblog!(
+                    Debug,
+                    "kTLS: the client updated its keys (KeyUpdate): reading on under the new keys"
+                ),
+                Step::KeyUpdate { followed: false } => crate::fblog!(
+                    Info,
+                    "kTLS: the client updated its keys (KeyUpdate) but its traffic secret was not kept: the connection ends at its next record"
+                ),
+                Step::Closed => {
+                    crate::fblog!(Debug, "kTLS: close_notify received");
+                    self.rx = Rx::Closed;
+                    return Poll::Ready(Ok(()));
+                }
+                Step::Fail(f) => return Poll::Ready(Err(self.refuse(&f))),
+            }
+        }
+    }
+
+    fn refused(&self) -> Option<io::Error> {
+        self.tx_refused
+            .map(|why| io::Error::new(io::ErrorKind::BrokenPipe, why))
     }
 }
 
@@ -428,32 +504,22 @@ impl AsyncRead for KtlsSocket {
             }
             return Poll::Ready(Ok(()));
         }
+        match this.rx {
+            Rx::Closed => return Poll::Ready(Ok(())),
+            Rx::Failed => {
+                return Poll::Ready(Err(io::Error::new(
+                    io::ErrorKind::InvalidData,
+                    "the TLS connection ended on the client's record",
+                )))
+            }
+            Rx::Open if buf.remaining() == 0 => return Poll::Ready(Ok(())),
+            Rx::Open if this.user.is_some() => return this.poll_read_user(cx, buf),
+            Rx::Open => {}
+        }
         let fd = this.inner.as_raw_fd();
         loop {
-            match this.rx {
-                Rx::Closed => return Poll::Ready(Ok(())),
-                Rx::Rekeyed => {
-                    // Whatever comes next is under a key the kernel does not have: wait for
-                    // bytes (not reading them, which would fail the socket's sending too).
-                    ready!(this.inner.poll_read_ready(cx))?;
-                    match this
-                        .inner
-                        .try_io(Interest::READABLE, || bytes_after_rekey(fd))
-                    {
-                        Err(e) if e.kind() == io::ErrorKind::WouldBlock => continue,
-                        Err(e) => return Poll::Ready(Err(e)),
-                        Ok(false) => {
-                            this.rx = Rx::Closed;
-                            return Poll::Ready(Ok(()));
-                        }
-                        Ok(true) => {
-                            let why = "the client updated its TLS keys: kernel TLS cannot read on";
-                            crate::fblog!(Info, "kTLS: {why}, closing the connection");
-                            return Poll::Ready(Err(io::Error::other(why)));
-                        }
-                    }
-                }
-                Rx::Open => {}
+            if this.rx == Rx::Closed {
+                return Poll::Ready(Ok(()));
             }
             ready!(this.inner.poll_read_ready(cx))?;
             // Control records are a few bytes; a tiny caller buffer reads through a stash.
@@ -523,6 +589,9 @@ impl AsyncWrite for KtlsSocket {
         bufs: &[IoSlice<'_>],
     ) -> Poll<io::Result<usize>> {
         let this = self.get_mut();
+        if let Some(e) = this.refused() {
+            return Poll::Ready(Err(e));
+        }
         let total: usize = bufs.iter().map(|b| b.len()).sum();
         let record = this.next_record();
         let allowed = send_size(record, total);
@@ -585,6 +654,9 @@ impl crate::net::Sendfile for KtlsSocket {
         offset: u64,
         count: usize,
     ) -> Poll<io::Result<usize>> {
+        if let Some(e) = self.refused() {
+            return Poll::Ready(Err(e));
+        }
         let record = self.next_record();
         let n = send_size(record, count);
         let sent = ready!(crate::net::Sendfile::poll_sendfile(
@@ -606,7 +678,10 @@ impl crate::net::Sendfile for KtlsSocket {
 
 impl crate::net::ReadReady for KtlsSocket {
     fn poll_read_ready(&self, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        if self.early_at < self.early.len() || self.rx == Rx::Closed {
+        if self.early_at < self.early.len()
+            || self.rx != Rx::Open
+            || self.user.as_ref().is_some_and(|u| u.ready())
+        {
             return Poll::Ready(Ok(()));
         }
         self.inner.poll_read_ready(cx)
