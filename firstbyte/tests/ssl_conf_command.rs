@@ -6,9 +6,6 @@
 
 mod support;
 
-use std::io::Write;
-use std::process::{Command, Stdio};
-
 use support::*;
 
 const CONF: &str = r#"
@@ -47,26 +44,8 @@ http {
 
 /// `openssl s_client` to `port` with `args`, one request; stdout.
 fn s_client(port: u16, args: &[&str]) -> String {
-    let mut c = Command::new("openssl")
-        .args([
-            "s_client",
-            "-connect",
-            &format!("127.0.0.1:{port}"),
-            "-ign_eof",
-        ])
-        .args(args)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("openssl");
-    let mut stdin = c.stdin.take().unwrap();
-    stdin
-        .write_all(b"GET / HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n")
-        .unwrap();
-    drop(stdin);
-    let out = c.wait_with_output().unwrap();
-    String::from_utf8_lossy(&out.stdout).into_owned()
+    let args: Vec<&std::ffi::OsStr> = args.iter().map(std::ffi::OsStr::new).collect();
+    String::from_utf8_lossy(&s_client_get(port, &args).stdout).into_owned()
 }
 
 /// The leaf's subject line (`subject=CN = b.test`).

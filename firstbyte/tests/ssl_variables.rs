@@ -132,28 +132,16 @@ fn session_get_as(
     from: Option<&std::path::Path>,
     to: &std::path::Path,
 ) -> (String, String) {
-    use std::io::Write;
-    let mut c = std::process::Command::new("openssl");
-    c.args(["s_client", "-connect", &format!("127.0.0.1:{port}")])
-        .args(["-servername", sni, version, "-ign_eof", "-sess_out"])
-        .arg(to);
+    let first = ["-servername", sni, version, "-sess_out"];
+    let mut args: Vec<&std::ffi::OsStr> = first.iter().map(std::ffi::OsStr::new).collect();
+    args.push(to.as_os_str());
     if let Some(from) = from {
-        c.arg("-sess_in").arg(from);
+        args.push(std::ffi::OsStr::new("-sess_in"));
+        args.push(from.as_os_str());
     }
-    let mut c = c
-        .stdin(std::process::Stdio::piped())
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .expect("openssl");
     // A request and -ign_eof keep s_client reading until the server closes, so the TLS 1.3
     // tickets that follow the handshake are received and saved.
-    let mut stdin = c.stdin.take().unwrap();
-    stdin
-        .write_all(b"GET / HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n")
-        .unwrap();
-    drop(stdin);
-    let out = c.wait_with_output().unwrap();
+    let out = s_client_get(port, &args);
     let text = String::from_utf8_lossy(&out.stdout).into_owned();
     let body = text
         .lines()

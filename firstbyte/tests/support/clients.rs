@@ -115,3 +115,31 @@ impl rustls::client::danger::ServerCertVerifier for AnyCert {
         self.0.signature_verification_algorithms.supported_schemes()
     }
 }
+
+/// `openssl s_client -connect 127.0.0.1:PORT -ign_eof ARGS`, sending one
+/// `GET / HTTP/1.1` with `Connection: close` and reading until the server closes (so TLS 1.3
+/// tickets that follow the handshake are read, and saved with `-sess_out`); its output.
+#[allow(dead_code)]
+pub fn s_client_get(port: u16, args: &[&std::ffi::OsStr]) -> std::process::Output {
+    use std::io::Write;
+    use std::process::{Command, Stdio};
+    let mut c = Command::new("openssl")
+        .args([
+            "s_client",
+            "-connect",
+            &format!("127.0.0.1:{port}"),
+            "-ign_eof",
+        ])
+        .args(args)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("openssl");
+    let mut stdin = c.stdin.take().expect("stdin");
+    stdin
+        .write_all(b"GET / HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n")
+        .expect("request");
+    drop(stdin);
+    c.wait_with_output().expect("openssl")
+}

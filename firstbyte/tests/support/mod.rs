@@ -5,7 +5,7 @@
 
 mod clients;
 mod upstreams;
-pub use clients::{client_certs, h2_tls_client, rust_client_config, AnyCert};
+pub use clients::{client_certs, h2_tls_client, rust_client_config, s_client_get, AnyCert};
 pub use upstreams::{read_head, silent_upstream, upstream};
 
 use std::io::Read;
