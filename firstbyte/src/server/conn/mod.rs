@@ -27,6 +27,7 @@
 
 mod accept;
 mod h1;
+mod h1_scan;
 mod h2;
 mod head_case;
 mod shutdown;
@@ -235,7 +236,7 @@ async fn serve_http<I>(
                 // records itself.)
                 b.writev(true);
             }
-            h1::serve_h1(&conn, &b, io, h1::PARK_AFTER, stop).await;
+            h1::serve_h1(&conn, &b, io, h1::PARK_AFTER, read_buf_max(&server), stop).await;
         }
         // Boxed: an HTTP/1.1 connection's task does not carry this arm's state.
         Proto::H2 => Box::pin(h2::serve_h2(conn, io, server, stop)).await,
