@@ -241,12 +241,14 @@ fn an_unknown_coding_is_not_implemented_and_closes() {
 
 #[test]
 fn a_malformed_chunk_in_an_unread_body_is_refused() {
-    let (_s, ports, _) = server("framing-chunk");
+    let (s, ports, _) = server("framing-chunk");
     let runaway = "GET / HTTP/1.1\r\nHost: localhost\r\nTransfer-Encoding: chunked\r\n\r\n4\r\nSEE-THIS\r\n0\r\n\r\n";
     let text = plain(ports[0], &format!("{runaway}{SMUGGLED}")).expect("closed");
     assert_eq!(statuses(&text), [400], "{text}");
     let text = tls(ports[1], &format!("{runaway}{SMUGGLED}")).expect("closed");
     assert_eq!(statuses(&text), [400], "{text}");
+    assert!(error_log(&s)
+        .contains("client sent invalid chunked body while reading client request body, client:"));
 }
 
 #[test]

@@ -474,7 +474,7 @@ fn same_target(raw: &str, uri: &http::Uri) -> bool {
 pub struct FramingRefusal {
     /// The status answered: 400, or 501 for an unknown coding.
     pub status: u16,
-    /// nginx's error-log text.
+    /// nginx's error-log text (with its "while reading ..." context).
     pub reason: String,
 }
 

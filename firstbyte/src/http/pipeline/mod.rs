@@ -597,7 +597,7 @@ where
             let f = framing.take().unwrap_or_default();
             crate::fblog!(
                 Info,
-                "{} while reading client request headers, client: {}, server: {}",
+                "{}, client: {}, server: {}",
                 f.reason,
                 conn.client_ip(),
                 server_name(&r.server),

@@ -114,7 +114,8 @@ impl HeadScan {
                             method: None,
                             refusal: FramingRefusal {
                                 status: 400,
-                                reason: "client sent invalid chunked body".into(),
+                                reason: "client sent invalid chunked body while reading client request body"
+                                    .into(),
                             },
                         });
                         self.state = State::Off;
@@ -252,7 +253,7 @@ fn judge(req: &httparse::Request<'_, '_>, base: *const u8) -> HeadFacts {
         verdict = refuse(
             400,
             format!(
-                "client sent duplicate header line: \"Content-Length: {}\", previous value: \"Content-Length: {}\"",
+                "client sent duplicate header line: \"Content-Length: {}\", previous value: \"Content-Length: {}\" while reading client request headers",
                 text(cl[1].value),
                 text(cl[0].value)
             ),
@@ -263,7 +264,7 @@ fn judge(req: &httparse::Request<'_, '_>, base: *const u8) -> HeadFacts {
             verdict = refuse(
                 501,
                 format!(
-                    "client sent unknown \"Transfer-Encoding\": \"{}\"",
+                    "client sent unknown \"Transfer-Encoding\": \"{}\" while reading client request headers",
                     text(value)
                 ),
             );
@@ -275,7 +276,7 @@ fn judge(req: &httparse::Request<'_, '_>, base: *const u8) -> HeadFacts {
         } else if !cl.is_empty() {
             verdict = refuse(
                 400,
-                "client sent \"Content-Length\" and \"Transfer-Encoding\" headers at the same time"
+                "client sent \"Content-Length\" and \"Transfer-Encoding\" headers at the same time while reading client request headers"
                     .into(),
             );
         }

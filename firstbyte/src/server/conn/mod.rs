@@ -21,7 +21,9 @@
 //! responses of one turn leave in one `writev`.
 //!
 //! One file per job: `accept` (TLS handshake, server block by SNI), `h1` (HTTP/1.1, parked
-//! between requests), `h2` (HTTP/2, its streams in the connection's task), `shutdown` (the
+//! between requests), `h1_scan` (the request framing nginx refuses, read from the bytes
+//! as received, before hyper normalises the head), `h2` (HTTP/2, its streams in the
+//! connection's task), `shutdown` (the
 //! one wait for idle, last request, reload and drain); this file picks the protocol. What
 //! requests read of their connection is `http::conn::Conn`.
 
