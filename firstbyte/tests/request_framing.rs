@@ -191,7 +191,7 @@ fn a_second_content_length_is_refused_even_when_equal() {
     let (s, ports, seen) = server("framing-dup-cl");
     for (a, b) in [("0", "0"), ("5", "5"), ("5", "6")] {
         let req = format!(
-            "POST /up HTTP/1.1\r\nHost: localhost\r\nContent-Length: {a}\r\nContent-Length: {b}\r\n\r\n{}{SMUGGLED}",
+            "POST /up?a#b HTTP/1.1\r\nHost: localhost\r\nContent-Length: {a}\r\nContent-Length: {b}\r\n\r\n{}{SMUGGLED}",
             "x".repeat(a.parse().unwrap())
         );
         for (via, text) in [("tcp", plain(ports[0], &req)), ("tls", tls(ports[1], &req))] {
@@ -214,7 +214,7 @@ fn an_unknown_coding_is_not_implemented_and_closes() {
     let (s, ports, seen) = server("framing-te");
     // The first two hyper would refuse itself (400), the third it takes as chunked.
     for te in ["identity", "chunked, identity", "gzip, chunked"] {
-        for path in ["/", "/up"] {
+        for path in ["/", "/up", "/up?a=b#fragment"] {
             let req = format!(
                 "POST {path} HTTP/1.1\r\nHost: localhost\r\nTransfer-Encoding: {te}\r\n\r\n0\r\n\r\n{SMUGGLED}"
             );

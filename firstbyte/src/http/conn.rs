@@ -459,6 +459,8 @@ pub(crate) struct H1Watch {
 
 /// Whether `raw`, a request target as received, is the one hyper parsed into `uri`.
 fn same_target(raw: &str, uri: &http::Uri) -> bool {
+    // The `http` crate drops a fragment.
+    let raw = raw.split('#').next().unwrap_or_default();
     if raw.starts_with('/') {
         uri.path_and_query().map(|p| p.as_str()) == Some(raw)
     } else {
@@ -479,7 +481,8 @@ pub struct FramingRefusal {
 }
 
 /// A refusal for the `seq`th request head of a connection; `method` (and request target),
-/// when known, must match the request hyper parsed there.
+/// when given, must match the request hyper parsed there. None: by sequence alone (a head
+/// the connection layer rewrote, which must be refused, or a body found malformed).
 #[derive(Debug, Clone)]
 pub(crate) struct Verdict {
     pub(crate) seq: u64,
@@ -554,6 +557,7 @@ mod tests {
             q.push_back(v(3, Some(("GET", "/b")), 501));
             q.push_back(v(4, None, 400));
             q.push_back(v(5, Some(("GET", "http://h/c")), 400));
+            q.push_back(v(6, Some(("GET", "/d?q#f")), 400));
         }
         assert_eq!(w.refusal("GET", &uri("/a?x")), None, "request 1");
         assert_eq!(w.refusal("GET", &uri("/a?x")).map(|r| r.status), Some(400));
@@ -562,6 +566,11 @@ mod tests {
         assert_eq!(
             w.refusal("GET", &uri("http://h/c")).map(|r| r.status),
             Some(400)
+        );
+        assert_eq!(
+            w.refusal("GET", &uri("/d?q#f")).map(|r| r.status),
+            Some(400),
+            "a fragment, which the `http` crate drops"
         );
         assert!(w.verdicts.lock().unwrap().is_empty());
         assert_eq!(w.refusal("GET", &uri("/")), None);

@@ -68,11 +68,20 @@ pub(super) async fn serve_h1<I>(
         // The framing nginx refuses in the head as received (hyper normalised it).
         let refusal = c.h1().refusal(req.method().as_str(), req.uri());
         let mut req = req.map(|body| ReqBody::new(body, &c));
+        let refused = refusal.is_some();
         if let Some(r) = refusal {
             req.extensions_mut().insert(r);
         }
         async move {
             let Ok(mut resp) = crate::http::pipeline::serve(c.clone(), req, None).await;
+            if refused {
+                // Whatever answered it, the body's framing is unknown: the connection ends
+                // after the response (RFC 9112 §6.1, §6.3).
+                resp.headers_mut().insert(
+                    http::header::CONNECTION,
+                    http::HeaderValue::from_static("close"),
+                );
+            }
             let names = resp
                 .extensions_mut()
                 .remove::<crate::http::conn::HeaderCase>()

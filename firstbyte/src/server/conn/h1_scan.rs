@@ -281,6 +281,13 @@ fn judge(req: &httparse::Request<'_, '_>, base: *const u8) -> HeadFacts {
             );
         }
     }
+    if rename.is_some() {
+        // hyper parses the renamed head as a request without that coding: it must be
+        // refused whatever hyper makes of its target, so the verdict goes by sequence alone.
+        if let Some(v) = &mut verdict {
+            v.method = None;
+        }
+    }
     // The body as hyper frames it (`proto::h1::role::Server::parse`).
     let next = if verdict.is_some() || upgrade {
         // A refusal closes the connection; an upgrade may leave HTTP.
@@ -477,6 +484,7 @@ mod tests {
                 format!("GET / HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: {te}\r\n\r\n0\r\n\r\n");
             let (s, v, seen) = scan(&[&req]);
             assert_eq!(statuses(&v), [(1, 501)], "{te}");
+            assert!(v[0].method.is_none(), "by sequence alone");
             assert_eq!(seen, req.replace("Transfer-Encoding", "X-Refused-Framing"));
             assert!(s.is_off());
             // The name in an earlier read than the head's end: hyper has those bytes as
