@@ -178,9 +178,15 @@ impl HeadScan {
         fresh: usize,
         out: &mut dyn FnMut(Verdict),
     ) -> Option<usize> {
-        let mut fields = [httparse::EMPTY_HEADER; MAX_FIELDS];
-        let mut req = httparse::Request::new(&mut fields);
-        let len = match req.parse(buf) {
+        // As hyper: no need to zero the fields httparse fills.
+        let mut fields = [const { std::mem::MaybeUninit::uninit() }; MAX_FIELDS];
+        let mut req = httparse::Request::new(&mut []);
+        let parsed = httparse::ParserConfig::default().parse_request_with_uninit_headers(
+            &mut req,
+            buf,
+            &mut fields,
+        );
+        let len = match parsed {
             Ok(httparse::Status::Complete(n)) => n,
             Ok(httparse::Status::Partial) => return None,
             Err(_) => {
@@ -226,14 +232,14 @@ fn judge(req: &httparse::Request<'_, '_>, base: *const u8) -> HeadFacts {
     let method = req.method.unwrap_or_default();
     let target = req.path.unwrap_or_default();
     let http11 = req.version == Some(1);
-    let mut te: Vec<&httparse::Header<'_>> = Vec::new();
-    let mut cl: Vec<&httparse::Header<'_>> = Vec::new();
+    let mut te = Fields::default();
+    let mut cl = Fields::default();
     let mut upgrade = method.eq_ignore_ascii_case("CONNECT");
     for h in req.headers.iter() {
         if h.name.eq_ignore_ascii_case("transfer-encoding") {
-            te.push(h);
+            te.add(h);
         } else if h.name.eq_ignore_ascii_case("content-length") {
-            cl.push(h);
+            cl.add(h);
         } else if h.name.eq_ignore_ascii_case("upgrade") && http11 {
             upgrade = true;
         }
@@ -249,17 +255,17 @@ fn judge(req: &httparse::Request<'_, '_>, base: *const u8) -> HeadFacts {
     // nginx's order: a unique field twice while the head is read, then the framing.
     let mut verdict = None;
     let mut rename = None;
-    if cl.len() > 1 {
+    if let (Some(first), Some(second)) = (cl.first, cl.second) {
         verdict = refuse(
             400,
             format!(
                 "client sent duplicate header line: \"Content-Length: {}\", previous value: \"Content-Length: {}\" while reading client request headers",
-                text(cl[1].value),
-                text(cl[0].value)
+                text(second.value),
+                text(first.value)
             ),
         );
-    } else if te.len() == 1 && http11 {
-        let value = te[0].value;
+    } else if let (Some(only), None, true) = (te.first, te.second, http11) {
+        let value = only.value;
         if !value.eq_ignore_ascii_case(b"chunked") {
             verdict = refuse(
                 501,
@@ -271,9 +277,9 @@ fn judge(req: &httparse::Request<'_, '_>, base: *const u8) -> HeadFacts {
             if !hyper_chunked(value) {
                 // hyper would answer 400 itself: the field is renamed so that the request
                 // reaches the service (which refuses it and closes).
-                rename = Some(te[0].name.as_ptr() as usize - base as usize);
+                rename = Some(only.name.as_ptr() as usize - base as usize);
             }
-        } else if !cl.is_empty() {
+        } else if cl.first.is_some() {
             verdict = refuse(
                 400,
                 "client sent \"Content-Length\" and \"Transfer-Encoding\" headers at the same time while reading client request headers"
@@ -292,9 +298,9 @@ fn judge(req: &httparse::Request<'_, '_>, base: *const u8) -> HeadFacts {
     let next = if verdict.is_some() || upgrade {
         // A refusal closes the connection; an upgrade may leave HTTP.
         None
-    } else if let Some(last) = te.last() {
+    } else if let Some(last) = te.last {
         (http11 && hyper_chunked(last.value)).then_some(State::Chunked(Chunk::Start))
-    } else if let Some(c) = cl.first() {
+    } else if let Some(c) = cl.first {
         digits(c.value).map(|n| {
             if n == 0 {
                 State::Head(Vec::new())
@@ -309,6 +315,25 @@ fn judge(req: &httparse::Request<'_, '_>, base: *const u8) -> HeadFacts {
         verdict,
         next,
         rename,
+    }
+}
+
+/// The lines of one field name in a head: the first, the second and the last.
+#[derive(Default)]
+struct Fields<'a, 'h> {
+    first: Option<&'a httparse::Header<'h>>,
+    second: Option<&'a httparse::Header<'h>>,
+    last: Option<&'a httparse::Header<'h>>,
+}
+
+impl<'a, 'h> Fields<'a, 'h> {
+    fn add(&mut self, h: &'a httparse::Header<'h>) {
+        if self.first.is_none() {
+            self.first = Some(h);
+        } else if self.second.is_none() {
+            self.second = Some(h);
+        }
+        self.last = Some(h);
     }
 }
 
