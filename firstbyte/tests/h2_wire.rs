@@ -2,8 +2,8 @@
 //! invalid hosts (`:authority`, `host`) are 400 through the normal response path, a client's
 //! PUSH_PROMISE ends the connection on its frame header, CONNECT is 405, a lower-case method is
 //! a stream error, `$request_length` is the header block's size, DATA frames follow
-//! `http2_chunk_size` up to the client's SETTINGS_MAX_FRAME_SIZE, and a reload says one GOAWAY
-//! naming the last stream the client opened.
+//! `http2_chunk_size` up to the client's SETTINGS_MAX_FRAME_SIZE and stay full across the
+//! file's reads, and a reload says one GOAWAY naming the last stream the client opened.
 
 mod support;
 
@@ -389,6 +389,36 @@ fn data_frames_follow_chunk_size_up_to_the_client_frame_size() {
         "{:?}",
         a.data_frames
     );
+}
+
+/// nginx fills DATA frames from its whole buffer chain: after a window stall shifts the
+/// frames against the file's 64 KiB reads, and a second SETTINGS opens the window and
+/// raises the frame size, every frame but the last is still a full one (h2.t "multiple
+/// SETTINGS"), not a short one at each read's end.
+#[test]
+fn frames_stay_full_across_file_reads_after_a_window_stall() {
+    let (_s, port) = start();
+    let mut c = H2::connect(port, &[(4, 42)]);
+    c.frame(8, 0, 0, &(1u32 << 20).to_be_bytes());
+    c.get(1, "/frame_size/big");
+    let mut first = None;
+    while first.is_none() {
+        let f = c.read().expect("a frame");
+        if f.kind == DATA && f.stream == 1 {
+            first = Some(f.payload.len());
+        }
+    }
+    assert_eq!(first, Some(42), "the initial window");
+    let mut p = Vec::new();
+    for (id, v) in [(4u16, 1u32 << 17), (5, 1 << 15)] {
+        p.extend_from_slice(&id.to_be_bytes());
+        p.extend_from_slice(&v.to_be_bytes());
+    }
+    c.frame(SETTINGS, 0, 0, &p);
+    let a = c.answer(1);
+    assert_eq!(a.body.len(), 100_000 - 42);
+    // 99,958 bytes: three full frames and the rest.
+    assert_eq!(a.data_frames, [32768, 32768, 32768, 1654]);
 }
 
 #[test]

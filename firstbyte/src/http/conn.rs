@@ -450,6 +450,44 @@ pub(crate) struct H1Watch {
     /// `100 Continue` is owed before the response: the request expects it and its body,
     /// empty, is read (hyper sends it itself for a body it reads that is not empty).
     pub(crate) continue_due: AtomicBool,
+    /// Request heads handed to the service so far (the next one's sequence number - 1).
+    pub(crate) requests: AtomicU64,
+    /// Refusals the connection layer found in heads as received, oldest first (see
+    /// [`H1Watch::refusal`]); empty on nearly every connection.
+    pub(crate) verdicts: std::sync::Mutex<std::collections::VecDeque<Verdict>>,
+}
+
+/// Whether `raw`, a request target as received, is the one hyper parsed into `uri`.
+fn same_target(raw: &str, uri: &http::Uri) -> bool {
+    // The `http` crate drops a fragment.
+    let raw = raw.split('#').next().unwrap_or_default();
+    if raw.starts_with('/') {
+        uri.path_and_query().map(|p| p.as_str()) == Some(raw)
+    } else {
+        *uri == *raw
+    }
+}
+
+/// A request extension: the HTTP/1.1 head as received frames its body in a way nginx refuses
+/// before any location runs (a second `Content-Length`, `Content-Length` beside `chunked`,
+/// a coding other than `chunked`, a malformed chunked body); hyper normalised the head, so
+/// the pipeline cannot see it there. Answered with `status` and the connection closes.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct FramingRefusal {
+    /// The status answered: 400, or 501 for an unknown coding.
+    pub status: u16,
+    /// nginx's error-log text (with its "while reading ..." context).
+    pub reason: String,
+}
+
+/// A refusal for the `seq`th request head of a connection; `method` (and request target),
+/// when given, must match the request hyper parsed there. None: by sequence alone (a head
+/// the connection layer rewrote, which must be refused, or a body found malformed).
+#[derive(Debug, Clone)]
+pub(crate) struct Verdict {
+    pub(crate) seq: u64,
+    pub(crate) method: Option<(Box<str>, Box<str>)>,
+    pub(crate) refusal: FramingRefusal,
 }
 
 /// A response extension: header names (from `add_header`) that an HTTP/1.x head writes in
@@ -458,6 +496,25 @@ pub(crate) struct H1Watch {
 pub struct HeaderCase(pub Vec<Box<str>>);
 
 impl H1Watch {
+    /// The refusal recorded for the next request head the service gets (`method`, `target`
+    /// as hyper parsed them); counts the head. A verdict whose method or target differs
+    /// from the request's is dropped: it never lands on another request.
+    pub(crate) fn refusal(&self, method: &str, target: &http::Uri) -> Option<FramingRefusal> {
+        let seq = self.requests.fetch_add(1, Ordering::Relaxed) + 1;
+        let mut q = self.verdicts.lock().unwrap_or_else(|e| e.into_inner());
+        while q.front().is_some_and(|v| v.seq < seq) {
+            q.pop_front();
+        }
+        if q.front().is_none_or(|v| v.seq != seq) {
+            return None;
+        }
+        let v = q.pop_front()?;
+        match &v.method {
+            Some((m, t)) if **m != *method || !same_target(t, target) => None,
+            _ => Some(v.refusal),
+        }
+    }
+
     /// A new hyper connection starts with nothing read or written.
     pub(crate) fn reset(&self) {
         self.read_blocked.store(false, Ordering::Relaxed);
@@ -479,6 +536,45 @@ pub(crate) async fn finish_graceful<F: std::future::Future>(c: F, idle: bool) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A verdict lands only on the request head it was found in: by sequence number, and
+    /// only when that request's method and target are the ones the verdict names.
+    #[test]
+    fn verdicts_land_on_their_own_request() {
+        let w = H1Watch::default();
+        let v = |seq, m: Option<(&str, &str)>, status| Verdict {
+            seq,
+            method: m.map(|(m, t)| (m.into(), t.into())),
+            refusal: FramingRefusal {
+                status,
+                reason: String::new(),
+            },
+        };
+        let uri = |s: &str| s.parse::<http::Uri>().unwrap();
+        {
+            let mut q = w.verdicts.lock().unwrap();
+            q.push_back(v(2, Some(("GET", "/a?x")), 400));
+            q.push_back(v(3, Some(("GET", "/b")), 501));
+            q.push_back(v(4, None, 400));
+            q.push_back(v(5, Some(("GET", "http://h/c")), 400));
+            q.push_back(v(6, Some(("GET", "/d?q#f")), 400));
+        }
+        assert_eq!(w.refusal("GET", &uri("/a?x")), None, "request 1");
+        assert_eq!(w.refusal("GET", &uri("/a?x")).map(|r| r.status), Some(400));
+        assert_eq!(w.refusal("POST", &uri("/b")), None, "another method");
+        assert_eq!(w.refusal("PUT", &uri("/z")).map(|r| r.status), Some(400));
+        assert_eq!(
+            w.refusal("GET", &uri("http://h/c")).map(|r| r.status),
+            Some(400)
+        );
+        assert_eq!(
+            w.refusal("GET", &uri("/d?q#f")).map(|r| r.status),
+            Some(400),
+            "a fragment, which the `http` crate drops"
+        );
+        assert!(w.verdicts.lock().unwrap().is_empty());
+        assert_eq!(w.refusal("GET", &uri("/")), None);
+    }
 
     /// nginx's timers: the first request's header from the accept, keep-alive from the last
     /// response, a later request's header from its first byte, none while a request runs.

@@ -349,6 +349,13 @@ impl Core {
         self.end_sending(id);
     }
 
+    /// The most body bytes a DATA frame carries: the peer's `SETTINGS_MAX_FRAME_SIZE`, or
+    /// less (`chunk`, `http2_chunk_size`; else the configured frame size).
+    pub fn data_frame(&self, chunk: Option<usize>) -> usize {
+        self.peer_max_frame
+            .min(chunk.unwrap_or(self.cfg.data_frame))
+    }
+
     /// Sends response body bytes on stream `id` (at most [`Core::send_capacity`]); `end` ends
     /// the response. DATA frames are cut at the client's SETTINGS_MAX_FRAME_SIZE and at
     /// `chunk` (the location's `http2_chunk_size`), else at the connection's frame size.
@@ -365,9 +372,7 @@ impl Core {
         );
         self.streams[i].send_window -= n;
         self.conn_send_window -= n;
-        let max = self
-            .peer_max_frame
-            .min(chunk.unwrap_or(self.cfg.data_frame));
+        let max = self.data_frame(chunk);
         frame::put_data(&mut self.out, id, data, end, max);
         if end {
             self.end_sending(id);

@@ -56,6 +56,11 @@ enum Answer {
     Body {
         body: Pin<Box<ResponseBody>>,
         pending: Bytes,
+        /// Body bytes taken after `pending` and sent after it: the rest of a piece whose
+        /// start topped up `pending`'s last frame (see [`top_up`]).
+        carry: Bytes,
+        /// The body's trailers, taken while `pending` still had bytes to send.
+        trailers: Option<http::HeaderMap>,
         ended: bool,
         /// `http2_chunk_size`: the most body bytes per DATA frame (else the core's frame size).
         chunk: usize,
@@ -462,6 +467,8 @@ fn step(core: &mut Core, s: &mut Slot, cx: &mut Context<'_>) -> bool {
                 chunk: rbody.h2_chunk.unwrap_or(usize::MAX),
                 body: Box::pin(rbody),
                 pending: Bytes::new(),
+                carry: Bytes::new(),
+                trailers: None,
                 ended: false,
             }
         };
@@ -469,24 +476,68 @@ fn step(core: &mut Core, s: &mut Slot, cx: &mut Context<'_>) -> bool {
     let Answer::Body {
         body,
         pending,
+        carry,
+        trailers,
         ended,
         chunk,
     } = &mut s.answer
     else {
         return false;
     };
+    let chunk_size = Some(*chunk).filter(|&c| c != usize::MAX);
     loop {
         if !core.is_open(s.id) {
             s.answer = Answer::Done;
             return false;
+        }
+        if pending.is_empty() {
+            *pending = std::mem::take(carry);
+        }
+        if pending.is_empty() {
+            if let Some(t) = trailers.take() {
+                core.send_trailers(s.id, &t);
+                s.answer = Answer::Done;
+                return false;
+            }
+        }
+        let frame = core.data_frame(chunk_size);
+        if !pending.is_empty() && pending.len() < frame && !*ended && trailers.is_none() {
+            let cap = core.send_capacity(s.id);
+            if cap > pending.len() {
+                match send_watch::enter(&s.progress, || body.as_mut().poll_frame(cx)) {
+                    // Not ready: what there is goes now.
+                    Poll::Pending => {}
+                    Poll::Ready(None) => *ended = true,
+                    Poll::Ready(Some(Err(_))) => {
+                        core.reset(s.id, Reason::INTERNAL_ERROR);
+                        s.answer = Answer::Done;
+                        return false;
+                    }
+                    Poll::Ready(Some(Ok(f))) => {
+                        match f.into_data() {
+                            Ok(data) => top_up(pending, carry, data, frame.min(cap)),
+                            Err(f) => *trailers = f.into_trailers().ok(),
+                        }
+                        if body.is_end_stream() {
+                            *ended = true;
+                        }
+                    }
+                }
+            }
         }
         if !pending.is_empty() || *ended {
             let cap = core.send_capacity(s.id);
             if cap == 0 && !pending.is_empty() {
                 return false;
             }
-            let n = cap.min(pending.len()).min(*chunk);
-            let end = *ended && n == pending.len();
+            let mut n = cap.min(pending.len()).min(*chunk);
+            if n == pending.len() && n < cap && n > frame && !(*ended && carry.is_empty()) {
+                // A last frame short of the frame size, window left and more to come: it
+                // waits for the body's next piece (topped up above), as nginx fills its
+                // frames from its whole buffer chain rather than per buffer.
+                n -= n % frame;
+            }
+            let end = *ended && n == pending.len() && carry.is_empty() && trailers.is_none();
             core.send_data(
                 s.id,
                 &pending[..n],
@@ -497,6 +548,13 @@ fn step(core: &mut Core, s: &mut Slot, cx: &mut Context<'_>) -> bool {
             if end {
                 s.answer = Answer::Done;
                 return false;
+            }
+            if pending.is_empty() && (!carry.is_empty() || trailers.is_some()) {
+                continue;
+            }
+            if pending.len() < frame && n < cap && n > 0 && !*ended {
+                // The whole frames went; the short rest is topped up first.
+                continue;
             }
             if !pending.is_empty() {
                 if n == *chunk && n < cap {
@@ -544,6 +602,17 @@ fn step(core: &mut Core, s: &mut Slot, cx: &mut Context<'_>) -> bool {
             }
         }
     }
+}
+
+/// Tops `pending` (shorter than `frame`) up to `frame` bytes from the start of `data`; the rest
+/// of `data` is the `carry`. Copies at most one frame.
+fn top_up(pending: &mut Bytes, carry: &mut Bytes, mut data: Bytes, frame: usize) {
+    let k = frame.saturating_sub(pending.len()).min(data.len());
+    let mut joined = bytes::BytesMut::with_capacity(pending.len() + k);
+    joined.extend_from_slice(pending);
+    joined.extend_from_slice(&data.split_to(k));
+    *pending = joined.freeze();
+    *carry = data;
 }
 
 /// Serves HTTP/2 on `io` until the connection ends; `stop` resolves when the server wants it

@@ -432,6 +432,8 @@ where
     );
     // nginx's unique request fields: a second one is refused (400) on every protocol.
     let duplicate = headers::duplicate_unique(parts.headers);
+    // HTTP/1.1: framing refused in the head as received (the connection layer's verdict).
+    let mut framing = extensions.remove::<crate::http::conn::FramingRefusal>();
     let host = match host_raw.map(crate::conf::vhosts::normalize_host) {
         _ if dup_host || host_invalid => None,
         Some(Ok(h)) => Some(h.into_owned()),
@@ -585,6 +587,24 @@ where
             );
             let loc = r.server.default_location.clone();
             let (mut resp, loc) = error(&mut r, 400, loc);
+            resp.headers_mut()
+                .insert(header::CONNECTION, http::HeaderValue::from_static("close"));
+            (Step::Done(resp), loc)
+        }
+        // What hyper normalised away (see `server::conn::h1_scan`): a second
+        // Content-Length, Content-Length beside chunked, an unknown coding (501), a
+        // malformed chunked body; refused as nginx, and the connection closes.
+        _ if framing.is_some() => {
+            let f = framing.take().unwrap_or_default();
+            crate::fblog!(
+                Info,
+                "{}, client: {}, server: {}",
+                f.reason,
+                conn.client_ip(),
+                server_name(&r.server),
+            );
+            let loc = r.server.default_location.clone();
+            let (mut resp, loc) = error(&mut r, f.status, loc);
             resp.headers_mut()
                 .insert(header::CONNECTION, http::HeaderValue::from_static("close"));
             (Step::Done(resp), loc)

@@ -13,6 +13,7 @@ use std::time::{Duration, Instant};
 use hyper_util::rt::TokioIo;
 use tokio::io::{AsyncRead, AsyncWrite};
 
+use super::h1_scan::HeadScan;
 use super::shutdown::{Shutdown, Stop};
 use crate::http::conn::{Conn, H1Watch};
 use crate::net::SocketStream;
@@ -48,12 +49,14 @@ enum H1Turn {
 /// input with no buffer ([`WaitInput`]) and builds a new hyper connection when it comes, as
 /// nginx frees a keep-alive connection's buffers and allocates them again per request.
 /// The first request waits the same way: no hyper connection before its first byte.
-/// `park_after`: [`PARK_AFTER`] but in tests.
+/// `park_after`: [`PARK_AFTER`] but in tests. `max_head`: hyper's `max_buf_size`, the bound
+/// on a request head (see [`HeadScan`]).
 pub(super) async fn serve_h1<I>(
     conn: &Arc<Conn>,
     b: &hyper::server::conn::http1::Builder,
     io: I,
     park_after: Duration,
+    max_head: usize,
     mut stop: Shutdown,
 ) where
     I: AsyncRead + AsyncWrite + WaitInput + Unpin + Send + 'static,
@@ -62,9 +65,23 @@ pub(super) async fn serve_h1<I>(
     let svc_conn = conn.clone();
     let mut svc = hyper::service::service_fn(move |req: hyper::Request<hyper::body::Incoming>| {
         let c = svc_conn.clone();
-        let req = req.map(|body| ReqBody::new(body, &c));
+        // The framing nginx refuses in the head as received (hyper normalised it).
+        let refusal = c.h1().refusal(req.method().as_str(), req.uri());
+        let mut req = req.map(|body| ReqBody::new(body, &c));
+        let refused = refusal.is_some();
+        if let Some(r) = refusal {
+            req.extensions_mut().insert(r);
+        }
         async move {
             let Ok(mut resp) = crate::http::pipeline::serve(c.clone(), req, None).await;
+            if refused {
+                // Whatever answered it, the body's framing is unknown: the connection ends
+                // after the response (RFC 9112 §6.1, §6.3).
+                resp.headers_mut().insert(
+                    http::header::CONNECTION,
+                    http::HeaderValue::from_static("close"),
+                );
+            }
             let names = resp
                 .extensions_mut()
                 .remove::<crate::http::conn::HeaderCase>()
@@ -85,6 +102,7 @@ pub(super) async fn serve_h1<I>(
         prefix: bytes::Bytes::new(),
         conn: conn.clone(),
         interim: b"",
+        scan: HeadScan::new(max_head),
     };
     loop {
         // Parked: no hyper connection until input arrives.
@@ -257,6 +275,8 @@ struct Watched<I> {
     conn: Arc<Conn>,
     /// An interim response (`100 Continue`) written before hyper's next bytes.
     interim: &'static [u8],
+    /// The request stream as received, for the framing hyper normalises away.
+    scan: HeadScan,
 }
 
 impl<I: AsyncWrite + Unpin> Watched<I> {
@@ -328,6 +348,14 @@ impl<I: AsyncRead + Unpin> AsyncRead for Watched<I> {
         if buf.filled().len() > before {
             this.conn.input();
             this.conn.activity().read(buf.filled().len() - before);
+            let conn = &this.conn;
+            this.scan.feed(&mut buf.filled_mut()[before..], &mut |v| {
+                conn.h1()
+                    .verdicts
+                    .lock()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .push_back(v)
+            });
         }
         r
     }
@@ -580,7 +608,7 @@ mod tests {
         b.timer(TokioTimer::new());
         let c2 = conn.clone();
         let task = tokio::spawn(async move {
-            serve_h1(&c2, &b, io, park_after, stop).await;
+            serve_h1(&c2, &b, io, park_after, 64 * 1024, stop).await;
         });
         (conn, client, task)
     }

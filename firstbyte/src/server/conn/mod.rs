@@ -21,12 +21,15 @@
 //! responses of one turn leave in one `writev`.
 //!
 //! One file per job: `accept` (TLS handshake, server block by SNI), `h1` (HTTP/1.1, parked
-//! between requests), `h2` (HTTP/2, its streams in the connection's task), `shutdown` (the
+//! between requests), `h1_scan` (the request framing nginx refuses, read from the bytes
+//! as received, before hyper normalises the head), `h2` (HTTP/2, its streams in the
+//! connection's task), `shutdown` (the
 //! one wait for idle, last request, reload and drain); this file picks the protocol. What
 //! requests read of their connection is `http::conn::Conn`.
 
 mod accept;
 mod h1;
+mod h1_scan;
 mod h2;
 mod head_case;
 mod shutdown;
@@ -235,7 +238,7 @@ async fn serve_http<I>(
                 // records itself.)
                 b.writev(true);
             }
-            h1::serve_h1(&conn, &b, io, h1::PARK_AFTER, stop).await;
+            h1::serve_h1(&conn, &b, io, h1::PARK_AFTER, read_buf_max(&server), stop).await;
         }
         // Boxed: an HTTP/1.1 connection's task does not carry this arm's state.
         Proto::H2 => Box::pin(h2::serve_h2(conn, io, server, stop)).await,
