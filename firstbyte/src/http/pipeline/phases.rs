@@ -631,7 +631,7 @@ fn index_with_variables(r: &Req, loc: &LocationConf, root: &str) -> Option<Out> 
 
 /// The location's `disable_symlinks from=` value for this request (`$document_root` is
 /// known by now).
-pub(super) fn symlinks_from(r: &Req, loc: &LocationConf) -> Option<String> {
+fn symlinks_from(r: &Req, loc: &LocationConf) -> Option<String> {
     loc.disable_symlinks.from.as_ref().map(|v| r.eval(v))
 }
 
