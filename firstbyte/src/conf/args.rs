@@ -7,13 +7,14 @@
 //! settings and the handlers and imports neither.
 
 use std::path::PathBuf;
+use std::sync::Arc;
 use std::time::Duration;
 
 use super::cx::Cx;
 use super::error::ConfError;
 use super::model::{
     AutoindexFormat, BodyInFileOnly, CertificateCache, DisableSymlinks, GzipDisable, GzipProxied,
-    GzipStatic, SizeValue, User, WorkerProcesses,
+    GzipStatic, SizeValue, Symlinks, User, WorkerProcesses,
 };
 use super::parse::Directive;
 use super::units;
@@ -408,7 +409,6 @@ pub(crate) fn gzip_disable(d: &Directive, _: &mut Cx) -> Result<GzipDisable, Con
     Ok(g)
 }
 
-/// `disable_symlinks off|on|if_not_owner` (`from=` is not supported yet).
 /// `client_body_in_file_only on|clean|off`.
 pub(crate) fn body_in_file_only(d: &Directive, _: &mut Cx) -> Result<BodyInFileOnly, ConfError> {
     let opts = [
@@ -419,22 +419,35 @@ pub(crate) fn body_in_file_only(d: &Directive, _: &mut Cx) -> Result<BodyInFileO
     choice(d, arg0(d), &opts)
 }
 
-pub(crate) fn disable_symlinks(d: &Directive, _: &mut Cx) -> Result<DisableSymlinks, ConfError> {
-    if let Some(p) = d.args.get(1) {
-        if p.starts_with("from=") {
-            return Err(unsupported(
-                d,
-                "the \"from=\" parameter of \"disable_symlinks\"".into(),
-            ));
+/// `disable_symlinks off|on|if_not_owner [from=PART]`, in either order, as nginx: the words
+/// case-sensitive, one policy, `from=` (variables allowed) not with `off`.
+pub(crate) fn disable_symlinks(d: &Directive, _: &mut Cx) -> Result<Symlinks, ConfError> {
+    let mut mode = None;
+    let mut from = None;
+    for a in &d.args {
+        match a.as_str() {
+            "off" => mode = Some(DisableSymlinks::Off),
+            "on" => mode = Some(DisableSymlinks::On),
+            "if_not_owner" => mode = Some(DisableSymlinks::IfNotOwner),
+            _ => match a.strip_prefix("from=") {
+                Some(v) => from = Some(Arc::new(value(d, v)?)),
+                None => return Err(param(d, a)),
+            },
         }
-        return Err(param(d, p));
     }
-    let opts = [
-        ("off", DisableSymlinks::Off),
-        ("on", DisableSymlinks::On),
-        ("if_not_owner", DisableSymlinks::IfNotOwner),
-    ];
-    choice(d, arg0(d), &opts)
+    let Some(mode) = mode else {
+        let msg = "\"disable_symlinks\" must have \"off\", \"on\" or \"if_not_owner\" parameter";
+        return Err(ConfError::other(msg, &d.pos));
+    };
+    if d.args.len() == 2 && from.is_none() {
+        let msg = format!("duplicate parameters \"{} {}\"", d.args[0], d.args[1]);
+        return Err(ConfError::other(msg, &d.pos));
+    }
+    if from.is_some() && mode == DisableSymlinks::Off {
+        let msg = "\"from=\" cannot be used with \"off\" parameter";
+        return Err(ConfError::other(msg, &d.pos));
+    }
+    Ok(Symlinks { mode, from })
 }
 
 /// `ssl_certificate_cache` / `proxy_ssl_certificate_cache`.

@@ -124,9 +124,9 @@ macro_rules! loc_directives {
         "internal" internal: bool = false =>
             (LOCATION, 0, 0, "", Own, p::present)
             "The location answers internal redirects only.";
-        "disable_symlinks" disable_symlinks: DisableSymlinks = DisableSymlinks::Off =>
+        "disable_symlinks" disable_symlinks: Symlinks = Symlinks::OFF =>
             (HSL, 1, 2, "off", Inherit, p::disable_symlinks)
-            "`on`: refuse paths through symlinks; `if_not_owner`: unless owners match.";
+            "`on`: refuse a path any component of which is a symlink (a symlink as the last component: 403; as a directory on the way: 404, as nginx); `if_not_owner`: follow a symlink only to a target of the same owner. `from=PART` (variables allowed, `from=$document_root` the common form, evaluated per request): a path that starts with PART is checked only after it, PART itself opened as it is (so a root that is a symlink still serves); a path that does not start with it is checked whole. Applies to static files, `index`, `gzip_static`, `try_files` and `if (-f|-d|-e|-x ...)`.";
         "default_type" default_type: String = "text/plain".to_string() =>
             (HSL, 1, 1, "text/plain", Inherit, p::text)
             "MIME type of files whose extension has none.";

@@ -140,8 +140,8 @@ pub(crate) mod fixtures {
     use crate::conf::declare::defaults_conf;
     use crate::conf::directives::{compression_directives, loc_directives};
     use crate::conf::model::{
-        AccessLog, BodyInFileOnly, Compression, DisableSymlinks, DocRoot, Expires, GzipStatic,
-        LocationConf, Locations, Pos, SizeValue,
+        AccessLog, BodyInFileOnly, Compression, DocRoot, Expires, GzipStatic, LocationConf,
+        Locations, Pos, SizeValue, Symlinks,
     };
     use crate::conf::vars::ComplexValue;
 

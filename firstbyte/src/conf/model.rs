@@ -725,6 +725,29 @@ pub enum DisableSymlinks {
     IfNotOwner,
 }
 
+/// `disable_symlinks`: the policy and its `from=` part.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Symlinks {
+    /// `off`, `on` or `if_not_owner`.
+    pub mode: DisableSymlinks,
+    /// `from=VALUE`, evaluated per request: the leading part of a path that is not checked.
+    pub from: Option<Arc<super::vars::ComplexValue>>,
+}
+
+impl Symlinks {
+    /// `disable_symlinks off` (the default).
+    pub const OFF: Symlinks = Symlinks {
+        mode: DisableSymlinks::Off,
+        from: None,
+    };
+}
+
+impl From<DisableSymlinks> for Symlinks {
+    fn from(mode: DisableSymlinks) -> Self {
+        Symlinks { mode, from: None }
+    }
+}
+
 /// MIME types by lower-cased file extension (from `types {}` / `mime.types`).
 pub type MimeTypes = HashMap<String, String>;
 

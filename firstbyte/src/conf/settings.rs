@@ -23,10 +23,9 @@ use super::directives::{
 };
 use super::model::{
     AccessLog, AccessLogTarget, AccessRule, AddHeader, BodyInFileOnly, CertKey, CertificateCache,
-    Compression, DisableSymlinks, DocRoot, DynamicCertKey, ErrorLog, ErrorPage, Expires,
-    GzipStatic, LocationConf, Locations, LogEscape, LogFormat, MainConf, MimeTypes, Pos,
-    SessionCache, SizeValue, Source, TlsConf, TlsVersion, TryFiles, User, VerifyClient,
-    WorkerProcesses,
+    Compression, DocRoot, DynamicCertKey, ErrorLog, ErrorPage, Expires, GzipStatic, LocationConf,
+    Locations, LogEscape, LogFormat, MainConf, MimeTypes, Pos, SessionCache, SizeValue, Source,
+    Symlinks, TlsConf, TlsVersion, TryFiles, User, VerifyClient, WorkerProcesses,
 };
 use super::proxy_settings::ProxySettings;
 use super::vars::ComplexValue;

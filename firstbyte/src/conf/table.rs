@@ -485,8 +485,8 @@ mod tests {
 
     use crate::conf::declare::defaults_match_docs;
     use crate::conf::model::{
-        BodyInFileOnly, CertificateCache, DisableSymlinks, Expires, GzipStatic, NextUpstream,
-        SessionCache, SizeValue, TlsVersion, User, VerifyClient, WorkerProcesses,
+        BodyInFileOnly, CertificateCache, Expires, GzipStatic, NextUpstream, SessionCache,
+        SizeValue, Symlinks, TlsVersion, User, VerifyClient, WorkerProcesses,
     };
 
     // The lists' defaults as docs/directives.md shows them parse to the values the model

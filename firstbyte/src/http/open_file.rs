@@ -7,8 +7,11 @@
 //!
 //! Every open is non-blocking (a fifo cannot stall the connection's task) and close-on-exec.
 //! Under `disable_symlinks on|if_not_owner` the path is walked one component at a time with
-//! `openat` relative to the previous component's `O_PATH` descriptor, with `O_NOFOLLOW`, so
-//! no symlink is crossed unchecked and nothing can be swapped in between the check and the use.
+//! `openat` relative to the previous component's `O_PATH` descriptor (`O_NOFOLLOW`, or an
+//! owner check), so no symlink is crossed unchecked and nothing can be swapped in between the
+//! check and the use; `from=` leaves a leading part of the path unchecked ([`SymlinkCheck`]).
+//! `try_files` and the rewrite module's file tests look through [`stat_path`], which applies
+//! the same walk.
 
 use std::ffi::{CString, OsStr};
 use std::fs::File;
@@ -16,13 +19,13 @@ use std::io;
 use std::os::fd::{AsRawFd, FromRawFd, RawFd};
 use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::MetadataExt;
-use std::path::{Component, Path};
+use std::path::Path;
 use std::sync::{Arc, OnceLock};
 use std::time::{Duration, UNIX_EPOCH};
 
 use http::HeaderValue;
 
-use crate::conf::model::DisableSymlinks;
+use crate::conf::model::{DisableSymlinks, LocationConf};
 
 /// What kind of file a path names.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -185,17 +188,110 @@ fn openat(dir: RawFd, name: &OsStr, flags: libc::c_int) -> io::Result<File> {
     }
 }
 
+/// How one lookup applies `disable_symlinks` (nginx's `of.disable_symlinks` and
+/// `of.disable_symlinks_from`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SymlinkCheck {
+    /// The policy.
+    pub mode: DisableSymlinks,
+    /// Bytes at the start of the path that are opened as they are, symlinks followed, before
+    /// the checked walk goes on from there (the `/` at this offset); 0: the whole path is
+    /// checked.
+    pub from: usize,
+}
+
+impl From<DisableSymlinks> for SymlinkCheck {
+    fn from(mode: DisableSymlinks) -> Self {
+        SymlinkCheck { mode, from: 0 }
+    }
+}
+
+impl SymlinkCheck {
+    /// nginx's `ngx_http_set_disable_symlinks`: `from` is the evaluated `from=` value. A
+    /// path that does not start with it is checked whole; one equal to it is not checked;
+    /// otherwise the check starts at the `/` after it (or at its own trailing `/`). A
+    /// prefix that ends inside a component (`from=/srv/a`, path `/srv/ab/f`) checks the
+    /// whole path.
+    pub fn for_path(mode: DisableSymlinks, from: Option<&str>, path: &[u8]) -> Self {
+        let mut c = SymlinkCheck::from(mode);
+        let Some(from) = from.map(str::as_bytes) else {
+            return c;
+        };
+        if mode == DisableSymlinks::Off || from.is_empty() || !path.starts_with(from) {
+            return c;
+        }
+        if from.len() == path.len() {
+            c.mode = DisableSymlinks::Off;
+        } else if path[from.len()] == b'/' {
+            c.from = from.len();
+        } else if path[from.len() - 1] == b'/' {
+            c.from = from.len() - 1;
+        }
+        c
+    }
+
+    /// How `loc`'s `disable_symlinks` applies to `path`, `from` being its evaluated `from=`.
+    pub fn at(loc: &LocationConf, from: Option<&str>, path: &Path) -> Self {
+        Self::for_path(loc.disable_symlinks.mode, from, path.as_os_str().as_bytes())
+    }
+}
+
+fn refused() -> io::Error {
+    io::Error::from_raw_os_error(libc::ELOOP)
+}
+
+/// nginx's `ngx_openat_file_owner`: opens `name` following a symlink, then refuses it
+/// (`ELOOP`) unless what was opened has the owner of the directory entry itself (the link,
+/// or the file when it is none). Compared whatever the entry is now, as it may have been
+/// swapped between the two calls.
+fn openat_owner(dir: RawFd, name: &OsStr, flags: libc::c_int) -> io::Result<File> {
+    let file = openat(dir, name, flags)?;
+    let cname = CString::new(name.as_bytes()).map_err(|_| enoent())?;
+    let mut st = std::mem::MaybeUninit::<libc::stat>::uninit();
+    // SAFETY: `cname` is NUL-terminated, `st` is a writable stat buffer, `dir` is AT_FDCWD
+    // or a descriptor the caller keeps open.
+    let rc = unsafe {
+        libc::fstatat(
+            dir,
+            cname.as_ptr(),
+            st.as_mut_ptr(),
+            libc::AT_SYMLINK_NOFOLLOW,
+        )
+    };
+    if rc != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: fstatat returned 0, so it filled `st`.
+    let entry_uid = unsafe { st.assume_init() }.st_uid;
+    if file.metadata()?.uid() != entry_uid {
+        return Err(refused());
+    }
+    Ok(file)
+}
+
+/// `openat` under a policy: `on` never follows a symlink (`O_NOFOLLOW`: `ELOOP` for the
+/// last component, `ENOTDIR` with `O_DIRECTORY`, as nginx's 403 and 404); `if_not_owner`
+/// follows one only to a target of the same owner.
+fn openat_checked(
+    dir: RawFd,
+    name: &OsStr,
+    flags: libc::c_int,
+    mode: DisableSymlinks,
+) -> io::Result<File> {
+    match mode {
+        DisableSymlinks::Off => openat(dir, name, flags),
+        DisableSymlinks::On => openat(dir, name, flags | libc::O_NOFOLLOW),
+        DisableSymlinks::IfNotOwner => openat_owner(dir, name, flags),
+    }
+}
+
 /// Opens the last component for reading; a directory the process may search but not read is
 /// opened with `O_PATH` (it is only looked at, never read).
-fn open_last(dir: RawFd, name: &OsStr, extra: libc::c_int) -> io::Result<OpenFile> {
-    let file = match openat(dir, name, OPEN_READ | extra) {
+fn open_last(dir: RawFd, name: &OsStr, mode: DisableSymlinks) -> io::Result<OpenFile> {
+    let file = match openat_checked(dir, name, OPEN_READ, mode) {
         Ok(f) => f,
         Err(e) if e.raw_os_error() == Some(libc::EACCES) => {
-            let f = openat(dir, name, libc::O_PATH | extra)?;
-            if !f.metadata()?.is_dir() {
-                return Err(e);
-            }
-            f
+            openat_checked(dir, name, libc::O_PATH | libc::O_DIRECTORY, mode).map_err(|_| e)?
         }
         Err(e) => return Err(e),
     };
@@ -207,67 +303,56 @@ fn open_last(dir: RawFd, name: &OsStr, extra: libc::c_int) -> io::Result<OpenFil
     })
 }
 
-/// Opens `path` under a `disable_symlinks` policy.
-pub fn open_path(path: &Path, symlinks: DisableSymlinks) -> io::Result<OpenFile> {
-    if symlinks == DisableSymlinks::Off {
-        return open_last(libc::AT_FDCWD, path.as_os_str(), 0);
+/// Opens `path` under a `disable_symlinks` check, as nginx's `ngx_open_file_wrapper`: with
+/// `on|if_not_owner`, the leading `from` part as it is, then each directory from there (or
+/// from `/`) relative to the previous one's `O_PATH` descriptor, so nothing can be swapped
+/// in between the check and the use. `.` and `..` are opened as names, as nginx does. A
+/// path ending in `/` names a directory: its last component is walked as one and then
+/// opened as `.` (a file named so is `ENOTDIR`, 404).
+pub fn open_path(path: &Path, check: impl Into<SymlinkCheck>) -> io::Result<OpenFile> {
+    let check = check.into();
+    if check.mode == DisableSymlinks::Off {
+        return open_last(libc::AT_FDCWD, path.as_os_str(), DisableSymlinks::Off);
     }
-    let names: Vec<&OsStr> = path
-        .components()
-        .filter_map(|c| match c {
-            Component::Normal(n) => Some(n),
-            Component::ParentDir => Some(OsStr::new("..")),
-            _ => None,
-        })
-        .collect();
-    let start = OsStr::new(if path.is_absolute() { "/" } else { "." });
-    let Some((last, dirs)) = names.split_last() else {
-        return open_last(libc::AT_FDCWD, start, 0);
+    let bytes = path.as_os_str().as_bytes();
+    let search = libc::O_PATH | libc::O_DIRECTORY | libc::O_NONBLOCK;
+    let (mut dir, mut rest) = if check.from > 0 && bytes.get(check.from) == Some(&b'/') {
+        let lead = OsStr::from_bytes(&bytes[..check.from]);
+        (
+            Some(openat(libc::AT_FDCWD, lead, search)?),
+            &bytes[check.from + 1..],
+        )
+    } else if bytes.first() == Some(&b'/') {
+        (
+            Some(openat(libc::AT_FDCWD, OsStr::new("/"), search)?),
+            &bytes[1..],
+        )
+    } else {
+        (None, bytes)
     };
-    let mut dir = openat(libc::AT_FDCWD, start, libc::O_PATH | libc::O_DIRECTORY)?;
-    for name in dirs {
-        let step = openat(dir.as_raw_fd(), name, libc::O_PATH | libc::O_NOFOLLOW)?;
-        let link = step.metadata()?;
-        dir = if link.file_type().is_symlink() {
-            follow_if_allowed(dir.as_raw_fd(), name, &link, symlinks)?
-        } else {
-            step
-        };
-    }
-    match open_last(dir.as_raw_fd(), last, libc::O_NOFOLLOW) {
-        Err(e)
-            if e.raw_os_error() == Some(libc::ELOOP) && symlinks == DisableSymlinks::IfNotOwner =>
-        {
-            let link =
-                openat(dir.as_raw_fd(), last, libc::O_PATH | libc::O_NOFOLLOW)?.metadata()?;
-            if !link.file_type().is_symlink() {
-                return Err(e);
-            }
-            follow_if_allowed(dir.as_raw_fd(), last, &link, symlinks)?;
-            open_last(dir.as_raw_fd(), last, 0)
+    let at = |d: &Option<File>| d.as_ref().map_or(libc::AT_FDCWD, |f| f.as_raw_fd());
+    while let Some(i) = rest.iter().position(|&b| b == b'/') {
+        let name = &rest[..i];
+        rest = &rest[i + 1..];
+        if !name.is_empty() {
+            let next = openat_checked(at(&dir), OsStr::from_bytes(name), search, check.mode)?;
+            dir = Some(next);
         }
-        r => r,
     }
+    if rest.is_empty() {
+        return open_last(at(&dir), OsStr::new("."), DisableSymlinks::Off);
+    }
+    open_last(at(&dir), OsStr::from_bytes(rest), check.mode)
 }
 
-/// A symlink met on the way: refused (`ELOOP`, hence 403) unless the policy is
-/// `if_not_owner` and the link and its target have the same owner; then its target, opened
-/// with `O_PATH`.
-fn follow_if_allowed(
-    dir: RawFd,
-    name: &OsStr,
-    link: &std::fs::Metadata,
-    symlinks: DisableSymlinks,
-) -> io::Result<File> {
-    let refused = || io::Error::from_raw_os_error(libc::ELOOP);
-    if symlinks != DisableSymlinks::IfNotOwner {
-        return Err(refused());
+/// What `try_files` and `if (-f|-d|-e|-x ...)` learn of `path`: its `stat` when symlinks
+/// are followed, as nginx; under `disable_symlinks on|if_not_owner` the same checked walk as
+/// a response (so a refused symlink, or an unreadable file, is not there).
+pub fn stat_path(path: &Path, check: SymlinkCheck) -> io::Result<std::fs::Metadata> {
+    if check.mode == DisableSymlinks::Off {
+        return std::fs::metadata(path);
     }
-    let target = openat(dir, name, libc::O_PATH)?;
-    if target.metadata()?.uid() != link.uid() {
-        return Err(refused());
-    }
-    Ok(target)
+    open_path(path, check)?.file.metadata()
 }
 
 #[cfg(test)]
@@ -319,5 +404,71 @@ pub(crate) mod tests {
         assert_eq!(h.content_type("text/html").unwrap(), "text/html");
         assert_eq!(h.content_type("text/plain").unwrap(), "text/plain");
         assert!(h.content_type("bad\nvalue").is_none());
+    }
+
+    #[test]
+    fn from_prefix_follows_nginx_rules() {
+        use DisableSymlinks::{IfNotOwner, Off, On};
+        let at = |from: Option<&str>, path: &str| SymlinkCheck::for_path(On, from, path.as_bytes());
+        let c = |mode, from| SymlinkCheck { mode, from };
+        assert_eq!(at(None, "/srv/www/f"), c(On, 0));
+        assert_eq!(at(Some(""), "/srv/www/f"), c(On, 0));
+        // Checked after the prefix, from its `/` (or its own trailing `/`).
+        assert_eq!(at(Some("/srv/www"), "/srv/www/f"), c(On, 8));
+        assert_eq!(at(Some("/srv/www/"), "/srv/www/f"), c(On, 8));
+        // The path itself: not checked.
+        assert_eq!(at(Some("/srv/www"), "/srv/www"), c(Off, 0));
+        // Not a prefix, longer than the path, or ending inside a component: checked whole.
+        assert_eq!(at(Some("/srv/other"), "/srv/www/f"), c(On, 0));
+        assert_eq!(at(Some("/srv/www/f/g"), "/srv/www/f"), c(On, 0));
+        assert_eq!(at(Some("/srv/ww"), "/srv/www/f"), c(On, 0));
+        // `/` as the prefix: the whole path, from `/`.
+        assert_eq!(at(Some("/"), "/f"), c(On, 0));
+        let owner = SymlinkCheck::for_path(IfNotOwner, Some("/a"), b"/a/b");
+        assert_eq!(owner, c(IfNotOwner, 2));
+        assert_eq!(SymlinkCheck::for_path(Off, Some("/a"), b"/a/b"), c(Off, 0));
+    }
+
+    #[test]
+    fn checked_walk_starts_after_from_and_honours_a_trailing_slash() {
+        use std::os::unix::fs::symlink;
+        let d = TempDir::new("walk");
+        let f = d.file("real.txt", b"x");
+        std::fs::create_dir(d.0.join("dir")).unwrap();
+        d.file("dir/in.txt", b"in");
+        symlink(d.0.join("dir"), d.0.join("dirlink")).unwrap();
+        symlink(&f, d.0.join("filelink")).unwrap();
+        let path = |s: &str| d.0.join(s);
+        let errno = |p: &Path, c: SymlinkCheck| open_path(p, c).unwrap_err().raw_os_error();
+        let on = SymlinkCheck::from(DisableSymlinks::On);
+        // A symlinked directory on the way: ENOTDIR; a symlink at the end: ELOOP.
+        assert_eq!(errno(&path("dirlink/in.txt"), on), Some(libc::ENOTDIR));
+        assert_eq!(errno(&path("filelink"), on), Some(libc::ELOOP));
+        // From the end of `dirlink`: the link is opened as it is, the rest is checked.
+        let p = path("dirlink/in.txt");
+        let from = d.0.join("dirlink");
+        let c =
+            SymlinkCheck::for_path(DisableSymlinks::On, from.to_str(), p.as_os_str().as_bytes());
+        assert_eq!(open_path(&p, c).unwrap().meta.len, 2);
+        // A trailing `/`: a file is ENOTDIR under every policy; a directory opens.
+        for mode in [
+            DisableSymlinks::Off,
+            DisableSymlinks::On,
+            DisableSymlinks::IfNotOwner,
+        ] {
+            let p = PathBuf::from(format!("{}/", f.display()));
+            assert_eq!(errno(&p, mode.into()), Some(libc::ENOTDIR), "{mode:?}");
+            let p = PathBuf::from(format!("{}/", d.0.join("dir").display()));
+            assert_eq!(open_path(&p, mode).unwrap().meta.kind, FileKind::Dir);
+        }
+        let owner = SymlinkCheck::from(DisableSymlinks::IfNotOwner);
+        let p = PathBuf::from(format!("{}/", path("filelink").display()));
+        assert_eq!(errno(&p, owner), Some(libc::ENOTDIR));
+        // `.` and `..` are walked as names; the test via stat_path sees the same.
+        let p = path("dir/../dir/./in.txt");
+        assert_eq!(open_path(&p, on).unwrap().meta.len, 2);
+        assert!(stat_path(&p, on).unwrap().is_file());
+        assert!(stat_path(&path("filelink"), on).is_err());
+        assert!(stat_path(&path("filelink"), DisableSymlinks::Off.into()).is_ok());
     }
 }

@@ -17,7 +17,8 @@
 //!   `open_file_cache_errors on` failed lookups are kept too. At most `max` entries, the least
 //!   recently used dropped first; one unused for `inactive` is dropped.
 //!
-//! Entries are per path and `disable_symlinks` policy.
+//! Entries are per path and `disable_symlinks` policy; one checked with another `from=`
+//! offset is checked again before it is used.
 
 use std::collections::{BTreeMap, HashMap};
 use std::io;
@@ -29,7 +30,7 @@ use std::time::{Duration, Instant};
 use crate::conf::model::{DisableSymlinks, LocationConf};
 use crate::conf::open_file_cache::OpenFileCacheConf;
 
-use super::open_file::{open_path, FileKind, FileMeta, OpenFile};
+use super::open_file::{open_path, FileKind, FileMeta, OpenFile, SymlinkCheck};
 
 /// Paths the revalidating cache keeps: 256, a quarter of the common soft `RLIMIT_NOFILE` of
 /// 1024, so the cache never takes the descriptors connections need.
@@ -42,8 +43,8 @@ pub const DEFAULT_INACTIVE: Duration = Duration::from_secs(10);
 /// What a location asks of a lookup (its `disable_symlinks` and `open_file_cache_*`).
 #[derive(Debug, Clone, Copy)]
 pub struct Lookup {
-    /// `disable_symlinks`.
-    pub symlinks: DisableSymlinks,
+    /// `disable_symlinks`, as it applies to the path.
+    pub symlinks: SymlinkCheck,
     /// `open_file_cache_valid`.
     pub valid: Duration,
     /// `open_file_cache_min_uses`.
@@ -53,10 +54,10 @@ pub struct Lookup {
 }
 
 impl Lookup {
-    /// The location's settings.
-    pub fn of(loc: &LocationConf) -> Self {
+    /// The location's settings, with its `disable_symlinks` as `check` applies it.
+    pub fn of(loc: &LocationConf, check: SymlinkCheck) -> Self {
         Lookup {
-            symlinks: loc.disable_symlinks,
+            symlinks: check,
             valid: loc.open_file_cache_valid,
             min_uses: loc.open_file_cache_min_uses,
             errors: loc.open_file_cache_errors,
@@ -64,9 +65,9 @@ impl Lookup {
     }
 
     /// nginx's defaults under a `disable_symlinks` policy.
-    pub fn defaults(symlinks: DisableSymlinks) -> Self {
+    pub fn defaults(symlinks: impl Into<SymlinkCheck>) -> Self {
         Lookup {
-            symlinks,
+            symlinks: symlinks.into(),
             valid: Duration::from_secs(60),
             min_uses: 1,
             errors: false,
@@ -108,6 +109,8 @@ struct Lru {
 struct Entry {
     /// The open file, or the errno of the failed open.
     result: Result<Arc<OpenFile>, i32>,
+    /// The `from=` offset it was checked with (nginx's `disable_symlinks_from`).
+    from: usize,
     /// The descriptor may be used without opening again (nginx closes it after the request
     /// while the path has been used fewer than `min_uses` times).
     keep: bool,
@@ -167,17 +170,20 @@ impl Lru {
 
     /// Sets the entry's result (keeping its use count), or adds it, dropping the least
     /// recently used entry first when `max` are held.
+    #[allow(clippy::too_many_arguments)]
     fn put(
         &mut self,
         key: &[u8],
         i: usize,
         result: Result<Arc<OpenFile>, i32>,
+        from: usize,
         keep: bool,
         now: Instant,
         max: usize,
     ) {
         if let Some(e) = self.map.get_mut(key).and_then(|s| s[i].as_mut()) {
             e.result = result;
+            e.from = from;
             e.keep = keep;
             e.created = now;
             return;
@@ -191,6 +197,7 @@ impl Lru {
         let tick = self.tick;
         let entry = Entry {
             result,
+            from,
             keep,
             created: now,
             accessed: now,
@@ -284,9 +291,16 @@ impl OpenFileCache {
         self.inner.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    /// Opens `path` as `loc` asks, from the cache when it may.
-    pub fn open(&self, path: &Path, loc: &LocationConf) -> io::Result<Arc<OpenFile>> {
-        self.open_at(path, &Lookup::of(loc), Instant::now())
+    /// Opens `path` as `loc` asks, from the cache when it may; `from` is the request's
+    /// evaluated `disable_symlinks from=` value.
+    pub fn open(
+        &self,
+        path: &Path,
+        loc: &LocationConf,
+        from: Option<&str>,
+    ) -> io::Result<Arc<OpenFile>> {
+        let check = SymlinkCheck::at(loc, from, path);
+        self.open_at(path, &Lookup::of(loc, check), Instant::now())
     }
 
     /// [`open`](Self::open) with explicit settings and time (for tests and callers that have
@@ -302,10 +316,10 @@ impl OpenFileCache {
     fn revalidate(
         &self,
         path: &Path,
-        symlinks: DisableSymlinks,
+        symlinks: SymlinkCheck,
         now: Instant,
     ) -> io::Result<Arc<OpenFile>> {
-        if symlinks != DisableSymlinks::Off {
+        if symlinks.mode != DisableSymlinks::Off {
             return open_path(path, symlinks).map(Arc::new);
         }
         let key = path.as_os_str().as_bytes();
@@ -325,7 +339,7 @@ impl OpenFileCache {
         let opened = open_path(path, symlinks).map(Arc::new);
         let mut g = self.lock();
         match &opened {
-            Ok(f) => g.put(key, 0, Ok(Arc::clone(f)), true, now, self.max),
+            Ok(f) => g.put(key, 0, Ok(Arc::clone(f)), 0, true, now, self.max),
             Err(_) => g.remove(key, 0),
         }
         opened
@@ -333,7 +347,7 @@ impl OpenFileCache {
 
     fn nginx_lookup(&self, path: &Path, l: &Lookup, now: Instant) -> io::Result<Arc<OpenFile>> {
         let key = path.as_os_str().as_bytes();
-        let i = slot(l.symlinks);
+        let i = slot(l.symlinks.mode);
         let found = {
             let mut g = self.lock();
             g.expire(now, self.inactive);
@@ -341,7 +355,9 @@ impl OpenFileCache {
         };
         let uses = found.as_ref().map_or(1, |e| e.uses);
         let opened = match &found {
+            // Never checked, or checked from another `from=` offset: walk it now.
             None => open_path(path, l.symlinks).map(Arc::new),
+            Some(e) if e.from != l.symlinks.from => open_path(path, l.symlinks).map(Arc::new),
             Some(e) => {
                 // Used fewer than `min_uses` times: nginx closed the descriptor after the
                 // last request and opens the file again (a directory keeps no descriptor
@@ -361,7 +377,8 @@ impl OpenFileCache {
             Err(_) if !l.errors => g.remove(key, i),
             _ => {
                 let result = opened.as_ref().map(Arc::clone).map_err(errno);
-                g.put(key, i, result, uses >= l.min_uses, now, self.max);
+                let from = l.symlinks.from;
+                g.put(key, i, result, from, uses >= l.min_uses, now, self.max);
             }
         }
         opened
@@ -371,12 +388,8 @@ impl OpenFileCache {
 /// nginx's check of a kept file past `valid`: the path's inode still the descriptor's keeps
 /// the descriptor with the path's current metadata; another file is opened; a failure is
 /// the answer.
-fn recheck(
-    path: &Path,
-    old: &Arc<OpenFile>,
-    symlinks: DisableSymlinks,
-) -> io::Result<Arc<OpenFile>> {
-    if symlinks != DisableSymlinks::Off || old.meta.kind != FileKind::File {
+fn recheck(path: &Path, old: &Arc<OpenFile>, symlinks: SymlinkCheck) -> io::Result<Arc<OpenFile>> {
+    if symlinks.mode != DisableSymlinks::Off || old.meta.kind != FileKind::File {
         return open_path(path, symlinks).map(Arc::new);
     }
     let meta = FileMeta::of(&std::fs::metadata(path)?);

@@ -39,9 +39,11 @@
 //!   `Last-Modified` come from the compressed file; the type from the original name. With
 //!   `gzip_vary on`, `Vary: Accept-Encoding` goes on every response for which a variant exists.
 //! - `disable_symlinks on`: every component of the path is opened with `openat` and
-//!   `O_NOFOLLOW`, from `/` down, and any symlink is refused (403); `if_not_owner`: a symlink is
-//!   followed only when it and its target have the same owner. The check is race-free: each
-//!   step opens relative to the directory descriptor the previous step opened.
+//!   `O_NOFOLLOW`, from `/` (or from the end of `from=`) down, and any symlink is refused (the
+//!   last component: 403; a directory on the way, opened with `O_DIRECTORY`: 404, as nginx);
+//!   `if_not_owner`: a symlink is followed only when it and its target have the same owner.
+//!   The check is race-free: each step opens relative to the directory descriptor the
+//!   previous step opened (`http::open_file`).
 
 use std::ffi::OsStr;
 use std::io;
@@ -81,6 +83,8 @@ pub struct FileRequest<'a> {
     pub path: &'a Path,
     /// The location's settings.
     pub loc: &'a LocationConf,
+    /// The location's `disable_symlinks from=` value, evaluated for this request.
+    pub symlinks_from: Option<&'a str>,
     /// The `Last-Modified` that `add_header` will give the response, which `If-Range`
     /// compares (nginx's headers filter runs before its range filter): `None`, the file's;
     /// `Some(None)`, none (removed, or not a date).
@@ -185,7 +189,7 @@ fn serve_path(req: &FileRequest<'_>, path: &Path, uri: &str, cache: &OpenFileCac
     let (variant, vary) = precompressed(req, path, cache);
     let (file, encoding) = match variant {
         Some((f, enc)) => (f, Some(enc)),
-        None => match cache.open(path, req.loc) {
+        None => match cache.open(path, req.loc, req.symlinks_from) {
             Ok(f) => (f, None),
             Err(e) => return FileOutcome::Status(status_for(&e)),
         },
@@ -212,11 +216,11 @@ fn serve_index(req: &FileRequest<'_>, cache: &OpenFileCache) -> FileOutcome {
             return FileOutcome::Internal(name.to_string());
         }
         let candidate = req.path.join(name);
-        match cache.open(&candidate, req.loc) {
+        match cache.open(&candidate, req.loc, req.symlinks_from) {
             Ok(_) => return FileOutcome::Internal(format!("{}{}", req.uri, name)),
             Err(e) if e.raw_os_error() == Some(libc::ENOENT) => {
                 if !dir_tested {
-                    if let Some(status) = test_dir(req.path, req.loc, cache) {
+                    if let Some(status) = test_dir(req, cache) {
                         return FileOutcome::Status(status);
                     }
                     dir_tested = true;
@@ -226,7 +230,7 @@ fn serve_index(req: &FileRequest<'_>, cache: &OpenFileCache) -> FileOutcome {
         }
     }
     if !dir_tested {
-        if let Some(status) = test_dir(req.path, req.loc, cache) {
+        if let Some(status) = test_dir(req, cache) {
             return FileOutcome::Status(status);
         }
     }
@@ -236,9 +240,9 @@ fn serve_index(req: &FileRequest<'_>, cache: &OpenFileCache) -> FileOutcome {
     FileOutcome::Status(StatusCode::FORBIDDEN)
 }
 
-/// The error status when `path` is not a usable directory.
-fn test_dir(path: &Path, loc: &LocationConf, cache: &OpenFileCache) -> Option<StatusCode> {
-    match cache.open(path, loc) {
+/// The error status when the request's path is not a usable directory.
+fn test_dir(req: &FileRequest<'_>, cache: &OpenFileCache) -> Option<StatusCode> {
+    match cache.open(req.path, req.loc, req.symlinks_from) {
         Ok(f) if f.meta.kind == FileKind::Dir => None,
         Ok(_) => Some(StatusCode::NOT_FOUND),
         Err(e) => Some(status_for(&e)),
@@ -278,7 +282,7 @@ fn precompressed(
         }
         let mut name = path.as_os_str().to_owned();
         name.push(suffix);
-        if let Ok(f) = cache.open(Path::new(&name), req.loc) {
+        if let Ok(f) = cache.open(Path::new(&name), req.loc, req.symlinks_from) {
             if f.meta.kind == FileKind::File {
                 exists = true;
                 if ok {
@@ -644,6 +648,7 @@ mod tests {
             uri,
             path: &path,
             loc: l,
+            symlinks_from: None,
             if_range_date: None,
         };
         serve(&req, &OpenFileCache::disabled())
@@ -810,7 +815,7 @@ mod tests {
         std::fs::set_permissions(&searchable, std::fs::Permissions::from_mode(0o711)).unwrap();
         let l = loc();
         let mut strict = loc();
-        strict.disable_symlinks = DisableSymlinks::On;
+        strict.disable_symlinks = DisableSymlinks::On.into();
         as_nobody(|| {
             for l in [&l, &strict] {
                 assert_eq!(
@@ -1303,10 +1308,11 @@ mod tests {
         );
         assert_eq!(body(resp(get(&d, &l, "/filelink.txt", &[]))).await, b"real");
         // on: refused anywhere in the path; plain paths still work.
-        l.disable_symlinks = DisableSymlinks::On;
+        l.disable_symlinks = DisableSymlinks::On.into();
+        // A symlinked directory on the way is not a directory (nginx's ENOTDIR: 404).
         assert_eq!(
             status(&get(&d, &l, "/dirlink/f.txt", &[])),
-            StatusCode::FORBIDDEN
+            StatusCode::NOT_FOUND
         );
         assert_eq!(
             status(&get(&d, &l, "/filelink.txt", &[])),
@@ -1322,7 +1328,7 @@ mod tests {
             o => panic!("{o:?}"),
         }
         // if_not_owner: same owner is followed.
-        l.disable_symlinks = DisableSymlinks::IfNotOwner;
+        l.disable_symlinks = DisableSymlinks::IfNotOwner.into();
         assert_eq!(
             body(resp(get(&d, &l, "/dirlink/f.txt", &[]))).await,
             b"real"
@@ -1345,7 +1351,7 @@ mod tests {
                 status(&get(&d, &l, "/otherdir/f.txt", &[])),
                 StatusCode::FORBIDDEN
             );
-            l.disable_symlinks = DisableSymlinks::Off;
+            l.disable_symlinks = DisableSymlinks::Off.into();
             assert_eq!(body(resp(get(&d, &l, "/other.txt", &[]))).await, b"real");
         }
     }
@@ -1363,6 +1369,7 @@ mod tests {
             uri: "/f.txt",
             path: &p,
             loc: &l,
+            symlinks_from: None,
             if_range_date: None,
         };
         assert_eq!(status(&serve(&req, &cache)), StatusCode::OK);

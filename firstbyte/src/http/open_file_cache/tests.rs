@@ -6,7 +6,7 @@ const OFF: DisableSymlinks = DisableSymlinks::Off;
 
 fn nginx_lookup(valid: u64, min_uses: u32, errors: bool) -> Lookup {
     Lookup {
-        symlinks: OFF,
+        symlinks: SymlinkCheck::from(OFF),
         valid: Duration::from_secs(valid),
         min_uses,
         errors,
@@ -215,10 +215,34 @@ fn policies_are_kept_apart() {
     let t = Instant::now();
     assert!(c.open_at(&link, &nginx_lookup(60, 1, true), t).is_ok());
     let on = Lookup {
-        symlinks: DisableSymlinks::On,
+        symlinks: DisableSymlinks::On.into(),
         ..nginx_lookup(60, 1, true)
     };
     let e = c.open_at(&link, &on, t).unwrap_err();
     assert_eq!(e.raw_os_error(), Some(libc::ELOOP));
     assert!(OpenFileCache::disabled().is_empty());
+}
+
+#[test]
+fn nginx_rechecks_an_entry_checked_from_another_prefix() {
+    let d = TempDir::new("ngx-from");
+    std::fs::create_dir(d.0.join("real")).unwrap();
+    d.file("real/f.txt", b"x");
+    std::os::unix::fs::symlink(d.0.join("real"), d.0.join("rootlink")).unwrap();
+    let p = d.0.join("rootlink/f.txt");
+    let c = OpenFileCache::nginx(10, Duration::from_secs(60));
+    let t = Instant::now();
+    let root = d.0.join("rootlink");
+    let bytes = p.as_os_str().as_bytes();
+    let from = SymlinkCheck::for_path(DisableSymlinks::On, root.to_str(), bytes);
+    let with = |symlinks| Lookup {
+        symlinks,
+        ..nginx_lookup(60, 1, true)
+    };
+    let whole = with(DisableSymlinks::On.into());
+    for _ in 0..2 {
+        assert!(c.open_at(&p, &with(from), t).is_ok(), "from= the root");
+        let e = c.open_at(&p, &whole, t).unwrap_err();
+        assert_eq!(e.raw_os_error(), Some(libc::ENOTDIR), "the whole path");
+    }
 }

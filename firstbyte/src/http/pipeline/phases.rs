@@ -17,6 +17,7 @@ use super::respond::{absolute, redirect_response, status_response, stub_status};
 use super::{server_name, Req, Step, MAX_REDIRECTS};
 use crate::conf::model::{DocRoot, LocationConf, ProxyConf, TryFallback};
 use crate::http::body::Body;
+use crate::http::open_file::{self, SymlinkCheck};
 use crate::http::rewrite::{self, Action};
 use crate::http::{static_files, uri};
 
@@ -531,6 +532,7 @@ fn content(r: &mut Req, loc: &Arc<LocationConf>, lost_upstream: bool) -> Out {
         DocRoot::Root(v) | DocRoot::Alias(v) => r.eval(v),
     });
     if let Some(tf) = &loc.try_files {
+        let from = symlinks_from(r, loc);
         for f in &tf.files {
             let cand = r.eval(f);
             let root = r.document_root.as_deref().unwrap_or_default();
@@ -543,7 +545,8 @@ fn content(r: &mut Req, loc: &Arc<LocationConf>, lost_upstream: bool) -> Out {
                 f.parts().last(),
                 Some(crate::conf::vars::Part::Lit(l)) if l.ends_with('/')
             );
-            match std::fs::metadata(&path) {
+            let check = SymlinkCheck::at(loc, from.as_deref(), &path);
+            match open_file::stat_path(&path, check) {
                 Ok(m) if is_dir_cand && m.is_dir() || !is_dir_cand && m.is_file() => {
                     // nginx drops a directory candidate's trailing slash (`$uri/` for
                     // `/dir` continues as `/dir`, which the static module redirects to
@@ -600,6 +603,7 @@ fn content(r: &mut Req, loc: &Arc<LocationConf>, lost_upstream: bool) -> Out {
 /// absolute URI is an internal redirect at once; another is one when its file exists. None:
 /// no entry applied (the static module then answers, as for any directory).
 fn index_with_variables(r: &Req, loc: &LocationConf, root: &str) -> Option<Out> {
+    let from = symlinks_from(r, loc);
     for entry in &loc.index {
         let name = r.eval(entry);
         if name.is_empty() {
@@ -612,8 +616,9 @@ fn index_with_variables(r: &Req, loc: &LocationConf, root: &str) -> Option<Out> 
             });
         }
         let uri = format!("{}{name}", r.uri);
-        let exists =
-            static_files::map_path(loc, &uri, root).is_some_and(|p| std::fs::metadata(p).is_ok());
+        let exists = static_files::map_path(loc, &uri, root).is_some_and(|p| {
+            open_file::stat_path(&p, SymlinkCheck::at(loc, from.as_deref(), &p)).is_ok()
+        });
         if exists {
             return Some(Out::Internal {
                 uri,
@@ -622,6 +627,12 @@ fn index_with_variables(r: &Req, loc: &LocationConf, root: &str) -> Option<Out> 
         }
     }
     None
+}
+
+/// The location's `disable_symlinks from=` value for this request (`$document_root` is
+/// known by now).
+fn symlinks_from(r: &Req, loc: &LocationConf) -> Option<String> {
+    loc.disable_symlinks.from.as_ref().map(|v| r.eval(v))
 }
 
 fn serve_static(r: &mut Req, loc: &Arc<LocationConf>, path: PathBuf) -> Out {
@@ -642,6 +653,7 @@ fn serve_static(r: &mut Req, loc: &Arc<LocationConf>, path: PathBuf) -> Out {
     } else {
         None
     };
+    let from = symlinks_from(r, loc);
     let path: &Path = r.request_filename.insert(path);
     let fr = static_files::FileRequest {
         method: &r.method,
@@ -649,6 +661,7 @@ fn serve_static(r: &mut Req, loc: &Arc<LocationConf>, path: PathBuf) -> Out {
         uri: &r.uri,
         path,
         loc,
+        symlinks_from: from.as_deref(),
         if_range_date,
     };
     let shared = r.conn.shared();

@@ -1,11 +1,14 @@
 //! The request as the rewrite interpreter's [`Env`]: its variables, URI, arguments, captures
-//! and `set` values; file tests through `stat`; `rewrite_log` notices to the error log.
+//! and `set` values; file tests through `stat` (or, under `disable_symlinks`, the checked
+//! walk); `rewrite_log` notices to the error log.
 
 use std::borrow::Cow;
+use std::path::Path;
 
 use super::{server_name, Req};
 use crate::conf::model::DocRoot;
 use crate::conf::vars::{ComplexValue, Vars};
+use crate::http::open_file::{self, SymlinkCheck};
 use crate::http::rewrite::{Env, FileFacts};
 use crate::http::static_files;
 
@@ -84,7 +87,19 @@ impl Env for Req<'_> {
 
     fn file(&self, path: &str) -> FileFacts {
         use std::os::unix::fs::PermissionsExt;
-        match std::fs::metadata(path) {
+        // `disable_symlinks` of the level whose directives run (the server's before a
+        // location is chosen), as nginx's script file code.
+        let loc = self
+            .rewrite_loc
+            .as_ref()
+            .unwrap_or(&self.server.default_location);
+        let from = loc
+            .disable_symlinks
+            .from
+            .as_ref()
+            .map(|v| Env::eval(self, v));
+        let path = Path::new(path);
+        match open_file::stat_path(path, SymlinkCheck::at(loc, from.as_deref(), path)) {
             Ok(m) => FileFacts {
                 exists: true,
                 file: m.is_file(),

@@ -17,7 +17,8 @@ use crate::conf::model::{LocationConf, Return};
 use crate::conf::rewrite::{Captures, Cond, FileTest, Flag, Program, Rewrite, SetTarget, Stmt};
 use crate::conf::vars::ComplexValue;
 
-/// What a file test learns about a path (`stat`, following symlinks, as nginx).
+/// What a file test learns about a path (`stat`, following symlinks, as nginx; under
+/// `disable_symlinks on|if_not_owner`, what the checked walk opens).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct FileFacts {
     /// Something is there.
