@@ -107,6 +107,10 @@ macro_rules! loc_directives {
         "client_body_timeout" client_body_timeout: Duration = Duration::from_secs(60) =>
             (HSL, 1, 1, "60s", Inherit, p::duration)
             "Longest pause between two reads of a request body.";
+        // 1460: nginx's default.
+        "postpone_output" postpone_output: u64 = 1460 =>
+            (HSL, 1, 1, "1460", Inherit, p::bytes)
+            "A streamed body (proxied, FastCGI, compressed) goes out in pieces of at least this many bytes: pieces that are ready together are joined until they reach it, so the client gets fewer small writes and TLS records. The last piece always goes out, and so does whatever is ready when the source has no more yet (firstbyte never holds bytes back waiting for more); `0`: each piece as it comes.";
         // 0: no limit (nginx's default).
         "limit_rate" limit_rate: SizeValue = SizeValue::Fixed(0) =>
             (HSL, 1, 1, "0", Inherit, p::size_value)
@@ -416,6 +420,9 @@ macro_rules! proxy_directives {
         "proxy_ignore_client_abort" ignore_client_abort: bool = false =>
             (HSL, 1, 1, "off", Inherit, p::on_off)
             "`on`: a client that closes its connection (or resets its stream) does not end the request to the upstream: it runs to its end and the rest of the response is read and discarded, as nginx; `off`: the upstream connection is closed then (the access log shows 499).";
+        "proxy_force_ranges" force_ranges: bool = false =>
+            (HSL, 1, 1, "off", Inherit, p::on_off)
+            "`on`: byte ranges of a proxied 200 with a length whether or not the upstream sent `Accept-Ranges` (one range; several from a cached response); the upstream's own `Accept-Ranges` is replaced by `bytes`.";
         // off: nginx's default.
         "proxy_intercept_errors" intercept_errors: bool = false =>
             (HSL, 1, 1, "off", Inherit, p::on_off)

@@ -19,6 +19,7 @@ pub mod h2limits;
 pub mod open_file;
 pub mod pages;
 pub mod pipeline;
+pub mod postpone;
 pub mod proxy;
 pub mod range;
 pub mod rate;

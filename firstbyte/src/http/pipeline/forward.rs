@@ -331,6 +331,10 @@ fn finish(
     mut resp: Response<Body>,
 ) -> Response<Body> {
     use crate::http::proxy::{self as px, headers as ph};
+    let absent = ph::PassedAbsent::of(conf, resp.headers());
+    if absent.date || absent.server {
+        resp.extensions_mut().insert(absent);
+    }
     if !matches!(r.version, http::Version::HTTP_10 | http::Version::HTTP_11)
         && resp.status() != http::StatusCode::SWITCHING_PROTOCOLS
     {

@@ -386,11 +386,17 @@ pub(super) fn finish(
             h.insert(header::ALT_SVC, alt.clone());
         }
     }
-    // A proxied response keeps the upstream's own when `proxy_pass_header` lets it through.
-    if !h.contains_key(header::SERVER) {
+    // A proxied response keeps the upstream's own when `proxy_pass_header` lets it through,
+    // and has none when the upstream sent none.
+    let absent = resp
+        .extensions_mut()
+        .remove::<crate::http::proxy::headers::PassedAbsent>()
+        .unwrap_or_default();
+    let h = resp.headers_mut();
+    if !h.contains_key(header::SERVER) && !absent.server {
         h.insert(header::SERVER, HeaderValue::from_static("firstbyte"));
     }
-    if !h.contains_key(header::DATE) {
+    if !h.contains_key(header::DATE) && !absent.date {
         h.insert(header::DATE, crate::log::now().http_date.clone());
     }
     let last = r.nreq >= u64::from(loc.keepalive_requests)
@@ -435,6 +441,11 @@ pub(super) fn finish(
             0
         })
     };
+    if loc.postpone_output > 0 && matches!(resp.body(), Body::Stream(_)) {
+        let body = std::mem::take(resp.body_mut());
+        let joined = crate::http::postpone::Postpone::new(body, loc.postpone_output);
+        *resp.body_mut() = Body::Stream(BoxBody::new(joined));
+    }
     let rate = match r.limit_rate {
         Some(n) => n,
         None => size(&loc.limit_rate),
