@@ -317,6 +317,10 @@ where
             keep_www_authenticate(r, &resp);
             return Err(resp.status().as_u16());
         }
+        // The cache served its own ranges (of a response it stored).
+        Ok(resp) if conf.force_ranges && resp.status() == http::StatusCode::OK => {
+            Ok(super::ranges::force(r, loc, resp))
+        }
         other => other,
     };
     result.map(|resp| finish(r, conf, &forwarded_for, resp))

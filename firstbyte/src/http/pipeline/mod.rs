@@ -37,6 +37,7 @@ mod headers;
 mod log;
 mod phases;
 mod proxied;
+mod ranges;
 mod reqbody;
 mod respond;
 mod rewrite;

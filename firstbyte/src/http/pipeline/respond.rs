@@ -223,6 +223,18 @@ impl crate::conf::vars::Vars for TrailerVars<'_> {
     }
 }
 
+/// nginx's `expect_trailers`: an HTTP/1.1 response with a body that an `add_trailer` applies
+/// to (by its status, or `always`), whatever its value.
+fn expects_trailers(r: &Req, loc: &LocationConf, code: u16) -> bool {
+    r.version == http::Version::HTTP_11
+        && r.method != http::Method::HEAD
+        && !matches!(code, 204 | 304)
+        && loc
+            .add_trailer
+            .iter()
+            .any(|t| t.always || add_header_applies(code))
+}
+
 /// `add_trailer`'s fields for this response, when it has any and its protocol carries them
 /// (HTTP/2; HTTP/1.1 to a client whose `TE` names `trailers`, hyper's condition); no body,
 /// no trailers (HEAD, 204, 304).
@@ -352,14 +364,19 @@ pub(super) fn finish(
                 .insert(crate::http::conn::HeaderCase(case));
         }
     }
-    let trailers = trailers(r, loc, code);
+    let mut trailers = trailers(r, loc, code);
+    if trailers.is_none() && expects_trailers(r, loc, code) {
+        // nginx chunks an HTTP/1.1 response `add_trailer` applies to whatever the values
+        // and the client's `TE`: the body ends with an empty trailer section.
+        trailers = Some(HeaderMap::new());
+    }
     if let Some(t) = &trailers {
         // Chunked over HTTP/1.1 (hyper sends the fields the `Trailer` field names).
         let names: Vec<&str> = t.keys().map(|n| n.as_str()).collect();
         let h = resp.headers_mut();
         h.remove(header::CONTENT_LENGTH);
         if let Ok(v) = HeaderValue::from_str(&names.join(", ")) {
-            if r.version != http::Version::HTTP_2 {
+            if r.version != http::Version::HTTP_2 && !t.is_empty() {
                 h.insert(header::TRAILER, v);
             }
         }
