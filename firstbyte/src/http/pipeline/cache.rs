@@ -10,7 +10,7 @@ use http::{HeaderMap, Method, Response, StatusCode};
 
 use super::Req;
 use crate::conf::cache::stale;
-use crate::conf::model::{CacheConf, ProxyConf};
+use crate::conf::model::{CacheConf, LocationConf, ProxyConf};
 use crate::http::body::Body;
 use crate::http::cache::{self, policy, store, FetchGuard, Found, Zone};
 
@@ -34,6 +34,8 @@ pub(super) struct Plan {
     main: ([u8; 16], Vec<u8>),
     /// The client's one range of the response being stored: (first, last, length).
     range: Option<(u64, u64, u64)>,
+    /// The location (its charset settings recode a stored response before its ranges).
+    loc: Arc<LocationConf>,
 }
 
 /// What the lookup gave.
@@ -66,6 +68,7 @@ fn holds(
 /// The lookup of a request to a location with `proxy_cache`.
 pub(super) async fn begin(
     r: &Req<'_>,
+    loc: &Arc<LocationConf>,
     conf: &ProxyConf,
     c: &Arc<CacheConf>,
     forwarded_for: &str,
@@ -118,6 +121,7 @@ pub(super) async fn begin(
         revalidating: false,
         converted_head: r.method == Method::HEAD && c.convert_head,
         range: None,
+        loc: loc.clone(),
     };
     if holds(r, conf, forwarded_for, &c.bypass) {
         plan.status = "BYPASS";
@@ -131,12 +135,12 @@ pub(super) async fn begin(
         plan.store = uses >= c.min_uses && plan.store;
         match found {
             Found::Entry(f, head) if head.valid > cache::now() => {
-                return Begin::Answer(serve(r, f, head), "HIT");
+                return Begin::Answer(serve(r, &plan, conf, f, head), "HIT");
             }
             Found::Entry(f, head) => {
                 plan.status = "EXPIRED";
                 if c.use_stale & stale::UPDATING != 0 && zone.is_fetching(&hash) {
-                    return Begin::Answer(serve(r, f, head), "UPDATING");
+                    return Begin::Answer(serve(r, &plan, conf, f, head), "UPDATING");
                 }
                 plan.guard = zone.begin_fetch(&hash, None).ok();
                 if c.revalidate
@@ -248,9 +252,17 @@ pub(super) fn upstream_headers(conf: &ProxyConf, plan: Option<&Plan>, headers: &
 
 /// A stored response as the answer: its header fields, its body from the file (one `Range`
 /// of a 200 answered 206; a matching `If-None-Match` or `If-Modified-Since` 304).
-fn serve(r: &Req<'_>, f: std::fs::File, head: store::Head) -> Response<Body> {
+fn serve(
+    r: &Req<'_>,
+    plan: &Plan,
+    conf: &ProxyConf,
+    f: std::fs::File,
+    head: store::Head,
+) -> Response<Body> {
     let mut headers = head.headers;
     headers.remove(header::TRANSFER_ENCODING);
+    // nginx's charset filter runs before its range filter: the parts are recoded and named.
+    let recode = super::forward::stored_charset(&plan.loc, conf, &mut headers, head.status);
     let len = head.body_len;
     let mut status = head.status;
     let (mut start, mut count) = (head.body_at, len);
@@ -313,8 +325,9 @@ fn serve(r: &Req<'_>, f: std::fs::File, head: store::Head) -> Response<Body> {
                     )
                     .shifted(start);
                     m.set_headers(&mut headers);
-                    let body = crate::http::range::MultipartBody::body(Arc::new(f), m, None);
+                    let body = crate::http::range::MultipartBody::body(Arc::new(f), m, recode);
                     let mut resp = Response::new(body);
+                    resp.extensions_mut().insert(crate::http::charset::Applied);
                     *resp.status_mut() = StatusCode::PARTIAL_CONTENT;
                     *resp.headers_mut() = headers;
                     return resp;
@@ -336,11 +349,16 @@ fn serve(r: &Req<'_>, f: std::fs::File, head: store::Head) -> Response<Body> {
     let body = if count == 0 {
         Body::Empty
     } else {
-        Body::file(Arc::new(f), start, count)
+        let mut b = Body::file(Arc::new(f), start, count);
+        if let Some(t) = recode {
+            b.set_recode(t);
+        }
+        b
     };
     let mut resp = Response::new(body);
     *resp.status_mut() = status;
     *resp.headers_mut() = headers;
+    resp.extensions_mut().insert(crate::http::charset::Applied);
     resp
 }
 
@@ -409,7 +427,7 @@ pub(super) fn after(
     };
     if failed & c.use_stale != 0 {
         if let Some((f, head)) = plan.stale.take() {
-            return (Ok(serve(r, f, head)), "STALE");
+            return (Ok(serve(r, &plan, conf, f, head)), "STALE");
         }
     }
     let mut resp = match result {
@@ -431,7 +449,7 @@ pub(super) fn after(
                 let _ = store::set_valid(&plan.zone.path(&plan.hash), v);
                 head.valid = v;
             }
-            return (Ok(serve(r, f, head)), "REVALIDATED");
+            return (Ok(serve(r, &plan, conf, f, head)), "REVALIDATED");
         }
     }
     let status = plan.status;

@@ -381,13 +381,16 @@ pub(super) fn finish(
             }
         }
     }
-    if loc.charset.is_some()
+    let accel = resp
+        .extensions_mut()
+        .remove::<crate::http::charset::AccelCharset>();
+    if (loc.charset.is_some() || accel.is_some())
         && resp
             .extensions()
             .get::<crate::http::charset::Applied>()
             .is_none()
     {
-        resp = apply_charset(resp, loc);
+        resp = apply_charset(resp, loc, accel.as_ref().map(|a| a.0.as_str()));
     }
     if loc.compression.gzip || loc.compression.brotli {
         let info = compress::RequestInfo {
@@ -682,15 +685,21 @@ impl http_body::Body for ResponseBody {
 
 /// nginx's charset filter on a response the static module did not make: `; charset=NAME`, and
 /// the body recoded when `source_charset` (or the response's own charset, with
-/// `override_charset`) differs and a `charset_map` joins them.
-fn apply_charset(mut resp: Response<Body>, loc: &LocationConf) -> Response<Body> {
+/// `override_charset`) differs and a `charset_map` joins them. `accel`: the upstream's
+/// `X-Accel-Charset`, the destination in `charset`'s place.
+fn apply_charset(
+    mut resp: Response<Body>,
+    loc: &LocationConf,
+    accel: Option<&str>,
+) -> Response<Body> {
     let encoded = resp.headers().contains_key(header::CONTENT_ENCODING);
     let status = resp.status().as_u16();
-    let Some(plan) = crate::http::charset::plan(
+    let Some(plan) = crate::http::charset::plan_with(
         loc,
         resp.headers().get(header::CONTENT_TYPE),
         encoded,
         status,
+        accel,
     ) else {
         return resp;
     };
