@@ -8,15 +8,23 @@
 //! writes and records. [`Postpone`] joins the pieces that are ready together until they reach
 //! the size, so what the record policy sizes and `TCP_NOTSENT_LOWAT` paces is fuller writes.
 //!
-//! What it never does is wait: when the source has no piece ready, what is held goes out
-//! (nginx's unbuffered proxying flushes each read the same way), and the end of the body
-//! always takes the last piece with it. A piece that is already large goes as it is, uncopied.
+//! Pieces read together do not reach it together: a proxied body's come through the upstream
+//! connection's task one at a time. So while less than the size is held and the source has
+//! nothing ready, the held bytes wait for more — but never longer than [`HOLD`] (nginx holds
+//! them until more comes, however long; firstbyte's proxying is unbuffered by default, where
+//! nginx sends each read at once). The end of the body always takes the last piece with it at
+//! once. A piece that is already large goes as it is, uncopied.
 
+use std::future::Future;
 use std::pin::Pin;
 use std::task::{Context, Poll};
+use std::time::Duration;
 
 use bytes::{Bytes, BytesMut};
 use http_body::{Frame, SizeHint};
+
+/// The longest held bytes wait for more.
+pub const HOLD: Duration = Duration::from_millis(1);
 
 /// Pieces at least this large are never copied into the joined buffer: they go as they are
 /// (after what was held).
@@ -30,6 +38,8 @@ pub struct Postpone<B> {
     /// A frame that follows the held bytes out (a large piece, or the trailers).
     next: Option<Frame<Bytes>>,
     done: bool,
+    /// When the held bytes go even if no more come.
+    deadline: Option<Pin<Box<tokio::time::Sleep>>>,
 }
 
 impl<B> Postpone<B> {
@@ -41,6 +51,7 @@ impl<B> Postpone<B> {
             held: BytesMut::new(),
             next: None,
             done: false,
+            deadline: None,
         }
     }
 
@@ -55,6 +66,7 @@ impl<B> Postpone<B> {
 
     /// The held bytes as one frame.
     fn release(&mut self) -> Frame<Bytes> {
+        self.deadline = None;
         Frame::data(self.held.split().freeze())
     }
 }
@@ -113,8 +125,14 @@ where
                     }
                     return Poll::Ready(Some(Ok(this.release())));
                 }
-                // Nothing more ready: what is held goes now, not when more comes.
+                // Nothing ready: the held bytes wait for more, up to `HOLD`.
                 Poll::Pending if !this.held.is_empty() => {
+                    let deadline = this
+                        .deadline
+                        .get_or_insert_with(|| Box::pin(tokio::time::sleep(HOLD)));
+                    if deadline.as_mut().poll(cx).is_pending() {
+                        return Poll::Pending;
+                    }
                     return Poll::Ready(Some(Ok(this.release())));
                 }
                 Poll::Pending => return Poll::Pending,
@@ -147,9 +165,22 @@ mod tests {
     use http_body_util::BodyExt;
     use std::collections::VecDeque;
 
-    /// A body that gives its frames one by one, with `Pending` where a `None` stands.
+    /// A body that gives its frames one by one. A `None` step is `Pending`: woken at once
+    /// (more is on its way), or, after the step list's `Stall`, never (the source waits).
     struct Script {
         steps: VecDeque<Option<Frame<Bytes>>>,
+        stall_at: Option<usize>,
+        polled: usize,
+    }
+
+    impl Script {
+        fn new(steps: Vec<Option<Frame<Bytes>>>) -> Self {
+            Script {
+                steps: steps.into(),
+                stall_at: None,
+                polled: 0,
+            }
+        }
     }
 
     impl http_body::Body for Script {
@@ -160,6 +191,14 @@ mod tests {
             mut self: Pin<&mut Self>,
             cx: &mut Context<'_>,
         ) -> Poll<Option<Result<Frame<Bytes>, std::io::Error>>> {
+            if self.stall_at == Some(self.steps.len()) {
+                // Stalled for two polls: the first, and the one the hold's end makes.
+                self.polled += 1;
+                if self.polled <= 2 {
+                    return Poll::Pending;
+                }
+                self.stall_at = None;
+            }
             match self.steps.pop_front() {
                 None => Poll::Ready(None),
                 Some(Some(f)) => Poll::Ready(Some(Ok(f))),
@@ -191,15 +230,30 @@ mod tests {
     #[tokio::test]
     async fn ready_pieces_are_joined_to_the_size() {
         let steps = ["ab", "cd", "ef", "gh", "ij"].map(data).into();
-        let got = frames(Postpone::new(Script { steps }, 4)).await;
+        let got = frames(Postpone::new(Script::new(steps), 4)).await;
         assert_eq!(got, ["abcd", "efgh", "ij"]);
     }
 
     #[tokio::test]
-    async fn held_bytes_go_when_the_source_waits() {
-        let steps = vec![data("ab"), None, data("cd"), data("ef"), None, data("g")].into();
-        let got = frames(Postpone::new(Script { steps }, 100)).await;
-        assert_eq!(got, ["ab", "cdef", "g"]);
+    async fn pieces_that_come_soon_are_joined_and_the_end_takes_the_rest() {
+        let steps = vec![data("ab"), None, data("cd"), None, None, data("ef"), data("g")];
+        let got = frames(Postpone::new(Script::new(steps), 100)).await;
+        assert_eq!(got, ["abcdefg"]);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn held_bytes_wait_no_longer_than_the_hold() {
+        // The source stalls after "ab" (nothing wakes it): "ab" goes when the hold ends.
+        let mut script = Script::new(vec![data("ab"), data("cd")]);
+        script.stall_at = Some(1);
+        let start = tokio::time::Instant::now();
+        let mut body = Postpone::new(script, 100);
+        let first = body.frame().await.unwrap().unwrap().into_data().unwrap();
+        assert_eq!(&first[..], b"ab");
+        assert_eq!(start.elapsed(), HOLD);
+        let rest = body.frame().await.unwrap().unwrap().into_data().unwrap();
+        assert_eq!(&rest[..], b"cd");
+        assert!(body.frame().await.is_none());
     }
 
     #[tokio::test]
@@ -214,8 +268,8 @@ mod tests {
             data("b"),
             Some(Frame::trailers(t)),
         ]
-        .into();
-        let got = frames(Postpone::new(Script { steps }, 4)).await;
+        ;
+        let got = frames(Postpone::new(Script::new(steps), 4)).await;
         assert_eq!(got, ["abcdefgh".to_string(), "a".into(), big, "b".into(), "[trailers]".into()]);
     }
 
