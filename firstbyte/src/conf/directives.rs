@@ -110,7 +110,7 @@ macro_rules! loc_directives {
         // 1460: nginx's default.
         "postpone_output" postpone_output: u64 = 1460 =>
             (HSL, 1, 1, "1460", Inherit, p::bytes)
-            "A streamed body (proxied, FastCGI, compressed) goes out in pieces of at least this many bytes: pieces that are ready together are joined until they reach it, so the client gets fewer small writes and TLS records. The last piece always goes out, and so does whatever is ready when the source has no more yet (firstbyte never holds bytes back waiting for more); `0`: each piece as it comes.";
+            "A streamed body (proxied, FastCGI, compressed) goes out in writes of at least this many bytes: its small pieces are joined until they reach it, so the client gets fewer small writes and TLS records. Held bytes wait at most 1 ms for the next piece (nginx waits as long as it takes), and the last piece goes at once; `0`: each piece as it comes.";
         // 0: no limit (nginx's default).
         "limit_rate" limit_rate: SizeValue = SizeValue::Fixed(0) =>
             (HSL, 1, 1, "0", Inherit, p::size_value)

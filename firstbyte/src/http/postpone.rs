@@ -113,7 +113,8 @@ where
                         return Poll::Ready(Some(Ok(this.release())));
                     }
                     this.held.extend_from_slice(&data);
-                    if this.held.len() >= this.min {
+                    // The last piece goes at once: the end waits for nothing.
+                    if this.held.len() >= this.min || this.inner.is_end_stream() {
                         return Poll::Ready(Some(Ok(this.release())));
                     }
                 }
