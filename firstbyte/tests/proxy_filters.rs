@@ -91,7 +91,8 @@ fn chunks(body: &str) -> (Vec<usize>, String) {
 }
 
 /// 40 chunks of 10 bytes, in one write: the proxy reads them together.
-const SMALL_CHUNKS: &str = "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\nConnection: close\r\n\r\n\
+const SMALL_CHUNKS: &str =
+    "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\nConnection: close\r\n\r\n\
 a\r\n0123456789\r\na\r\n0123456789\r\na\r\n0123456789\r\na\r\n0123456789\r\na\r\n0123456789\r\n\
 a\r\n0123456789\r\na\r\n0123456789\r\na\r\n0123456789\r\na\r\n0123456789\r\na\r\n0123456789\r\n\
 a\r\n0123456789\r\na\r\n0123456789\r\na\r\n0123456789\r\na\r\n0123456789\r\na\r\n0123456789\r\n\
@@ -143,7 +144,10 @@ fn postpone_output_is_checked_as_a_size() {
     let out = firstbyte(&["-t", "-c", conf.to_str().unwrap()]);
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(!out.status.success());
-    assert!(err.contains("[emerg]") && err.contains("postpone_output"), "{err}");
+    assert!(
+        err.contains("[emerg]") && err.contains("postpone_output"),
+        "{err}"
+    );
     assert!(err.contains("bad.conf:2"), "{err}");
     let _ = std::fs::remove_dir_all(&dir);
 }
@@ -292,5 +296,8 @@ fn a_clients_x_accel_charset_is_not_the_upstreams() {
     let (status, h, body) = get(port, "/X", "X-Accel-Charset: A\r\n");
     assert_eq!(status, 200);
     assert!(body.starts_with("GET /X "), "{body}");
-    assert!(header(&h, "content-type").is_none_or(|c| !c.contains("charset")), "{h:?}");
+    assert!(
+        header(&h, "content-type").is_none_or(|c| !c.contains("charset")),
+        "{h:?}"
+    );
 }

@@ -237,7 +237,15 @@ mod tests {
 
     #[tokio::test]
     async fn pieces_that_come_soon_are_joined_and_the_end_takes_the_rest() {
-        let steps = vec![data("ab"), None, data("cd"), None, None, data("ef"), data("g")];
+        let steps = vec![
+            data("ab"),
+            None,
+            data("cd"),
+            None,
+            None,
+            data("ef"),
+            data("g"),
+        ];
         let got = frames(Postpone::new(Script::new(steps), 100)).await;
         assert_eq!(got, ["abcdefg"]);
     }
@@ -268,10 +276,18 @@ mod tests {
             data(&big),
             data("b"),
             Some(Frame::trailers(t)),
-        ]
-        ;
+        ];
         let got = frames(Postpone::new(Script::new(steps), 4)).await;
-        assert_eq!(got, ["abcdefgh".to_string(), "a".into(), big, "b".into(), "[trailers]".into()]);
+        assert_eq!(
+            got,
+            [
+                "abcdefgh".to_string(),
+                "a".into(),
+                big,
+                "b".into(),
+                "[trailers]".into()
+            ]
+        );
     }
 
     #[tokio::test]

@@ -382,8 +382,8 @@ fn finish(
 /// `proxy_ignore_headers` names it.
 fn take_accel_charset(conf: &ProxyConf, headers: &mut http::HeaderMap) -> Option<String> {
     const NAME: &str = "x-accel-charset";
-    let passed = conf.pass_headers.iter().any(|p| p == NAME)
-        && !conf.hide_headers.iter().any(|h| h == NAME);
+    let passed =
+        conf.pass_headers.iter().any(|p| p == NAME) && !conf.hide_headers.iter().any(|h| h == NAME);
     let v = if passed {
         headers.get(NAME).cloned()
     } else {

@@ -91,7 +91,11 @@ fn if_range_holds(req: &HeaderMap, resp: &HeaderMap) -> bool {
             .ok()
             .and_then(|s| httpdate::parse_http_date(s.trim()).ok())
     };
-    match (date(v), resp.get(header::LAST_MODIFIED).and_then(|m| date(m.as_bytes()))) {
+    match (
+        date(v),
+        resp.get(header::LAST_MODIFIED)
+            .and_then(|m| date(m.as_bytes())),
+    ) {
         (Some(a), Some(b)) => a == b,
         _ => false,
     }
@@ -116,8 +120,14 @@ mod tests {
             ("last-modified", "Mon, 28 Sep 1970 06:00:00 GMT"),
         ]);
         assert!(if_range_holds(&map(&[]), &resp));
-        assert!(if_range_holds(&map(&[("if-range", "\"59a5401c-8\"")]), &resp));
-        assert!(!if_range_holds(&map(&[("if-range", "W/\"59a5401c-8\"")]), &resp));
+        assert!(if_range_holds(
+            &map(&[("if-range", "\"59a5401c-8\"")]),
+            &resp
+        ));
+        assert!(!if_range_holds(
+            &map(&[("if-range", "W/\"59a5401c-8\"")]),
+            &resp
+        ));
         assert!(!if_range_holds(&map(&[("if-range", "\"other\"")]), &resp));
         let same = map(&[("if-range", "Mon, 28 Sep 1970 06:00:00 GMT")]);
         assert!(if_range_holds(&same, &resp));
