@@ -265,6 +265,10 @@ macro_rules! srv_directives {
         "ignore_invalid_headers" ignore_invalid_headers: bool = true =>
             (HS, 1, 1, "on", Inherit, p::on_off)
             "Drop request headers with invalid names (nginx's rule: letters, digits, '-', and '_' if allowed).";
+        // 1000: nginx's default (1.29.3).
+        "max_headers" max_headers: u32 = 1000 =>
+            (HS, 1, 1, "1000", Inherit, p::count)
+            "Most header lines one request may have, as nginx: more is 400 \"Request Header Or Cookie Too Large\" (nginx's 494) and the connection closes. Dropped invalid lines do not count; in HTTP/2 and HTTP/3, `cookie` fields and pseudo-headers do not either.";
         "http2_max_concurrent_streams" http2_max_concurrent_streams: u32 = 128 =>
             (HS, 1, 1, "128", Inherit, p::count)
             "Streams one HTTP/2 connection may have open at once (`SETTINGS_MAX_CONCURRENT_STREAMS`); more are refused with `REFUSED_STREAM`.";
