@@ -268,7 +268,7 @@ macro_rules! srv_directives {
         // 1000: nginx's default (1.29.3).
         "max_headers" max_headers: u32 = 1000 =>
             (HS, 1, 1, "1000", Inherit, p::count)
-            "Most header lines one request may have, as nginx: more is 400 \"Request Header Or Cookie Too Large\" (nginx's 494) and the connection closes. Dropped invalid lines do not count; in HTTP/2 and HTTP/3, `cookie` fields and pseudo-headers do not either.";
+            "Most header lines one request may have, as nginx: more is 400 \"Request Header Or Cookie Too Large\" (nginx's 494) and the connection closes. Dropped invalid lines do not count; in HTTP/2 and HTTP/3, `cookie` fields and pseudo-headers do not either. An HTTP/1.x head of more than 100 lines is refused by the HTTP/1 parser first (431), whatever this says.";
         "http2_max_concurrent_streams" http2_max_concurrent_streams: u32 = 128 =>
             (HS, 1, 1, "128", Inherit, p::count)
             "Streams one HTTP/2 connection may have open at once (`SETTINGS_MAX_CONCURRENT_STREAMS`); more are refused with `REFUSED_STREAM`.";
