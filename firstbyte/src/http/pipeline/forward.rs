@@ -31,7 +31,11 @@ where
         return Err(502);
     };
     if let Some(fcgi) = &conf.fastcgi {
-        return super::fastcgi::pass(r, loc, route, fcgi, body).await;
+        let resp = super::fastcgi::pass(r, loc, route, fcgi, body).await;
+        return resp.map(|mut resp| {
+            accel_charset(r, conf, &mut resp);
+            resp
+        });
     }
     let remote = r.remote_addr();
     // `proxy_pass` with variables: this request's route.
