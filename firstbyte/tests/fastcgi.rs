@@ -176,6 +176,11 @@ fn site() -> Site {
     )
     .expect("xar.php");
     std::fs::write(www.join("target.txt"), "the target\n").expect("target");
+    std::fs::write(
+        www.join("accel.php"),
+        "<?php header('Content-Type: text/html; charset=B'); header('X-Accel-Charset: A'); echo 'XoX';",
+    )
+    .expect("accel.php");
     // Sleeps, then writes 3 MB (a write fails once the connection is closed, and PHP then
     // ends the script); its shutdown function leaves a mark saying whether it was aborted.
     std::fs::write(
@@ -203,6 +208,7 @@ error_log {d}/error.log info;
 events {{}}
 http {{
   access_log off;
+  charset_map B A {{ 58 59; }}
   upstream kept {{ server unix:{relay}; keepalive 4; }}
   upstream flaky {{ server unix:{d}/dead.sock; server unix:{sock}; }}
   upstream dead {{ server unix:{d}/dead.sock; }}
@@ -446,6 +452,17 @@ fn status_location_and_stderr() {
     // fastcgi_intercept_errors: the 404 goes to error_page.
     let (code, _, body) = curl_i(&[&s.url("/intercept/x")]);
     assert_eq!((code, body.as_slice()), (404, &b"custom not found\n"[..]));
+}
+
+/// The script's `X-Accel-Charset`: the charset the answer goes out in (recoded through
+/// `charset_map`), the field itself hidden, as nginx.
+#[test]
+fn x_accel_charset_from_the_script() {
+    let s = site();
+    let (code, h, body) = curl_i(&[&s.url("/accel.php")]);
+    assert_eq!((code, body.as_slice()), (200, &b"YoY"[..]));
+    assert_eq!(header(&h, "content-type"), Some("text/html; charset=A"));
+    assert_eq!(header(&h, "x-accel-charset"), None);
 }
 
 /// `X-Accel-Redirect` from the script: an internal redirect to the file it names, the

@@ -50,6 +50,14 @@ impl CharsetMaps {
     }
 }
 
+impl CharsetMaps {
+    /// Whether a `charset_map` names `name` (either side, without case).
+    pub fn knows(&self, name: &str) -> bool {
+        let name = name.to_ascii_lowercase();
+        self.tables.keys().any(|(s, d)| *s == name || *d == name)
+    }
+}
+
 /// A byte in hex, as `ngx_hextoi` reads it (0..=255).
 fn hex_byte(s: &str) -> Option<u8> {
     if s.is_empty() || !s.bytes().all(|b| b.is_ascii_hexdigit()) {

@@ -107,6 +107,10 @@ macro_rules! loc_directives {
         "client_body_timeout" client_body_timeout: Duration = Duration::from_secs(60) =>
             (HSL, 1, 1, "60s", Inherit, p::duration)
             "Longest pause between two reads of a request body.";
+        // 1460: nginx's default.
+        "postpone_output" postpone_output: u64 = 1460 =>
+            (HSL, 1, 1, "1460", Inherit, p::bytes)
+            "A streamed body (a buffered proxied or FastCGI response, a compressed one) goes out in writes of at least this many bytes: its small pieces are joined until they reach it, so the client gets fewer small writes and TLS records. Held bytes wait at most 1 ms for the next piece (nginx waits as long as it takes), and the last piece goes at once; `0`: each piece as it comes. An unbuffered upstream body (`proxy_buffering off`, firstbyte's default, or `fastcgi_buffering off`) is never held: nginx flushes each of its reads.";
         // 0: no limit (nginx's default).
         "limit_rate" limit_rate: SizeValue = SizeValue::Fixed(0) =>
             (HSL, 1, 1, "0", Inherit, p::size_value)
@@ -276,6 +280,10 @@ macro_rules! srv_directives {
         "ignore_invalid_headers" ignore_invalid_headers: bool = true =>
             (HS, 1, 1, "on", Inherit, p::on_off)
             "Drop request headers with invalid names (nginx's rule: letters, digits, '-', and '_' if allowed).";
+        // 1000: nginx's default (1.29.3).
+        "max_headers" max_headers: u32 = 1000 =>
+            (HS, 1, 1, "1000", Inherit, p::count)
+            "Most header lines one request may have, as nginx: more is 400 \"Request Header Or Cookie Too Large\" (nginx's 494) and the connection closes. Dropped invalid lines do not count; in HTTP/2 and HTTP/3, `cookie` fields and pseudo-headers do not either. An HTTP/1.x head of more than 100 lines is refused by the HTTP/1 parser first (431), whatever this says.";
         "http2_max_concurrent_streams" http2_max_concurrent_streams: u32 = 128 =>
             (HS, 1, 1, "128", Inherit, p::count)
             "Streams one HTTP/2 connection may have open at once (`SETTINGS_MAX_CONCURRENT_STREAMS`); more are refused with `REFUSED_STREAM`.";
@@ -431,6 +439,9 @@ macro_rules! proxy_directives {
         "proxy_ignore_client_abort" ignore_client_abort: bool = false =>
             (HSL, 1, 1, "off", Inherit, p::on_off)
             "`on`: a client that closes its connection (or resets its stream) does not end the request to the upstream: it runs to its end and the rest of the response is read and discarded, as nginx; `off`: the upstream connection is closed then (the access log shows 499).";
+        "proxy_force_ranges" force_ranges: bool = false =>
+            (HSL, 1, 1, "off", Inherit, p::on_off)
+            "`on`: byte ranges of a proxied 200 with a length whether or not the upstream sent `Accept-Ranges` (one range; several from a cached response); the upstream's own `Accept-Ranges` is replaced by `bytes`.";
         // off: nginx's default.
         "proxy_intercept_errors" intercept_errors: bool = false =>
             (HSL, 1, 1, "off", Inherit, p::on_off)

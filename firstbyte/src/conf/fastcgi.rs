@@ -188,6 +188,7 @@ impl FastcgiSettings {
             buffering: fcgi.buffering,
             intercept_errors: fcgi.intercept_errors,
             ignore_client_abort: fcgi.ignore_client_abort,
+            force_ranges: false,
             next_upstream: fcgi.next_upstream,
             next_upstream_tries: fcgi.next_upstream_tries,
             next_upstream_timeout: fcgi.next_upstream_timeout,

@@ -30,6 +30,11 @@ pub struct Plan {
 #[derive(Debug, Clone, Copy)]
 pub struct Applied;
 
+/// A response extension: the charset a proxied response's upstream named in `X-Accel-Charset`
+/// (not ignored by `proxy_ignore_headers`), to send it in.
+#[derive(Debug, Clone)]
+pub struct AccelCharset(pub String);
+
 /// The `charset=` parameter of a `Content-Type` value, if it names one.
 fn named_charset(v: &str) -> Option<&str> {
     v.split(';').skip(1).find_map(|p| {
@@ -68,14 +73,48 @@ pub fn plan(
     encoded: bool,
     status: u16,
 ) -> Option<Plan> {
-    let dst = loc.charset.as_deref()?;
+    plan_with(loc, content_type, encoded, status, None)
+}
+
+/// Whether nginx knows `name` as a charset here: one a `charset_map` joins, or this location's
+/// `charset` or `source_charset`.
+fn known(loc: &LocationConf, name: &str) -> bool {
+    loc.charsets.knows(name)
+        || [&loc.charset, &loc.source_charset]
+            .into_iter()
+            .flatten()
+            .any(|c| c.eq_ignore_ascii_case(name))
+}
+
+/// [`plan`] for a response whose upstream named, in `X-Accel-Charset`, the charset to send it
+/// in (`over`; nginx's `override_charset` of the response): that is the destination whatever
+/// `charset`, `charset_types` and `override_charset` say, when it is a known charset; an
+/// unknown one is an error line and nothing.
+pub fn plan_with(
+    loc: &LocationConf,
+    content_type: Option<&HeaderValue>,
+    encoded: bool,
+    status: u16,
+    over: Option<&str>,
+) -> Option<Plan> {
     let ct = content_type?.to_str().ok()?;
     let own = named_charset(ct);
-    match own {
-        Some(_) if !loc.override_charset => return None,
-        None if !type_matches(content_type, &loc.charset_types) => return None,
-        _ => {}
-    }
+    let dst = match over.filter(|o| !o.is_empty()) {
+        Some(o) if known(loc, o) => o,
+        Some(o) => {
+            crate::fblog!(Error, "unknown charset \"{o}\" to override");
+            return None;
+        }
+        None => {
+            let dst = loc.charset.as_deref()?;
+            match own {
+                Some(_) if !loc.override_charset => return None,
+                None if !type_matches(content_type, &loc.charset_types) => return None,
+                _ => {}
+            }
+            dst
+        }
+    };
     // nginx names no charset on a 301 or 302 (old browsers took it for the next page's).
     let named = || {
         if status == 301 || status == 302 {
@@ -174,5 +213,32 @@ mod tests {
         assert!(p.recode.is_some());
         // A charset with no map: nothing (and an error line).
         assert!(plan(&l, Some(&ct("text/plain; charset=x-unknown")), false, 200).is_none());
+    }
+
+    #[test]
+    fn an_upstreams_accel_charset_is_the_destination() {
+        // No `charset` here: the upstream's `X-Accel-Charset` alone recodes and names.
+        let l = loc("");
+        let html = ct("text/html; charset=koi8-r");
+        let p = plan_with(&l, Some(&html), false, 200, Some("windows-1251")).unwrap();
+        assert_eq!(named(&p), "text/html; charset=windows-1251");
+        let mut b = *b"a\xc1";
+        p.recode.unwrap().apply(&mut b);
+        assert_eq!(&b, b"a\xe1");
+        // Any type, and over `charset` without `override_charset`.
+        let l = loc("charset koi8-r;");
+        let png = ct("image/png; charset=windows-1251");
+        let p = plan_with(&l, Some(&png), false, 200, Some("KOI8-R")).unwrap();
+        assert_eq!(named(&p), "image/png; charset=KOI8-R");
+        assert!(p.recode.is_some());
+        // The same charset: only named.
+        let p = plan_with(&l, Some(&ct("text/html")), false, 200, Some("koi8-r")).unwrap();
+        assert_eq!(named(&p), "text/html; charset=koi8-r");
+        assert!(p.recode.is_none());
+        // An unknown charset, or no type: nothing.
+        assert!(plan_with(&l, Some(&html), false, 200, Some("x-none")).is_none());
+        assert!(plan_with(&l, None, false, 200, Some("koi8-r")).is_none());
+        // Compressed and needing a recode: nothing.
+        assert!(plan_with(&loc(""), Some(&html), true, 200, Some("windows-1251")).is_none());
     }
 }

@@ -20,6 +20,7 @@ pub mod open_file;
 pub mod open_file_cache;
 pub mod pages;
 pub mod pipeline;
+pub mod postpone;
 pub mod proxy;
 pub mod range;
 pub mod rate;

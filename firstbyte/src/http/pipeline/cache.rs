@@ -14,7 +14,7 @@ use http::{HeaderMap, Method, Response, StatusCode};
 
 use super::Req;
 use crate::conf::cache::stale;
-use crate::conf::model::{CacheConf, ProxyConf};
+use crate::conf::model::{CacheConf, LocationConf, ProxyConf};
 use crate::http::body::Body;
 use crate::http::cache::{self, policy, store, FetchGuard, Found, Zone};
 
@@ -45,6 +45,8 @@ pub(super) struct Plan {
     stale_error: bool,
     /// The location's `max_ranges` (for the ranges answered from the stored response).
     max_ranges: Option<u32>,
+    /// The location (its charset settings recode a stored response before its ranges).
+    loc: Arc<LocationConf>,
 }
 
 impl Plan {
@@ -88,11 +90,12 @@ fn holds(
 /// The lookup of a request to a location with `proxy_cache`.
 pub(super) async fn begin(
     r: &Req<'_>,
+    loc: &Arc<LocationConf>,
     conf: &ProxyConf,
     c: &Arc<CacheConf>,
     forwarded_for: &str,
-    max_ranges: Option<u32>,
 ) -> Begin {
+    let max_ranges = loc.max_ranges;
     if !c.methods.iter().any(|m| m == r.method.as_str()) {
         // nginx: not cached, and the status stays empty.
         return Begin::Off;
@@ -143,6 +146,7 @@ pub(super) async fn begin(
         range: None,
         stale_error: false,
         max_ranges,
+        loc: loc.clone(),
     };
     if holds(r, conf, forwarded_for, &c.bypass) {
         plan.status = "BYPASS";
@@ -156,7 +160,7 @@ pub(super) async fn begin(
         plan.store = uses >= c.min_uses && plan.store;
         match found {
             Found::Entry(f, head) if head.valid > cache::now() => {
-                return Begin::Answer(serve(r, f, head, plan.max_ranges), "HIT");
+                return Begin::Answer(serve(r, &plan, conf, f, head), "HIT");
             }
             Found::Entry(f, head) => {
                 plan.status = "EXPIRED";
@@ -170,7 +174,7 @@ pub(super) async fn begin(
                     Ok(g) => plan.guard = Some(g),
                     // Another request refreshes it.
                     Err(_) if updating => {
-                        return Begin::Answer(serve(r, f, head, plan.max_ranges), "UPDATING")
+                        return Begin::Answer(serve(r, &plan, conf, f, head), "UPDATING")
                     }
                     Err(_) => {}
                 }
@@ -186,10 +190,7 @@ pub(super) async fn begin(
                     // others) until the background refresh ends.
                     if let Ok(dup) = f.try_clone() {
                         plan.stale = Some((dup, head.clone()));
-                        return Begin::Background(
-                            serve(r, f, head, plan.max_ranges),
-                            Box::new(plan),
-                        );
+                        return Begin::Background(serve(r, &plan, conf, f, head), Box::new(plan));
                     }
                 }
                 plan.stale = Some((f, head));
@@ -296,12 +297,16 @@ pub(super) fn upstream_headers(conf: &ProxyConf, plan: Option<&Plan>, headers: &
 /// of a 200 answered 206; a matching `If-None-Match` or `If-Modified-Since` 304).
 fn serve(
     r: &Req<'_>,
+    plan: &Plan,
+    conf: &ProxyConf,
     f: std::fs::File,
     head: store::Head,
-    max_ranges: Option<u32>,
 ) -> Response<Body> {
+    let max_ranges = plan.max_ranges;
     let mut headers = head.headers;
     headers.remove(header::TRANSFER_ENCODING);
+    // nginx's charset filter runs before its range filter: the parts are recoded and named.
+    let recode = super::forward::stored_charset(&plan.loc, conf, &mut headers, head.status);
     let len = head.body_len;
     let mut status = head.status;
     let (mut start, mut count) = (head.body_at, len);
@@ -366,8 +371,9 @@ fn serve(
                     )
                     .shifted(start);
                     m.set_headers(&mut headers);
-                    let body = crate::http::range::MultipartBody::body(Arc::new(f), m, None);
+                    let body = crate::http::range::MultipartBody::body(Arc::new(f), m, recode);
                     let mut resp = Response::new(body);
+                    resp.extensions_mut().insert(crate::http::charset::Applied);
                     *resp.status_mut() = StatusCode::PARTIAL_CONTENT;
                     *resp.headers_mut() = headers;
                     return resp;
@@ -389,11 +395,16 @@ fn serve(
     let body = if count == 0 {
         Body::Empty
     } else {
-        Body::file(Arc::new(f), start, count)
+        let mut b = Body::file(Arc::new(f), start, count);
+        if let Some(t) = recode {
+            b.set_recode(t);
+        }
+        b
     };
     let mut resp = Response::new(body);
     *resp.status_mut() = status;
     *resp.headers_mut() = headers;
+    resp.extensions_mut().insert(crate::http::charset::Applied);
     resp
 }
 
@@ -466,7 +477,7 @@ pub(super) fn after(
     let errors = stale::ERROR | stale::TIMEOUT | stale::INVALID_HEADER;
     if failed & c.use_stale != 0 || (plan.stale_error && failed & errors != 0) {
         if let Some((f, head)) = plan.stale.take() {
-            return (Ok(serve(r, f, head, plan.max_ranges)), "STALE");
+            return (Ok(serve(r, &plan, conf, f, head)), "STALE");
         }
     }
     let mut resp = match result {
@@ -475,7 +486,7 @@ pub(super) fn after(
     };
     if plan.revalidating && resp.status() == StatusCode::NOT_MODIFIED {
         if let Some((f, head)) = revalidated(&mut plan, conf, raw) {
-            return (Ok(serve(r, f, head, plan.max_ranges)), "REVALIDATED");
+            return (Ok(serve(r, &plan, conf, f, head)), "REVALIDATED");
         }
     }
     let status = plan.status;

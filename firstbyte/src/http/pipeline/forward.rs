@@ -31,7 +31,11 @@ where
         return Err(502);
     };
     if let Some(fcgi) = &conf.fastcgi {
-        return super::fastcgi::pass(r, loc, route, fcgi, body).await;
+        let resp = super::fastcgi::pass(r, loc, route, fcgi, body).await;
+        return resp.map(|mut resp| {
+            accel_charset(r, conf, &mut resp);
+            resp
+        });
     }
     let remote = r.remote_addr();
     // `proxy_pass` with variables: this request's route.
@@ -68,7 +72,7 @@ where
     // `proxy_cache_background_update`: the stale answer, sent while the plan refreshes it.
     let mut background = None;
     if let Some(c) = &conf.cache {
-        match super::cache::begin(r, conf, c, &forwarded_for, loc.max_ranges).await {
+        match super::cache::begin(r, loc, conf, c, &forwarded_for).await {
             super::cache::Begin::Answer(resp, status) => {
                 let mut up = px::UpstreamVars::default();
                 up.cache_status = Some(status);
@@ -315,6 +319,15 @@ where
             let raw = abort.up.last_headers().cloned();
             let caught =
                 matches!(&result, Ok(resp) if intercepted(conf, loc, resp.status().as_u16()));
+            // The cache keeps the upstream's `X-Accel-Charset` with the response, as nginx
+            // keeps its header: a hit is recoded as the first answer was.
+            let accel = raw.as_ref().and_then(|h| h.get("x-accel-charset")).cloned();
+            let result = result.map(|mut resp| {
+                if let Some(v) = accel {
+                    resp.headers_mut().insert("x-accel-charset", v);
+                }
+                resp
+            });
             let (res, status) = super::cache::after(
                 r,
                 conf,
@@ -342,6 +355,10 @@ where
             keep_www_authenticate(r, &resp);
             return Err(resp.status().as_u16());
         }
+        // The cache served its own ranges (of a response it stored).
+        Ok(resp) if conf.force_ranges && resp.status() == http::StatusCode::OK => {
+            Ok(super::ranges::force(r, loc, resp))
+        }
         other => other,
     };
     result.map(|resp| finish(r, conf, &forwarded_for, resp))
@@ -356,6 +373,11 @@ fn finish(
     mut resp: Response<Body>,
 ) -> Response<Body> {
     use crate::http::proxy::{self as px, headers as ph};
+    accel_charset(r, conf, &mut resp);
+    let absent = ph::PassedAbsent::of(conf, resp.headers());
+    if absent.date || absent.server {
+        resp.extensions_mut().insert(absent);
+    }
     if !matches!(r.version, http::Version::HTTP_10 | http::Version::HTTP_11)
         && resp.status() != http::StatusCode::SWITCHING_PROTOCOLS
     {
@@ -382,6 +404,65 @@ fn finish(
         ph::redirect_headers(&conf.redirects, resp.headers_mut(), &vars, &complete);
     }
     resp
+}
+
+/// `X-Accel-Charset` in `headers` (a stored response's, or one `proxy_pass_header` passes),
+/// taken out unless `proxy_pass_header` passes it to the client; `None` too when
+/// `proxy_ignore_headers` names it.
+fn take_accel_charset(conf: &ProxyConf, headers: &mut http::HeaderMap) -> Option<String> {
+    const NAME: &str = "x-accel-charset";
+    let passed =
+        conf.pass_headers.iter().any(|p| p == NAME) && !conf.hide_headers.iter().any(|h| h == NAME);
+    let v = if passed {
+        headers.get(NAME).cloned()
+    } else {
+        headers.remove(NAME)
+    };
+    v.filter(|_| !conf.ignore_headers.iter().any(|h| h == NAME))
+        .and_then(|v| v.to_str().ok().map(|v| v.trim().to_string()))
+}
+
+/// The upstream's `X-Accel-Charset` (as it came, or as the cache stored it), unless
+/// `proxy_ignore_headers` names it: the charset the response goes out in (nginx's
+/// `ngx_http_upstream_process_charset`). The field itself reaches the client only through
+/// `proxy_pass_header`.
+fn accel_charset(r: &Req<'_>, conf: &ProxyConf, resp: &mut Response<Body>) {
+    let value = take_accel_charset(conf, resp.headers_mut()).or_else(|| {
+        let v = r.upstream.get()?.last_headers()?.get("x-accel-charset")?;
+        let mut raw = http::HeaderMap::new();
+        raw.insert("x-accel-charset", v.clone());
+        take_accel_charset(conf, &mut raw)
+    });
+    if let Some(v) = value {
+        resp.extensions_mut()
+            .insert(crate::http::charset::AccelCharset(v));
+    }
+}
+
+/// The charset step of a stored response (before its ranges, as nginx's filters run): its
+/// `Content-Type` names the charset it goes out in, and the table to recode its body with,
+/// if any. The stored `X-Accel-Charset` is the destination, as [`accel_charset`] reads it.
+pub(super) fn stored_charset(
+    loc: &LocationConf,
+    conf: &ProxyConf,
+    headers: &mut http::HeaderMap,
+    status: http::StatusCode,
+) -> Option<crate::http::charset::Recode> {
+    let accel = take_accel_charset(conf, headers);
+    if loc.charset.is_none() && accel.is_none() {
+        return None;
+    }
+    let plan = crate::http::charset::plan_with(
+        loc,
+        headers.get(header::CONTENT_TYPE),
+        headers.contains_key(header::CONTENT_ENCODING),
+        status.as_u16(),
+        accel.as_deref(),
+    )?;
+    if let Some(v) = plan.content_type {
+        headers.insert(header::CONTENT_TYPE, v);
+    }
+    plan.recode
 }
 
 /// A [`px::LogContext`]'s texts, owned, for an exchange running in a task of its own.

@@ -37,6 +37,7 @@ mod headers;
 mod log;
 mod phases;
 mod proxied;
+mod ranges;
 mod refresh;
 mod reqbody;
 mod respond;
@@ -399,6 +400,16 @@ where
             conn,
         );
     }
+    // nginx's `max_headers`: the lines kept (HTTP/2 and HTTP/3 count no `cookie` field).
+    let too_many = {
+        let cookies = match version {
+            http::Version::HTTP_2 | http::Version::HTTP_3 => {
+                parts_headers.get_all(header::COOKIE).iter().count()
+            }
+            _ => 0,
+        };
+        parts_headers.len() - cookies > header_server.max_headers as usize
+    };
     let parts = PartsRef {
         uri: &parts_uri,
         version,
@@ -573,6 +584,20 @@ where
             let loc = r.server.default_location.clone();
             let (mut resp, loc) = error(&mut r, code, loc);
             // nginx ends the connection after these (`r->keepalive = 0`).
+            resp.headers_mut()
+                .insert(header::CONNECTION, http::HeaderValue::from_static("close"));
+            (Step::Done(resp), loc)
+        }
+        _ if too_many => {
+            crate::fblog!(
+                Info,
+                "client sent too many header lines while reading client request headers, client: {}, server: {}",
+                conn.client_ip(),
+                server_name(&r.server),
+            );
+            let loc = r.server.default_location.clone();
+            let (mut resp, loc) = error(&mut r, 494, loc);
+            // nginx ends the connection after it (`lingering_close`).
             resp.headers_mut()
                 .insert(header::CONNECTION, http::HeaderValue::from_static("close"));
             (Step::Done(resp), loc)

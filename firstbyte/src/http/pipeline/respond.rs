@@ -223,6 +223,18 @@ impl crate::conf::vars::Vars for TrailerVars<'_> {
     }
 }
 
+/// nginx's `expect_trailers`: an HTTP/1.1 response with a body that an `add_trailer` applies
+/// to (by its status, or `always`), whatever its value.
+fn expects_trailers(r: &Req, loc: &LocationConf, code: u16) -> bool {
+    r.version == http::Version::HTTP_11
+        && r.method != http::Method::HEAD
+        && !matches!(code, 204 | 304)
+        && loc
+            .add_trailer
+            .iter()
+            .any(|t| t.always || add_header_applies(code))
+}
+
 /// `add_trailer`'s fields for this response, when it has any and its protocol carries them
 /// (HTTP/2; HTTP/1.1 to a client whose `TE` names `trailers`, hyper's condition); no body,
 /// no trailers (HEAD, 204, 304).
@@ -352,25 +364,33 @@ pub(super) fn finish(
                 .insert(crate::http::conn::HeaderCase(case));
         }
     }
-    let trailers = trailers(r, loc, code);
+    let mut trailers = trailers(r, loc, code);
+    if trailers.is_none() && expects_trailers(r, loc, code) {
+        // nginx chunks an HTTP/1.1 response `add_trailer` applies to whatever the values
+        // and the client's `TE`: the body ends with an empty trailer section.
+        trailers = Some(HeaderMap::new());
+    }
     if let Some(t) = &trailers {
         // Chunked over HTTP/1.1 (hyper sends the fields the `Trailer` field names).
         let names: Vec<&str> = t.keys().map(|n| n.as_str()).collect();
         let h = resp.headers_mut();
         h.remove(header::CONTENT_LENGTH);
         if let Ok(v) = HeaderValue::from_str(&names.join(", ")) {
-            if r.version != http::Version::HTTP_2 {
+            if r.version != http::Version::HTTP_2 && !t.is_empty() {
                 h.insert(header::TRAILER, v);
             }
         }
     }
-    if loc.charset.is_some()
+    let accel = resp
+        .extensions_mut()
+        .remove::<crate::http::charset::AccelCharset>();
+    if (loc.charset.is_some() || accel.is_some())
         && resp
             .extensions()
             .get::<crate::http::charset::Applied>()
             .is_none()
     {
-        resp = apply_charset(resp, loc);
+        resp = apply_charset(resp, loc, accel.as_ref().map(|a| a.0.as_str()));
     }
     if loc.compression.gzip || loc.compression.brotli {
         let info = compress::RequestInfo {
@@ -386,11 +406,17 @@ pub(super) fn finish(
             h.insert(header::ALT_SVC, alt.clone());
         }
     }
-    // A proxied response keeps the upstream's own when `proxy_pass_header` lets it through.
-    if !h.contains_key(header::SERVER) {
+    // A proxied response keeps the upstream's own when `proxy_pass_header` lets it through,
+    // and has none when the upstream sent none.
+    let absent = resp
+        .extensions_mut()
+        .remove::<crate::http::proxy::headers::PassedAbsent>()
+        .unwrap_or_default();
+    let h = resp.headers_mut();
+    if !h.contains_key(header::SERVER) && !absent.server {
         h.insert(header::SERVER, HeaderValue::from_static("firstbyte"));
     }
-    if !h.contains_key(header::DATE) {
+    if !h.contains_key(header::DATE) && !absent.date {
         h.insert(header::DATE, crate::log::now().http_date.clone());
     }
     let last = r.nreq >= u64::from(loc.keepalive_requests)
@@ -435,6 +461,17 @@ pub(super) fn finish(
             0
         })
     };
+    if loc.postpone_output > 0
+        && matches!(resp.body(), Body::Stream(_))
+        && resp
+            .extensions()
+            .get::<crate::http::postpone::Unbuffered>()
+            .is_none()
+    {
+        let body = std::mem::take(resp.body_mut());
+        let joined = crate::http::postpone::Postpone::new(body, loc.postpone_output);
+        *resp.body_mut() = Body::Stream(BoxBody::new(joined));
+    }
     let rate = match r.limit_rate {
         Some(n) => n,
         None => size(&loc.limit_rate),
@@ -654,15 +691,21 @@ impl http_body::Body for ResponseBody {
 
 /// nginx's charset filter on a response the static module did not make: `; charset=NAME`, and
 /// the body recoded when `source_charset` (or the response's own charset, with
-/// `override_charset`) differs and a `charset_map` joins them.
-fn apply_charset(mut resp: Response<Body>, loc: &LocationConf) -> Response<Body> {
+/// `override_charset`) differs and a `charset_map` joins them. `accel`: the upstream's
+/// `X-Accel-Charset`, the destination in `charset`'s place.
+fn apply_charset(
+    mut resp: Response<Body>,
+    loc: &LocationConf,
+    accel: Option<&str>,
+) -> Response<Body> {
     let encoded = resp.headers().contains_key(header::CONTENT_ENCODING);
     let status = resp.status().as_u16();
-    let Some(plan) = crate::http::charset::plan(
+    let Some(plan) = crate::http::charset::plan_with(
         loc,
         resp.headers().get(header::CONTENT_TYPE),
         encoded,
         status,
+        accel,
     ) else {
         return resp;
     };

@@ -211,6 +211,33 @@ const SINGLE: &[&str] = &[
     "x-accel-charset",
 ];
 
+/// A response extension: `Date` or `Server` that `proxy_pass_header` lets through from an
+/// upstream that sent none. nginx's proxy module then adds an empty one in the upstream's
+/// place, which the header filter takes for the response's own: the client gets neither the
+/// upstream's nor the server's.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct PassedAbsent {
+    /// `proxy_pass_header Date` and the upstream sent no `Date`.
+    pub date: bool,
+    /// `proxy_pass_header Server` and the upstream sent no `Server`.
+    pub server: bool,
+}
+
+impl PassedAbsent {
+    /// What `conf`'s `proxy_pass_header` makes of `headers` (the upstream's, filtered).
+    pub fn of(conf: &ProxyConf, headers: &HeaderMap) -> Self {
+        let absent = |name: &str| {
+            conf.pass_headers.iter().any(|p| p == name)
+                && !conf.hide_headers.iter().any(|h| h == name)
+                && !headers.contains_key(name)
+        };
+        PassedAbsent {
+            date: absent("date"),
+            server: absent("server"),
+        }
+    }
+}
+
 /// Keeps only the first of each field nginx takes once ([`SINGLE`]).
 pub fn drop_repeated(headers: &mut HeaderMap) {
     for name in SINGLE {
@@ -381,6 +408,7 @@ mod tests {
             buffering: false,
             intercept_errors: false,
             ignore_client_abort: false,
+            force_ranges: false,
             next_upstream: crate::conf::model::NextUpstream::DEFAULT,
             next_upstream_tries: 0,
             next_upstream_timeout: Duration::ZERO,

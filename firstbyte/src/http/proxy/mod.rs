@@ -626,6 +626,9 @@ async fn respond(
             }
         }
     };
+    if !conf.buffering {
+        parts.extensions.insert(crate::http::postpone::Unbuffered);
+    }
     Ok(Response::from_parts(parts, Body::Stream(body)))
 }
 

@@ -230,6 +230,9 @@ async fn serve_http<I>(
             b.timer(TokioTimer::new())
                 .keep_alive(keepalive)
                 .title_case_headers(true)
+                // Every response gets its `Date` in the pipeline (a proxied one may have none,
+                // as nginx, with `proxy_pass_header Date`).
+                .auto_date_header(false)
                 .header_read_timeout(None)
                 .max_buf_size(read_buf_max(&server));
             if conn.io().sendfile_capable() {

@@ -475,6 +475,8 @@ fn respond(
     *resp.body_mut() = if conf.buffering {
         Body::Stream(super::spool::buffered(body, &conf.buffers, tail).boxed_unsync())
     } else {
+        resp.extensions_mut()
+            .insert(crate::http::postpone::Unbuffered);
         Body::Stream(body.boxed_unsync())
     };
     resp
