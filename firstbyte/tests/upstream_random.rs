@@ -138,7 +138,7 @@ fn random_arguments_as_nginx() {
         ),
         (
             "upstream u { random; server 127.0.0.1:1; server 127.0.0.1:2 backup; }",
-            "invalid parameter \"backup\"",
+            "invalid parameter \"backup\" of server \"127.0.0.1:2\"",
         ),
     ] {
         let (ok, err, file) = check(conf);
