@@ -160,7 +160,8 @@ pub(crate) fn upstream(cx: &mut Cx, d: &Directive) -> R {
                 method_set = true;
                 up.method = method;
             }
-            "server_resolver" => {
+            // nginx 1.27.3+: re-resolving `server NAME resolve` at run time; not done yet.
+            "server_resolver" | "resolver" | "resolver_timeout" => {
                 return Err(ConfError::Unsupported {
                     name: c.name.clone(),
                     pos: c.pos.clone(),
@@ -300,6 +301,14 @@ fn upstream_server(up: &mut Upstream, c: &Directive) -> R {
             backup = true;
         } else if a == "down" {
             down = true;
+        } else if a == "resolve" || a.starts_with("service=") {
+            // nginx 1.27.3+ re-resolves the name at run time: not done yet, so refused
+            // rather than resolved once as if it were a plain name.
+            let p = a.split('=').next().unwrap_or(a);
+            return Err(ConfError::other(
+                format!("the \"{p}\" parameter of \"server\" is not supported by firstbyte yet"),
+                &c.pos,
+            ));
         } else {
             return Err(bad());
         }

@@ -98,6 +98,8 @@ fn errors_are_worded_as_nginx() {
         ("http { upstream b { server 127.0.0.1; zone z 32767; } }", "zone \"z\" is too small in /t/x.conf:1"),
         ("http { upstream b { server 127.0.0.1; zone \"\"; } }", "invalid zone name \"\" in /t/x.conf:1"),
         ("http { random; }", "\"random\" directive is not allowed here in /t/x.conf:1"),
+        ("http { upstream b { zone z 1m; server localhost resolve; } }", "the \"resolve\" parameter of \"server\" is not supported by firstbyte yet in /t/x.conf:1"),
+        ("http { upstream b { zone z 1m; resolver 127.0.0.1; server 127.0.0.1; } }", "\"resolver\" directive is not supported by firstbyte yet in /t/x.conf:1"),
         ("http { upstream b { server 127.0.0.1 backup; hash $uri; } }", "invalid parameter \"backup\" of server \"127.0.0.1\" in /t/x.conf:1"),
         ("http { upstream b { server 127.0.0.1; hash $uri foo; } }", "invalid parameter \"foo\" in /t/x.conf:1"),
         ("http { upstream b { server 127.0.0.1; ip_hash x; } }", "invalid number of arguments in \"ip_hash\" directive in /t/x.conf:1"),
