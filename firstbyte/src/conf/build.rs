@@ -80,6 +80,7 @@ pub(crate) fn build(
     walk_main(main, &mut m, &mut http, cx)?;
     cx.daemon = m.daemon.unwrap_or(false);
     super::limits::check_refs(cx)?;
+    super::upstream_zone::check_sizes(cx)?;
     super::cache::check_refs(cx)?;
     let http = http.map(|h| finish_http(h, cx)).transpose()?;
     let pid_written = m.pid.is_some();

@@ -63,6 +63,8 @@ pub fn directives_markdown() -> String {
         .iter()
         .copied()
         .filter(|n| table::find(n).is_none())
+        // Those of `upstream {}` are implemented there.
+        .filter(|n| !super::proxy::UPSTREAM_DIRECTIVES.contains(n))
         .collect();
     names.sort_unstable();
     let list: Vec<String> = names.iter().map(|n| format!("`{n}`")).collect();

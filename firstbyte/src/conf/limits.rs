@@ -94,6 +94,15 @@ pub(crate) struct Zones {
     refs: Vec<(bool, String, Pos)>,
     /// `proxy_cache_path` zones.
     pub cache: super::cache::CacheZones,
+    /// `zone` of `upstream` blocks.
+    pub upstream: super::upstream_zone::UpstreamZones,
+}
+
+impl Zones {
+    /// Whether `name` is a `limit_req_zone` or `limit_conn_zone` (not an upstream's zone).
+    pub(crate) fn other_kind(&self, name: &str) -> bool {
+        self.req.contains_key(name) || self.conn.contains_key(name)
+    }
 }
 
 /// `limit_req` directives of one level as written: (zone, burst, delay).
@@ -224,6 +233,12 @@ fn declared(cx: &Cx, d: &Directive, name: &str) -> R {
     if cx.zones.req.contains_key(name) || cx.zones.conn.contains_key(name) {
         return Err(ConfError::other(
             format!("duplicate zone \"{name}\""),
+            &d.pos,
+        ));
+    }
+    if cx.zones.upstream.contains_key(name) {
+        return Err(ConfError::other(
+            format!("the shared memory zone \"{name}\" is already declared for a different use"),
             &d.pos,
         ));
     }

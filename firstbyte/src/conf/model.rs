@@ -889,6 +889,12 @@ pub enum BalanceMethod {
         /// `consistent`.
         consistent: bool,
     },
+    /// `random [two [least_conn]]`: a server at random by weight; `two`: two at random,
+    /// and of them the one with fewer active connections per weight unit.
+    Random {
+        /// `two`.
+        two: bool,
+    },
 }
 
 /// `proxy_next_upstream`: the conditions under which a request goes to the next server, as

@@ -136,7 +136,6 @@ mod tests {
             "--with-http_gzip_static_module",
             "--with-http_stub_status_module",
             "--without-http_uwsgi_module",
-            "--without-http_upstream_random_module",
         ] {
             assert!(flags.contains(&f), "{f} missing from {args}");
         }
@@ -154,6 +153,8 @@ mod tests {
             "--without-http_upstream_hash_module",
             "--without-http_upstream_ip_hash_module",
             "--without-http_upstream_least_conn_module",
+            "--without-http_upstream_random_module",
+            "--without-http_upstream_zone_module",
             "--with-http_dav_module",
             "--without-http_autoindex_module",
             "--without-http_empty_gif_module",

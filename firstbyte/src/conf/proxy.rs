@@ -80,6 +80,8 @@ pub(crate) const UPSTREAM_DIRECTIVES: &[&str] = &[
     "least_conn",
     "ip_hash",
     "hash",
+    "random",
+    "zone",
 ];
 
 /// `upstream NAME { server ADDR [weight=N] [max_fails=N] [fail_timeout=T] [max_conns=N] [backup] [down]; keepalive N; }`.
@@ -148,7 +150,8 @@ pub(crate) fn upstream(cx: &mut Cx, d: &Directive) -> R {
                     up.keepalive_timeout = t;
                 }
             }
-            "least_conn" | "ip_hash" | "hash" => {
+            "zone" => super::upstream_zone::zone(cx, c)?,
+            "least_conn" | "ip_hash" | "hash" | "random" => {
                 let method = balance_method(c)?;
                 if method_set {
                     // nginx: a warning, and the later method wins.
@@ -157,7 +160,8 @@ pub(crate) fn upstream(cx: &mut Cx, d: &Directive) -> R {
                 method_set = true;
                 up.method = method;
             }
-            "zone" | "random" | "server_resolver" => {
+            // nginx 1.27.3+: re-resolving `server NAME resolve` at run time; not done yet.
+            "server_resolver" | "resolver" | "resolver_timeout" => {
                 return Err(ConfError::Unsupported {
                     name: c.name.clone(),
                     pos: c.pos.clone(),
@@ -175,7 +179,8 @@ pub(crate) fn upstream(cx: &mut Cx, d: &Directive) -> R {
         up.method,
         BalanceMethod::RoundRobin | BalanceMethod::LeastConn
     ) {
-        // nginx refuses `backup` once a hash method is set (its servers have no backup flag).
+        // nginx refuses `backup` once a hash or random method is set (its servers have no
+        // backup flag).
         if let Some(s) = up.servers.iter().find(|s| s.backup) {
             return Err(ConfError::other(
                 format!("invalid parameter \"backup\" of server \"{}\"", s.name),
@@ -193,10 +198,12 @@ pub(crate) fn upstream(cx: &mut Cx, d: &Directive) -> R {
     Ok(())
 }
 
-/// `least_conn`, `ip_hash` (no arguments) or `hash KEY [consistent]`.
+/// `least_conn`, `ip_hash` (no arguments), `hash KEY [consistent]` or
+/// `random [two [least_conn]]`.
 fn balance_method(c: &Directive) -> Result<BalanceMethod, ConfError> {
     let count = match c.name.as_str() {
         "hash" => (1..=2).contains(&c.args.len()),
+        "random" => c.args.len() <= 2,
         _ => c.args.is_empty(),
     };
     if !count {
@@ -208,6 +215,20 @@ fn balance_method(c: &Directive) -> Result<BalanceMethod, ConfError> {
     Ok(match c.name.as_str() {
         "least_conn" => BalanceMethod::LeastConn,
         "ip_hash" => BalanceMethod::IpHash,
+        "random" => {
+            // nginx: `two`, then only `least_conn` (the one method of comparing the two).
+            for (a, want) in c.args.iter().zip(["two", "least_conn"]) {
+                if a != want {
+                    return Err(ConfError::other(
+                        format!("invalid parameter \"{a}\""),
+                        &c.pos,
+                    ));
+                }
+            }
+            BalanceMethod::Random {
+                two: !c.args.is_empty(),
+            }
+        }
         _ => {
             let consistent = match c.args.get(1).map(String::as_str) {
                 None => false,
@@ -280,6 +301,14 @@ fn upstream_server(up: &mut Upstream, c: &Directive) -> R {
             backup = true;
         } else if a == "down" {
             down = true;
+        } else if a == "resolve" || a.starts_with("service=") {
+            // nginx 1.27.3+ re-resolves the name at run time: not done yet, so refused
+            // rather than resolved once as if it were a plain name.
+            let p = a.split('=').next().unwrap_or(a);
+            return Err(ConfError::other(
+                format!("the \"{p}\" parameter of \"server\" is not supported by firstbyte yet"),
+                &c.pos,
+            ));
         } else {
             return Err(bad());
         }

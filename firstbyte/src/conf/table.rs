@@ -342,7 +342,7 @@ pub(crate) static DIRECTIVES: &[Spec] = &[
     ignored("ssl_dhparam", HS, 1, 1, "rustls offers only ECDHE key exchange"),
     d("ssl_session_ticket_key", HS, 1, 1, "", InheritIfNone, Srv(srv::ssl_session_ticket_key), "Ticket key file (the first encrypts, all decrypt); none: generated and rotated."),
     // upstream, proxy
-    block("upstream", HTTP, 1, 1, Shared(px::upstream), "Group of upstream servers: `server ADDR|unix:/path [weight=N] [max_fails=N] [fail_timeout=T] [max_conns=N] [backup] [down]` (`max_conns`: requests in flight to it at most) (round-robin by weight), `keepalive N` idle connections pooled; `least_conn`, `ip_hash`, `hash KEY [consistent]` choose the server as nginx (the same key picks the same server nginx would)."),
+    block("upstream", HTTP, 1, 1, Shared(px::upstream), "Group of upstream servers: `server ADDR|unix:/path [weight=N] [max_fails=N] [fail_timeout=T] [max_conns=N] [backup] [down]` (`max_conns`: requests in flight to it at most) (round-robin by weight), `keepalive N` idle connections pooled; `least_conn`, `ip_hash`, `hash KEY [consistent]` choose the server as nginx (the same key picks the same server nginx would); `random` picks one at random by weight, `random two [least_conn]` two at random and of them the one with fewer active connections per weight unit (`down`, failed and full servers are passed over; no `backup`). `zone NAME [SIZE]` is accepted with nginx's checks (SIZE at least 32k; one size per NAME, which several upstreams may share; given on at least one of them): firstbyte is one process, so a group's state (failures, connection counts) is always shared by all its connections, zone or not."),
     d("proxy_pass", LOCATION, 1, 1, "", Own, Loc(px::proxy_pass), "Proxy requests to `http://` or `https://` HOST[:PORT][/URI], an upstream name, or a unix socket (`http://unix:/path.sock:/URI`); a URI part replaces the location's prefix."),
     d("proxy_set_header", HSL, 2, 2, "Host $proxy_host; Connection close", InheritIfNone, Loc(px::proxy_set_header), "Request header sent upstream (an empty value removes it); e.g. `X-Forwarded-For $proxy_add_x_forwarded_for`, `Upgrade $http_upgrade` for WebSocket."),
     d("proxy_buffers", HSL, 2, 2, "8 4k", Inherit, Loc(px::proxy_buffers), "Memory for a buffered response (`proxy_buffering on`): NUMBER buffers of SIZE (nginx's \"8 4k|8k\": one memory page each, 4k on x86_64 Linux)."),
@@ -469,6 +469,8 @@ pub(crate) fn unsupported_contexts(name: &str) -> Option<u8> {
     match name {
         n if n.starts_with("ssl_") => Some(HS),
         "upstream" | "map" | "geo" | "split_clients" => Some(HTTP),
+        // Read inside `upstream {}` only (`proxy::upstream`): anywhere else, not allowed.
+        n if super::proxy::UPSTREAM_DIRECTIVES.contains(&n) => Some(0),
         "limit_except" => Some(LOCATION),
         "if" | "set" | "rewrite" | "break" => Some(SL),
         n if n.starts_with("worker_") || n == "env" || n == "master_process" => Some(MAIN),

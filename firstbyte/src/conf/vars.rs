@@ -73,6 +73,8 @@ pub const KNOWN: &[&str] = &[
     "args",
     "query_string",
     "is_args",
+    "request_port",
+    "is_request_port",
     "host",
     "hostname",
     "scheme",

@@ -122,6 +122,9 @@ pub struct RequestVars<'a> {
     pub head_length: u64,
     /// `$host`: Host without port, lower-cased, or the server name.
     pub host: &'a str,
+    /// `$request_port`: the port of the host that chose the server (the request line's
+    /// absolute URI, else `Host` or `:authority`); 0 when it has none.
+    pub request_port: u16,
     /// The first `server_name` of the chosen server.
     pub server_name: &'a str,
     /// `$document_root`, once known.
@@ -188,6 +191,20 @@ fn request_id(connection: u64, request: u64) -> String {
         h.finish()
     };
     format!("{:016x}{:016x}", half(&keys[0]), half(&keys[1]))
+}
+
+/// The port a request's host names (`host:8080`, `[::1]:8080`), as nginx's
+/// `ngx_http_validate_host` reads it for `$request_port`: 0 when there is none, it is empty,
+/// 0, or not a port.
+pub fn host_port(host: &str) -> u16 {
+    let port = match host.strip_prefix('[') {
+        Some(h) => h.split_once(']').and_then(|(_, r)| r.strip_prefix(':')),
+        None => host.split_once(':').map(|(_, p)| p),
+    };
+    match port {
+        Some(p) if !p.is_empty() && p.bytes().all(|b| b.is_ascii_digit()) => p.parse().unwrap_or(0),
+        _ => 0,
+    }
 }
 
 /// What auth_basic, real IP and the limits decided for a request, for its variables.
@@ -302,6 +319,11 @@ impl Vars for RequestVars<'_> {
             ))),
             "server_protocol" => Some(Cow::Borrowed(self.protocol)),
             "host" => Some(Cow::Borrowed(self.host)),
+            "request_port" => Some(match self.request_port {
+                0 => Cow::Borrowed(""),
+                p => Cow::Owned(p.to_string()),
+            }),
+            "is_request_port" => Some(Cow::Borrowed(if self.request_port == 0 { "" } else { ":" })),
             "hostname" => s(&hostname()),
             "server_name" => Some(Cow::Borrowed(self.server_name)),
             "scheme" => Some(Cow::Borrowed(if tls.is_some() { "https" } else { "http" })),
@@ -609,6 +631,7 @@ mod tests {
             headers: &h,
             head_length: 0,
             host: "example.com",
+            request_port: 0,
             server_name: "example.com",
             document_root: None,
             request_filename: None,

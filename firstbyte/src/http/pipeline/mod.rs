@@ -144,6 +144,8 @@ struct Req<'a> {
     protocol: &'static str,
     version: http::Version,
     host: String,
+    /// `$request_port` (0: none).
+    request_port: u16,
     /// The request named a valid host (`:authority` or `Host`); else `host` is the server's
     /// name, and redirects name the local address instead, as nginx.
     host_given: bool,
@@ -217,6 +219,7 @@ impl Req<'_> {
             headers: self.headers,
             head_length: self.head_length,
             host: &self.host,
+            request_port: self.request_port,
             server_name: server_name(&self.server),
             document_root: self.document_root.as_deref(),
             request_filename: self.request_filename.as_deref().and_then(Path::to_str),
@@ -483,6 +486,10 @@ where
         protocol,
         version: parts.version,
         host: String::new(),
+        request_port: match (&host, host_raw) {
+            (Some(_), Some(raw)) => crate::http::reqvars::host_port(raw),
+            _ => 0,
+        },
         host_given: false,
         server,
         captures: Vec::new(),

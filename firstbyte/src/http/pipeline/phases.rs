@@ -242,6 +242,7 @@ fn error_inner(
         protocol: r.protocol,
         version: r.version,
         host: r.host.clone(),
+        request_port: r.request_port,
         host_given: r.host_given,
         server: r.server.clone(),
         captures: Vec::new(),

@@ -13,7 +13,11 @@
 //!   formula, as nginx). `hash KEY consistent`: ketama, 160 points per weight unit, each
 //!   `crc32(HOST \0 PORT PREV_HASH)` of the server as written, so a key maps to the server
 //!   nginx would pick for the same `server` lines.
-//! - A hash that meets 20 unavailable peers falls back to round robin (as nginx).
+//! - `random [two [least_conn]]`: a peer drawn at random by weight; `two` draws two distinct
+//!   available ones and takes the one with fewer active connections per weight unit
+//!   (`random.rs`).
+//! - A hash or random draw that meets 20 unavailable peers falls back to round robin (as
+//!   nginx).
 //!
 //! A peer that failed `max_fails` times within `fail_timeout` rests for `fail_timeout`; a
 //! success clears its count. A group of one server is never taken out (as nginx). `backup`
@@ -22,6 +26,8 @@
 use std::time::{Duration, Instant};
 
 use crate::conf::model::{BalanceMethod, PeerAddr, UpstreamServer};
+
+mod random;
 
 /// One server's state.
 #[derive(Debug, Clone)]
@@ -54,6 +60,12 @@ enum Method {
     Hash,
     /// Ketama points, sorted by hash: (hash, server line).
     Consistent(Vec<(u32, usize)>),
+    /// `random [two]`: each peer's first weight unit on the line `0..total` of all weights.
+    Random {
+        two: bool,
+        starts: Vec<u64>,
+        total: u64,
+    },
 }
 
 /// The state of one upstream group.
@@ -61,6 +73,8 @@ enum Method {
 pub struct Balancer {
     peers: Vec<Peer>,
     method: Method,
+    /// State of the random draws of `random` (xorshift, seeded from the system's generator).
+    rng: u64,
 }
 
 /// One request's walk over the peers: those tried, and the hash state of `ip_hash`/`hash`.
@@ -182,8 +196,13 @@ impl Balancer {
                 // same points, which it then drops as duplicates: weight × 160 per line.
                 Method::Consistent(ketama(&lines))
             }
+            BalanceMethod::Random { two } => random::method(&peers, *two),
         };
-        Self { peers, method }
+        Self {
+            peers,
+            method,
+            rng: random::seed(),
+        }
     }
 
     /// `n` equal servers with nginx's defaults (a `proxy_pass http://host` that resolved to
@@ -243,6 +262,7 @@ impl Balancer {
             Method::Consistent(_) if primary >= 2 && !a.key.is_empty() => {
                 self.pick_consistent(now, a)
             }
+            Method::Random { .. } if self.peers.len() >= 2 => self.pick_random(now, a),
             _ => None,
         };
         let least = matches!(self.method, Method::LeastConn);
