@@ -129,7 +129,7 @@ pub fn gather(conn: &Conn, protocol: &str) -> ConnectionInfo {
         tls_version: tls.map(|t| t.protocol.to_string()).unwrap_or_default(),
         cipher: tls.map(|t| t.cipher.to_string()).unwrap_or_default(),
         group: tls.map(|t| t.group.to_string()).unwrap_or_default(),
-        alpn: tls.map(|t| t.alpn.clone()).unwrap_or_default(),
+        alpn: tls.map(|t| t.alpn.to_string()).unwrap_or_default(),
         resumed: tls.is_some_and(|t| t.resumed),
         early_data: tls.is_some_and(|t| t.early.is_some()),
         rtt_us: quic.as_ref().map_or(ti.rtt_us.into(), |q| q.rtt_us),

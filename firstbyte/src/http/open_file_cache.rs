@@ -100,8 +100,9 @@ struct Lru {
     /// Per path (its bytes: hashing a `Path` walks its components, several times the cost),
     /// one slot per `disable_symlinks` policy.
     map: HashMap<Box<[u8]>, [Option<Entry>; 3]>,
-    /// Entries by their last use (a counter), least recent first.
-    order: BTreeMap<u64, (Box<[u8]>, usize)>,
+    /// Entries by their last use (a counter), least recent first, with the time of that use
+    /// (the entry's `accessed`: `expire` reads it without hashing the path).
+    order: BTreeMap<u64, (Box<[u8]>, usize, Instant)>,
     tick: u64,
 }
 
@@ -143,15 +144,25 @@ impl Lru {
 
     /// Marks the entry used now and returns a copy of it.
     fn touch(&mut self, key: &[u8], i: usize, now: Instant) -> Option<Entry> {
-        self.tick += 1;
-        let tick = self.tick;
+        let last = self.tick;
         let e = self.map.get_mut(key)?[i].as_mut()?;
         e.uses = e.uses.saturating_add(1);
         e.accessed = now;
+        if e.tick == last {
+            // Already the most recently used (the common case of one hot file): its place in
+            // `order` stays, only the time of use moves.
+            let copy = e.clone();
+            if let Some(used) = self.order.get_mut(&last) {
+                used.2 = now;
+            }
+            return Some(copy);
+        }
+        self.tick += 1;
+        let tick = self.tick;
         let old = std::mem::replace(&mut e.tick, tick);
         let copy = e.clone();
-        if let Some(k) = self.order.remove(&old) {
-            self.order.insert(tick, k);
+        if let Some((k, j, _)) = self.order.remove(&old) {
+            self.order.insert(tick, (k, j, now));
         }
         Some(copy)
     }
@@ -189,7 +200,7 @@ impl Lru {
             return;
         }
         if self.len() >= max {
-            if let Some((tick, (k, j))) = self.order.pop_first() {
+            if let Some((tick, (k, j, _))) = self.order.pop_first() {
                 self.drop_slot(&k, j, tick);
             }
         }
@@ -204,7 +215,7 @@ impl Lru {
             uses: 1,
             tick,
         };
-        self.order.insert(tick, (key.into(), i));
+        self.order.insert(tick, (key.into(), i, now));
         self.map
             .entry(key.into())
             .or_insert_with(|| [None, None, None])[i] = Some(entry);
@@ -212,14 +223,13 @@ impl Lru {
 
     /// Drops the entries unused for longer than `inactive`.
     fn expire(&mut self, now: Instant, inactive: Duration) {
-        while let Some((&tick, (k, i))) = self.order.first_key_value() {
-            let entry = self.map.get(k).and_then(|s| s[*i].as_ref());
-            if entry.is_some_and(|e| now.saturating_duration_since(e.accessed) <= inactive) {
+        while let Some((&tick, &(_, _, accessed))) = self.order.first_key_value() {
+            if now.saturating_duration_since(accessed) <= inactive {
                 break;
             }
-            let (k, i) = (k.clone(), *i);
-            self.order.pop_first();
-            self.drop_slot(&k, i, tick);
+            if let Some((_, (k, i, _))) = self.order.pop_first() {
+                self.drop_slot(&k, i, tick);
+            }
         }
     }
 

@@ -68,12 +68,14 @@ pub struct TlsFacts {
     pub cipher: &'static str,
     /// `x25519`.
     pub group: &'static str,
-    /// `$ssl_curves`: the groups the client offered (`x25519:prime256v1`).
-    pub curves: String,
-    /// `$ssl_ciphers`: the cipher suites the client offered.
-    pub ciphers: String,
+    /// `$ssl_curves`: the groups the client offered, their code points in its order (named
+    /// when the variable is read: `x25519:prime256v1`).
+    pub curves: Box<[u16]>,
+    /// `$ssl_ciphers`: the cipher suites the client offered, their code points in its order
+    /// (named when the variable is read).
+    pub ciphers: Box<[u16]>,
     /// `h2`, `http/1.1` or empty.
-    pub alpn: String,
+    pub alpn: Cow<'static, str>,
     /// Whether the session was resumed.
     pub resumed: bool,
     /// `$ssl_session_id`: the session's id, the same on a resumption
@@ -487,8 +489,8 @@ impl Vars for RequestVars<'_> {
             "ssl_protocol" => tls.map(|t| Cow::Borrowed(t.protocol)),
             "ssl_cipher" => tls.map(|t| Cow::Borrowed(t.cipher)),
             "ssl_curve" => tls.map(|t| Cow::Borrowed(t.group)),
-            "ssl_curves" => tls.map(|t| Cow::Borrowed(t.curves.as_str())),
-            "ssl_ciphers" => tls.map(|t| Cow::Borrowed(t.ciphers.as_str())),
+            "ssl_curves" => tls.map(|t| Cow::Owned(crate::tls::curves_list(&t.curves))),
+            "ssl_ciphers" => tls.map(|t| Cow::Owned(crate::tls::ciphers_list(&t.ciphers))),
             "ssl_server_name" => tls.and_then(|t| t.server_name.as_deref().map(Cow::Borrowed)),
             "ssl_session_reused" => tls.map(|t| Cow::Borrowed(if t.resumed { "r" } else { "." })),
             "ssl_session_id" => tls.map(|t| {
@@ -499,7 +501,7 @@ impl Vars for RequestVars<'_> {
                         .unwrap_or_default(),
                 )
             }),
-            "ssl_alpn_protocol" => tls.map(|t| Cow::Borrowed(t.alpn.as_str())),
+            "ssl_alpn_protocol" => tls.map(|t| Cow::Borrowed(t.alpn.as_ref())),
             "ssl_early_data" => Some(Cow::Borrowed(if self.early_data { "1" } else { "" })),
             "ssl_client_verify" => tls.map(|t| {
                 Cow::Owned(t.client.as_ref().map_or_else(

@@ -79,34 +79,33 @@ pub fn group_name(group: NamedGroup) -> &'static str {
     }
 }
 
-/// `$ssl_curves`: the client's groups in its order, by OpenSSL's names, colon-separated;
-/// groups OpenSSL has no name for as `0x` and four hex digits (GREASE values among them), as
-/// nginx prints them.
-pub fn curves_list(groups: &[NamedGroup]) -> String {
-    let mut out = String::new();
-    for g in groups {
-        if !out.is_empty() {
-            out.push(':');
-        }
-        match group_name(*g) {
-            "unknown" => out.push_str(&format!("0x{:04x}", u16::from(*g))),
-            name => out.push_str(name),
-        }
-    }
-    out
+/// `$ssl_curves`: the client's groups (their code points, as a connection keeps them) in its
+/// order, by OpenSSL's names, colon-separated; groups OpenSSL has no name for as `0x` and four
+/// hex digits (GREASE values among them), as nginx prints them.
+pub fn curves_list(codes: &[u16]) -> String {
+    join_names(codes.iter().map(|&c| (group_name(NamedGroup::from(c)), c)))
 }
 
-/// `$ssl_ciphers`: the client's cipher suites in its order, by OpenSSL's names,
-/// colon-separated; suites without one as `0x` and four hex digits (GREASE among them), as
-/// nginx prints them.
-pub fn ciphers_list(suites: &[CipherSuite]) -> String {
+/// `$ssl_ciphers`: the client's cipher suites (their code points) in its order, by OpenSSL's
+/// names, colon-separated; suites without one as `0x` and four hex digits (GREASE among
+/// them), as nginx prints them.
+pub fn ciphers_list(codes: &[u16]) -> String {
+    join_names(
+        codes
+            .iter()
+            .map(|&c| (cipher_name(CipherSuite::from(c)), c)),
+    )
+}
+
+/// Names joined with `:`, `unknown` ones as `0x` and four hex digits of their code.
+fn join_names(items: impl Iterator<Item = (&'static str, u16)>) -> String {
     let mut out = String::new();
-    for c in suites {
+    for (name, code) in items {
         if !out.is_empty() {
             out.push(':');
         }
-        match cipher_name(*c) {
-            "unknown" => out.push_str(&format!("0x{:04x}", u16::from(*c))),
+        match name {
+            "unknown" => out.push_str(&format!("0x{code:04x}")),
             name => out.push_str(name),
         }
     }
@@ -161,16 +160,22 @@ mod tests {
             NamedGroup::X25519,
             NamedGroup::secp256r1,
         ];
-        assert_eq!(curves_list(&list), "0x0a0a:x25519:prime256v1");
+        let codes: Vec<u16> = list.iter().map(|&g| u16::from(g)).collect();
+        assert_eq!(curves_list(&codes), "0x0a0a:x25519:prime256v1");
+        assert_eq!(
+            curves_list(&[0x0a0a, 0x001d, 0x0017]),
+            "0x0a0a:x25519:prime256v1"
+        );
         assert_eq!(curves_list(&[]), "");
         let suites = [
             CipherSuite::TLS13_AES_128_GCM_SHA256,
             CipherSuite::Unknown(0x2a2a),
             CipherSuite::TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA256,
         ];
-        assert_eq!(
-            ciphers_list(&suites),
-            "TLS_AES_128_GCM_SHA256:0x2a2a:ECDHE-RSA-AES128-GCM-SHA256"
-        );
+        let codes: Vec<u16> = suites.iter().map(|&c| u16::from(c)).collect();
+        let names = "TLS_AES_128_GCM_SHA256:0x2a2a:ECDHE-RSA-AES128-GCM-SHA256";
+        assert_eq!(ciphers_list(&codes), names);
+        assert_eq!(ciphers_list(&[0x1301, 0x2a2a, 0xc02f]), names);
+        assert_eq!(ciphers_list(&[]), "");
     }
 }

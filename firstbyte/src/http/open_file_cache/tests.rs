@@ -246,3 +246,38 @@ fn nginx_rechecks_an_entry_checked_from_another_prefix() {
         assert_eq!(e.raw_os_error(), Some(libc::ENOTDIR), "the whole path");
     }
 }
+
+#[test]
+fn lru_order_and_last_use_follow_repeated_hits() {
+    let t0 = Instant::now();
+    let at = |s: u64| t0 + Duration::from_secs(s);
+    let inactive = Duration::from_secs(10);
+    let mut lru = Lru::default();
+    lru.put(b"/a", 0, Err(libc::ENOENT), 0, true, at(0), 8);
+    lru.put(b"/b", 0, Err(libc::ENOENT), 0, true, at(1), 8);
+    // /b is the most recent: hits keep its place and move its last use.
+    assert_eq!(lru.touch(b"/b", 0, at(2)).map(|e| e.uses), Some(2));
+    assert_eq!(lru.touch(b"/b", 0, at(3)).map(|e| e.uses), Some(3));
+    // /a moves after /b, then is hit again as the most recent.
+    assert!(lru.touch(b"/a", 0, at(4)).is_some());
+    assert_eq!(lru.touch(b"/a", 0, at(9)).map(|e| e.uses), Some(3));
+    assert!(lru.touch(b"/c", 0, at(9)).is_none());
+    // At 14 /b (last used at 3) is past `inactive`; /a (last used at 9, not 4) is not.
+    lru.expire(at(14), inactive);
+    assert_eq!(lru.len(), 1);
+    assert!(lru.map.contains_key(&b"/a"[..]));
+    lru.expire(at(19), inactive);
+    assert_eq!(lru.len(), 1);
+    lru.expire(at(20), inactive);
+    assert_eq!(lru.len(), 0);
+    assert!(lru.map.is_empty());
+    // Eviction at `max` drops the least recently used: /d, hit last, survives /e's arrival.
+    lru.put(b"/d", 0, Err(libc::ENOENT), 0, true, at(21), 2);
+    lru.put(b"/f", 0, Err(libc::ENOENT), 0, true, at(21), 2);
+    assert!(lru.touch(b"/d", 0, at(22)).is_some());
+    assert!(lru.touch(b"/d", 0, at(23)).is_some());
+    lru.put(b"/e", 0, Err(libc::ENOENT), 0, true, at(24), 2);
+    assert!(lru.map.contains_key(&b"/d"[..]));
+    assert!(lru.map.contains_key(&b"/e"[..]));
+    assert!(!lru.map.contains_key(&b"/f"[..]));
+}

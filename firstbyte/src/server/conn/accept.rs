@@ -4,6 +4,7 @@
 //! `ssl_conf_command Options KTLS`, an HTTP/1.x connection then hands its records to the
 //! kernel (`tls::ktls`), decided before rustls gives up anything.
 
+use std::borrow::Cow;
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -255,8 +256,13 @@ pub(super) async fn accept_tls(
         .client_hello()
         .server_name()
         .map(str::to_ascii_lowercase);
-    let curves = crate::tls::curves_list(hello.client_hello().named_groups().unwrap_or(&[]));
-    let ciphers = crate::tls::ciphers_list(hello.client_hello().cipher_suites());
+    // `$ssl_curves` and `$ssl_ciphers`: the code points, named only if a variable is read.
+    let curves: Box<[u16]> = (hello.client_hello().named_groups().unwrap_or(&[]).iter())
+        .map(|&g| u16::from(g))
+        .collect();
+    let ciphers: Box<[u16]> = (hello.client_hello().cipher_suites().iter())
+        .map(|&c| u16::from(c))
+        .collect();
     // The block whose config makes the handshake (the SNI's, or the default's when the SNI's
     // has no certificate): its client checks are the connection's.
     let sni_block = addr.find(sni.as_deref()).clone();
@@ -407,10 +413,13 @@ pub(super) async fn accept_tls(
         }
     }
     let sc = tls.connection();
-    let alpn = sc
-        .alpn_protocol()
-        .map(|p| String::from_utf8_lossy(p).into_owned())
-        .unwrap_or_default();
+    // The protocols firstbyte offers need no allocation.
+    let alpn: Cow<'static, str> = match sc.alpn_protocol() {
+        None => Cow::Borrowed(""),
+        Some(b"h2") => Cow::Borrowed("h2"),
+        Some(b"http/1.1") => Cow::Borrowed("http/1.1"),
+        Some(p) => Cow::Owned(String::from_utf8_lossy(p).into_owned()),
+    };
     facts.tls = Some(TlsFacts {
         protocol: sc
             .protocol_version()
