@@ -1,6 +1,6 @@
 //! `upstream {}` groups end to end: `proxy_next_upstream` (statuses, methods, tries, a sent
-//! body), `max_fails`, the balancing methods `least_conn`, `ip_hash` and `hash`, and
-//! `proxy_redirect`.
+//! body), `max_fails`, the balancing methods `least_conn`, `ip_hash`, `hash` and `random [two
+//! [least_conn]]`, `zone`, `proxy_redirect`, and `$request_port` / `$is_request_port`.
 
 mod support;
 
@@ -85,6 +85,37 @@ fn post(port: u16) -> (u16, String) {
 fn two(bad: u16, good: u16, extra: &str) -> String {
     format!(
         "upstream u {{ server 127.0.0.1:{bad} max_fails=0; server 127.0.0.1:{good} max_fails=0; }} {extra}"
+    )
+}
+
+/// An upstream that reads a request and closes without answering (an error for the proxy);
+/// the port and its request count.
+fn closer() -> (u16, Arc<AtomicUsize>) {
+    let hits = Arc::new(AtomicUsize::new(0));
+    let h = hits.clone();
+    let (port, _) = upstream(move |s| {
+        let mut r = BufReader::new(s.try_clone().expect("clone"));
+        if read_head(&mut r).is_some() {
+            h.fetch_add(1, Ordering::SeqCst);
+        }
+    });
+    (port, hits)
+}
+
+/// `firstbyte -t` on `http` inside `http {}`, line 2 of `t.conf`: (ok, stderr, file).
+fn check(http: &str) -> (bool, String, String) {
+    let dir = tempdir("upstream-zone-conf");
+    let file = dir.join("t.conf");
+    std::fs::write(
+        &file,
+        format!("events {{}}\nhttp {{ {http}\n server {{ listen 127.0.0.1:1; }} }}\n"),
+    )
+    .expect("write");
+    let out = firstbyte(&["-t", "-c", &file.display().to_string()]);
+    (
+        out.status.success(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+        file.display().to_string(),
     )
 }
 
@@ -195,12 +226,12 @@ fn a_failing_status_counts_against_max_fails() {
     );
 }
 
-#[test]
-fn least_conn_avoids_the_busy_server() {
+/// With `balancer`, while one server holds a slow request, `n` more go to the other one.
+fn busy_server_is_avoided(balancer: &str, n: usize) {
     let (a, a_hits) = named("a", 200);
     let (b, b_hits) = named("b", 200);
     let (_s, port) = front(
-        &format!("upstream u {{ least_conn; server 127.0.0.1:{a}; server 127.0.0.1:{b}; }}"),
+        &format!("upstream u {{ {balancer}; server 127.0.0.1:{a}; server 127.0.0.1:{b}; }}"),
         "proxy_pass http://u;",
     );
     let slow = std::thread::spawn(move || get(port, "/slow"));
@@ -216,16 +247,26 @@ fn least_conn_avoids_the_busy_server() {
     } else {
         "b"
     };
-    for _ in 0..4 {
+    for _ in 0..n {
         let (status, body) = get(port, "/");
         assert_eq!(status, 200);
         assert_ne!(
             body, busy,
-            "a request went to the server holding a connection"
+            "{balancer}: a request went to the server holding a connection"
         );
     }
     let (status, body) = slow.join().expect("slow");
     assert_eq!((status, body.as_str()), (200, busy));
+}
+
+#[test]
+fn least_conn_avoids_the_busy_server() {
+    busy_server_is_avoided("least_conn", 4);
+}
+
+#[test]
+fn random_two_least_conn_prefers_the_idle_server() {
+    busy_server_is_avoided("random two least_conn", 6);
 }
 
 #[test]
@@ -494,4 +535,151 @@ fn intercept_errors_sends_the_error_page() {
         &format!("proxy_pass http://u; proxy_intercept_errors on; error_page 500 /page; {page}"),
     );
     assert_eq!(get(other, "/x"), (404, "upstream-404".into()));
+}
+
+#[test]
+fn zone_is_accepted_with_nginx_checks() {
+    // One zone shared by two groups, the size given once (nginx's upstream_zone.t).
+    let (ok, err, _) = check(
+        "upstream u { zone z 1m; server 127.0.0.1:1; }\n upstream v { zone z; random; server 127.0.0.1:2; }",
+    );
+    assert!(ok, "{err}");
+    for (conf, want) in [
+        ("upstream u { zone z 16k; server 127.0.0.1:1; }", "zone \"z\" is too small"),
+        ("upstream u { zone z 1q; server 127.0.0.1:1; }", "invalid zone size \"1q\""),
+        ("upstream u { zone z 1m 2m; server 127.0.0.1:1; }", "invalid number of arguments in \"zone\" directive"),
+        (
+            "upstream u { zone z 1m; server 127.0.0.1:1; } upstream v { zone z 2m; server 127.0.0.1:1; }",
+            "the size 2097152 of shared memory zone \"z\" conflicts with already declared size 1048576",
+        ),
+        ("upstream u { zone z; server 127.0.0.1:1; }", "zero size shared memory zone \"z\""),
+        (
+            "limit_req_zone $binary_remote_addr zone=z:1m rate=1r/s; upstream u { zone z 1m; server 127.0.0.1:1; }",
+            "the shared memory zone \"z\" is already declared for a different use",
+        ),
+        ("zone z 1m;", "\"zone\" directive is not allowed here"),
+    ] {
+        let (ok, err, file) = check(conf);
+        assert!(!ok, "{conf} loaded");
+        assert!(err.contains(&format!("{want} in {file}:2")), "{conf}: {err}");
+    }
+}
+
+#[test]
+fn random_arguments_as_nginx() {
+    for (conf, want) in [
+        (
+            "upstream u { random three; server 127.0.0.1:1; }",
+            "invalid parameter \"three\"",
+        ),
+        (
+            "upstream u { random two most_conn; server 127.0.0.1:1; }",
+            "invalid parameter \"most_conn\"",
+        ),
+        (
+            "upstream u { random two least_conn x; server 127.0.0.1:1; }",
+            "invalid number of arguments in \"random\" directive",
+        ),
+        (
+            "upstream u { random; server 127.0.0.1:1; server 127.0.0.1:2 backup; }",
+            "invalid parameter \"backup\" of server \"127.0.0.1:2\"",
+        ),
+    ] {
+        let (ok, err, file) = check(conf);
+        assert!(!ok, "{conf} loaded");
+        assert!(
+            err.contains(&format!("{want} in {file}:2")),
+            "{conf}: {err}"
+        );
+    }
+    let (ok, err, _) = check("upstream u { random two least_conn; server 127.0.0.1:1; }");
+    assert!(ok, "{err}");
+}
+
+#[test]
+fn v_reports_the_zone_and_random_modules() {
+    let out = firstbyte(&["-V"]);
+    let text =
+        String::from_utf8_lossy(&out.stderr).into_owned() + &String::from_utf8_lossy(&out.stdout);
+    assert!(text.contains("configure arguments:"), "{text}");
+    // nginx's harness: present unless `--without-...` appears anywhere.
+    assert!(
+        !text.contains("--without-http_upstream_zone_module"),
+        "{text}"
+    );
+    assert!(
+        !text.contains("--without-http_upstream_random_module"),
+        "{text}"
+    );
+}
+
+#[test]
+fn random_spreads_by_weight_and_skips_down_and_failed_servers() {
+    let (a, _) = named("a", 200);
+    let (b, _) = named("b", 200);
+    let (c, c_hits) = named("c", 200);
+    let (_s, port) = front(
+        &format!(
+            "upstream u {{ zone u 64k; random; server 127.0.0.1:{a} weight=3; server 127.0.0.1:{b}; server 127.0.0.1:{c} down; }}"
+        ),
+        "proxy_pass http://u;",
+    );
+    let mut counts = [0usize; 2];
+    for _ in 0..80 {
+        let (status, body) = get(port, "/");
+        assert_eq!(status, 200);
+        match body.as_str() {
+            "a" => counts[0] += 1,
+            "b" => counts[1] += 1,
+            other => panic!("answered by {other:?}"),
+        }
+    }
+    assert_eq!(
+        c_hits.load(Ordering::SeqCst),
+        0,
+        "a down server is never used"
+    );
+    // Expected 60:20; a fair draw is outside these bounds with a probability below 1e-6.
+    assert!(counts[1] > 0 && counts[0] > counts[1], "{counts:?}");
+
+    // A server that fails is retried elsewhere and then rests for fail_timeout.
+    let (d, d_hits) = closer();
+    let (e, _) = named("e", 200);
+    let (_s2, port2) = front(
+        &format!("upstream u {{ random two; server 127.0.0.1:{d}; server 127.0.0.1:{e}; }}"),
+        "proxy_pass http://u;",
+    );
+    for _ in 0..10 {
+        assert_eq!(get(port2, "/"), (200, "e".to_string()));
+    }
+    assert!(
+        d_hits.load(Ordering::SeqCst) <= 1,
+        "the failed server rests"
+    );
+}
+
+#[test]
+fn request_port_is_the_port_of_the_host_that_chose_the_server() {
+    let (_s, port) = front("", "return 200 \"[$is_request_port$request_port]\";");
+    let cases = [
+        ("GET / HTTP/1.0\r\n\r\n", "[]"),
+        ("GET / HTTP/1.0\r\nHost: localhost\r\n\r\n", "[]"),
+        ("GET / HTTP/1.0\r\nHost: localhost:8080\r\n\r\n", "[:8080]"),
+        ("GET / HTTP/1.0\r\nHost: [::1]:9\r\n\r\n", "[:9]"),
+        ("GET / HTTP/1.0\r\nHost: [::1]\r\n\r\n", "[]"),
+        ("GET / HTTP/1.0\r\nHost: localhost:\r\n\r\n", "[]"),
+        ("GET / HTTP/1.0\r\nHost: localhost:0\r\n\r\n", "[]"),
+        // The request line's host comes first, as nginx.
+        (
+            "GET http://localhost:8081/ HTTP/1.0\r\nHost: localhost:9000\r\n\r\n",
+            "[:8081]",
+        ),
+        (
+            "GET http://localhost/ HTTP/1.1\r\nHost: localhost:9000\r\nConnection: close\r\n\r\n",
+            "[]",
+        ),
+    ];
+    for (req, want) in cases {
+        assert_eq!(ask(port, req), (200, want.to_string()), "{req:?}");
+    }
 }
