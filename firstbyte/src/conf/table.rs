@@ -431,7 +431,7 @@ pub(crate) static UNSUPPORTED: &[&str] = &[
     "recursive_error_pages", "reset_timedout_connection",
     "send_lowat",
     "sendfile_max_chunk", "slice",
-    "slice_size", "ssi", "ssl_engine", "ssl_handshake_timeout",
+    "slice_size", "ssl_engine", "ssl_handshake_timeout",
     "ssl_preread", "stream", "sticky",
     "subrequest_output_buffer_size", "thread_pool", "timer_resolution",
     "valid_referers", "worker_aio_requests",
@@ -445,7 +445,7 @@ pub(crate) static UNSUPPORTED: &[&str] = &[
 pub(crate) static UNSUPPORTED_PREFIXES: &[&str] = &[
     "proxy_", "fastcgi_", "uwsgi_", "scgi_", "grpc_", "memcached_", "limit_", "auth_",
     "charset", "http2_", "http3_", "quic_", "js_",
-    "perl", "geoip_", "image_filter", "mp4", "xslt_", "sub_filter", "ssi_", "secure_link",
+    "perl", "geoip_", "image_filter", "mp4", "xslt_", "sub_filter", "secure_link",
     "userid", "map_hash_", "referer_hash_", "modern_browser",
     "ancient_browser", "gunzip", "mirror", "random_index", "real_ip_", "dav_", "keyval",
     "smtp_", "imap_", "pop3_", "health_check", "session_log", "status_zone",

@@ -264,6 +264,8 @@ fn error_inner(
         body_used: r.body_used,
         request_body: r.request_body.clone(),
         www_authenticate: r.www_authenticate.clone(),
+        arc: r.arc,
+        sub: r.sub.clone(),
     };
     let server = r.server.clone();
     let (page_loc, out) = if let Some(name) = target.strip_prefix('@') {

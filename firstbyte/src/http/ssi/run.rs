@@ -1,0 +1,735 @@
+//! [`SsiBody`]: the filtered body, and the commands it runs.
+
+use std::collections::VecDeque;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::task::{Context, Poll};
+
+use bytes::Bytes;
+use http_body::{Frame, SizeHint};
+
+use super::parse::{Command, Event, Parser};
+use super::{encode, split_include, Encoding, Env, Settings, SubFuture, ERRMSG, TIMEFMT};
+use crate::http::body::Body;
+
+/// Most bytes an `include ... set=` keeps (nginx's `subrequest_output_buffer_size` on 64-bit
+/// platforms); a longer answer is an error and leaves the variable unset.
+const SET_LIMIT: usize = 8192;
+
+/// nginx's `if` state: inside none, after `if`/`elif`, after `else`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Cond {
+    None,
+    If,
+    Else,
+}
+
+/// What the commands so far decided.
+struct Ctx {
+    settings: Settings,
+    errmsg: String,
+    timefmt: String,
+    encoding: Encoding,
+    vars: Vec<(String, String)>,
+    output: bool,
+    chosen: bool,
+    cond: Cond,
+    /// The block being defined: its name and text.
+    block: Option<(String, Vec<Bytes>)>,
+    blocks: Vec<(String, Vec<Bytes>)>,
+}
+
+/// An include being answered.
+enum Current {
+    Waiting {
+        fut: SubFuture,
+        set: Option<String>,
+        stub: Option<String>,
+    },
+    Streaming {
+        body: Body,
+        stub: Option<String>,
+        any: bool,
+    },
+    Collecting {
+        body: Body,
+        var: String,
+        buf: Vec<u8>,
+    },
+}
+
+/// A response body with its SSI commands run.
+pub struct SsiBody {
+    inner: Body,
+    inner_done: bool,
+    parser: Parser,
+    events: VecDeque<Event>,
+    scratch: Vec<Event>,
+    out: VecDeque<Bytes>,
+    current: Option<Current>,
+    env: Arc<dyn Env>,
+    ctx: Ctx,
+}
+
+impl SsiBody {
+    /// `inner` filtered, for the request `env`.
+    pub fn new(inner: Body, env: Arc<dyn Env>, settings: Settings) -> Self {
+        SsiBody {
+            inner,
+            inner_done: false,
+            parser: Parser::new(settings.value_length),
+            events: VecDeque::new(),
+            scratch: Vec::new(),
+            out: VecDeque::new(),
+            current: None,
+            env,
+            ctx: Ctx {
+                settings,
+                errmsg: ERRMSG.to_string(),
+                timefmt: TIMEFMT.to_string(),
+                encoding: Encoding::Entity,
+                vars: Vec::new(),
+                output: true,
+                chosen: false,
+                cond: Cond::None,
+                block: None,
+                blocks: Vec::new(),
+            },
+        }
+    }
+
+    fn error(&mut self, why: &str) {
+        crate::fblog!(Error, "{why} while sending response to client");
+        if !self.ctx.settings.silent_errors {
+            self.out.push_back(Bytes::from(self.ctx.errmsg.clone()));
+        }
+    }
+
+    fn emit(&mut self, b: Bytes) {
+        if b.is_empty() {
+            return;
+        }
+        if let Some((_, text)) = self.ctx.block.as_mut() {
+            text.push(b);
+        } else if self.ctx.output {
+            self.out.push_back(b);
+        }
+    }
+
+    fn event(&mut self, e: Event) {
+        match e {
+            Event::Text(t) => self.emit(t),
+            Event::Error(why) => {
+                if self.ctx.output && self.ctx.block.is_none() {
+                    self.error(why)
+                }
+            }
+            // A block keeps its commands as text (nginx writes them back), run when a stub
+            // shows it.
+            Event::Command(c) if self.ctx.block.is_some() && c.name != "endblock" => {
+                let mut t = format!("<!--#{}", c.name);
+                for (n, v) in &c.params {
+                    t.push_str(&format!(" {n}=\"{v}\""));
+                }
+                t.push_str(" -->");
+                self.emit(Bytes::from(t));
+            }
+            Event::Command(c) => {
+                if let Err(why) = self.command(c) {
+                    self.error(&why);
+                }
+            }
+        }
+    }
+
+    /// The value of `$name`: the commands' own variables first, then the request's.
+    fn var(&self, name: &str) -> Option<String> {
+        let name = name.to_ascii_lowercase();
+        if let Some((_, v)) = self.ctx.vars.iter().rev().find(|(n, _)| *n == name) {
+            return Some(v.clone());
+        }
+        match name.as_str() {
+            "date_local" | "date_gmt" => {
+                let now = i64::try_from(crate::log::now().secs).unwrap_or(0);
+                Some(super::format_time(
+                    now,
+                    &self.ctx.timefmt,
+                    name == "date_gmt",
+                ))
+            }
+            _ => self.env.var(&name),
+        }
+    }
+
+    fn set_var(&mut self, name: &str, value: String) {
+        let name = name.to_ascii_lowercase();
+        match self.ctx.vars.iter_mut().find(|(n, _)| *n == name) {
+            Some(slot) => slot.1 = value,
+            None => self.ctx.vars.push((name, value)),
+        }
+    }
+
+    /// nginx's `ngx_http_ssi_evaluate_string`: `$name` and `${name}` replaced, `\` quoting
+    /// the next `\`, `'`, `"` or `$`; `prefix`: a relative path gets the `$uri`'s directory.
+    fn evaluate(&self, text: &str, prefix: bool) -> Result<String, String> {
+        let b = text.as_bytes();
+        let mut out: Vec<u8> = Vec::with_capacity(b.len());
+        let mut i = 0;
+        while i < b.len() {
+            if b[i] == b'$' {
+                i += 1;
+                let bracket = b.get(i) == Some(&b'{');
+                if bracket {
+                    i += 1;
+                }
+                let start = i;
+                while i < b.len() && (b[i].is_ascii_alphanumeric() || b[i] == b'_') {
+                    i += 1;
+                }
+                let name = &text[start..i];
+                if bracket {
+                    if b.get(i) != Some(&b'}') {
+                        return Err(format!(
+                            "the closing bracket in \"{name}\" variable is missing"
+                        ));
+                    }
+                    i += 1;
+                }
+                if name.is_empty() {
+                    return Err(format!("invalid variable name in \"{text}\""));
+                }
+                if let Some(v) = self.var(name) {
+                    out.extend_from_slice(v.as_bytes());
+                }
+            } else if b[i] == b'\\' && i + 1 < b.len() {
+                let c = b[i + 1];
+                if !matches!(c, b'\\' | b'\'' | b'"' | b'$') {
+                    out.push(b'\\');
+                }
+                out.push(c);
+                i += 2;
+            } else {
+                out.push(b[i]);
+                i += 1;
+            }
+        }
+        let mut s = String::from_utf8_lossy(&out).into_owned();
+        if prefix && !s.is_empty() && !s.starts_with('/') {
+            let uri = self.env.uri();
+            let dir = &uri[..uri.rfind('/').map_or(0, |p| p + 1)];
+            s.insert_str(0, dir);
+        }
+        Ok(s)
+    }
+
+    fn command(&mut self, c: Command) -> Result<(), String> {
+        let name = c.name.as_str();
+        // Inside a block only its end counts; the rest is the block's text.
+        if self.ctx.block.is_some() {
+            if name == "endblock" {
+                if let Some(b) = self.ctx.block.take() {
+                    self.ctx.blocks.push(b);
+                }
+            }
+            return Ok(());
+        }
+        let conditional = matches!(name, "if" | "elif" | "else" | "endif");
+        if !self.ctx.output && !conditional {
+            return Ok(());
+        }
+        let allowed: &[&str] = match name {
+            "echo" => &["var", "default", "encoding"],
+            "set" => &["var", "value"],
+            "if" | "elif" => &["expr"],
+            "else" | "endif" | "endblock" => &[],
+            "config" => &["errmsg", "timefmt"],
+            "include" => &["virtual", "file", "wait", "set", "stub"],
+            "block" => &["name"],
+            _ => return Err(format!("invalid SSI command: \"{name}\"")),
+        };
+        if let Some((p, _)) = c
+            .params
+            .iter()
+            .find(|(p, _)| !allowed.contains(&p.as_str()))
+        {
+            return Err(format!(
+                "invalid parameter name: \"{p}\" in SSI command \"{name}\""
+            ));
+        }
+        let need = |p: &str| {
+            c.param(p)
+                .ok_or_else(|| format!("no parameter \"{p}\" in SSI command \"{name}\""))
+        };
+        match name {
+            "echo" => {
+                let var = need("var")?;
+                let value = match self.var(var) {
+                    Some(v) => v,
+                    None => match c.param("default") {
+                        Some(d) => self.evaluate(d, false)?,
+                        None => "(none)".to_string(),
+                    },
+                };
+                if let Some(e) = c.param("encoding") {
+                    match e {
+                        "none" => self.ctx.encoding = Encoding::None,
+                        "url" => self.ctx.encoding = Encoding::Url,
+                        "entity" => self.ctx.encoding = Encoding::Entity,
+                        _ => {
+                            crate::fblog!(Error, "unknown encoding \"{e}\" in the \"echo\" command")
+                        }
+                    }
+                }
+                let v = encode(&value, self.ctx.encoding);
+                self.emit(Bytes::from(v));
+            }
+            "set" => {
+                let var = need("var")?.to_string();
+                let value = self.evaluate(need("value")?, false)?;
+                self.set_var(&var, value);
+            }
+            "config" => {
+                if let Some(m) = c.param("errmsg") {
+                    self.ctx.errmsg = m.to_string();
+                }
+                if let Some(t) = c.param("timefmt") {
+                    self.ctx.timefmt = t.to_string();
+                }
+            }
+            "if" | "elif" => {
+                let expr = need("expr")?.to_string();
+                if name == "if" && self.ctx.cond != Cond::None {
+                    return Err("the \"if\" command inside the \"if\" command".into());
+                }
+                if name == "elif" && self.ctx.cond != Cond::If {
+                    return Err("the \"elif\" command without \"if\"".into());
+                }
+                self.ctx.cond = Cond::If;
+                if self.ctx.chosen {
+                    self.ctx.output = false;
+                    return Ok(());
+                }
+                let yes = self.condition(&expr)?;
+                self.ctx.output = yes;
+                self.ctx.chosen = yes;
+            }
+            "else" => {
+                if self.ctx.cond != Cond::If {
+                    return Err("the \"else\" command without \"if\"".into());
+                }
+                self.ctx.output = !self.ctx.chosen;
+                self.ctx.cond = Cond::Else;
+            }
+            "endif" => {
+                if self.ctx.cond == Cond::None {
+                    return Err("the \"endif\" command without \"if\"".into());
+                }
+                self.ctx.output = true;
+                self.ctx.chosen = false;
+                self.ctx.cond = Cond::None;
+            }
+            "block" => {
+                let n = need("name")?.to_string();
+                self.ctx.block = Some((n, Vec::new()));
+            }
+            "endblock" => {}
+            "include" => self.include(&c)?,
+            _ => {}
+        }
+        Ok(())
+    }
+
+    /// nginx's `if expr=`: `LEFT` (true when not empty), `LEFT = RIGHT`, `LEFT != RIGHT`,
+    /// RIGHT a string or `/regex/` (its captures become `$1`.. and named variables).
+    fn condition(&mut self, expr: &str) -> Result<bool, String> {
+        let end = expr
+            .bytes()
+            .position(|b| {
+                !(b.is_ascii_alphanumeric()
+                    || matches!(b, b'$' | b'{' | b'}' | b'_' | b'"' | b'\''))
+            })
+            .unwrap_or(expr.len());
+        let left = self.evaluate(&expr[..end].to_ascii_lowercase(), false)?;
+        let rest = expr[end..].trim_start_matches(' ');
+        if rest.is_empty() {
+            return Ok(!left.is_empty());
+        }
+        let (negative, rest) = if let Some(r) = rest.strip_prefix("!=") {
+            (true, r)
+        } else if let Some(r) = rest.strip_prefix('=') {
+            (false, r)
+        } else {
+            return Err(format!("invalid expression in \"{expr}\""));
+        };
+        let rest = rest.trim_start_matches(' ');
+        let matched = if rest.len() >= 2 && rest.starts_with('/') {
+            let Some(re) = rest[1..].strip_suffix('/') else {
+                return Err(format!("invalid expression in \"{expr}\""));
+            };
+            let re = self.evaluate(re, false)?;
+            let re = regex::RegexBuilder::new(&re)
+                .size_limit(1 << 20)
+                .build()
+                .map_err(|e| format!("invalid regex in \"{expr}\": {e}"))?;
+            match re.captures(&left) {
+                Some(caps) => {
+                    for (i, name) in re.capture_names().enumerate() {
+                        let v = caps.get(i).map_or("", |m| m.as_str()).to_string();
+                        self.set_var(&i.to_string(), v.clone());
+                        if let Some(n) = name {
+                            self.set_var(n, v);
+                        }
+                    }
+                    true
+                }
+                None => false,
+            }
+        } else {
+            let right = rest
+                .strip_prefix("\\/")
+                .map_or(rest.to_string(), |r| format!("/{r}"));
+            left == self.evaluate(&right, false)?
+        };
+        Ok(matched != negative)
+    }
+
+    fn include(&mut self, c: &Command) -> Result<(), String> {
+        let target = match (c.param("virtual"), c.param("file")) {
+            (Some(_), Some(_)) => {
+                return Err("\"virtual\" and \"file\" parameters in \"include\" command".into())
+            }
+            (Some(u), None) | (None, Some(u)) => u.to_string(),
+            (None, None) => return Err("no parameter in \"include\" SSI command".into()),
+        };
+        if let Some(w) = c.param("wait") {
+            if w != "yes" && w != "no" {
+                return Err(format!("invalid value \"{w}\" for \"wait\" parameter"));
+            }
+        }
+        let stub = c.param("stub").map(str::to_string);
+        if let Some(s) = &stub {
+            if !self.ctx.blocks.iter().any(|(n, _)| n == s) {
+                return Err(format!("\"{s}\" SSI block is not defined"));
+            }
+        }
+        let uri = self.evaluate(&target, true)?;
+        let (path, args) = split_include(&uri).map_err(|e| format!("{e} \"{uri}\""))?;
+        let fut = self.env.include(path, args).map_err(str::to_string)?;
+        self.current = Some(Current::Waiting {
+            fut,
+            set: c.param("set").map(str::to_string),
+            stub,
+        });
+        Ok(())
+    }
+
+    /// Shows the block `name`: its text with its commands run (in a filter of its own).
+    fn stub(&mut self, name: &str) {
+        if let Some((_, text)) = self.ctx.blocks.iter().find(|(n, _)| n == name) {
+            let text: Vec<u8> = text.iter().flat_map(|b| b.iter().copied()).collect();
+            let inner = SsiBody::new(
+                Body::full(text),
+                self.env.clone(),
+                self.ctx.settings.clone(),
+            );
+            self.current = Some(Current::Streaming {
+                body: Body::Stream(crate::http::body::BoxBody::new(inner)),
+                stub: None,
+                any: true,
+            });
+        }
+    }
+
+    /// Drives the include under way; Ready(Some) with bytes to send, Ready(None) when it is
+    /// done, Pending while it waits.
+    fn poll_current(&mut self, cx: &mut Context<'_>) -> Poll<Option<Bytes>> {
+        use http_body::Body as _;
+        loop {
+            let Some(cur) = self.current.as_mut() else {
+                return Poll::Ready(None);
+            };
+            match cur {
+                Current::Waiting { fut, set, stub } => {
+                    let (status, body) = std::task::ready!(fut.as_mut().poll(cx));
+                    let (set, stub) = (set.take(), stub.take());
+                    self.current = None;
+                    if let Some(var) = set {
+                        self.current = Some(Current::Collecting {
+                            body,
+                            var,
+                            buf: Vec::new(),
+                        });
+                    } else if status >= 400 && stub.is_some() {
+                        self.stub(stub.as_deref().unwrap_or_default());
+                    } else {
+                        self.current = Some(Current::Streaming {
+                            body,
+                            stub,
+                            any: false,
+                        });
+                    }
+                }
+                Current::Streaming { body, stub, any } => {
+                    match std::task::ready!(Pin::new(body).poll_frame(cx)) {
+                        Some(Ok(f)) => {
+                            if let Ok(d) = f.into_data() {
+                                if !d.is_empty() {
+                                    *any = true;
+                                    return Poll::Ready(Some(d));
+                                }
+                            }
+                        }
+                        Some(Err(e)) => {
+                            self.current = None;
+                            crate::fblog!(Error, "SSI include failed: {e}");
+                            return Poll::Ready(None);
+                        }
+                        None => {
+                            let stub = if *any { None } else { stub.take() };
+                            self.current = None;
+                            if let Some(s) = stub {
+                                self.stub(&s);
+                            }
+                        }
+                    }
+                }
+                Current::Collecting { body, var, buf } => {
+                    match std::task::ready!(Pin::new(body).poll_frame(cx)) {
+                        Some(Ok(f)) => {
+                            if let Ok(d) = f.into_data() {
+                                if buf.len() + d.len() > SET_LIMIT {
+                                    self.current = None;
+                                    self.error("too big subrequest response");
+                                    return Poll::Ready(None);
+                                }
+                                buf.extend_from_slice(&d);
+                            }
+                        }
+                        Some(Err(e)) => {
+                            self.current = None;
+                            crate::fblog!(Error, "SSI include failed: {e}");
+                            return Poll::Ready(None);
+                        }
+                        None => {
+                            let (var, v) = (var.clone(), String::from_utf8_lossy(buf).into_owned());
+                            self.current = None;
+                            self.set_var(&var, v);
+                            return Poll::Ready(None);
+                        }
+                    }
+                }
+            }
+        }
+    }
+}
+
+impl http_body::Body for SsiBody {
+    type Data = Bytes;
+    type Error = std::io::Error;
+
+    fn poll_frame(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, std::io::Error>>> {
+        let this = self.get_mut();
+        loop {
+            if let Some(b) = this.out.pop_front() {
+                return Poll::Ready(Some(Ok(Frame::data(b))));
+            }
+            if this.current.is_some() {
+                match this.poll_current(cx) {
+                    Poll::Pending => return Poll::Pending,
+                    Poll::Ready(Some(b)) => return Poll::Ready(Some(Ok(Frame::data(b)))),
+                    Poll::Ready(None) => continue,
+                }
+            }
+            if let Some(e) = this.events.pop_front() {
+                this.event(e);
+                continue;
+            }
+            if this.inner_done {
+                return Poll::Ready(None);
+            }
+            match std::task::ready!(Pin::new(&mut this.inner).poll_frame(cx)) {
+                Some(Ok(f)) => {
+                    if let Ok(d) = f.into_data() {
+                        this.parser.feed(&d, &mut this.scratch);
+                        this.events.extend(this.scratch.drain(..));
+                    }
+                }
+                Some(Err(e)) => return Poll::Ready(Some(Err(e))),
+                None => {
+                    this.inner_done = true;
+                    this.parser.finish(&mut this.scratch);
+                    this.events.extend(this.scratch.drain(..));
+                }
+            }
+        }
+    }
+
+    fn size_hint(&self) -> SizeHint {
+        SizeHint::default()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Variables `a`=`A<`, `uri`; includes answer "[URI?ARGS]", or 404 for `/missing`.
+    struct TestEnv;
+
+    impl Env for TestEnv {
+        fn var(&self, name: &str) -> Option<String> {
+            match name {
+                "a" => Some("A<".into()),
+                "empty" => Some(String::new()),
+                _ => None,
+            }
+        }
+        fn uri(&self) -> &str {
+            "/dir/page.html"
+        }
+        fn include(&self, uri: String, args: Option<String>) -> Result<SubFuture, &'static str> {
+            if uri == "/deep" {
+                return Err("subrequests cycle");
+            }
+            Ok(Box::pin(async move {
+                if uri == "/missing" {
+                    return (404, Body::Empty);
+                }
+                let s = format!("[{uri}?{}]", args.unwrap_or_default());
+                (200, Body::full(s))
+            }))
+        }
+    }
+
+    fn render(input: &str, silent: bool) -> String {
+        let settings = Settings {
+            silent_errors: silent,
+            value_length: 256,
+        };
+        let mut out = Vec::new();
+        // Every split point of the source into two chunks gives the same output.
+        for at in [None, Some(input.len() / 2), Some(1)] {
+            let inner = match at {
+                None => Body::full(input.to_string()),
+                Some(at) => {
+                    let (a, b) = input.split_at(at.min(input.len()));
+                    let chunks: Vec<Result<Frame<Bytes>, std::io::Error>> = vec![
+                        Ok(Frame::data(Bytes::copy_from_slice(a.as_bytes()))),
+                        Ok(Frame::data(Bytes::copy_from_slice(b.as_bytes()))),
+                    ];
+                    Body::Stream(crate::http::body::BoxBody::new(TestStream(chunks.into())))
+                }
+            };
+            let mut body = SsiBody::new(inner, Arc::new(TestEnv), settings.clone());
+            let waker = std::task::Waker::noop();
+            let mut cx = Context::from_waker(waker);
+            let mut s = Vec::new();
+            loop {
+                use http_body::Body as _;
+                match Pin::new(&mut body).poll_frame(&mut cx) {
+                    Poll::Ready(Some(Ok(f))) => {
+                        s.extend_from_slice(&f.into_data().unwrap_or_default())
+                    }
+                    Poll::Ready(None) => break,
+                    Poll::Ready(Some(Err(e))) => panic!("{e}"),
+                    Poll::Pending => panic!("test includes never wait"),
+                }
+            }
+            out.push(String::from_utf8(s).expect("utf-8"));
+        }
+        assert!(out.windows(2).all(|w| w[0] == w[1]), "{out:?}");
+        out.remove(0)
+    }
+
+    struct TestStream(VecDeque<Result<Frame<Bytes>, std::io::Error>>);
+
+    impl http_body::Body for TestStream {
+        type Data = Bytes;
+        type Error = std::io::Error;
+        fn poll_frame(
+            mut self: Pin<&mut Self>,
+            _: &mut Context<'_>,
+        ) -> Poll<Option<Result<Frame<Bytes>, std::io::Error>>> {
+            Poll::Ready(self.0.pop_front())
+        }
+    }
+
+    #[test]
+    fn echo_set_encodings() {
+        assert_eq!(render("x<!--#echo var=\"a\" -->y", false), "xA&lt;y");
+        assert_eq!(render("<!--#echo var=\"nope\" -->", false), "(none)");
+        assert_eq!(
+            render("<!--#echo var=\"nope\" default=\"d$a\" -->", false),
+            "dA&lt;"
+        );
+        assert_eq!(
+            render(
+                "<!--#set var=\"v\" value=\"<$a\\$>\" --><!--#echo var=\"v\" encoding=\"none\" -->",
+                false
+            ),
+            "<A<$>"
+        );
+        assert_eq!(
+            render("<!--#echo var=\"a\" encoding=\"url\" -->", false),
+            "A%3C"
+        );
+    }
+
+    #[test]
+    fn conditions() {
+        let t = "<!--#if expr=\"$a\" -->1<!--#else -->2<!--#endif -->";
+        assert_eq!(render(t, false), "1");
+        let t = "<!--#if expr=\"$empty\" -->1<!--#elif expr=\"$a = A<\" -->2<!--#else -->3<!--#endif -->";
+        assert_eq!(render(t, false), "2");
+        let t = "<!--#if expr=\"$a != A<\" -->1<!--#else -->2<!--#endif -->";
+        assert_eq!(render(t, false), "2");
+        let t = "<!--#if expr=\"$a = /^(?P<first>.)(.)\\$/\" --><!--#echo var=\"2\" --><!--#echo var=\"first\" --><!--#endif -->";
+        assert_eq!(render(t, false), "&lt;A");
+        // No `if` inside `if` (nginx): nesting is refused, not stacked.
+        let t = "<!--#if expr=\"$a\" --><!--#if expr=\"$a\" -->x<!--#endif -->y";
+        assert_eq!(render(t, true), "xy");
+        assert_eq!(render("<!--#endif -->z", false), format!("{ERRMSG}z"));
+    }
+
+    #[test]
+    fn errors_and_config() {
+        assert_eq!(render("<!--#bogus -->a", false), format!("{ERRMSG}a"));
+        assert_eq!(render("<!--#bogus -->a", true), "a");
+        assert_eq!(
+            render("<!--#config errmsg=\"E\" --><!--#echo -->", false),
+            "E"
+        );
+        assert_eq!(render("a<!--#echo var=\"a\"", false), format!("a{ERRMSG}"));
+        assert_eq!(
+            render("<!--#config timefmt=\"%Y\" --><!--#if expr=\"$date_gmt = /^2\\d\\d\\d\\$/\" -->ok<!--#endif -->", false),
+            "ok"
+        );
+    }
+
+    #[test]
+    fn includes_and_stubs() {
+        assert_eq!(
+            render("a<!--#include virtual=\"x.html?q=1\" -->b", false),
+            "a[/dir/x.html?q=1]b"
+        );
+        assert_eq!(
+            render("<!--#include virtual=\"/y?$a\" set=\"v\" -->-<!--#echo var=\"v\" encoding=\"none\" -->", false),
+            "-[/y?A<]"
+        );
+        assert_eq!(
+            render("<!--#block name=\"s\" -->STUB<!--#echo var=\"a\" --><!--#endblock --><!--#include virtual=\"/missing\" stub=\"s\" -->.", false),
+            "STUBA&lt;."
+        );
+        assert_eq!(
+            render("<!--#include virtual=\"/deep\" -->.", false),
+            format!("{ERRMSG}.")
+        );
+        assert_eq!(
+            render("<!--#include virtual=\"/../etc/passwd\" -->.", false),
+            format!("{ERRMSG}.")
+        );
+    }
+}
