@@ -206,7 +206,7 @@ macro_rules! loc_directives {
         "ssi" ssi: bool = false =>
             (HSL, 1, 1, "off", Inherit, p::on_off)
             "Run the SSI commands (`<!--#echo -->`, `set`, `if`/`elif`/`else`/`endif`, `config`, `include virtual=`/`file=` with `wait`, `set` and `stub`, `block`/`endblock`) in responses whose type is in `ssi_types`, as the body streams through; such a response loses `Content-Length`, `Accept-Ranges` and (unless `ssi_last_modified`) `Last-Modified` and `ETag`. An include is a subrequest run on the same connection (50 deep at most, 1000 per request); its answer is spliced in place, and the page after it waits for it (nginx runs includes side by side; the bytes are the same).";
-        "ssi_types" ssi_types: Vec<String> = Vec::new() =>
+        "ssi_types" ssi_types: Vec<String> = vec!["text/html".to_string()] =>
             (HSL, 1, ANY, "text/html", Inherit, p::mime_types)
             "MIME types `ssi` applies to besides `text/html`; `*`: all.";
         "ssi_silent_errors" ssi_silent_errors: bool = false =>
@@ -219,6 +219,14 @@ macro_rules! loc_directives {
         "ssi_last_modified" ssi_last_modified: bool = false =>
             (HSL, 1, 1, "off", Inherit, p::on_off)
             "Keep `Last-Modified` (and a weak `ETag`) of a response SSI processes.";
+        // 1460: nginx's default.
+        "postpone_output" postpone_output: u64 = 1460 =>
+            (HSL, 1, 1, "1460", Inherit, p::bytes)
+            "Accepted as nginx (how much output it gathers before a write); firstbyte writes each part of a body as it is ready, and the TLS layer fills its records.";
+        // 2m: nginx's default since 1.21.4.
+        "sendfile_max_chunk" sendfile_max_chunk: u64 = 2 << 20 =>
+            (HSL, 1, 1, "2m", Inherit, p::bytes)
+            "Accepted as nginx; firstbyte's `sendfile` calls move at most 64 KB each already.";
         // 1k: nginx's default.
         "ssi_min_file_chunk" ssi_min_file_chunk: u64 = 1024 =>
             (HSL, 1, 1, "1k", Inherit, p::bytes)

@@ -437,6 +437,16 @@ impl Vars for RequestVars<'_> {
             }
             "time_local" => Some(Cow::Owned(crate::log::now().time_local.clone())),
             "time_iso8601" => Some(Cow::Owned(crate::log::now().iso8601.clone())),
+            // nginx's SSI module's: the time in its default `timefmt` (the SSI filter's
+            // own `config timefmt` applies inside a page).
+            "date_gmt" | "date_local" => {
+                let now = i64::try_from(crate::log::now().secs).unwrap_or(0);
+                Some(Cow::Owned(crate::http::ssi::format_time(
+                    now,
+                    crate::http::ssi::TIMEFMT,
+                    name == "date_gmt",
+                )))
+            }
             "msec" => {
                 let d = std::time::SystemTime::now()
                     .duration_since(std::time::UNIX_EPOCH)
