@@ -28,6 +28,9 @@ http {
         location /keep/ { ssi on; ssi_last_modified on; }
         location /proxy/ { proxy_pass http://127.0.0.1:{port1}/; }
         location /secret/ { internal; }
+        location /ret/ { ssi on; set $http_foo "set_foo"; return 200 'R<!--#echo var="http_foo" -->R'; }
+        location /other/ { set $http_bar "set_bar"; }
+        location /ret2/ { ssi on; return 200 'R<!--#echo var="http_bar" -->R'; }
     }
     server {
         listen 127.0.0.1:{port1};
@@ -201,4 +204,22 @@ fn hostile_pages() {
     assert!((900..=1001).contains(&ys), "{ys} includes");
     // The server is still there.
     assert_eq!(get(p[0], "/if.html?a=yes").1, "YES");
+}
+
+/// `return`'s text is typed by the URI's extension (nginx's `ngx_http_set_content_type`), so
+/// SSI runs in it; a `set` variable named like a header variable is the header until a `set`
+/// in this request gives it a value (rewrite_set.t).
+#[test]
+fn return_text_and_set_header_variables() {
+    let (_s, p) = start();
+    let (code, h, body) = get_with(p[0], "/ret/x.html", "Foo: orig\r\n");
+    assert_eq!(code, 200);
+    assert_eq!(header(&h, "content-type"), Some("text/html"));
+    assert_eq!(body, b"Rset_fooR");
+    let (_, _, body) = get_with(p[0], "/ret2/x.html", "Bar: orig\r\n");
+    assert_eq!(body, b"RorigR");
+    // No html extension: the location's default_type, no SSI.
+    let (_, h, body) = get_with(p[0], "/ret2/x", "Bar: orig\r\n");
+    assert_eq!(header(&h, "content-type"), Some("text/plain"));
+    assert_eq!(body, b"R<!--#echo var=\"http_bar\" -->R");
 }

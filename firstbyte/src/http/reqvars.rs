@@ -548,7 +548,9 @@ impl Vars for RequestVars<'_> {
             "nginx_version" | "firstbyte_version" => Some(Cow::Borrowed(env!("CARGO_PKG_VERSION"))),
             "record_policy" => Some(Cow::Borrowed(self.conn.record_policy)),
             _ => {
-                if let Some(h) = name.strip_prefix("http_") {
+                if let Some(v) = self.user.and_then(|u| u.assigned(name)) {
+                    Some(Cow::Borrowed(v))
+                } else if let Some(h) = name.strip_prefix("http_") {
                     header(self.headers, h)
                 } else if let Some(h) = name.strip_prefix("sent_http_") {
                     self.response_headers.and_then(|rh| header(rh, h))

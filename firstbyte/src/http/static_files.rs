@@ -427,6 +427,13 @@ fn response(status: StatusCode, headers: HeaderMap, body: Body) -> Response<Body
     r
 }
 
+/// `content_type` for a URI (nginx's `ngx_http_set_content_type` with `r->exten`: a
+/// `return`'s text is typed by the URI's extension too).
+pub fn uri_content_type<'a>(loc: &'a LocationConf, uri: &str) -> &'a str {
+    let last = uri.rsplit('/').next().unwrap_or_default();
+    content_type(loc, Path::new(last))
+}
+
 /// `types` by the lower-cased extension (the text after the last `.` of the file name),
 /// else `default_type`.
 fn content_type<'a>(loc: &'a LocationConf, path: &Path) -> &'a str {
