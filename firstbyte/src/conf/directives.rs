@@ -205,7 +205,7 @@ macro_rules! loc_directives {
             "Replace a charset the response already names (a proxied one) with `charset`'s.";
         "ssi" ssi: bool = false =>
             (HSL, 1, 1, "off", Inherit, p::on_off)
-            "Run the SSI commands (`<!--#echo -->`, `set`, `if`/`elif`/`else`/`endif`, `config`, `include virtual=`/`file=` with `wait`, `set` and `stub`, `block`/`endblock`) in responses whose type is in `ssi_types`, as the body streams through; such a response loses `Content-Length`, `Accept-Ranges` and (unless `ssi_last_modified`) `Last-Modified` and `ETag`. An include is a subrequest run on the same connection (50 deep at most, 1000 per request); its answer is spliced in place, and the page after it waits for it (nginx runs includes side by side; the bytes are the same).";
+            "Run the SSI commands (`<!--#echo -->`, `set`, `if`/`elif`/`else`/`endif`, `config`, `include virtual=`/`file=` with `wait`, `set` and `stub`, `block`/`endblock`) in responses whose type is in `ssi_types`, as the body streams through; such a response loses `Content-Length`, `Accept-Ranges` and (unless `ssi_last_modified`) `Last-Modified` and `ETag`. An include is a subrequest run on the same connection (50 deep at most, 1000 per request); its answer is spliced in place, in order; includes run side by side (up to 16 ahead of the one being sent) unless `wait=yes` or `set=` holds the page until one is done.";
         "ssi_types" ssi_types: Vec<String> = vec!["text/html".to_string()] =>
             (HSL, 1, ANY, "text/html", Inherit, p::mime_types)
             "MIME types `ssi` applies to besides `text/html`; `*`: all.";

@@ -3,10 +3,11 @@
 //! [`parse`] cuts the body's chunks into text and commands; [`SsiBody`] is the filtered body:
 //! it runs each command in order (`echo`, `set`, `if`/`elif`/`else`/`endif`, `config`,
 //! `include`, `block`/`endblock`) and splices an `include`'s answer in its place. An include
-//! is a subrequest the pipeline runs on the same task ([`Env::include`]); the body after it
-//! waits until its answer has been sent (or read, for `set=`), so output keeps its order and
-//! a command after an include sees what it set. nginx runs subrequests side by side; firstbyte
-//! one after the other (the same bytes, in the same order).
+//! is a subrequest the pipeline runs on the same task ([`Env::include`]); its answer is sent
+//! in its place, in order. While one include is being waited for, the page is read on and the
+//! includes after it are started side by side, as nginx does (at most 16 ahead and 64 KB of
+//! text kept behind it); `wait=yes` and `set=` stop the page until that include is done, so a
+//! command after it sees what it set.
 
 pub mod parse;
 mod run;

@@ -39,17 +39,53 @@ struct Ctx {
     blocks: Vec<(String, Vec<Bytes>)>,
 }
 
+/// Includes started ahead of the one being sent, at most (nginx starts them all).
+const AHEAD_INCLUDES: usize = 16;
+/// Text kept behind an include being sent, at most, before the page waits for it.
+const AHEAD_BYTES: usize = 64 * 1024;
+
+/// An include's answer, on its way or arrived.
+struct Answer {
+    fut: Option<SubFuture>,
+    ready: Option<(u16, Body)>,
+}
+
+impl Answer {
+    fn poll(&mut self, cx: &mut Context<'_>) -> Poll<()> {
+        if let Some(f) = self.fut.as_mut() {
+            let a = std::task::ready!(f.as_mut().poll(cx));
+            self.ready = Some(a);
+            self.fut = None;
+        }
+        Poll::Ready(())
+    }
+}
+
+/// What the page sends next, in order.
+enum Piece {
+    Data(Bytes),
+    Include {
+        answer: Answer,
+        set: Option<String>,
+        stub: Option<String>,
+        /// `wait=yes` or `set=`: nothing after it runs until it is done.
+        blocking: bool,
+    },
+}
+
 /// An include being answered.
 enum Current {
     Waiting {
-        fut: SubFuture,
+        answer: Answer,
         set: Option<String>,
         stub: Option<String>,
+        blocking: bool,
     },
     Streaming {
         body: Body,
         stub: Option<String>,
         any: bool,
+        blocking: bool,
     },
     Collecting {
         body: Body,
@@ -65,8 +101,10 @@ pub struct SsiBody {
     parser: Parser,
     events: VecDeque<Event>,
     scratch: Vec<Event>,
-    out: VecDeque<Bytes>,
+    out: VecDeque<Piece>,
     current: Option<Current>,
+    /// The source's error, met while reading ahead.
+    failed: Option<std::io::Error>,
     env: Arc<dyn Env>,
     ctx: Ctx,
 }
@@ -82,6 +120,7 @@ impl SsiBody {
             scratch: Vec::new(),
             out: VecDeque::new(),
             current: None,
+            failed: None,
             env,
             ctx: Ctx {
                 settings,
@@ -101,7 +140,8 @@ impl SsiBody {
     fn error(&mut self, why: &str) {
         crate::fblog!(Error, "{why} while sending response to client");
         if !self.ctx.settings.silent_errors {
-            self.out.push_back(Bytes::from(self.ctx.errmsg.clone()));
+            self.out
+                .push_back(Piece::Data(Bytes::from(self.ctx.errmsg.clone())));
         }
     }
 
@@ -112,7 +152,7 @@ impl SsiBody {
         if let Some((_, text)) = self.ctx.block.as_mut() {
             text.push(b);
         } else if self.ctx.output {
-            self.out.push_back(b);
+            self.out.push_back(Piece::Data(b));
         }
     }
 
@@ -415,9 +455,14 @@ impl SsiBody {
         let uri = self.evaluate(&target, true)?;
         let (path, args) = split_include(&uri).map_err(|e| format!("{e} \"{uri}\""))?;
         let fut = self.env.include(path, args).map_err(str::to_string)?;
-        self.current = Some(Current::Waiting {
-            fut,
-            set: c.param("set").map(str::to_string),
+        let set = c.param("set").map(str::to_string);
+        self.out.push_back(Piece::Include {
+            answer: Answer {
+                fut: Some(fut),
+                ready: None,
+            },
+            blocking: set.is_some() || c.param("wait") == Some("yes"),
+            set,
             stub,
         });
         Ok(())
@@ -436,6 +481,7 @@ impl SsiBody {
                 body: Body::Stream(crate::http::body::BoxBody::new(inner)),
                 stub: None,
                 any: true,
+                blocking: true,
             });
         }
     }
@@ -449,9 +495,15 @@ impl SsiBody {
                 return Poll::Ready(None);
             };
             match cur {
-                Current::Waiting { fut, set, stub } => {
-                    let (status, body) = std::task::ready!(fut.as_mut().poll(cx));
-                    let (set, stub) = (set.take(), stub.take());
+                Current::Waiting {
+                    answer,
+                    set,
+                    stub,
+                    blocking,
+                } => {
+                    std::task::ready!(answer.poll(cx));
+                    let (status, body) = answer.ready.take().unwrap_or((500, Body::Empty));
+                    let (set, stub, blocking) = (set.take(), stub.take(), *blocking);
                     self.current = None;
                     if let Some(var) = set {
                         self.current = Some(Current::Collecting {
@@ -466,33 +518,34 @@ impl SsiBody {
                             body,
                             stub,
                             any: false,
+                            blocking,
                         });
                     }
                 }
-                Current::Streaming { body, stub, any } => {
-                    match std::task::ready!(Pin::new(body).poll_frame(cx)) {
-                        Some(Ok(f)) => {
-                            if let Ok(d) = f.into_data() {
-                                if !d.is_empty() {
-                                    *any = true;
-                                    return Poll::Ready(Some(d));
-                                }
-                            }
-                        }
-                        Some(Err(e)) => {
-                            self.current = None;
-                            crate::fblog!(Error, "SSI include failed: {e}");
-                            return Poll::Ready(None);
-                        }
-                        None => {
-                            let stub = if *any { None } else { stub.take() };
-                            self.current = None;
-                            if let Some(s) = stub {
-                                self.stub(&s);
+                Current::Streaming {
+                    body, stub, any, ..
+                } => match std::task::ready!(Pin::new(body).poll_frame(cx)) {
+                    Some(Ok(f)) => {
+                        if let Ok(d) = f.into_data() {
+                            if !d.is_empty() {
+                                *any = true;
+                                return Poll::Ready(Some(d));
                             }
                         }
                     }
-                }
+                    Some(Err(e)) => {
+                        self.current = None;
+                        crate::fblog!(Error, "SSI include failed: {e}");
+                        return Poll::Ready(None);
+                    }
+                    None => {
+                        let stub = if *any { None } else { stub.take() };
+                        self.current = None;
+                        if let Some(s) = stub {
+                            self.stub(&s);
+                        }
+                    }
+                },
                 Current::Collecting { body, var, buf } => {
                     match std::task::ready!(Pin::new(body).poll_frame(cx)) {
                         Some(Ok(f)) => {
@@ -523,6 +576,83 @@ impl SsiBody {
     }
 }
 
+/// What one step of reading the page did.
+enum Step {
+    Progress,
+    Pending,
+    Done,
+}
+
+impl SsiBody {
+    /// Whether an include that the rest of the page waits for is not done.
+    fn blocked(&self) -> bool {
+        matches!(
+            self.current,
+            Some(Current::Waiting { blocking: true, .. })
+                | Some(Current::Streaming { blocking: true, .. })
+                | Some(Current::Collecting { .. })
+        ) || self
+            .out
+            .iter()
+            .any(|p| matches!(p, Piece::Include { blocking: true, .. }))
+    }
+
+    /// Runs the next command or reads the next chunk of the page.
+    fn advance(&mut self, cx: &mut Context<'_>) -> Step {
+        use http_body::Body as _;
+        if let Some(e) = self.events.pop_front() {
+            self.event(e);
+            return Step::Progress;
+        }
+        if self.inner_done {
+            return Step::Done;
+        }
+        match Pin::new(&mut self.inner).poll_frame(cx) {
+            Poll::Pending => Step::Pending,
+            Poll::Ready(Some(Ok(f))) => {
+                if let Ok(d) = f.into_data() {
+                    self.parser.feed(&d, &mut self.scratch);
+                    self.events.extend(self.scratch.drain(..));
+                }
+                Step::Progress
+            }
+            Poll::Ready(Some(Err(e))) => {
+                self.inner_done = true;
+                self.failed = Some(e);
+                Step::Progress
+            }
+            Poll::Ready(None) => {
+                self.inner_done = true;
+                self.parser.finish(&mut self.scratch);
+                self.events.extend(self.scratch.drain(..));
+                Step::Progress
+            }
+        }
+    }
+
+    /// While the include being sent waits: the includes after it are started and the page
+    /// read on, within bounds. Whether anything moved.
+    fn look_ahead(&mut self, cx: &mut Context<'_>) -> bool {
+        let mut moved = false;
+        let (mut includes, mut bytes) = (0, 0);
+        for p in self.out.iter_mut() {
+            match p {
+                Piece::Data(b) => bytes += b.len(),
+                Piece::Include { answer, .. } => {
+                    includes += 1;
+                    if answer.fut.is_some() && answer.poll(cx).is_ready() {
+                        moved = true;
+                    }
+                }
+            }
+        }
+        if self.blocked() || includes >= AHEAD_INCLUDES || bytes >= AHEAD_BYTES {
+            return moved;
+        }
+        matches!(self.advance(cx), Step::Progress) || moved
+    }
+}
+
 impl http_body::Body for SsiBody {
     type Data = Bytes;
     type Error = std::io::Error;
@@ -533,36 +663,43 @@ impl http_body::Body for SsiBody {
     ) -> Poll<Option<Result<Frame<Bytes>, std::io::Error>>> {
         let this = self.get_mut();
         loop {
-            if let Some(b) = this.out.pop_front() {
-                return Poll::Ready(Some(Ok(Frame::data(b))));
-            }
             if this.current.is_some() {
                 match this.poll_current(cx) {
-                    Poll::Pending => return Poll::Pending,
                     Poll::Ready(Some(b)) => return Poll::Ready(Some(Ok(Frame::data(b)))),
                     Poll::Ready(None) => continue,
-                }
-            }
-            if let Some(e) = this.events.pop_front() {
-                this.event(e);
-                continue;
-            }
-            if this.inner_done {
-                return Poll::Ready(None);
-            }
-            match std::task::ready!(Pin::new(&mut this.inner).poll_frame(cx)) {
-                Some(Ok(f)) => {
-                    if let Ok(d) = f.into_data() {
-                        this.parser.feed(&d, &mut this.scratch);
-                        this.events.extend(this.scratch.drain(..));
+                    Poll::Pending => {
+                        if this.look_ahead(cx) {
+                            continue;
+                        }
+                        return Poll::Pending;
                     }
                 }
-                Some(Err(e)) => return Poll::Ready(Some(Err(e))),
-                None => {
-                    this.inner_done = true;
-                    this.parser.finish(&mut this.scratch);
-                    this.events.extend(this.scratch.drain(..));
+            }
+            match this.out.pop_front() {
+                Some(Piece::Data(b)) => return Poll::Ready(Some(Ok(Frame::data(b)))),
+                Some(Piece::Include {
+                    answer,
+                    set,
+                    stub,
+                    blocking,
+                }) => {
+                    this.current = Some(Current::Waiting {
+                        answer,
+                        set,
+                        stub,
+                        blocking,
+                    });
+                    continue;
                 }
+                None => {}
+            }
+            if let Some(e) = this.failed.take() {
+                return Poll::Ready(Some(Err(e)));
+            }
+            match this.advance(cx) {
+                Step::Progress => continue,
+                Step::Pending => return Poll::Pending,
+                Step::Done => return Poll::Ready(None),
             }
         }
     }
