@@ -724,7 +724,7 @@ fn do_return(r: &mut Req, ret: &crate::conf::model::Return) -> Out {
             .server
             .locations
             .find(&r.uri)
-            .map(|m| crate::http::static_files::uri_content_type(&m.conf, &r.uri).to_string())
+            .map(|m| crate::http::static_files::uri_content_type(m.conf, &r.uri).to_string())
             .unwrap_or_else(|| r.server.default_location.default_type.clone());
         if let Ok(v) = HeaderValue::from_str(&ct) {
             resp.headers_mut().insert(header::CONTENT_TYPE, v);

@@ -376,7 +376,7 @@ mod tests {
     #[test]
     fn long_value_is_refused_and_skipped() {
         let mut input = b"<!--#set var=\"a\" value=\"".to_vec();
-        input.extend(std::iter::repeat(b'v').take(300));
+        input.extend(std::iter::repeat_n(b'v', 300));
         input.extend_from_slice(b"\" -->after");
         let ev = every_split(&input, 256);
         assert_eq!(
@@ -400,7 +400,7 @@ mod tests {
             vec![Event::Error("too many SSI command parameters"), text("t")]
         );
         let mut long = b"<!--#".to_vec();
-        long.extend(std::iter::repeat(b'c').take(40));
+        long.extend(std::iter::repeat_n(b'c', 40));
         long.extend_from_slice(b" -->t");
         assert_eq!(
             every_split(&long, 256),
