@@ -133,6 +133,11 @@ fn echo_set_and_headers() {
     for name in ["content-length", "last-modified", "etag", "accept-ranges"] {
         assert_eq!(header(&h, name), None, "{name} kept");
     }
+    // A range of the page is not served: the whole processed page is (nginx).
+    let (code, h, body) = get_with(p[0], "/vars.html?v=r", "Range: bytes=0-3\r\n");
+    assert_eq!(code, 200);
+    assert_eq!(header(&h, "content-range"), None);
+    assert_eq!(body, b"A&lt;r&gt;|<r>|dflt|(none)Z");
     // ssi_last_modified keeps Last-Modified, with a weak ETag.
     let (_, h, _) = get_with(p[0], "/keep/k.html", "");
     assert!(header(&h, "last-modified").is_some());

@@ -341,8 +341,12 @@ fn respond(
         headers.insert(CONTENT_ENCODING, HeaderValue::from_static(enc));
     }
     let len = meta.len;
-    // `max_ranges 0`: no ranges, and none offered.
-    let ranges_on = req.loc.max_ranges != Some(0);
+    // `max_ranges 0`: no ranges, and none offered. Nor for a page the SSI filter will run
+    // (nginx's SSI filter turns ranges off before its range filter sees them).
+    let ssi_page = req.loc.ssi
+        && encoding.is_none()
+        && crate::http::ssi::type_applies(Some(ctype), &req.loc.ssi_types);
+    let ranges_on = req.loc.max_ranges != Some(0) && !ssi_page;
     let mut range = match req.headers.get(RANGE).and_then(|v| v.to_str().ok()) {
         Some(r) if ranges_on => range::parse(r, len, req.loc.max_ranges),
         _ => ByteRange::Full,

@@ -794,6 +794,66 @@ mod tests {
         }
     }
 
+    /// `/slow` answers only once `/fast` (included after it) has started; `/fast` notes it.
+    struct SideBySide(Arc<std::sync::atomic::AtomicBool>);
+
+    impl Env for SideBySide {
+        fn var(&self, _: &str) -> Option<String> {
+            None
+        }
+        fn uri(&self) -> &str {
+            "/"
+        }
+        fn include(&self, uri: String, _: Option<String>) -> Result<SubFuture, &'static str> {
+            let started = self.0.clone();
+            Ok(Box::pin(std::future::poll_fn(move |_| {
+                use std::sync::atomic::Ordering::SeqCst;
+                if uri == "/fast" {
+                    started.store(true, SeqCst);
+                    return Poll::Ready((200, Body::full("F")));
+                }
+                if started.load(SeqCst) {
+                    Poll::Ready((200, Body::full("S")))
+                } else {
+                    Poll::Pending
+                }
+            })))
+        }
+    }
+
+    fn drain(body: &mut SsiBody, polls: usize) -> Option<String> {
+        use http_body::Body as _;
+        let mut cx = Context::from_waker(std::task::Waker::noop());
+        let mut s = Vec::new();
+        for _ in 0..polls {
+            match Pin::new(&mut *body).poll_frame(&mut cx) {
+                Poll::Ready(Some(Ok(f))) => s.extend_from_slice(&f.into_data().unwrap_or_default()),
+                Poll::Ready(None) => return String::from_utf8(s).ok(),
+                Poll::Ready(Some(Err(_))) | Poll::Pending => {}
+            }
+        }
+        None
+    }
+
+    #[test]
+    fn includes_start_side_by_side_unless_waited() {
+        let settings = Settings {
+            silent_errors: false,
+            value_length: 256,
+        };
+        let page = "a<!--#include virtual=\"/slow\" -->b<!--#include virtual=\"/fast\" -->c";
+        let env = Arc::new(SideBySide(Default::default()));
+        let mut body = SsiBody::new(Body::full(page), env, settings.clone());
+        // In order, although the second answered first.
+        assert_eq!(drain(&mut body, 100).as_deref(), Some("aSbFc"));
+        // `wait=yes` holds the page: the second never starts, the first never answers.
+        let page =
+            "a<!--#include virtual=\"/slow\" wait=\"yes\" -->b<!--#include virtual=\"/fast\" -->c";
+        let env = Arc::new(SideBySide(Default::default()));
+        let mut body = SsiBody::new(Body::full(page), env, settings);
+        assert_eq!(drain(&mut body, 100), None);
+    }
+
     #[test]
     fn echo_set_encodings() {
         assert_eq!(render("x<!--#echo var=\"a\" -->y", false), "xA&lt;y");
