@@ -19,6 +19,7 @@ http {
     access_log off;
     server {
         listen 127.0.0.1:{port0};
+        http2 on;
         root {dir}/html;
         location / { ssi on; }
         location /silent/ { ssi on; ssi_silent_errors on; }
@@ -35,6 +36,13 @@ http {
     server {
         listen 127.0.0.1:{port1};
         root {dir}/up;
+    }
+    server {
+        listen 127.0.0.1:{port0};
+        server_name other.test;
+        http2 on;
+        root {dir}/other;
+        ssi on;
     }
 }
 "#;
@@ -66,6 +74,9 @@ fn start() -> (Server, Vec<u16>) {
         b"1<!--#include virtual=\"part.html?p=rel\" -->2<!--#include virtual=\"/proxy/up.html\" -->3<!--#include virtual=\"/secret/s.html\" -->4",
     );
     w("up/up.html", b"(upstream)");
+    std::fs::create_dir_all(d.join("other")).expect("mkdir");
+    w("other/o.html", b"o<!--#include virtual=\"/part.html\" -->o");
+    w("other/part.html", b"[other]");
     w("html/secret/s.html", b"(secret)");
     w(
         "html/set.html",
@@ -227,4 +238,15 @@ fn return_text_and_set_header_variables() {
     let (_, h, body) = get_with(p[0], "/ret2/x", "Bar: orig\r\n");
     assert_eq!(header(&h, "content-type"), Some("text/plain"));
     assert_eq!(body, b"R<!--#echo var=\"http_bar\" -->R");
+}
+
+/// Over HTTP/2 the host is `:authority`, not a header: an include still goes to the page's
+/// server block.
+#[test]
+fn http2_includes_stay_in_the_server() {
+    let (_s, p) = start();
+    let url = format!("http://127.0.0.1:{}/o.html", p[0]);
+    let out = curl(&["--http2-prior-knowledge", "-H", "Host: other.test", &url]);
+    assert!(out.status.success(), "{out:?}");
+    assert_eq!(String::from_utf8_lossy(&out.stdout), "o[other]o");
 }

@@ -136,6 +136,13 @@ impl Env for ReqEnv {
         ] {
             headers.remove(h);
         }
+        // HTTP/2 and HTTP/3 name the host in `:authority`, not in a header: the subrequest
+        // goes to the same server block.
+        if !headers.contains_key(header::HOST) {
+            if let Ok(v) = HeaderValue::from_str(&self.host) {
+                headers.insert(header::HOST, v);
+            }
+        }
         *req.headers_mut() = headers;
         req.extensions_mut().insert(Sub {
             depth: self.sub.depth + 1,
