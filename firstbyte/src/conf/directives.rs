@@ -207,6 +207,30 @@ macro_rules! loc_directives {
         "override_charset" override_charset: bool = false =>
             (HSL, 1, 1, "off", Inherit, p::on_off)
             "Replace a charset the response already names (a proxied one) with `charset`'s.";
+        "ssi" ssi: bool = false =>
+            (HSL, 1, 1, "off", Inherit, p::on_off)
+            "Run the SSI commands (`<!--#echo -->`, `set`, `if`/`elif`/`else`/`endif`, `config`, `include virtual=`/`file=` with `wait`, `set` and `stub`, `block`/`endblock`) in responses whose type is in `ssi_types`, as the body streams through; such a response loses `Content-Length`, `Accept-Ranges` and (unless `ssi_last_modified`) `Last-Modified` and `ETag`. An include is a subrequest run on the same connection (50 deep at most, 1000 per request); its answer is spliced in place, in order; includes run side by side (up to 16 ahead of the one being sent) unless `wait=yes` or `set=` holds the page until one is done.";
+        "ssi_types" ssi_types: Vec<String> = vec!["text/html".to_string()] =>
+            (HSL, 1, ANY, "text/html", Inherit, p::mime_types)
+            "MIME types `ssi` applies to besides `text/html`; `*`: all.";
+        "ssi_silent_errors" ssi_silent_errors: bool = false =>
+            (HSL, 1, 1, "off", Inherit, p::on_off)
+            "A failed or malformed SSI command writes nothing instead of the `errmsg` text (`[an error occurred while processing the directive]`).";
+        // 256: nginx's default.
+        "ssi_value_length" ssi_value_length: u64 = 256 =>
+            (HSL, 1, 1, "256", Inherit, p::bytes)
+            "Longest SSI parameter value; a command with a longer one is an error (and the parser skips it).";
+        "ssi_last_modified" ssi_last_modified: bool = false =>
+            (HSL, 1, 1, "off", Inherit, p::on_off)
+            "Keep `Last-Modified` (and a weak `ETag`) of a response SSI processes.";
+        // 2m: nginx's default since 1.21.4.
+        "sendfile_max_chunk" sendfile_max_chunk: u64 = 2 << 20 =>
+            (HSL, 1, 1, "2m", Inherit, p::bytes)
+            "Accepted as nginx; firstbyte's `sendfile` calls move at most 64 KB each already.";
+        // 1k: nginx's default.
+        "ssi_min_file_chunk" ssi_min_file_chunk: u64 = 1024 =>
+            (HSL, 1, 1, "1k", Inherit, p::bytes)
+            "Accepted as nginx (a buffering detail of its file reads); firstbyte parses every chunk as it arrives.";
         // 16k: nginx's default on 64-bit platforms.
         "client_body_buffer_size" client_body_buffer_size: u64 = 16 << 10 =>
             (HSL, 1, 1, "16k", Inherit, p::bytes)

@@ -158,6 +158,7 @@ mod tests {
             "--with-http_dav_module",
             "--without-http_autoindex_module",
             "--without-http_empty_gif_module",
+            "--without-http_ssi_module",
         ] {
             assert!(!flags.contains(&f), "{f} in {args}");
         }

@@ -101,6 +101,8 @@ pub const KNOWN: &[&str] = &[
     "time_local",
     "time_iso8601",
     "msec",
+    "date_gmt",
+    "date_local",
     "pid",
     "connection",
     "connection_requests",

@@ -28,6 +28,7 @@ pub mod reqvars;
 pub mod rewrite;
 pub(crate) mod send_watch;
 mod site;
+pub mod ssi;
 pub mod static_files;
 pub mod tuning;
 pub mod uri;

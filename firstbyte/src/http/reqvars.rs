@@ -461,6 +461,16 @@ impl Vars for RequestVars<'_> {
             }
             "time_local" => Some(Cow::Owned(crate::log::now().time_local.clone())),
             "time_iso8601" => Some(Cow::Owned(crate::log::now().iso8601.clone())),
+            // nginx's SSI module's: the time in its default `timefmt` (the SSI filter's
+            // own `config timefmt` applies inside a page).
+            "date_gmt" | "date_local" => {
+                let now = i64::try_from(crate::log::now().secs).unwrap_or(0);
+                Some(Cow::Owned(crate::http::ssi::format_time(
+                    now,
+                    crate::http::ssi::TIMEFMT,
+                    name == "date_gmt",
+                )))
+            }
             "msec" => {
                 let d = std::time::SystemTime::now()
                     .duration_since(std::time::UNIX_EPOCH)
@@ -562,7 +572,9 @@ impl Vars for RequestVars<'_> {
             "nginx_version" | "firstbyte_version" => Some(Cow::Borrowed(env!("CARGO_PKG_VERSION"))),
             "record_policy" => Some(Cow::Borrowed(self.conn.record_policy)),
             _ => {
-                if let Some(h) = name.strip_prefix("http_") {
+                if let Some(v) = self.user.and_then(|u| u.assigned(name)) {
+                    Some(Cow::Borrowed(v))
+                } else if let Some(h) = name.strip_prefix("http_") {
                     header(self.headers, h)
                 } else if let Some(h) = name.strip_prefix("sent_http_") {
                     self.response_headers.and_then(|rh| header(rh, h))

@@ -345,8 +345,12 @@ fn respond(
         headers.insert(CONTENT_ENCODING, HeaderValue::from_static(enc));
     }
     let len = meta.len;
-    // `max_ranges 0`: no ranges, and none offered.
-    let ranges_on = req.loc.max_ranges != Some(0);
+    // `max_ranges 0`: no ranges, and none offered. Nor for a page the SSI filter will run
+    // (nginx's SSI filter turns ranges off before its range filter sees them).
+    let ssi_page = req.loc.ssi
+        && encoding.is_none()
+        && crate::http::ssi::type_applies(Some(ctype), &req.loc.ssi_types);
+    let ranges_on = req.loc.max_ranges != Some(0) && !ssi_page;
     let mut range = match req.headers.get(RANGE).and_then(|v| v.to_str().ok()) {
         Some(r) if ranges_on => range::parse(r, len, req.loc.max_ranges),
         _ => ByteRange::Full,
@@ -429,6 +433,13 @@ fn response(status: StatusCode, headers: HeaderMap, body: Body) -> Response<Body
     *r.status_mut() = status;
     *r.headers_mut() = headers;
     r
+}
+
+/// `content_type` for a URI (nginx's `ngx_http_set_content_type` with `r->exten`: a
+/// `return`'s text is typed by the URI's extension too).
+pub fn uri_content_type<'a>(loc: &'a LocationConf, uri: &str) -> &'a str {
+    let last = uri.rsplit('/').next().unwrap_or_default();
+    content_type(loc, Path::new(last))
 }
 
 /// `types` by the lower-cased extension (the text after the last `.` of the file name),

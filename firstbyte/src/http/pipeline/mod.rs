@@ -42,6 +42,7 @@ mod refresh;
 mod reqbody;
 mod respond;
 mod rewrite;
+mod ssi;
 
 use std::convert::Infallible;
 use std::path::{Path, PathBuf};
@@ -189,6 +190,10 @@ struct Req<'a> {
     fastcgi: Option<Arc<crate::conf::model::FastcgiVars>>,
     /// The body `proxy_pass` or `fastcgi_pass` read or streamed, once it did.
     request_body: std::sync::OnceLock<crate::http::proxy::RequestBody>,
+    /// The connection as shared, for the SSI filter's subrequests.
+    arc: Option<&'a Arc<Conn>>,
+    /// An SSI include's subrequest: its depth and its client request's count.
+    sub: Option<ssi::Sub>,
 }
 
 /// A request extension the connection layer adds to a request that arrived in TLS early data
@@ -312,13 +317,18 @@ fn protocol_of(v: http::Version) -> &'static str {
     }
 }
 
-async fn handle<B>(conn: &Conn, req: Request<B>, received: Option<u64>) -> HttpResponse
+async fn handle<B>(conn: &Arc<Conn>, req: Request<B>, received: Option<u64>) -> HttpResponse
 where
     B: http_body::Body<Data = Bytes> + Send + Unpin + 'static,
     B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
 {
     let start = Instant::now();
-    let nreq = conn.count_request();
+    // An SSI subrequest is not a request of the connection's own.
+    let sub = req.extensions().get::<ssi::Sub>().cloned();
+    let nreq = match &sub {
+        Some(s) => s.nreq,
+        None => conn.count_request(),
+    };
     // `$pipe`: on HTTP/1.x no byte arrived between the previous response's end and this
     // request's head, so the head was already read (nginx: bytes left in its buffer when the
     // previous request ended).
@@ -493,7 +503,6 @@ where
         host_given: false,
         server,
         captures: Vec::new(),
-        internal: false,
         redirects: 0,
         document_root: None,
         request_filename: None,
@@ -513,6 +522,9 @@ where
         body_used: false,
         request_body: std::sync::OnceLock::new(),
         www_authenticate: std::sync::OnceLock::new(),
+        arc: Some(conn),
+        internal: sub.is_some(),
+        sub,
     };
     r.user = super::rewrite::uservars::UserVars::new(&r.server.vars);
     if let (Some(h), Some(u)) = (host.as_deref(), r.user.as_mut()) {

@@ -266,6 +266,8 @@ fn error_inner(
         body_used: r.body_used,
         request_body: r.request_body.clone(),
         www_authenticate: r.www_authenticate.clone(),
+        arc: r.arc,
+        sub: r.sub.clone(),
     };
     let server = r.server.clone();
     let (page_loc, out) = if let Some(name) = target.strip_prefix('@') {
@@ -726,8 +728,9 @@ fn do_return(r: &mut Req, ret: &crate::conf::model::Return) -> Out {
     if value.is_none() && code >= 400 {
         return Out::Status(code);
     }
-    // A text, or an empty body below 400: nginx's ngx_http_send_response, with the location's
-    // type (also on an empty `return 200;`; 204 and 304 carry none).
+    // A text, or an empty body below 400: nginx's ngx_http_send_response, typed as a file of
+    // the URI's extension would be, else the location's `default_type` (also on an empty
+    // `return 200;`; 204 and 304 carry none).
     let mut resp = Response::new(value.map_or(Body::Empty, Body::full));
     *resp.status_mut() = StatusCode::from_u16(code).unwrap_or(StatusCode::OK);
     if !matches!(code, 204 | 304) {
@@ -735,7 +738,7 @@ fn do_return(r: &mut Req, ret: &crate::conf::model::Return) -> Out {
             .server
             .locations
             .find(&r.uri)
-            .map(|m| m.conf.default_type.clone())
+            .map(|m| crate::http::static_files::uri_content_type(m.conf, &r.uri).to_string())
             .unwrap_or_else(|| r.server.default_location.default_type.clone());
         if let Ok(v) = HeaderValue::from_str(&ct) {
             resp.headers_mut().insert(header::CONTENT_TYPE, v);

@@ -381,6 +381,15 @@ pub(super) fn finish(
             }
         }
     }
+    if loc.ssi {
+        resp = super::ssi::apply(r, resp, loc);
+    }
+    // A subrequest's body goes to the page that included it: no compression, connection
+    // duties or log line of its own.
+    if r.sub.is_some() {
+        let (parts, body) = resp.into_parts();
+        return Response::from_parts(parts, ResponseBody::plain(body));
+    }
     let accel = resp
         .extensions_mut()
         .remove::<crate::http::charset::AccelCharset>();
@@ -615,6 +624,11 @@ pub struct ResponseBody {
 }
 
 impl ResponseBody {
+    /// The body inside, taken out.
+    pub(super) fn take_inner(mut self) -> Body {
+        std::mem::take(&mut self.inner)
+    }
+
     /// A body with no access log (connection-level answers).
     pub fn plain(inner: Body) -> Self {
         Self {

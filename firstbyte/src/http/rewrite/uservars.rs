@@ -59,6 +59,15 @@ impl UserVars {
         }
     }
 
+    /// The value a `set` gave `$name` in this request, if one did (nginx: a `set` variable
+    /// named like a prefix variable, `$http_foo`, is the header until it is set).
+    pub fn assigned(&self, name: &str) -> Option<&str> {
+        match *self.defs.slots.get(name)? {
+            Slot::Set(i) => self.set.get(i)?.as_deref(),
+            _ => None,
+        }
+    }
+
     /// The value of `$name` if the configuration defines it; `all` answers the variables its
     /// `map` and `split_clients` sources use.
     pub fn get<'a>(&'a self, name: &str, all: &dyn Vars) -> Option<Cow<'a, str>> {
