@@ -494,9 +494,9 @@ macro_rules! proxy_directives {
             (HSL, 1, 1, "", Inherit, px::method)
             "The request body sent to the upstream instead of the client's (variables allowed), with its `Content-Length`.";
         // 0: no limit (nginx's default).
-        "proxy_limit_rate" limit_rate: u64 = 0 =>
-            (HSL, 1, 1, "0", Inherit, p::bytes)
-            "Most bytes per second read from the upstream for one response (with `proxy_buffering` off, the rate at which it reaches the client); one second's worth goes at once, as `limit_rate`. 0: no limit.";
+        "proxy_limit_rate" limit_rate: crate::conf::model::SizeValue = crate::conf::model::SizeValue::Fixed(0) =>
+            (HSL, 1, 1, "0", Inherit, p::size_value)
+            "Most bytes per second read from the upstream for one response (with `proxy_buffering` off, the rate at which it reaches the client); one second's worth goes at once, as `limit_rate`. 0: no limit. May hold variables, evaluated once the upstream's response header has come (`proxy_limit_rate $upstream_http_x_rate;`); an invalid size (an empty one too) is an error-log line and no limit.";
         "proxy_pass_request_headers" pass_request_headers: bool = true =>
             (HSL, 1, 1, "on", Inherit, p::on_off)
             "`off`: the client's request headers are not passed (only those `proxy_set_header` makes).";

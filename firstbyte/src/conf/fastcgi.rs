@@ -198,7 +198,7 @@ impl FastcgiSettings {
             cookies: Default::default(),
             bind: None,
             set_body: None,
-            limit_rate: 0,
+            limit_rate: crate::conf::model::SizeValue::Fixed(0),
             cache: None,
             resolver: None,
             resolver_timeout: Duration::from_secs(30),

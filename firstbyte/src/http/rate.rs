@@ -19,7 +19,7 @@ use tokio::time::Instant;
 /// The pacing rule of one response.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Pace {
-    /// Bytes per second (> 0).
+    /// Bytes per second (0: no limit).
     pub rate: u64,
     /// Bytes sent before the rate applies.
     pub after: u64,
@@ -38,6 +38,10 @@ impl Pace {
     /// With `sent` bytes gone `elapsed` after the start: how many more may go now, or how
     /// long to wait.
     pub fn next(&self, sent: u64, elapsed: Duration) -> Allow {
+        // 0: no limit (a rate evaluated per request may be 0).
+        if self.rate == 0 {
+            return Allow::Bytes(u64::MAX);
+        }
         let paced = sent.saturating_sub(self.after);
         // rate × (whole seconds elapsed + 1): nginx counts in whole seconds (`ngx_time()`), so
         // a rate-limited body goes in one burst of `rate` bytes a second.
@@ -149,6 +153,78 @@ where
     }
 }
 
+/// A body whose rate is known only once the response head is in the request's variables
+/// (`proxy_limit_rate $upstream_http_x_rate`): nothing is read before [`RateLater::set`]
+/// gives the rate, paced from then; a rate never given (the response was dropped or
+/// replaced) or 0 is no limit.
+pub struct LaterRateBody<B> {
+    rate: Option<tokio::sync::oneshot::Receiver<u64>>,
+    body: RateBody<B>,
+}
+
+/// The other end of a [`LaterRateBody`], carried as a response extension to where the
+/// request's variables can be evaluated.
+#[derive(Clone)]
+pub struct RateLater(std::sync::Arc<std::sync::Mutex<Option<tokio::sync::oneshot::Sender<u64>>>>);
+
+impl RateLater {
+    /// `inner`, to be paced at the rate given later.
+    pub fn pair<B>(inner: B) -> (LaterRateBody<B>, RateLater) {
+        let (tx, rx) = tokio::sync::oneshot::channel();
+        let body = LaterRateBody {
+            rate: Some(rx),
+            body: RateBody::new(inner, Pace { rate: 0, after: 0 }),
+        };
+        let later = RateLater(std::sync::Arc::new(std::sync::Mutex::new(Some(tx))));
+        (body, later)
+    }
+
+    /// The body's rate (bytes per second, 0: no limit).
+    pub fn set(&self, rate: u64) {
+        let tx = self.0.lock().ok().and_then(|mut t| t.take());
+        if let Some(tx) = tx {
+            let _ = tx.send(rate);
+        }
+    }
+}
+
+impl<B> LaterRateBody<B> {
+    /// The paced body.
+    pub fn get_mut(&mut self) -> &mut B {
+        self.body.get_mut()
+    }
+}
+
+impl<B> http_body::Body for LaterRateBody<B>
+where
+    B: http_body::Body<Data = Bytes, Error = std::io::Error> + Unpin,
+{
+    type Data = Bytes;
+    type Error = std::io::Error;
+
+    fn poll_frame(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, std::io::Error>>> {
+        let this = self.get_mut();
+        if let Some(rx) = &mut this.rate {
+            let rate = std::task::ready!(Pin::new(rx).poll(cx)).unwrap_or(0);
+            this.rate = None;
+            this.body.pace.rate = rate;
+            this.body.start = Instant::now();
+        }
+        Pin::new(&mut this.body).poll_frame(cx)
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.body.is_end_stream()
+    }
+
+    fn size_hint(&self) -> SizeHint {
+        self.body.size_hint()
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -228,5 +304,34 @@ mod tests {
             got,
             vec![(1000, 0), (1000, 1000), (1000, 2000), (500, 3000)]
         );
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_later_rate_waits_for_its_rate_and_none_is_no_limit() {
+        use http_body_util::BodyExt;
+        let (mut b, later) = RateLater::pair(crate::http::body::Body::full(vec![7u8; 2500]));
+        // Nothing is read before the rate comes.
+        let first = tokio::time::timeout(Duration::from_secs(5), b.frame()).await;
+        assert!(first.is_err(), "read before its rate");
+        later.set(1000);
+        let t0 = Instant::now();
+        let mut got = Vec::new();
+        while let Some(f) = b.frame().await {
+            let d = f.expect("frame").into_data().expect("data");
+            got.push((d.len(), t0.elapsed().as_millis()));
+        }
+        assert_eq!(got, vec![(1000, 0), (1000, 1000), (500, 2000)]);
+        // Its sender dropped: no limit.
+        let (mut b, later) = RateLater::pair(crate::http::body::Body::full(vec![7u8; 2500]));
+        drop(later);
+        let t0 = Instant::now();
+        let d = b
+            .frame()
+            .await
+            .expect("frame")
+            .expect("ok")
+            .into_data()
+            .expect("data");
+        assert_eq!((d.len(), t0.elapsed().as_millis()), (2500, 0));
     }
 }

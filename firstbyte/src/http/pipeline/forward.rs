@@ -314,7 +314,7 @@ where
         }
     };
     abort.armed = false;
-    let result = match plan {
+    let mut result = match plan {
         Some(p) => {
             let raw = abort.up.last_headers().cloned();
             let caught =
@@ -343,6 +343,18 @@ where
         None => result.map_err(|f| f.status()),
     };
     let _ = r.upstream.set(std::mem::take(&mut abort.up));
+    // `proxy_limit_rate` with variables, evaluated now that this response's header is among
+    // the request's variables (its body waits for it); an invalid size is no limit.
+    if let Some(later) = result.as_mut().ok().and_then(|resp| {
+        resp.extensions_mut()
+            .remove::<crate::http::rate::RateLater>()
+    }) {
+        let rate = conf.limit_rate.get(|c| r.eval(c)).unwrap_or_else(|s| {
+            crate::fblog!(Error, "invalid size \"{s}\"");
+            0
+        });
+        later.set(rate);
+    }
     let result = match result {
         // A 101 the client did not ask for has no meaning in HTTP/2 or HTTP/3.
         Ok(resp)

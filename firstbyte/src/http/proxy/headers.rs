@@ -418,7 +418,7 @@ mod tests {
             bind: None,
             cache: None,
             set_body: None,
-            limit_rate: 0,
+            limit_rate: crate::conf::model::SizeValue::Fixed(0),
             resolver: None,
             resolver_timeout: Duration::from_secs(30),
             pass_request_headers: true,

@@ -53,7 +53,7 @@ pub use upstream::{connect, ConnectError, Keepalive, LocalBind, Pool, ReqBody, U
 pub use vars::UpstreamVars;
 
 use super::body::{is_client_body_error, Body};
-use crate::conf::model::{BalanceMethod, NextUpstream, PeerAddr, ProxyConf};
+use crate::conf::model::{BalanceMethod, NextUpstream, PeerAddr, ProxyConf, SizeValue};
 
 /// One location's way to its upstream.
 pub struct Route {
@@ -612,13 +612,27 @@ async fn respond(
         .count(counts);
     let scheme = if conf.tls { "https" } else { "http" };
     let tail = || log.line(&"", scheme, Some(&peer), uri);
-    let body = match (conf.limit_rate, conf.buffering) {
-        (0, false) => body.boxed_unsync(),
-        (0, true) => spool::buffered(body, &conf.buffers, tail()).boxed_unsync(),
+    let body = match (&conf.limit_rate, conf.buffering) {
+        (SizeValue::Fixed(0), false) => body.boxed_unsync(),
+        (SizeValue::Fixed(0), true) => spool::buffered(body, &conf.buffers, tail()).boxed_unsync(),
         // `proxy_limit_rate`: the upstream is read no faster than the rate.
-        (rate, buffering) => {
-            let paced =
-                crate::http::rate::RateBody::new(body, crate::http::rate::Pace { rate, after: 0 });
+        (SizeValue::Fixed(rate), buffering) => {
+            let pace = crate::http::rate::Pace {
+                rate: *rate,
+                after: 0,
+            };
+            let paced = crate::http::rate::RateBody::new(body, pace);
+            if buffering {
+                spool::buffered(paced, &conf.buffers, tail()).boxed_unsync()
+            } else {
+                paced.boxed_unsync()
+            }
+        }
+        // With variables: the rate is evaluated where the request's variables (this
+        // response's `$upstream_http_*` among them) are, and nothing is read before it.
+        (SizeValue::Var(_), buffering) => {
+            let (paced, later) = crate::http::rate::RateLater::pair(body);
+            parts.extensions.insert(later);
             if buffering {
                 spool::buffered(paced, &conf.buffers, tail()).boxed_unsync()
             } else {

@@ -228,6 +228,12 @@ impl<B: Upstream> Upstream for crate::http::rate::RateBody<B> {
     }
 }
 
+impl<B: Upstream> Upstream for crate::http::rate::LaterRateBody<B> {
+    fn rearm(&mut self) {
+        self.get_mut().rearm();
+    }
+}
+
 impl Upstream for UpstreamBody {
     fn rearm(&mut self) {
         UpstreamBody::rearm(self);
