@@ -51,6 +51,9 @@ pub struct Lookup {
     pub min_uses: u32,
     /// `open_file_cache_errors`.
     pub errors: bool,
+    /// An instant at or after the request arrived (its connection's last read), if known:
+    /// firstbyte's default mode reuses a check made after it.
+    pub received: Option<Instant>,
 }
 
 impl Lookup {
@@ -61,6 +64,7 @@ impl Lookup {
             valid: loc.open_file_cache_valid,
             min_uses: loc.open_file_cache_min_uses,
             errors: loc.open_file_cache_errors,
+            received: None,
         }
     }
 
@@ -71,6 +75,7 @@ impl Lookup {
             valid: Duration::from_secs(60),
             min_uses: 1,
             errors: false,
+            received: None,
         }
     }
 }
@@ -165,6 +170,13 @@ impl Lru {
             self.order.insert(tick, (k, j, now));
         }
         Some(copy)
+    }
+
+    /// The entry was found unchanged by a check that began at `at`.
+    fn checked(&mut self, key: &[u8], i: usize, at: Instant) {
+        if let Some(e) = self.map.get_mut(key).and_then(|s| s[i].as_mut()) {
+            e.created = at;
+        }
     }
 
     fn remove(&mut self, key: &[u8], i: usize) {
@@ -303,14 +315,19 @@ impl OpenFileCache {
 
     /// Opens `path` as `loc` asks, from the cache when it may; `from` is the request's
     /// evaluated `disable_symlinks from=` value.
+    /// `received`: an instant at or after the request arrived (the connection's last read),
+    /// if known.
     pub fn open(
         &self,
         path: &Path,
         loc: &LocationConf,
         from: Option<&str>,
+        received: Option<Instant>,
     ) -> io::Result<Arc<OpenFile>> {
         let check = SymlinkCheck::at(loc, from, path);
-        self.open_at(path, &Lookup::of(loc, check), Instant::now())
+        let mut l = Lookup::of(loc, check);
+        l.received = received;
+        self.open_at(path, &l, Instant::now())
     }
 
     /// [`open`](Self::open) with explicit settings and time (for tests and callers that have
@@ -318,7 +335,7 @@ impl OpenFileCache {
     pub fn open_at(&self, path: &Path, l: &Lookup, now: Instant) -> io::Result<Arc<OpenFile>> {
         match self.mode {
             Mode::Off => open_path(path, l.symlinks).map(Arc::new),
-            Mode::Revalidate => self.revalidate(path, l.symlinks, now),
+            Mode::Revalidate => self.revalidate(path, l.symlinks, l.received, now),
             Mode::Nginx => self.nginx_lookup(path, l, now),
         }
     }
@@ -327,6 +344,7 @@ impl OpenFileCache {
         &self,
         path: &Path,
         symlinks: SymlinkCheck,
+        received: Option<Instant>,
         now: Instant,
     ) -> io::Result<Arc<OpenFile>> {
         if symlinks.mode != DisableSymlinks::Off {
@@ -339,10 +357,20 @@ impl OpenFileCache {
             g.touch(key, 0, now)
         };
         if let Some(Entry {
-            result: Ok(old), ..
+            result: Ok(old),
+            created,
+            ..
         }) = cached
         {
+            // Checked (or opened) after the request arrived: whatever the client did before
+            // sending it, that look at the file system saw (the requests multiplexed or
+            // pipelined in one read share one `stat`).
+            if received.is_some_and(|r| created >= r) {
+                return Ok(old);
+            }
+            let checking = Instant::now();
             if std::fs::metadata(path).is_ok_and(|m| FileMeta::of(&m) == old.meta) {
+                self.lock().checked(key, 0, checking);
                 return Ok(old);
             }
         }

@@ -89,6 +89,9 @@ pub struct FileRequest<'a> {
     /// compares (nginx's headers filter runs before its range filter): `None`, the file's;
     /// `Some(None)`, none (removed, or not a date).
     pub if_range_date: Option<Option<i64>>,
+    /// An instant at or after the request arrived (its connection's last read), if known: a
+    /// file check made after it may serve this request too.
+    pub received: Option<std::time::Instant>,
 }
 
 /// What [`serve`] decided.
@@ -189,7 +192,7 @@ fn serve_path(req: &FileRequest<'_>, path: &Path, uri: &str, cache: &OpenFileCac
     let (variant, vary) = precompressed(req, path, cache);
     let (file, encoding) = match variant {
         Some((f, enc)) => (f, Some(enc)),
-        None => match cache.open(path, req.loc, req.symlinks_from) {
+        None => match cache.open(path, req.loc, req.symlinks_from, req.received) {
             Ok(f) => (f, None),
             Err(e) => return FileOutcome::Status(status_for(&e)),
         },
@@ -216,7 +219,7 @@ fn serve_index(req: &FileRequest<'_>, cache: &OpenFileCache) -> FileOutcome {
             return FileOutcome::Internal(name.to_string());
         }
         let candidate = req.path.join(name);
-        match cache.open(&candidate, req.loc, req.symlinks_from) {
+        match cache.open(&candidate, req.loc, req.symlinks_from, req.received) {
             Ok(_) => return FileOutcome::Internal(format!("{}{}", req.uri, name)),
             Err(e) if e.raw_os_error() == Some(libc::ENOENT) => {
                 if !dir_tested {
@@ -242,7 +245,7 @@ fn serve_index(req: &FileRequest<'_>, cache: &OpenFileCache) -> FileOutcome {
 
 /// The error status when the request's path is not a usable directory.
 fn test_dir(req: &FileRequest<'_>, cache: &OpenFileCache) -> Option<StatusCode> {
-    match cache.open(req.path, req.loc, req.symlinks_from) {
+    match cache.open(req.path, req.loc, req.symlinks_from, req.received) {
         Ok(f) if f.meta.kind == FileKind::Dir => None,
         Ok(_) => Some(StatusCode::NOT_FOUND),
         Err(e) => Some(status_for(&e)),
@@ -282,7 +285,7 @@ fn precompressed(
         }
         let mut name = path.as_os_str().to_owned();
         name.push(suffix);
-        if let Ok(f) = cache.open(Path::new(&name), req.loc, req.symlinks_from) {
+        if let Ok(f) = cache.open(Path::new(&name), req.loc, req.symlinks_from, req.received) {
             if f.meta.kind == FileKind::File {
                 exists = true;
                 if ok {
@@ -661,6 +664,7 @@ mod tests {
             loc: l,
             symlinks_from: None,
             if_range_date: None,
+            received: None,
         };
         serve(&req, &OpenFileCache::disabled())
     }
@@ -1382,6 +1386,7 @@ mod tests {
             loc: &l,
             symlinks_from: None,
             if_range_date: None,
+            received: None,
         };
         assert_eq!(status(&serve(&req, &cache)), StatusCode::OK);
         assert_eq!(cache.len(), 1);

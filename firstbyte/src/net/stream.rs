@@ -38,7 +38,7 @@ use std::pin::Pin;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 use std::task::{ready, Context, Poll};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use tokio::io::{AsyncRead, AsyncWrite, Interest, ReadBuf};
@@ -87,6 +87,9 @@ pub struct FileRange {
 #[derive(Debug)]
 pub struct IoControl {
     send_timeout_ms: AtomicU64,
+    /// When a read from the socket last delivered bytes: nanoseconds since [`epoch`], plus
+    /// one (0: never).
+    read_ns: AtomicU64,
     sendfile: bool,
     record_reads: std::sync::atomic::AtomicBool,
     ranges: Mutex<VecDeque<FileRange>>,
@@ -98,6 +101,7 @@ impl IoControl {
     pub fn new(send_timeout: Duration, sendfile: bool) -> Self {
         Self {
             send_timeout_ms: AtomicU64::new(duration_ms(send_timeout)),
+            read_ns: AtomicU64::new(0),
             sendfile,
             record_reads: std::sync::atomic::AtomicBool::new(false),
             // Two ranges cover a response and a pipelined one behind it: no growth after.
@@ -107,6 +111,21 @@ impl IoControl {
                 VecDeque::new()
             }),
         }
+    }
+
+    /// When a read from the socket last delivered bytes. A request read from this connection
+    /// arrived at or before it (a later read only moves it on), so what the file system showed
+    /// after this instant includes everything the client did before sending the request.
+    pub fn last_read(&self) -> Option<Instant> {
+        match self.read_ns.load(Ordering::Relaxed) {
+            0 => None,
+            n => Some(epoch() + Duration::from_nanos(n - 1)),
+        }
+    }
+
+    fn note_read(&self) {
+        let n = u64::try_from(epoch().elapsed().as_nanos()).unwrap_or(u64::MAX - 1);
+        self.read_ns.store(n + 1, Ordering::Relaxed);
     }
 
     /// Whether file bodies on this connection may be sent with `sendfile`.
@@ -417,6 +436,12 @@ fn set_cork(fd: Option<RawFd>, corked: &mut bool, on: bool) {
     *corked = on;
 }
 
+/// The instant [`IoControl::last_read`] counts from.
+fn epoch() -> Instant {
+    static EPOCH: std::sync::OnceLock<Instant> = std::sync::OnceLock::new();
+    *EPOCH.get_or_init(Instant::now)
+}
+
 impl<S: AsyncRead + Unpin> AsyncRead for SocketStream<S> {
     fn poll_read(
         self: Pin<&mut Self>,
@@ -425,7 +450,12 @@ impl<S: AsyncRead + Unpin> AsyncRead for SocketStream<S> {
     ) -> Poll<io::Result<()>> {
         let this = self.get_mut();
         if !this.ctl.record_reads.load(Ordering::Relaxed) {
-            return Pin::new(&mut this.inner).poll_read(cx, buf);
+            let before = buf.filled().len();
+            ready!(Pin::new(&mut this.inner).poll_read(cx, buf))?;
+            if buf.filled().len() > before {
+                this.ctl.note_read();
+            }
+            return Poll::Ready(Ok(()));
         }
         let mut part = buf.take(this.cut.room());
         ready!(Pin::new(&mut this.inner).poll_read(cx, &mut part))?;
@@ -436,6 +466,9 @@ impl<S: AsyncRead + Unpin> AsyncRead for SocketStream<S> {
         unsafe { buf.assume_init(n) };
         buf.advance(n);
         this.cut.consumed(&buf.filled()[start..]);
+        if n > 0 {
+            this.ctl.note_read();
+        }
         Poll::Ready(Ok(()))
     }
 }

@@ -10,6 +10,7 @@ fn nginx_lookup(valid: u64, min_uses: u32, errors: bool) -> Lookup {
         valid: Duration::from_secs(valid),
         min_uses,
         errors,
+        received: None,
     }
 }
 
@@ -280,4 +281,43 @@ fn lru_order_and_last_use_follow_repeated_hits() {
     assert!(lru.map.contains_key(&b"/d"[..]));
     assert!(lru.map.contains_key(&b"/e"[..]));
     assert!(!lru.map.contains_key(&b"/f"[..]));
+}
+
+/// The default mode reuses a check made after the request arrived (requests multiplexed or
+/// pipelined in one read share one `stat`), and checks again for a request that arrived
+/// after it: a file rewritten before the request was sent is always seen.
+#[test]
+fn a_check_made_after_the_request_arrived_serves_it() {
+    let d = TempDir::new("ofc-received");
+    let p = d.file("f.txt", b"abc");
+    let c = OpenFileCache::revalidating();
+    let with = |received| Lookup {
+        received,
+        ..Lookup::defaults(OFF)
+    };
+    let arrived = Instant::now();
+    let first = c.open_at(&p, &with(Some(arrived)), Instant::now()).unwrap();
+    assert_eq!(first.meta.len, 3);
+    // Rewritten after the check: a request that arrived before the check began is answered
+    // from it (its client cannot have seen the rewrite), with no `stat`.
+    rewrite(&p, b"abcdef");
+    let same = c.open_at(&p, &with(Some(arrived)), Instant::now()).unwrap();
+    assert!(Arc::ptr_eq(&first, &same));
+    // A request that arrived after the rewrite is checked again and gets the new file; so
+    // does one of unknown arrival.
+    let later = Instant::now();
+    let fresh = c.open_at(&p, &with(Some(later)), Instant::now()).unwrap();
+    assert_eq!(fresh.meta.len, 6);
+    rewrite(&p, b"abcdefghi");
+    assert_eq!(
+        c.open_at(&p, &with(None), Instant::now()).unwrap().meta.len,
+        9
+    );
+    // An unchanged file found by a check moves the check's time on: a request that arrived
+    // before that check reuses it.
+    let arrived = Instant::now();
+    let checked = c.open_at(&p, &with(Some(arrived)), Instant::now()).unwrap();
+    rewrite(&p, b"abcdefghijkl");
+    let reused = c.open_at(&p, &with(Some(arrived)), Instant::now()).unwrap();
+    assert!(Arc::ptr_eq(&checked, &reused));
 }

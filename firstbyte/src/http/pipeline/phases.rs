@@ -666,6 +666,7 @@ fn serve_static(r: &mut Req, loc: &Arc<LocationConf>, path: PathBuf) -> Out {
         loc,
         symlinks_from: from.as_deref(),
         if_range_date,
+        received: r.conn.io().last_read(),
     };
     let shared = r.conn.shared();
     let cache = loc
