@@ -203,23 +203,7 @@ pub(crate) fn methods(d: &Directive, _: &mut Cx) -> Result<Vec<String>, ConfErro
     let mut v = vec!["GET".to_string(), "HEAD".to_string()];
     for a in &d.args {
         let m = a.to_ascii_uppercase();
-        const KNOWN: &[&str] = &[
-            "GET",
-            "HEAD",
-            "POST",
-            "PUT",
-            "DELETE",
-            "MKCOL",
-            "COPY",
-            "MOVE",
-            "OPTIONS",
-            "PROPFIND",
-            "PROPPATCH",
-            "LOCK",
-            "UNLOCK",
-            "PATCH",
-        ];
-        if !KNOWN.contains(&m.as_str()) {
+        if !super::limit_except::METHODS.contains(&m.as_str()) {
             return Err(ConfError::other(format!("invalid value \"{a}\""), &d.pos));
         }
         if !v.contains(&m) {
