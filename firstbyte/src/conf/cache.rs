@@ -198,12 +198,16 @@ pub(crate) fn proxy_no_cache(s: &mut LocSettings, d: &Directive, _: &mut Cx) -> 
     Ok(())
 }
 
+/// The names `proxy_cache_methods` accepts: nginx's `ngx_http_upstream_cache_method_mask`
+/// (any other method, `PUT` say, is `invalid value` there too: its response is never cached).
+const CACHE_METHODS: [&str; 3] = ["GET", "HEAD", "POST"];
+
 /// `proxy_cache_methods GET HEAD POST`: GET and HEAD are always in (nginx adds them).
 pub(crate) fn methods(d: &Directive, _: &mut Cx) -> Result<Vec<String>, ConfError> {
     let mut v = vec!["GET".to_string(), "HEAD".to_string()];
     for a in &d.args {
         let m = a.to_ascii_uppercase();
-        if !super::limit_except::METHODS.contains(&m.as_str()) {
+        if !CACHE_METHODS.contains(&m.as_str()) {
             return Err(ConfError::other(format!("invalid value \"{a}\""), &d.pos));
         }
         if !v.contains(&m) {
@@ -211,6 +215,28 @@ pub(crate) fn methods(d: &Directive, _: &mut Cx) -> Result<Vec<String>, ConfErro
         }
     }
     Ok(v)
+}
+
+#[cfg(test)]
+mod methods_tests {
+    fn load(args: &str) -> Result<crate::conf::model::Config, crate::conf::ConfError> {
+        crate::conf::load_str(
+            &format!("events {{}}\nhttp {{\nserver {{ listen 127.0.0.1:8080;\n  location / {{ proxy_cache_methods {args}; }} }}\n}}\n"),
+            std::path::Path::new("/etc/fb/m.conf"),
+            std::path::Path::new("/srv"),
+        )
+    }
+
+    #[test]
+    fn only_nginx_cacheable_methods_load() {
+        for ok in ["get", "POST", "GET HEAD POST"] {
+            assert!(load(ok).is_ok(), "{ok}");
+        }
+        for bad in ["PUT", "GET DELETE", "PATCH"] {
+            let e = load(bad).unwrap_err().to_string();
+            assert!(e.contains("invalid value"), "{bad}: {e}");
+        }
+    }
 }
 
 /// `proxy_cache_use_stale` flags.

@@ -19,8 +19,7 @@ use super::parse::Directive;
 use super::settings::LocSettings;
 use super::table::LOCATION;
 
-/// The methods `limit_except` accepts (nginx's `ngx_methods_names`); `proxy_cache_methods`
-/// takes the same names.
+/// The methods `limit_except` accepts (nginx's `ngx_methods_names`).
 pub(crate) const METHODS: [&str; 14] = [
     "GET",
     "HEAD",
