@@ -30,6 +30,7 @@ pub mod client_ocsp;
 mod context;
 mod dynamic;
 mod error;
+pub mod handshake_cx;
 mod hkdf;
 pub mod ktls;
 mod names;

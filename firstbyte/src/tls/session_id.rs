@@ -8,9 +8,9 @@
 //! wrapped ticketer's, untouched.
 //!
 //! The calls happen inside rustls while the accept path processes the ClientHello and polls
-//! the handshake: [`Handshake::run`] makes one connection's [`Handshake`] the thread's
-//! current one around each such call ([`Handshake::polling`] for a future), so the wrappers
-//! know which connection a ticket or entry belongs to. The id of a connection is the first
+//! the handshake: the connection's [`Handshake`] is part of the
+//! [`HandshakeCx`](super::handshake_cx::HandshakeCx) current on the thread around each such
+//! step, so the wrappers know which connection a ticket or entry belongs to. The id of a connection is the first
 //! of: the id of the session it resumed (the last ticket or entry that opened: rustls stops
 //! at the one it accepts; [`Handshake::settle`] drops it when the handshake is full after
 //! all), the TLS 1.2 session id it was given when that goes into the cache (so
@@ -19,12 +19,8 @@
 //! the id of the connection that made the session. Outside a handshake (QUIC's, driven by
 //! quinn) the wrappers seal a fresh id and take none.
 
-use std::cell::Cell;
 use std::fmt;
-use std::future::Future;
-use std::pin::Pin;
 use std::sync::Arc;
-use std::task::{Context, Poll};
 
 use aws_lc_rs::rand::{SecureRandom, SystemRandom};
 use rustls::server::{ProducesTickets, StoresServerSessions};
@@ -43,26 +39,6 @@ pub struct Handshake {
     tls12: bool,
 }
 
-thread_local! {
-    /// The handshake that rustls is working on in this thread, if the caller said so.
-    static CURRENT: Cell<Option<Handshake>> = const { Cell::new(None) };
-}
-
-/// Puts the previous current handshake back, and this one's state into its owner, even if
-/// the call in between panics.
-struct Restore<'a> {
-    owner: &'a mut Handshake,
-    previous: Option<Handshake>,
-}
-
-impl Drop for Restore<'_> {
-    fn drop(&mut self) {
-        if let Some(h) = CURRENT.with(|c| c.replace(self.previous)) {
-            *self.owner = h;
-        }
-    }
-}
-
 impl Handshake {
     /// Says whether the connection speaks TLS 1.2 (known once the ClientHello is processed).
     pub fn set_tls12(&mut self, tls12: bool) {
@@ -79,42 +55,11 @@ impl Handshake {
         }
     }
 
-    /// Runs `f` with this handshake as the thread's current one.
-    pub fn run<R>(&mut self, f: impl FnOnce() -> R) -> R {
-        let previous = CURRENT.with(|c| c.replace(Some(*self)));
-        let _restore = Restore {
-            owner: self,
-            previous,
-        };
-        f()
-    }
-
-    /// `fut`, polled with this handshake as the thread's current one.
-    pub fn polling<F: Future + Unpin>(&mut self, fut: F) -> Polling<'_, F> {
-        Polling { hs: self, fut }
-    }
-
     /// The connection's id: the resumed session's or the one its tickets carry, else a
     /// fresh one (kept, so tickets issued later carry it too). All zeros only if the
     /// system's random source fails.
     pub fn id(&mut self) -> SessionId {
         *self.id.get_or_insert_with(|| fresh().unwrap_or_default())
-    }
-}
-
-/// A future polled inside [`Handshake::run`].
-pub struct Polling<'a, F> {
-    hs: &'a mut Handshake,
-    fut: F,
-}
-
-impl<F: Future + Unpin> Future for Polling<'_, F> {
-    type Output = F::Output;
-
-    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<F::Output> {
-        let this = self.get_mut();
-        let fut = &mut this.fut;
-        this.hs.run(|| Pin::new(fut).poll(cx))
     }
 }
 
@@ -128,31 +73,24 @@ fn fresh() -> Option<SessionId> {
 /// The id a new ticket or cache entry carries: the current handshake's (given one first,
 /// `key` for a TLS 1.2 cache entry), or a fresh one outside a handshake.
 fn issuing(key: Option<&[u8]>) -> Option<SessionId> {
-    CURRENT.with(|c| match c.get() {
-        Some(mut h) => {
-            let id = match h.id {
-                Some(id) => id,
-                None => match key.filter(|_| h.tls12).and_then(|k| k.try_into().ok()) {
-                    Some(k) => k,
-                    None => fresh()?,
-                },
-            };
-            h.id = Some(id);
-            c.set(Some(h));
-            Some(id)
-        }
-        None => fresh(),
+    super::handshake_cx::with_current(|cx| {
+        let h = &mut cx.ids;
+        let id = match h.id {
+            Some(id) => id,
+            None => match key.filter(|_| h.tls12).and_then(|k| k.try_into().ok()) {
+                Some(k) => k,
+                None => fresh()?,
+            },
+        };
+        h.id = Some(id);
+        Some(id)
     })
+    .unwrap_or_else(fresh)
 }
 
 /// A ticket or entry that opened: its id becomes the current handshake's.
 fn resumed(id: SessionId) {
-    CURRENT.with(|c| {
-        if let Some(mut h) = c.get() {
-            h.id = Some(id);
-            c.set(Some(h));
-        }
-    });
+    super::handshake_cx::with_current(|cx| cx.ids.id = Some(id));
 }
 
 /// `id ‖ session`.
@@ -241,7 +179,21 @@ pub fn hex(id: &SessionId) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::tls::handshake_cx::HandshakeCx;
     use rustls::server::ServerSessionMemoryCache;
+
+    impl Handshake {
+        /// `f` as a step of a handshake whose context holds these ids.
+        fn run<R>(&mut self, f: impl FnOnce() -> R) -> R {
+            let mut cx = HandshakeCx {
+                ids: *self,
+                ..HandshakeCx::default()
+            };
+            let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| cx.run(f)));
+            *self = cx.ids;
+            r.unwrap_or_else(|p| std::panic::resume_unwind(p))
+        }
+    }
 
     /// A ticketer that "encrypts" by reversing: enough to see what it was given.
     #[derive(Debug)]
@@ -343,7 +295,7 @@ mod tests {
             t.decrypt(&t.encrypt(b"s").unwrap()).as_deref(),
             Some(&b"s"[..])
         );
-        assert!(CURRENT.with(Cell::get).is_none());
+        assert!(crate::tls::handshake_cx::with_current(|_| ()).is_none());
     }
 
     #[test]
@@ -390,6 +342,6 @@ mod tests {
             inner.id.expect("inner id kept"),
         );
         assert_ne!(o, i, "each ticket went to its own handshake");
-        assert!(CURRENT.with(Cell::get).is_none());
+        assert!(crate::tls::handshake_cx::with_current(|_| ()).is_none());
     }
 }

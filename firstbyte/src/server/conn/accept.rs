@@ -308,39 +308,34 @@ pub(super) async fn accept_tls(
         }
         None => cfg,
     };
-    // `$ssl_session_id`: the tickets and cache entries this handshake opens or issues.
-    let mut ids = crate::tls::session_id::Handshake::default();
-    // The client's TLS 1.3 traffic secret, for kernel TLS to follow its KeyUpdates: logged
-    // (`ktls::rx::capture`) while the ClientHello is processed, or a later flight's.
-    let mut secret = None;
-    let tls_conn =
-        match ids.run(|| ktls::rx::capture::capture(&mut secret, || hello.into_connection(cfg))) {
-            Ok(c) => c,
-            Err((e, mut alert)) => {
-                let mut out = Vec::new();
-                let _ = alert.write_all(&mut out);
-                let _ = tokio::io::AsyncWriteExt::write_all(&mut stream, &out).await;
-                handshake_failed(&e, crate::metrics::rustls_reason(&e));
-                return None;
-            }
-        };
-    ids.set_tls12(tls_conn.protocol_version() == Some(rustls::ProtocolVersion::TLSv1_2));
-    ids.settle(tls_conn.handshake_kind());
+    // What rustls' callbacks keep for this connection while its handshake steps run: the
+    // tickets and cache entries it opens or issues (`$ssl_session_id`) and, with kernel TLS,
+    // the client's TLS 1.3 traffic secret, to follow its KeyUpdates.
+    let mut hs = crate::tls::handshake_cx::HandshakeCx::default();
+    let tls_conn = match hs.run(|| hello.into_connection(cfg)) {
+        Ok(c) => c,
+        Err((e, mut alert)) => {
+            let mut out = Vec::new();
+            let _ = alert.write_all(&mut out);
+            let _ = tokio::io::AsyncWriteExt::write_all(&mut stream, &out).await;
+            handshake_failed(&e, crate::metrics::rustls_reason(&e));
+            return None;
+        }
+    };
+    hs.ids
+        .set_tls12(tls_conn.protocol_version() == Some(rustls::ProtocolVersion::TLSv1_2));
+    hs.ids.settle(tls_conn.handshake_kind());
     // Boxed: the handshake's state is freed when it ends instead of widening the task.
-    let handshake = ktls::rx::capture::Captured::new(
-        Box::pin(crate::tls::stream::handshake(
-            stream,
-            tls_conn,
-            record_policy(&server, &shared.http.advisor),
-            crate::record::SocketInfo(fd),
-            release.clone(),
-        )),
-        secret,
-    );
-    let (mut tls, secret) = match tokio::time::timeout_at(hs_deadline, ids.polling(handshake)).await
-    {
-        Ok((Ok(t), secret)) => (t, secret),
-        Ok((Err(e), _)) => {
+    let handshake = Box::pin(crate::tls::stream::handshake(
+        stream,
+        tls_conn,
+        record_policy(&server, &shared.http.advisor),
+        crate::record::SocketInfo(fd),
+        release.clone(),
+    ));
+    let mut tls = match tokio::time::timeout_at(hs_deadline, hs.polling(handshake)).await {
+        Ok(Ok(t)) => t,
+        Ok(Err(e)) => {
             handshake_failed(&e, crate::metrics::io_reason(&e));
             return None;
         }
@@ -349,6 +344,7 @@ pub(super) async fn accept_tls(
             return None;
         }
     };
+    let secret = hs.secret.take();
     io.set_record_reads(false);
     // Before kernel TLS takes the socket: the OCSP check may wait on a responder.
     let sc = tls.connection();
@@ -381,8 +377,8 @@ pub(super) async fn accept_tls(
     }
     // A 0-RTT connection's handshake is not done: it stays in user space, and its tickets
     // (issued when the client's Finished arrives) carry the connection's id.
-    let session_id = ids.id();
-    tls.carry_session_ids(ids);
+    let session_id = hs.ids.id();
+    tls.carry_handshake(hs);
     let early = tls.early_gate().cloned();
     let decision = (may_switch && early.is_none() && server.tls.as_ref().is_some_and(|t| t.ktls))
         .then(|| {

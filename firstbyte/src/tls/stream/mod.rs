@@ -308,7 +308,7 @@ where
             gate: g,
             data: Vec::new(),
             read: 0,
-            ids: None,
+            hs: None,
         }),
     };
     stream.take_early();
@@ -322,8 +322,8 @@ struct Early {
     data: Vec<u8>,
     /// How much of `data` has been read.
     read: usize,
-    /// The handshake's session ids while it is not done ([`TlsStream::carry_session_ids`]).
-    ids: Option<super::session_id::Handshake>,
+    /// The handshake's context while it is not done ([`TlsStream::carry_handshake`]).
+    hs: Option<super::handshake_cx::HandshakeCx>,
 }
 
 impl Early {
@@ -351,12 +351,12 @@ pub struct TlsStream<IO, T> {
 }
 
 impl<IO, T> TlsStream<IO, T> {
-    /// For a connection whose handshake is not done (0-RTT): the handshake's session ids
-    /// (`super::session_id`), current while the rest of the handshake is read, so the
+    /// For a connection whose handshake is not done (0-RTT): the handshake's context
+    /// (`super::handshake_cx`), current while the rest of the handshake is read, so the
     /// tickets issued at its end carry the connection's id. Otherwise nothing to keep.
-    pub fn carry_session_ids(&mut self, ids: super::session_id::Handshake) {
+    pub fn carry_handshake(&mut self, hs: super::handshake_cx::HandshakeCx) {
         if let Some(early) = &mut self.early {
-            early.ids = Some(ids);
+            early.hs = Some(hs);
         }
     }
 }
@@ -385,7 +385,7 @@ impl<IO, T> TlsStream<IO, T> {
         }
         if !self.conn.is_handshaking() {
             early.gate.close();
-            early.ids = None;
+            early.hs = None;
         }
     }
 
@@ -534,8 +534,8 @@ impl<IO: AsyncRead + AsyncWrite + Unpin, T: TcpInfoSource + Unpin> TlsStream<IO,
     /// messages (a KeyUpdate) if the queue is not held.
     fn poll_more(&mut self, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
         let (conn, io) = (&mut self.conn, &mut self.io);
-        let read = match self.early.as_mut().and_then(|e| e.ids.as_mut()) {
-            Some(ids) => ids.run(|| poll_read_tls(conn, io, cx)),
+        let read = match self.early.as_mut().and_then(|e| e.hs.as_mut()) {
+            Some(hs) => hs.run(|| poll_read_tls(conn, io, cx)),
             None => poll_read_tls(conn, io, cx),
         };
         if !std::task::ready!(read)? {

@@ -419,10 +419,11 @@ fn a_rustls_client_is_read_with_the_captured_secret() {
             &[&rustls::version::TLS13],
             testutil::any_server_cert(),
         ));
-        let mut secret = None;
-        let (mut c, s) =
-            capture::capture(&mut secret, || testutil::handshake(server.clone(), client)).unwrap();
-        let secret = secret.expect("captured");
+        let mut hs = crate::tls::handshake_cx::HandshakeCx::default();
+        let (mut c, s) = hs
+            .run(|| testutil::handshake(server.clone(), client))
+            .unwrap();
+        let secret = hs.secret.expect("captured");
         let t13 = s.negotiated_cipher_suite().and_then(|s| s.tls13()).unwrap();
         let (seq, rx) = s.dangerous_extract_secrets().unwrap().rx;
         let (key, iv) = match rx {
@@ -446,15 +447,15 @@ fn a_rustls_client_is_read_with_the_captured_secret() {
         assert_eq!(out, b"GET /1 ");
         assert_eq!(ev, [Step::Fail(Fail::UpdateRequested)]);
     }
-    // Outside `capture`, nothing is kept.
+    // Outside a handshake step, nothing is kept.
     let client = Arc::new(testutil::client_config(
         testutil::provider(),
         &[&rustls::version::TLS13],
         testutil::any_server_cert(),
     ));
-    let mut nothing = None;
-    capture::capture(&mut nothing, || {});
+    let mut nothing = crate::tls::handshake_cx::HandshakeCx::default();
+    nothing.run(|| {});
     testutil::handshake(server, client).unwrap();
-    capture::capture(&mut nothing, || {});
-    assert!(nothing.is_none());
+    nothing.run(|| {});
+    assert!(nothing.secret.is_none());
 }
