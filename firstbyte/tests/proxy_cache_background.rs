@@ -90,7 +90,7 @@ fn start(tag: &str, up: u16) -> (Server, u16) {
     let dir = tempdir(tag);
     let port = free_port();
     let conf = format!(
-        "pid {d}/fb.pid;\nerror_log {d}/error.log info;\nevents {{}}\nhttp {{\n access_log off;\n proxy_cache_path {d}/cache keys_zone=z:1m;\n server {{ listen 127.0.0.1:{port};\n  location / {{ proxy_pass http://127.0.0.1:{up}; proxy_cache z; proxy_cache_key $uri; proxy_cache_revalidate on; proxy_cache_background_update on; add_header X-Cache $upstream_cache_status always;\n   location /rule/ {{ proxy_pass http://127.0.0.1:{up}; proxy_cache_valid 200 2s; }}\n  }}\n }}\n}}\n",
+        "pid {d}/fb.pid;\nerror_log {d}/error.log info;\nevents {{}}\nhttp {{\n access_log off;\n proxy_cache_path {d}/cache keys_zone=z:1m;\n server {{ listen 127.0.0.1:{port};\n  location / {{ proxy_pass http://127.0.0.1:{up}; proxy_cache z; proxy_cache_key $uri; proxy_cache_revalidate on; proxy_cache_background_update on; add_header X-Cache $upstream_cache_status always;\n   location /rule/ {{ proxy_pass http://127.0.0.1:{up}; proxy_cache_valid 200 1s; }}\n  }}\n }}\n}}\n",
         d = dir.display()
     );
     (Server::start_in(&dir, &conf, port), port)
@@ -149,7 +149,7 @@ fn pair(a: &str, b: &str) -> (String, String) {
 fn the_stale_answers_connection_closes_after_its_conditional_update() {
     let up = up();
     let (_s, port) = start("cache-bg-close", up.port);
-    let path = "/a?cc=max-age=2,%20stale-while-revalidate=30";
+    let path = "/a?cc=max-age=1,%20stale-while-revalidate=30";
     assert_eq!(get(port, path), pair("MISS", "body 1\n"));
     std::thread::sleep(Duration::from_millis(2100));
 
@@ -210,7 +210,7 @@ fn the_stale_answers_connection_closes_after_its_conditional_update() {
 fn a_failed_background_update_leaves_the_entry_and_the_next_request_tries_again() {
     let up = up();
     let (_s, port) = start("cache-bg-error", up.port);
-    let path = "/f?cc=max-age=2,%20stale-while-revalidate=30";
+    let path = "/f?cc=max-age=1,%20stale-while-revalidate=30";
     assert_eq!(get(port, path), pair("MISS", "body 1\n"));
     std::thread::sleep(Duration::from_millis(2100));
     // The update gets a 500 (not stored); once the connection closed it is over, and the
@@ -226,12 +226,13 @@ fn a_failed_background_update_leaves_the_entry_and_the_next_request_tries_again(
 fn a_304_refreshes_for_its_own_time_else_the_stored_one_else_proxy_cache_valid() {
     let up = up();
     let (_s, port) = start("cache-bg-304", up.port);
-    // own: the 304 says max-age=4 (and no stale-while-revalidate);
-    // kept: a bare 304, the stored max-age=2 and stale-while-revalidate=30 again;
-    // rule: nothing stored but stale-while-revalidate, `proxy_cache_valid 200 2s`.
-    // Times are whole seconds: each check is a second or more clear of its edge.
-    let own = "/own?cc=max-age=2,%20stale-while-revalidate=30&cc304=max-age=4";
-    let kept = "/kept?cc=max-age=2,%20stale-while-revalidate=30";
+    // own: the 304 says max-age=3 (and no stale-while-revalidate);
+    // kept: a bare 304, the stored max-age=1 and stale-while-revalidate=30 again;
+    // rule: nothing stored but stale-while-revalidate, `proxy_cache_valid 200 1s`.
+    // Times are whole seconds, an answer fresh through its last one (as nginx): each check
+    // is clear of its edge.
+    let own = "/own?cc=max-age=1,%20stale-while-revalidate=30&cc304=max-age=3";
+    let kept = "/kept?cc=max-age=1,%20stale-while-revalidate=30";
     let rule = "/rule/r?cc=stale-while-revalidate=30";
     for (n, p) in [own, kept, rule].into_iter().enumerate() {
         assert_eq!(get(port, p), pair("MISS", &format!("body {}\n", n + 1)));
@@ -248,9 +249,9 @@ fn a_304_refreshes_for_its_own_time_else_the_stored_one_else_proxy_cache_valid()
     assert_eq!(get(port, own), pair("HIT", "body 1\n"));
     assert_eq!(get(port, kept), pair("STALE", "body 2\n"));
     assert_eq!(get(port, rule), pair("STALE", "body 3\n"));
-    // Past the 304's four seconds (a second clear of the edge): no stale-while-revalidate
-    // from it, so the expired entry is revalidated in the foreground.
-    std::thread::sleep(Duration::from_millis(5100).saturating_sub(revalidated.elapsed()));
+    // Past the 304's three seconds: no stale-while-revalidate from it, so the expired
+    // entry is revalidated in the foreground.
+    std::thread::sleep(Duration::from_millis(4100).saturating_sub(revalidated.elapsed()));
     assert_eq!(get(port, own), pair("REVALIDATED", "body 1\n"));
     // Every request to the upstream after the first of each key was conditional.
     let heads = up.heads.lock().expect("lock");

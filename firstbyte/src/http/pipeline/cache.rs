@@ -159,7 +159,9 @@ pub(super) async fn begin(
         let hash = plan.hash;
         plan.store = uses >= c.min_uses && plan.store;
         match found {
-            Found::Entry(f, head) if head.valid > cache::now() => {
+            // nginx: fresh through its last second (`valid_sec < now` is expired), so
+            // `proxy_cache_valid 1s` keeps an answer one to two seconds, never less than one.
+            Found::Entry(f, head) if head.valid >= cache::now() => {
                 return Begin::Answer(serve(r, &plan, conf, f, head), "HIT");
             }
             Found::Entry(f, head) => {
