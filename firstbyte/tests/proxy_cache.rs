@@ -296,6 +296,34 @@ fn an_entry_expires_and_a_restart_keeps_it() {
 }
 
 #[test]
+fn an_entry_is_fresh_through_its_last_second() {
+    // As nginx (`valid_sec < now` is expired): `proxy_cache_valid 2s` stored just after a
+    // second began is still a hit 2.4 s later, in its last second, and expired a second on.
+    let up = counting();
+    let (_s, port) = start(
+        "cache-last-second",
+        up.port,
+        "keys_zone=z:1m",
+        "proxy_cache_valid 200 2s;",
+    );
+    let since = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .expect("clock");
+    let to_next = Duration::from_secs(1) - Duration::from_nanos(u64::from(since.subsec_nanos()));
+    std::thread::sleep(to_next + Duration::from_millis(50));
+    let stored = std::time::Instant::now();
+    assert_eq!(cache_status(&get(port, "/l", &[]).1), "MISS");
+    std::thread::sleep(Duration::from_millis(2400).saturating_sub(stored.elapsed()));
+    let (_, h, body) = get(port, "/l", &[]);
+    assert_eq!(
+        (cache_status(&h).as_str(), body.as_str()),
+        ("HIT", "response 1\n")
+    );
+    std::thread::sleep(Duration::from_millis(3100).saturating_sub(stored.elapsed()));
+    assert_eq!(cache_status(&get(port, "/l", &[]).1), "EXPIRED");
+}
+
+#[test]
 fn max_size_removes_the_least_recently_used() {
     let up = counting();
     let (s, port) = start(
@@ -599,16 +627,16 @@ fn stale_while_revalidate_from_the_upstream_runs_out() {
     let w2 = "/w2?h=Cache-Control:max-age=1,%20stale-while-revalidate=1";
     assert_eq!(get(port, w1, &[]).2, "response 1\n");
     assert_eq!(get(port, w2, &[]).2, "response 2\n");
-    // Expired, within its stale-while-revalidate: answered stale, refreshed behind (no
-    // `proxy_cache_use_stale` at all).
-    std::thread::sleep(Duration::from_millis(1100));
+    // Expired (past its last second), within its stale-while-revalidate: answered stale,
+    // refreshed behind (no `proxy_cache_use_stale` at all).
+    std::thread::sleep(Duration::from_millis(2100));
     let (_, h, body) = get(port, w1, &[]);
     assert_eq!(
         (cache_status(&h).as_str(), body.as_str()),
         ("STALE", "response 1\n")
     );
     // Past it: to the upstream as any expired entry.
-    std::thread::sleep(Duration::from_millis(2000));
+    std::thread::sleep(Duration::from_millis(1000));
     let (_, h, body) = get(port, w2, &[]);
     assert_eq!(cache_status(&h), "EXPIRED");
     assert!(body.starts_with("response "), "{body}");
@@ -641,14 +669,14 @@ fn stale_if_error_answers_an_upstream_that_is_gone_for_its_time() {
     let up = one_shot("Cache-Control: max-age=1, stale-if-error=2\r\n");
     let (_s, port) = start("cache-sie", up, "keys_zone=z:1m", "");
     assert_eq!(get(port, "/e", &[]).2, "once");
-    std::thread::sleep(Duration::from_millis(1100));
+    std::thread::sleep(Duration::from_millis(2100));
     let (code, h, body) = get(port, "/e", &[]);
     assert_eq!(
         (code, cache_status(&h).as_str(), body.as_str()),
         (200, "STALE", "once")
     );
     // Past it (whole seconds): the error.
-    std::thread::sleep(Duration::from_millis(3000));
+    std::thread::sleep(Duration::from_millis(2000));
     assert_eq!(get(port, "/e", &[]).0, 502);
 
     // Ignored (`proxy_ignore_headers Cache-Control`, `proxy_cache_valid` for the time):

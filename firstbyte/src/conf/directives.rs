@@ -567,7 +567,7 @@ macro_rules! proxy_cache_directives {
             "An expired stored response is served (`STALE`) instead of an upstream `error`, `timeout`, `invalid_header` or `http_500`, `http_502`, `http_503`, `http_504`, `http_403`, `http_404`, `http_429` answer; `updating`: while another request refreshes it (`UPDATING`). The upstream's `Cache-Control: stale-while-revalidate=N` allows `updating` (and `error`, `timeout`, `invalid_header`), `stale-if-error=N` those errors, for N seconds past its expiry (unless `proxy_ignore_headers Cache-Control`).";
         "proxy_cache_revalidate" revalidate: bool = false =>
             (HSL, 1, 1, "off", Inherit, p::on_off)
-            "`on`: an expired stored response with `Last-Modified` or `ETag` is revalidated with `If-Modified-Since`/`If-None-Match`; the upstream's 304 makes it fresh again (`REVALIDATED`).";
+            "`on`: an expired stored response with `Last-Modified` or `ETag` is revalidated with `If-Modified-Since`/`If-None-Match`; the upstream's 304 makes it fresh again (`REVALIDATED`) for the time the 304 gives (`X-Accel-Expires`, `Cache-Control`, `Expires`, with its `stale-*` times), else for the stored response's own, else `proxy_cache_valid`'s, as nginx.";
         // None: nginx's default (no limit).
         "proxy_cache_max_range_offset" max_range_offset: Option<u64> = None =>
             (HSL, 1, 1, "", Inherit, p::some_count)
@@ -577,7 +577,7 @@ macro_rules! proxy_cache_directives {
             "`on`: a HEAD request that may be cached goes to the upstream as GET, so the stored response has its body (the key should then not hold `$request_method`).";
         "proxy_cache_background_update" background_update: bool = false =>
             (HSL, 1, 1, "off", Inherit, p::on_off)
-            "`on`: an expired stored response that may be served while it is updated (`proxy_cache_use_stale updating`, or the upstream's `Cache-Control: stale-while-revalidate=N` still running) is answered at once (`STALE`) while a background request refreshes it: one per key at a time, finished even when the client leaves.";
+            "`on`: an expired stored response that may be served while it is updated (`proxy_cache_use_stale updating`, or the upstream's `Cache-Control: stale-while-revalidate=N` still running) is answered at once (`STALE`) while a background request refreshes it: one per key at a time (conditional with `proxy_cache_revalidate`), finished even when the client leaves. An HTTP/1.x connection that ends after that answer (`Connection: close`) closes once the background request is done, as nginx's; a keep-alive one serves its next request at once.";
     } };
 }
 pub(crate) use proxy_cache_directives;

@@ -258,6 +258,60 @@ impl Conn {
     pub(crate) fn h1(&self) -> &H1Watch {
         &self.h1
     }
+
+    /// A background update (`proxy_cache_background_update`) started by a request of this
+    /// connection: until the hold is dropped, an HTTP/1.x connection that ends after its
+    /// response waits before it closes (see [`Background`]).
+    pub fn hold_for_background(&self) -> BackgroundHold {
+        let b = self.h1.background.get_or_init(Default::default).clone();
+        b.running.fetch_add(1, Ordering::AcqRel);
+        BackgroundHold(b)
+    }
+}
+
+/// The background updates a connection's requests started and that still run. nginx's
+/// background update is a subrequest of the client's request, which is finalized only when
+/// it ends: a connection that closes after its response (`Connection: close`) closes once
+/// the update is done, so the client that read to the end finds the update stored. An
+/// HTTP/1.x connection's shutdown waits for [`Background::poll_done`].
+#[derive(Default)]
+pub struct Background {
+    running: std::sync::atomic::AtomicUsize,
+    waker: std::sync::Mutex<Option<std::task::Waker>>,
+}
+
+impl Background {
+    /// Ready when no background update of the connection runs.
+    pub(crate) fn poll_done(&self, cx: &mut std::task::Context<'_>) -> std::task::Poll<()> {
+        if self.running.load(Ordering::Acquire) == 0 {
+            return std::task::Poll::Ready(());
+        }
+        *self.waker.lock().unwrap_or_else(|e| e.into_inner()) = Some(cx.waker().clone());
+        // An update that ended between the check and the waker's store woke nobody.
+        if self.running.load(Ordering::Acquire) == 0 {
+            return std::task::Poll::Ready(());
+        }
+        std::task::Poll::Pending
+    }
+}
+
+/// One running background update of a connection ([`Conn::hold_for_background`]).
+pub struct BackgroundHold(Arc<Background>);
+
+impl Drop for BackgroundHold {
+    fn drop(&mut self) {
+        if self.0.running.fetch_sub(1, Ordering::AcqRel) == 1 {
+            let w = self
+                .0
+                .waker
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .take();
+            if let Some(w) = w {
+                w.wake();
+            }
+        }
+    }
 }
 
 /// Requests in flight on a connection, and when it was last busy: what the idle timer reads.
@@ -455,6 +509,8 @@ pub(crate) struct H1Watch {
     /// Refusals the connection layer found in heads as received, oldest first (see
     /// [`H1Watch::refusal`]); empty on nearly every connection.
     pub(crate) verdicts: std::sync::Mutex<std::collections::VecDeque<Verdict>>,
+    /// Background updates started by the connection's requests (made by the first).
+    pub(crate) background: std::sync::OnceLock<Arc<Background>>,
 }
 
 /// Whether `raw`, a request target as received, is the one hyper parsed into `uri`.

@@ -106,6 +106,13 @@ impl<'a> Cursor<'a> {
 
 /// Parses a header block (after the fixed part) for `key`; None: not this key's, or broken.
 pub fn decode_block(block: &[u8], key: &[u8]) -> Option<(StatusCode, HeaderMap, Vec<u8>, Stale)> {
+    let (status, headers, variant, stale) = decode(block, key)?;
+    Some((status, headers, variant, stale.unwrap_or_default()))
+}
+
+/// [`decode_block`], with None as the extensions of a block written before they existed.
+#[allow(clippy::type_complexity)]
+fn decode(block: &[u8], key: &[u8]) -> Option<(StatusCode, HeaderMap, Vec<u8>, Option<Stale>)> {
     let mut c = Cursor(block);
     let klen = c.u32()?;
     if c.take(klen)? != key {
@@ -125,12 +132,12 @@ pub fn decode_block(block: &[u8], key: &[u8]) -> Option<(StatusCode, HeaderMap, 
         headers.append(name, value);
     }
     let stale = if c.0.is_empty() {
-        Stale::default()
+        None
     } else {
-        Stale {
+        Some(Stale {
             updating: c.u64()?,
             error: c.u64()?,
-        }
+        })
     };
     Some((status, headers, variant, stale))
 }
@@ -169,9 +176,39 @@ pub fn open(path: &Path, key: &[u8]) -> Option<(File, Head)> {
     ))
 }
 
-/// Rewrites the validity of a stored file (a revalidation's 304).
-pub fn set_valid(path: &Path, valid: u64) -> std::io::Result<()> {
-    let f = OpenOptions::new().write(true).open(path)?;
+/// Rewrites the validity and the `stale-*` times of the stored file of `key` at `path` (a
+/// revalidation's 304), when it is still `same` (the file the revalidation began with: a
+/// response stored since then is left as it is, as nginx's header update checks the file
+/// it read). A file written before the times were stored gets its validity alone.
+pub fn set_valid(
+    path: &Path,
+    same: &File,
+    key: &[u8],
+    valid: u64,
+    stale: Stale,
+) -> std::io::Result<()> {
+    use std::os::unix::fs::MetadataExt;
+    let mut f = OpenOptions::new().read(true).write(true).open(path)?;
+    let (a, b) = (f.metadata()?, same.metadata()?);
+    if (a.dev(), a.ino()) != (b.dev(), b.ino()) {
+        return Ok(());
+    }
+    let mut fixed = [0u8; FIXED];
+    f.read_exact(&mut fixed)?;
+    let blen = u32::from_le_bytes([fixed[16], fixed[17], fixed[18], fixed[19]]) as usize;
+    let broken = || std::io::Error::from(std::io::ErrorKind::InvalidData);
+    if &fixed[..8] != MAGIC || blen > MAX_HEAD || ((FIXED + blen) as u64) > a.len() {
+        return Err(broken());
+    }
+    let mut block = vec![0u8; blen];
+    f.read_exact(&mut block)?;
+    let (_, _, _, old) = decode(&block, key).ok_or_else(broken)?;
+    if old.is_some() {
+        let mut times = [0u8; 16];
+        times[..8].copy_from_slice(&stale.updating.to_le_bytes());
+        times[8..].copy_from_slice(&stale.error.to_le_bytes());
+        f.write_all_at(&times, (FIXED + blen - 16) as u64)?;
+    }
     f.write_all_at(&valid.to_le_bytes(), VALID_AT)
 }
 
@@ -313,8 +350,20 @@ mod tests {
         use std::os::unix::fs::PermissionsExt;
         let mode = std::fs::metadata(&dest).expect("meta").permissions().mode();
         assert_eq!(mode & 0o777, 0o600);
-        set_valid(&dest, 99).expect("revalidate");
-        assert_eq!(open(&dest, b"k").expect("open").1.valid, 99);
+        let ext = Stale {
+            updating: 7,
+            error: 8,
+        };
+        set_valid(&dest, &f, b"k", 99, ext).expect("revalidate");
+        let (_, h) = open(&dest, b"k").expect("open");
+        assert_eq!((h.valid, h.stale, h.body_len), (99, ext, 5));
+        // A file stored since the revalidation began is left alone.
+        let mut w = Writer::create(&dest, &head, 0).expect("create");
+        assert!(w.write(b"again"));
+        w.commit().expect("commit");
+        set_valid(&dest, &f, b"k", 1234, ext).expect("revalidate");
+        let (_, h) = open(&dest, b"k").expect("open");
+        assert_eq!((h.valid, h.stale), (5, Stale::default()));
         // Past the limit: dropped, nothing left behind.
         let mut w = Writer::create(&dir.join("big"), &head, 3).expect("create");
         assert!(!w.write(b"hello"));

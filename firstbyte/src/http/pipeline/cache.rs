@@ -159,7 +159,9 @@ pub(super) async fn begin(
         let hash = plan.hash;
         plan.store = uses >= c.min_uses && plan.store;
         match found {
-            Found::Entry(f, head) if head.valid > cache::now() => {
+            // nginx: fresh through its last second (`valid_sec < now` is expired), so
+            // `proxy_cache_valid 1s` keeps an answer one to two seconds, never less than one.
+            Found::Entry(f, head) if head.valid >= cache::now() => {
                 return Begin::Answer(serve(r, &plan, conf, f, head), "HIT");
             }
             Found::Entry(f, head) => {
@@ -508,27 +510,52 @@ pub(super) fn after(
     (Ok(resp), status)
 }
 
-/// A revalidation's 304: the stored response is fresh again for the time the 304 gives
-/// (its file rewritten), and is the answer.
+/// A revalidation's 304: the stored response is fresh again and is the answer. As nginx,
+/// its validity and `stale-*` times are the 304's own (`X-Accel-Expires`, `Cache-Control`,
+/// `Expires`), else the stored response's header fields', else `proxy_cache_valid`'s for
+/// the stored status (with the stored `stale-*` times); with none of them it stays expired.
+/// The file is rewritten in place.
 pub(super) fn revalidated(
     plan: &mut Plan,
     conf: &ProxyConf,
     raw: Option<&HeaderMap>,
 ) -> Option<(std::fs::File, store::Head)> {
     let (f, mut head) = plan.stale.take()?;
-    let empty = HeaderMap::new();
-    let valid = policy::validity(
-        head.status.as_u16(),
-        raw.unwrap_or(&empty),
-        &conf.ignore_headers,
-        &plan.conf.valid,
-        cache::now(),
-    );
-    if let Ok(v) = valid {
-        let _ = store::set_valid(&plan.zone.path(&plan.hash), v);
-        head.valid = v;
+    let now = cache::now();
+    let ignore = &conf.ignore_headers;
+    let fresh = raw
+        .and_then(|h| explicit_validity(h, ignore, now))
+        .or_else(|| explicit_validity(&head.headers, ignore, now))
+        .or_else(|| {
+            let d = policy::rule_time(head.status.as_u16(), &plan.conf.valid)?;
+            let ext = policy::stale_extensions(&head.headers, ignore).unwrap_or_default();
+            Some((now.saturating_add(d), ext))
+        });
+    if let Some((valid, ext)) = fresh {
+        let path = plan.zone.path(&plan.hash);
+        if store::set_valid(&path, &f, &plan.key, valid, ext).is_ok() {
+            head.valid = valid;
+            head.stale = ext;
+        }
     }
     Some((f, head))
+}
+
+/// The time a response's header fields make it fresh until, with its `stale-*` times; None
+/// when they give none (nginx's `valid_sec` left 0: no field, `no-cache`, `max-age=0`, an
+/// `Expires` past).
+fn explicit_validity(
+    headers: &HeaderMap,
+    ignore: &[String],
+    now: u64,
+) -> Option<(u64, store::Stale)> {
+    // Only the times: `Set-Cookie` and `Vary` decide whether an answer is stored, not how
+    // long a stored one stays fresh.
+    let mut times_only = ignore.to_vec();
+    times_only.extend(["set-cookie".to_string(), "vary".to_string()]);
+    let valid = policy::validity(200, headers, &times_only, &[], now).ok()?;
+    let ext = policy::stale_extensions(headers, ignore).unwrap_or_default();
+    Some((valid, ext))
 }
 
 /// What storing an upstream's answer needs of its request.

@@ -40,8 +40,10 @@ pub(super) fn start(r: &Req<'_>, how: Refresh<'_>, req: Request<ReqBody>, mut pl
     // The body is read here to its end for the file, not in a task of its own.
     plan.converted_head = false;
     let running = cache::Refreshing::start();
+    // The client's connection, if it ends after this response, closes when this ends.
+    let hold = r.conn.hold_for_background();
     tokio::spawn(async move {
-        let _running = running;
+        let _running = (running, hold);
         let mut up = px::UpstreamVars::default();
         let res = px::forward(&route, &pool, req, None, &log.get(), key, &mut up).await;
         // An upstream that failed leaves the stored response as it was.

@@ -421,6 +421,11 @@ impl<I: AsyncWrite + Unpin> AsyncWrite for Watched<I> {
     fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
         let this = self.get_mut();
         this.conn.h1().closing.store(true, Ordering::Relaxed);
+        // nginx closes after the background updates its requests started (see
+        // `http::conn::Background`); each ends with its upstream exchange.
+        if let Some(b) = this.conn.h1().background.get() {
+            std::task::ready!(b.poll_done(cx));
+        }
         Pin::new(&mut this.io).poll_shutdown(cx)
     }
 }
