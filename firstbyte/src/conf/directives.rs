@@ -607,7 +607,7 @@ macro_rules! proxy_ssl_directives {
             "Send SNI to the upstream.";
         "proxy_ssl_name" name: Option<String> = None =>
             (HSL, 1, 1, "", Inherit, px::ssl_name)
-            "Name verified and sent as SNI (default: the `proxy_pass` host).";
+            "Name verified and sent as SNI (default: the `proxy_pass` host); a port in it is cut off, as nginx (`backend:123` is `backend`).";
         "proxy_ssl_session_reuse" session_reuse: bool = true =>
             (HSL, 1, 1, "on", Inherit, p::on_off)
             "Resume TLS sessions to upstreams.";
