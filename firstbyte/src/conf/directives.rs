@@ -503,6 +503,10 @@ macro_rules! proxy_directives {
         "proxy_pass_request_body" pass_request_body: bool = true =>
             (HSL, 1, 1, "on", Inherit, p::on_off)
             "`off`: the client's request body is not passed (nor its length).";
+        // user:rw: nginx's default.
+        "proxy_store_access" store_access: u32 = 0o600 =>
+            (HSL, 1, 3, "user:rw", Inherit, px::store_access)
+            "The mode of a file `proxy_store` keeps: `user:rw|r`, `group:rw|r`, `all:rw|r` (the user's `rw` unless `user:` says otherwise); the directories it makes get `x` beside each `r` (less the umask).";
         // 0: no limit but the number of servers (nginx's default).
         "proxy_next_upstream_tries" next_upstream_tries: u32 = 0 =>
             (HSL, 1, 1, "0", Inherit, p::count)
