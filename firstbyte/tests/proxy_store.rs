@@ -1,6 +1,6 @@
 //! `proxy_store` end to end: a 200 response kept byte for byte under the root (or at a path
 //! with variables) with `proxy_store_access`'s mode and the upstream's `Last-Modified`; nothing
-//! kept for a body cut short, a HEAD or a 404; a request cannot place a file outside the
+//! kept for a body cut short, a HEAD, a 404 or an `X-Accel-Redirect` answer; a request cannot place a file outside the
 //! directory (`..`, encoded or not, and a symlink under the root).
 
 mod support;
@@ -41,6 +41,14 @@ fn start_upstream() -> u16 {
         let path = parts.next().unwrap_or("").to_string();
         let mut s = s;
         let data = body();
+        if path.starts_with("/accel") {
+            let head = format!(
+                "HTTP/1.1 200 OK\r\nX-Accel-Redirect: /elsewhere\r\nContent-Length: {SIZE}\r\nConnection: close\r\n\r\n"
+            );
+            let _ = s.write_all(head.as_bytes());
+            let _ = s.write_all(&data);
+            return;
+        }
         if path.starts_with("/missing") {
             let _ = s.write_all(b"HTTP/1.1 404 Not Found\r\nContent-Length: 4\r\nConnection: close\r\n\r\nnope");
             return;
@@ -190,6 +198,13 @@ fn nothing_is_kept_for_a_cut_body_a_head_or_a_404() {
     );
     let missing = fetch(port, "GET", "/s/missing.bin");
     assert!(missing.starts_with(b"HTTP/1.1 404"));
+    // An `X-Accel-Redirect` answer (its target is a missing file here) is not the response.
+    let accel = fetch(port, "GET", "/s/accel.bin");
+    assert!(
+        accel.starts_with(b"HTTP/1.1 404"),
+        "{}",
+        String::from_utf8_lossy(&accel[..40])
+    );
     assert!(wait_for(|| temp_empty(&dir)));
     // A complete one after them, so that their (absent) files had their chance.
     fetch(port, "GET", "/s/done.bin");

@@ -357,11 +357,24 @@ where
         None => result.map_err(|f| f.status()),
     };
     let _ = r.upstream.set(std::mem::take(&mut abort.up));
-    if let (Some(slot), ProxyStore::Path(v)) = (&store, &conf.store) {
-        let path = r.eval(v);
-        match path.is_empty() {
-            true => slot.cancel(),
-            false => slot.set(px::store::Target::split(&path, literal_len(v))),
+    if let Some(slot) = &store {
+        // An `X-Accel-Redirect` answer is not the response: its body is not kept (nginx
+        // redirects before reading it).
+        let redirected = !conf.ignore_headers.iter().any(|h| h == "x-accel-redirect")
+            && r.upstream
+                .get()
+                .and_then(|u| u.last_headers())
+                .is_some_and(|h| h.contains_key("x-accel-redirect"));
+        match &conf.store {
+            _ if redirected => slot.cancel(),
+            ProxyStore::Path(v) => {
+                let path = r.eval(v);
+                match path.is_empty() {
+                    true => slot.cancel(),
+                    false => slot.set(px::store::Target::split(&path, literal_len(v))),
+                }
+            }
+            _ => {}
         }
     }
     // `proxy_limit_rate` with variables, evaluated now that this response's header is among

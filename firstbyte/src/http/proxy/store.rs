@@ -130,6 +130,7 @@ impl Slot {
         let done = {
             let mut s = self.lock();
             s.cancelled = true;
+            s.dest = None;
             s.done.take()
         };
         drop(done);
@@ -140,10 +141,9 @@ impl Slot {
             let mut s = self.lock();
             match &s.dest {
                 Some(t) => t.clone(),
+                None if s.cancelled => return,
                 None => {
-                    if !s.cancelled {
-                        s.done = Some(d);
-                    }
+                    s.done = Some(d);
                     return;
                 }
             }
@@ -562,6 +562,16 @@ mod tests {
         let cancelled = Slot::new(0o600);
         cancelled.complete(done(&temp, b"never"));
         cancelled.cancel();
+        assert_eq!(std::fs::read_dir(&temp).expect("temp").count(), 0);
+        // Cancelled after its destination was known (an `X-Accel-Redirect` answer).
+        let late = Slot::new(0o600);
+        late.set(Target {
+            trusted: d.join("root"),
+            rest: "late".into(),
+        });
+        late.cancel();
+        late.complete(done(&temp, b"never"));
+        assert!(!d.join("root/late").exists());
         assert_eq!(std::fs::read_dir(&temp).expect("temp").count(), 0);
         let _ = std::fs::remove_dir_all(&d);
     }
