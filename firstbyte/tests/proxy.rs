@@ -672,3 +672,44 @@ http {
     assert!(!r.contains("content-length"), "{r}");
     assert!(r.ends_with("body="), "{r}");
 }
+
+/// `proxy_ssl_name` with a port (nginx-tests proxy_ssl_name.t): the port is cut, as nginx's
+/// `ngx_http_upstream_ssl_name` does, so `localhost:123` is both the SNI sent and the name
+/// the certificate is verified against; an IP address upstream gets no SNI.
+#[test]
+fn upstream_ssl_name_with_a_port_sends_and_verifies_the_name_alone() {
+    let c = certs();
+    let back_dir = tempdir("proxy-sslname-back");
+    let back_port = free_port();
+    let back = format!(
+        "pid {d}/fb.pid;\nerror_log {d}/error.log info;\nevents {{}}\nhttp {{ access_log off;\n server {{ listen 127.0.0.1:{back_port} ssl; server_name localhost;\n ssl_certificate {cert}; ssl_certificate_key {key};\n return 200 \"sni=[$ssl_server_name]\"; }} }}\n",
+        d = back_dir.display(),
+        cert = c.cert("localhost").display(),
+        key = c.key("localhost").display(),
+    );
+    let _back = Server::start_in(&back_dir, &back, back_port);
+    let dir = tempdir("proxy-sslname-front");
+    let port = free_port();
+    let conf = format!(
+        "pid {d}/fb.pid;\nerror_log {d}/error.log info;\nevents {{}}\nhttp {{ access_log off;\n server {{ listen 127.0.0.1:{port};\n proxy_ssl_session_reuse off; proxy_ssl_server_name on;\n proxy_ssl_trusted_certificate {ca}; proxy_ssl_verify on;\n location /port {{ proxy_pass https://127.0.0.1:{back_port}; proxy_ssl_name localhost:123; }}\n location /wrong {{ proxy_pass https://127.0.0.1:{back_port}; proxy_ssl_name other.test:123; }}\n location /ip {{ proxy_pass https://127.0.0.1:{back_port}; proxy_ssl_verify off; }} }} }}\n",
+        d = dir.display(),
+        ca = c.ca().display(),
+    );
+    let _srv = Server::start_in(&dir, &conf, port);
+    let get = |path: &str| {
+        read_all(request(
+            port,
+            &format!("GET {path} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"),
+        ))
+    };
+    let named = get("/port");
+    assert!(
+        named.starts_with("HTTP/1.1 200") && named.ends_with("sni=[localhost]"),
+        "{named}"
+    );
+    // The port is cut before the name is checked: the name still decides verification.
+    let wrong = get("/wrong");
+    assert!(wrong.starts_with("HTTP/1.1 502"), "name mismatch: {wrong}");
+    let ip = get("/ip");
+    assert!(ip.ends_with("sni=[]"), "no SNI for an address: {ip}");
+}

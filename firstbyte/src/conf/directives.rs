@@ -503,6 +503,10 @@ macro_rules! proxy_directives {
         "proxy_pass_request_body" pass_request_body: bool = true =>
             (HSL, 1, 1, "on", Inherit, p::on_off)
             "`off`: the client's request body is not passed (nor its length).";
+        // user:rw: nginx's default.
+        "proxy_store_access" store_access: u32 = 0o600 =>
+            (HSL, 1, 3, "user:rw", Inherit, px::store_access)
+            "The mode of a file `proxy_store` keeps: `user:rw|r`, `group:rw|r`, `all:rw|r` (the user's `rw` unless `user:` says otherwise); the directories it makes get `x` beside each `r` (less the umask).";
         // 0: no limit but the number of servers (nginx's default).
         "proxy_next_upstream_tries" next_upstream_tries: u32 = 0 =>
             (HSL, 1, 1, "0", Inherit, p::count)
@@ -607,7 +611,7 @@ macro_rules! proxy_ssl_directives {
             "Send SNI to the upstream.";
         "proxy_ssl_name" name: Option<String> = None =>
             (HSL, 1, 1, "", Inherit, px::ssl_name)
-            "Name verified and sent as SNI (default: the `proxy_pass` host).";
+            "Name verified and sent as SNI (default: the `proxy_pass` host); a port in it is cut off, as nginx (`backend:123` is `backend`).";
         "proxy_ssl_session_reuse" session_reuse: bool = true =>
             (HSL, 1, 1, "on", Inherit, p::on_off)
             "Resume TLS sessions to upstreams.";

@@ -200,6 +200,8 @@ impl FastcgiSettings {
             set_body: None,
             limit_rate: crate::conf::model::SizeValue::Fixed(0),
             cache: None,
+            store: Default::default(),
+            store_access: 0o600,
             resolver: None,
             resolver_timeout: Duration::from_secs(30),
             pass_request_headers: true,

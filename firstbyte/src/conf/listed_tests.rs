@@ -133,3 +133,35 @@ fn expires_forms_and_messages_as_nginx() {
         "\"client_header_buffer_size\" directive is not allowed here in /t/x.conf:3"
     );
 }
+
+/// `proxy_store` and `proxy_store_access` as nginx reads and merges them: the user's `rw`
+/// unless `user:` says otherwise; `proxy_store` at a level drops an inherited `proxy_cache`
+/// and `proxy_cache` an inherited `proxy_store`.
+#[test]
+fn proxy_store_forms_access_and_merge_with_the_cache() {
+    let proxy = |text: &str| {
+        let c = ok(&format!(
+            "events {{}}\nhttp {{ proxy_cache_path /p/c keys_zone=z:1m; {text} }}"
+        ));
+        first(&c).1.proxy.clone().expect("proxy")
+    };
+    let p = proxy("server { location / { proxy_pass http://127.0.0.1:9; } }");
+    assert_eq!((p.store.clone(), p.store_access), (ProxyStore::Off, 0o600));
+    let p = proxy(
+        "proxy_store on; proxy_store_access group:rw all:r;\n server { location / { proxy_pass http://127.0.0.1:9; } }",
+    );
+    assert_eq!((p.store.clone(), p.store_access), (ProxyStore::On, 0o664));
+    let p = proxy(
+        "proxy_store_access user:r;\n server { location / { proxy_store /d$uri; proxy_pass http://127.0.0.1:9; } }",
+    );
+    assert!(matches!(p.store, ProxyStore::Path(_)), "{:?}", p.store);
+    assert_eq!(p.store_access, 0o400);
+    let p = proxy(
+        "proxy_cache z;\n server { location / { proxy_store on; proxy_pass http://127.0.0.1:9; } }",
+    );
+    assert!(p.cache.is_none() && p.store == ProxyStore::On);
+    let p = proxy(
+        "proxy_store on;\n server { location / { proxy_cache z; proxy_pass http://127.0.0.1:9; } }",
+    );
+    assert!(p.cache.is_some() && p.store == ProxyStore::Off);
+}

@@ -1063,7 +1063,21 @@ pub struct ProxyConf {
     pub cache: Option<Arc<CacheConf>>,
     /// `proxy_ignore_headers` (every directive's of the level), lower-cased.
     pub ignore_headers: Vec<String>,
+    /// `proxy_store`: where a complete 200 response is kept.
+    pub store: ProxyStore,
 }
+}
+
+/// `proxy_store on|off|PATH`.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub enum ProxyStore {
+    /// `off` (the default).
+    #[default]
+    Off,
+    /// `on`: the file `root`/`alias` maps the URI to.
+    On,
+    /// A path, variables allowed; the literal text before the first variable is trusted.
+    Path(ComplexValue),
 }
 
 fastcgi_directives! { conf_struct!

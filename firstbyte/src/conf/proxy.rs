@@ -10,7 +10,8 @@ use super::args::{arg0, choice, invalid, number, once, size, time, unsupported, 
 use super::cx::Cx;
 use super::error::ConfError;
 use super::model::{
-    BalanceMethod, NextUpstream, PeerAddr, Redirect, Source, TlsVersion, Upstream, UpstreamServer,
+    BalanceMethod, NextUpstream, PeerAddr, ProxyStore, Redirect, Source, TlsVersion, Upstream,
+    UpstreamServer,
 };
 use super::parse::Directive;
 use super::proxy_settings::{resolve_host, CertArg, PassSet, RedirectSet};
@@ -479,6 +480,53 @@ pub(crate) fn proxy_temp_path(s: &mut LocSettings, d: &Directive, cx: &mut Cx) -
     once(&s.proxy.temp_path, d)?;
     s.proxy.temp_path = Some(temp_path(d, cx)?);
     Ok(())
+}
+
+/// `proxy_store on|off|PATH` (nginx's `ngx_http_proxy_store`): not beside `proxy_cache` of
+/// the same level; an empty PATH is refused.
+pub(crate) fn proxy_store(s: &mut LocSettings, d: &Directive, _: &mut Cx) -> R {
+    once(&s.proxy.store, d)?;
+    let a = arg0(d);
+    let store = match a {
+        "off" => ProxyStore::Off,
+        "" => return Err(ConfError::other("empty path".to_string(), &d.pos)),
+        "on" => ProxyStore::On,
+        _ => ProxyStore::Path(value(d, a)?),
+    };
+    if store != ProxyStore::Off && matches!(s.proxy.cache.zone_name, Some(Some(_))) {
+        return Err(ConfError::other(
+            "\"proxy_store\" directive is incompatible with \"proxy_cache\"".to_string(),
+            &d.pos,
+        ));
+    }
+    s.proxy.store = Some(store);
+    Ok(())
+}
+
+/// `proxy_store_access user:rw group:r all:r` (nginx's `ngx_conf_set_access_slot`): the
+/// user's rights are `rw` unless `user:` names them.
+pub(crate) fn store_access(d: &Directive, _: &mut Cx) -> Result<u32, ConfError> {
+    let mut access = 0u32;
+    let mut user = 0o600;
+    for a in &d.args {
+        let (shift, right) = if let Some(r) = a.strip_prefix("user:") {
+            user = 0;
+            (6, r)
+        } else if let Some(r) = a.strip_prefix("group:") {
+            (3, r)
+        } else if let Some(r) = a.strip_prefix("all:") {
+            (0, r)
+        } else {
+            return Err(ConfError::other(format!("invalid value \"{a}\""), &d.pos));
+        };
+        let bits = match right {
+            "rw" => 6,
+            "r" => 4,
+            _ => return Err(ConfError::other(format!("invalid value \"{a}\""), &d.pos)),
+        };
+        access |= bits << shift;
+    }
+    Ok(access | user)
 }
 
 /// `client_body_temp_path PATH [LEVEL1 [LEVEL2 [LEVEL3]]]`: where a request body that must be

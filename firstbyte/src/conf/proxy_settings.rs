@@ -112,6 +112,7 @@ pub(crate) struct ProxySettings {
     pub cache_bypass: Option<Vec<ComplexValue>>,
     pub ignore_headers: Option<Vec<String>>,
     pub no_cache: Option<Vec<ComplexValue>>,
+    pub store: Option<super::model::ProxyStore>,
 }
 }
 
@@ -142,6 +143,19 @@ fn or<T: Clone>(mine: &mut Option<T>, parent: &Option<T>) {
 impl ProxySettings {
     /// Fills what this level did not set from `p` (`proxy_pass` is not inherited).
     pub fn inherit(&mut self, p: &ProxySettings) {
+        // nginx's merge: `proxy_store` on at this level drops an inherited `proxy_cache`,
+        // and `proxy_cache` here an inherited `proxy_store`.
+        let store_here = self
+            .store
+            .as_ref()
+            .is_some_and(|s| *s != super::model::ProxyStore::Off);
+        if store_here && self.cache.zone_name.is_none() {
+            self.cache.zone_name = Some(None);
+        }
+        if matches!(self.cache.zone_name, Some(Some(_))) && self.store.is_none() {
+            self.store = Some(super::model::ProxyStore::Off);
+        }
+        or(&mut self.store, &p.store);
         self.inherit_listed(p);
         self.bufs.inherit_listed(&p.bufs);
         self.ssl.inherit_listed(&p.ssl);
@@ -276,6 +290,11 @@ impl ProxySettings {
             ))
         });
         Some(proxy_directives!(finish_conf! (self) ProxyConf {
+            store: if cache.is_some() {
+                super::model::ProxyStore::Off
+            } else {
+                self.store.clone().unwrap_or_default()
+            },
             cache,
             ignore_headers: self.ignore_headers.clone().unwrap_or_default(),
             tls: p.tls,

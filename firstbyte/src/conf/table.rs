@@ -347,6 +347,7 @@ pub(crate) static DIRECTIVES: &[Spec] = &[
     d("proxy_set_header", HSL, 2, 2, "Host $proxy_host; Connection close", InheritIfNone, Loc(px::proxy_set_header), "Request header sent upstream (an empty value removes it); e.g. `X-Forwarded-For $proxy_add_x_forwarded_for`, `Upgrade $http_upgrade` for WebSocket."),
     d("proxy_buffers", HSL, 2, 2, "8 4k", Inherit, Loc(px::proxy_buffers), "Memory for a buffered response (`proxy_buffering on`): NUMBER buffers of SIZE (nginx's \"8 4k|8k\": one memory page each, 4k on x86_64 Linux)."),
     d("proxy_temp_path", HSL, 1, 4, "proxy_temp", Inherit, Loc(px::proxy_temp_path), "Directory of the temp files a buffered response spills to past its buffers (under the prefix when relative). Levels are accepted; the files are unlinked as soon as they are made."),
+    d("proxy_store", HSL, 1, 1, "off", Inherit, Loc(px::proxy_store), "`on`: a 200 response from the upstream is written, as it goes to the client, to a temp file in `proxy_temp_path`, renamed once its body came whole to the file `root`/`alias` maps the URI to; PATH (variables allowed, evaluated once the response header came): to that file. Missing directories are made; the mode is `proxy_store_access`'s, the modification time the upstream's `Last-Modified`. Nothing is kept for a HEAD request, another status, or a body cut short (an upstream error, less than its `Content-Length`); the client leaving does not end the upstream's response (as `proxy_ignore_client_abort on`). The part of the path that comes from the request (the URI; in PATH, what follows the last `/` before the first variable) may not hold `.` or `..` and no symlink in it is followed, so a request cannot write outside that directory. After a `proxy_cache` of the same level it is refused, as nginx (written before one, the cache wins; nginx refuses that order too); at an inner level, either replaces the other's inherited value, as nginx."),
     d("client_body_temp_path", HSL, 1, 4, "client_body_temp", Inherit, Loc(px::client_body_temp_path), "Directory where a request body read whole before it goes upstream spills past `client_body_buffer_size` of memory (under the prefix when relative); as `proxy_temp_path`, made at start."),
     d("proxy_redirect", HSL, 1, 2, "default", InheritIfNone, Loc(px::proxy_redirect), "Rewrites the upstream's `Location` and `Refresh` URLs: `REDIRECT REPLACEMENT` replaces a leading REDIRECT (case-sensitive; variables allowed), `~REGEX`/`~*REGEX` replaces a matching URL whole (captures `$1`.. in REPLACEMENT); rules are tried in order. `default`: the `proxy_pass` URL becomes the location's prefix; `off`: none."),
     d("proxy_cookie_domain", HSL, 1, 2, "off", InheritIfNone, Loc(cookies::proxy_cookie_domain), "Rewrites the `Domain` attribute of the upstream's `Set-Cookie` fields: `DOMAIN REPLACEMENT` replaces a domain equal to DOMAIN (without case; a leading dot of either is ignored, the value's own kept), `~REGEX REPLACEMENT` (caseless) replaces a matching domain whole (captures `$1`..); variables allowed; rules tried in order; `off`: none."),
@@ -558,7 +559,8 @@ mod tests {
         );
         assert!(find("proxy_pass").is_some());
         assert!(!is_unsupported("proxy_pass"));
-        assert!(is_unsupported("proxy_store"));
+        assert!(!is_unsupported("proxy_store"));
+        assert!(is_unsupported("proxy_socket_keepalive"));
         assert!(!is_unsupported("proxy_cache"));
         assert!(!is_unsupported("ssl_certificate_cache"));
         assert!(!is_unsupported("upstream"));

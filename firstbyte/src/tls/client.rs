@@ -250,26 +250,27 @@ pub fn client_config(
 }
 
 /// The name the upstream's certificate is checked against (and sent as SNI when enabled):
-/// `proxy_ssl_name`, else the `proxy_pass` host without its port.
+/// `proxy_ssl_name`, else the `proxy_pass` host, without a port in either, as nginx's
+/// `ngx_http_upstream_ssl_name` (`proxy_ssl_name backend:123` checks and sends `backend`).
+/// An IP address (`[::1]` as `::1`) is checked as one and sent as no SNI.
 pub fn upstream_server_name(ssl: &ProxySsl, host: &str) -> Result<ServerName<'static>, TlsError> {
-    let name = match &ssl.name {
-        Some(n) => n.as_str(),
-        None => strip_port(host),
-    };
-    let bare = name.trim_start_matches('[').trim_end_matches(']');
-    ServerName::try_from(bare.to_string()).map_err(|_| TlsError::ServerName(name.to_string()))
+    let given = ssl.name.as_deref().unwrap_or(host);
+    let bare = strip_port(given)
+        .trim_start_matches('[')
+        .trim_end_matches(']');
+    ServerName::try_from(bare.to_string()).map_err(|_| TlsError::ServerName(given.to_string()))
 }
 
+/// The name before its port, as nginx cuts it: at the first `:` (after the `]` of a
+/// bracketed IPv6 address).
 fn strip_port(host: &str) -> &str {
-    if host.starts_with('[') {
-        return match host.find(']') {
-            Some(i) => &host[..=i],
-            None => host,
-        };
-    }
-    match host.rsplit_once(':') {
-        Some((h, p)) if p.bytes().all(|b| b.is_ascii_digit()) => h,
-        _ => host,
+    let from = match host.starts_with('[') {
+        true => host.find(']').unwrap_or(0),
+        false => 0,
+    };
+    match host[from..].find(':') {
+        Some(i) => &host[..from + i],
+        None => host,
     }
 }
 
@@ -370,6 +371,26 @@ mod tests {
             ServerName::try_from("backend.test").expect("n")
         );
         assert!(upstream_server_name(&s, "[::1]:443").is_ok());
+        assert_eq!(
+            upstream_server_name(&s, "[::1]:443").expect("v6"),
+            ServerName::try_from("::1").expect("n")
+        );
+        let mut named = ssl();
+        named.name = Some("backend:123".into());
+        assert_eq!(
+            upstream_server_name(&named, "127.0.0.1:8081").expect("port cut"),
+            ServerName::try_from("backend").expect("n")
+        );
+        named.name = Some("[::1]:8443".into());
+        assert_eq!(
+            upstream_server_name(&named, "backend").expect("v6 name"),
+            ServerName::try_from("::1").expect("n")
+        );
+        named.name = Some(":123".into());
+        assert!(
+            upstream_server_name(&named, "backend").is_err(),
+            "no name is refused"
+        );
         let mut store = ObjectStore::new();
         let c = client_config(&s, &mut store).expect("config");
         assert!(!c.enable_sni, "proxy_ssl_server_name off by default");

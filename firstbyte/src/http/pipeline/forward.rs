@@ -10,7 +10,7 @@ use http::header::{self, HeaderValue};
 use http::{Request, Response};
 
 use super::{server_name, Req};
-use crate::conf::model::{LocationConf, ProxyConf};
+use crate::conf::model::{LocationConf, ProxyConf, ProxyStore};
 use crate::http::body::Body;
 
 /// Builds the upstream request and forwards it; `Err` is the status to answer.
@@ -205,6 +205,19 @@ where
         None => r.method.clone(),
     };
     *req.version_mut() = version;
+    // `proxy_store`: not for a HEAD (no body); `on` knows its file now, a path waits for
+    // the response header (its `$upstream_*`).
+    let store = (conf.store != ProxyStore::Off && req.method() != http::Method::HEAD).then(|| {
+        let slot = px::store::Slot::new(conf.store_access);
+        if conf.store == ProxyStore::On {
+            match store_on_target(r, loc) {
+                Some(t) => slot.set(t),
+                None => slot.cancel(),
+            }
+        }
+        req.extensions_mut().insert(slot.clone());
+        slot
+    });
     *req.uri_mut() = target.parse().map_err(|_| 500u16)?;
     *req.headers_mut() = headers;
     if let Some(c) = client_cert {
@@ -284,7 +297,8 @@ where
     // A streamed body that fails after the upstream had all of its length (an HTTP/2 client
     // sending more than its content-length) is the client's error, answered 400 as nginx,
     // whatever the upstream would answer.
-    let result = if conf.ignore_client_abort {
+    // `proxy_store` reads the whole response whatever the client does, as nginx.
+    let result = if conf.ignore_client_abort || store.is_some() {
         let (route, pool) = (Arc::clone(route), Arc::clone(&site.proxies.pool));
         let owned = OwnedLog::of(&log);
         let mut up = std::mem::take(&mut abort.up);
@@ -343,6 +357,26 @@ where
         None => result.map_err(|f| f.status()),
     };
     let _ = r.upstream.set(std::mem::take(&mut abort.up));
+    if let Some(slot) = &store {
+        // An `X-Accel-Redirect` answer is not the response: its body is not kept (nginx
+        // redirects before reading it).
+        let redirected = !conf.ignore_headers.iter().any(|h| h == "x-accel-redirect")
+            && r.upstream
+                .get()
+                .and_then(|u| u.last_headers())
+                .is_some_and(|h| h.contains_key("x-accel-redirect"));
+        match &conf.store {
+            _ if redirected => slot.cancel(),
+            ProxyStore::Path(v) => {
+                let path = r.eval(v);
+                match path.is_empty() {
+                    true => slot.cancel(),
+                    false => slot.set(px::store::Target::split(&path, literal_len(v))),
+                }
+            }
+            _ => {}
+        }
+    }
     // `proxy_limit_rate` with variables, evaluated now that this response's header is among
     // the request's variables (its body waits for it); an invalid size is no limit.
     if let Some(later) = result.as_mut().ok().and_then(|resp| {
@@ -374,6 +408,40 @@ where
         other => other,
     };
     result.map(|resp| finish(r, conf, &forwarded_for, resp))
+}
+
+/// The file `proxy_store on` keeps: the trusted `root`/`alias`, and the URI's part; `None`
+/// when the mapping would climb out of the root.
+fn store_on_target(r: &Req<'_>, loc: &LocationConf) -> Option<crate::http::proxy::store::Target> {
+    use crate::conf::model::DocRoot;
+    let root = match &loc.root {
+        DocRoot::Root(v) | DocRoot::Alias(v) => r.eval(v),
+    };
+    let path = crate::http::static_files::map_path(loc, &r.uri, &root)?;
+    let path = path.to_str()?;
+    if loc.alias_whole && matches!(loc.root, DocRoot::Alias(_)) {
+        return Some(crate::http::proxy::store::Target::split(path, path.len()));
+    }
+    Some(crate::http::proxy::store::Target {
+        trusted: if root.is_empty() {
+            ".".into()
+        } else {
+            root.clone().into()
+        },
+        rest: path.get(root.len()..)?.to_string(),
+    })
+}
+
+/// The bytes of `v` before its first variable.
+fn literal_len(v: &crate::conf::vars::ComplexValue) -> usize {
+    use crate::conf::vars::Part;
+    v.parts()
+        .iter()
+        .map_while(|p| match p {
+            Part::Lit(s) => Some(s.len()),
+            Part::Var(_) => None,
+        })
+        .sum()
 }
 
 /// The response as the client gets it: connection-specific fields dropped for HTTP/2 and

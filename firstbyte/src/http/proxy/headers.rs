@@ -417,6 +417,8 @@ mod tests {
             cookies: Default::default(),
             bind: None,
             cache: None,
+            store: Default::default(),
+            store_access: 0o600,
             set_body: None,
             limit_rate: crate::conf::model::SizeValue::Fixed(0),
             resolver: None,

@@ -27,6 +27,7 @@ pub mod fastcgi;
 pub mod headers;
 pub mod next;
 mod spool;
+pub mod store;
 mod stored;
 mod tunnel;
 mod upstream;
@@ -167,6 +168,8 @@ pub async fn forward(
     // or taken from the pool for it only to be thrown away.
     tokio::task::yield_now().await;
     let conf = &route.conf;
+    // `proxy_store`: carried to `respond` on the response.
+    let store_slot = req.extensions_mut().remove::<store::Slot>();
     let scheme = if conf.tls { "https" } else { "http" };
     let uri = req.uri().to_string();
     let cfg_key = route.tls.as_ref().map_or(0, |t| ptr(&t.config));
@@ -382,6 +385,9 @@ pub async fn forward(
                     last = Failure::BadGateway;
                     continue;
                 }
+                if let Some(s) = &store_slot {
+                    resp.extensions_mut().insert(s.clone());
+                }
                 return respond(
                     route,
                     pool,
@@ -596,6 +602,18 @@ async fn respond(
         headers::response_headers(conf, &mut parts.headers, true);
         return Ok(Response::from_parts(parts, Body::Empty));
     }
+    let store = resp
+        .extensions_mut()
+        .remove::<store::Slot>()
+        .filter(|_| resp.status() == StatusCode::OK)
+        .map(|slot| store::Store {
+            slot,
+            temp_dir: conf.buffers.temp_path.clone(),
+            length: header_value(&resp, http::header::CONTENT_LENGTH)
+                .and_then(|v| v.trim().parse().ok()),
+            mtime: header_value(&resp, http::header::LAST_MODIFIED)
+                .and_then(|v| httpdate::parse_http_date(v.trim()).ok()),
+        });
     let (mut parts, incoming) = resp.into_parts();
     // The client's protocol, not the upstream's, goes on the status line.
     parts.version = http::Version::default();
@@ -610,6 +628,10 @@ async fn respond(
     let body = upstream::UpstreamBody::new(incoming, conf.read_timeout, back)
         .hold(conn)
         .count(counts);
+    let body = match store {
+        Some(s) => store::StoreBody::new(body, s),
+        None => store::StoreBody::plain(body),
+    };
     let scheme = if conf.tls { "https" } else { "http" };
     let tail = || log.line(&"", scheme, Some(&peer), uri);
     let body = match (&conf.limit_rate, conf.buffering) {
@@ -659,6 +681,11 @@ where
 {
     body.map_err(|e| std::io::Error::other(e.into()))
         .boxed_unsync()
+}
+
+/// The text of a response's field `name`.
+fn header_value<B>(resp: &http::Response<B>, name: http::header::HeaderName) -> Option<&str> {
+    resp.headers().get(name).and_then(|v| v.to_str().ok())
 }
 
 /// An HTTP/1.1 response head's size as it came: `HTTP/1.1 200 OK\r\n`, `Name: value\r\n`
