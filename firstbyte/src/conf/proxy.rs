@@ -10,7 +10,8 @@ use super::args::{arg0, choice, invalid, number, once, size, time, unsupported, 
 use super::cx::Cx;
 use super::error::ConfError;
 use super::model::{
-    BalanceMethod, NextUpstream, PeerAddr, Redirect, Source, TlsVersion, Upstream, UpstreamServer,
+    BalanceMethod, NextUpstream, PeerAddr, Redirect, ResolveServer, Source, TlsVersion, Upstream,
+    UpstreamServer,
 };
 use super::parse::Directive;
 use super::proxy_settings::{resolve_host, CertArg, PassSet, RedirectSet};
@@ -82,6 +83,8 @@ pub(crate) const UPSTREAM_DIRECTIVES: &[&str] = &[
     "hash",
     "random",
     "zone",
+    "resolver",
+    "resolver_timeout",
 ];
 
 /// `upstream NAME { server ADDR [weight=N] [max_fails=N] [fail_timeout=T] [max_conns=N] [backup] [down]; keepalive N; }`.
@@ -102,6 +105,10 @@ pub(crate) fn upstream(cx: &mut Cx, d: &Directive) -> R {
         keepalive_time: Duration::from_secs(3600),
         method: BalanceMethod::RoundRobin,
         pos: d.pos.clone(),
+        resolve: Vec::new(),
+        resolver: None,
+        resolver_timeout: None,
+        zone: false,
     };
     let mut method_set = false;
     for c in d.block.as_deref().unwrap_or_default() {
@@ -150,7 +157,24 @@ pub(crate) fn upstream(cx: &mut Cx, d: &Directive) -> R {
                     up.keepalive_timeout = t;
                 }
             }
-            "zone" => super::upstream_zone::zone(cx, c)?,
+            "zone" => {
+                super::upstream_zone::zone(cx, c)?;
+                up.zone = true;
+            }
+            "resolver" => {
+                once(&up.resolver, c)?;
+                up.resolver = resolver(c, cx)?;
+            }
+            "resolver_timeout" => {
+                if c.args.len() != 1 {
+                    return Err(ConfError::ArgCount {
+                        name: c.name.clone(),
+                        pos: c.pos.clone(),
+                    });
+                }
+                once(&up.resolver_timeout, c)?;
+                up.resolver_timeout = Some(time(c, arg0(c))?);
+            }
             "least_conn" | "ip_hash" | "hash" | "random" => {
                 let method = balance_method(c)?;
                 if method_set {
@@ -160,8 +184,7 @@ pub(crate) fn upstream(cx: &mut Cx, d: &Directive) -> R {
                 method_set = true;
                 up.method = method;
             }
-            // nginx 1.27.3+: re-resolving `server NAME resolve` at run time; not done yet.
-            "server_resolver" | "resolver" | "resolver_timeout" => {
+            "server_resolver" => {
                 return Err(ConfError::Unsupported {
                     name: c.name.clone(),
                     pos: c.pos.clone(),
@@ -181,14 +204,18 @@ pub(crate) fn upstream(cx: &mut Cx, d: &Directive) -> R {
     ) {
         // nginx refuses `backup` once a hash or random method is set (its servers have no
         // backup flag).
-        if let Some(s) = up.servers.iter().find(|s| s.backup) {
+        let mut all = up
+            .servers
+            .iter()
+            .chain(up.resolve.iter().map(|r| &r.params));
+        if let Some(s) = all.find(|s| s.backup) {
             return Err(ConfError::other(
                 format!("invalid parameter \"backup\" of server \"{}\"", s.name),
                 &up.pos,
             ));
         }
     }
-    if up.servers.is_empty() {
+    if up.servers.is_empty() && up.resolve.is_empty() {
         return Err(ConfError::other(
             format!("no servers are inside upstream \"{}\"", arg0(d)),
             &d.pos,
@@ -287,6 +314,8 @@ fn upstream_server(up: &mut Upstream, c: &Directive) -> R {
     let mut backup = false;
     let mut down = false;
     let mut max_conns = 0u32;
+    let mut resolve = false;
+    let mut service: Option<String> = None;
     for a in &c.args[1..] {
         let bad = || ConfError::other(format!("invalid parameter \"{a}\""), &c.pos);
         if let Some(v) = a.strip_prefix("weight=") {
@@ -301,25 +330,68 @@ fn upstream_server(up: &mut Upstream, c: &Directive) -> R {
             backup = true;
         } else if a == "down" {
             down = true;
-        } else if a == "resolve" || a.starts_with("service=") {
-            // nginx 1.27.3+ re-resolves the name at run time: not done yet, so refused
-            // rather than resolved once as if it were a plain name.
-            let p = a.split('=').next().unwrap_or(a);
-            return Err(ConfError::other(
-                format!("the \"{p}\" parameter of \"server\" is not supported by firstbyte yet"),
-                &c.pos,
-            ));
+        } else if a == "resolve" {
+            resolve = true;
+        } else if let Some(v) = a.strip_prefix("service=") {
+            if v.is_empty() {
+                return Err(ConfError::other("service is empty", &c.pos));
+            }
+            service = Some(v.to_string());
         } else {
             return Err(bad());
         }
     }
-    let (host, port) = match addr.rsplit_once(':') {
+    if service.is_some() && !resolve {
+        return Err(ConfError::other(
+            format!("service upstream \"{addr}\" requires \"resolve\" parameter"),
+            &c.pos,
+        ));
+    }
+    let (host, port, no_port) = match addr.rsplit_once(':') {
         Some((h, p)) if !h.ends_with(':') || h.starts_with('[') => match p.parse::<u16>() {
-            Ok(p) => (h, p),
-            Err(_) => (addr.as_str(), 80),
+            Ok(p) => (h, p, false),
+            Err(_) => (addr.as_str(), 80, true),
         },
-        _ => (addr.as_str(), 80),
+        _ => (addr.as_str(), 80, true),
     };
+    let params = UpstreamServer {
+        addr: PeerAddr::Tcp(std::net::SocketAddr::from(([0, 0, 0, 0], port))),
+        name: addr.clone(),
+        weight,
+        max_fails,
+        fail_timeout,
+        backup,
+        down,
+        max_conns,
+    };
+    let literal = addr.starts_with("unix:")
+        || host
+            .trim_start_matches('[')
+            .trim_end_matches(']')
+            .parse::<std::net::IpAddr>()
+            .is_ok();
+    if service.is_some() && !no_port {
+        return Err(ConfError::other(
+            format!("service upstream \"{addr}\" may not have port"),
+            &c.pos,
+        ));
+    }
+    if service.is_some() && literal {
+        return Err(ConfError::other(
+            format!("service upstream \"{addr}\" requires domain name"),
+            &c.pos,
+        ));
+    }
+    if resolve && !literal {
+        // nginx: not resolved now; the name's addresses come from the resolver at run time.
+        up.resolve.push(ResolveServer {
+            host: host.trim_end_matches('.').to_ascii_lowercase(),
+            port,
+            service,
+            params,
+        });
+        return Ok(());
+    }
     let addrs = match addr.strip_prefix("unix:") {
         Some(path) if !path.is_empty() => vec![PeerAddr::Unix(PathBuf::from(path))],
         Some(_) => {
@@ -339,14 +411,57 @@ fn upstream_server(up: &mut Upstream, c: &Directive) -> R {
     for a in addrs {
         up.servers.push(UpstreamServer {
             addr: a,
-            name: addr.clone(),
-            weight,
-            max_fails,
-            fail_timeout,
-            backup,
-            down,
-            max_conns,
+            ..params.clone()
         });
+    }
+    Ok(())
+}
+
+/// Finishes the `upstream` blocks once the `http` level is read (nginx's
+/// `ngx_http_upstream_init_round_robin`): a block with `server NAME resolve` needs a `zone`
+/// and a resolver (its own, else `http`'s `resolver`), and takes `http`'s
+/// `resolver_timeout` unless it has its own.
+pub(crate) fn finish_upstreams(
+    cx: &mut Cx,
+    resolver: Option<&super::model::Resolver>,
+    resolver_timeout: Option<Duration>,
+) -> R {
+    let mut names: Vec<String> = cx.upstreams.keys().cloned().collect();
+    names.sort_unstable_by_key(|n| cx.upstreams[n].pos.line);
+    for name in names {
+        let u = &cx.upstreams[&name];
+        if u.resolve.is_empty() {
+            continue;
+        }
+        if !u.zone {
+            return Err(ConfError::Around {
+                before: format!(
+                    "resolving names at run time requires upstream \"{}\"",
+                    u.name
+                ),
+                pos: u.pos.clone(),
+                after: " to be in shared memory".into(),
+            });
+        }
+        let mut up = (**u).clone();
+        if up.resolver.is_none() {
+            up.resolver = resolver.cloned();
+        }
+        if up.resolver.is_none() {
+            return Err(ConfError::other(
+                format!(
+                    "no resolver defined to resolve names at run time in upstream \"{}\"",
+                    up.name
+                ),
+                &up.pos,
+            ));
+        }
+        up.resolver_timeout = Some(
+            up.resolver_timeout
+                .or(resolver_timeout)
+                .unwrap_or(Duration::from_secs(30)),
+        );
+        cx.upstreams.insert(name, Arc::new(up));
     }
     Ok(())
 }
