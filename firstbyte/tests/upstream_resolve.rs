@@ -152,10 +152,13 @@ fn backend(ip: Ipv4Addr, port: u16, id: &'static str) -> Option<()> {
 fn backends_on_one_port(ips: &[Ipv4Addr], ids: &[&'static str]) -> u16 {
     for _ in 0..50 {
         let port = free_port();
-        let ok = ips
-            .iter()
-            .all(|ip| TcpListener::bind((*ip, port)).is_ok());
-        if ok && ips.iter().zip(ids).all(|(ip, id)| backend(*ip, port, id).is_some()) {
+        let ok = ips.iter().all(|ip| TcpListener::bind((*ip, port)).is_ok());
+        if ok
+            && ips
+                .iter()
+                .zip(ids)
+                .all(|(ip, id)| backend(*ip, port, id).is_some())
+        {
             return port;
         }
     }
@@ -272,7 +275,11 @@ fn a_name_that_stops_resolving_loses_its_servers_but_a_failing_dns_keeps_them() 
         assert!(Instant::now() < deadline, "{}", error_log(&s));
         std::thread::sleep(Duration::from_millis(100));
     }
-    assert!(error_log(&s).contains("no live upstreams"), "{}", error_log(&s));
+    assert!(
+        error_log(&s).contains("no live upstreams"),
+        "{}",
+        error_log(&s)
+    );
     // It resolves again: served again (the next query comes valid= + 1 s later).
     dns.set("gone.test", a(&[ip(13)]));
     until(port, (200, "three"), &s);

@@ -1277,7 +1277,12 @@ fn resolvable_upstream_servers_are_templates() {
          location /b { proxy_pass http://b; } }",
     );
     let s = &servers(&c)[0];
-    let up = |p: &str| match &prefix_loc(&s.locations, p).proxy.as_ref().expect("proxy").target {
+    let up = |p: &str| match &prefix_loc(&s.locations, p)
+        .proxy
+        .as_ref()
+        .expect("proxy")
+        .target
+    {
         ProxyTarget::Upstream(u) => u.clone(),
         other => panic!("{other:?}"),
     };
@@ -1285,9 +1290,15 @@ fn resolvable_upstream_servers_are_templates() {
     assert_eq!(a.servers.len(), 1, "the address is a plain server");
     assert_eq!(a.resolve.len(), 2);
     let (t, srv) = (&a.resolve[0], &a.resolve[1]);
-    assert_eq!((t.host.as_str(), t.port, t.service.as_deref()), ("name.invalid", 8080, None));
+    assert_eq!(
+        (t.host.as_str(), t.port, t.service.as_deref()),
+        ("name.invalid", 8080, None)
+    );
     assert_eq!((t.params.weight, t.params.max_fails), (2, 0));
-    assert_eq!((srv.service.as_deref(), srv.params.backup), (Some("http"), true));
+    assert_eq!(
+        (srv.service.as_deref(), srv.params.backup),
+        (Some("http"), true)
+    );
     let r = a.resolver.as_ref().expect("http's resolver");
     assert_eq!(r.servers, ["127.0.0.1:5353".parse().expect("addr")]);
     assert_eq!(r.valid, Some(Duration::from_secs(3)));

@@ -27,8 +27,11 @@ use crate::conf::model::{Resolver, Upstream};
 /// The last answer of a line, by upstream, name and service.
 type Key = (String, String, Option<String>);
 
-/// Answers kept across loads, with when they expire.
-static KEPT: Mutex<Option<HashMap<Key, (Vec<Resolved>, Instant)>>> = Mutex::new(None);
+/// A line's last answer and when it expires.
+type Kept = HashMap<Key, (Vec<Resolved>, Instant)>;
+
+/// Answers kept across loads.
+static KEPT: Mutex<Option<Kept>> = Mutex::new(None);
 
 /// One line to keep resolving.
 pub(crate) struct Job {
