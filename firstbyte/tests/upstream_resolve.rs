@@ -374,3 +374,37 @@ fn resolve_needs_a_zone_and_a_resolver() {
     }
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+#[test]
+fn a_reload_starts_from_the_last_answer_with_the_new_port() {
+    let dns = Dns::start();
+    let p1 = backends_on_one_port(&[ip(14)], &["old port"]);
+    let p2 = backends_on_one_port(&[ip(14)], &["new port"]);
+    dns.set("kept.test", a(&[ip(14)]));
+    let http = |p: u16| {
+        format!(
+            "resolver 127.0.0.1:{} valid=1s; resolver_timeout 1s;\n \
+             upstream u {{ zone z 64k; server kept.test:{p} resolve; }}",
+            dns.port
+        )
+    };
+    let (s, port) = front(&http(p1));
+    until(port, (200, "old port"), &s);
+    // The DNS fails from now on: the new load can only have the address from the old one.
+    dns.set(
+        "kept.test",
+        Entry {
+            rcode: 2,
+            ..Entry::default()
+        },
+    );
+    let conf = std::fs::read_to_string(&s.conf).expect("conf");
+    let conf = conf.replace(&format!("kept.test:{p1}"), &format!("kept.test:{p2}"));
+    std::fs::write(&s.conf, conf).expect("write");
+    s.signal(libc::SIGHUP);
+    until(port, (200, "new port"), &s);
+    // It keeps it through the failures that follow.
+    dns.wait_asked(2);
+    assert_eq!(get(port), (200, "new port".into()), "{}", error_log(&s));
+    drop(s);
+}
