@@ -777,3 +777,31 @@ fn error_page_to_a_proxied_location() {
     assert!(body.contains("GET /pass "), "{body}");
     drop(s);
 }
+
+#[test]
+fn error_page_to_a_bare_word_is_a_redirect_to_it() {
+    // nginx: a page that is neither `/URI` nor `@name` is a 302 to it as written, and the
+    // location's `add_header` goes on it (nginx-tests' `error_page 502 504 redirect;`).
+    let dead = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+    let dead_port = dead.local_addr().expect("addr").port();
+    drop(dead);
+    let (s, port) = front(
+        "",
+        &format!(
+            "location / {{ proxy_pass http://127.0.0.1:{dead_port}; \
+             add_header X-IP $upstream_addr; error_page 502 504 redirect; }}\n \
+             location /at {{ proxy_pass http://127.0.0.1:{dead_port}; error_page 502 =301 elsewhere?a=1; }}"
+        ),
+    );
+    let (status, headers, _) = get(port, "/x");
+    assert_eq!(status, 302);
+    assert_eq!(header(&headers, "location"), Some("redirect"));
+    assert_eq!(
+        header(&headers, "x-ip"),
+        Some(format!("127.0.0.1:{dead_port}").as_str())
+    );
+    let (status, headers, _) = get(port, "/at");
+    assert_eq!(status, 301);
+    assert_eq!(header(&headers, "location"), Some("elsewhere?a=1"));
+    drop(s);
+}

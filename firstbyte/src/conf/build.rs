@@ -396,6 +396,11 @@ fn finish_http(h: HttpPart, cx: &mut Cx) -> Result<HttpConf, ConfError> {
         servers: parts,
     } = h;
     let vars = Arc::new(std::mem::take(&mut cx.user_vars));
+    super::proxy::finish_upstreams(
+        cx,
+        loc.proxy.resolver.as_ref().and_then(|r| r.as_ref()),
+        loc.proxy.resolver_timeout,
+    )?;
     let mut parts = parts;
     // The default server of each address: the one saying `default_server`, else the first.
     let mut defaults: HashMap<ListenKey, usize> = HashMap::new();

@@ -194,6 +194,17 @@ pub enum ConfError {
         /// The include or block that went past it.
         pos: Pos,
     },
+    /// A message of nginx's with the position inside it: `resolving names at run time
+    /// requires upstream "u" in FILE:LINE to be in shared memory`.
+    #[error("{before} in {pos}{after}")]
+    Around {
+        /// The words before the position.
+        before: String,
+        /// Where the block was written.
+        pos: Pos,
+        /// The words after it.
+        after: String,
+    },
     /// Any other message of nginx's, e.g. `duplicate location "/x"`.
     #[error("{msg} in {pos}")]
     Other {

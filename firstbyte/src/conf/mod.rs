@@ -50,6 +50,7 @@ mod server_head;
 mod settings;
 mod table;
 mod units;
+mod upstream;
 mod upstream_zone;
 pub mod vars;
 pub mod vhosts;

@@ -830,6 +830,31 @@ pub struct Upstream {
     pub method: BalanceMethod,
     /// Where the block starts.
     pub pos: Pos,
+    /// `server NAME resolve`: the servers whose addresses are asked of the resolver at run
+    /// time (nginx ≥ 1.27.3), in file order.
+    pub resolve: Vec<ResolveServer>,
+    /// The resolver those names are asked of: the block's `resolver`, else the `http`
+    /// level's (set when the load is finished).
+    pub resolver: Option<Resolver>,
+    /// `resolver_timeout` of the block, else the `http` level's (30 s by default).
+    pub resolver_timeout: Option<Duration>,
+    /// Whether the block has a `zone` (nginx needs one for `resolve`).
+    pub zone: bool,
+}
+
+/// `server NAME[:PORT] resolve [service=NAME] ...` inside `upstream`: a template for the peers
+/// its name resolves to.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ResolveServer {
+    /// The host name, lower-case.
+    pub host: String,
+    /// The port (80 unless written; unused with `service=`, whose SRV records give it).
+    pub port: u16,
+    /// `service=NAME`: SRV records of `_NAME._tcp.HOST` (a name with a dot: `NAME.HOST`).
+    pub service: Option<String>,
+    /// The rest of the line: weight, max_fails, fail_timeout, backup, down, max_conns, and
+    /// the name as written.
+    pub params: UpstreamServer,
 }
 
 /// An upstream server's address: TCP or a unix-domain socket (`unix:/path`).

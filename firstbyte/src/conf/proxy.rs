@@ -3,22 +3,15 @@
 //! resolves them); `upstream` blocks go to the load's [`Cx`].
 
 use std::path::PathBuf;
-use std::sync::Arc;
 use std::time::Duration;
 
 use super::args::{arg0, choice, invalid, number, once, size, time, unsupported, value, R};
 use super::cx::Cx;
 use super::error::ConfError;
-use super::model::{
-    BalanceMethod, NextUpstream, PeerAddr, ProxyStore, Redirect, Source, TlsVersion, Upstream,
-    UpstreamServer,
-};
+use super::model::{NextUpstream, ProxyStore, Redirect, Source, TlsVersion};
 use super::parse::Directive;
 use super::proxy_settings::{resolve_host, CertArg, PassSet, RedirectSet};
 use super::settings::LocSettings;
-
-/// 10 s: nginx's default `fail_timeout` of an upstream server.
-const FAIL_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// Splits `http://host[:port][/uri]`: (tls, hostname, port, host as written, uri).
 pub(crate) fn split_url(url: &str) -> Option<(bool, String, u16, String, Option<String>)> {
@@ -71,183 +64,7 @@ fn strip_prefix_ci<'a>(s: &'a str, p: &str) -> Option<&'a str> {
 
 // ---- handlers ----
 
-/// The directives of `upstream {}` firstbyte reads; `-V` derives the upstream modules it reports from this list.
-pub(crate) const UPSTREAM_DIRECTIVES: &[&str] = &[
-    "server",
-    "keepalive",
-    "keepalive_timeout",
-    "keepalive_requests",
-    "keepalive_time",
-    "least_conn",
-    "ip_hash",
-    "hash",
-    "random",
-    "zone",
-];
-
-/// `upstream NAME { server ADDR [weight=N] [max_fails=N] [fail_timeout=T] [max_conns=N] [backup] [down]; keepalive N; }`.
-pub(crate) fn upstream(cx: &mut Cx, d: &Directive) -> R {
-    let name = arg0(d).to_ascii_lowercase();
-    if cx.upstreams.contains_key(&name) {
-        return Err(ConfError::other(
-            format!("duplicate upstream \"{}\"", arg0(d)),
-            &d.pos,
-        ));
-    }
-    let mut up = Upstream {
-        name: name.clone(),
-        servers: Vec::new(),
-        keepalive: None,
-        keepalive_requests: 1000,
-        keepalive_timeout: Duration::from_secs(60),
-        keepalive_time: Duration::from_secs(3600),
-        method: BalanceMethod::RoundRobin,
-        pos: d.pos.clone(),
-    };
-    let mut method_set = false;
-    for c in d.block.as_deref().unwrap_or_default() {
-        if c.block.is_some() {
-            return Err(ConfError::NotTerminated {
-                name: c.name.clone(),
-                pos: c.pos.clone(),
-            });
-        }
-        match c.name.as_str() {
-            "server" => upstream_server(&mut up, c)?,
-            "keepalive" => {
-                if c.args.len() != 1 {
-                    return Err(ConfError::ArgCount {
-                        name: c.name.clone(),
-                        pos: c.pos.clone(),
-                    });
-                }
-                once(&up.keepalive, c)?;
-                let n: usize = number(c, arg0(c))?;
-                if n == 0 {
-                    return Err(invalid(c));
-                }
-                up.keepalive = Some(n);
-            }
-            "keepalive_requests" => {
-                if c.args.len() != 1 {
-                    return Err(ConfError::ArgCount {
-                        name: c.name.clone(),
-                        pos: c.pos.clone(),
-                    });
-                }
-                up.keepalive_requests = number(c, arg0(c))?;
-            }
-            "keepalive_timeout" | "keepalive_time" => {
-                if c.args.len() != 1 {
-                    return Err(ConfError::ArgCount {
-                        name: c.name.clone(),
-                        pos: c.pos.clone(),
-                    });
-                }
-                let t = time(c, arg0(c))?;
-                if c.name == "keepalive_time" {
-                    up.keepalive_time = t;
-                } else {
-                    up.keepalive_timeout = t;
-                }
-            }
-            "zone" => super::upstream_zone::zone(cx, c)?,
-            "least_conn" | "ip_hash" | "hash" | "random" => {
-                let method = balance_method(c)?;
-                if method_set {
-                    // nginx: a warning, and the later method wins.
-                    cx.warn("load balancing method redefined", &c.pos);
-                }
-                method_set = true;
-                up.method = method;
-            }
-            // nginx 1.27.3+: re-resolving `server NAME resolve` at run time; not done yet.
-            "server_resolver" | "resolver" | "resolver_timeout" => {
-                return Err(ConfError::Unsupported {
-                    name: c.name.clone(),
-                    pos: c.pos.clone(),
-                })
-            }
-            _ => {
-                return Err(ConfError::UnknownDirective {
-                    name: c.name.clone(),
-                    pos: c.pos.clone(),
-                })
-            }
-        }
-    }
-    if !matches!(
-        up.method,
-        BalanceMethod::RoundRobin | BalanceMethod::LeastConn
-    ) {
-        // nginx refuses `backup` once a hash or random method is set (its servers have no
-        // backup flag).
-        if let Some(s) = up.servers.iter().find(|s| s.backup) {
-            return Err(ConfError::other(
-                format!("invalid parameter \"backup\" of server \"{}\"", s.name),
-                &up.pos,
-            ));
-        }
-    }
-    if up.servers.is_empty() {
-        return Err(ConfError::other(
-            format!("no servers are inside upstream \"{}\"", arg0(d)),
-            &d.pos,
-        ));
-    }
-    cx.upstreams.insert(name, Arc::new(up));
-    Ok(())
-}
-
-/// `least_conn`, `ip_hash` (no arguments), `hash KEY [consistent]` or
-/// `random [two [least_conn]]`.
-fn balance_method(c: &Directive) -> Result<BalanceMethod, ConfError> {
-    let count = match c.name.as_str() {
-        "hash" => (1..=2).contains(&c.args.len()),
-        "random" => c.args.len() <= 2,
-        _ => c.args.is_empty(),
-    };
-    if !count {
-        return Err(ConfError::ArgCount {
-            name: c.name.clone(),
-            pos: c.pos.clone(),
-        });
-    }
-    Ok(match c.name.as_str() {
-        "least_conn" => BalanceMethod::LeastConn,
-        "ip_hash" => BalanceMethod::IpHash,
-        "random" => {
-            // nginx: `two`, then only `least_conn` (the one method of comparing the two).
-            for (a, want) in c.args.iter().zip(["two", "least_conn"]) {
-                if a != want {
-                    return Err(ConfError::other(
-                        format!("invalid parameter \"{a}\""),
-                        &c.pos,
-                    ));
-                }
-            }
-            BalanceMethod::Random {
-                two: !c.args.is_empty(),
-            }
-        }
-        _ => {
-            let consistent = match c.args.get(1).map(String::as_str) {
-                None => false,
-                Some("consistent") => true,
-                Some(other) => {
-                    return Err(ConfError::other(
-                        format!("invalid parameter \"{other}\""),
-                        &c.pos,
-                    ))
-                }
-            };
-            BalanceMethod::Hash {
-                key: value(c, arg0(c))?,
-                consistent,
-            }
-        }
-    })
-}
+pub(crate) use super::upstream::{finish_upstreams, upstream, UPSTREAM_DIRECTIVES};
 
 /// `proxy_next_upstream error | timeout | invalid_header | http_NNN | non_idempotent ... | off`.
 pub(crate) fn next_upstream(d: &Directive, _: &mut Cx) -> Result<NextUpstream, ConfError> {
@@ -273,83 +90,6 @@ pub(crate) fn next_upstream(d: &Directive, _: &mut Cx) -> Result<NextUpstream, C
         };
     }
     Ok(NextUpstream(bits))
-}
-
-fn upstream_server(up: &mut Upstream, c: &Directive) -> R {
-    let Some(addr) = c.args.first() else {
-        return Err(ConfError::ArgCount {
-            name: c.name.clone(),
-            pos: c.pos.clone(),
-        });
-    };
-    let mut weight = 1u32;
-    let mut max_fails = 1u32;
-    let mut fail_timeout = FAIL_TIMEOUT;
-    let mut backup = false;
-    let mut down = false;
-    let mut max_conns = 0u32;
-    for a in &c.args[1..] {
-        let bad = || ConfError::other(format!("invalid parameter \"{a}\""), &c.pos);
-        if let Some(v) = a.strip_prefix("weight=") {
-            weight = v.parse().ok().filter(|w| *w > 0).ok_or_else(bad)?;
-        } else if let Some(v) = a.strip_prefix("max_fails=") {
-            max_fails = v.parse().map_err(|_| bad())?;
-        } else if let Some(v) = a.strip_prefix("fail_timeout=") {
-            fail_timeout = super::units::time(v).ok_or_else(bad)?;
-        } else if let Some(v) = a.strip_prefix("max_conns=") {
-            max_conns = v.parse().map_err(|_| bad())?;
-        } else if a == "backup" {
-            backup = true;
-        } else if a == "down" {
-            down = true;
-        } else if a == "resolve" || a.starts_with("service=") {
-            // nginx 1.27.3+ re-resolves the name at run time: not done yet, so refused
-            // rather than resolved once as if it were a plain name.
-            let p = a.split('=').next().unwrap_or(a);
-            return Err(ConfError::other(
-                format!("the \"{p}\" parameter of \"server\" is not supported by firstbyte yet"),
-                &c.pos,
-            ));
-        } else {
-            return Err(bad());
-        }
-    }
-    let (host, port) = match addr.rsplit_once(':') {
-        Some((h, p)) if !h.ends_with(':') || h.starts_with('[') => match p.parse::<u16>() {
-            Ok(p) => (h, p),
-            Err(_) => (addr.as_str(), 80),
-        },
-        _ => (addr.as_str(), 80),
-    };
-    let addrs = match addr.strip_prefix("unix:") {
-        Some(path) if !path.is_empty() => vec![PeerAddr::Unix(PathBuf::from(path))],
-        Some(_) => {
-            return Err(ConfError::other(
-                format!("no path in the unix domain socket \"{addr}\""),
-                &c.pos,
-            ))
-        }
-        None => resolve_host(host, port)
-            .map_err(|_| {
-                ConfError::other(format!("host not found in upstream \"{addr}\""), &c.pos)
-            })?
-            .into_iter()
-            .map(PeerAddr::Tcp)
-            .collect(),
-    };
-    for a in addrs {
-        up.servers.push(UpstreamServer {
-            addr: a,
-            name: addr.clone(),
-            weight,
-            max_fails,
-            fail_timeout,
-            backup,
-            down,
-            max_conns,
-        });
-    }
-    Ok(())
 }
 
 /// `proxy_pass URL` (location).
@@ -832,6 +572,8 @@ pub(crate) fn proxy_ssl_certificate_key(s: &mut LocSettings, d: &Directive, cx: 
 
 #[cfg(test)]
 mod tests {
+    use std::sync::Arc;
+
     use super::*;
 
     #[test]

@@ -103,8 +103,17 @@ fn errors_are_worded_as_nginx() {
         ("http { upstream b { server 127.0.0.1; zone z 32767; } }", "zone \"z\" is too small in /t/x.conf:1"),
         ("http { upstream b { server 127.0.0.1; zone \"\"; } }", "invalid zone name \"\" in /t/x.conf:1"),
         ("http { random; }", "\"random\" directive is not allowed here in /t/x.conf:1"),
-        ("http { upstream b { zone z 1m; server localhost resolve; } }", "the \"resolve\" parameter of \"server\" is not supported by firstbyte yet in /t/x.conf:1"),
-        ("http { upstream b { zone z 1m; resolver 127.0.0.1; server 127.0.0.1; } }", "\"resolver\" directive is not supported by firstbyte yet in /t/x.conf:1"),
+        // nginx's checks of `server NAME resolve` (ngx_http_upstream_server, and
+        // ngx_http_upstream_init_round_robin once `http` is read).
+        ("http { upstream b { zone z 1m; server localhost resolve; } }", "no resolver defined to resolve names at run time in upstream \"b\" in /t/x.conf:1"),
+        ("http { resolver 127.0.0.1; upstream b { server localhost resolve; } }", "resolving names at run time requires upstream \"b\" in /t/x.conf:1 to be in shared memory"),
+        ("http { upstream b { zone z 1m; resolver 127.0.0.1; resolver 127.0.0.1; server 127.0.0.1; } }", "\"resolver\" directive is duplicate in /t/x.conf:1"),
+        ("http { upstream b { zone z 1m; resolver_timeout 1s; resolver_timeout 2s; server 127.0.0.1; } }", "\"resolver_timeout\" directive is duplicate in /t/x.conf:1"),
+        ("http { upstream b { zone z 1m; resolver 127.0.0.1; server localhost:80 service=http resolve; } }", "service upstream \"localhost:80\" may not have port in /t/x.conf:1"),
+        ("http { upstream b { zone z 1m; resolver 127.0.0.1; server 127.0.0.1 service=http resolve; } }", "service upstream \"127.0.0.1\" requires domain name in /t/x.conf:1"),
+        ("http { upstream b { zone z 1m; resolver 127.0.0.1; server localhost service=http; } }", "service upstream \"localhost\" requires \"resolve\" parameter in /t/x.conf:1"),
+        ("http { upstream b { zone z 1m; resolver 127.0.0.1; server localhost service= resolve; } }", "service is empty in /t/x.conf:1"),
+        ("http { upstream b { zone z 1m; resolver 127.0.0.1; hash $uri; server localhost resolve backup; } }", "invalid parameter \"backup\" of server \"localhost\" in /t/x.conf:1"),
         ("http { upstream b { server 127.0.0.1 backup; hash $uri; } }", "invalid parameter \"backup\" of server \"127.0.0.1\" in /t/x.conf:1"),
         ("http { upstream b { server 127.0.0.1; hash $uri foo; } }", "invalid parameter \"foo\" in /t/x.conf:1"),
         ("http { upstream b { server 127.0.0.1; ip_hash x; } }", "invalid number of arguments in \"ip_hash\" directive in /t/x.conf:1"),
@@ -1257,4 +1266,52 @@ fn open_file_cache_directives() {
     assert_eq!(d.open_file_cache_valid, Duration::from_secs(60));
     assert_eq!(d.open_file_cache_min_uses, 1);
     assert!(!d.open_file_cache_errors);
+}
+
+/// `server NAME resolve` is not resolved at load: the line is kept as a template with its
+/// port, service and parameters; the block takes `http`'s `resolver` and
+/// `resolver_timeout` unless it has its own; an address with `resolve` is a plain server.
+#[test]
+fn resolvable_upstream_servers_are_templates() {
+    let c = http(
+        "resolver 127.0.0.1:5353 valid=3s;\nresolver_timeout 7s;\n\
+         upstream a { zone z 1m; server name.invalid:8080 resolve weight=2 max_fails=0; \
+         server 127.0.0.1:81 resolve; server srv.invalid service=http resolve backup; }\n\
+         upstream b { zone z 1m; server name.invalid resolve; resolver 127.0.0.2; }\n\
+         server { listen 127.0.0.1:8080; location /a { proxy_pass http://a; } \
+         location /b { proxy_pass http://b; } }",
+    );
+    let s = &servers(&c)[0];
+    let up = |p: &str| match &prefix_loc(&s.locations, p)
+        .proxy
+        .as_ref()
+        .expect("proxy")
+        .target
+    {
+        ProxyTarget::Upstream(u) => u.clone(),
+        other => panic!("{other:?}"),
+    };
+    let a = up("/a");
+    assert_eq!(a.servers.len(), 1, "the address is a plain server");
+    assert_eq!(a.resolve.len(), 2);
+    let (t, srv) = (&a.resolve[0], &a.resolve[1]);
+    assert_eq!(
+        (t.host.as_str(), t.port, t.service.as_deref()),
+        ("name.invalid", 8080, None)
+    );
+    assert_eq!((t.params.weight, t.params.max_fails), (2, 0));
+    assert_eq!(
+        (srv.service.as_deref(), srv.params.backup),
+        (Some("http"), true)
+    );
+    let r = a.resolver.as_ref().expect("http's resolver");
+    assert_eq!(r.servers, ["127.0.0.1:5353".parse().expect("addr")]);
+    assert_eq!(r.valid, Some(Duration::from_secs(3)));
+    assert_eq!(a.resolver_timeout, Some(Duration::from_secs(7)));
+    let b = up("/b");
+    assert_eq!(
+        b.resolver.as_ref().expect("own").servers,
+        ["127.0.0.2:53".parse().expect("addr")]
+    );
+    assert_eq!(b.resolve[0].port, 80);
 }

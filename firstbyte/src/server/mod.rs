@@ -234,10 +234,13 @@ impl Listening {
     }
 }
 
-/// What a load that now serves tells the `metrics`: its object cache's hits (objects reused
+/// What a load that now serves starts (the re-resolving of its upstreams' names) and tells
+/// the `metrics`: its object cache's hits (objects reused
 /// from the previous load or shared within this one) and misses (objects parsed), and its
 /// certificates' expiry times.
 fn loaded(site: &Site) {
+    // `server NAME resolve` lines of its upstreams: resolved from now on, while it serves.
+    site.http().proxies.start_resolving(&site.retired());
     let c = site.store.counts();
     crate::metrics::cache(
         crate::metrics::Cache::Object,

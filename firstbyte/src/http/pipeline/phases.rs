@@ -219,7 +219,10 @@ fn error_inner(
         return (Ok(status_response(code)), loc);
     };
     let target = r.eval(&page.uri);
-    if target.starts_with("http://") || target.starts_with("https://") {
+    // nginx (`ngx_http_send_error_page`): a page that is neither a URI (`/`) nor a named
+    // location (`@`) is a redirect to it, as written (`error_page 502 redirect;` sends
+    // `Location: redirect`).
+    if !target.is_empty() && !target.starts_with('/') && !target.starts_with('@') {
         let c = match page.response {
             Some(Some(c)) if (301..=308).contains(&c) => c,
             _ => 302,

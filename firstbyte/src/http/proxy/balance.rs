@@ -22,16 +22,30 @@
 //! A peer that failed `max_fails` times within `fail_timeout` rests for `fail_timeout`; a
 //! success clears its count. A group of one server is never taken out (as nginx). `backup`
 //! servers are used only when no primary one is available.
+//!
+//! The peers of a `server NAME resolve` line change at run time ([`Balancer::replace`], in
+//! `resolved.rs`): each peer has an id that stays while it does, so a request in flight
+//! reports its outcome to the right peer (or to none, once that peer is gone).
 
 use std::time::{Duration, Instant};
 
-use crate::conf::model::{BalanceMethod, PeerAddr, UpstreamServer};
+use crate::conf::model::{BalanceMethod, PeerAddr, ResolveServer, UpstreamServer};
 
 mod random;
+mod resolved;
+
+pub use resolved::Resolved;
 
 /// One server's state.
 #[derive(Debug, Clone)]
 struct Peer {
+    /// Stays while the peer does (its index may change when a resolved line's peers do).
+    id: usize,
+    addr: PeerAddr,
+    /// The `server NAME resolve` line (index into `templates`) it came from, if any.
+    host: Option<usize>,
+    /// The SRV record's target name it came from (`service=`).
+    srv_name: Option<String>,
     weight: i64,
     current: i64,
     fails: u32,
@@ -75,13 +89,26 @@ pub struct Balancer {
     method: Method,
     /// State of the random draws of `random` (xorshift, seeded from the system's generator).
     rng: u64,
+    /// The `server NAME resolve` lines, whose peers [`Balancer::replace`] sets.
+    templates: Vec<ResolveServer>,
+    /// Server lines of the templates (for `hash ... consistent` and `Peer::server`).
+    template_lines: Vec<usize>,
+    /// Whether the method has backup servers (round robin, `least_conn`): SRV records of a
+    /// higher priority number become backup peers then, and are left out otherwise.
+    backups: bool,
+    /// Bumped at each change of the peer list: an [`Attempt`] remaps what it tried.
+    gen: u64,
+    next_id: usize,
 }
 
 /// One request's walk over the peers: those tried, and the hash state of `ip_hash`/`hash`.
 #[derive(Debug, Clone, Default)]
 pub struct Attempt {
-    /// Peers tried so far, in order.
-    pub tried: Vec<usize>,
+    /// Peers tried so far (their indices in the list of generation `gen`).
+    tried: Vec<usize>,
+    /// Their ids, in order.
+    ids: Vec<usize>,
+    gen: u64,
     key: Vec<u8>,
     hash: u64,
     rehash: u32,
@@ -97,6 +124,17 @@ impl Attempt {
             key,
             ..Attempt::default()
         }
+    }
+
+    /// How many peers this request tried.
+    pub fn tries(&self) -> usize {
+        self.ids.len()
+    }
+
+    /// The last try does not count (a pooled connection the upstream had closed).
+    pub fn untry(&mut self) {
+        self.ids.pop();
+        self.tried.pop();
     }
 }
 
@@ -156,6 +194,16 @@ impl Balancer {
 
     /// A balancer over `servers` with `method`.
     pub fn with_method(servers: &[UpstreamServer], method: &BalanceMethod) -> Self {
+        Self::group(servers, &[], method)
+    }
+
+    /// The balancer of an `upstream` block: its `servers`, and the `server NAME resolve`
+    /// lines `resolve`, which have no peers until [`Balancer::replace`] gives them some.
+    pub fn group(
+        servers: &[UpstreamServer],
+        resolve: &[ResolveServer],
+        method: &BalanceMethod,
+    ) -> Self {
         // Peers of one `server` line share its name; lines are numbered in file order.
         let mut lines: Vec<(String, i64)> = Vec::new();
         let mut peers = Vec::with_capacity(servers.len());
@@ -168,6 +216,10 @@ impl Balancer {
                 }
             };
             peers.push(Peer {
+                id: peers.len(),
+                addr: s.addr.clone(),
+                host: None,
+                srv_name: None,
                 weight: i64::from(s.weight.max(1)),
                 current: 0,
                 fails: 0,
@@ -182,6 +234,12 @@ impl Balancer {
                 server: line,
             });
         }
+        let mut template_lines = Vec::with_capacity(resolve.len());
+        for r in resolve {
+            lines.push((r.params.name.clone(), i64::from(r.params.weight.max(1))));
+            template_lines.push(lines.len() - 1);
+        }
+        let backups = matches!(method, BalanceMethod::RoundRobin | BalanceMethod::LeastConn);
         let method = match method {
             BalanceMethod::RoundRobin => Method::RoundRobin,
             BalanceMethod::LeastConn => Method::LeastConn,
@@ -198,19 +256,27 @@ impl Balancer {
             }
             BalanceMethod::Random { two } => random::method(&peers, *two),
         };
+        let next_id = peers.len();
         Self {
             peers,
             method,
             rng: random::seed(),
+            templates: resolve.to_vec(),
+            template_lines,
+            backups,
+            gen: 0,
+            next_id,
         }
     }
 
-    /// `n` equal servers with nginx's defaults (a `proxy_pass http://host` that resolved to
-    /// several addresses).
-    pub fn equal(n: usize) -> Self {
-        let servers: Vec<UpstreamServer> = (0..n)
-            .map(|i| UpstreamServer {
-                addr: PeerAddr::Tcp(std::net::SocketAddr::from(([0, 0, 0, 0], 0))),
+    /// Equal servers with nginx's defaults at `addrs` (a `proxy_pass http://host` that
+    /// resolved to several addresses).
+    pub fn equal(addrs: &[PeerAddr]) -> Self {
+        let servers: Vec<UpstreamServer> = addrs
+            .iter()
+            .enumerate()
+            .map(|(i, a)| UpstreamServer {
+                addr: a.clone(),
                 name: i.to_string(),
                 weight: 1,
                 max_fails: 1,
@@ -255,6 +321,11 @@ impl Balancer {
     /// The next server to try for `a` (recorded in `a.tried`, its connection counted until
     /// [`Balancer::release`]). None: no live upstreams.
     pub fn pick(&mut self, now: Instant, a: &mut Attempt) -> Option<usize> {
+        if a.gen != self.gen {
+            // The peer list changed since this request's last try: what it tried, now.
+            a.tried = a.ids.iter().filter_map(|id| self.index_of(*id)).collect();
+            a.gen = self.gen;
+        }
         let primary = self.peers.iter().filter(|p| !p.backup).count();
         let hashed = match &self.method {
             Method::IpHash if primary >= 2 => self.pick_ip_hash(now, a),
@@ -271,6 +342,7 @@ impl Balancer {
                 .or_else(|| self.pick_among(now, &a.tried, true, least))
         })?;
         a.tried.push(i);
+        a.ids.push(self.peers[i].id);
         let p = &mut self.peers[i];
         p.conns += 1;
         // nginx: a pick once fail_timeout has passed opens a new window, so that a success
@@ -448,17 +520,46 @@ impl Balancer {
         Some(b)
     }
 
-    /// The connection to peer `i` that [`Balancer::pick`] counted has ended.
-    pub fn release(&mut self, i: usize) {
-        if let Some(p) = self.peers.get_mut(i) {
+    /// The id of the peer at index `i` (what [`Balancer::release`], [`Balancer::failed`]
+    /// and [`Balancer::succeeded`] take).
+    pub fn id(&self, i: usize) -> usize {
+        self.peers.get(i).map_or(usize::MAX, |p| p.id)
+    }
+
+    /// The address of the peer at index `i`.
+    pub fn addr(&self, i: usize) -> Option<&PeerAddr> {
+        self.peers.get(i).map(|p| &p.addr)
+    }
+
+    /// Every peer's address, in order.
+    pub fn addrs(&self) -> Vec<PeerAddr> {
+        self.peers.iter().map(|p| p.addr.clone()).collect()
+    }
+
+    /// The index of the peer with this id; None once it is gone.
+    fn index_of(&self, id: usize) -> Option<usize> {
+        match self.peers.get(id) {
+            Some(p) if p.id == id => Some(id),
+            _ => self.peers.iter().position(|p| p.id == id),
+        }
+    }
+
+    fn by_id(&mut self, id: usize) -> Option<&mut Peer> {
+        let i = self.index_of(id)?;
+        self.peers.get_mut(i)
+    }
+
+    /// The connection to peer `id` that [`Balancer::pick`] counted has ended.
+    pub fn release(&mut self, id: usize) {
+        if let Some(p) = self.by_id(id) {
             p.conns = p.conns.saturating_sub(1);
         }
     }
 
     /// Reports a failed attempt (connect error, timeout, a status `proxy_next_upstream`
-    /// counts) on server `i`.
-    pub fn failed(&mut self, i: usize, now: Instant) {
-        if let Some(p) = self.peers.get_mut(i) {
+    /// counts) on peer `id`.
+    pub fn failed(&mut self, id: usize, now: Instant) {
+        if let Some(p) = self.by_id(id) {
             p.fails = p.fails.saturating_add(1);
             p.accessed = Some(now);
             p.checked = Some(now);
@@ -468,8 +569,8 @@ impl Balancer {
     /// Reports a successful attempt on server `i`. As nginx, it clears the failures only
     /// once a pick came after `fail_timeout` since the last failure: `max_fails` counts
     /// failures within `fail_timeout`, successes between them notwithstanding.
-    pub fn succeeded(&mut self, i: usize) {
-        if let Some(p) = self.peers.get_mut(i) {
+    pub fn succeeded(&mut self, id: usize) {
+        if let Some(p) = self.by_id(id) {
             if p.accessed.is_none_or(|a| p.checked.is_some_and(|c| a < c)) {
                 p.fails = 0;
             }

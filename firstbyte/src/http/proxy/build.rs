@@ -160,13 +160,9 @@ impl<'a> Builder<'a> {
         let (Some(key), ProxyTarget::Addrs(a)) = (implicit_key(p), &p.target) else {
             return;
         };
-        self.implicit.entry(key).or_insert_with(|| {
-            (
-                Arc::new(a.clone()),
-                Arc::new(Mutex::new(Balancer::equal(a.len()))),
-                Keepalive::OFF,
-            )
-        });
+        self.implicit
+            .entry(key)
+            .or_insert_with(|| (Arc::new(Mutex::new(Balancer::equal(a))), Keepalive::OFF));
     }
 
     fn locations(&mut self, l: &'a Locations, store: &mut ObjectStore) -> Result<(), TlsError> {
@@ -185,7 +181,7 @@ impl<'a> Builder<'a> {
     fn location(&mut self, loc: &'a LocationConf, store: &mut ObjectStore) -> Result<(), TlsError> {
         if let Some(p) = &loc.proxy {
             let mut dynamic_pass = None;
-            let (peers, balancer, keepalive) = match &p.target {
+            let (balancer, keepalive) = match &p.target {
                 ProxyTarget::Upstream(u) => self.shared(u),
                 ProxyTarget::Dynamic(d) => {
                     let upstreams = d
@@ -207,20 +203,12 @@ impl<'a> Builder<'a> {
                             }
                         }),
                     }));
-                    (
-                        Arc::new(Vec::new()),
-                        Arc::new(Mutex::new(Balancer::equal(0))),
-                        Keepalive::OFF,
-                    )
+                    (Arc::new(Mutex::new(Balancer::equal(&[]))), Keepalive::OFF)
                 }
                 ProxyTarget::Addrs(a) => {
                     match implicit_key(p).and_then(|k| self.implicit.get(&k)) {
                         Some(shared) => shared.clone(),
-                        None => (
-                            Arc::new(a.clone()),
-                            Arc::new(Mutex::new(Balancer::equal(a.len()))),
-                            Keepalive::OFF,
-                        ),
+                        None => (Arc::new(Mutex::new(Balancer::equal(a))), Keepalive::OFF),
                     }
                 }
             };
@@ -259,7 +247,6 @@ impl<'a> Builder<'a> {
             };
             let route = Route {
                 conf: p.clone(),
-                peers,
                 balancer,
                 tls,
                 dynamic,
@@ -280,16 +267,20 @@ impl<'a> Builder<'a> {
 
     /// The peers, balancer and pool size of an `upstream` block, shared by every location
     /// naming it.
+    /// The `server NAME resolve` lines start with the answers a previous load kept, and are
+    /// re-resolved once the load serves ([`Proxies::start_resolving`]).
     fn shared(&mut self, u: &Arc<crate::conf::model::Upstream>) -> Shared {
-        self.balancers
-            .entry(ptr(u))
-            .or_insert_with(|| {
-                (
-                    Arc::new(u.servers.iter().map(|s| s.addr.clone()).collect()),
-                    Arc::new(Mutex::new(Balancer::with_method(&u.servers, &u.method))),
-                    Keepalive::of(u),
-                )
-            })
-            .clone()
+        if let Some(s) = self.balancers.get(&ptr(u)) {
+            return s.clone();
+        }
+        let balancer = Arc::new(Mutex::new(Balancer::group(
+            &u.servers, &u.resolve, &u.method,
+        )));
+        self.out
+            .resolving
+            .extend(super::resolve::jobs(u, &balancer));
+        let s = (balancer, Keepalive::of(u));
+        self.balancers.insert(ptr(u), s.clone());
+        s
     }
 }

@@ -52,12 +52,31 @@ const RESEND: Duration = Duration::from_secs(5);
 const A: u16 = 1;
 const CNAME: u16 = 5;
 const AAAA: u16 = 28;
+const SRV: u16 = 33;
+
+mod srv;
+pub use srv::lookup_srv;
+
+/// One SRV record: where a service is (RFC 2782; a weight of 0 counts as 1, as nginx).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SrvRecord {
+    /// Lower first.
+    pub priority: u16,
+    /// Share within its priority.
+    pub weight: u16,
+    /// The service's port.
+    pub port: u16,
+    /// The host name to resolve.
+    pub target: String,
+}
 
 /// What one query gave: the addresses, the smallest TTL of the records used, and the name the
 /// CNAME chain ended at.
 #[derive(Debug, Clone, PartialEq, Eq)]
 struct Answer {
     addrs: Vec<IpAddr>,
+    /// SRV records (for an SRV query).
+    srvs: Vec<SrvRecord>,
     /// None: no record was used.
     ttl: Option<u32>,
     end: String,
@@ -193,6 +212,24 @@ fn decide(asked: &str, answers: Vec<Result<Answer, DnsError>>) -> Decision {
         }
     }
     Decision::Fail(rcode_error(3))
+}
+
+/// `name`'s addresses asked afresh (no cache), with the time they are valid for: the
+/// resolver's `valid=`, else the records' smallest TTL (what `server NAME resolve` in an
+/// `upstream` re-resolves with).
+pub async fn lookup_fresh(
+    name: &str,
+    r: &Resolver,
+    timeout: Duration,
+) -> Result<(Vec<IpAddr>, Duration), DnsError> {
+    let name = name.trim_end_matches('.').to_ascii_lowercase();
+    let (addrs, ttl) = tokio::time::timeout(timeout, lookup(&name, r))
+        .await
+        .unwrap_or(Err(TIMED_OUT))?;
+    Ok((
+        addrs,
+        r.valid.unwrap_or(Duration::from_secs(u64::from(ttl))),
+    ))
 }
 
 /// A and AAAA (as configured) for `name`, both to one server (the next one for each name,
@@ -384,6 +421,7 @@ fn parse(m: &[u8], id: u16, name: &str, qtype: u16) -> Option<Result<Answer, Dns
     // The names that lead to the one asked, through CNAMEs.
     let mut names = vec![want];
     let mut out = Vec::new();
+    let mut srvs = Vec::new();
     let mut ttl = u32::MAX;
     for _ in 0..an {
         let Some((owner, next)) = read_name(m, at) else {
@@ -414,6 +452,22 @@ fn parse(m: &[u8], id: u16, name: &str, qtype: u16) -> Option<Result<Answer, Dns
                 b.copy_from_slice(rdata);
                 out.push(IpAddr::from(b));
             }
+            SRV if ours && qtype == SRV && rdata.len() >= 7 => {
+                if let (Some((target, _)), Some(priority), Some(weight), Some(port)) = (
+                    read_name(m, data + 6),
+                    u16_at(m, data),
+                    u16_at(m, data + 2),
+                    u16_at(m, data + 4),
+                ) {
+                    ttl = ttl.min(rttl);
+                    srvs.push(SrvRecord {
+                        priority,
+                        weight: weight.max(1),
+                        port,
+                        target,
+                    });
+                }
+            }
             CNAME if ours => {
                 if let Some((target, _)) = read_name(m, data) {
                     ttl = ttl.min(rttl);
@@ -427,6 +481,7 @@ fn parse(m: &[u8], id: u16, name: &str, qtype: u16) -> Option<Result<Answer, Dns
     let end = names.pop().unwrap_or_default();
     Some(Ok(Answer {
         addrs: out,
+        srvs,
         ttl: (ttl != u32::MAX).then_some(ttl),
         end,
     }))
@@ -514,6 +569,7 @@ mod tests {
     fn ok(addrs: &[&str], end: &str) -> Result<Answer, DnsError> {
         Ok(Answer {
             addrs: addrs.iter().map(|a| a.parse().expect("ip")).collect(),
+            srvs: Vec::new(),
             ttl: Some(60),
             end: end.into(),
         })

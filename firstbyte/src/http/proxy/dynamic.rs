@@ -53,49 +53,50 @@ impl Route {
             reason: format!("invalid URL prefix in \"{url}\""),
         };
         let mut implicit_shared = None;
-        let (tls, host, uri, target) =
-            match crate::conf::proxy::unix_url(url, &self.conf_pos()).map_err(|_| invalid())? {
-                Some(p) => (
-                    p.tls,
-                    p.host,
-                    p.uri,
-                    ProxyTarget::Addrs(vec![PeerAddr::Unix(p.unix.unwrap_or_default())]),
-                ),
-                None => {
-                    let (tls, hostname, port, host, uri) =
-                        crate::conf::proxy::split_url(url).ok_or_else(invalid)?;
-                    // nginx: a `?args` URI part gets its `/`.
-                    let uri = uri.map(|u| {
-                        if u.starts_with('?') {
-                            format!("/{u}")
-                        } else {
-                            u
-                        }
-                    });
-                    let no_port = hostname.len() == host.len();
-                    let bare = hostname.trim_start_matches('[').trim_end_matches(']');
-                    let implicit = d.implicit.get(&(bare.to_ascii_lowercase(), port));
-                    let target = match (d.upstreams.get(&hostname), implicit) {
-                        (Some((u, _)), _) if no_port => ProxyTarget::Upstream(u.clone()),
-                        (_, Some(shared)) => {
-                            implicit_shared = Some(shared.clone());
-                            ProxyTarget::Addrs(shared.0.to_vec())
-                        }
-                        _ => {
-                            let ips = match bare.parse::<IpAddr>() {
-                                Ok(ip) => vec![ip],
-                                Err(_) => self.resolve(&hostname).await?,
-                            };
-                            ProxyTarget::Addrs(
-                                ips.into_iter()
-                                    .map(|ip| PeerAddr::Tcp(SocketAddr::new(ip, port)))
-                                    .collect(),
-                            )
-                        }
-                    };
-                    (tls, host, uri, target)
-                }
-            };
+        let (tls, host, uri, target) = match crate::conf::proxy::unix_url(url, &self.conf_pos())
+            .map_err(|_| invalid())?
+        {
+            Some(p) => (
+                p.tls,
+                p.host,
+                p.uri,
+                ProxyTarget::Addrs(vec![PeerAddr::Unix(p.unix.unwrap_or_default())]),
+            ),
+            None => {
+                let (tls, hostname, port, host, uri) =
+                    crate::conf::proxy::split_url(url).ok_or_else(invalid)?;
+                // nginx: a `?args` URI part gets its `/`.
+                let uri = uri.map(|u| {
+                    if u.starts_with('?') {
+                        format!("/{u}")
+                    } else {
+                        u
+                    }
+                });
+                let no_port = hostname.len() == host.len();
+                let bare = hostname.trim_start_matches('[').trim_end_matches(']');
+                let implicit = d.implicit.get(&(bare.to_ascii_lowercase(), port));
+                let target = match (d.upstreams.get(&hostname), implicit) {
+                    (Some((u, _)), _) if no_port => ProxyTarget::Upstream(u.clone()),
+                    (_, Some(shared)) => {
+                        implicit_shared = Some(shared.clone());
+                        ProxyTarget::Addrs(shared.0.lock().map(|b| b.addrs()).unwrap_or_default())
+                    }
+                    _ => {
+                        let ips = match bare.parse::<IpAddr>() {
+                            Ok(ip) => vec![ip],
+                            Err(_) => self.resolve(&hostname).await?,
+                        };
+                        ProxyTarget::Addrs(
+                            ips.into_iter()
+                                .map(|ip| PeerAddr::Tcp(SocketAddr::new(ip, port)))
+                                .collect(),
+                        )
+                    }
+                };
+                (tls, host, uri, target)
+            }
+        };
         let tls_conf = match (tls, &d.tls) {
             (false, _) => None,
             (true, Some(config)) => Some(UpstreamTls {
@@ -109,23 +110,15 @@ impl Route {
             }),
             (true, None) => return Err(invalid()),
         };
-        let (peers, balancer, keepalive, method) = match &target {
+        let (balancer, keepalive, method) = match &target {
             ProxyTarget::Upstream(u) => {
-                let (_, (peers, balancer, keepalive)) = &d.upstreams[&u.name];
-                (
-                    peers.clone(),
-                    balancer.clone(),
-                    *keepalive,
-                    u.method.clone(),
-                )
+                let (_, (balancer, keepalive)) = &d.upstreams[&u.name];
+                (balancer.clone(), *keepalive, u.method.clone())
             }
             ProxyTarget::Addrs(a) => match implicit_shared {
-                Some((peers, balancer, keepalive)) => {
-                    (peers, balancer, keepalive, BalanceMethod::RoundRobin)
-                }
+                Some((balancer, keepalive)) => (balancer, keepalive, BalanceMethod::RoundRobin),
                 None => (
-                    Arc::new(a.clone()),
-                    Arc::new(Mutex::new(Balancer::equal(a.len()))),
+                    Arc::new(Mutex::new(Balancer::equal(a))),
                     super::Keepalive::OFF,
                     BalanceMethod::RoundRobin,
                 ),
@@ -141,7 +134,6 @@ impl Route {
         };
         Ok(Route {
             conf: Arc::new(conf),
-            peers,
             balancer,
             tls: tls_conf,
             dynamic: self.dynamic.clone(),

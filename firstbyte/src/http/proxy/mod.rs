@@ -26,6 +26,7 @@ mod dynamic;
 pub mod fastcgi;
 pub mod headers;
 pub mod next;
+mod resolve;
 mod spool;
 pub mod store;
 mod stored;
@@ -60,7 +61,6 @@ use crate::conf::model::{BalanceMethod, NextUpstream, PeerAddr, ProxyConf, SizeV
 pub struct Route {
     /// The location's proxy settings.
     pub conf: Arc<ProxyConf>,
-    peers: Arc<Vec<PeerAddr>>,
     balancer: Arc<Mutex<Balancer>>,
     tls: Option<UpstreamTls>,
     /// `proxy_ssl_certificate` with variables: the client config is chosen per request.
@@ -81,13 +81,24 @@ pub struct Proxies {
     pub pool: Arc<Pool>,
     /// Idle FastCGI connections.
     pub fastcgi_pool: Arc<fastcgi::Pool>,
+    /// The `server NAME resolve` lines of the load's upstreams, resolved at run time once
+    /// [`Proxies::start_resolving`] starts them.
+    resolving: Vec<resolve::Job>,
+}
+
+impl Proxies {
+    /// Starts re-resolving the `server NAME resolve` lines (inside the runtime, once the
+    /// load serves); the tasks end when `retired` turns true or its sender goes.
+    pub fn start_resolving(&self, retired: &tokio::sync::watch::Receiver<bool>) {
+        resolve::start(&self.resolving, retired);
+    }
 }
 
 fn ptr<T>(a: &Arc<T>) -> usize {
     Arc::as_ptr(a) as *const u8 as usize
 }
 
-type Shared = (Arc<Vec<PeerAddr>>, Arc<Mutex<Balancer>>, Keepalive);
+type Shared = (Arc<Mutex<Balancer>>, Keepalive);
 
 /// Words for the log line of a failed proxied request (`, client: ..., upstream: ...`).
 pub struct LogContext<'a> {
@@ -244,7 +255,7 @@ pub async fn forward(
     let mut last = Failure::BadGateway;
     loop {
         let (i, guard, addr) = route.next_peer(&mut attempt, up, last, log, scheme, &uri)?;
-        let tries_left = tries.saturating_sub(attempt.tried.len());
+        let tries_left = tries.saturating_sub(attempt.tries());
         let Some(this) = req.take().or_else(|| (!has_body).then(rebuild)) else {
             return Err(last);
         };
@@ -272,7 +283,7 @@ pub async fn forward(
                         Some(m) => {
                             // Not this server's fault, and not a try: again, afresh.
                             req = Some(m);
-                            attempt.tried.pop();
+                            attempt.untry();
                             up.forget();
                             continue;
                         }
@@ -470,7 +481,7 @@ impl Route {
         }
     }
 
-    /// The next server for `attempt`: its index, its connection as the balancer counts it, and
+    /// The next server for `attempt`: its id, its connection as the balancer counts it, and
     /// its address, whose try begins in `up`. When none is left (nginx's "no live upstreams")
     /// that is logged and counted, the group's name is recorded as the last try, and the
     /// answer is `last` — or 502 when nothing was tried.
@@ -483,12 +494,13 @@ impl Route {
         scheme: &str,
         uri: &str,
     ) -> Result<(usize, ConnGuard, PeerAddr), Failure> {
-        let pick = self
-            .balancer
-            .lock()
-            .ok()
-            .and_then(|mut b| b.pick(Instant::now(), attempt));
-        let Some(i) = pick else {
+        // The peer's id and address, read under the lock that picked it: a resolved line's
+        // peers may change meanwhile.
+        let pick = self.balancer.lock().ok().and_then(|mut b| {
+            let i = b.pick(Instant::now(), attempt)?;
+            Some((b.id(i), b.addr(i).cloned()))
+        });
+        let Some((i, addr)) = pick else {
             crate::fblog!(
                 Error,
                 "{}",
@@ -503,7 +515,7 @@ impl Route {
             // nginx records the group's name as the address of this last "try".
             up.begin(self.conf.host.clone(), Instant::now());
             up.end(502, Instant::now());
-            return Err(if attempt.tried.is_empty() {
+            return Err(if attempt.tries() == 0 {
                 Failure::BadGateway
             } else {
                 last
@@ -513,12 +525,12 @@ impl Route {
             balancer: self.balancer.clone(),
             index: i,
         };
-        let addr = self.peers.get(i).cloned().ok_or(Failure::BadGateway)?;
+        let addr = addr.ok_or(Failure::BadGateway)?;
         up.begin(addr.to_string(), Instant::now());
         Ok((i, guard, addr))
     }
 
-    /// Counts a failure of peer `i` against its `max_fails`.
+    /// Counts a failure of peer `i` (its id) against its `max_fails`.
     fn failed(&self, i: usize) {
         if let Ok(mut b) = self.balancer.lock() {
             b.failed(i, Instant::now());

@@ -106,7 +106,7 @@ pub async fn forward(
     codec::stream(&mut head, codec::PARAMS, REQUEST_ID, b"");
     loop {
         let (i, guard, addr) = route.next_peer(&mut attempt, up, last, log, "fastcgi", "")?;
-        let tries_left = tries.saturating_sub(attempt.tried.len());
+        let tries_left = tries.saturating_sub(attempt.tries());
         if has_body && body.is_none() {
             // The body went to a server that failed: it cannot be sent again.
             return Err(last);
@@ -196,7 +196,7 @@ pub async fn forward(
                 // An idle connection the server closed meanwhile (nginx: a cached
                 // connection's error is not the server's fault, and not a try): again,
                 // afresh.
-                attempt.tried.pop();
+                attempt.untry();
                 up.forget();
                 continue;
             }
