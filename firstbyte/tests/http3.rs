@@ -495,3 +495,85 @@ fn zero_rtt_serves_safe_requests_once_per_ticket() {
         "{log}"
     );
 }
+
+/// A file rewritten in place (same inode, same second) is served new on the next request of
+/// the same HTTP/3 connection, as over TCP (`tests/open_file_cache.rs`): the open-file check
+/// is skipped only for requests that arrived before the last one was made.
+#[test]
+fn a_file_rewritten_in_place_is_served_new_over_http3() {
+    use std::io::Write;
+    let (server, ports) = Server::start("h3-rewrite", CONF, 1);
+    let port = ports[0];
+    let f = server.dir.join("html/f.txt");
+    let rewrite = |data: &[u8]| {
+        let mut w = std::fs::OpenOptions::new()
+            .write(true)
+            .truncate(true)
+            .open(&f)
+            .unwrap();
+        w.write_all(data).unwrap();
+    };
+    std::fs::write(&f, "one").unwrap();
+    let ino = std::os::unix::fs::MetadataExt::ino(&std::fs::metadata(&f).unwrap());
+    rt().block_on(async {
+        let ep = client();
+        let mut a = connect(&ep, port, "a.test").await.expect("h3 to a.test");
+        let (status, h1, body) = a.get("a.test", "/f.txt").await.expect("GET 1");
+        assert_eq!((status, body.as_slice()), (200, &b"one"[..]));
+        // Many requests on one connection, each after a rewrite: each sees the new file.
+        for (i, text) in ["second version", "3rd", "the fourth one"]
+            .iter()
+            .enumerate()
+        {
+            rewrite(text.as_bytes());
+            let (status, h, body) = a.get("a.test", "/f.txt").await.expect("GET");
+            assert_eq!(status, 200, "rewrite {i}");
+            assert_eq!(body, text.as_bytes(), "rewrite {i}");
+            assert_eq!(
+                header_value(&h, "content-length"),
+                Some(text.len().to_string()),
+                "rewrite {i}"
+            );
+            assert_ne!(h.get("etag"), h1.get("etag"), "rewrite {i}");
+        }
+        // Requests in flight together, all after the last rewrite: all see it.
+        rewrite(b"last");
+        let mut gets = tokio::task::JoinSet::new();
+        for _ in 0..8 {
+            let mut s = a.send.clone();
+            gets.spawn(async move {
+                let req = http::Request::get("https://a.test/f.txt").body(()).unwrap();
+                let mut st = s.send_request(req).await.expect("send");
+                st.finish().await.expect("finish");
+                let resp = st.recv_response().await.expect("response");
+                let mut body = Vec::new();
+                while let Some(mut c) = st.recv_data().await.expect("data") {
+                    while c.has_remaining() {
+                        let n = c.chunk().len();
+                        body.extend_from_slice(c.chunk());
+                        c.advance(n);
+                    }
+                }
+                (resp.status().as_u16(), body)
+            });
+        }
+        let mut n = 0;
+        while let Some(r) = gets.join_next().await {
+            let (status, body) = r.expect("request task");
+            assert_eq!((status, body.as_slice()), (200, &b"last"[..]));
+            n += 1;
+        }
+        assert_eq!(n, 8);
+    });
+    assert_eq!(
+        std::os::unix::fs::MetadataExt::ino(&std::fs::metadata(&f).unwrap()),
+        ino,
+        "rewritten in place throughout"
+    );
+}
+
+fn header_value(h: &http::HeaderMap, name: &str) -> Option<String> {
+    h.get(name)
+        .and_then(|v| v.to_str().ok())
+        .map(str::to_string)
+}

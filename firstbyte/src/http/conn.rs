@@ -234,7 +234,12 @@ impl Conn {
 
     /// A response was sent (or abandoned).
     pub fn end_response(&self) {
-        self.activity.end();
+        self.end_response_at(Instant::now());
+    }
+
+    /// [`end_response`](Self::end_response) with the time already read (`now`).
+    pub fn end_response_at(&self, now: Instant) {
+        self.activity.end(now);
         self.shared.stats.writing.fetch_sub(1, Ordering::Relaxed);
     }
 
@@ -351,6 +356,11 @@ impl Activity {
         self.born.elapsed()
     }
 
+    /// [`age`](Self::age) at `now` (a time already read).
+    pub(crate) fn age_at(&self, now: Instant) -> Duration {
+        now.saturating_duration_since(self.born)
+    }
+
     /// A connection accepted at `born`.
     fn since(born: Instant) -> Self {
         Self {
@@ -376,9 +386,11 @@ impl Activity {
     }
 
     /// A request's response was sent (or abandoned).
-    fn end(&self) {
-        self.last_ms
-            .store(self.born.elapsed().as_millis() as u64, Ordering::Relaxed);
+    fn end(&self, now: Instant) {
+        self.last_ms.store(
+            now.saturating_duration_since(self.born).as_millis() as u64,
+            Ordering::Relaxed,
+        );
         self.head_ms.store(NO_HEAD, Ordering::Relaxed);
         self.read_since_end.store(0, Ordering::Relaxed);
         self.inflight.fetch_sub(1, Ordering::Relaxed);
@@ -667,7 +679,7 @@ mod tests {
         a.begin();
         a.input();
         assert_eq!(a.head_ms.load(Ordering::Relaxed), NO_HEAD, "body bytes");
-        a.end();
+        a.end(Instant::now());
         a.input();
         let head = a.head_ms.load(Ordering::Relaxed);
         assert!((10_000..20_000).contains(&head), "{head}");
@@ -678,7 +690,7 @@ mod tests {
             "the first byte counts"
         );
         a.begin();
-        a.end();
+        a.end(Instant::now());
         assert_eq!(a.head_ms.load(Ordering::Relaxed), NO_HEAD);
     }
 }

@@ -16,6 +16,7 @@ pub mod empty_gif;
 mod expires;
 pub(crate) mod h2;
 pub mod h2limits;
+pub mod head_pool;
 pub mod open_file;
 pub mod open_file_cache;
 pub mod pages;

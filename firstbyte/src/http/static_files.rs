@@ -313,8 +313,9 @@ fn respond(
     } else {
         ""
     };
-    // Sized for a file response's headers plus `finish`'s (Server, Date): no regrowth.
-    let mut headers = HeaderMap::with_capacity(12);
+    // Sized for a file response's headers plus `finish`'s (Server, Date): no regrowth; a map
+    // an earlier response's HTTP/2 head gave back when there is one.
+    let mut headers = crate::http::head_pool::take();
     if let (Some(v), true) = (&cached.etag_value, req.loc.etag) {
         headers.insert(ETAG, v.clone());
     }
@@ -390,11 +391,10 @@ fn respond(
             } else {
                 range::MultipartBody::body(Arc::clone(&file.file), m, recode)
             };
-            return FileOutcome::Response(charset_done(response(
-                StatusCode::PARTIAL_CONTENT,
-                headers,
-                body,
-            )));
+            return FileOutcome::Response(charset_done(
+                req.loc,
+                response(StatusCode::PARTIAL_CONTENT, headers, body),
+            ));
         }
         ByteRange::Unsatisfiable => {
             let mut h = HeaderMap::new();
@@ -421,13 +421,17 @@ fn respond(
         }
         b
     };
-    FileOutcome::Response(charset_done(response(status, headers, body)))
+    FileOutcome::Response(charset_done(req.loc, response(status, headers, body)))
 }
 
 /// Marks a response whose charset the static module already settled (the pipeline's charset
-/// step leaves it alone).
-fn charset_done(mut r: Response<Body>) -> Response<Body> {
-    r.extensions_mut().insert(charset::Applied);
+/// step leaves it alone). That step runs only where `charset` is set (a static response
+/// carries no upstream's `X-Accel-Charset`), in the location that served the file: elsewhere
+/// no mark is needed, and none is made (an extension map allocated per response).
+fn charset_done(loc: &LocationConf, mut r: Response<Body>) -> Response<Body> {
+    if loc.charset.is_some() {
+        r.extensions_mut().insert(charset::Applied);
+    }
     r
 }
 

@@ -243,14 +243,14 @@ pub struct ResponseDone {
 
 impl ResponseDone {
     /// A response with `status` to a request over `version` that started at `start`; its
-    /// head is ready now.
+    /// head was ready at `now` (read once by the caller for its other uses too).
     #[inline]
-    pub fn new(version: http::Version, status: u16, start: Instant) -> Self {
+    pub fn new_at(version: http::Version, status: u16, start: Instant, now: Instant) -> Self {
         Self {
             proto: proto(version) as u8,
             class: (status / 100).clamp(1, 5) as u8 - 1,
             start,
-            ttfb: start.elapsed(),
+            ttfb: now.saturating_duration_since(start),
         }
     }
 
@@ -259,14 +259,15 @@ impl ResponseDone {
         self.ttfb
     }
 
-    /// The response is over (body sent, or the client went away) after `sent` body bytes.
+    /// The response is over (body sent, or the client went away) at `now`, after `sent` body
+    /// bytes.
     #[inline]
-    pub fn end(&self, sent: u64) {
+    pub fn end_at(&self, sent: u64, now: Instant) {
         local::count(
             usize::from(self.proto),
             usize::from(self.class),
             self.ttfb,
-            self.start.elapsed(),
+            now.saturating_duration_since(self.start),
             sent,
         );
     }
@@ -372,9 +373,9 @@ mod tests {
         let m = get();
         // This thread's own counts: other tests count responses in parallel.
         let before = local::this_thread();
-        let d = ResponseDone::new(http::Version::HTTP_11, 302, Instant::now());
-        d.end(10);
-        d.end(5);
+        let d = ResponseDone::new_at(http::Version::HTTP_11, 302, Instant::now(), Instant::now());
+        d.end_at(10, Instant::now());
+        d.end_at(5, Instant::now());
         let after = local::this_thread();
         assert_eq!(after.requests[0][2], before.requests[0][2] + 2);
         assert_eq!(after.bytes[0], before.bytes[0] + 15);
@@ -398,15 +399,15 @@ mod tests {
     #[test]
     fn statuses_out_of_range_fall_in_the_nearest_class() {
         assert_eq!(
-            ResponseDone::new(http::Version::HTTP_11, 999, Instant::now()).class,
+            ResponseDone::new_at(http::Version::HTTP_11, 999, Instant::now(), Instant::now()).class,
             4
         );
         assert_eq!(
-            ResponseDone::new(http::Version::HTTP_11, 0, Instant::now()).class,
+            ResponseDone::new_at(http::Version::HTTP_11, 0, Instant::now(), Instant::now()).class,
             0
         );
         assert_eq!(
-            ResponseDone::new(http::Version::HTTP_3, 200, Instant::now()).proto,
+            ResponseDone::new_at(http::Version::HTTP_3, 200, Instant::now(), Instant::now()).proto,
             2
         );
     }

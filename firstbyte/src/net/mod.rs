@@ -17,7 +17,8 @@ mod stream;
 #[cfg(test)]
 pub use stream::is_marker;
 pub use stream::{
-    marker, FileRange, IoControl, ReadReady, Sendfile, SocketStream, StallTimer, MARKER_LEN,
+    marker, FileRange, IoControl, ReadClock, ReadReady, Sendfile, SocketStream, StallTimer,
+    MARKER_LEN,
 };
 
 /// `listen`'s `sndbuf=`, `rcvbuf=` and `so_keepalive=`: set on the listening socket, from

@@ -90,6 +90,9 @@ pub struct IoControl {
     /// When a read from the socket last delivered bytes: nanoseconds since [`epoch`], plus
     /// one (0: never).
     read_ns: AtomicU64,
+    /// Reads made for many connections at once (a QUIC endpoint's UDP socket): when set,
+    /// [`last_read`](Self::last_read) is its clock's instead of `read_ns`.
+    shared_reads: Option<Arc<ReadClock>>,
     sendfile: bool,
     record_reads: std::sync::atomic::AtomicBool,
     ranges: Mutex<VecDeque<FileRange>>,
@@ -102,6 +105,7 @@ impl IoControl {
         Self {
             send_timeout_ms: AtomicU64::new(duration_ms(send_timeout)),
             read_ns: AtomicU64::new(0),
+            shared_reads: None,
             sendfile,
             record_reads: std::sync::atomic::AtomicBool::new(false),
             // Two ranges cover a response and a pipelined one behind it: no growth after.
@@ -113,19 +117,27 @@ impl IoControl {
         }
     }
 
+    /// Control for a connection whose bytes arrive by reads made for many connections (a
+    /// QUIC endpoint's datagrams): `reads` is noted by whoever reads them.
+    pub fn with_shared_reads(send_timeout: Duration, reads: Arc<ReadClock>) -> Self {
+        Self {
+            shared_reads: Some(reads),
+            ..Self::new(send_timeout, false)
+        }
+    }
+
     /// When a read from the socket last delivered bytes. A request read from this connection
     /// arrived at or before it (a later read only moves it on), so what the file system showed
     /// after this instant includes everything the client did before sending the request.
     pub fn last_read(&self) -> Option<Instant> {
-        match self.read_ns.load(Ordering::Relaxed) {
-            0 => None,
-            n => Some(epoch() + Duration::from_nanos(n - 1)),
+        match &self.shared_reads {
+            Some(c) => c.last(),
+            None => stamp_instant(self.read_ns.load(Ordering::Relaxed)),
         }
     }
 
     fn note_read(&self) {
-        let n = u64::try_from(epoch().elapsed().as_nanos()).unwrap_or(u64::MAX - 1);
-        self.read_ns.store(n + 1, Ordering::Relaxed);
+        self.read_ns.store(stamp_now(), Ordering::Relaxed);
     }
 
     /// Whether file bodies on this connection may be sent with `sendfile`.
@@ -436,6 +448,39 @@ fn set_cork(fd: Option<RawFd>, corked: &mut bool, on: bool) {
     *corked = on;
 }
 
+/// When a socket read for many connections last delivered bytes (a QUIC endpoint's UDP
+/// socket: every datagram of every connection comes through it). A request carried by a
+/// datagram read at or before it — every request a connection has seen so far, since the
+/// reader notes the read before handing the datagrams on — so, as with
+/// [`IoControl::last_read`], what the file system showed after this instant includes
+/// everything the client did before sending the request.
+#[derive(Debug, Default)]
+pub struct ReadClock(AtomicU64);
+
+impl ReadClock {
+    /// A read just delivered bytes.
+    pub fn note(&self) {
+        self.0.fetch_max(stamp_now(), Ordering::Release);
+    }
+
+    /// The last noted read, if any.
+    pub fn last(&self) -> Option<Instant> {
+        stamp_instant(self.0.load(Ordering::Acquire))
+    }
+}
+
+/// Now as a stamp: nanoseconds since [`epoch`], plus one (0: never).
+fn stamp_now() -> u64 {
+    u64::try_from(epoch().elapsed().as_nanos()).unwrap_or(u64::MAX - 1) + 1
+}
+
+fn stamp_instant(n: u64) -> Option<Instant> {
+    match n {
+        0 => None,
+        n => Some(epoch() + Duration::from_nanos(n - 1)),
+    }
+}
+
 /// The instant [`IoControl::last_read`] counts from.
 fn epoch() -> Instant {
     static EPOCH: std::sync::OnceLock<Instant> = std::sync::OnceLock::new();
@@ -509,6 +554,28 @@ mod tests {
     use std::future::poll_fn;
     use std::io::Write;
     use std::time::Instant;
+
+    /// A connection whose reads are made for many (QUIC) answers with the shared clock: none
+    /// before a read, then the last read's time, which only moves on.
+    #[test]
+    fn shared_reads_bound_every_connection_of_the_socket() {
+        let clock = Arc::new(ReadClock::default());
+        let a = IoControl::with_shared_reads(Duration::from_secs(1), clock.clone());
+        let b = IoControl::with_shared_reads(Duration::from_secs(1), clock.clone());
+        assert_eq!(a.last_read(), None);
+        let before = Instant::now();
+        clock.note();
+        let first = a.last_read().expect("noted");
+        assert!(first >= before - Duration::from_millis(1) && first <= Instant::now());
+        assert_eq!(
+            b.last_read(),
+            Some(first),
+            "one clock for the socket's connections"
+        );
+        clock.note();
+        assert!(a.last_read().unwrap() >= first);
+        assert!(!a.sendfile_capable());
+    }
 
     /// A socket that appends what it is given to `wire`, reading sendfile ranges with pread;
     /// `full`: every write is `Pending` (a client that stopped reading).

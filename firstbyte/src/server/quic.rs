@@ -72,13 +72,24 @@ impl Endpoint {
         let mut endpoint_config = quinn::EndpointConfig::new(reset_key.clone());
         let key = cid_key.clone();
         endpoint_config.cid_generator(move || Box::new(CidGenerator(key.clone())));
-        let endpoint = quinn::Endpoint::new(
+        let runtime = Arc::new(quinn::TokioRuntime);
+        // Every connection's requests arrive through this socket: its reads bound them.
+        let reads = Arc::new(crate::net::ReadClock::default());
+        let socket = quinn::Runtime::wrap_udp_socket(&*runtime, udp)?;
+        let socket = Arc::new(super::quic_socket::Stamped::new(socket, reads.clone()));
+        let endpoint = quinn::Endpoint::new_with_abstract_socket(
             endpoint_config,
             Some(config),
-            udp,
-            Arc::new(quinn::TokioRuntime),
+            socket,
+            runtime,
         )?;
-        let accept = tokio::spawn(accept_loop(endpoint.clone(), addr, current.clone(), shared));
+        let accept = tokio::spawn(accept_loop(
+            endpoint.clone(),
+            addr,
+            current.clone(),
+            shared,
+            reads,
+        ));
         Ok(Endpoint {
             endpoint,
             addr,
@@ -253,6 +264,7 @@ async fn accept_loop(
     addr: SocketAddr,
     current: Arc<ArcSwap<Site>>,
     shared: Arc<Shared>,
+    reads: Arc<crate::net::ReadClock>,
 ) {
     while let Some(incoming) = endpoint.accept().await {
         let site = current.load_full();
@@ -282,7 +294,8 @@ async fn accept_loop(
             incoming.refuse();
             continue;
         }
-        tokio::spawn(serve(site, shared.clone(), socket, addr, incoming));
+        let reads = reads.clone();
+        tokio::spawn(serve(site, shared.clone(), socket, addr, reads, incoming));
     }
 }
 
@@ -293,6 +306,7 @@ async fn serve(
     shared: Arc<Shared>,
     socket: usize,
     addr: SocketAddr,
+    reads: Arc<crate::net::ReadClock>,
     incoming: quinn::Incoming,
 ) {
     let stats = &shared.http.stats;
@@ -399,7 +413,11 @@ async fn serve(
     let send_timeout = server.default_location.send_timeout;
     // The request head's bound: `large_client_header_buffers`, as over HTTP/2.
     let max_fields = crate::http::h2limits::max_header_list_size(&server);
-    let io = Arc::new(crate::net::IoControl::new(send_timeout, false));
+    // A request's arrival bound (the open-file check's) is the endpoint's last read.
+    let io = Arc::new(crate::net::IoControl::with_shared_reads(
+        send_timeout,
+        reads,
+    ));
     let probe = Arc::new(Probe {
         quic: quic.clone(),
         early_used: early_used.clone(),

@@ -460,6 +460,8 @@ fn step(core: &mut Core, s: &mut Slot, cx: &mut Context<'_>) -> bool {
                 .filter(|_| !parts.headers.contains_key(http::header::CONTENT_LENGTH))
         };
         core.send_headers(s.id, parts.status.as_u16(), &parts.headers, length, end);
+        // Encoded: the map serves the next static response.
+        crate::http::head_pool::give(parts.headers);
         s.answer = if end {
             Answer::Done
         } else {

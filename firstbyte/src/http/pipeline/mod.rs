@@ -119,18 +119,22 @@ where
 /// stub_status "Writing" from its start until its response body is done or dropped. A guard,
 /// so that a request whose future hyper drops before it answers (an HTTP/2 stream the
 /// client reset while it waited on an upstream) is uncounted too.
-struct Busy(Arc<Conn>);
+/// The second field: when the response ended, if its owner read the time already.
+struct Busy(Arc<Conn>, Option<Instant>);
 
 impl Busy {
     fn new(conn: Arc<Conn>) -> Self {
         conn.begin_response();
-        Busy(conn)
+        Busy(conn, None)
     }
 }
 
 impl Drop for Busy {
     fn drop(&mut self) {
-        self.0.end_response();
+        match self.1 {
+            Some(now) => self.0.end_response_at(now),
+            None => self.0.end_response(),
+        }
     }
 }
 

@@ -428,8 +428,10 @@ pub(super) fn finish(
     if !h.contains_key(header::DATE) && !absent.date {
         h.insert(header::DATE, crate::log::now().http_date.clone());
     }
+    // One clock read for `keepalive_time` and the metrics' time to first byte.
+    let now = std::time::Instant::now();
     let last = r.nreq >= u64::from(loc.keepalive_requests)
-        || r.conn.activity().age() >= loc.keepalive_time;
+        || r.conn.activity().age_at(now) >= loc.keepalive_time;
     if r.version == http::Version::HTTP_3 {
         // No connection-level headers in HTTP/3 (RFC 9114 §4.2); a `close` asked for above
         // (a refused request) means nothing on a multiplexed connection.
@@ -500,7 +502,7 @@ pub(super) fn finish(
         resp.body_mut().set_sendfile(r.conn.io(), loc.tcp_nopush);
     }
     // The response head is ready: TTFB, read once for the metrics and the access log.
-    let done = crate::metrics::ResponseDone::new(r.version, code, r.start);
+    let done = crate::metrics::ResponseDone::new_at(r.version, code, r.start, now);
     let mut log = LogOnDone::of(
         r,
         loc,
@@ -651,14 +653,18 @@ impl Drop for ResponseBody {
         if let Some(l) = self.log.take() {
             l.write(self.sent);
         }
-        if let Some(d) = &self.done {
-            d.end(self.sent);
+        // One clock read for the metrics' total time and the connection's idle start.
+        let now = (self.done.is_some() || self.busy.is_some()).then(std::time::Instant::now);
+        if let (Some(d), Some(now)) = (&self.done, now) {
+            d.end_at(self.sent, now);
         }
         if let (Some(w), Some(busy)) = (self.watch.take(), &self.busy) {
             w.done(self.sent, &busy.0);
         }
         // After the log line: the request ends (uncounted) once it is logged.
-        drop(self.busy.take());
+        if let Some(mut busy) = self.busy.take() {
+            busy.1 = now;
+        }
     }
 }
 

@@ -18,6 +18,9 @@ pub(super) fn patch_head(buf: &[u8], names: &[Box<str>]) -> Option<Vec<u8>> {
     if buf.starts_with(b"HTTP/1.0 ") {
         out.get_or_insert_with(|| buf.to_vec())[7] = b'1';
     }
+    if names.is_empty() {
+        return patch_known(buf, out);
+    }
     // Skip the status line.
     let Some(mut at) = find_crlf(buf, 0).map(|e| e + 2) else {
         return out;
@@ -47,6 +50,28 @@ pub(super) fn patch_head(buf: &[u8], names: &[Box<str>]) -> Option<Vec<u8>> {
     out
 }
 
+/// [`patch_head`] with only [`NGINX_NAMES`] to restore: hyper title-cases every name
+/// (`title_case_headers`), so they come as `Etag` and `Www-Authenticate` at a line's start.
+/// One pass over the capitals `E` and `W` finds them, instead of every line being cut out and
+/// compared; a candidate counts only before the head's empty line and when its line is whole
+/// (as in the general scan, a line cut off by the end of `buf` keeps hyper's case).
+fn patch_known(buf: &[u8], mut out: Option<Vec<u8>>) -> Option<Vec<u8>> {
+    const HYPER: [&[u8]; 2] = [b"Etag:", b"Www-Authenticate:"];
+    for at in memchr::memchr2_iter(b'E', b'W', buf) {
+        let k = usize::from(buf[at] == b'W');
+        if at < 2 || &buf[at - 2..at] != b"\r\n" || !buf[at..].starts_with(HYPER[k]) {
+            continue;
+        }
+        // Past the head's end (its empty line comes before): the body's bytes.
+        if memchr::memmem::find(&buf[..at], b"\r\n\r\n").is_some() || find_crlf(buf, at).is_none() {
+            break;
+        }
+        let want = NGINX_NAMES[k].as_bytes();
+        out.get_or_insert_with(|| buf.to_vec())[at..at + want.len()].copy_from_slice(want);
+    }
+    out
+}
+
 /// Where the first CRLF at or after `from` starts: memchr finds each LF (this runs on every
 /// HTTP/1.x response head).
 fn find_crlf(buf: &[u8], from: usize) -> Option<usize> {
@@ -72,6 +97,36 @@ mod tests {
         assert_eq!(
             &p[..],
             &b"HTTP/1.1 200 OK\r\nETag: \"x\"\r\nX-URI: /\r\nWWW-Authenticate: Basic\r\n\r\nbody X-Uri: y"[..]
+        );
+    }
+
+    #[test]
+    fn known_names_alone_as_the_general_scan() {
+        let heads: [&[u8]; 7] = [
+            b"HTTP/1.1 200 OK\r\nServer: x\r\nEtag: \"x\"\r\nWww-Authenticate: Basic\r\n\r\nEtag: body\r\n",
+            b"HTTP/1.0 200 OK\r\nEtag: \"x\"\r\n\r\n",
+            b"HTTP/1.1 200 OK\r\nX-Etag: a\r\nEtagx: b\r\n\r\n",
+            b"HTTP/1.1 401 OK\r\nWww-Authenticate: a\r\nWww-Authenticate: b\r\n\r\n",
+            b"HTTP/1.1 200 OK\r\nServer: x\r\nEta",
+            b"HTTP/1.1 200 OK\r\nServer: x\r\nEtag: \"cut",
+            b"HTTP/1.1 200 OK\r\n\r\n\r\nEtag: after the head",
+        ];
+        for h in heads {
+            let general = {
+                let extra: Vec<Box<str>> = vec!["X-Never-Sent".into()];
+                patch_head(h, &extra)
+            };
+            assert_eq!(
+                patch_head(h, &[]),
+                general,
+                "{}",
+                String::from_utf8_lossy(h)
+            );
+        }
+        let p = patch_head(heads[0], &[]).unwrap();
+        assert_eq!(
+            &p[..],
+            &b"HTTP/1.1 200 OK\r\nServer: x\r\nETag: \"x\"\r\nWWW-Authenticate: Basic\r\n\r\nEtag: body\r\n"[..]
         );
     }
 
