@@ -35,5 +35,7 @@ mod notify;
 mod privileges;
 pub(crate) mod record;
 pub(crate) mod server;
+#[cfg(test)]
+pub(crate) mod testdir;
 pub(crate) mod tls;
 mod wire;

@@ -289,6 +289,8 @@ mod tests {
         std::fs::create_dir_all(&dir).expect("dir");
         let ok = run_test(&["true".to_string()], &dir.join("a.log")).expect("true runs");
         assert!(ok.maxrss_kib > 0);
-        assert!(run_test(&["false".to_string()], &dir.join("b.log")).is_err());
+        let failed = run_test(&["false".to_string()], &dir.join("b.log"));
+        let _ = std::fs::remove_dir_all(&dir);
+        assert!(failed.is_err());
     }
 }

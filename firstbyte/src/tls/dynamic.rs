@@ -265,10 +265,8 @@ mod tests {
     use std::path::{Path, PathBuf};
     use std::time::Duration;
 
-    fn dir() -> PathBuf {
-        let d = std::env::temp_dir().join(format!("firstbyte-dyn-{}", std::process::id()));
-        std::fs::create_dir_all(&d).expect("dir");
-        d
+    fn dir() -> crate::testdir::TempDir {
+        crate::testdir::TempDir::new("dyn")
     }
 
     fn resolver(d: &Path, cache: CertificateCache) -> DynamicResolver {

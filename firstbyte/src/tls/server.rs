@@ -825,10 +825,8 @@ mod tests {
     use super::*;
     use crate::conf::model::{CertKey, Pos, Source};
 
-    fn dir(tag: &str) -> PathBuf {
-        let d = std::env::temp_dir().join(format!("firstbyte-server-{tag}-{}", std::process::id()));
-        std::fs::create_dir_all(&d).expect("tmp dir");
-        d
+    fn dir(tag: &str) -> crate::testdir::TempDir {
+        crate::testdir::TempDir::new(&format!("server-{tag}"))
     }
 
     fn write_pair(d: &Path, name: &str, pem: (String, String)) -> CertKey {
@@ -882,7 +880,7 @@ mod tests {
         }
     }
 
-    fn ecdsa_conf(tag: &str) -> (PathBuf, TlsConf) {
+    fn ecdsa_conf(tag: &str) -> (crate::testdir::TempDir, TlsConf) {
         let d = dir(tag);
         let pair = write_pair(&d, "ec", ecdsa_pem(&["localhost"]));
         (d, conf(vec![pair]))

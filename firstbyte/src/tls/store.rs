@@ -606,10 +606,8 @@ mod tests {
     use super::*;
     use crate::conf::model::Pos;
 
-    fn dir(tag: &str) -> PathBuf {
-        let d = std::env::temp_dir().join(format!("firstbyte-store-{tag}-{}", std::process::id()));
-        std::fs::create_dir_all(&d).expect("tmp dir");
-        d
+    fn dir(tag: &str) -> crate::testdir::TempDir {
+        crate::testdir::TempDir::new(&format!("store-{tag}"))
     }
 
     fn pos() -> Pos {

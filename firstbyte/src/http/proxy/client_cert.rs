@@ -198,10 +198,8 @@ mod tests {
 
     /// A directory of this test's own: tests run in parallel threads of one process, and
     /// two of them rewriting one pair made a certificate meet the other test's key.
-    fn dir(test: &str) -> PathBuf {
-        let d =
-            std::env::temp_dir().join(format!("firstbyte-pxcert-{}-{test}", std::process::id()));
-        std::fs::create_dir_all(&d).expect("dir");
+    fn dir(test: &str) -> crate::testdir::TempDir {
+        let d = crate::testdir::TempDir::new(&format!("pxcert-{test}"));
         let ck = rcgen::generate_simple_self_signed(vec!["a.test".to_string()]).expect("rcgen");
         std::fs::write(d.join("a.test.crt"), ck.cert.pem()).expect("w");
         std::fs::write(d.join("a.test.key"), ck.signing_key.serialize_pem()).expect("w");
