@@ -212,6 +212,10 @@ impl ClientBase {
             None => builder.with_no_client_auth(),
         };
         config.enable_sni = self.sni;
+        // As nginx's upstream contexts: no certificate compression either way
+        // (`SSL_OP_NO_RX_CERTIFICATE_COMPRESSION`, `..._TX_...`).
+        config.cert_decompressors = Vec::new();
+        config.cert_compressors = Vec::new();
         if !self.session_reuse {
             config.resumption = Resumption::disabled();
         }

@@ -327,6 +327,7 @@ fn assemble(
         }
     }
     config.ignore_client_order = tls.prefer_server_ciphers;
+    super::compress::configure(&mut config, tls, inputs.certs.len());
     config.max_early_data_size = early_data_size(tls);
     // The answer to a request in early data leaves with the server's Finished (0.5-RTT data),
     // a round trip before the client's Finished; without it 0-RTT would save nothing. rustls
@@ -380,6 +381,7 @@ fn same_settings(a: &TlsConf, b: &TlsConf) -> bool {
         ktls,
         ktls_tx_zerocopy,
         prefer_server_ciphers,
+        certificate_compression,
         ecdh_curve,
         early_data,
         session_tickets,
@@ -418,6 +420,7 @@ fn same_settings(a: &TlsConf, b: &TlsConf) -> bool {
         && *ktls == b.ktls
         && *ktls_tx_zerocopy == b.ktls_tx_zerocopy
         && *prefer_server_ciphers == b.prefer_server_ciphers
+        && *certificate_compression == b.certificate_compression
         && *ecdh_curve == b.ecdh_curve
         && *early_data == b.early_data
         && *session_tickets == b.session_tickets
@@ -731,10 +734,22 @@ impl fmt::Debug for CertResolver {
 
 impl CertResolver {
     fn new(
-        mut certs: Vec<Arc<CertifiedKey>>,
+        all: Vec<Arc<CertifiedKey>>,
         tls13: Vec<SupportedCipherSuite>,
         tls12: Vec<SupportedCipherSuite>,
     ) -> Self {
+        // OpenSSL keeps one certificate per key type (`SSL_CTX_use_certificate`): a later
+        // pair of a type replaces the earlier one, which nginx then never serves.
+        let mut certs: Vec<Arc<CertifiedKey>> = Vec::with_capacity(all.len());
+        for ck in all {
+            match certs
+                .iter()
+                .position(|c| c.key.algorithm() == ck.key.algorithm())
+            {
+                Some(i) => certs[i] = ck,
+                None => certs.push(ck),
+            }
+        }
         certs.sort_by_key(|c| c.key.algorithm() == SignatureAlgorithm::RSA);
         Self {
             staplers: vec![None; certs.len()],
@@ -858,6 +873,7 @@ mod tests {
             ktls: false,
             ktls_tx_zerocopy: false,
             prefer_server_ciphers: false,
+            certificate_compression: false,
             ecdh_curve: "auto".into(),
             early_data: false,
             session_tickets: true,
