@@ -1061,6 +1061,56 @@ mod tests {
         assert_ne!(alg_of(&c), ec_der);
     }
 
+    /// As OpenSSL (nginx's `ssl_certificate_compression.t`, "catch replaced certificates"): a
+    /// second pair with a key of the same type replaces the first, which is never served.
+    #[test]
+    fn a_later_pair_of_a_key_type_replaces_the_earlier() {
+        let d = dir("replaced");
+        let first = write_pair(&d, "rsa1", rsa_pem(&["localhost"]));
+        let ec = write_pair(&d, "ec", ecdsa_pem(&["localhost"]));
+        let second = write_pair(&d, "rsa2", rsa_pem(&["localhost"]));
+        let cfg = build(
+            &conf(vec![first, ec, second]),
+            &TlsShared::new().expect("shared"),
+        );
+        let rsa_only = client_config(
+            provider(),
+            BOTH,
+            any_server_cert_only(|s| {
+                !matches!(
+                    s,
+                    SignatureScheme::ECDSA_NISTP256_SHA256
+                        | SignatureScheme::ECDSA_NISTP384_SHA384
+                        | SignatureScheme::ECDSA_NISTP521_SHA512
+                        | SignatureScheme::ED25519
+                )
+            }),
+        );
+        let (c, _) = handshake(cfg, Arc::new(rsa_only)).expect("rsa client");
+        let pem = std::fs::read(d.join("rsa2.crt")).expect("read");
+        let want = rustls_pki_types::CertificateDer::from_pem_slice(&pem).expect("der");
+        assert_eq!(c.peer_certificates().expect("certs")[0], want);
+    }
+
+    /// `ssl_certificate_compression`: brotli then zlib when on, nothing when off; compressed
+    /// client certificates are refused either way (nginx's `NO_RX_CERTIFICATE_COMPRESSION`).
+    #[test]
+    fn certificate_compression_settings() {
+        use rustls::CertificateCompressionAlgorithm as A;
+        let (_d, mut tls) = ecdsa_conf("certcomp");
+        let shared = TlsShared::new().expect("shared");
+        tls.certificate_compression = true;
+        let on = build(&tls, &shared);
+        let algs: Vec<A> = on.cert_compressors.iter().map(|c| c.algorithm()).collect();
+        assert_eq!(algs, [A::Brotli, A::Zlib]);
+        assert!(on.cert_decompressors.is_empty());
+        handshake(on, Arc::new(client(BOTH))).expect("a client offering both");
+        tls.certificate_compression = false;
+        let off = build(&tls, &shared);
+        assert!(off.cert_compressors.is_empty());
+        assert!(off.cert_decompressors.is_empty());
+    }
+
     #[test]
     fn num_tickets_counted_at_the_client() {
         let (_d, mut tls) = ecdsa_conf("numtickets");
