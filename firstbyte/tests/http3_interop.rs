@@ -529,6 +529,16 @@ fn amp_client(x25519_only: bool) -> quinn::Endpoint {
 /// [`amp_client`], with TLS session resumption on or off (off: every handshake sends the
 /// whole certificate chain).
 fn amp_client_with(x25519_only: bool, resume: bool) -> quinn::Endpoint {
+    amp_client_offering(x25519_only, resume, &[])
+}
+
+/// [`amp_client_with`], offering `decompressors` in `compress_certificate` (RFC 8879; none:
+/// no offer, the chain comes whole).
+fn amp_client_offering(
+    x25519_only: bool,
+    resume: bool,
+    decompressors: &[&'static dyn rustls::compress::CertDecompressor],
+) -> quinn::Endpoint {
     use rustls::crypto::aws_lc_rs::kx_group;
     let mut provider = rustls::crypto::aws_lc_rs::default_provider();
     provider.kx_groups = if x25519_only {
@@ -544,6 +554,7 @@ fn amp_client_with(x25519_only: bool, resume: bool) -> quinn::Endpoint {
         .with_custom_certificate_verifier(Arc::new(AnyCert(provider)))
         .with_no_client_auth();
     tls.alpn_protocols = vec![b"h3".to_vec()];
+    tls.cert_decompressors = decompressors.to_vec();
     if !resume {
         tls.resumption = rustls::client::Resumption::disabled();
     }
@@ -601,74 +612,6 @@ async fn flight_of(ep: &quinn::Endpoint, port: u16, linger: Duration) -> (Flight
     }
 }
 
-/// Certificates to measure: the built-in site's kind (made as it is made), and two-level
-/// chains (leaf + intermediate) shaped like a public CA's: AIA, CRL distribution point,
-/// policies, key identifiers, and an SCT list of two SCTs' size.
-fn amp_certs(dir: &Path) {
-    // As `tls::self_signed` makes it for the built-in site (ECDSA P-256, self-signed).
-    let key = rcgen::KeyPair::generate_for(&rcgen::PKCS_ECDSA_P256_SHA256).unwrap();
-    let names = ["localhost", "127.0.0.1", "::1"].map(String::from).to_vec();
-    let mut params = rcgen::CertificateParams::new(names).unwrap();
-    params
-        .distinguished_name
-        .push(rcgen::DnType::CommonName, "firstbyte built-in site");
-    let cert = params.self_signed(&key).unwrap();
-    std::fs::write(dir.join("builtin.crt"), cert.pem()).unwrap();
-    std::fs::write(dir.join("builtin.key"), key.serialize_pem()).unwrap();
-    let ca = certs().ca();
-    let ca_key = certs().dir.join("ca.key");
-    let sct: String = (0..240)
-        .map(|i| format!("{:02x}", (i * 37 + 11) % 256))
-        .collect();
-    sh(
-        &format!(
-            r#"
-cat > int.ext <<EOF
-basicConstraints=critical,CA:TRUE,pathlen:0
-keyUsage=critical,digitalSignature,keyCertSign,cRLSign
-extendedKeyUsage=serverAuth,clientAuth
-subjectKeyIdentifier=hash
-authorityKeyIdentifier=keyid
-authorityInfoAccess=caIssuers;URI:http://x1.i.lencr.org/
-crlDistributionPoints=URI:http://x1.c.lencr.org/
-certificatePolicies=2.23.140.1.2.1
-EOF
-cat > leaf.ext <<EOF
-basicConstraints=critical,CA:FALSE
-keyUsage=critical,digitalSignature,keyEncipherment
-extendedKeyUsage=serverAuth,clientAuth
-subjectKeyIdentifier=hash
-authorityKeyIdentifier=keyid
-authorityInfoAccess=OCSP;URI:http://r11.o.lencr.org,caIssuers;URI:http://r11.i.lencr.org/
-subjectAltName=DNS:localhost,DNS:www.localhost
-certificatePolicies=2.23.140.1.2.1
-crlDistributionPoints=URI:http://r11.c.lencr.org/42.crl
-1.3.6.1.4.1.11129.2.4.2=ASN1:FORMAT:HEX,OCTETSTRING:{sct}
-EOF
-chain() {{ # name keyspec
-  openssl req -newkey $2 -nodes -subj "/C=US/O=Let's Encrypt/CN=$1-int" -keyout $1-int.key -out $1-int.csr 2>/dev/null
-  openssl x509 -req -in $1-int.csr -CA '{ca}' -CAkey '{ca_key}' -CAcreateserial -days 30 -extfile int.ext -out $1-int.crt 2>/dev/null
-  openssl req -newkey $2 -nodes -subj /CN=localhost -keyout $1.key -out $1.csr 2>/dev/null
-  openssl x509 -req -in $1.csr -CA $1-int.crt -CAkey $1-int.key -CAcreateserial -days 30 -extfile leaf.ext -out $1.leaf 2>/dev/null
-  cat $1.leaf $1-int.crt > $1.crt
-}}
-chain ecdsa "ec -pkeyopt ec_paramgen_curve:P-256"
-chain rsa rsa:2048
-# Three certificates: the RSA chain plus a cross-signed RSA 4096 root, as Let's Encrypt served
-# until 2024 (ISRG Root X1 signed by DST Root CA X3).
-openssl req -newkey rsa:4096 -nodes -subj "/C=US/O=Internet Security Research Group/CN=ISRG Root X1" -keyout x1.key -out x1.csr 2>/dev/null
-openssl x509 -req -in x1.csr -CA '{ca}' -CAkey '{ca_key}' -CAcreateserial -days 30 -extfile int.ext -out x1.crt 2>/dev/null
-cat rsa.crt x1.crt > rsa3.crt
-cp rsa.key rsa3.key
-chmod 644 *.key
-"#,
-            ca = ca.display(),
-            ca_key = ca_key.display(),
-        ),
-        dir,
-    );
-}
-
 /// DER bytes of the certificates in a PEM file.
 fn chain_der_len(pem: &Path) -> usize {
     use rustls_pki_types::pem::PemObject;
@@ -690,7 +633,7 @@ fn chain_der_len(pem: &Path) -> usize {
 #[test]
 fn the_first_flight_fits_the_anti_amplification_limit() {
     let dir = support::tempdir("h3i-amp");
-    amp_certs(&dir);
+    support::ca_shaped_chains(&dir);
     let conf = |cert: &str, port: u16| {
         support::render(
             &format!(
@@ -757,13 +700,79 @@ http {{
     let _ = std::fs::remove_dir_all(&dir);
 }
 
+/// `ssl_certificate_compression on` brings the three-certificate RSA chain, whose plain first
+/// flight stops at the limit of a one-datagram client (the test above), under it for a client
+/// that offers brotli or zlib: its handshake completes on the server's first flight. The
+/// figures print with `--nocapture` (bench/results/2026-11-26-cert-compression).
+#[test]
+fn a_compressed_chain_fits_the_amplification_limit() {
+    use rustls::compress::{BROTLI_DECOMPRESSOR, ZLIB_DECOMPRESSOR};
+    let dir = support::tempdir("h3i-certcomp");
+    support::ca_shaped_chains(&dir);
+    let port = support::free_port();
+    let conf = support::render(
+        r#"
+error_log {dir}/error.log info;
+events {}
+http {
+    access_log off;
+    ssl_certificate_compression on;
+    server {
+        listen 127.0.0.1:{port0} ssl;
+        listen 127.0.0.1:{port0} quic;
+        server_name localhost;
+        ssl_certificate {dir}/rsa3.crt;
+        ssl_certificate_key {dir}/rsa3.key;
+    }
+}
+"#,
+        &dir,
+        &[port],
+    );
+    let mut server = Server::start_in(&dir, &conf, port);
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let _in = rt.enter();
+    let offers: [(&str, &[&'static dyn rustls::compress::CertDecompressor]); 3] = [
+        ("none", &[]),
+        ("brotli", &[BROTLI_DECOMPRESSOR]),
+        ("zlib", &[ZLIB_DECOMPRESSOR]),
+    ];
+    for (label, offer) in offers {
+        let ep = amp_client_offering(true, false, offer);
+        let (f, complete) = rt.block_on(flight_of(&ep, port, Duration::ZERO));
+        let line = format!(
+            "rsa3, X25519 client offering {label}: client {} B, limit {} B; server {} datagram(s) {} B before the client's second flight; handshake {} on the first flight",
+            f.client_bytes(),
+            3 * f.client_bytes(),
+            f.server.len(),
+            f.server_bytes(),
+            if complete { "completes" } else { "stalls" },
+        );
+        eprintln!("{line}");
+        assert!(f.server_bytes() <= 3 * f.client_bytes(), "{line}");
+        // Without an offer the plain chain stalls, as in the test above; with one it fits.
+        assert_eq!(
+            complete,
+            label != "none",
+            "{line}\n{}",
+            server.stderr_text()
+        );
+    }
+    server.signal(libc::SIGTERM);
+    server.wait_exit(Duration::from_secs(10));
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
 /// A client that comes back with an address-validation token (NEW_TOKEN, from its last
 /// connection) is not held to the anti-amplification limit: the chain that stalls a cold
 /// first flight at 3x (`rsa3`, a full handshake: resumption off) leaves whole.
 #[test]
 fn a_returning_client_with_a_token_skips_the_amplification_limit() {
     let dir = support::tempdir("h3i-token");
-    amp_certs(&dir);
+    support::ca_shaped_chains(&dir);
     let conf = r#"
 error_log {dir}/error.log info;
 events {}

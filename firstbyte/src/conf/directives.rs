@@ -378,6 +378,12 @@ macro_rules! tls_directives {
         "ssl_prefer_server_ciphers" prefer_server_ciphers: bool = false =>
             (HS, 1, 1, "off", Inherit, p::on_off)
             "Choose the cipher suite by the server's order.";
+        // on: firstbyte's default (nginx 1.29.1's is off, for OpenSSL's cost of compressing
+        // per handshake, which firstbyte does not pay); measured in
+        // bench/results/2026-11-26-cert-compression.
+        "ssl_certificate_compression" certificate_compression: bool = true =>
+            (HS, 1, 1, "on", Inherit, p::on_off)
+            "TLS 1.3 certificate compression (RFC 8879): a client that offers it gets the certificate chain (with its OCSP staple) as a CompressedCertificate, brotli or zlib (the first of these it offers; Chrome offers brotli, Safari zlib), compressed once per chain (~50 µs), not per handshake; clients that do not, and TLS 1.2, get the plain Certificate. Measured, the server's first flight (ServerHello..Finished): the built-in site's 688 → 643 bytes, an ECDSA P-256 leaf + intermediate 1,838 → 1,420 (2 segments of 1,448 bytes → 1), RSA 2048 leaf + intermediate 2,616 → 2,225, with a cross-signed root 3,697 → 2,945. Over TCP all of these fit the initial window either way; over QUIC the last one fits a one-datagram client's anti-amplification limit (3,600 bytes) only compressed: one round trip fewer. firstbyte's default is `on` (nginx's is `off`, for OpenSSL's cost of compressing at run time, which firstbyte does not pay). Compressed client certificates are never taken, as nginx. Unlike nginx, works with `ssl_stapling`. On `listen ... quic`, the address's default server decides.";
         "ssl_ecdh_curve" ecdh_curve: String = "auto".to_string() =>
             (HS, 1, 1, "auto", Inherit, p::text)
             "Key-exchange groups, e.g. `X25519:prime256v1`.";

@@ -212,6 +212,10 @@ impl ClientBase {
             None => builder.with_no_client_auth(),
         };
         config.enable_sni = self.sni;
+        // As nginx's upstream contexts: no certificate compression either way
+        // (`SSL_OP_NO_RX_CERTIFICATE_COMPRESSION`, `..._TX_...`).
+        config.cert_decompressors = Vec::new();
+        config.cert_compressors = Vec::new();
         if !self.session_reuse {
             config.resumption = Resumption::disabled();
         }
@@ -395,6 +399,9 @@ mod tests {
         let c = client_config(&s, &mut store).expect("config");
         assert!(!c.enable_sni, "proxy_ssl_server_name off by default");
         assert!(!c.client_auth_cert_resolver.has_certs());
+        // As nginx's upstream contexts: no certificate compression offered or sent.
+        assert!(c.cert_decompressors.is_empty());
+        assert!(c.cert_compressors.is_empty());
         let mut v = ssl();
         v.verify = true;
         v.trusted_certificate = Some("/nonexistent/ca.pem".into());

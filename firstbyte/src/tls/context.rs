@@ -105,6 +105,7 @@ mod tests {
             ktls: false,
             ktls_tx_zerocopy: false,
             prefer_server_ciphers: false,
+            certificate_compression: false,
             ecdh_curve: "auto".into(),
             early_data: false,
             session_tickets: true,

@@ -27,6 +27,7 @@ mod chain;
 mod ciphers;
 mod client;
 pub mod client_ocsp;
+mod compress;
 mod context;
 mod dynamic;
 mod error;

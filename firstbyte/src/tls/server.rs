@@ -327,6 +327,7 @@ fn assemble(
         }
     }
     config.ignore_client_order = tls.prefer_server_ciphers;
+    super::compress::configure(&mut config, tls, inputs.certs.len());
     config.max_early_data_size = early_data_size(tls);
     // The answer to a request in early data leaves with the server's Finished (0.5-RTT data),
     // a round trip before the client's Finished; without it 0-RTT would save nothing. rustls
@@ -380,6 +381,7 @@ fn same_settings(a: &TlsConf, b: &TlsConf) -> bool {
         ktls,
         ktls_tx_zerocopy,
         prefer_server_ciphers,
+        certificate_compression,
         ecdh_curve,
         early_data,
         session_tickets,
@@ -418,6 +420,7 @@ fn same_settings(a: &TlsConf, b: &TlsConf) -> bool {
         && *ktls == b.ktls
         && *ktls_tx_zerocopy == b.ktls_tx_zerocopy
         && *prefer_server_ciphers == b.prefer_server_ciphers
+        && *certificate_compression == b.certificate_compression
         && *ecdh_curve == b.ecdh_curve
         && *early_data == b.early_data
         && *session_tickets == b.session_tickets
@@ -731,10 +734,22 @@ impl fmt::Debug for CertResolver {
 
 impl CertResolver {
     fn new(
-        mut certs: Vec<Arc<CertifiedKey>>,
+        all: Vec<Arc<CertifiedKey>>,
         tls13: Vec<SupportedCipherSuite>,
         tls12: Vec<SupportedCipherSuite>,
     ) -> Self {
+        // OpenSSL keeps one certificate per key type (`SSL_CTX_use_certificate`): a later
+        // pair of a type replaces the earlier one, which nginx then never serves.
+        let mut certs: Vec<Arc<CertifiedKey>> = Vec::with_capacity(all.len());
+        for ck in all {
+            match certs
+                .iter()
+                .position(|c| c.key.algorithm() == ck.key.algorithm())
+            {
+                Some(i) => certs[i] = ck,
+                None => certs.push(ck),
+            }
+        }
         certs.sort_by_key(|c| c.key.algorithm() == SignatureAlgorithm::RSA);
         Self {
             staplers: vec![None; certs.len()],
@@ -856,6 +871,7 @@ mod tests {
             ktls: false,
             ktls_tx_zerocopy: false,
             prefer_server_ciphers: false,
+            certificate_compression: false,
             ecdh_curve: "auto".into(),
             early_data: false,
             session_tickets: true,
@@ -1041,6 +1057,56 @@ mod tests {
         let c = client_config(p, &[&rustls::version::TLS12], any_server_cert());
         let (c, _) = handshake(cfg, Arc::new(c)).expect("rsa-suite client");
         assert_ne!(alg_of(&c), ec_der);
+    }
+
+    /// As OpenSSL (nginx's `ssl_certificate_compression.t`, "catch replaced certificates"): a
+    /// second pair with a key of the same type replaces the first, which is never served.
+    #[test]
+    fn a_later_pair_of_a_key_type_replaces_the_earlier() {
+        let d = dir("replaced");
+        let first = write_pair(&d, "rsa1", rsa_pem(&["localhost"]));
+        let ec = write_pair(&d, "ec", ecdsa_pem(&["localhost"]));
+        let second = write_pair(&d, "rsa2", rsa_pem(&["localhost"]));
+        let cfg = build(
+            &conf(vec![first, ec, second]),
+            &TlsShared::new().expect("shared"),
+        );
+        let rsa_only = client_config(
+            provider(),
+            BOTH,
+            any_server_cert_only(|s| {
+                !matches!(
+                    s,
+                    SignatureScheme::ECDSA_NISTP256_SHA256
+                        | SignatureScheme::ECDSA_NISTP384_SHA384
+                        | SignatureScheme::ECDSA_NISTP521_SHA512
+                        | SignatureScheme::ED25519
+                )
+            }),
+        );
+        let (c, _) = handshake(cfg, Arc::new(rsa_only)).expect("rsa client");
+        let pem = std::fs::read(d.join("rsa2.crt")).expect("read");
+        let want = rustls_pki_types::CertificateDer::from_pem_slice(&pem).expect("der");
+        assert_eq!(c.peer_certificates().expect("certs")[0], want);
+    }
+
+    /// `ssl_certificate_compression`: brotli then zlib when on, nothing when off; compressed
+    /// client certificates are refused either way (nginx's `NO_RX_CERTIFICATE_COMPRESSION`).
+    #[test]
+    fn certificate_compression_settings() {
+        use rustls::CertificateCompressionAlgorithm as A;
+        let (_d, mut tls) = ecdsa_conf("certcomp");
+        let shared = TlsShared::new().expect("shared");
+        tls.certificate_compression = true;
+        let on = build(&tls, &shared);
+        let algs: Vec<A> = on.cert_compressors.iter().map(|c| c.algorithm()).collect();
+        assert_eq!(algs, [A::Brotli, A::Zlib]);
+        assert!(on.cert_decompressors.is_empty());
+        handshake(on, Arc::new(client(BOTH))).expect("a client offering both");
+        tls.certificate_compression = false;
+        let off = build(&tls, &shared);
+        assert!(off.cert_compressors.is_empty());
+        assert!(off.cert_decompressors.is_empty());
     }
 
     #[test]

@@ -3,8 +3,10 @@
 //! openssl s_client, or a Rust client.
 #![allow(dead_code, unused_imports)]
 
+mod chains;
 mod clients;
 mod upstreams;
+pub use chains::{ca_shaped_chains, CHAINS};
 pub use clients::{client_certs, h2_tls_client, rust_client_config, s_client_get, AnyCert};
 pub use upstreams::{read_head, silent_upstream, upstream};
 

@@ -716,14 +716,15 @@ mod tests {
         let provider = crate::tls::provider();
         for version in [&rustls::version::TLS13, &rustls::version::TLS12] {
             let key = PrivatePkcs8KeyDer::from(ck.signing_key.serialize_der());
-            let server = Arc::new(
-                ServerConfig::builder_with_provider(provider.clone())
-                    .with_protocol_versions(&[version])
-                    .unwrap()
-                    .with_no_client_auth()
-                    .with_single_cert(vec![cert.clone()], key.into())
-                    .unwrap(),
-            );
+            let mut server = ServerConfig::builder_with_provider(provider.clone())
+                .with_protocol_versions(&[version])
+                .unwrap()
+                .with_no_client_auth()
+                .with_single_cert(vec![cert.clone()], key.into())
+                .unwrap();
+            // The chain goes whole (its compressed form would be smaller than itself).
+            server.cert_compressors = Vec::new();
+            let server = Arc::new(server);
             let client = Arc::new(
                 ClientConfig::builder_with_provider(provider.clone())
                     .with_protocol_versions(&[version])
