@@ -181,7 +181,11 @@ impl FastcgiSettings {
                 certificate_key: None,
                 dynamic: None,
             }),
-            http11: fcgi.keep_conn,
+            http_version: if fcgi.keep_conn {
+                super::model::ProxyHttpVersion::V11
+            } else {
+                super::model::ProxyHttpVersion::V10
+            },
             connect_timeout: fcgi.connect_timeout,
             read_timeout: fcgi.read_timeout,
             send_timeout: fcgi.send_timeout,

@@ -360,8 +360,14 @@ pub(super) fn finish(
             }
         }
         if !case.is_empty() {
-            resp.extensions_mut()
-                .insert(crate::http::conn::HeaderCase(case));
+            // Beside the upstream's names an HTTP/2 upstream sent (`proxy::h2`).
+            let ext = resp.extensions_mut();
+            match ext.get_mut::<crate::http::conn::HeaderCase>() {
+                Some(had) => had.0.extend(case),
+                None => {
+                    ext.insert(crate::http::conn::HeaderCase(case));
+                }
+            }
         }
     }
     let mut trailers = trailers(r, loc, code);

@@ -401,7 +401,7 @@ mod tests {
                 .iter()
                 .map(|(n, v)| (n.to_string(), ComplexValue::parse(v).expect("value")))
                 .collect(),
-            http11: false,
+            http_version: Default::default(),
             connect_timeout: Duration::from_secs(60),
             read_timeout: Duration::from_secs(60),
             send_timeout: Duration::from_secs(60),

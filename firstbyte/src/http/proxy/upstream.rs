@@ -24,7 +24,6 @@ use std::time::Duration;
 use bytes::Bytes;
 use http_body::{Body as _, Frame, SizeHint};
 use hyper::body::Incoming;
-use hyper::client::conn::http1::SendRequest;
 use hyper_util::rt::TokioIo;
 use rustls::pki_types::ServerName;
 use tokio::net::TcpStream;
@@ -39,7 +38,7 @@ pub type ReqBody = http_body_util::combinators::UnsyncBoxBody<Bytes, io::Error>;
 /// A connection to an upstream, ready for a request, with the `proxy_send_timeout` its
 /// writes run under: a pooled connection takes the timeout of the location that reuses it.
 pub struct Sender {
-    send: SendRequest<ReqBody>,
+    send: super::h2::Conn,
     send_timeout: SharedTimeout,
     /// Where the connection counts its bytes: the try that uses it now.
     counts: Tracker,
@@ -102,7 +101,7 @@ impl Sender {
 }
 
 impl std::ops::Deref for Sender {
-    type Target = SendRequest<ReqBody>;
+    type Target = super::h2::Conn;
     fn deref(&self) -> &Self::Target {
         &self.send
     }
@@ -142,7 +141,8 @@ impl SharedTimeout {
 /// What identifies interchangeable connections: the peer, the route's TLS config (0 for
 /// plain), the evaluated client certificate paths when they come from variables, and the
 /// `upstream` block (its balancer): each block has its own `keepalive` cache, as nginx.
-pub type PoolKey = (PeerAddr, usize, Option<Arc<str>>, usize);
+/// The last: HTTP/2 (a connection speaks one protocol).
+pub type PoolKey = (PeerAddr, usize, Option<Arc<str>>, usize, bool);
 
 /// Why connecting failed, in nginx's words (`... while connecting to upstream`).
 #[derive(Debug, thiserror::Error)]
@@ -160,6 +160,9 @@ pub enum ConnectError {
     /// hyper's HTTP/1 handshake failed.
     #[error("upstream handshake failed ({0}) while connecting to upstream")]
     Http(hyper::Error),
+    /// `proxy_http_version 2` to an `https://` upstream that chose another protocol by ALPN.
+    #[error("upstream chose \"{0}\" by ALPN instead of \"h2\" while SSL handshaking to upstream")]
+    Alpn(String),
     /// `proxy_bind`'s address could not be set (nginx: 500, not the upstream's fault).
     #[error("{0}")]
     Local(String),
@@ -249,13 +252,14 @@ async fn connect_from(
 
 /// Connects to `addr` within `timeout`, with TLS when `tls` is given, and spawns the
 /// connection's task (upgrades allowed, for WebSocket). Writes that wait longer than
-/// `send_timeout` fail the connection.
+/// `send_timeout` fail the connection. `proto` is HTTP/1 or HTTP/2 (`proxy_http_version`).
 pub async fn connect(
     addr: &PeerAddr,
     tls: Option<&UpstreamTls>,
     timeout: Duration,
     send_timeout: Duration,
     local: Option<&LocalBind>,
+    proto: super::h2::Proto,
 ) -> Result<Sender, ConnectError> {
     let work = async {
         let shared = SharedTimeout::new(send_timeout);
@@ -266,13 +270,13 @@ pub async fn connect(
                     None => TcpStream::connect(a).await.map_err(ConnectError::Connect)?,
                 };
                 let _ = tcp.set_nodelay(true);
-                over(SendTimeout::new(tcp, shared.clone()), tls, shared).await
+                over(SendTimeout::new(tcp, shared.clone()), tls, shared, proto).await
             }
             PeerAddr::Unix(path) => {
                 let unix = tokio::net::UnixStream::connect(path)
                     .await
                     .map_err(ConnectError::Connect)?;
-                over(SendTimeout::new(unix, shared.clone()), tls, shared).await
+                over(SendTimeout::new(unix, shared.clone()), tls, shared, proto).await
             }
         }
     };
@@ -282,29 +286,44 @@ pub async fn connect(
     }
 }
 
-/// HTTP/1 over `io`, through TLS when `tls` is given.
+/// HTTP/1 or HTTP/2 over `io`, through TLS when `tls` is given (offering ALPN `h2` for
+/// HTTP/2, as nginx).
 async fn over<S>(
     io: S,
     tls: Option<&UpstreamTls>,
     shared: SharedTimeout,
+    proto: super::h2::Proto,
 ) -> Result<Sender, ConnectError>
 where
     S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
 {
     match tls {
-        None => handshake(io, shared).await,
+        None => handshake(io, shared, proto).await,
         Some(t) => {
-            let c = tokio_rustls::TlsConnector::from(t.config.clone());
+            let config = match proto {
+                super::h2::Proto::H1 => t.config.clone(),
+                super::h2::Proto::H2 { .. } => super::h2::alpn_config(&t.config),
+            };
+            let c = tokio_rustls::TlsConnector::from(config);
             let s = c
                 .connect(t.name.clone(), io)
                 .await
                 .map_err(ConnectError::Tls)?;
-            handshake(s, shared).await
+            if let (super::h2::Proto::H2 { .. }, Some(p)) = (proto, s.get_ref().1.alpn_protocol()) {
+                if p != b"h2" {
+                    return Err(ConnectError::Alpn(String::from_utf8_lossy(p).into_owned()));
+                }
+            }
+            handshake(s, shared, proto).await
         }
     }
 }
 
-async fn handshake<S>(io: S, send_timeout: SharedTimeout) -> Result<Sender, ConnectError>
+async fn handshake<S>(
+    io: S,
+    send_timeout: SharedTimeout,
+    proto: super::h2::Proto,
+) -> Result<Sender, ConnectError>
 where
     S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
 {
@@ -313,6 +332,20 @@ where
         inner: io,
         counts: counts.clone(),
     };
+    if let super::h2::Proto::H2 { max_header_list } = proto {
+        let sender = super::h2::handshake(TokioIo::new(io), max_header_list)
+            .await
+            .map_err(ConnectError::Http)?;
+        let now = std::time::Instant::now();
+        return Ok(Sender {
+            send: super::h2::Conn::H2(sender),
+            send_timeout,
+            counts,
+            requests: 0,
+            born: now,
+            idle_since: now,
+        });
+    }
     // The upstream's header-name case is kept (hyper records it in the response's
     // extensions, which the client's response keeps), so `X-URI` reaches the client as nginx
     // passes it rather than title-cased.
@@ -326,7 +359,7 @@ where
     });
     let now = std::time::Instant::now();
     Ok(Sender {
-        send: sender,
+        send: super::h2::Conn::H1(sender),
         send_timeout,
         counts,
         requests: 0,
@@ -761,6 +794,7 @@ mod tests {
             Duration::from_secs(5),
             Duration::from_secs(5),
             None,
+            super::super::h2::Proto::H1,
         )
         .await;
         assert!(matches!(r, Err(ConnectError::Connect(_))));
