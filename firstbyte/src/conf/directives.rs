@@ -444,7 +444,7 @@ macro_rules! proxy_directives {
         // HTTP/1.0: nginx's default.
         "proxy_http_version" http_version: crate::conf::model::ProxyHttpVersion = crate::conf::model::ProxyHttpVersion::V10 =>
             (HSL, 1, 1, "1.0", Inherit, px::http_version)
-            "HTTP version to the upstream: `1.0`, `1.1` (keepalive pools and WebSocket) or `2`: HTTP/2 as nginx 1.29, with prior knowledge (h2c) to an `http://` upstream and ALPN `h2` to an `https://` one (an upstream that picks another protocol by ALPN is a 502); one request at a time on a connection, which `keepalive` keeps for the next; connection-specific request headers (`Connection`, `Keep-Alive`, `Proxy-Connection`, `Transfer-Encoding`, `Upgrade`, a `TE` other than `trailers`) are not sent and `Host` goes as `:authority`; response headers may total at most `proxy_buffer_size` or 64k, whichever is larger.";
+            "HTTP version to the upstream: `1.0`, `1.1` (keepalive pools and WebSocket) or `2`: HTTP/2 as nginx 1.29, with prior knowledge (h2c) to an `http://` upstream and ALPN `h2` to an `https://` one (an upstream that accepts only another protocol by ALPN fails the handshake: 502); one request at a time on a connection, which `keepalive` keeps for the next; connection-specific request headers (`Connection`, `Keep-Alive`, `Proxy-Connection`, `Transfer-Encoding`, `Upgrade`, a `TE` other than `trailers`) are not sent and `Host` goes as `:authority`; response headers may total at most `proxy_buffer_size` or 64k, whichever is larger.";
         // 60 s: nginx's default for the three timeouts.
         "proxy_connect_timeout" connect_timeout: Duration = Duration::from_secs(60) =>
             (HSL, 1, 1, "60s", Inherit, px::timeout)

@@ -160,9 +160,6 @@ pub enum ConnectError {
     /// hyper's HTTP/1 handshake failed.
     #[error("upstream handshake failed ({0}) while connecting to upstream")]
     Http(hyper::Error),
-    /// `proxy_http_version 2` to an `https://` upstream that chose another protocol by ALPN.
-    #[error("upstream chose \"{0}\" by ALPN instead of \"h2\" while SSL handshaking to upstream")]
-    Alpn(String),
     /// `proxy_bind`'s address could not be set (nginx: 500, not the upstream's fault).
     #[error("{0}")]
     Local(String),
@@ -309,11 +306,8 @@ where
                 .connect(t.name.clone(), io)
                 .await
                 .map_err(ConnectError::Tls)?;
-            if let (super::h2::Proto::H2 { .. }, Some(p)) = (proto, s.get_ref().1.alpn_protocol()) {
-                if p != b"h2" {
-                    return Err(ConnectError::Alpn(String::from_utf8_lossy(p).into_owned()));
-                }
-            }
+            // rustls refuses a protocol it did not offer: an upstream that wants only another
+            // one fails the handshake; one without ALPN gets HTTP/2 anyway, as from nginx.
             handshake(s, shared, proto).await
         }
     }
