@@ -14,7 +14,8 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use bytes::Bytes;
-use http_body_util::{BodyExt, Full};
+use http_body::Frame;
+use http_body_util::BodyExt;
 use hyper::body::Incoming;
 use hyper::{Request, Response};
 use hyper_util::rt::{TokioExecutor, TokioIo};
@@ -22,6 +23,35 @@ use rustls_pki_types::pem::PemObject;
 use rustls_pki_types::{CertificateDer, PrivateKeyDer};
 
 use support::*;
+
+/// A response body of the frames given (data, then maybe trailers).
+struct Frames(std::collections::VecDeque<Frame<Bytes>>);
+
+impl http_body::Body for Frames {
+    type Data = Bytes;
+    type Error = Infallible;
+
+    fn poll_frame(
+        mut self: std::pin::Pin<&mut Self>,
+        _: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Option<Result<Frame<Bytes>, Infallible>>> {
+        std::task::Poll::Ready(self.0.pop_front().map(Ok))
+    }
+
+    fn size_hint(&self) -> http_body::SizeHint {
+        // Exact unless trailers follow: the upstream then sends `content-length`.
+        if self.0.iter().any(|f| f.is_trailers()) {
+            return http_body::SizeHint::default();
+        }
+        let n: usize = self
+            .0
+            .iter()
+            .filter_map(|f| f.data_ref())
+            .map(|d| d.len())
+            .sum();
+        http_body::SizeHint::with_exact(n as u64)
+    }
+}
 
 /// What the upstream saw of one request.
 #[derive(Debug, Clone)]
@@ -82,7 +112,7 @@ fn tls_config(alpn: &[&[u8]]) -> Arc<rustls::ServerConfig> {
 
 /// An upstream served by hyper: HTTP/2 (`h2`) or HTTP/1.1, through TLS when `tls` is given.
 /// It answers 200 with `x-conn` (the connection's number), `x-lower`, and a body naming the
-/// method, path and request body it got.
+/// method, path and request body it got; under `/tr`, with a trailer `x-up: 1` (announced).
 fn hyper_upstream(tls: Option<Arc<rustls::ServerConfig>>, h2: bool) -> Up {
     let l = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
     l.set_nonblocking(true).expect("nonblocking");
@@ -138,11 +168,18 @@ fn hyper_upstream(tls: Option<Arc<rustls::ServerConfig>>, h2: bool) -> Up {
                                     .collect(),
                                 body,
                             });
-                            let resp = Response::builder()
+                            let mut frames =
+                                std::collections::VecDeque::from([Frame::data(Bytes::from(text))]);
+                            let mut resp = Response::builder()
                                 .header("x-conn", n.to_string())
-                                .header("x-lower", "yes")
-                                .body(Full::new(Bytes::from(text)))
-                                .expect("response");
+                                .header("x-lower", "yes");
+                            if parts.uri.path().starts_with("/tr") {
+                                let mut t = http::HeaderMap::new();
+                                t.insert("x-up", http::HeaderValue::from_static("1"));
+                                frames.push_back(Frame::trailers(t));
+                                resp = resp.header("trailer", "x-up");
+                            }
+                            let resp = resp.body(Frames(frames)).expect("response");
                             Ok::<_, Infallible>(resp)
                         }
                     });
@@ -239,6 +276,13 @@ http {
         location /trailers/ {
             proxy_pass http://127.0.0.1:{port1};
             proxy_set_header TE trailers;
+        }
+        location /trpass/ {
+            proxy_pass http://127.0.0.1:{port1};
+            proxy_pass_trailers on;
+        }
+        location /trdrop/ {
+            proxy_pass http://127.0.0.1:{port1};
         }
         location /put/ {
             proxy_pass http://127.0.0.1:{port1};
@@ -426,4 +470,32 @@ fn tls_with_alpn_h2_and_the_refusals() {
     let log = std::fs::read_to_string(s.dir.join("error.log")).unwrap_or_default();
     assert!(log.contains("[error]"), "failures are logged: {log}");
     assert!(!log.contains("panicked"), "{log}");
+}
+
+/// `proxy_pass_trailers`: on, the upstream's trailer section reaches a client that takes
+/// trailers (HTTP/1.1 `TE: trailers`, with the upstream's `Trailer` naming them); off
+/// (nginx's default), it is dropped.
+#[test]
+fn upstream_trailers_pass_only_when_asked() {
+    let up = hyper_upstream(None, true);
+    let (_s, port) = start(&[up.port, 1, 1, 1, 1, 1]);
+    let req = |path: &str| {
+        http(
+            port,
+            &format!(
+                "GET {path} HTTP/1.1\r\nHost: localhost\r\nTE: trailers\r\nConnection: close\r\n\r\n"
+            ),
+        )
+    };
+    let r = req("/trpass/x");
+    assert_eq!(status(&r), 200, "{r}");
+    // (hyper writes trailer names title-cased.)
+    assert!(
+        r.to_ascii_lowercase().contains("\r\n0\r\nx-up: 1\r\n\r\n"),
+        "{r}"
+    );
+    let r = req("/trdrop/x");
+    assert_eq!(status(&r), 200, "{r}");
+    assert!(r.contains("GET /trdrop/x []"), "{r}");
+    assert!(!r.contains("x-up"), "{r}");
 }

@@ -463,6 +463,10 @@ macro_rules! proxy_directives {
         "proxy_ignore_client_abort" ignore_client_abort: bool = false =>
             (HSL, 1, 1, "off", Inherit, p::on_off)
             "`on`: a client that closes its connection (or resets its stream) does not end the request to the upstream: it runs to its end and the rest of the response is read and discarded, as nginx; `off`: the upstream connection is closed then (the access log shows 499).";
+        // off: nginx's default.
+        "proxy_pass_trailers" pass_trailers: bool = false =>
+            (HSL, 1, 1, "off", Inherit, p::on_off)
+            "`on`: the upstream's trailer fields (of a chunked HTTP/1.1 or an HTTP/2 response) go to the client after the body, as nginx 1.27.2+, with its `Trailer` header (those `proxy_hide_header` names excepted), after `add_trailer`'s; an HTTP/1.1 client gets them in the chunked trailer section when it sent `TE: trailers` and the `Trailer` header names them. `off`: they are dropped.";
         "proxy_force_ranges" force_ranges: bool = false =>
             (HSL, 1, 1, "off", Inherit, p::on_off)
             "`on`: byte ranges of a proxied 200 with a length whether or not the upstream sent `Accept-Ranges` (one range; several from a cached response); the upstream's own `Accept-Ranges` is replaced by `bytes`.";

@@ -186,6 +186,8 @@ impl FastcgiSettings {
             } else {
                 super::model::ProxyHttpVersion::V10
             },
+            // FastCGI has no trailers.
+            pass_trailers: false,
             connect_timeout: fcgi.connect_timeout,
             read_timeout: fcgi.read_timeout,
             send_timeout: fcgi.send_timeout,

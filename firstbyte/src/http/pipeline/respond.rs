@@ -682,6 +682,19 @@ impl http_body::Body for ResponseBody {
             if let Some(t) = this.trailers.take() {
                 p = Poll::Ready(Some(Ok(Frame::trailers(t))));
             }
+        } else if let Poll::Ready(Some(Ok(f))) = &mut p {
+            // The body's own trailers (`proxy_pass_trailers`) follow `add_trailer`'s, in one
+            // section, as nginx's `headers_out.trailers`.
+            if f.is_trailers() {
+                if let Some(mut mine) = this.trailers.take() {
+                    if let Some(theirs) = f.trailers_ref() {
+                        for (n, v) in theirs {
+                            mine.append(n.clone(), v.clone());
+                        }
+                    }
+                    *f = Frame::trailers(mine);
+                }
+            }
         }
         if let Poll::Ready(Some(Ok(f))) = &p {
             if let Some(d) = f.data_ref() {

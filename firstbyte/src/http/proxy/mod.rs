@@ -621,6 +621,7 @@ async fn respond(
             keepalive: route.keepalive,
         });
     let body = upstream::UpstreamBody::new(incoming, conf.read_timeout, back)
+        .pass_trailers(conf.pass_trailers)
         .hold(conn)
         .count(counts);
     let scheme = if conf.tls { "https" } else { "http" };

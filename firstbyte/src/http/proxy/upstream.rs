@@ -632,6 +632,8 @@ pub struct UpstreamBody {
     counts: Option<Arc<TryCounts>>,
     /// Held while the response is read: `least_conn` counts the connection until then.
     _conn: Option<super::ConnGuard>,
+    /// `proxy_pass_trailers`: the upstream's trailer section is passed on (else dropped).
+    pass_trailers: bool,
 }
 
 impl UpstreamBody {
@@ -644,7 +646,14 @@ impl UpstreamBody {
             back,
             counts: None,
             _conn: None,
+            pass_trailers: false,
         }
+    }
+
+    /// Passes the upstream's trailers on (`proxy_pass_trailers on`).
+    pub(super) fn pass_trailers(mut self, pass: bool) -> Self {
+        self.pass_trailers = pass;
+        self
     }
 
     /// Counts the body's bytes into `counts`.
@@ -669,9 +678,18 @@ impl UpstreamBody {
     }
 }
 
+impl UpstreamBody {
+    /// Whether the response is whole: ended, or all its `Content-Length` read (an HTTP/2
+    /// upstream may send END_STREAM in an empty DATA frame after that; the stream is reset
+    /// then, and the connection stays good for the next).
+    fn whole(&self) -> bool {
+        self.inner.is_end_stream() || self.inner.size_hint().exact() == Some(0)
+    }
+}
+
 impl Drop for UpstreamBody {
     fn drop(&mut self) {
-        if self.inner.is_end_stream() {
+        if self.whole() {
             if let Some(b) = self.back.take() {
                 b.give_back();
             }
@@ -689,6 +707,13 @@ impl http_body::Body for UpstreamBody {
     ) -> Poll<Option<Result<Frame<Bytes>, io::Error>>> {
         let this = self.get_mut();
         match Pin::new(&mut this.inner).poll_frame(cx) {
+            // `proxy_pass_trailers off` (nginx's default): the trailer section ends the body.
+            Poll::Ready(Some(Ok(f))) if f.is_trailers() && !this.pass_trailers => {
+                if let Some(b) = this.back.take() {
+                    b.give_back();
+                }
+                Poll::Ready(None)
+            }
             Poll::Ready(Some(Ok(f))) => {
                 if let (Some(c), Some(d)) = (&this.counts, f.data_ref()) {
                     c.body
