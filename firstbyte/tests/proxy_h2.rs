@@ -176,8 +176,9 @@ fn hyper_upstream(tls: Option<Arc<rustls::ServerConfig>>, h2: bool) -> Up {
                             if parts.uri.path().starts_with("/tr") {
                                 let mut t = http::HeaderMap::new();
                                 t.insert("x-up", http::HeaderValue::from_static("1"));
+                                t.insert("x-secret", http::HeaderValue::from_static("s"));
                                 frames.push_back(Frame::trailers(t));
-                                resp = resp.header("trailer", "x-up");
+                                resp = resp.header("trailer", "x-up, x-secret");
                             }
                             let resp = resp.body(Frames(frames)).expect("response");
                             Ok::<_, Infallible>(resp)
@@ -280,6 +281,7 @@ http {
         location /trpass/ {
             proxy_pass http://127.0.0.1:{port1};
             proxy_pass_trailers on;
+            proxy_hide_header X-Secret;
         }
         location /trdrop/ {
             proxy_pass http://127.0.0.1:{port1};
@@ -473,8 +475,8 @@ fn tls_with_alpn_h2_and_the_refusals() {
 }
 
 /// `proxy_pass_trailers`: on, the upstream's trailer section reaches a client that takes
-/// trailers (HTTP/1.1 `TE: trailers`, with the upstream's `Trailer` naming them); off
-/// (nginx's default), it is dropped.
+/// trailers (HTTP/1.1 `TE: trailers`, with the upstream's `Trailer` naming them), less the
+/// fields `proxy_hide_header` hides; off (nginx's default), it is dropped.
 #[test]
 fn upstream_trailers_pass_only_when_asked() {
     let up = hyper_upstream(None, true);
@@ -494,6 +496,7 @@ fn upstream_trailers_pass_only_when_asked() {
         r.to_ascii_lowercase().contains("\r\n0\r\nx-up: 1\r\n\r\n"),
         "{r}"
     );
+    assert!(!r.to_ascii_lowercase().contains("x-secret: s"), "{r}");
     let r = req("/trdrop/x");
     assert_eq!(status(&r), 200, "{r}");
     assert!(r.contains("GET /trdrop/x []"), "{r}");

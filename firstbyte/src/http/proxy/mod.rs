@@ -27,6 +27,7 @@ pub mod fastcgi;
 pub mod h2;
 pub mod headers;
 pub mod next;
+mod send_timeout;
 mod spool;
 mod stored;
 mod tunnel;
@@ -621,7 +622,7 @@ async fn respond(
             keepalive: route.keepalive,
         });
     let body = upstream::UpstreamBody::new(incoming, conf.read_timeout, back)
-        .pass_trailers(conf.pass_trailers)
+        .pass_trailers(&route.conf)
         .hold(conn)
         .count(counts);
     let scheme = if conf.tls { "https" } else { "http" };
