@@ -325,23 +325,27 @@ fn start(ups: &[u16]) -> (Server, u16) {
     (Server::start_in(&dir, &conf, ports[0]), ports[0])
 }
 
-/// An upstream that answers an HTTP/2 request with a malformed response: a HEADERS frame
-/// carrying `connection: keep-alive`, which RFC 9113 §8.2.2 makes malformed.
-fn malformed_upstream() -> u16 {
-    upstream(|mut c| {
+/// An upstream that answers an HTTP/2 request's HEADERS with a header block of its own
+/// (`block`, HPACK-encoded; END_STREAM), in HEADERS and CONTINUATION frames of 16 KiB.
+fn raw_h2_upstream(block: Vec<u8>) -> u16 {
+    upstream(move |mut c| {
         let mut preface = [0u8; 24];
         if c.read_exact(&mut preface).is_err() {
             return;
         }
-        // SETTINGS (empty), then HEADERS on stream 1: `:status: 200` (indexed 8) and a
-        // literal `connection: keep-alive` without indexing.
-        let mut block = vec![0x88, 0x00, 10];
-        block.extend_from_slice(b"connection");
-        block.push(10);
-        block.extend_from_slice(b"keep-alive");
-        let mut out = vec![0, 0, 0, 4, 0, 0, 0, 0, 0];
-        out.extend_from_slice(&[0, 0, block.len() as u8, 1, 5, 0, 0, 0, 1]);
-        out.extend_from_slice(&block);
+        let mut out = vec![0, 0, 0, 4, 0, 0, 0, 0, 0]; // SETTINGS, empty
+        let chunks: Vec<&[u8]> = block.chunks(16384).collect();
+        for (i, part) in chunks.iter().enumerate() {
+            let kind = if i == 0 { 1 } else { 9 }; // HEADERS, CONTINUATION
+            let mut flags = if i == 0 { 1 } else { 0 }; // END_STREAM
+            if i + 1 == chunks.len() {
+                flags |= 4; // END_HEADERS
+            }
+            let n = part.len();
+            out.extend_from_slice(&[(n >> 16) as u8, (n >> 8) as u8, n as u8, kind, flags]);
+            out.extend_from_slice(&[0, 0, 0, 1]);
+            out.extend_from_slice(part);
+        }
         // Wait for the request's HEADERS before answering.
         let mut buf = [0u8; 4096];
         let _ = c.set_read_timeout(Some(Duration::from_millis(300)));
@@ -350,6 +354,45 @@ fn malformed_upstream() -> u16 {
         while matches!(c.read(&mut buf), Ok(n) if n > 0) {}
     })
     .0
+}
+
+/// An HPACK literal field without indexing, new name (RFC 7541 §6.2.2), lengths as integers
+/// with a 7-bit prefix, no Huffman.
+fn literal(name: &[u8], value: &[u8]) -> Vec<u8> {
+    fn int(out: &mut Vec<u8>, mut n: usize) {
+        if n < 127 {
+            out.push(n as u8);
+            return;
+        }
+        out.push(127);
+        n -= 127;
+        while n >= 128 {
+            out.push((n % 128 + 128) as u8);
+            n /= 128;
+        }
+        out.push(n as u8);
+    }
+    let mut out = vec![0x00];
+    int(&mut out, name.len());
+    out.extend_from_slice(name);
+    int(&mut out, value.len());
+    out.extend_from_slice(value);
+    out
+}
+
+/// A malformed response: `:status: 200` (indexed 8) with `connection: keep-alive`, which
+/// RFC 9113 §8.2.2 forbids.
+fn malformed_upstream() -> u16 {
+    let mut block = vec![0x88];
+    block.extend(literal(b"connection", b"keep-alive"));
+    raw_h2_upstream(block)
+}
+
+/// A response header of `size` bytes in one field (`x-big`), after `:status: 200`.
+fn big_header_upstream(size: usize) -> u16 {
+    let mut block = vec![0x88];
+    block.extend(literal(b"x-big", &vec![b'a'; size]));
+    raw_h2_upstream(block)
 }
 
 #[test]
@@ -501,4 +544,19 @@ fn upstream_trailers_pass_only_when_asked() {
     assert_eq!(status(&r), 200, "{r}");
     assert!(r.contains("GET /trdrop/x []"), "{r}");
     assert!(!r.contains("x-up"), "{r}");
+}
+
+/// An upstream's response header list is bounded (SETTINGS_MAX_HEADER_LIST_SIZE: 64k, or
+/// `proxy_buffer_size` when larger): one past it is a 502, not memory; one within passes.
+#[test]
+fn response_header_list_is_bounded() {
+    let small = big_header_upstream(40_000);
+    let big = big_header_upstream(100_000);
+    // The locations of ports 5 and 6 (`/plain-h1/`, `/bad/`) are plain h2c ones.
+    let (_s, port) = start(&[1, 1, 1, 1, small, big]);
+    let r = get(port, "/plain-h1/x");
+    assert_eq!(status(&r), 200, "{}", &r[..r.len().min(300)]);
+    assert!(r.contains("x-big: aaaa"));
+    let r = get(port, "/bad/x");
+    assert_eq!(status(&r), 502, "{}", &r[..r.len().min(300)]);
 }
