@@ -448,9 +448,9 @@ pub(crate) use tls_directives;
 macro_rules! proxy_directives {
     ($gen:ident ! $($pre:tt)*) => { $gen! { $($pre)* ;
         // HTTP/1.0: nginx's default.
-        "proxy_http_version" http11: bool = false =>
+        "proxy_http_version" http_version: crate::conf::model::ProxyHttpVersion = crate::conf::model::ProxyHttpVersion::V10 =>
             (HSL, 1, 1, "1.0", Inherit, px::http_version)
-            "HTTP version to the upstream; `1.1` for keepalive pools and WebSocket.";
+            "HTTP version to the upstream: `1.0`, `1.1` (keepalive pools and WebSocket) or `2`: HTTP/2 as nginx 1.29, with prior knowledge (h2c) to an `http://` upstream and ALPN `h2` to an `https://` one (an upstream that accepts only another protocol by ALPN fails the handshake: 502); one request at a time on a connection, which `keepalive` keeps for the next; connection-specific request headers (`Connection`, `Keep-Alive`, `Proxy-Connection`, `Transfer-Encoding`, `Upgrade`, a `TE` other than `trailers`) are not sent and `Host` goes as `:authority`; response headers may total at most `proxy_buffer_size` or 64k, whichever is larger.";
         // 60 s: nginx's default for the three timeouts.
         "proxy_connect_timeout" connect_timeout: Duration = Duration::from_secs(60) =>
             (HSL, 1, 1, "60s", Inherit, px::timeout)
@@ -469,6 +469,10 @@ macro_rules! proxy_directives {
         "proxy_ignore_client_abort" ignore_client_abort: bool = false =>
             (HSL, 1, 1, "off", Inherit, p::on_off)
             "`on`: a client that closes its connection (or resets its stream) does not end the request to the upstream: it runs to its end and the rest of the response is read and discarded, as nginx; `off`: the upstream connection is closed then (the access log shows 499).";
+        // off: nginx's default.
+        "proxy_pass_trailers" pass_trailers: bool = false =>
+            (HSL, 1, 1, "off", Inherit, p::on_off)
+            "`on`: the upstream's trailer fields (of a chunked HTTP/1.1 or an HTTP/2 response) go to the client after the body, as nginx 1.27.2+, with its `Trailer` header (those `proxy_hide_header` names excepted), after `add_trailer`'s; an HTTP/1.1 client gets them in the chunked trailer section when it sent `TE: trailers` and the `Trailer` header names them. `off`: they are dropped.";
         "proxy_force_ranges" force_ranges: bool = false =>
             (HSL, 1, 1, "off", Inherit, p::on_off)
             "`on`: byte ranges of a proxied 200 with a length whether or not the upstream sent `Accept-Ranges` (one range; several from a cached response); the upstream's own `Accept-Ranges` is replaced by `bytes`.";

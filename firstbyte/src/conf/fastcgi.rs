@@ -181,7 +181,13 @@ impl FastcgiSettings {
                 certificate_key: None,
                 dynamic: None,
             }),
-            http11: fcgi.keep_conn,
+            http_version: if fcgi.keep_conn {
+                super::model::ProxyHttpVersion::V11
+            } else {
+                super::model::ProxyHttpVersion::V10
+            },
+            // FastCGI has no trailers.
+            pass_trailers: false,
             connect_timeout: fcgi.connect_timeout,
             read_timeout: fcgi.read_timeout,
             send_timeout: fcgi.send_timeout,

@@ -1270,6 +1270,31 @@ impl DynamicCertKey {
     }
 }
 
+/// `proxy_http_version 1.0 | 1.1 | 2`: the protocol spoken to the upstream.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub enum ProxyHttpVersion {
+    /// HTTP/1.0 (firstbyte's default, as nginx before 1.29): one request per connection.
+    #[default]
+    V10,
+    /// HTTP/1.1: keepalive pools, chunked bodies, WebSocket.
+    V11,
+    /// HTTP/2 (nginx 1.29's `2`): h2c with prior knowledge for `http://`, ALPN `h2` for
+    /// `https://`; one stream at a time on a connection, as nginx.
+    V2,
+}
+
+impl ProxyHttpVersion {
+    /// Whether a connection may carry another request after this one (1.1 and 2).
+    pub fn persistent(self) -> bool {
+        !matches!(self, ProxyHttpVersion::V10)
+    }
+
+    /// Whether it is HTTP/2.
+    pub fn is_h2(self) -> bool {
+        matches!(self, ProxyHttpVersion::V2)
+    }
+}
+
 /// `ssl_certificate_cache off | max=N [inactive=time] [valid=time]`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum CertificateCache {

@@ -287,9 +287,17 @@ pub(crate) fn temp_path(d: &Directive, cx: &Cx) -> Result<PathBuf, ConfError> {
     Ok(cx.prefixed(arg0(d)))
 }
 
-/// `proxy_http_version 1.0|1.1`: whether it is 1.1.
-pub(crate) fn http_version(d: &Directive, _: &mut Cx) -> Result<bool, ConfError> {
-    choice(d, arg0(d), &[("1.0", false), ("1.1", true)])
+/// `proxy_http_version 1.0|1.1|2`.
+pub(crate) fn http_version(
+    d: &Directive,
+    _: &mut Cx,
+) -> Result<super::model::ProxyHttpVersion, ConfError> {
+    use super::model::ProxyHttpVersion as V;
+    choice(
+        d,
+        arg0(d),
+        &[("1.0", V::V10), ("1.1", V::V11), ("2", V::V2)],
+    )
 }
 
 /// `proxy_method METHOD` (variables allowed, as nginx 1.11.6+).

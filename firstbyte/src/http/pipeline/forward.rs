@@ -10,7 +10,7 @@ use http::header::{self, HeaderValue};
 use http::{Request, Response};
 
 use super::{server_name, Req};
-use crate::conf::model::{LocationConf, ProxyConf, ProxyStore};
+use crate::conf::model::{LocationConf, ProxyConf, ProxyHttpVersion, ProxyStore};
 use crate::http::body::Body;
 
 /// Builds the upstream request and forwards it; `Err` is the status to answer.
@@ -129,10 +129,10 @@ where
         };
         (ph::request_headers(conf, client, &vars), cert)
     };
-    let version = if conf.http11 {
-        http::Version::HTTP_11
-    } else {
-        http::Version::HTTP_10
+    let version = match conf.http_version {
+        ProxyHttpVersion::V10 => http::Version::HTTP_10,
+        ProxyHttpVersion::V11 => http::Version::HTTP_11,
+        ProxyHttpVersion::V2 => http::Version::HTTP_2,
     };
     let mut headers = headers;
     if conf.cache.is_some() {
@@ -172,7 +172,7 @@ where
         headers.remove(header::TRANSFER_ENCODING);
     } else if !http_body::Body::is_end_stream(&body)
         && (conf.request_buffering
-            || (!conf.http11 && !headers.contains_key(header::CONTENT_LENGTH)))
+            || (!conf.http_version.persistent() && !headers.contains_key(header::CONTENT_LENGTH)))
     {
         // `proxy_request_buffering on` (nginx's default): the body is read whole before the
         // upstream is connected, and sent with its length (again to the next server). A
@@ -188,7 +188,8 @@ where
         // `off`: streamed as it arrives; a body of unknown length (chunked, or HTTP/2 without
         // content-length) goes chunked, never dropped (hyper would send none for a GET of
         // unknown length).
-        if !headers.contains_key(header::CONTENT_LENGTH) {
+        // HTTP/2 frames its body in DATA frames: no chunked there.
+        if !headers.contains_key(header::CONTENT_LENGTH) && !conf.http_version.is_h2() {
             headers.insert(
                 header::TRANSFER_ENCODING,
                 HeaderValue::from_static("chunked"),
@@ -220,6 +221,9 @@ where
     });
     *req.uri_mut() = target.parse().map_err(|_| 500u16)?;
     *req.headers_mut() = headers;
+    if conf.http_version.is_h2() {
+        px::h2::prepare(&mut req, conf.tls, &conf.host).map_err(|_| 500u16)?;
+    }
     if let Some(c) = client_cert {
         req.extensions_mut().insert(c);
     }

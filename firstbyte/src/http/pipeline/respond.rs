@@ -360,8 +360,14 @@ pub(super) fn finish(
             }
         }
         if !case.is_empty() {
-            resp.extensions_mut()
-                .insert(crate::http::conn::HeaderCase(case));
+            // Beside the upstream's names an HTTP/2 upstream sent (`proxy::h2`).
+            let ext = resp.extensions_mut();
+            match ext.get_mut::<crate::http::conn::HeaderCase>() {
+                Some(had) => had.0.extend(case),
+                None => {
+                    ext.insert(crate::http::conn::HeaderCase(case));
+                }
+            }
         }
     }
     let mut trailers = trailers(r, loc, code);
@@ -681,6 +687,19 @@ impl http_body::Body for ResponseBody {
         if let Poll::Ready(None) = p {
             if let Some(t) = this.trailers.take() {
                 p = Poll::Ready(Some(Ok(Frame::trailers(t))));
+            }
+        } else if let Poll::Ready(Some(Ok(f))) = &mut p {
+            // The body's own trailers (`proxy_pass_trailers`) follow `add_trailer`'s, in one
+            // section, as nginx's `headers_out.trailers`.
+            if f.is_trailers() {
+                if let Some(mut mine) = this.trailers.take() {
+                    if let Some(theirs) = f.trailers_ref() {
+                        for (n, v) in theirs {
+                            mine.append(n.clone(), v.clone());
+                        }
+                    }
+                    *f = Frame::trailers(mine);
+                }
             }
         }
         if let Poll::Ready(Some(Ok(f))) = &p {

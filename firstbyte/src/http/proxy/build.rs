@@ -23,6 +23,7 @@ impl Proxies {
             balancers: HashMap::new(),
             implicit: HashMap::new(),
             configs: HashMap::new(),
+            h2_configs: HashMap::new(),
             dynamics: HashMap::new(),
         };
         // nginx's implicit upstreams first: every `proxy_pass http://HOST:PORT` of the load,
@@ -146,6 +147,9 @@ struct Builder<'a> {
     /// Client configs made so far, by their settings (as their debug text, which covers every
     /// field): equal settings share one config and its session cache.
     configs: HashMap<SslKey<'a>, Arc<rustls::ClientConfig>>,
+    /// The same offering ALPN `h2` (`proxy_http_version 2`), by the address of the one above:
+    /// one per settings, so the locations of one `upstream` share its keepalive pool.
+    h2_configs: HashMap<usize, Arc<rustls::ClientConfig>>,
     /// Per-request client certificates by settings, likewise: locations inheriting one
     /// `proxy_ssl_certificate_cache` share it.
     dynamics: HashMap<SslKey<'a>, Arc<DynamicClient>>,
@@ -238,6 +242,15 @@ impl<'a> Builder<'a> {
                         }
                     });
                 }
+                let config = if p.http_version.is_h2() {
+                    let base = Arc::as_ptr(&config) as usize;
+                    self.h2_configs
+                        .entry(base)
+                        .or_insert_with(|| super::h2::alpn_config(&config))
+                        .clone()
+                } else {
+                    config
+                };
                 Some(UpstreamTls {
                     config,
                     name: crate::tls::upstream_server_name(&p.ssl, &p.host)?,

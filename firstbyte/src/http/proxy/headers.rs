@@ -262,7 +262,8 @@ pub fn response_headers(conf: &ProxyConf, headers: &mut HeaderMap, switching: bo
         let passed = conf.pass_headers.iter().any(|p| p == n);
         // nginx passes an `Upgrade` of any answer (a 426 names the protocol to switch to);
         // the caller drops it for HTTP/2 and HTTP/3 clients, where it has no meaning.
-        (hop_by_hop(n) && !switching && n != "upgrade")
+        // `Trailer` announces the trailers `proxy_pass_trailers` passes.
+        (hop_by_hop(n) && !switching && n != "upgrade" && !(n == "trailer" && conf.pass_trailers))
             || (hidden_by_default(n) && !passed)
             || conf.hide_headers.iter().any(|h| h == n)
     };
@@ -401,7 +402,8 @@ mod tests {
                 .iter()
                 .map(|(n, v)| (n.to_string(), ComplexValue::parse(v).expect("value")))
                 .collect(),
-            http11: false,
+            http_version: Default::default(),
+            pass_trailers: false,
             connect_timeout: Duration::from_secs(60),
             read_timeout: Duration::from_secs(60),
             send_timeout: Duration::from_secs(60),

@@ -24,9 +24,11 @@ mod cookies;
 pub(crate) mod dns;
 mod dynamic;
 pub mod fastcgi;
+pub mod h2;
 pub mod headers;
 pub mod next;
 mod resolve;
+mod send_timeout;
 mod spool;
 pub mod store;
 mod stored;
@@ -182,7 +184,12 @@ pub async fn forward(
     // `proxy_store`: carried to `respond` on the response.
     let store_slot = req.extensions_mut().remove::<store::Slot>();
     let scheme = if conf.tls { "https" } else { "http" };
-    let uri = req.uri().to_string();
+    // The request target (an HTTP/2 request's URI is absolute: its path is what is logged).
+    let uri = req
+        .uri()
+        .path_and_query()
+        .map_or_else(|| req.uri().to_string(), |p| p.to_string());
+    let proto = h2::Proto::of(conf);
     let cfg_key = route.tls.as_ref().map_or(0, |t| ptr(&t.config));
     // A variable client certificate: this request's config (cached or read now).
     let mut cert_key: Option<Arc<str>> = None;
@@ -265,6 +272,7 @@ pub async fn forward(
             cfg_key,
             cert_key.clone(),
             ptr(&route.balancer),
+            proto != h2::Proto::H1,
         );
         let mut pooled = None;
         if route.keepalive.max > 0 {
@@ -299,6 +307,7 @@ pub async fn forward(
                 conf.connect_timeout,
                 conf.send_timeout,
                 local.as_ref(),
+                proto,
             )
             .await
             {
@@ -627,17 +636,23 @@ async fn respond(
                 .and_then(|v| httpdate::parse_http_date(v.trim()).ok()),
         });
     let (mut parts, incoming) = resp.into_parts();
+    let from_h2 = parts.version == http::Version::HTTP_2;
     // The client's protocol, not the upstream's, goes on the status line.
     parts.version = http::Version::default();
     headers::response_headers(conf, &mut parts.headers, false);
+    if from_h2 {
+        parts.extensions.insert(h2::lower_case(&parts.headers));
+    }
     let peer = key.0.clone();
-    let back = (route.keepalive.max > 0 && conf.http11).then(|| upstream::Return {
-        pool: pool.clone(),
-        key,
-        sender,
-        keepalive: route.keepalive,
-    });
+    let back =
+        (route.keepalive.max > 0 && conf.http_version.persistent()).then(|| upstream::Return {
+            pool: pool.clone(),
+            key,
+            sender,
+            keepalive: route.keepalive,
+        });
     let body = upstream::UpstreamBody::new(incoming, conf.read_timeout, back)
+        .pass_trailers(&route.conf)
         .hold(conn)
         .count(counts);
     let body = match store {

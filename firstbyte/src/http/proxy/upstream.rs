@@ -1,14 +1,9 @@
-//! Connections to upstream servers: connect (TCP, then TLS for `https://`), the HTTP/1
-//! handshake through hyper's `client::conn`, the keepalive pool, and the body wrappers that
-//! enforce `proxy_read_timeout` and hand a finished connection back to the pool.
+//! Connections to upstream servers: connect (TCP, then TLS for `https://`), the HTTP/1 or
+//! HTTP/2 (`h2`) handshake through hyper's `client::conn`, the keepalive pool, and the body
+//! wrappers that enforce `proxy_read_timeout` and hand a finished connection back to the
+//! pool. Writes run under `proxy_send_timeout` ([`SendTimeout`], `send_timeout`).
 //!
-//! `proxy_send_timeout` is enforced under TLS and hyper, on the TCP stream ([`SendTimeout`]):
-//! nginx's meaning, the longest time a write may wait for the upstream to take bytes — a
-//! write that stays pending that long fails the connection with `TimedOut`, which the
-//! request sees as "upstream timed out ... while sending request to upstream" (504). A slow
-//! client body is not the upstream's fault: no write is pending then, so no timer runs.
-//!
-//! The pool is a list of idle `SendRequest`s per (peer address, TLS config), at most
+//! The pool is a list of idle `SendRequest`s per (peer address, TLS config, protocol), at most
 //! `keepalive N` per key (nginx's per-worker cache). A connection goes back only after its
 //! response body ended and hyper says it is ready for another request; a closed one is
 //! dropped at checkout.
@@ -24,11 +19,11 @@ use std::time::Duration;
 use bytes::Bytes;
 use http_body::{Body as _, Frame, SizeHint};
 use hyper::body::Incoming;
-use hyper::client::conn::http1::SendRequest;
 use hyper_util::rt::TokioIo;
 use rustls::pki_types::ServerName;
 use tokio::net::TcpStream;
 
+pub use super::send_timeout::{is_send_timeout, SendTimeout, SharedTimeout};
 use super::vars::TryCounts;
 use crate::conf::model::PeerAddr;
 use tokio::time::{sleep, Instant as TokioInstant, Sleep};
@@ -39,7 +34,7 @@ pub type ReqBody = http_body_util::combinators::UnsyncBoxBody<Bytes, io::Error>;
 /// A connection to an upstream, ready for a request, with the `proxy_send_timeout` its
 /// writes run under: a pooled connection takes the timeout of the location that reuses it.
 pub struct Sender {
-    send: SendRequest<ReqBody>,
+    send: super::h2::Conn,
     send_timeout: SharedTimeout,
     /// Where the connection counts its bytes: the try that uses it now.
     counts: Tracker,
@@ -102,7 +97,7 @@ impl Sender {
 }
 
 impl std::ops::Deref for Sender {
-    type Target = SendRequest<ReqBody>;
+    type Target = super::h2::Conn;
     fn deref(&self) -> &Self::Target {
         &self.send
     }
@@ -114,35 +109,11 @@ impl std::ops::DerefMut for Sender {
     }
 }
 
-/// A timeout shared by a [`Sender`] and the [`SendTimeout`] under its connection, in
-/// milliseconds (nginx's resolution).
-#[derive(Debug, Clone, Default)]
-pub struct SharedTimeout(Arc<std::sync::atomic::AtomicU64>);
-
-impl SharedTimeout {
-    /// A timeout of `d`.
-    pub fn new(d: Duration) -> Self {
-        let t = Self::default();
-        t.set(d);
-        t
-    }
-
-    /// Sets it to `d`.
-    pub fn set(&self, d: Duration) {
-        let ms = u64::try_from(d.as_millis()).unwrap_or(u64::MAX);
-        self.0.store(ms, std::sync::atomic::Ordering::Relaxed);
-    }
-
-    /// The current value.
-    pub fn get(&self) -> Duration {
-        Duration::from_millis(self.0.load(std::sync::atomic::Ordering::Relaxed))
-    }
-}
-
 /// What identifies interchangeable connections: the peer, the route's TLS config (0 for
 /// plain), the evaluated client certificate paths when they come from variables, and the
 /// `upstream` block (its balancer): each block has its own `keepalive` cache, as nginx.
-pub type PoolKey = (PeerAddr, usize, Option<Arc<str>>, usize);
+/// The last: HTTP/2 (a connection speaks one protocol).
+pub type PoolKey = (PeerAddr, usize, Option<Arc<str>>, usize, bool);
 
 /// Why connecting failed, in nginx's words (`... while connecting to upstream`).
 #[derive(Debug, thiserror::Error)]
@@ -249,13 +220,14 @@ async fn connect_from(
 
 /// Connects to `addr` within `timeout`, with TLS when `tls` is given, and spawns the
 /// connection's task (upgrades allowed, for WebSocket). Writes that wait longer than
-/// `send_timeout` fail the connection.
+/// `send_timeout` fail the connection. `proto` is HTTP/1 or HTTP/2 (`proxy_http_version`).
 pub async fn connect(
     addr: &PeerAddr,
     tls: Option<&UpstreamTls>,
     timeout: Duration,
     send_timeout: Duration,
     local: Option<&LocalBind>,
+    proto: super::h2::Proto,
 ) -> Result<Sender, ConnectError> {
     let work = async {
         let shared = SharedTimeout::new(send_timeout);
@@ -266,13 +238,13 @@ pub async fn connect(
                     None => TcpStream::connect(a).await.map_err(ConnectError::Connect)?,
                 };
                 let _ = tcp.set_nodelay(true);
-                over(SendTimeout::new(tcp, shared.clone()), tls, shared).await
+                over(SendTimeout::new(tcp, shared.clone()), tls, shared, proto).await
             }
             PeerAddr::Unix(path) => {
                 let unix = tokio::net::UnixStream::connect(path)
                     .await
                     .map_err(ConnectError::Connect)?;
-                over(SendTimeout::new(unix, shared.clone()), tls, shared).await
+                over(SendTimeout::new(unix, shared.clone()), tls, shared, proto).await
             }
         }
     };
@@ -282,29 +254,41 @@ pub async fn connect(
     }
 }
 
-/// HTTP/1 over `io`, through TLS when `tls` is given.
+/// HTTP/1 or HTTP/2 over `io`, through TLS when `tls` is given (offering ALPN `h2` for
+/// HTTP/2, as nginx).
 async fn over<S>(
     io: S,
     tls: Option<&UpstreamTls>,
     shared: SharedTimeout,
+    proto: super::h2::Proto,
 ) -> Result<Sender, ConnectError>
 where
     S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
 {
     match tls {
-        None => handshake(io, shared).await,
+        None => handshake(io, shared, proto).await,
         Some(t) => {
-            let c = tokio_rustls::TlsConnector::from(t.config.clone());
+            let config = match proto {
+                super::h2::Proto::H1 => t.config.clone(),
+                super::h2::Proto::H2 { .. } => super::h2::alpn_config(&t.config),
+            };
+            let c = tokio_rustls::TlsConnector::from(config);
             let s = c
                 .connect(t.name.clone(), io)
                 .await
                 .map_err(ConnectError::Tls)?;
-            handshake(s, shared).await
+            // rustls refuses a protocol it did not offer: an upstream that wants only another
+            // one fails the handshake; one without ALPN gets HTTP/2 anyway, as from nginx.
+            handshake(s, shared, proto).await
         }
     }
 }
 
-async fn handshake<S>(io: S, send_timeout: SharedTimeout) -> Result<Sender, ConnectError>
+async fn handshake<S>(
+    io: S,
+    send_timeout: SharedTimeout,
+    proto: super::h2::Proto,
+) -> Result<Sender, ConnectError>
 where
     S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
 {
@@ -313,6 +297,20 @@ where
         inner: io,
         counts: counts.clone(),
     };
+    if let super::h2::Proto::H2 { max_header_list } = proto {
+        let sender = super::h2::handshake(TokioIo::new(io), max_header_list)
+            .await
+            .map_err(ConnectError::Http)?;
+        let now = std::time::Instant::now();
+        return Ok(Sender {
+            send: super::h2::Conn::H2(sender),
+            send_timeout,
+            counts,
+            requests: 0,
+            born: now,
+            idle_since: now,
+        });
+    }
     // The upstream's header-name case is kept (hyper records it in the response's
     // extensions, which the client's response keeps), so `X-URI` reaches the client as nginx
     // passes it rather than title-cased.
@@ -326,7 +324,7 @@ where
     });
     let now = std::time::Instant::now();
     Ok(Sender {
-        send: sender,
+        send: super::h2::Conn::H1(sender),
         send_timeout,
         counts,
         requests: 0,
@@ -408,110 +406,6 @@ impl<S: tokio::io::AsyncWrite + Unpin> tokio::io::AsyncWrite for Counting<S> {
     fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
         Pin::new(&mut self.get_mut().inner).poll_shutdown(cx)
     }
-}
-
-/// The message of the error a [`SendTimeout`] gives.
-const SEND_TIMED_OUT: &str = "proxy_send_timeout expired";
-
-/// A stream whose writes fail with `TimedOut` once one has waited `timeout` for the peer
-/// (`proxy_send_timeout`). Reads pass through.
-pub struct SendTimeout<S> {
-    inner: S,
-    timeout: SharedTimeout,
-    /// Set while a write (or flush) is pending: when it started waiting.
-    timer: Option<Pin<Box<Sleep>>>,
-}
-
-impl<S> SendTimeout<S> {
-    /// Wraps `inner`.
-    pub fn new(inner: S, timeout: SharedTimeout) -> Self {
-        Self {
-            inner,
-            timeout,
-            timer: None,
-        }
-    }
-
-    /// Runs the timer of a write that returned `r`.
-    fn watch<T>(&mut self, cx: &mut Context<'_>, r: Poll<io::Result<T>>) -> Poll<io::Result<T>> {
-        match r {
-            Poll::Ready(v) => {
-                self.timer = None;
-                Poll::Ready(v)
-            }
-            Poll::Pending => {
-                let timeout = self.timeout.get();
-                let t = self.timer.get_or_insert_with(|| Box::pin(sleep(timeout)));
-                if t.as_mut().poll(cx).is_ready() {
-                    return Poll::Ready(Err(io::Error::new(
-                        io::ErrorKind::TimedOut,
-                        SEND_TIMED_OUT,
-                    )));
-                }
-                Poll::Pending
-            }
-        }
-    }
-}
-
-impl<S: tokio::io::AsyncRead + Unpin> tokio::io::AsyncRead for SendTimeout<S> {
-    fn poll_read(
-        self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-        buf: &mut tokio::io::ReadBuf<'_>,
-    ) -> Poll<io::Result<()>> {
-        Pin::new(&mut self.get_mut().inner).poll_read(cx, buf)
-    }
-}
-
-impl<S: tokio::io::AsyncWrite + Unpin> tokio::io::AsyncWrite for SendTimeout<S> {
-    fn poll_write(
-        self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-        buf: &[u8],
-    ) -> Poll<io::Result<usize>> {
-        let this = self.get_mut();
-        let r = Pin::new(&mut this.inner).poll_write(cx, buf);
-        this.watch(cx, r)
-    }
-
-    fn poll_write_vectored(
-        self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-        bufs: &[io::IoSlice<'_>],
-    ) -> Poll<io::Result<usize>> {
-        let this = self.get_mut();
-        let r = Pin::new(&mut this.inner).poll_write_vectored(cx, bufs);
-        this.watch(cx, r)
-    }
-
-    fn is_write_vectored(&self) -> bool {
-        self.inner.is_write_vectored()
-    }
-
-    fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        let this = self.get_mut();
-        let r = Pin::new(&mut this.inner).poll_flush(cx);
-        this.watch(cx, r)
-    }
-
-    fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        Pin::new(&mut self.get_mut().inner).poll_shutdown(cx)
-    }
-}
-
-/// Whether hyper's error `e` comes from a [`SendTimeout`] that expired.
-pub fn is_send_timeout(e: &hyper::Error) -> bool {
-    let mut source: Option<&(dyn std::error::Error + 'static)> = std::error::Error::source(e);
-    while let Some(s) = source {
-        if let Some(io) = s.downcast_ref::<io::Error>() {
-            if io.kind() == io::ErrorKind::TimedOut && io.to_string() == SEND_TIMED_OUT {
-                return true;
-            }
-        }
-        source = s.source();
-    }
-    false
 }
 
 /// Idle upstream connections of one load.
@@ -605,6 +499,9 @@ pub struct UpstreamBody {
     counts: Option<Arc<TryCounts>>,
     /// Held while the response is read: `least_conn` counts the connection until then.
     _conn: Option<super::ConnGuard>,
+    /// `proxy_pass_trailers on`: the location's settings, whose rules for response headers
+    /// filter the upstream's trailer section on its way (None: the section is dropped).
+    pass_trailers: Option<Arc<crate::conf::model::ProxyConf>>,
 }
 
 impl UpstreamBody {
@@ -617,7 +514,15 @@ impl UpstreamBody {
             back,
             counts: None,
             _conn: None,
+            pass_trailers: None,
         }
+    }
+
+    /// Passes the upstream's trailers on (`proxy_pass_trailers on`), without the fields
+    /// `conf` hides from a response (`proxy_hide_header`, nginx's hidden ones, hop-by-hop).
+    pub(super) fn pass_trailers(mut self, conf: &Arc<crate::conf::model::ProxyConf>) -> Self {
+        self.pass_trailers = conf.pass_trailers.then(|| conf.clone());
+        self
     }
 
     /// Counts the body's bytes into `counts`.
@@ -642,9 +547,18 @@ impl UpstreamBody {
     }
 }
 
+impl UpstreamBody {
+    /// Whether the response is whole: ended, or all its `Content-Length` read (an HTTP/2
+    /// upstream may send END_STREAM in an empty DATA frame after that; the stream is reset
+    /// then, and the connection stays good for the next).
+    fn whole(&self) -> bool {
+        self.inner.is_end_stream() || self.inner.size_hint().exact() == Some(0)
+    }
+}
+
 impl Drop for UpstreamBody {
     fn drop(&mut self) {
-        if self.inner.is_end_stream() {
+        if self.whole() {
             if let Some(b) = self.back.take() {
                 b.give_back();
             }
@@ -662,6 +576,19 @@ impl http_body::Body for UpstreamBody {
     ) -> Poll<Option<Result<Frame<Bytes>, io::Error>>> {
         let this = self.get_mut();
         match Pin::new(&mut this.inner).poll_frame(cx) {
+            // `proxy_pass_trailers off` (nginx's default): the trailer section ends the body.
+            Poll::Ready(Some(Ok(f))) if f.is_trailers() => {
+                if let Some(b) = this.back.take() {
+                    b.give_back();
+                }
+                match (f.into_trailers(), &this.pass_trailers) {
+                    (Ok(mut t), Some(conf)) => {
+                        super::headers::response_headers(conf, &mut t, false);
+                        Poll::Ready(Some(Ok(Frame::trailers(t))))
+                    }
+                    _ => Poll::Ready(None),
+                }
+            }
             Poll::Ready(Some(Ok(f))) => {
                 if let (Some(c), Some(d)) = (&this.counts, f.data_ref()) {
                     c.body
@@ -722,24 +649,6 @@ impl http_body::Body for UpstreamBody {
 mod tests {
     use super::*;
 
-    /// A pooled connection's writes run under the timeout set last (the reusing location's
-    /// `proxy_send_timeout`), not the one it was opened with.
-    #[tokio::test]
-    async fn send_timeout_follows_the_shared_value() {
-        use tokio::io::AsyncWriteExt;
-        let (a, _peer_never_reads) = tokio::io::duplex(64);
-        let shared = SharedTimeout::new(Duration::from_secs(60));
-        let mut s = SendTimeout::new(a, shared.clone());
-        shared.set(Duration::from_millis(200));
-        assert_eq!(shared.get(), Duration::from_millis(200));
-        // Opened with 60 s: a build that ignored the change would still be waiting at 20 s.
-        let r = tokio::time::timeout(Duration::from_secs(20), s.write_all(&[0u8; 1024])).await;
-        let e = r
-            .expect("the write timed out on the value set last")
-            .expect_err("the peer never reads");
-        assert_eq!(e.kind(), io::ErrorKind::TimedOut);
-    }
-
     #[test]
     fn errors_in_nginx_words() {
         let e = ConnectError::Connect(io::Error::from_raw_os_error(111));
@@ -761,6 +670,7 @@ mod tests {
             Duration::from_secs(5),
             Duration::from_secs(5),
             None,
+            super::super::h2::Proto::H1,
         )
         .await;
         assert!(matches!(r, Err(ConnectError::Connect(_))));
