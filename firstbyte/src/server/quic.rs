@@ -416,8 +416,12 @@ async fn serve(
         .with_quic(server, probe),
     );
     let handle = quic.clone();
+    // No grease (RFC 9114 §7.2.8, §9: optional): a reserved frame type on a request stream
+    // or a grease stream is what a strict peer cannot parse (nginx's own test client stops
+    // at one); nginx sends none.
     let h3 = h3::server::builder()
         .max_field_section_size(max_fields.into())
+        .send_grease(false)
         .build::<_, Bytes>(h3_quinn::Connection::new(quic))
         .await;
     let Ok(mut h3) = h3 else {
@@ -585,9 +589,20 @@ async fn request(
                 send.stop_stream(h3::error::Code::H3_INTERNAL_ERROR);
                 return;
             };
-            if let Ok(data) = frame.into_data() {
-                if !data.is_empty() && send.send_data(data).await.is_err() {
-                    return;
+            match frame.into_data() {
+                Ok(data) => {
+                    if !data.is_empty() && send.send_data(data).await.is_err() {
+                        return;
+                    }
+                }
+                // The trailer section ends the response (a HEADERS frame, RFC 9114 §4.1).
+                Err(frame) => {
+                    if let Ok(t) = frame.into_trailers() {
+                        if send.send_trailers(t).await.is_err() {
+                            return;
+                        }
+                        break;
+                    }
                 }
             }
         }
