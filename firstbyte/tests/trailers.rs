@@ -192,7 +192,11 @@ async fn h3_get(port: u16, path: &str) -> (Vec<u8>, http::HeaderMap) {
     while let Some(mut c) = stream.recv_data().await.expect("data") {
         body.extend_from_slice(&c.copy_to_bytes(c.remaining()));
     }
-    let t = stream.recv_trailers().await.expect("trailers").expect("some");
+    let t = stream
+        .recv_trailers()
+        .await
+        .expect("trailers")
+        .expect("some");
     drop(send);
     drive.abort();
     ep.close(0u32.into(), b"");
@@ -219,13 +223,25 @@ async fn trailer_values_are_taken_after_the_body() {
     // The chunks' bytes: 40000 `x` between the head and the last chunk.
     let chunks = r.split("\r\n\r\n").nth(1).unwrap_or("");
     let chunks = chunks.split("\r\n0\r\n").next().unwrap_or("");
-    assert_eq!(chunks.matches('x').count(), 40000, "{}", &r[..r.len().min(300)]);
+    assert_eq!(
+        chunks.matches('x').count(),
+        40000,
+        "{}",
+        &r[..r.len().min(300)]
+    );
     let t = h1_trailers(&r);
     slow(field(&t, "x-time").expect("x-time"));
     assert_eq!(field(&t, "x-body"), Some("40000"), "{t}");
     let bytes: u64 = field(&t, "x-bytes").expect("x-bytes").parse().expect("n");
-    assert!(bytes > 40000, "$bytes_sent counts the head on HTTP/1.1: {bytes}");
-    let head = r.split("\r\n\r\n").next().unwrap_or("").to_ascii_lowercase();
+    assert!(
+        bytes > 40000,
+        "$bytes_sent counts the head on HTTP/1.1: {bytes}"
+    );
+    let head = r
+        .split("\r\n\r\n")
+        .next()
+        .unwrap_or("")
+        .to_ascii_lowercase();
     assert!(head.contains("trailer: x-time, x-body, x-bytes"), "{head}");
 
     // Proxied: the upstream's time runs until its body is read.

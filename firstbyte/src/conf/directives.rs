@@ -500,6 +500,10 @@ macro_rules! proxy_directives {
         "proxy_pass_request_headers" pass_request_headers: bool = true =>
             (HSL, 1, 1, "on", Inherit, p::on_off)
             "`off`: the client's request headers are not passed (only those `proxy_set_header` makes).";
+        // off: nginx's default (nginx 1.27.2).
+        "proxy_pass_trailers" pass_trailers: bool = false =>
+            (HSL, 1, 1, "off", Inherit, p::on_off)
+            "`on`: the trailer fields of a chunked upstream response go to the client after the body (before `add_trailer`'s), as nginx: over HTTP/2 and HTTP/3, and over HTTP/1.1 to a client whose `TE` names `trailers` (those the upstream's `Trailer` field announced). Hop-by-hop fields, `Date`, `Server`, `X-Pad`, `X-Accel-*` and `proxy_hide_header`'s stay out, as from the header. `off`: they are dropped; `$upstream_trailer_NAME` reads them either way.";
         "proxy_pass_request_body" pass_request_body: bool = true =>
             (HSL, 1, 1, "on", Inherit, p::on_off)
             "`off`: the client's request body is not passed (nor its length).";

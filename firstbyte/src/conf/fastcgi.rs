@@ -204,6 +204,8 @@ impl FastcgiSettings {
             resolver_timeout: Duration::from_secs(30),
             pass_request_headers: true,
             pass_request_body: true,
+            // FastCGI has no trailers.
+            pass_trailers: false,
             request_buffering: fcgi.request_buffering,
             fastcgi: Some(Arc::new(fcgi)),
         })

@@ -390,6 +390,14 @@ fn finish(
     if absent.date || absent.server {
         resp.extensions_mut().insert(absent);
     }
+    if let Some(pass) = r
+        .upstream
+        .get()
+        .and_then(|u| u.last_headers())
+        .and_then(|h| px::PassTrailers::of(conf, h))
+    {
+        resp.extensions_mut().insert(pass);
+    }
     if !matches!(r.version, http::Version::HTTP_10 | http::Version::HTTP_11)
         && resp.status() != http::StatusCode::SWITCHING_PROTOCOLS
     {

@@ -285,7 +285,10 @@ pub(super) fn finish(
                 .insert(crate::http::conn::HeaderCase(case));
         }
     }
-    let plan = super::trailers::Plan::of(r, loc, code);
+    let pass = resp
+        .extensions_mut()
+        .remove::<crate::http::proxy::PassTrailers>();
+    let plan = super::trailers::Plan::of(r, loc, code, pass);
     if let Some(p) = &plan {
         // Chunked over HTTP/1.1 (hyper sends the fields the `Trailer` field names).
         let h = resp.headers_mut();
@@ -427,18 +430,20 @@ pub(super) fn finish(
     );
     // `add_trailer`'s values are taken when the body has ended, from the variables as they
     // stand now and the body's bytes then.
-    let mut trailers = plan.map(|p| match super::trailers::Pending::new(r, &p, || {
-        LogOnDone::snapshot(
-            r,
-            loc,
-            code,
-            (req_headers, resp.headers()),
-            done.ttfb(),
-            r.upstream.get().cloned(),
-        )
-    }) {
-        Some(p) => Section::Fields(Box::new(p)),
-        None => Section::Empty,
+    let mut trailers = plan.map(|p| {
+        match super::trailers::Pending::new(r, &p, || {
+            LogOnDone::snapshot(
+                r,
+                loc,
+                code,
+                (req_headers, resp.headers()),
+                done.ttfb(),
+                r.upstream.get().cloned(),
+            )
+        }) {
+            Some(p) => Section::Fields(Box::new(p)),
+            None => Section::Empty,
+        }
     });
     let head = matches!(r.version, http::Version::HTTP_10 | http::Version::HTTP_11)
         .then(|| h1_head_bytes(&resp, r.version));

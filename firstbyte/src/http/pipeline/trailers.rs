@@ -12,6 +12,7 @@ use super::log::LogOnDone;
 use super::Req;
 use crate::conf::model::LocationConf;
 use crate::conf::vars::Vars;
+use crate::http::proxy::PassTrailers;
 
 /// The request's variables with `$sent_trailer_NAME`: the trailers added so far.
 struct TrailerVars<'a> {
@@ -37,51 +38,77 @@ impl Vars for TrailerVars<'_> {
 
 /// A response's trailer section: planned with the head, its values evaluated at the end.
 pub(super) struct Plan {
-    /// The fields' names (the `Trailer` field of an HTTP/1.1 response); empty: the section
-    /// is empty (an HTTP/1.1 response nginx chunks for `add_trailer` whose client did not
-    /// ask for trailers).
+    /// The fields' names (the `Trailer` field of an HTTP/1.1 response, which hyper sends
+    /// only the fields of); empty over HTTP/1.1 when the client did not ask for trailers:
+    /// the section is empty.
     pub(super) names: Vec<String>,
+    /// Whether fields may come (an empty section otherwise).
+    fields: bool,
     /// Whether `add_trailer` without `always` applies (2xx and 3xx).
     applies: bool,
+    /// The upstream's trailers go on (`proxy_pass_trailers`).
+    pass: Option<PassTrailers>,
 }
 
 impl Plan {
     /// The trailer section of request `r`'s response with status `code`, if it has one.
     /// nginx chunks an HTTP/1.1 response with a body that an `add_trailer` applies to (by
-    /// its status, or `always`), whatever its values (`expect_trailers`); its fields go to
-    /// an HTTP/2 or HTTP/3 client, and to an HTTP/1.1 client whose `TE` names `trailers`
-    /// (hyper's condition). No body, no trailers (HEAD, 204, 304).
-    pub(super) fn of(r: &Req, loc: &LocationConf, code: u16) -> Option<Plan> {
-        if loc.add_trailer.is_empty() || r.method == http::Method::HEAD || matches!(code, 204 | 304)
+    /// its status, or `always`), whatever its values (`expect_trailers`), and a response
+    /// whose upstream sent a chunked body; the fields go to an HTTP/2 or HTTP/3 client,
+    /// and to an HTTP/1.1 client whose `TE` names `trailers` (hyper's condition). No body,
+    /// no trailers (HEAD, 204, 304).
+    pub(super) fn of(
+        r: &Req,
+        loc: &LocationConf,
+        code: u16,
+        pass: Option<PassTrailers>,
+    ) -> Option<Plan> {
+        if (loc.add_trailer.is_empty() && pass.is_none())
+            || r.method == http::Method::HEAD
+            || matches!(code, 204 | 304)
         {
             return None;
         }
         let applies = super::respond::add_header_applies(code);
-        let fields = loc.add_trailer.iter().filter(|t| t.always || applies);
-        let mut names: Vec<String> = Vec::new();
-        for t in fields {
+        let mut names: Vec<String> = pass
+            .as_ref()
+            .map(|p| p.announced.clone())
+            .unwrap_or_default();
+        let mut added = false;
+        for t in loc.add_trailer.iter().filter(|t| t.always || applies) {
             let n = t.name.to_ascii_lowercase();
-            if header::HeaderName::from_bytes(n.as_bytes()).is_ok() && !names.contains(&n) {
-                names.push(n);
+            if header::HeaderName::from_bytes(n.as_bytes()).is_ok() {
+                added = true;
+                if !names.contains(&n) {
+                    names.push(n);
+                }
             }
         }
-        if names.is_empty() {
+        if !added && pass.is_none() {
             return None;
         }
-        let carried = match r.version {
+        let fields = match r.version {
             http::Version::HTTP_2 | http::Version::HTTP_3 => true,
-            http::Version::HTTP_11 => r.headers.get_all(header::TE).iter().any(|v| {
-                v.to_str().is_ok_and(|s| {
-                    s.split(',')
-                        .any(|t| t.trim().eq_ignore_ascii_case("trailers"))
-                })
-            }),
+            http::Version::HTTP_11 => {
+                !names.is_empty()
+                    && r.headers.get_all(header::TE).iter().any(|v| {
+                        v.to_str().is_ok_and(|s| {
+                            s.split(',')
+                                .any(|t| t.trim().eq_ignore_ascii_case("trailers"))
+                        })
+                    })
+            }
             _ => return None,
         };
-        if !carried {
+        if !fields {
             names.clear();
         }
-        Some(Plan { names, applies })
+        Some(Plan {
+            names,
+            fields,
+            applies,
+            pass,
+        })
     }
 }
 
@@ -93,6 +120,7 @@ pub(super) struct Pending {
     document_root: Option<String>,
     request_filename: Option<String>,
     applies: bool,
+    pass: Option<PassTrailers>,
 }
 
 impl Pending {
@@ -102,7 +130,7 @@ impl Pending {
         plan: &Plan,
         vars: impl FnOnce() -> Box<LogOnDone>,
     ) -> Option<Pending> {
-        (!plan.names.is_empty()).then(|| Pending {
+        plan.fields.then(|| Pending {
             vars: vars(),
             captures: r.captures.clone(),
             document_root: r.document_root.clone(),
@@ -112,6 +140,7 @@ impl Pending {
                 .and_then(std::path::Path::to_str)
                 .map(str::to_string),
             applies: plan.applies,
+            pass: plan.pass.clone(),
         })
     }
 
@@ -121,7 +150,11 @@ impl Pending {
         inner.captures = &self.captures;
         inner.document_root = self.document_root.as_deref();
         inner.request_filename = self.request_filename.as_deref();
-        let mut added = HeaderMap::new();
+        // The upstream's first, as nginx's `headers_out.trailers` has them.
+        let mut added = match (&self.pass, &self.vars.upstream) {
+            (Some(p), Some(u)) => u.last_trailers().map(|t| p.filter(&t)).unwrap_or_default(),
+            _ => HeaderMap::new(),
+        };
         for t in &self.vars.loc.add_trailer {
             if !(t.always || self.applies) {
                 continue;

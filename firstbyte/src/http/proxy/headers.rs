@@ -140,7 +140,7 @@ pub fn request_headers(conf: &ProxyConf, client: &HeaderMap, vars: &dyn Vars) ->
     out
 }
 
-fn hop_by_hop(name: &str) -> bool {
+pub(super) fn hop_by_hop(name: &str) -> bool {
     matches!(
         name,
         "connection"
@@ -153,7 +153,7 @@ fn hop_by_hop(name: &str) -> bool {
     )
 }
 
-fn hidden_by_default(name: &str) -> bool {
+pub(super) fn hidden_by_default(name: &str) -> bool {
     matches!(name, "date" | "server" | "x-pad") || name.starts_with("x-accel-")
 }
 
@@ -423,6 +423,7 @@ mod tests {
             resolver_timeout: Duration::from_secs(30),
             pass_request_headers: true,
             pass_request_body: true,
+            pass_trailers: false,
             request_buffering: true,
             pass_headers: vec!["server".into()],
             hide_headers: vec!["x-secret".into()],

@@ -661,7 +661,22 @@ impl http_body::Body for UpstreamBody {
         cx: &mut Context<'_>,
     ) -> Poll<Option<Result<Frame<Bytes>, io::Error>>> {
         let this = self.get_mut();
-        match Pin::new(&mut this.inner).poll_frame(cx) {
+        let mut p = Pin::new(&mut this.inner).poll_frame(cx);
+        if let Poll::Ready(Some(Ok(f))) = &p {
+            if f.is_trailers() {
+                // The trailer section stays here (nginx's `headers_in.trailers`): what goes
+                // on to the client is the pipeline's choice (`proxy_pass_trailers`).
+                if let Poll::Ready(Some(Ok(f))) = p {
+                    if let (Some(c), Ok(t)) = (&this.counts, f.into_trailers()) {
+                        if let Ok(mut slot) = c.trailers.lock() {
+                            *slot = Some(t);
+                        }
+                    }
+                }
+                p = Pin::new(&mut this.inner).poll_frame(cx);
+            }
+        }
+        match p {
             Poll::Ready(Some(Ok(f))) => {
                 if let (Some(c), Some(d)) = (&this.counts, f.data_ref()) {
                     c.body

@@ -1,0 +1,148 @@
+//! `proxy_pass_trailers`: the trailer section of a chunked upstream response, passed to the
+//! client after the body (nginx's `ngx_http_upstream_process_trailers`). The upstream body
+//! keeps what it read in its try's counts (`$upstream_trailer_NAME` reads it there); the
+//! response carries [`PassTrailers`] to say they go on, and which.
+
+use http::header::HeaderMap;
+
+use crate::conf::model::ProxyConf;
+
+/// A response extension: `proxy_pass_trailers on` for a chunked upstream response.
+#[derive(Debug, Clone)]
+pub struct PassTrailers {
+    /// Kept out besides hop-by-hop fields: `proxy_hide_header`'s, and the fields hidden by
+    /// default that `proxy_pass_header` does not pass.
+    hide: Vec<String>,
+    pass: Vec<String>,
+    /// What the upstream's `Trailer` field announced, of the fields that pass (lowercase):
+    /// an HTTP/1.1 response's own `Trailer` field names them.
+    pub announced: Vec<String>,
+}
+
+impl PassTrailers {
+    /// For an upstream response with header `upstream` (as it came) under `conf`: None
+    /// unless `proxy_pass_trailers` is on and the body is chunked (only a chunked body has
+    /// trailers).
+    pub fn of(conf: &ProxyConf, upstream: &HeaderMap) -> Option<PassTrailers> {
+        Self::with(
+            conf.pass_trailers,
+            (&conf.hide_headers, &conf.pass_headers),
+            upstream,
+        )
+    }
+
+    /// [`PassTrailers::of`] with `proxy_pass_trailers`, `proxy_hide_header` and
+    /// `proxy_pass_header` given.
+    fn with(
+        on: bool,
+        (hide, pass): (&[String], &[String]),
+        upstream: &HeaderMap,
+    ) -> Option<PassTrailers> {
+        let chunked = upstream
+            .get(http::header::TRANSFER_ENCODING)
+            .is_some_and(|v| v.as_bytes().eq_ignore_ascii_case(b"chunked"));
+        if !on || !chunked {
+            return None;
+        }
+        let mut p = PassTrailers {
+            hide: hide.to_vec(),
+            pass: pass.to_vec(),
+            announced: Vec::new(),
+        };
+        for name in upstream
+            .get_all(http::header::TRAILER)
+            .iter()
+            .filter_map(|v| v.to_str().ok())
+            .flat_map(|s| s.split(','))
+        {
+            let n = name.trim().to_ascii_lowercase();
+            if !n.is_empty() && p.passes(&n) && !p.announced.contains(&n) {
+                p.announced.push(n);
+            }
+        }
+        Some(p)
+    }
+
+    /// Whether field `name` (lowercase) goes to the client.
+    fn passes(&self, name: &str) -> bool {
+        !(super::headers::hop_by_hop(name)
+            || name == "content-length"
+            || (super::headers::hidden_by_default(name) && !self.pass.iter().any(|p| p == name))
+            || self.hide.iter().any(|h| h == name))
+    }
+
+    /// The fields of `trailers` that go to the client, in their order.
+    pub fn filter(&self, trailers: &HeaderMap) -> HeaderMap {
+        let mut out = HeaderMap::new();
+        for (name, value) in trailers {
+            if self.passes(name.as_str()) {
+                out.append(name.clone(), value.clone());
+            }
+        }
+        out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// `proxy_hide_header X-Secret; proxy_pass_header X-Accel-Kept;`
+    fn of(on: bool, upstream: &HeaderMap) -> Option<PassTrailers> {
+        PassTrailers::with(
+            on,
+            (&["x-secret".into()], &["x-accel-kept".into()]),
+            upstream,
+        )
+    }
+
+    fn head(fields: &[(&str, &str)]) -> HeaderMap {
+        let mut h = HeaderMap::new();
+        for (n, v) in fields {
+            h.append(
+                http::header::HeaderName::from_bytes(n.as_bytes()).unwrap(),
+                v.parse().unwrap(),
+            );
+        }
+        h
+    }
+
+    #[test]
+    fn only_chunked_responses_with_the_directive() {
+        let chunked = head(&[("transfer-encoding", "chunked"), ("trailer", "X-Sum")]);
+        assert!(of(false, &chunked).is_none());
+        assert!(of(true, &head(&[("content-length", "3")])).is_none());
+        let p = of(true, &chunked).expect("passed");
+        assert_eq!(p.announced, ["x-sum"]);
+    }
+
+    #[test]
+    fn hop_by_hop_and_hidden_fields_stay_out() {
+        let up = head(&[
+            ("transfer-encoding", "chunked"),
+            (
+                "trailer",
+                "X-Sum, Connection, X-Secret, Server, X-Accel-Kept",
+            ),
+        ]);
+        let p = of(true, &up).expect("passed");
+        assert_eq!(p.announced, ["x-sum", "x-accel-kept"]);
+        let t = head(&[
+            ("x-sum", "1"),
+            ("connection", "close"),
+            ("transfer-encoding", "gzip"),
+            ("content-length", "9"),
+            ("x-secret", "s"),
+            ("server", "up"),
+            ("x-accel-redirect", "/x"),
+            ("x-accel-kept", "k"),
+            ("x-sum", "2"),
+        ]);
+        let out = p.filter(&t);
+        let got: Vec<_> = out
+            .iter()
+            .map(|(n, v)| format!("{n}: {}", v.to_str().unwrap()))
+            .collect();
+        assert_eq!(got, ["x-sum: 1", "x-sum: 2", "x-accel-kept: k"]);
+    }
+}
