@@ -206,6 +206,7 @@ impl FastcgiSettings {
             pass_request_body: true,
             // FastCGI has no trailers.
             pass_trailers: false,
+            early_hints: Vec::new(),
             request_buffering: fcgi.request_buffering,
             fastcgi: Some(Arc::new(fcgi)),
         })

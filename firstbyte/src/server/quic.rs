@@ -567,8 +567,37 @@ async fn request(
         parts.extensions.insert(crate::http::pipeline::EarlyData);
         early_used.store(true, Ordering::Relaxed);
     }
+    let (to, mut hints) = tokio::sync::mpsc::unbounded_channel();
+    parts.extensions.insert(crate::http::proxy::EarlyHints(to));
     let req = http::Request::from_parts(parts, RecvBody { recv, done: false });
-    let Ok(resp) = crate::http::pipeline::serve(conn, req, None).await;
+    let serving = crate::http::pipeline::serve(conn, req, None);
+    tokio::pin!(serving);
+    // 103 Early Hints the service passes on (`early_hints`) go before its answer.
+    let early = |h: http::HeaderMap| {
+        let mut r = http::Response::new(());
+        *r.status_mut() = http::StatusCode::EARLY_HINTS;
+        *r.headers_mut() = h;
+        r
+    };
+    let resp = loop {
+        tokio::select! {
+            biased;
+            Some(h) = hints.recv() => {
+                if send.send_response(early(h)).await.is_err() {
+                    return;
+                }
+            }
+            r = &mut serving => {
+                let Ok(resp) = r;
+                break resp;
+            }
+        }
+    };
+    while let Ok(h) = hints.try_recv() {
+        if send.send_response(early(h)).await.is_err() {
+            return;
+        }
+    }
     if resp.status().as_u16() == crate::http::pipeline::CLOSE {
         // nginx's 444: no response, the stream is reset.
         send.stop_stream(h3::error::Code::H3_REQUEST_REJECTED);

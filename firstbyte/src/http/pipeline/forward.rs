@@ -213,6 +213,16 @@ where
     if let Some(s) = resend {
         req.extensions_mut().insert(px::Resend(s));
     }
+    // `early_hints`: any value true (non-empty, not `0`), and a client that can take a 103.
+    if let Some(to) = extensions.get::<px::EarlyHints>() {
+        if conf.early_hints.iter().any(|c| {
+            let v = r.eval(c);
+            !v.is_empty() && v != "0"
+        }) {
+            req.extensions_mut()
+                .insert(px::PassHints::new(conf, to.clone()));
+        }
+    }
     if let Some(b) = &conf.bind {
         let text = r.eval(&b.addr);
         // nginx: an empty value binds nothing.

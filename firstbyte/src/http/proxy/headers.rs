@@ -424,6 +424,7 @@ mod tests {
             pass_request_headers: true,
             pass_request_body: true,
             pass_trailers: false,
+            early_hints: vec![],
             request_buffering: true,
             pass_headers: vec!["server".into()],
             hide_headers: vec!["x-secret".into()],

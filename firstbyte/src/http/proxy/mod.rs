@@ -49,7 +49,7 @@ pub use cookies::rewrite_headers as rewrite_cookies;
 pub use dynamic::NoRoute;
 pub use spool::Spool;
 pub use stored::{Capture, RequestBody, SharedBody, Stored, StoredBody, TeeBody, Watch};
-pub use trailers::PassTrailers;
+pub use trailers::{EarlyHints, PassHints, PassTrailers};
 pub use tunnel::{ClientUpgrade, TunnelEnd};
 pub use upstream::{connect, ConnectError, Keepalive, LocalBind, Pool, ReqBody, UpstreamTls};
 pub use vars::UpstreamVars;
@@ -214,6 +214,7 @@ pub async fn forward(
     }
     let tls = request_tls.as_ref().or(route.tls.as_ref());
     let local = req.extensions_mut().remove::<LocalBind>();
+    let hints = req.extensions_mut().remove::<PassHints>();
     // What a retry needs to send the request again: its head, and its body when it was read
     // whole (`Resend`); a streamed one is sent at most once (`next::go_next` knows).
     let resend = req.extensions_mut().remove::<Resend>();
@@ -244,9 +245,12 @@ pub async fn forward(
     loop {
         let (i, guard, addr) = route.next_peer(&mut attempt, up, last, log, scheme, &uri)?;
         let tries_left = tries.saturating_sub(attempt.tried.len());
-        let Some(this) = req.take().or_else(|| (!has_body).then(rebuild)) else {
+        let Some(mut this) = req.take().or_else(|| (!has_body).then(rebuild)) else {
             return Err(last);
         };
+        if let Some(h) = &hints {
+            h.register(&mut this);
+        }
         // The upstream block too: nginx keeps a cache per `upstream`.
         let key = (
             addr.clone(),

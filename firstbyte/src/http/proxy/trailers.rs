@@ -1,19 +1,86 @@
-//! `proxy_pass_trailers`: the trailer section of a chunked upstream response, passed to the
-//! client after the body (nginx's `ngx_http_upstream_process_trailers`). The upstream body
-//! keeps what it read in its try's counts (`$upstream_trailer_NAME` reads it there); the
-//! response carries [`PassTrailers`] to say they go on, and which.
+//! What an upstream sends besides its response header that goes on to the client:
+//! `proxy_pass_trailers`, the trailer section of a chunked upstream response, passed after
+//! the body (nginx's `ngx_http_upstream_process_trailers`; the upstream body keeps what it
+//! read in its try's counts, where `$upstream_trailer_NAME` reads it, and the response
+//! carries [`PassTrailers`] to say they go on, and which); and `early_hints`, its
+//! `103 Early Hints` ([`PassHints`]).
 
 use http::header::HeaderMap;
 
 use crate::conf::model::ProxyConf;
 
+/// The upstream's fields that go to the client, as from its header: no hop-by-hop field,
+/// nor `proxy_hide_header`'s, nor one hidden by default that `proxy_pass_header` does not
+/// pass.
+#[derive(Debug, Clone)]
+struct Fields {
+    hide: Vec<String>,
+    pass: Vec<String>,
+}
+
+impl Fields {
+    /// Whether field `name` (lowercase) goes to the client.
+    fn passes(&self, name: &str) -> bool {
+        !(super::headers::hop_by_hop(name)
+            || name == "content-length"
+            || (super::headers::hidden_by_default(name) && !self.pass.iter().any(|p| p == name))
+            || self.hide.iter().any(|h| h == name))
+    }
+
+    /// The fields of `map` that go to the client, in their order.
+    fn filter(&self, map: &HeaderMap) -> HeaderMap {
+        let mut out = HeaderMap::new();
+        for (name, value) in map {
+            if self.passes(name.as_str()) {
+                out.append(name.clone(), value.clone());
+            }
+        }
+        out
+    }
+}
+
+/// A request extension from an HTTP/2 or HTTP/3 connection: where an informational
+/// response's fields go to be sent (as a `103`) before the final response.
+#[derive(Debug, Clone)]
+pub struct EarlyHints(pub tokio::sync::mpsc::UnboundedSender<HeaderMap>);
+
+/// An upstream request extension: the upstream's `103 Early Hints` go on (`early_hints`).
+#[derive(Debug, Clone)]
+pub struct PassHints {
+    to: EarlyHints,
+    fields: Fields,
+}
+
+impl PassHints {
+    /// To `to`, the fields `conf` passes.
+    pub fn new(conf: &ProxyConf, to: EarlyHints) -> PassHints {
+        PassHints {
+            to,
+            fields: Fields {
+                hide: conf.hide_headers.clone(),
+                pass: conf.pass_headers.clone(),
+            },
+        }
+    }
+
+    /// Makes `req` (one try's request) pass its response's 103s on.
+    pub(super) fn register<B>(&self, req: &mut http::Request<B>) {
+        let me = self.clone();
+        hyper::ext::on_informational(req, move |res| {
+            if res.status() == http::StatusCode::EARLY_HINTS {
+                let h = me.fields.filter(res.headers());
+                if !h.is_empty() {
+                    let _ = me.to.0.send(h);
+                }
+            }
+        });
+    }
+}
+
 /// A response extension: `proxy_pass_trailers on` for a chunked upstream response.
 #[derive(Debug, Clone)]
 pub struct PassTrailers {
-    /// Kept out besides hop-by-hop fields: `proxy_hide_header`'s, and the fields hidden by
-    /// default that `proxy_pass_header` does not pass.
-    hide: Vec<String>,
-    pass: Vec<String>,
+    fields: Fields,
     /// What the upstream's `Trailer` field announced, of the fields that pass (lowercase):
     /// an HTTP/1.1 response's own `Trailer` field names them.
     pub announced: Vec<String>,
@@ -45,8 +112,10 @@ impl PassTrailers {
             return None;
         }
         let mut p = PassTrailers {
-            hide: hide.to_vec(),
-            pass: pass.to_vec(),
+            fields: Fields {
+                hide: hide.to_vec(),
+                pass: pass.to_vec(),
+            },
             announced: Vec::new(),
         };
         for name in upstream
@@ -56,30 +125,16 @@ impl PassTrailers {
             .flat_map(|s| s.split(','))
         {
             let n = name.trim().to_ascii_lowercase();
-            if !n.is_empty() && p.passes(&n) && !p.announced.contains(&n) {
+            if !n.is_empty() && p.fields.passes(&n) && !p.announced.contains(&n) {
                 p.announced.push(n);
             }
         }
         Some(p)
     }
 
-    /// Whether field `name` (lowercase) goes to the client.
-    fn passes(&self, name: &str) -> bool {
-        !(super::headers::hop_by_hop(name)
-            || name == "content-length"
-            || (super::headers::hidden_by_default(name) && !self.pass.iter().any(|p| p == name))
-            || self.hide.iter().any(|h| h == name))
-    }
-
     /// The fields of `trailers` that go to the client, in their order.
     pub fn filter(&self, trailers: &HeaderMap) -> HeaderMap {
-        let mut out = HeaderMap::new();
-        for (name, value) in trailers {
-            if self.passes(name.as_str()) {
-                out.append(name.clone(), value.clone());
-            }
-        }
-        out
+        self.fields.filter(trailers)
     }
 }
 
