@@ -506,7 +506,7 @@ macro_rules! proxy_directives {
             "`on`: the trailer fields of a chunked upstream response go to the client after the body (before `add_trailer`'s), as nginx: over HTTP/2 and HTTP/3, and over HTTP/1.1 to a client whose `TE` names `trailers` (those the upstream's `Trailer` field announced). Hop-by-hop fields, `Date`, `Server`, `X-Pad`, `X-Accel-*` and `proxy_hide_header`'s stay out, as from the header. `off`: they are dropped; `$upstream_trailer_NAME` reads them either way.";
         "early_hints" early_hints: Vec<crate::conf::vars::ComplexValue> = Vec::new() =>
             (HSL, 1, ANY, "", Inherit, px::predicates)
-            "Values (variables allowed; nginx 1.29): when any is non-empty and not `0`, an upstream's `103 Early Hints` goes on to an HTTP/2 or HTTP/3 client before the final response, its fields filtered as the header's (`proxy_hide_header`, hop-by-hop ones). Evaluated when the request goes upstream. HTTP/1.1 clients get none (nginx sends them one): hyper's HTTP/1 server cannot send a 1xx response.";
+            "Values (variables allowed; nginx 1.29): when any is non-empty and not `0`, an upstream's `103 Early Hints` goes on to the client as it comes, before the final response (HTTP/1.1, HTTP/2, HTTP/3; not HTTP/1.0), its fields filtered as the header's (`proxy_hide_header`, hop-by-hop ones). Evaluated when the request goes upstream (nginx: when the 103 comes). Over HTTP/1.1 a 103 that comes while the connection still has an earlier response's bytes to write is dropped: it would have to go before them.";
         "proxy_pass_request_body" pass_request_body: bool = true =>
             (HSL, 1, 1, "on", Inherit, p::on_off)
             "`off`: the client's request body is not passed (nor its length).";

@@ -568,7 +568,9 @@ async fn request(
         early_used.store(true, Ordering::Relaxed);
     }
     let (to, mut hints) = tokio::sync::mpsc::unbounded_channel();
-    parts.extensions.insert(crate::http::proxy::EarlyHints(to));
+    parts
+        .extensions
+        .insert(crate::http::proxy::EarlyHints::Queue(to));
     let req = http::Request::from_parts(parts, RecvBody { recv, done: false });
     let serving = crate::http::pipeline::serve(conn, req, None);
     tokio::pin!(serving);

@@ -264,7 +264,9 @@ impl<I: AsyncRead + BatchWrite> Shell<I> {
                     let head_length = Some(head.head_length);
                     let mut parts = head.parts;
                     let (to, hints) = tokio::sync::mpsc::unbounded_channel();
-                    parts.extensions.insert(crate::http::proxy::EarlyHints(to));
+                    parts
+                        .extensions
+                        .insert(crate::http::proxy::EarlyHints::Queue(to));
                     let req = http::Request::from_parts(parts, b);
                     let fut = crate::http::pipeline::serve(self.conn.clone(), req, head_length);
                     self.slots.push(Slot {

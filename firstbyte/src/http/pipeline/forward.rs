@@ -214,13 +214,15 @@ where
         req.extensions_mut().insert(px::Resend(s));
     }
     // `early_hints`: any value true (non-empty, not `0`), and a client that can take a 103.
-    if let Some(to) = extensions.get::<px::EarlyHints>() {
+    if let Some(to) = extensions
+        .get::<px::EarlyHints>()
+        .and_then(|h| h.clone().for_version(r.version))
+    {
         if conf.early_hints.iter().any(|c| {
             let v = r.eval(c);
             !v.is_empty() && v != "0"
         }) {
-            req.extensions_mut()
-                .insert(px::PassHints::new(conf, to.clone()));
+            req.extensions_mut().insert(px::PassHints::new(conf, to));
         }
     }
     if let Some(b) = &conf.bind {

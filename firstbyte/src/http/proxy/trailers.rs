@@ -39,10 +39,97 @@ impl Fields {
     }
 }
 
-/// A request extension from an HTTP/2 or HTTP/3 connection: where an informational
-/// response's fields go to be sent (as a `103`) before the final response.
-#[derive(Debug, Clone)]
-pub struct EarlyHints(pub tokio::sync::mpsc::UnboundedSender<HeaderMap>);
+/// A request extension from the connection: where the fields of a `103 Early Hints` go to
+/// be sent before the final response.
+#[derive(Clone)]
+pub enum EarlyHints {
+    /// HTTP/2 or HTTP/3: the stream's queue, which its connection sends from.
+    Queue(tokio::sync::mpsc::UnboundedSender<HeaderMap>),
+    /// HTTP/1.x: written on the connection before hyper's next bytes; `waker` wakes its task.
+    H1 {
+        /// The connection.
+        conn: std::sync::Arc<crate::http::conn::Conn>,
+        /// Its task's waker.
+        waker: std::task::Waker,
+        /// HTTP/1.0 gets none (nginx: 1.1 and later).
+        http11: bool,
+    },
+}
+
+impl std::fmt::Debug for EarlyHints {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            EarlyHints::Queue(_) => "EarlyHints::Queue",
+            EarlyHints::H1 { .. } => "EarlyHints::H1",
+        })
+    }
+}
+
+impl EarlyHints {
+    /// For an HTTP/1.x request on `conn` whose task `waker` wakes.
+    pub fn h1(conn: std::sync::Arc<crate::http::conn::Conn>, waker: std::task::Waker) -> Self {
+        EarlyHints::H1 {
+            conn,
+            waker,
+            http11: true,
+        }
+    }
+
+    /// Not for HTTP/1.0 (set once the request's version is known).
+    pub fn for_version(mut self, v: http::Version) -> Option<Self> {
+        if let EarlyHints::H1 { http11, .. } = &mut self {
+            *http11 = v == http::Version::HTTP_11;
+            if !*http11 {
+                return None;
+            }
+        }
+        Some(self)
+    }
+
+    /// Sends a 103 with `fields`.
+    fn send(&self, fields: HeaderMap) {
+        match self {
+            EarlyHints::Queue(q) => {
+                let _ = q.send(fields);
+            }
+            EarlyHints::H1 {
+                conn,
+                waker,
+                http11,
+            } => {
+                let w = conn.h1();
+                // Only while hyper holds no byte of an earlier response (everything it wrote
+                // was flushed, which it does before it waits): the 103 goes before its next
+                // bytes, which are then this response's head. Else it is dropped: a hint.
+                if !*http11 || w.unflushed.load(std::sync::atomic::Ordering::Acquire) {
+                    return;
+                }
+                let mut b = w.early.lock().unwrap_or_else(|e| e.into_inner());
+                b.extend_from_slice(b"HTTP/1.1 103 Early Hints\r\n");
+                for (name, value) in &fields {
+                    title_case(name.as_str(), &mut b);
+                    b.extend_from_slice(b": ");
+                    b.extend_from_slice(value.as_bytes());
+                    b.extend_from_slice(b"\r\n");
+                }
+                b.extend_from_slice(b"\r\n");
+                drop(b);
+                w.early_due
+                    .store(true, std::sync::atomic::Ordering::Release);
+                waker.wake_by_ref();
+            }
+        }
+    }
+}
+
+/// `link` as `Link`: hyper's (and nginx's usual) case for a field name on HTTP/1.x.
+fn title_case(name: &str, out: &mut Vec<u8>) {
+    let mut upper = true;
+    for b in name.bytes() {
+        out.push(if upper { b.to_ascii_uppercase() } else { b });
+        upper = b == b'-';
+    }
+}
 
 /// An upstream request extension: the upstream's `103 Early Hints` go on (`early_hints`).
 #[derive(Debug, Clone)]
@@ -70,7 +157,7 @@ impl PassHints {
             if res.status() == http::StatusCode::EARLY_HINTS {
                 let h = me.fields.filter(res.headers());
                 if !h.is_empty() {
-                    let _ = me.to.0.send(h);
+                    me.to.send(h);
                 }
             }
         });
