@@ -567,10 +567,14 @@ async fn request(
         parts.extensions.insert(crate::http::pipeline::EarlyData);
         early_used.store(true, Ordering::Relaxed);
     }
-    let (to, mut hints) = tokio::sync::mpsc::unbounded_channel();
-    parts
-        .extensions
-        .insert(crate::http::proxy::EarlyHints::Queue(to));
+    let mut hints = None;
+    if conn.site().proxies.early_hints() {
+        let (to, from) = tokio::sync::mpsc::unbounded_channel();
+        parts
+            .extensions
+            .insert(crate::http::proxy::EarlyHints::Queue(to));
+        hints = Some(from);
+    }
     let req = http::Request::from_parts(parts, RecvBody { recv, done: false });
     let serving = crate::http::pipeline::serve(conn, req, None);
     tokio::pin!(serving);
@@ -584,7 +588,10 @@ async fn request(
     let resp = loop {
         tokio::select! {
             biased;
-            Some(h) = hints.recv() => {
+            Some(h) = std::future::poll_fn(|cx| match &mut hints {
+                Some(q) => q.poll_recv(cx),
+                None => Poll::Ready(None),
+            }) => {
                 if send.send_response(early(h)).await.is_err() {
                     return;
                 }
@@ -595,7 +602,7 @@ async fn request(
             }
         }
     };
-    while let Ok(h) = hints.try_recv() {
+    while let Some(Ok(h)) = hints.as_mut().map(|q| q.try_recv()) {
         if send.send_response(early(h)).await.is_err() {
             return;
         }

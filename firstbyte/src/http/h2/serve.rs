@@ -263,10 +263,14 @@ impl<I: AsyncRead + BatchWrite> Shell<I> {
                     let head_method = head.parts.method == http::Method::HEAD;
                     let head_length = Some(head.head_length);
                     let mut parts = head.parts;
-                    let (to, hints) = tokio::sync::mpsc::unbounded_channel();
-                    parts
-                        .extensions
-                        .insert(crate::http::proxy::EarlyHints::Queue(to));
+                    let mut hints = None;
+                    if self.conn.site().proxies.early_hints() {
+                        let (to, from) = tokio::sync::mpsc::unbounded_channel();
+                        parts
+                            .extensions
+                            .insert(crate::http::proxy::EarlyHints::Queue(to));
+                        hints = Some(from);
+                    }
                     let req = http::Request::from_parts(parts, b);
                     let fut = crate::http::pipeline::serve(self.conn.clone(), req, head_length);
                     self.slots.push(Slot {
@@ -275,7 +279,7 @@ impl<I: AsyncRead + BatchWrite> Shell<I> {
                         queue,
                         progress: Arc::default(),
                         head: head_method,
-                        hints: Some(hints),
+                        hints,
                     });
                 }
                 Event::Data {

@@ -82,6 +82,8 @@ pub struct Proxies {
     pub pool: Arc<Pool>,
     /// Idle FastCGI connections.
     pub fastcgi_pool: Arc<fastcgi::Pool>,
+    /// A location has `early_hints`.
+    early_hints: bool,
 }
 
 fn ptr<T>(a: &Arc<T>) -> usize {

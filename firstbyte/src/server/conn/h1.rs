@@ -75,9 +75,11 @@ pub(super) async fn serve_h1<I>(
         async move {
             // The connection task's waker (hyper polls the service there): a 103 from the
             // upstream wakes it to be written.
-            let waker = std::future::poll_fn(|cx| Poll::Ready(cx.waker().clone())).await;
-            req.extensions_mut()
-                .insert(crate::http::proxy::EarlyHints::h1(c.clone(), waker));
+            if c.site().proxies.early_hints() {
+                let waker = std::future::poll_fn(|cx| Poll::Ready(cx.waker().clone())).await;
+                req.extensions_mut()
+                    .insert(crate::http::proxy::EarlyHints::h1(c.clone(), waker));
+            }
             let Ok(mut resp) = crate::http::pipeline::serve(c.clone(), req, None).await;
             if refused {
                 // Whatever answered it, the body's framing is unknown: the connection ends
