@@ -207,3 +207,51 @@ async fn upstream_early_hints_go_before_the_response() {
     ep.close(0u32.into(), b"");
     drop(server);
 }
+
+/// An upstream that floods 103s: only `proxy_buffer_size` bytes of them go on (nginx's
+/// bound), the rest is dropped; the final response follows whole.
+#[test]
+fn early_hints_past_proxy_buffer_size_are_dropped() {
+    let (up, _) = upstream(|s| {
+        let mut r = BufReader::new(s.try_clone().expect("clone"));
+        let mut w = s;
+        if read_head(&mut r).is_none() {
+            return;
+        }
+        let link = format!("Link: </{}.css>; rel=preload\r\n", "a".repeat(90));
+        let hint = format!("HTTP/1.1 103 Early Hints\r\n{link}\r\n");
+        let _ = w.write_all(hint.repeat(100).as_bytes());
+        let _ = w.write_all(
+            b"HTTP/1.1 200 OK\r\nContent-Length: 8\r\nConnection: close\r\n\r\nSEE-THIS",
+        );
+    });
+    let conf = r#"
+pid off;
+error_log {dir}/error.log info;
+events {}
+http {
+    access_log off;
+    server {
+        listen 127.0.0.1:{port0};
+        early_hints 1;
+        proxy_buffer_size 1k;
+        location / { proxy_pass http://127.0.0.1:{up}; }
+    }
+}
+"#
+    .replace("{up}", &up.to_string());
+    let (server, ports) = Server::start("early-hints-flood", &conf, 1);
+    let mut s = TcpStream::connect(("127.0.0.1", ports[0])).expect("connect");
+    s.set_read_timeout(Some(Duration::from_secs(10))).ok();
+    s.write_all(b"GET / HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n")
+        .expect("write");
+    let mut all = String::new();
+    let _ = s.read_to_string(&mut all);
+    let hints = all.matches("HTTP/1.1 103 Early Hints\r\n").count();
+    // 1 KiB holds seven of these 136-byte heads, not a hundred.
+    assert!((1..=8).contains(&hints), "{hints} hints: {all}");
+    assert!(all.contains("\r\nHTTP/1.1 200 OK\r\n"), "{all}");
+    assert!(all.ends_with("\r\n\r\nSEE-THIS"), "{all}");
+    let log = std::fs::read_to_string(server.dir.join("error.log")).unwrap_or_default();
+    assert!(log.contains("upstream sent too big early hints"), "{log}");
+}

@@ -136,6 +136,8 @@ fn title_case(name: &str, out: &mut Vec<u8>) {
 pub struct PassHints {
     to: EarlyHints,
     fields: Fields,
+    /// `proxy_buffer_size`: the most bytes of 103s one try passes, as nginx.
+    limit: usize,
 }
 
 impl PassHints {
@@ -147,14 +149,28 @@ impl PassHints {
                 hide: conf.hide_headers.clone(),
                 pass: conf.pass_headers.clone(),
             },
+            limit: conf.buffers.buffer_size,
         }
     }
 
     /// Makes `req` (one try's request) pass its response's 103s on.
     pub(super) fn register<B>(&self, req: &mut http::Request<B>) {
         let me = self.clone();
+        let seen = std::sync::atomic::AtomicUsize::new(0);
         hyper::ext::on_informational(req, move |res| {
             if res.status() == http::StatusCode::EARLY_HINTS {
+                // nginx's count: the 103 heads as they came, status line and final CRLF.
+                let size = res
+                    .headers()
+                    .iter()
+                    .map(|(n, v)| n.as_str().len() + v.len() + 4)
+                    .sum::<usize>()
+                    + 28;
+                let total = seen.fetch_add(size, std::sync::atomic::Ordering::Relaxed) + size;
+                if total > me.limit {
+                    crate::fblog!(Info, "upstream sent too big early hints");
+                    return;
+                }
                 let h = me.fields.filter(res.headers());
                 if !h.is_empty() {
                     me.to.send(h);
