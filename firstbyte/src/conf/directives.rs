@@ -469,10 +469,6 @@ macro_rules! proxy_directives {
         "proxy_ignore_client_abort" ignore_client_abort: bool = false =>
             (HSL, 1, 1, "off", Inherit, p::on_off)
             "`on`: a client that closes its connection (or resets its stream) does not end the request to the upstream: it runs to its end and the rest of the response is read and discarded, as nginx; `off`: the upstream connection is closed then (the access log shows 499).";
-        // off: nginx's default.
-        "proxy_pass_trailers" pass_trailers: bool = false =>
-            (HSL, 1, 1, "off", Inherit, p::on_off)
-            "`on`: the upstream's trailer fields (of a chunked HTTP/1.1 or an HTTP/2 response) go to the client after the body, as nginx 1.27.2+, with its `Trailer` header (those `proxy_hide_header` names excepted), after `add_trailer`'s; an HTTP/1.1 client gets them in the chunked trailer section when it sent `TE: trailers` and the `Trailer` header names them. `off`: they are dropped.";
         "proxy_force_ranges" force_ranges: bool = false =>
             (HSL, 1, 1, "off", Inherit, p::on_off)
             "`on`: byte ranges of a proxied 200 with a length whether or not the upstream sent `Accept-Ranges` (one range; several from a cached response); the upstream's own `Accept-Ranges` is replaced by `bytes`.";
@@ -510,6 +506,13 @@ macro_rules! proxy_directives {
         "proxy_pass_request_headers" pass_request_headers: bool = true =>
             (HSL, 1, 1, "on", Inherit, p::on_off)
             "`off`: the client's request headers are not passed (only those `proxy_set_header` makes).";
+        // off: nginx's default (nginx 1.27.2).
+        "proxy_pass_trailers" pass_trailers: bool = false =>
+            (HSL, 1, 1, "off", Inherit, p::on_off)
+            "`on`: the trailer fields of a chunked HTTP/1.1 upstream response, or of any response of an HTTP/2 upstream (`proxy_http_version 2`), go to the client after the body (before `add_trailer`'s), as nginx: over HTTP/2 and HTTP/3, and over HTTP/1.1 to a client whose `TE` names `trailers` (those the upstream's `Trailer` field announced). Hop-by-hop fields, `Date`, `Server`, `X-Pad`, `X-Accel-*` and `proxy_hide_header`'s stay out, as from the header. `off`: they are dropped; `$upstream_trailer_NAME` reads them either way.";
+        "early_hints" early_hints: Vec<crate::conf::vars::ComplexValue> = Vec::new() =>
+            (HSL, 1, ANY, "", Inherit, px::predicates)
+            "Values (variables allowed; nginx 1.29): when any is non-empty and not `0`, an upstream's `103 Early Hints` goes on to the client as it comes, before the final response (HTTP/1.1, HTTP/2, HTTP/3; not HTTP/1.0), its fields filtered as the header's (`proxy_hide_header`, hop-by-hop ones); at most `proxy_buffer_size` bytes of 103s per try, as nginx (the rest dropped, `upstream sent too big early hints` at `info`). Evaluated when the request goes upstream (nginx: when the 103 comes). Over HTTP/1.1 a 103 that comes while the connection still has an earlier response's bytes to write is dropped: it would have to go before them.";
         "proxy_pass_request_body" pass_request_body: bool = true =>
             (HSL, 1, 1, "on", Inherit, p::on_off)
             "`off`: the client's request body is not passed (nor its length).";

@@ -186,8 +186,6 @@ impl FastcgiSettings {
             } else {
                 super::model::ProxyHttpVersion::V10
             },
-            // FastCGI has no trailers.
-            pass_trailers: false,
             connect_timeout: fcgi.connect_timeout,
             read_timeout: fcgi.read_timeout,
             send_timeout: fcgi.send_timeout,
@@ -212,6 +210,9 @@ impl FastcgiSettings {
             resolver_timeout: Duration::from_secs(30),
             pass_request_headers: true,
             pass_request_body: true,
+            // FastCGI has no trailers.
+            pass_trailers: false,
+            early_hints: Vec::new(),
             request_buffering: fcgi.request_buffering,
             fastcgi: Some(Arc::new(fcgi)),
         })

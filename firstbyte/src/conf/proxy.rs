@@ -308,6 +308,14 @@ pub(crate) fn method(
     super::args::value(d, arg0(d)).map(Some)
 }
 
+/// `early_hints VALUE ...` (variables allowed): the conditions, any of them true.
+pub(crate) fn predicates(
+    d: &Directive,
+    _: &mut Cx,
+) -> Result<Vec<super::vars::ComplexValue>, ConfError> {
+    d.args.iter().map(|a| super::args::value(d, a)).collect()
+}
+
 /// `proxy_ignore_headers FIELD ...`: several directives add up, as nginx's bitmask.
 pub(crate) fn proxy_ignore_headers(s: &mut LocSettings, d: &Directive, cx: &mut Cx) -> R {
     let v = ignore_headers(d, cx)?;

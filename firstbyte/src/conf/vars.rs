@@ -165,6 +165,7 @@ pub const KNOWN_PREFIXES: &[&str] = &[
     "arg_",
     "upstream_http_",
     "upstream_cookie_",
+    "upstream_trailer_",
     "sent_trailer_",
 ];
 

@@ -516,6 +516,10 @@ pub(crate) struct H1Watch {
     /// `100 Continue` is owed before the response: the request expects it and its body,
     /// empty, is read (hyper sends it itself for a body it reads that is not empty).
     pub(crate) continue_due: AtomicBool,
+    /// `103 Early Hints` owed (`early_hints`): whole interim responses in `early`, written
+    /// before hyper's next bytes, at its next write or flush.
+    pub(crate) early_due: AtomicBool,
+    pub(crate) early: std::sync::Mutex<Vec<u8>>,
     /// Request heads handed to the service so far (the next one's sequence number - 1).
     pub(crate) requests: AtomicU64,
     /// Refusals the connection layer found in heads as received, oldest first (see
@@ -588,6 +592,9 @@ impl H1Watch {
         self.read_blocked.store(false, Ordering::Relaxed);
         self.unflushed.store(false, Ordering::Relaxed);
         self.continue_due.store(false, Ordering::Relaxed);
+        if self.early_due.swap(false, Ordering::Relaxed) {
+            self.early.lock().unwrap_or_else(|e| e.into_inner()).clear();
+        }
     }
 }
 

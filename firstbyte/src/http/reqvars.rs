@@ -393,7 +393,10 @@ impl Vars for RequestVars<'_> {
             | "upstream_bytes_received"
             | "upstream_bytes_sent"
             | "upstream_cache_status" => self.upstream?.get(name, self.read_at()).map(Cow::Owned),
-            _ if name.starts_with("upstream_http_") || name.starts_with("upstream_cookie_") => {
+            _ if name.starts_with("upstream_http_")
+                || name.starts_with("upstream_cookie_")
+                || name.starts_with("upstream_trailer_") =>
+            {
                 self.upstream?.get(name, self.read_at()).map(Cow::Owned)
             }
             "body_bytes_sent" => Some(Cow::Owned(self.body_bytes_sent.to_string())),

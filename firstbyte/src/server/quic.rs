@@ -434,8 +434,12 @@ async fn serve(
         .with_quic(server, probe),
     );
     let handle = quic.clone();
+    // No grease (RFC 9114 §7.2.8, §9: optional): a reserved frame type on a request stream
+    // or a grease stream is what a strict peer cannot parse (nginx's own test client stops
+    // at one); nginx sends none.
     let h3 = h3::server::builder()
         .max_field_section_size(max_fields.into())
+        .send_grease(false)
         .build::<_, Bytes>(h3_quinn::Connection::new(quic))
         .await;
     let Ok(mut h3) = h3 else {
@@ -581,8 +585,46 @@ async fn request(
         parts.extensions.insert(crate::http::pipeline::EarlyData);
         early_used.store(true, Ordering::Relaxed);
     }
+    let mut hints = None;
+    if conn.site().proxies.early_hints() {
+        let (to, from) = tokio::sync::mpsc::unbounded_channel();
+        parts
+            .extensions
+            .insert(crate::http::proxy::EarlyHints::Queue(to));
+        hints = Some(from);
+    }
     let req = http::Request::from_parts(parts, RecvBody { recv, done: false });
-    let Ok(resp) = crate::http::pipeline::serve(conn, req, None).await;
+    let serving = crate::http::pipeline::serve(conn, req, None);
+    tokio::pin!(serving);
+    // 103 Early Hints the service passes on (`early_hints`) go before its answer.
+    let early = |h: http::HeaderMap| {
+        let mut r = http::Response::new(());
+        *r.status_mut() = http::StatusCode::EARLY_HINTS;
+        *r.headers_mut() = h;
+        r
+    };
+    let resp = loop {
+        tokio::select! {
+            biased;
+            Some(h) = std::future::poll_fn(|cx| match &mut hints {
+                Some(q) => q.poll_recv(cx),
+                None => Poll::Ready(None),
+            }) => {
+                if send.send_response(early(h)).await.is_err() {
+                    return;
+                }
+            }
+            r = &mut serving => {
+                let Ok(resp) = r;
+                break resp;
+            }
+        }
+    };
+    while let Some(Ok(h)) = hints.as_mut().map(|q| q.try_recv()) {
+        if send.send_response(early(h)).await.is_err() {
+            return;
+        }
+    }
     if resp.status().as_u16() == crate::http::pipeline::CLOSE {
         // nginx's 444: no response, the stream is reset.
         send.stop_stream(h3::error::Code::H3_REQUEST_REJECTED);
@@ -603,9 +645,20 @@ async fn request(
                 send.stop_stream(h3::error::Code::H3_INTERNAL_ERROR);
                 return;
             };
-            if let Ok(data) = frame.into_data() {
-                if !data.is_empty() && send.send_data(data).await.is_err() {
-                    return;
+            match frame.into_data() {
+                Ok(data) => {
+                    if !data.is_empty() && send.send_data(data).await.is_err() {
+                        return;
+                    }
+                }
+                // The trailer section ends the response (a HEADERS frame, RFC 9114 §4.1).
+                Err(frame) => {
+                    if let Ok(t) = frame.into_trailers() {
+                        if send.send_trailers(t).await.is_err() {
+                            return;
+                        }
+                        break;
+                    }
                 }
             }
         }

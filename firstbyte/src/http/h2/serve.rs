@@ -76,6 +76,8 @@ struct Slot {
     queue: Option<body::Shared>,
     progress: Arc<Progress>,
     head: bool,
+    /// 103 Early Hints the service passes on (`early_hints`), sent before its answer.
+    hints: Option<tokio::sync::mpsc::UnboundedReceiver<http::HeaderMap>>,
 }
 
 /// The connection's I/O state.
@@ -260,7 +262,16 @@ impl<I: AsyncRead + BatchWrite> Shell<I> {
                     let b = RecvBody::new(queue.clone(), head.content_length);
                     let head_method = head.parts.method == http::Method::HEAD;
                     let head_length = Some(head.head_length);
-                    let req = http::Request::from_parts(head.parts, b);
+                    let mut parts = head.parts;
+                    let mut hints = None;
+                    if self.conn.site().proxies.early_hints() {
+                        let (to, from) = tokio::sync::mpsc::unbounded_channel();
+                        parts
+                            .extensions
+                            .insert(crate::http::proxy::EarlyHints::Queue(to));
+                        hints = Some(from);
+                    }
+                    let req = http::Request::from_parts(parts, b);
                     let fut = crate::http::pipeline::serve(self.conn.clone(), req, head_length);
                     self.slots.push(Slot {
                         id,
@@ -268,6 +279,7 @@ impl<I: AsyncRead + BatchWrite> Shell<I> {
                         queue,
                         progress: Arc::default(),
                         head: head_method,
+                        hints,
                     });
                 }
                 Event::Data {
@@ -429,9 +441,16 @@ impl<I: AsyncRead + BatchWrite> Shell<I> {
 fn step(core: &mut Core, s: &mut Slot, cx: &mut Context<'_>) -> bool {
     if let Answer::Service(fut) = &mut s.answer {
         let r = send_watch::enter(&s.progress, || fut.as_mut().poll(cx));
+        // The 103s that came so far go first (HEADERS without END_STREAM, RFC 9113 §8.1).
+        if let Some(hints) = &mut s.hints {
+            while let Poll::Ready(Some(h)) = hints.poll_recv(cx) {
+                core.send_headers(s.id, 103, &h, None, false);
+            }
+        }
         let Poll::Ready(Ok(resp)) = r else {
             return false;
         };
+        s.hints = None;
         let (parts, rbody) = resp.into_parts();
         if !core.is_open(s.id) {
             s.answer = Answer::Done;

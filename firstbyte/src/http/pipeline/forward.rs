@@ -230,6 +230,18 @@ where
     if let Some(s) = resend {
         req.extensions_mut().insert(px::Resend(s));
     }
+    // `early_hints`: any value true (non-empty, not `0`), and a client that can take a 103.
+    if let Some(to) = extensions
+        .get::<px::EarlyHints>()
+        .and_then(|h| h.clone().for_version(r.version))
+    {
+        if conf.early_hints.iter().any(|c| {
+            let v = r.eval(c);
+            !v.is_empty() && v != "0"
+        }) {
+            req.extensions_mut().insert(px::PassHints::new(conf, to));
+        }
+    }
     if let Some(b) = &conf.bind {
         let text = r.eval(&b.addr);
         // nginx: an empty value binds nothing.
@@ -461,6 +473,14 @@ fn finish(
     let absent = ph::PassedAbsent::of(conf, resp.headers());
     if absent.date || absent.server {
         resp.extensions_mut().insert(absent);
+    }
+    if let Some(pass) = r
+        .upstream
+        .get()
+        .and_then(|u| u.last_headers())
+        .and_then(|h| px::PassTrailers::of(conf, h))
+    {
+        resp.extensions_mut().insert(pass);
     }
     if !matches!(r.version, http::Version::HTTP_10 | http::Version::HTTP_11)
         && resp.status() != http::StatusCode::SWITCHING_PROTOCOLS

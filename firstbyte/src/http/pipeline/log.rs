@@ -61,53 +61,70 @@ impl LogOnDone {
         upstream: Option<crate::http::proxy::UpstreamVars>,
     ) -> Option<Box<LogOnDone>> {
         match &loc.access_log {
-            AccessLog::Logs(targets) if !targets.is_empty() => Some(Box::new(LogOnDone {
-                root: targets
-                    .iter()
-                    .any(|t| matches!(t.target, LogTarget::Variable(_)))
-                    .then(|| match &r.document_root {
-                        Some(d) => d.clone(),
-                        None => match &loc.root {
-                            DocRoot::Root(v) | DocRoot::Alias(v) => r.eval(v),
-                        },
-                    }),
-                conn_facts: r.conn.facts().clone(),
-                site: r.conn.site().clone(),
-                shared: r.conn.shared().clone(),
-                loc: loc.clone(),
-                method: r.method.to_string(),
-                request_uri: r.request_uri.to_string(),
-                uri: r.uri.clone(),
-                args: r.args.clone(),
-                protocol: r.protocol,
-                headers: req_headers.clone(),
-                host: r.host.clone(),
-                request_port: r.request_port,
-                server_name: super::server_name(&r.server).to_string(),
-                status: code,
-                response_headers: response_headers.clone(),
-                start: r.start,
+            AccessLog::Logs(targets) if !targets.is_empty() => Some(Self::snapshot(
+                r,
+                loc,
+                code,
+                (req_headers, response_headers),
                 ttfb,
-                nreq: r.nreq,
-                pipelined: r.pipelined,
-                head_length: r.head_length,
-                early_data: r.early_data,
-                user: r.user.clone(),
-                guard: r.guard.as_ref().map(|g| g.vars.clone()),
                 upstream,
-                head_bytes: 0,
-                limit_rate: r.limit_rate.unwrap_or(0),
-                request_body: r.request_body.get().cloned(),
-            })),
+            )),
             _ => None,
         }
     }
 
-    pub(super) fn write(&self, sent: u64) {
-        let AccessLog::Logs(targets) = &self.loc.access_log else {
-            return;
-        };
-        let vars = RequestVars {
+    /// The request's variables as they stand when the response head is ready, kept for
+    /// when the body is sent (the access log, `add_trailer`).
+    pub(super) fn snapshot(
+        r: &super::Req<'_>,
+        loc: &Arc<LocationConf>,
+        code: u16,
+        (req_headers, response_headers): (&HeaderMap, &HeaderMap),
+        ttfb: std::time::Duration,
+        upstream: Option<crate::http::proxy::UpstreamVars>,
+    ) -> Box<LogOnDone> {
+        let logs_to_variable = matches!(&loc.access_log, AccessLog::Logs(targets)
+            if targets.iter().any(|t| matches!(t.target, LogTarget::Variable(_))));
+        Box::new(LogOnDone {
+            root: logs_to_variable.then(|| match &r.document_root {
+                Some(d) => d.clone(),
+                None => match &loc.root {
+                    DocRoot::Root(v) | DocRoot::Alias(v) => r.eval(v),
+                },
+            }),
+            conn_facts: r.conn.facts().clone(),
+            site: r.conn.site().clone(),
+            shared: r.conn.shared().clone(),
+            loc: loc.clone(),
+            method: r.method.to_string(),
+            request_uri: r.request_uri.to_string(),
+            uri: r.uri.clone(),
+            args: r.args.clone(),
+            protocol: r.protocol,
+            headers: req_headers.clone(),
+            host: r.host.clone(),
+            request_port: r.request_port,
+            server_name: super::server_name(&r.server).to_string(),
+            status: code,
+            response_headers: response_headers.clone(),
+            start: r.start,
+            ttfb,
+            nreq: r.nreq,
+            pipelined: r.pipelined,
+            head_length: r.head_length,
+            early_data: r.early_data,
+            user: r.user.clone(),
+            guard: r.guard.as_ref().map(|g| g.vars.clone()),
+            upstream,
+            head_bytes: 0,
+            limit_rate: r.limit_rate.unwrap_or(0),
+            request_body: r.request_body.get().cloned(),
+        })
+    }
+
+    /// The variables once `sent` body bytes went out.
+    pub(super) fn vars(&self, sent: u64) -> RequestVars<'_> {
+        RequestVars {
             conn: &self.conn_facts,
             method: &self.method,
             request_uri: &self.request_uri,
@@ -138,7 +155,14 @@ impl LogOnDone {
             upstream: self.upstream.as_ref(),
             limit_rate: self.limit_rate,
             request_body: self.request_body.as_ref(),
+        }
+    }
+
+    pub(super) fn write(&self, sent: u64) {
+        let AccessLog::Logs(targets) = &self.loc.access_log else {
+            return;
         };
+        let vars = self.vars(sent);
         for t in targets {
             if let Some(c) = &t.condition {
                 let v = c.eval(&vars);

@@ -43,6 +43,7 @@ mod reqbody;
 mod respond;
 mod rewrite;
 mod ssi;
+mod trailers;
 
 use std::convert::Infallible;
 use std::path::{Path, PathBuf};

@@ -155,7 +155,7 @@ fn is_title_case(name: &str) -> bool {
     })
 }
 
-fn add_header_applies(code: u16) -> bool {
+pub(super) fn add_header_applies(code: u16) -> bool {
     crate::http::expires::applies(code)
 }
 
@@ -199,85 +199,6 @@ fn h1_head_bytes<B: http_body::Body>(resp: &Response<B>, version: http::Version)
         }
     }
     n
-}
-
-/// The request's variables with `$sent_trailer_NAME`: the trailers added so far.
-struct TrailerVars<'a> {
-    inner: &'a dyn crate::conf::vars::Vars,
-    added: &'a HeaderMap,
-}
-
-impl crate::conf::vars::Vars for TrailerVars<'_> {
-    fn get(&self, name: &str) -> Option<std::borrow::Cow<'_, str>> {
-        let Some(n) = name.strip_prefix("sent_trailer_") else {
-            return self.inner.get(name);
-        };
-        let n = n.replace('_', "-");
-        let vals: Vec<&str> = self
-            .added
-            .get_all(n.as_str())
-            .iter()
-            .filter_map(|v| v.to_str().ok())
-            .collect();
-        (!vals.is_empty()).then(|| std::borrow::Cow::Owned(vals.join(", ")))
-    }
-}
-
-/// nginx's `expect_trailers`: an HTTP/1.1 response with a body that an `add_trailer` applies
-/// to (by its status, or `always`), whatever its value.
-fn expects_trailers(r: &Req, loc: &LocationConf, code: u16) -> bool {
-    r.version == http::Version::HTTP_11
-        && r.method != http::Method::HEAD
-        && !matches!(code, 204 | 304)
-        && loc
-            .add_trailer
-            .iter()
-            .any(|t| t.always || add_header_applies(code))
-}
-
-/// `add_trailer`'s fields for this response, when it has any and its protocol carries them
-/// (HTTP/2; HTTP/1.1 to a client whose `TE` names `trailers`, hyper's condition); no body,
-/// no trailers (HEAD, 204, 304).
-fn trailers(r: &Req, loc: &LocationConf, code: u16) -> Option<HeaderMap> {
-    if loc.add_trailer.is_empty() || r.method == http::Method::HEAD || matches!(code, 204 | 304) {
-        return None;
-    }
-    let carried = match r.version {
-        http::Version::HTTP_2 => true,
-        http::Version::HTTP_11 => r.headers.get_all(header::TE).iter().any(|v| {
-            v.to_str().is_ok_and(|s| {
-                s.split(',')
-                    .any(|t| t.trim().eq_ignore_ascii_case("trailers"))
-            })
-        }),
-        _ => false,
-    };
-    if !carried {
-        return None;
-    }
-    let applies = add_header_applies(code);
-    let inner = r.vars();
-    let mut added = HeaderMap::new();
-    for t in &loc.add_trailer {
-        if !(t.always || applies) {
-            continue;
-        }
-        let v = t.value.eval(&TrailerVars {
-            inner: &inner,
-            added: &added,
-        });
-        let v = v.trim_end_matches(['\r', '\n']);
-        if v.is_empty() {
-            continue;
-        }
-        if let (Ok(n), Ok(v)) = (
-            header::HeaderName::from_bytes(t.name.as_bytes()),
-            HeaderValue::from_str(v),
-        ) {
-            added.append(n, v);
-        }
-    }
-    (!added.is_empty()).then_some(added)
 }
 
 /// Headers every response gets, compression, keep-alive, and the access log.
@@ -370,19 +291,16 @@ pub(super) fn finish(
             }
         }
     }
-    let mut trailers = trailers(r, loc, code);
-    if trailers.is_none() && expects_trailers(r, loc, code) {
-        // nginx chunks an HTTP/1.1 response `add_trailer` applies to whatever the values
-        // and the client's `TE`: the body ends with an empty trailer section.
-        trailers = Some(HeaderMap::new());
-    }
-    if let Some(t) = &trailers {
+    let pass = resp
+        .extensions_mut()
+        .remove::<crate::http::proxy::PassTrailers>();
+    let plan = super::trailers::Plan::of(r, loc, code, pass);
+    if let Some(p) = &plan {
         // Chunked over HTTP/1.1 (hyper sends the fields the `Trailer` field names).
-        let names: Vec<&str> = t.keys().map(|n| n.as_str()).collect();
         let h = resp.headers_mut();
         h.remove(header::CONTENT_LENGTH);
-        if let Ok(v) = HeaderValue::from_str(&names.join(", ")) {
-            if r.version != http::Version::HTTP_2 && !t.is_empty() {
+        if matches!(r.version, http::Version::HTTP_11) && !p.names.is_empty() {
+            if let Ok(v) = HeaderValue::from_str(&p.names.join(", ")) {
                 h.insert(header::TRAILER, v);
             }
         }
@@ -501,7 +419,7 @@ pub(super) fn finish(
         let body = std::mem::take(resp.body_mut());
         *resp.body_mut() = Body::Stream(BoxBody::new(crate::http::rate::RateBody::new(body, pace)));
     } else if loc.sendfile
-        && trailers.is_none()
+        && plan.is_none()
         && r.conn.io().sendfile_capable()
         && matches!(r.version, http::Version::HTTP_11 | http::Version::HTTP_10)
     {
@@ -518,14 +436,40 @@ pub(super) fn finish(
         done.ttfb(),
         r.upstream.get().cloned(),
     );
+    // `add_trailer`'s values are taken when the body has ended, from the variables as they
+    // stand now and the body's bytes then.
+    let mut trailers = plan.map(|p| {
+        match super::trailers::Pending::new(r, &p, || {
+            LogOnDone::snapshot(
+                r,
+                loc,
+                code,
+                (req_headers, resp.headers()),
+                done.ttfb(),
+                r.upstream.get().cloned(),
+            )
+        }) {
+            Some(p) => Section::Fields(Box::new(p)),
+            None => Section::Empty,
+        }
+    });
+    let head = matches!(r.version, http::Version::HTTP_10 | http::Version::HTTP_11)
+        .then(|| h1_head_bytes(&resp, r.version));
     // `$bytes_sent` counts the response head on HTTP/1.x, as nginx (HTTP/2 and HTTP/3: the
-    // body's bytes; their heads are compressed per connection).
-    if let Some(l) = log.as_mut() {
-        // nginx's `$limit_rate` in the log: the rate in force (the location's, or the one
-        // `set $limit_rate` or an upstream's `X-Accel-Limit-Rate` gave).
+    // body's bytes; their heads are compressed per connection). nginx's `$limit_rate`: the
+    // rate in force (the location's, or the one `set $limit_rate` or an upstream's
+    // `X-Accel-Limit-Rate` gave).
+    let logged = [
+        log.as_deref_mut(),
+        match &mut trailers {
+            Some(Section::Fields(p)) => Some(p.vars_mut()),
+            _ => None,
+        },
+    ];
+    for l in logged.into_iter().flatten() {
         l.limit_rate = rate;
-        if matches!(r.version, http::Version::HTTP_10 | http::Version::HTTP_11) {
-            l.head_bytes = h1_head_bytes(&resp, r.version);
+        if let Some(n) = head {
+            l.head_bytes = n;
         }
     }
     // An upgraded connection is logged when its tunnel closes, with the bytes it sent the
@@ -610,12 +554,21 @@ fn explicit_keep_alive(
     }
 }
 
+/// A response's trailer section.
+enum Section {
+    /// None of its fields: an HTTP/1.1 response chunked for `add_trailer` whose client did
+    /// not ask for trailers ends with an empty section, as nginx's.
+    Empty,
+    /// `add_trailer`'s fields, evaluated when the body ends.
+    Fields(Box<super::trailers::Pending>),
+}
+
 /// The body handed to hyper: counts bytes and writes the access log when done.
 pub struct ResponseBody {
     pub(super) inner: Body,
     sent: u64,
-    /// `add_trailer`'s fields, sent once the body has ended.
-    trailers: Option<HeaderMap>,
+    /// `add_trailer`'s section, sent once the body has ended.
+    trailers: Option<Section>,
     log: Option<Box<LogOnDone>>,
     /// What the `metrics` count when the response ends.
     done: Option<crate::metrics::ResponseDone>,
@@ -685,20 +638,10 @@ impl http_body::Body for ResponseBody {
         let this = self.get_mut();
         let mut p = Pin::new(&mut this.inner).poll_frame(cx);
         if let Poll::Ready(None) = p {
-            if let Some(t) = this.trailers.take() {
-                p = Poll::Ready(Some(Ok(Frame::trailers(t))));
-            }
-        } else if let Poll::Ready(Some(Ok(f))) = &mut p {
-            // The body's own trailers (`proxy_pass_trailers`) follow `add_trailer`'s, in one
-            // section, as nginx's `headers_out.trailers`.
-            if f.is_trailers() {
-                if let Some(mut mine) = this.trailers.take() {
-                    if let Some(theirs) = f.trailers_ref() {
-                        for (n, v) in theirs {
-                            mine.append(n.clone(), v.clone());
-                        }
-                    }
-                    *f = Frame::trailers(mine);
+            if let Some(Section::Fields(t)) = this.trailers.take() {
+                let t = t.eval(this.sent);
+                if !t.is_empty() {
+                    p = Poll::Ready(Some(Ok(Frame::trailers(t))));
                 }
             }
         }

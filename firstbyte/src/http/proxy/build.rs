@@ -38,7 +38,17 @@ impl Proxies {
             b.location(&s.default_location, store)?;
             b.locations(&s.locations, store)?;
         }
+        b.out.early_hints = b
+            .out
+            .routes
+            .values()
+            .any(|r| !r.conf.early_hints.is_empty());
         Ok(b.out)
+    }
+
+    /// Whether a location has `early_hints`: requests then carry where a 103 goes.
+    pub fn early_hints(&self) -> bool {
+        self.early_hints
     }
 
     /// The route of a location's proxy settings.

@@ -140,7 +140,7 @@ pub fn request_headers(conf: &ProxyConf, client: &HeaderMap, vars: &dyn Vars) ->
     out
 }
 
-fn hop_by_hop(name: &str) -> bool {
+pub(super) fn hop_by_hop(name: &str) -> bool {
     matches!(
         name,
         "connection"
@@ -153,7 +153,7 @@ fn hop_by_hop(name: &str) -> bool {
     )
 }
 
-fn hidden_by_default(name: &str) -> bool {
+pub(super) fn hidden_by_default(name: &str) -> bool {
     matches!(name, "date" | "server" | "x-pad") || name.starts_with("x-accel-")
 }
 
@@ -262,8 +262,7 @@ pub fn response_headers(conf: &ProxyConf, headers: &mut HeaderMap, switching: bo
         let passed = conf.pass_headers.iter().any(|p| p == n);
         // nginx passes an `Upgrade` of any answer (a 426 names the protocol to switch to);
         // the caller drops it for HTTP/2 and HTTP/3 clients, where it has no meaning.
-        // `Trailer` announces the trailers `proxy_pass_trailers` passes.
-        (hop_by_hop(n) && !switching && n != "upgrade" && !(n == "trailer" && conf.pass_trailers))
+        (hop_by_hop(n) && !switching && n != "upgrade")
             || (hidden_by_default(n) && !passed)
             || conf.hide_headers.iter().any(|h| h == n)
     };
@@ -403,7 +402,6 @@ mod tests {
                 .map(|(n, v)| (n.to_string(), ComplexValue::parse(v).expect("value")))
                 .collect(),
             http_version: Default::default(),
-            pass_trailers: false,
             connect_timeout: Duration::from_secs(60),
             read_timeout: Duration::from_secs(60),
             send_timeout: Duration::from_secs(60),
@@ -427,6 +425,8 @@ mod tests {
             resolver_timeout: Duration::from_secs(30),
             pass_request_headers: true,
             pass_request_body: true,
+            pass_trailers: false,
+            early_hints: vec![],
             request_buffering: true,
             pass_headers: vec!["server".into()],
             hide_headers: vec!["x-secret".into()],

@@ -32,6 +32,7 @@ mod send_timeout;
 mod spool;
 pub mod store;
 mod stored;
+mod trailers;
 mod tunnel;
 mod upstream;
 mod vars;
@@ -52,6 +53,7 @@ pub use cookies::rewrite_headers as rewrite_cookies;
 pub use dynamic::NoRoute;
 pub use spool::Spool;
 pub use stored::{Capture, RequestBody, SharedBody, Stored, StoredBody, TeeBody, Watch};
+pub use trailers::{EarlyHints, PassHints, PassTrailers};
 pub use tunnel::{ClientUpgrade, TunnelEnd};
 pub use upstream::{connect, ConnectError, Keepalive, LocalBind, Pool, ReqBody, UpstreamTls};
 pub use vars::UpstreamVars;
@@ -86,6 +88,8 @@ pub struct Proxies {
     /// The `server NAME resolve` lines of the load's upstreams, resolved at run time once
     /// [`Proxies::start_resolving`] starts them.
     resolving: Vec<resolve::Job>,
+    /// A location has `early_hints`.
+    early_hints: bool,
 }
 
 impl Proxies {
@@ -233,6 +237,7 @@ pub async fn forward(
     }
     let tls = request_tls.as_ref().or(route.tls.as_ref());
     let local = req.extensions_mut().remove::<LocalBind>();
+    let hints = req.extensions_mut().remove::<PassHints>();
     // What a retry needs to send the request again: its head, and its body when it was read
     // whole (`Resend`); a streamed one is sent at most once (`next::go_next` knows).
     let resend = req.extensions_mut().remove::<Resend>();
@@ -263,9 +268,12 @@ pub async fn forward(
     loop {
         let (i, guard, addr) = route.next_peer(&mut attempt, up, last, log, scheme, &uri)?;
         let tries_left = tries.saturating_sub(attempt.tries());
-        let Some(this) = req.take().or_else(|| (!has_body).then(rebuild)) else {
+        let Some(mut this) = req.take().or_else(|| (!has_body).then(rebuild)) else {
             return Err(last);
         };
+        if let Some(h) = &hints {
+            h.register(&mut this);
+        }
         // The upstream block too: nginx keeps a cache per `upstream`.
         let key = (
             addr.clone(),
@@ -652,7 +660,6 @@ async fn respond(
             keepalive: route.keepalive,
         });
     let body = upstream::UpstreamBody::new(incoming, conf.read_timeout, back)
-        .pass_trailers(&route.conf)
         .hold(conn)
         .count(counts);
     let body = match store {

@@ -499,9 +499,6 @@ pub struct UpstreamBody {
     counts: Option<Arc<TryCounts>>,
     /// Held while the response is read: `least_conn` counts the connection until then.
     _conn: Option<super::ConnGuard>,
-    /// `proxy_pass_trailers on`: the location's settings, whose rules for response headers
-    /// filter the upstream's trailer section on its way (None: the section is dropped).
-    pass_trailers: Option<Arc<crate::conf::model::ProxyConf>>,
 }
 
 impl UpstreamBody {
@@ -514,15 +511,7 @@ impl UpstreamBody {
             back,
             counts: None,
             _conn: None,
-            pass_trailers: None,
         }
-    }
-
-    /// Passes the upstream's trailers on (`proxy_pass_trailers on`), without the fields
-    /// `conf` hides from a response (`proxy_hide_header`, nginx's hidden ones, hop-by-hop).
-    pub(super) fn pass_trailers(mut self, conf: &Arc<crate::conf::model::ProxyConf>) -> Self {
-        self.pass_trailers = conf.pass_trailers.then(|| conf.clone());
-        self
     }
 
     /// Counts the body's bytes into `counts`.
@@ -575,20 +564,22 @@ impl http_body::Body for UpstreamBody {
         cx: &mut Context<'_>,
     ) -> Poll<Option<Result<Frame<Bytes>, io::Error>>> {
         let this = self.get_mut();
-        match Pin::new(&mut this.inner).poll_frame(cx) {
-            // `proxy_pass_trailers off` (nginx's default): the trailer section ends the body.
-            Poll::Ready(Some(Ok(f))) if f.is_trailers() => {
-                if let Some(b) = this.back.take() {
-                    b.give_back();
-                }
-                match (f.into_trailers(), &this.pass_trailers) {
-                    (Ok(mut t), Some(conf)) => {
-                        super::headers::response_headers(conf, &mut t, false);
-                        Poll::Ready(Some(Ok(Frame::trailers(t))))
+        let mut p = Pin::new(&mut this.inner).poll_frame(cx);
+        if let Poll::Ready(Some(Ok(f))) = &p {
+            if f.is_trailers() {
+                // The trailer section stays here (nginx's `headers_in.trailers`): what goes
+                // on to the client is the pipeline's choice (`proxy_pass_trailers`).
+                if let Poll::Ready(Some(Ok(f))) = p {
+                    if let (Some(c), Ok(t)) = (&this.counts, f.into_trailers()) {
+                        if let Ok(mut slot) = c.trailers.lock() {
+                            *slot = Some(t);
+                        }
                     }
-                    _ => Poll::Ready(None),
                 }
+                p = Pin::new(&mut this.inner).poll_frame(cx);
             }
+        }
+        match p {
             Poll::Ready(Some(Ok(f))) => {
                 if let (Some(c), Some(d)) = (&this.counts, f.data_ref()) {
                     c.body

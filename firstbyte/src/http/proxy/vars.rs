@@ -21,6 +21,9 @@ pub struct TryCounts {
     pub sent: AtomicU64,
     /// Response body bytes.
     pub body: AtomicU64,
+    /// The response's trailer section, once the body has ended with one
+    /// (`$upstream_trailer_NAME`, `proxy_pass_trailers`).
+    pub trailers: std::sync::Mutex<Option<http::HeaderMap>>,
 }
 
 impl TryCounts {
@@ -149,6 +152,23 @@ impl UpstreamVars {
             .map(|v| String::from_utf8_lossy(v).into_owned())
     }
 
+    /// The last try's trailer section (None: none came, or not yet).
+    pub fn last_trailers(&self) -> Option<http::HeaderMap> {
+        self.tries.last()?.counts.trailers.lock().ok()?.clone()
+    }
+
+    /// `$upstream_trailer_NAME`: as `$upstream_http_NAME`, of the last try's trailers.
+    fn trailer(&self, name: &str) -> Option<String> {
+        let h = self.last_trailers()?;
+        let name = name.replace('_', "-");
+        let vals: Vec<String> = h
+            .get_all(name.as_str())
+            .iter()
+            .map(|v| String::from_utf8_lossy(v.as_bytes()).into_owned())
+            .collect();
+        (!vals.is_empty()).then(|| vals.join(", "))
+    }
+
     /// The last try's response header (None: no try got one).
     pub fn last_headers(&self) -> Option<&http::HeaderMap> {
         self.tries.last()?.headers.as_ref()
@@ -221,6 +241,9 @@ impl UpstreamVars {
                 }
                 if let Some(n) = name.strip_prefix("upstream_cookie_") {
                     return self.cookie(n);
+                }
+                if let Some(n) = name.strip_prefix("upstream_trailer_") {
+                    return self.trailer(n);
                 }
                 return None;
             }

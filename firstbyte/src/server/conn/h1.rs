@@ -73,6 +73,13 @@ pub(super) async fn serve_h1<I>(
             req.extensions_mut().insert(r);
         }
         async move {
+            // The connection task's waker (hyper polls the service there): a 103 from the
+            // upstream wakes it to be written.
+            if c.site().proxies.early_hints() {
+                let waker = std::future::poll_fn(|cx| Poll::Ready(cx.waker().clone())).await;
+                req.extensions_mut()
+                    .insert(crate::http::proxy::EarlyHints::h1(c.clone(), waker));
+            }
             let Ok(mut resp) = crate::http::pipeline::serve(c.clone(), req, None).await;
             if refused {
                 // Whatever answered it, the body's framing is unknown: the connection ends
@@ -101,7 +108,7 @@ pub(super) async fn serve_h1<I>(
         io,
         prefix: bytes::Bytes::new(),
         conn: conn.clone(),
-        interim: b"",
+        interim: bytes::Bytes::new(),
         scan: HeadScan::new(max_head),
     };
     loop {
@@ -273,24 +280,35 @@ struct Watched<I> {
     io: I,
     prefix: bytes::Bytes,
     conn: Arc<Conn>,
-    /// An interim response (`100 Continue`) written before hyper's next bytes.
-    interim: &'static [u8],
+    /// Interim responses (`100 Continue`, `103 Early Hints`) written before hyper's next
+    /// bytes.
+    interim: bytes::Bytes,
     /// The request stream as received, for the framing hyper normalises away.
     scan: HeadScan,
 }
 
 impl<I: AsyncWrite + Unpin> Watched<I> {
-    /// Writes an owed `100 Continue` first; Ready once nothing is owed.
+    /// Writes an owed `100 Continue` or `103 Early Hints` first; Ready once nothing is owed.
     fn poll_interim(&mut self, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
-        if self.conn.h1().continue_due.swap(false, Ordering::Relaxed) {
-            self.interim = b"HTTP/1.1 100 Continue\r\n\r\n";
+        let w = self.conn.h1();
+        let mut owed = Vec::new();
+        if w.continue_due.load(Ordering::Relaxed) && w.continue_due.swap(false, Ordering::Relaxed) {
+            owed.extend_from_slice(b"HTTP/1.1 100 Continue\r\n\r\n");
+        }
+        if w.early_due.load(Ordering::Acquire) && w.early_due.swap(false, Ordering::Acquire) {
+            owed.append(&mut w.early.lock().unwrap_or_else(|e| e.into_inner()));
+        }
+        if !owed.is_empty() {
+            let mut all = self.interim.to_vec();
+            all.append(&mut owed);
+            self.interim = all.into();
         }
         while !self.interim.is_empty() {
-            match Pin::new(&mut self.io).poll_write(cx, self.interim) {
+            match Pin::new(&mut self.io).poll_write(cx, &self.interim) {
                 Poll::Ready(Ok(0)) => {
                     return Poll::Ready(Err(std::io::ErrorKind::WriteZero.into()))
                 }
-                Poll::Ready(Ok(n)) => self.interim = &self.interim[n..],
+                Poll::Ready(Ok(n)) => bytes::Buf::advance(&mut self.interim, n),
                 Poll::Ready(Err(e)) => return Poll::Ready(Err(e)),
                 Poll::Pending => return Poll::Pending,
             }
@@ -411,6 +429,9 @@ impl<I: AsyncWrite + Unpin> AsyncWrite for Watched<I> {
 
     fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
         let this = self.get_mut();
+        // hyper flushes whenever its task wakes: a 103 queued while the service works goes
+        // out here, before the response.
+        std::task::ready!(this.poll_interim(cx))?;
         let r = Pin::new(&mut this.io).poll_flush(cx);
         if let Poll::Ready(Ok(())) = r {
             this.conn.h1().unflushed.store(false, Ordering::Relaxed);
