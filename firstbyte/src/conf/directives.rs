@@ -566,7 +566,7 @@ macro_rules! proxy_cache_directives {
             "What identifies a cached response (variables allowed).";
         "proxy_cache_methods" methods: Vec<String> = vec!["GET".to_string(), "HEAD".to_string()] =>
             (HSL, 1, ANY, "GET HEAD", Inherit, crate::conf::cache::methods)
-            "Request methods whose responses are cached (GET and HEAD always are).";
+            "Request methods whose responses are cached: `GET`, `HEAD` or `POST`, as nginx (GET and HEAD always are; any other is `invalid value`).";
         "proxy_cache_min_uses" min_uses: u32 = 1 =>
             (HSL, 1, 1, "1", Inherit, p::positive)
             "A response is stored once this many requests asked for its key.";
