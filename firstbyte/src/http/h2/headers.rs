@@ -45,12 +45,18 @@ pub struct RequestHead {
 }
 
 /// Headers that are HTTP/1.1 connection matters and make an HTTP/2 message malformed (RFC 9113
-/// §8.2.2); not sent in responses either.
+/// §8.2.2): not taken in requests, not sent in responses, nor to an HTTP/2 upstream.
+pub(crate) const CONNECTION_SPECIFIC: [&str; 5] = [
+    "connection",
+    "keep-alive",
+    "proxy-connection",
+    "transfer-encoding",
+    "upgrade",
+];
+
+/// Whether `name` (lower case) is one of [`CONNECTION_SPECIFIC`].
 fn connection_specific(name: &[u8]) -> bool {
-    matches!(
-        name,
-        b"connection" | b"keep-alive" | b"proxy-connection" | b"transfer-encoding" | b"upgrade"
-    )
+    CONNECTION_SPECIFIC.iter().any(|n| n.as_bytes() == name)
 }
 
 /// Where each pseudo-header's value sits in [`Gather::pseudo_buf`]: the four share one

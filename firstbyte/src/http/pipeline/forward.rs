@@ -515,8 +515,7 @@ fn finish(
 /// `proxy_ignore_headers` names it.
 fn take_accel_charset(conf: &ProxyConf, headers: &mut http::HeaderMap) -> Option<String> {
     const NAME: &str = "x-accel-charset";
-    let passed =
-        conf.pass_headers.iter().any(|p| p == NAME) && !conf.hide_headers.iter().any(|h| h == NAME);
+    let passed = !crate::http::proxy::headers::hidden(NAME, &conf.hide_headers, &conf.pass_headers);
     let v = if passed {
         headers.get(NAME).cloned()
     } else {

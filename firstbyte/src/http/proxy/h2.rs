@@ -148,15 +148,6 @@ pub(super) fn alpn_config(config: &Arc<rustls::ClientConfig>) -> Arc<rustls::Cli
     Arc::new(c)
 }
 
-/// Connection-specific fields (RFC 9113 §8.2.2): never sent over HTTP/2.
-const CONNECTION_SPECIFIC: [&str; 5] = [
-    "connection",
-    "keep-alive",
-    "proxy-connection",
-    "transfer-encoding",
-    "upgrade",
-];
-
 /// Makes an upstream request built for HTTP/1 one for HTTP/2: `Host` (or, when it is unset
 /// or empty, `proxy_host`) becomes `:authority` and the URI absolute with the upstream's
 /// scheme; the connection-specific fields go, with the fields `Connection` names, and `TE`
@@ -173,7 +164,7 @@ pub fn prepare<B>(req: &mut Request<B>, tls: bool, proxy_host: &str) -> Result<(
     for n in named {
         headers.remove(n);
     }
-    for n in CONNECTION_SPECIFIC {
+    for n in crate::http::h2::headers::CONNECTION_SPECIFIC {
         headers.remove(n);
     }
     let te_ok = |v: &HeaderValue| v.as_bytes().eq_ignore_ascii_case(b"trailers");

@@ -153,7 +153,14 @@ pub(super) fn hop_by_hop(name: &str) -> bool {
     )
 }
 
-pub(super) fn hidden_by_default(name: &str) -> bool {
+/// Whether the upstream's field `name` (lower case) stays from the client by
+/// `proxy_hide_header` (`hide`), or by default unless `proxy_pass_header` (`pass`) names it:
+/// the rule for its header, its trailers and its 103s alike.
+pub fn hidden(name: &str, hide: &[String], pass: &[String]) -> bool {
+    (hidden_by_default(name) && !pass.iter().any(|p| p == name)) || hide.iter().any(|h| h == name)
+}
+
+fn hidden_by_default(name: &str) -> bool {
     matches!(name, "date" | "server" | "x-pad") || name.starts_with("x-accel-")
 }
 
@@ -227,9 +234,7 @@ impl PassedAbsent {
     /// What `conf`'s `proxy_pass_header` makes of `headers` (the upstream's, filtered).
     pub fn of(conf: &ProxyConf, headers: &HeaderMap) -> Self {
         let absent = |name: &str| {
-            conf.pass_headers.iter().any(|p| p == name)
-                && !conf.hide_headers.iter().any(|h| h == name)
-                && !headers.contains_key(name)
+            !hidden(name, &conf.hide_headers, &conf.pass_headers) && !headers.contains_key(name)
         };
         PassedAbsent {
             date: absent("date"),
@@ -259,12 +264,10 @@ pub fn response_headers(conf: &ProxyConf, headers: &mut HeaderMap, switching: bo
     }
     let dropped = |name: &HeaderName| {
         let n = name.as_str();
-        let passed = conf.pass_headers.iter().any(|p| p == n);
         // nginx passes an `Upgrade` of any answer (a 426 names the protocol to switch to);
         // the caller drops it for HTTP/2 and HTTP/3 clients, where it has no meaning.
         (hop_by_hop(n) && !switching && n != "upgrade")
-            || (hidden_by_default(n) && !passed)
-            || conf.hide_headers.iter().any(|h| h == n)
+            || hidden(n, &conf.hide_headers, &conf.pass_headers)
     };
     if headers.keys().any(dropped) {
         // Rebuilt rather than `remove`d: HeaderMap's remove moves its last field into the

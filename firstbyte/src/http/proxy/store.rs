@@ -159,21 +159,9 @@ impl Slot {
                 d.tmp.display(),
                 target.trusted.display(),
                 target.rest,
-                os_error(&e)
+                crate::log::OsError(&e)
             );
         }
-    }
-}
-
-/// `e` as nginx writes an errno: `2: No such file or directory`.
-pub(crate) fn os_error(e: &io::Error) -> String {
-    match e.raw_os_error() {
-        Some(n) => {
-            let text = e.to_string();
-            let text = text.split(" (os error").next().unwrap_or(&text).to_string();
-            format!("{n}: {text}")
-        }
-        None => e.to_string(),
     }
 }
 
@@ -358,7 +346,7 @@ impl<B> StoreBody<B> {
                     Crit,
                     "open() a temp file in \"{}\" failed ({}) for proxy_store",
                     store.temp_dir.display(),
-                    os_error(&e)
+                    crate::log::OsError(&e)
                 );
                 Self::plain(inner)
             }
@@ -374,7 +362,7 @@ impl<B> StoreBody<B> {
                 Crit,
                 "write() \"{}\" failed ({})",
                 w.tmp.display(),
-                os_error(&e)
+                crate::log::OsError(&e)
             );
             self.abandon();
             return;

@@ -23,8 +23,7 @@ impl Fields {
     fn passes(&self, name: &str) -> bool {
         !(super::headers::hop_by_hop(name)
             || name == "content-length"
-            || (super::headers::hidden_by_default(name) && !self.pass.iter().any(|p| p == name))
-            || self.hide.iter().any(|h| h == name))
+            || super::headers::hidden(name, &self.hide, &self.pass))
     }
 
     /// The fields of `map` that go to the client, in their order.
