@@ -594,8 +594,9 @@ async fn request(
         hints = Some(from);
     }
     let req = http::Request::from_parts(parts, RecvBody { recv, done: false });
-    let serving = crate::http::pipeline::serve(conn, req, None);
-    tokio::pin!(serving);
+    // Boxed: held across the Early Hints sends below, the service's state would otherwise
+    // sit inline beside theirs and widen every request's task (copied whole when spawned).
+    let mut serving = Box::pin(crate::http::pipeline::serve(conn, req, None));
     // 103 Early Hints the service passes on (`early_hints`) go before its answer.
     let early = |h: http::HeaderMap| {
         let mut r = http::Response::new(());
