@@ -323,12 +323,14 @@ impl<B> LimitBody<B> {
 pub struct BodyTooLarge;
 
 fn client_fault(e: &(dyn std::error::Error + 'static)) -> bool {
-    e.is::<BodyTooLarge>() || e.is::<BodyTimeout>() || e.is::<crate::http::h2::body::BadLength>()
+    e.is::<BodyTooLarge>()
+        || e.is::<BodyTimeout>()
+        || e.is::<crate::http::contract::LengthMismatch>()
 }
 
 /// Whether `e` (an error from a request body, through any wrappers) is the client's fault:
 /// its body was too large or stalled ([`BodyTooLarge`], [`BodyTimeout`]), or an HTTP/2 body
-/// did not match its `content-length` (`BadLength`: 400).
+/// or HTTP/3 body did not match its `content-length` (`contract::LengthMismatch`: 400).
 pub fn is_client_body_error(e: &(dyn std::error::Error + 'static)) -> bool {
     let mut cur: Option<&(dyn std::error::Error + 'static)> = Some(e);
     while let Some(err) = cur {

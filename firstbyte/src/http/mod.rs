@@ -12,6 +12,7 @@ pub mod cache;
 pub mod charset;
 pub mod compress;
 pub mod conn;
+pub mod contract;
 pub mod empty_gif;
 mod expires;
 pub(crate) mod h2;

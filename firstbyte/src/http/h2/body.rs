@@ -23,17 +23,9 @@ impl std::fmt::Display for StreamReset {
 
 impl std::error::Error for StreamReset {}
 
-/// The body's DATA did not add up to its `content-length` (nginx's 400).
-#[derive(Debug)]
-pub struct BadLength;
-
-impl std::fmt::Display for BadLength {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str("HTTP/2 request body length not equal to content-length")
-    }
-}
-
-impl std::error::Error for BadLength {}
+/// The body's DATA did not add up to its `content-length` (nginx's 400): the request
+/// contract's error, shared with HTTP/3.
+pub use crate::http::contract::LengthMismatch as BadLength;
 
 /// What the connection and the body share.
 #[derive(Default)]

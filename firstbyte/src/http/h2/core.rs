@@ -19,6 +19,7 @@ use http::HeaderMap;
 
 use super::frame::{self, flag, kind, setting, Head, Reason, DEFAULT_WINDOW, MAX_WINDOW};
 use super::headers::{self, HeadError, RequestHead};
+use crate::http::contract::BodyLength;
 
 /// The connection's limits (see `http::h2limits`).
 #[derive(Debug, Clone)]
@@ -79,8 +80,8 @@ struct Stream {
     recv_window: i64,
     /// Request bytes the service consumed, not yet returned by WINDOW_UPDATE.
     recv_unacked: u32,
-    content_length: Option<u64>,
-    received: u64,
+    /// The DATA received against the declared `content-length` (the request contract's).
+    length: BodyLength,
     /// Its request event is still queued (not taken up by the shell).
     fresh: bool,
 }
@@ -692,21 +693,19 @@ impl Core {
             return self.stream_error(id, Reason::FLOW_CONTROL_ERROR);
         }
         let data = &payload[from..to];
-        s.received += data.len() as u64;
         let end = head.has(flag::END_STREAM);
-        if let Some(cl) = s.content_length {
-            if s.received > cl || (end && s.received != cl) {
-                if s.send_closed {
-                    // Answered already: nothing will read the body (RFC 9113 §8.1.1).
-                    self.release_conn(len as u32);
-                    return self.stream_error(id, Reason::PROTOCOL_ERROR);
-                }
-                s.skip_data = true;
-                s.recv_closed |= end;
+        // The request contract's count: more DATA than declared, or an end short of it.
+        if s.length.feed(data.len()).is_err() || (end && s.length.end().is_err()) {
+            if s.send_closed {
+                // Answered already: nothing will read the body (RFC 9113 §8.1.1).
                 self.release_conn(len as u32);
-                self.events.push_back(Event::BadLength { id });
-                return Ok(());
+                return self.stream_error(id, Reason::PROTOCOL_ERROR);
             }
+            s.skip_data = true;
+            s.recv_closed |= end;
+            self.release_conn(len as u32);
+            self.events.push_back(Event::BadLength { id });
+            return Ok(());
         }
         if end {
             s.recv_closed = true;
@@ -815,7 +814,8 @@ impl Core {
                 }
                 Err(_) => return self.stream_error(id, Reason::PROTOCOL_ERROR),
             };
-            if end_stream && head.content_length.is_some_and(|l| l > 0) {
+            let length = BodyLength::new(head.content_length);
+            if end_stream && length.end().is_err() {
                 return self.stream_error(id, Reason::PROTOCOL_ERROR);
             }
             self.streams.push(Stream {
@@ -826,8 +826,7 @@ impl Core {
                 send_window: self.peer_initial_window,
                 recv_window: i64::from(self.cfg.stream_window),
                 recv_unacked: 0,
-                content_length: head.content_length,
-                received: 0,
+                length,
                 fresh: true,
             });
             self.events.push_back(Event::Request {
@@ -862,7 +861,7 @@ impl Core {
         if !end_stream || trailers.is_err() || self_dependent {
             return self.stream_error(id, Reason::PROTOCOL_ERROR);
         }
-        if s.content_length.is_some_and(|l| l != s.received) {
+        if s.length.end().is_err() {
             return self.stream_error(id, Reason::PROTOCOL_ERROR);
         }
         s.recv_closed = true;

@@ -15,6 +15,8 @@ use bytes::Bytes;
 use http::header::{HeaderMap, HeaderName, HeaderValue};
 use http::{Method, Uri};
 
+use crate::http::contract;
+
 /// Why a request's header block was refused.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum HeadError {
@@ -42,21 +44,6 @@ pub struct RequestHead {
     /// The size of the header block as received (HEADERS and CONTINUATION fragments, without
     /// padding or priority), for `$request_length` as nginx counts it over HTTP/2.
     pub head_length: u64,
-}
-
-/// Headers that are HTTP/1.1 connection matters and make an HTTP/2 message malformed (RFC 9113
-/// §8.2.2): not taken in requests, not sent in responses, nor to an HTTP/2 upstream.
-pub(crate) const CONNECTION_SPECIFIC: [&str; 5] = [
-    "connection",
-    "keep-alive",
-    "proxy-connection",
-    "transfer-encoding",
-    "upgrade",
-];
-
-/// Whether `name` (lower case) is one of [`CONNECTION_SPECIFIC`].
-fn connection_specific(name: &[u8]) -> bool {
-    CONNECTION_SPECIFIC.iter().any(|n| n.as_bytes() == name)
 }
 
 /// Where each pseudo-header's value sits in [`Gather::pseudo_buf`]: the four share one
@@ -120,7 +107,7 @@ impl Gather {
             return;
         }
         self.regular_seen = true;
-        if connection_specific(name) || (name == b"te" && value != b"trailers") {
+        if contract::connection_specific(name, value) {
             self.malformed = true;
             return;
         }
@@ -146,11 +133,7 @@ impl Gather {
             return;
         }
         if n == http::header::CONTENT_LENGTH {
-            let parsed = std::str::from_utf8(value)
-                .ok()
-                .filter(|s| !s.is_empty() && s.bytes().all(|b| b.is_ascii_digit()))
-                .and_then(|s| s.parse::<u64>().ok());
-            match (parsed, self.content_length) {
+            match (contract::content_length(value), self.content_length) {
                 (Some(l), None) => self.content_length = Some(l),
                 (Some(l), Some(prev)) if l == prev => return,
                 _ => {
@@ -200,14 +183,11 @@ pub fn decode_request(
     }
     let p = g.pseudo;
     let buf = Bytes::from(g.pseudo_buf);
-    // nginx's HTTP/2 methods: upper-case letters, `_` and `-` only (a lower-case `get` is
-    // no method there).
+    // nginx's methods: upper-case letters, `_` and `-` only (a lower-case `get` is no
+    // method). Over HTTP/2 such a head is malformed: the stream is reset (PROTOCOL_ERROR)
+    // rather than answered 400 as over HTTP/1.1 and HTTP/3.
     let method_bytes = &buf[p.method.ok_or(HeadError::Malformed)?];
-    if method_bytes.is_empty()
-        || !method_bytes
-            .iter()
-            .all(|&c| c.is_ascii_uppercase() || c == b'_' || c == b'-')
-    {
+    if !contract::method_token(method_bytes) {
         return Err(HeadError::Malformed);
     }
     let method = Method::from_bytes(method_bytes).map_err(|_| HeadError::Malformed)?;
@@ -229,13 +209,20 @@ pub fn decode_request(
         if let Some(a) = p.authority {
             // An `:authority` that is no URI authority (empty, a backslash) is an invalid host:
             // 400, not a malformed request.
-            match http::uri::Authority::from_maybe_shared(buf.slice(a)) {
-                Ok(a) => {
+            match http::uri::Authority::from_maybe_shared(buf.slice(a.clone())) {
+                Ok(auth) => {
+                    // `:authority` is the request's `Host` when it sent none (the request
+                    // contract's; the bytes are shared, not copied).
+                    if !g.headers.contains_key(http::header::HOST) {
+                        if let Ok(v) = HeaderValue::from_maybe_shared(buf.slice(a)) {
+                            contract::authority_as_host(&mut g.headers, v);
+                        }
+                    }
                     uri.scheme = Some(
                         http::uri::Scheme::try_from(&buf[scheme])
                             .map_err(|_| HeadError::Malformed)?,
                     );
-                    uri.authority = Some(a);
+                    uri.authority = Some(auth);
                 }
                 Err(_) => bad_host = true,
             }
@@ -338,7 +325,7 @@ fn put_str(out: &mut Vec<u8>, s: &[u8]) {
 pub fn encode_trailers(out: &mut Vec<u8>, trailers: &HeaderMap) {
     for (name, value) in trailers {
         let n = name.as_str();
-        if connection_specific(n.as_bytes()) {
+        if contract::connection_specific_name(n.as_bytes()) {
             continue;
         }
         match static_name(n) {
@@ -379,7 +366,7 @@ pub fn encode_response(
     }
     for (name, value) in headers {
         let n = name.as_str();
-        if connection_specific(n.as_bytes()) {
+        if contract::connection_specific_name(n.as_bytes()) {
             continue;
         }
         match static_name(n) {

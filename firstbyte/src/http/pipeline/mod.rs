@@ -57,6 +57,7 @@ use http::{HeaderMap, Method, Request, Response};
 
 use super::body::{Body, LimitBody, StallBody};
 use super::conn::Conn;
+use super::contract;
 use super::reqvars::RequestVars;
 use super::uri;
 use crate::conf::model::{LocationConf, ProxyConf, ServerConf};
@@ -208,15 +209,6 @@ struct Req<'a> {
 #[derive(Debug, Clone, Copy)]
 pub struct EarlyData;
 
-/// Whether a request may be answered from early data: GET or HEAD without a body.
-fn replay_safe(method: &Method, headers: &HeaderMap) -> bool {
-    let bodyless = headers.get(header::TRANSFER_ENCODING).is_none()
-        && headers
-            .get(header::CONTENT_LENGTH)
-            .is_none_or(|v| v.as_bytes() == b"0");
-    (*method == Method::GET || *method == Method::HEAD) && bodyless
-}
-
 impl Req<'_> {
     fn vars(&self) -> RequestVars<'_> {
         RequestVars {
@@ -290,28 +282,6 @@ enum Step {
     Proxy(Arc<ProxyConf>),
 }
 
-/// Whether the request names its host in a way nginx answers 400 before `normalize_host`
-/// looks at it: an HTTP/1.x absolute target whose authority its request-line parser refuses;
-/// an HTTP/2 or HTTP/3 `:authority` that differs from a `Host` header ("client sent
-/// \":authority\" and \"Host\" headers with different values"); a `Host` that is not
-/// UTF-8; or a field the HTTP/2 decoder marked as no host at all.
-fn host_invalid(
-    version: http::Version,
-    authority: Option<&str>,
-    host_header: Option<Option<&str>>,
-    marked: bool,
-) -> bool {
-    if marked || host_header == Some(None) {
-        return true;
-    }
-    match (version, authority, host_header.flatten()) {
-        (http::Version::HTTP_2 | http::Version::HTTP_3, Some(a), Some(h)) => a != h,
-        (http::Version::HTTP_2 | http::Version::HTTP_3, _, _) => false,
-        (_, Some(a), _) => !crate::conf::vhosts::absolute_form_host_ok(a),
-        _ => false,
-    }
-}
-
 fn protocol_of(v: http::Version) -> &'static str {
     match v {
         http::Version::HTTP_10 => "HTTP/1.0",
@@ -356,6 +326,8 @@ where
         conn.request_goaway();
     }
     let (parts, body) = req.into_parts();
+    // What the front end knows of the body now: the early-data rule's input.
+    let body_known = contract::BodyKnown::of(&body);
     let http::request::Parts {
         method,
         uri: parts_uri,
@@ -441,34 +413,24 @@ where
         .unwrap_or("/");
     let addr = conn.addr_servers();
 
-    // Host: HTTP/2's :authority, else the Host header; HTTP/1.1 requires one. A Host that is
-    // not UTF-8 is refused (nginx takes bytes past 0x7f; firstbyte is stricter there).
-    let authority = parts.uri.authority().map(|a| a.as_str());
-    // One lookup gives the first Host and whether a second follows.
-    let mut hosts = parts.headers.get_all(header::HOST).iter();
-    let host_header = hosts.next().map(|h| std::str::from_utf8(h.as_bytes()).ok());
-    // Two Host headers name two servers: refused (400) as nginx ("client sent duplicate host
-    // header"), on every protocol.
-    let dup_host = hosts.next().is_some();
-    let host_raw = authority.or(host_header.flatten());
-    let host_invalid = host_invalid(
+    // Host: the target's authority (HTTP/1.x absolute form, `:authority`), else `Host`;
+    // nginx's refusals (the request contract's). A Host that is not UTF-8 is refused (nginx
+    // takes bytes past 0x7f; firstbyte is stricter there).
+    let host_check = contract::host(contract::HostInput {
         version,
-        authority,
-        host_header,
-        extensions
+        authority: parts.uri.authority().map(|a| a.as_str()),
+        headers: parts.headers,
+        invalid_field: extensions
             .get::<super::h2::headers::InvalidHostField>()
             .is_some(),
-    );
+    });
     // nginx's unique request fields: a second one is refused (400) on every protocol.
     let duplicate = headers::duplicate_unique(parts.headers);
     // HTTP/1.1: framing refused in the head as received (the connection layer's verdict).
     let mut framing = extensions.remove::<crate::http::conn::FramingRefusal>();
-    let host = match host_raw.map(crate::conf::vhosts::normalize_host) {
-        _ if dup_host || host_invalid => None,
-        Some(Ok(h)) => Some(h.into_owned()),
-        Some(Err(_)) => None,
-        None if parts.version == http::Version::HTTP_11 => None,
-        None => Some(String::new()),
+    let (host, host_raw, host_refusal) = match host_check {
+        Ok(h) => (Some(h.name.into_owned()), h.raw, None),
+        Err(e) => (None, None, Some(e)),
     };
     let server = match &host {
         Some(h) if !h.is_empty() => addr.find(Some(h.as_str())).clone(),
@@ -557,7 +519,23 @@ where
     let (path, query) = uri::split_target(request_uri);
     let refusal = client_refusal(&r);
     let (step, loc) = match (host_ok, uri::normalize_path(path), refusal) {
-        _ if early_data && !replay_safe(&r.method, r.headers) => {
+        // No method by nginx's rules (a lower-case `delete`): 400 before any location, as a
+        // request line nginx cannot parse; the connection closes (HTTP/2's decoder resets
+        // such a stream before it gets here).
+        _ if !contract::method_token(r.method.as_str().as_bytes()) => {
+            crate::fblog!(
+                Info,
+                "client sent invalid method while reading client request line, client: {}, server: {}",
+                conn.client_ip(),
+                server_name(&r.server),
+            );
+            let loc = r.server.default_location.clone();
+            let (mut resp, loc) = error(&mut r, 400, loc);
+            resp.headers_mut()
+                .insert(header::CONNECTION, http::HeaderValue::from_static("close"));
+            (Step::Done(resp), loc)
+        }
+        _ if early_data && !contract::replay_safe(&r.method, body_known) => {
             crate::fblog!(
                 Info,
                 "a \"{}\" request in early data refused (425), client: {}, server: {}",
@@ -571,15 +549,9 @@ where
         }
         // nginx refuses TRACE (405, "client sent TRACE method") and CONNECT (405; 400 when the
         // target names no port) before any location runs.
-        _ if r.method == http::Method::TRACE || r.method == http::Method::CONNECT => {
-            let code = if r.method == http::Method::CONNECT
-                && parts.uri.port_u16().is_none()
-                && version < http::Version::HTTP_2
-            {
-                400
-            } else {
-                405
-            };
+        _ if contract::method_refusal(&r.method, version, parts.uri.port_u16()).is_some() => {
+            let code =
+                contract::method_refusal(&r.method, version, parts.uri.port_u16()).unwrap_or(405);
             crate::fblog!(
                 Info,
                 "client sent {} method while reading client request headers, client: {}, server: {}",
@@ -720,10 +692,11 @@ where
             out
         }
         _ => {
-            if !host_ok {
+            if let Some(why) = host_refusal {
                 crate::fblog!(
                     Info,
-                    "client sent invalid host header while reading client request headers, client: {}, server: {}",
+                    "{} while reading client request headers, client: {}, server: {}",
+                    why.reason(),
                     conn.client_ip(),
                     server_name(&r.server),
                 );

@@ -164,7 +164,7 @@ pub fn prepare<B>(req: &mut Request<B>, tls: bool, proxy_host: &str) -> Result<(
     for n in named {
         headers.remove(n);
     }
-    for n in crate::http::h2::headers::CONNECTION_SPECIFIC {
+    for n in crate::http::contract::CONNECTION_SPECIFIC {
         headers.remove(n);
     }
     let te_ok = |v: &HeaderValue| v.as_bytes().eq_ignore_ascii_case(b"trailers");
