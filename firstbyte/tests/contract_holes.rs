@@ -13,7 +13,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use bytes::{Buf, Bytes};
-use support::{certs, curl_i, read_head, rust_client_config, upstream, Server};
+use support::{curl_i, read_head, rust_client_config, upstream, Server};
 
 /// What the upstream received: each request's head and body.
 type Seen = Arc<Mutex<Vec<(String, Vec<u8>)>>>;

@@ -391,14 +391,20 @@ where
         );
     }
     // nginx's `max_headers`: the lines kept (HTTP/2 and HTTP/3 count no `cookie` field).
+    // Nor the `host` the front end made of `:authority` (nginx constructs it after counting;
+    // one that only repeats `:authority` is taken for it).
     let too_many = {
-        let cookies = match version {
+        let not_lines = match version {
             http::Version::HTTP_2 | http::Version::HTTP_3 => {
-                parts_headers.get_all(header::COOKIE).iter().count()
+                let made_host = match (parts_headers.get(header::HOST), parts_uri.authority()) {
+                    (Some(h), Some(a)) => h.as_bytes() == a.as_str().as_bytes(),
+                    _ => false,
+                };
+                parts_headers.get_all(header::COOKIE).iter().count() + usize::from(made_host)
             }
             _ => 0,
         };
-        parts_headers.len() - cookies > header_server.max_headers as usize
+        parts_headers.len() - not_lines > header_server.max_headers as usize
     };
     let parts = PartsRef {
         uri: &parts_uri,
