@@ -368,6 +368,17 @@ async fn serve(
     // Set once a request is taken from early data (the connection-info page's "0-RTT").
     let early_used = Arc::new(AtomicBool::new(false));
     let quic = if early {
+        // Not before the whole ClientHello is in (it may span datagrams: a post-quantum key
+        // share does): until then the client's transport parameters are unknown, so HTTP/3's
+        // control stream cannot be opened — and quinn does not wake a stream opener when they
+        // arrive — and the SNI that chooses the server block is unknown too.
+        let mut connecting = connecting;
+        let hello = connecting.handshake_data();
+        match tokio::time::timeout(default.client_header_timeout, hello).await {
+            Ok(Ok(_)) => {}
+            Ok(Err(e)) => return handshake_failed(&e, peer),
+            Err(_) => return handshake_timed_out(peer),
+        }
         // A server's conversion always succeeds (quinn).
         let Ok((quic, done)) = connecting.into_0rtt() else {
             return;
