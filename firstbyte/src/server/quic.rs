@@ -53,6 +53,8 @@ pub(super) struct Endpoint {
     /// The address-validation tokens (NEW_TOKEN) already used, kept across reloads so a
     /// token is taken once per endpoint whatever the configuration.
     tokens: Arc<quinn::BloomTokenLog>,
+    /// The anti-amplification accounts of the socket (`quic_socket`).
+    amplification: Arc<super::quic_socket::Amplification>,
     accept: JoinHandle<()>,
 }
 
@@ -77,7 +79,13 @@ impl Endpoint {
         // Every connection's requests arrive through this socket: its reads bound them.
         let reads = Arc::new(crate::net::ReadClock::default());
         let socket = quinn::Runtime::wrap_udp_socket(&*runtime, udp)?;
-        let socket = Arc::new(super::quic_socket::Stamped::new(socket, reads.clone()));
+        let amplification =
+            super::quic_socket::Amplification::new(cid_key.clone(), idle_timeout(site, addr));
+        let socket = Arc::new(super::quic_socket::Stamped::new(
+            socket,
+            reads.clone(),
+            amplification.clone(),
+        ));
         let endpoint = quinn::Endpoint::new_with_abstract_socket(
             endpoint_config,
             Some(config),
@@ -90,6 +98,7 @@ impl Endpoint {
             current.clone(),
             shared,
             reads,
+            amplification.clone(),
         ));
         Ok(Endpoint {
             endpoint,
@@ -97,6 +106,7 @@ impl Endpoint {
             reset_key,
             cid_key,
             tokens,
+            amplification,
             accept,
         })
     }
@@ -107,6 +117,8 @@ impl Endpoint {
             Ok((c, keys)) => {
                 self.reset_key.set(keys.reset);
                 self.cid_key.store(keys.cid, Ordering::Relaxed);
+                self.amplification
+                    .idle_timeout(idle_timeout(site, self.addr));
                 self.endpoint.set_server_config(Some(c));
             }
             Err(e) => crate::fblog!(Alert, "QUIC on {} keeps its old settings: {e}", self.addr),
@@ -126,6 +138,19 @@ fn socket_of(site: &Site, addr: SocketAddr) -> Option<usize> {
         .sockets()
         .iter()
         .position(|s| s.addr == addr && s.quic)
+}
+
+/// The idle timeout of `addr`'s QUIC connections in `site` (`keepalive_timeout` of the
+/// default server block, see [`transport_config`]).
+fn idle_timeout(site: &Site, addr: SocketAddr) -> Duration {
+    socket_of(site, addr).map_or(Duration::ZERO, |s| {
+        let servers = site.vhosts().addr_servers(s, addr);
+        servers
+            .default_server()
+            .default_location
+            .keepalive_timeout
+            .idle
+    })
 }
 
 /// The endpoint's settings for `site`, all from the address's default server block: TLS (ALPN
@@ -266,8 +291,14 @@ async fn accept_loop(
     current: Arc<ArcSwap<Site>>,
     shared: Arc<Shared>,
     reads: Arc<crate::net::ReadClock>,
+    amplification: Arc<super::quic_socket::Amplification>,
 ) {
     while let Some(incoming) = endpoint.accept().await {
+        // A client that came back with a token (Retry or NEW_TOKEN) proved its address:
+        // quinn lifts its own limit, and the socket's follows.
+        if incoming.remote_address_validated() {
+            amplification.validated(incoming.remote_address());
+        }
         let site = current.load_full();
         let Some(socket) = socket_of(&site, addr) else {
             incoming.refuse();
@@ -338,6 +369,17 @@ async fn serve(
     // Set once a request is taken from early data (the connection-info page's "0-RTT").
     let early_used = Arc::new(AtomicBool::new(false));
     let quic = if early {
+        // Not before the whole ClientHello is in (it may span datagrams: a post-quantum key
+        // share does): until then the client's transport parameters are unknown, so HTTP/3's
+        // control stream cannot be opened — and quinn does not wake a stream opener when they
+        // arrive — and the SNI that chooses the server block is unknown too.
+        let mut connecting = connecting;
+        let hello = connecting.handshake_data();
+        match tokio::time::timeout(default.client_header_timeout, hello).await {
+            Ok(Ok(_)) => {}
+            Ok(Err(e)) => return handshake_failed(&e, peer),
+            Err(_) => return handshake_timed_out(peer),
+        }
         // A server's conversion always succeeds (quinn).
         let Ok((quic, done)) = connecting.into_0rtt() else {
             return;
@@ -370,20 +412,8 @@ async fn serve(
     } else {
         match tokio::time::timeout(default.client_header_timeout, connecting).await {
             Ok(Ok(c)) => c,
-            Ok(Err(e)) => {
-                crate::metrics::tls_failure("quic", quic_reason(&e));
-                crate::fblog!(Info, "QUIC handshake failed ({e}), client: {}", peer.ip());
-                return;
-            }
-            Err(_) => {
-                crate::metrics::tls_failure("quic", "timeout");
-                crate::fblog!(
-                    Info,
-                    "client timed out in QUIC handshake, client: {}",
-                    peer.ip()
-                );
-                return;
-            }
+            Ok(Err(e)) => return handshake_failed(&e, peer),
+            Err(_) => return handshake_timed_out(peer),
         }
     };
     if !early {
@@ -484,6 +514,22 @@ async fn serve(
         linger(&handle, send_timeout).await;
         handle.close(H3_NO_ERROR.into(), b"");
     }
+}
+
+/// Counts and logs a handshake that failed.
+fn handshake_failed(e: &quinn::ConnectionError, peer: SocketAddr) {
+    crate::metrics::tls_failure("quic", quic_reason(e));
+    crate::fblog!(Info, "QUIC handshake failed ({e}), client: {}", peer.ip());
+}
+
+/// Counts and logs a handshake that did not complete in `client_header_timeout`.
+fn handshake_timed_out(peer: SocketAddr) {
+    crate::metrics::tls_failure("quic", "timeout");
+    crate::fblog!(
+        Info,
+        "client timed out in QUIC handshake, client: {}",
+        peer.ip()
+    );
 }
 
 /// Reads a connection's transport state for the connection-info page.
