@@ -84,6 +84,9 @@ struct Stream {
     length: BodyLength,
     /// Its request event is still queued (not taken up by the shell).
     fresh: bool,
+    /// The response ended first and the request body is read on (see
+    /// [`Core::end_sending`]): until this time ([`Core::set_clock`]'s milliseconds).
+    drain_until: u64,
 }
 
 /// Where the connection preface stands.
@@ -110,6 +113,10 @@ const CLOSED_MEMORY: usize = 64;
 
 /// Bytes reserved for an encoded response head (a static file's five headers take ~90).
 const RESPONSE_HEAD_GUESS: usize = 128;
+
+/// How long a stream whose response ended before its request body reads on that body, in
+/// milliseconds, before it is reset with NO_ERROR (nginx's `lingering_timeout` default).
+const DRAIN_MS: u64 = 5000;
 
 /// The PING payload of a graceful shutdown's first step.
 const GOAWAY_PING: &[u8; 8] = b"fb-drain";
@@ -142,6 +149,11 @@ pub struct Core {
     /// The connection error sent: nothing more is read.
     error: Option<Reason>,
     scratch: Vec<u8>,
+    /// Streams to reset with NO_ERROR once the output before them is written
+    /// ([`Core::put_late_resets`]).
+    late_resets: Vec<u32>,
+    /// The shell's clock ([`Core::set_clock`]).
+    now_ms: u64,
 }
 
 impl Core {
@@ -186,6 +198,8 @@ impl Core {
             draining: false,
             error: None,
             scratch: Vec::new(),
+            late_resets: Vec::new(),
+            now_ms: 0,
         }
     }
 
@@ -321,7 +335,7 @@ impl Core {
         content_length: Option<u64>,
         end: bool,
     ) {
-        if self.find(id).is_none() {
+        if !self.is_open(id) {
             return;
         }
         let mut block = std::mem::take(&mut self.scratch);
@@ -339,7 +353,7 @@ impl Core {
     /// Sends the trailer section on stream `id`, which ends the response (HEADERS with
     /// END_STREAM, CONTINUATION when it is larger than a frame).
     pub fn send_trailers(&mut self, id: u32, trailers: &HeaderMap) {
-        if self.find(id).is_none() {
+        if !self.is_open(id) {
             return;
         }
         let mut block = std::mem::take(&mut self.scratch);
@@ -361,7 +375,7 @@ impl Core {
     /// the response. DATA frames are cut at the client's SETTINGS_MAX_FRAME_SIZE and at
     /// `chunk` (the location's `http2_chunk_size`), else at the connection's frame size.
     pub fn send_data(&mut self, id: u32, data: &[u8], end: bool, chunk: Option<usize>) {
-        let Some(i) = self.find(id) else {
+        let Some(i) = self.find(id).filter(|&i| !self.streams[i].send_closed) else {
             return;
         };
         let n = data.len() as i64;
@@ -398,7 +412,8 @@ impl Core {
         let n = n as u32;
         if let Some(i) = self.find(id) {
             let s = &mut self.streams[i];
-            if !s.recv_closed {
+            // A draining stream's body is read only as far as its window goes.
+            if !s.recv_closed && !s.send_closed {
                 s.recv_unacked += n;
                 if s.recv_unacked >= self.cfg.stream_window / 2 {
                     frame::put_window_update(&mut self.out, id, s.recv_unacked);
@@ -427,6 +442,7 @@ impl Core {
         frame::put_goaway(&mut self.out, self.max_peer_id, reason);
         self.error = Some(reason);
         self.events.clear();
+        self.late_resets.clear();
     }
 
     fn remember_closed(&mut self, id: u32, by_server: bool) {
@@ -441,20 +457,100 @@ impl Core {
         self.closed.iter().find(|c| c.0 == id).map(|c| c.1)
     }
 
-    /// The response ended: the stream closes, or, with the request still coming, is reset
-    /// with NO_ERROR (RFC 9113 §8.1).
+    /// The response ended: the stream closes, or, with the request still coming, either
+    /// drains or is reset with NO_ERROR (RFC 9113 §8.1).
+    ///
+    /// It drains (half-closed local: the body is read and dropped, its checks still made, so
+    /// that a malformed body is a stream error whether it came before the response or after)
+    /// while the rest of the body can come within the stream's window, which is not opened
+    /// again, for at most [`DRAIN_MS`]; it closes when the body ends. A declared body larger
+    /// than the window, one already failed, or a window used up gets the reset instead, after
+    /// the response's bytes ([`Core::put_late_resets`]): a client reading the response and
+    /// the reset in one piece may see its upload fail before it sees the response (curl).
     fn end_sending(&mut self, id: u32) {
         let Some(i) = self.find(id) else {
             return;
         };
-        if self.streams[i].recv_closed {
+        let s = &mut self.streams[i];
+        if s.recv_closed {
             self.streams.swap_remove(i);
             self.remember_closed(id, false);
-        } else {
-            frame::put_rst(&mut self.out, id, Reason::NO_ERROR);
-            self.streams.swap_remove(i);
-            self.remember_closed(id, true);
+            return;
         }
+        let window = s.recv_window.max(0) as u64;
+        let fits = match s.content_length {
+            Some(cl) => cl.saturating_sub(s.received) <= window,
+            None => true,
+        };
+        if fits && window > 0 && !s.skip_data {
+            s.send_closed = true;
+            s.drain_until = self.now_ms + DRAIN_MS;
+        } else {
+            self.stop_body(id);
+        }
+    }
+
+    /// Drops stream `id` and resets it with NO_ERROR once the output so far is written.
+    fn stop_body(&mut self, id: u32) {
+        if let Some(i) = self.find(id) {
+            self.streams.swap_remove(i);
+        }
+        self.remember_closed(id, true);
+        self.late_resets.push(id);
+    }
+
+    /// A draining stream's request body ended: the stream closes.
+    fn close_drained(&mut self, i: usize) {
+        let id = self.streams.swap_remove(i).id;
+        self.remember_closed(id, false);
+    }
+
+    /// The shell's clock, in milliseconds, for the draining streams' deadlines.
+    pub fn set_clock(&mut self, now_ms: u64) {
+        self.now_ms = now_ms;
+    }
+
+    /// The earliest deadline of a draining stream.
+    pub fn drain_deadline(&self) -> Option<u64> {
+        self.streams
+            .iter()
+            .filter(|s| s.send_closed)
+            .map(|s| s.drain_until)
+            .min()
+    }
+
+    /// Resets (NO_ERROR) the draining streams whose time is up.
+    pub fn expire_drains(&mut self) {
+        while let Some(s) = self
+            .streams
+            .iter()
+            .find(|s| s.send_closed && s.drain_until <= self.now_ms)
+        {
+            let id = s.id;
+            self.stop_body(id);
+        }
+    }
+
+    /// To be called once [`Core::out`] is written: puts the NO_ERROR resets that follow
+    /// responses ended before their requests in it; whether there were any.
+    pub fn put_late_resets(&mut self) -> bool {
+        if self.late_resets.is_empty() {
+            return false;
+        }
+        for id in self.late_resets.drain(..) {
+            frame::put_rst(&mut self.out, id, Reason::NO_ERROR);
+        }
+        true
+    }
+
+    /// The client reset stream `id`, which the server had closed: any frame after this is
+    /// the client's error (RFC 9113 §5.1), whatever the server's reset said, and the server's
+    /// pending reset is not sent.
+    fn reset_by_client(&mut self, id: u32) {
+        if let Some(c) = self.closed.iter_mut().find(|c| c.0 == id) {
+            c.1 = false;
+        }
+        self.late_resets.retain(|&x| x != id);
     }
 
     /// Drops a stream (reset by either side) and tells the shell, or forgets its queued
@@ -539,6 +635,8 @@ impl Core {
                     if self.pending_resets > self.cfg.max_pending_resets {
                         return Err(Reason::ENHANCE_YOUR_CALM);
                     }
+                } else {
+                    self.reset_by_client(head.stream);
                 }
                 Ok(())
             }
@@ -707,6 +805,17 @@ impl Core {
             self.events.push_back(Event::BadLength { id });
             return Ok(());
         }
+        if s.send_closed {
+            // Draining: dropped, the connection's credit given back, not the stream's.
+            let used_up = s.recv_window <= 0;
+            self.release_conn(len as u32);
+            if end {
+                self.close_drained(i);
+            } else if used_up {
+                self.stop_body(id);
+            }
+            return Ok(());
+        }
         if end {
             s.recv_closed = true;
         }
@@ -828,6 +937,7 @@ impl Core {
                 recv_unacked: 0,
                 length,
                 fresh: true,
+                drain_until: 0,
             });
             self.events.push_back(Event::Request {
                 id,
@@ -863,6 +973,10 @@ impl Core {
         }
         if s.length.end().is_err() {
             return self.stream_error(id, Reason::PROTOCOL_ERROR);
+        }
+        if s.send_closed {
+            self.close_drained(i);
+            return Ok(());
         }
         s.recv_closed = true;
         self.events.push_back(Event::Data {

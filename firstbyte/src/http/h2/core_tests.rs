@@ -350,12 +350,22 @@ fn a_reset_after_the_request_was_taken_up_tells_the_shell() {
 #[test]
 fn frames_after_the_servers_reset_are_ignored() {
     let (mut core, mut c) = started();
-    c.get(1, &[], 0);
+    c.get(1, &[("content-length", "2000000")], 0);
     core.recv(&c.take());
     core.take_event();
-    // The response ends before the request: RST_STREAM(NO_ERROR), later DATA ignored.
-    core.send_headers(1, 204, &HeaderMap::new(), None, true);
+    // The response ends before a body larger than the window: RST_STREAM(NO_ERROR), put
+    // after the response once that is written; later DATA ignored.
+    core.send_headers(1, 413, &HeaderMap::new(), None, true);
+    let f = frames(&core.out);
+    assert_eq!(f.len(), 1, "the response alone: {f:?}");
+    assert_eq!(
+        (f[0].0, f[0].1 & flag::END_STREAM),
+        (kind::HEADERS, flag::END_STREAM)
+    );
+    core.out.clear();
+    assert!(core.put_late_resets());
     assert_eq!(errors(&mut core), (vec![(1, 0)], None));
+    assert!(!core.put_late_resets(), "sent once");
     c.frame(kind::DATA, flag::END_STREAM, 1, b"late");
     let mut hdr = c.take();
     c.get(1, &[], flag::END_STREAM);
@@ -546,4 +556,122 @@ fn graceful_goaway_of_a_busy_connection_takes_two_steps() {
     assert!(!core.is_done());
     core.send_headers(3, 200, &HeaderMap::new(), None, true);
     assert!(core.is_done());
+}
+
+/// The shell's part after a turn: the output written, then the late resets.
+fn flushed(core: &mut Core) -> (Vec<(u32, u32)>, Option<u32>) {
+    let mut first = errors(core);
+    core.put_late_resets();
+    let (rst, goaway) = errors(core);
+    first.0.extend(rst);
+    (first.0, first.1.or(goaway))
+}
+
+#[test]
+fn a_response_before_a_body_that_fits_drains_it_with_its_checks() {
+    // h2spec 8.1.2.6: the answer does not depend on whether the DATA came before the
+    // response or after.
+    let (mut core, mut c) = started();
+    c.get(1, &[("content-length", "1")], 0);
+    core.recv(&c.take());
+    core.take_event();
+    core.send_headers(1, 200, &HeaderMap::new(), None, true);
+    assert_eq!(
+        flushed(&mut core),
+        (vec![], None),
+        "no reset: the body is awaited"
+    );
+    assert_eq!(core.open_streams(), 1);
+    assert!(!core.is_open(1), "nothing more is sent on it");
+    c.frame(kind::DATA, flag::END_STREAM, 1, b"test");
+    core.recv(&c.take());
+    assert_eq!(flushed(&mut core), (vec![(1, 1)], None), "PROTOCOL_ERROR");
+    assert!(
+        matches!(core.take_event(), None | Some(Event::Reset { id: 1 })),
+        "no body event: the service is gone"
+    );
+    // A body of the right length closes the stream without a reset.
+    c.get(3, &[("content-length", "4")], 0);
+    core.recv(&c.take());
+    core.take_event();
+    core.send_headers(3, 200, &HeaderMap::new(), None, true);
+    c.frame(kind::DATA, flag::END_STREAM, 3, b"test");
+    core.recv(&c.take());
+    assert_eq!(flushed(&mut core), (vec![], None));
+    assert_eq!(core.open_streams(), 0);
+    // Without a length: trailers are still checked (a HEADERS without END_STREAM).
+    c.get(5, &[], 0);
+    core.recv(&c.take());
+    core.take_event();
+    core.send_headers(5, 200, &HeaderMap::new(), None, true);
+    c.get(5, &[], 0);
+    core.recv(&c.take());
+    assert_eq!(flushed(&mut core), (vec![(5, 1)], None));
+}
+
+#[test]
+fn a_draining_body_gets_no_more_credit_and_ends_with_its_window_or_its_time() {
+    let (mut core, mut c) = started();
+    core.set_clock(1000);
+    c.get(1, &[], 0);
+    core.recv(&c.take());
+    core.take_event();
+    core.send_headers(1, 200, &HeaderMap::new(), None, true);
+    assert_eq!(core.drain_deadline(), Some(1000 + DRAIN_MS));
+    let piece = vec![0u8; 16_384];
+    for _ in 0..63 {
+        c.frame(kind::DATA, 0, 1, &piece);
+    }
+    core.recv(&c.take());
+    let f = frames(&core.out);
+    assert!(
+        f.iter().all(|f| f.0 != kind::WINDOW_UPDATE || f.2 == 0),
+        "the stream's window is not opened again: {f:?}"
+    );
+    assert!(core.take_event().is_none(), "dropped, not passed on");
+    assert_eq!(flushed(&mut core), (vec![], None));
+    c.frame(kind::DATA, 0, 1, &piece);
+    core.recv(&c.take());
+    assert_eq!(flushed(&mut core), (vec![(1, 0)], None), "window used up");
+    // A client that stops sending: reset at the deadline.
+    c.get(3, &[], 0);
+    core.recv(&c.take());
+    core.take_event();
+    core.send_headers(3, 200, &HeaderMap::new(), None, true);
+    core.set_clock(1000 + DRAIN_MS - 1);
+    core.expire_drains();
+    assert_eq!(flushed(&mut core), (vec![], None));
+    core.set_clock(1000 + DRAIN_MS);
+    core.expire_drains();
+    assert_eq!(flushed(&mut core), (vec![(3, 0)], None));
+    assert_eq!(core.drain_deadline(), None);
+}
+
+#[test]
+fn frames_after_the_clients_own_reset_are_its_error() {
+    // h2spec 5.1: the server's reset came first (the response ended), then the client's
+    // RST_STREAM: what follows that is an error, whoever reset first.
+    for then in ["data", "headers"] {
+        let (mut core, mut c) = started();
+        c.get(1, &[("content-length", "2000000")], 0);
+        core.recv(&c.take());
+        core.take_event();
+        core.send_headers(1, 200, &HeaderMap::new(), None, true);
+        c.frame(kind::RST_STREAM, 0, 1, &[0, 0, 0, 8]);
+        core.recv(&c.take());
+        assert_eq!(
+            flushed(&mut core),
+            (vec![], None),
+            "{then}: no reset after the client's"
+        );
+        if then == "data" {
+            c.frame(kind::DATA, flag::END_STREAM, 1, b"test");
+            core.recv(&c.take());
+            assert_eq!(flushed(&mut core), (vec![(1, 5)], None), "STREAM_CLOSED");
+        } else {
+            c.get(1, &[], flag::END_STREAM);
+            core.recv(&c.take());
+            assert_eq!(flushed(&mut core), (vec![], Some(5)), "STREAM_CLOSED");
+        }
+    }
 }

@@ -140,6 +140,8 @@ impl<I: AsyncRead + BatchWrite> Shell<I> {
     /// Runs the connection until it ends.
     pub fn poll_run(&mut self, cx: &mut Context<'_>) -> Poll<()> {
         for _ in 0..4 {
+            self.core.set_clock(send_watch::now_ms());
+            self.core.expire_drains();
             let read_more = match self.read(cx) {
                 Err(()) => return Poll::Ready(()),
                 Ok(more) => more,
@@ -362,7 +364,8 @@ impl<I: AsyncRead + BatchWrite> Shell<I> {
 
     /// `send_timeout`: streams whose response waited on the client that long are reset.
     fn watchdog(&mut self, cx: &mut Context<'_>) {
-        if self.slots.is_empty() {
+        let drain = self.core.drain_deadline();
+        if self.slots.is_empty() && drain.is_none() {
             self.watch = None;
             return;
         }
@@ -372,7 +375,8 @@ impl<I: AsyncRead + BatchWrite> Shell<I> {
             }
         }
         let now = send_watch::now_ms();
-        let mut next: Option<u64> = None;
+        // A stream draining its request body ends at its deadline (`Core::expire_drains`).
+        let mut next: Option<u64> = drain;
         let mut stalled = Vec::new();
         for s in &self.slots {
             if s.progress.stalled_at(now) {
@@ -408,23 +412,29 @@ impl<I: AsyncRead + BatchWrite> Shell<I> {
         }
     }
 
-    /// Writes the core's output; `Ready(Ok)` once all is written and flushed.
+    /// Writes the core's output; `Ready(Ok)` once all is written and flushed. The NO_ERROR
+    /// resets that follow responses go in a write (a TLS record) of their own, after them.
     fn write(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), ()>> {
-        while self.written < self.core.out.len() {
-            match self.io.poll_write_batch(cx, &self.core.out[self.written..]) {
-                Poll::Ready(Ok(0)) | Poll::Ready(Err(_)) => return Poll::Ready(Err(())),
-                Poll::Ready(Ok(n)) => self.written += n,
-                Poll::Pending => return Poll::Pending,
+        loop {
+            while self.written < self.core.out.len() {
+                match self.io.poll_write_batch(cx, &self.core.out[self.written..]) {
+                    Poll::Ready(Ok(0)) | Poll::Ready(Err(_)) => return Poll::Ready(Err(())),
+                    Poll::Ready(Ok(n)) => self.written += n,
+                    Poll::Pending => return Poll::Pending,
+                }
             }
-        }
-        self.unflushed |= self.written > 0;
-        self.core.out.clear();
-        self.written = 0;
-        if self.unflushed {
-            match Pin::new(&mut self.io).poll_flush(cx) {
-                Poll::Ready(Err(_)) => return Poll::Ready(Err(())),
-                Poll::Ready(Ok(())) => self.unflushed = false,
-                Poll::Pending => return Poll::Pending,
+            self.unflushed |= self.written > 0;
+            self.core.out.clear();
+            self.written = 0;
+            if self.unflushed {
+                match Pin::new(&mut self.io).poll_flush(cx) {
+                    Poll::Ready(Err(_)) => return Poll::Ready(Err(())),
+                    Poll::Ready(Ok(())) => self.unflushed = false,
+                    Poll::Pending => return Poll::Pending,
+                }
+            }
+            if !self.core.put_late_resets() {
+                break;
             }
         }
         if self.slots.is_empty() && self.core.out.capacity() > 0 {
