@@ -391,3 +391,25 @@ pub fn firstbyte(args: &[&str]) -> Output {
         .output()
         .expect("run firstbyte")
 }
+
+/// The configuration corpus (real nginx configurations from public sources, kept outside the
+/// repository): `CONF_CORPUS`, else `../shared/conf-corpus` beside the repository. A test that
+/// needs it fails, saying where it looked, when it is not there.
+pub fn conf_corpus() -> PathBuf {
+    let dir = match std::env::var_os("CONF_CORPUS") {
+        Some(d) => PathBuf::from(d),
+        // CARGO_MANIFEST_DIR is REPO/firstbyte.
+        None => Path::new(env!("CARGO_MANIFEST_DIR"))
+            .ancestors()
+            .nth(2)
+            .unwrap_or(Path::new("/"))
+            .join("shared/conf-corpus"),
+    };
+    assert!(
+        dir.join("debian/nginx.conf").is_file(),
+        "the configuration corpus is not at {} (no debian/nginx.conf there): set CONF_CORPUS=DIR \
+         or put it at ../shared/conf-corpus beside the repository (docs/conf-corpus.md)",
+        dir.display()
+    );
+    dir
+}
