@@ -120,6 +120,29 @@ fn missing(path: &Path) -> io::Error {
 
 /// Reads a whole file of at most `max` bytes, with the stamp of the very file read.
 pub fn read(path: &Path, max: u64) -> io::Result<(Vec<u8>, FileStamp)> {
+    read_with(path, max, false)
+}
+
+/// [`read`] for a configuration file (the main file, an `include`): only a regular file. A
+/// device, FIFO or socket has no size to trust: `/dev/zero` would be read up to `max` and a
+/// FIFO would block the load forever (nginx reads `st_size` bytes, so it reads nothing of
+/// them); such a path is a mistake, refused before anything is read.
+pub fn read_config(path: &Path, max: u64) -> io::Result<(Vec<u8>, FileStamp)> {
+    read_with(path, max, true)
+}
+
+/// Why a file whose metadata says `is_file` and `len` may not be read whole under `max`.
+pub fn refusal(is_file: bool, len: u64, max: u64, regular_only: bool) -> Option<String> {
+    if regular_only && !is_file {
+        Some("not a regular file".into())
+    } else if len > max {
+        Some(format!("file is larger than {max} bytes"))
+    } else {
+        None
+    }
+}
+
+fn read_with(path: &Path, max: u64, regular_only: bool) -> io::Result<(Vec<u8>, FileStamp)> {
     let replayed = MODE.with(|m| match &*m.borrow() {
         Some(Mode::Replay(s)) => Some(match s.files.get(path) {
             Some(Ok((b, st))) => Ok((b.clone(), *st)),
@@ -131,7 +154,7 @@ pub fn read(path: &Path, max: u64) -> io::Result<(Vec<u8>, FileStamp)> {
     if let Some(r) = replayed {
         return r;
     }
-    let r = read_disk(path, max);
+    let r = read_disk(path, max, regular_only);
     MODE.with(|m| {
         if let Some(Mode::Record(s)) = &mut *m.borrow_mut() {
             let rec = match &r {
@@ -144,13 +167,24 @@ pub fn read(path: &Path, max: u64) -> io::Result<(Vec<u8>, FileStamp)> {
     r
 }
 
-fn read_disk(path: &Path, max: u64) -> io::Result<(Vec<u8>, FileStamp)> {
-    let mut file = File::open(path)?;
+fn read_disk(path: &Path, max: u64, regular_only: bool) -> io::Result<(Vec<u8>, FileStamp)> {
+    use std::os::unix::fs::OpenOptionsExt;
+    // Non-blocking: opening a FIFO does not wait for a writer (the check below refuses it);
+    // a regular file ignores the flag.
+    let flags = if regular_only { libc::O_NONBLOCK } else { 0 };
+    let mut file = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(flags)
+        .open(path)?;
     let meta = file.metadata()?;
-    let too_big = || io::Error::other(format!("file is larger than {max} bytes"));
-    if meta.len() > max {
-        return Err(too_big());
+    if regular_only && meta.is_dir() {
+        // As reading it would say (nginx's words for a directory).
+        return Err(io::Error::from_raw_os_error(libc::EISDIR));
     }
+    if let Some(why) = refusal(meta.is_file(), meta.len(), max, regular_only) {
+        return Err(io::Error::other(why));
+    }
+    let too_big = || io::Error::other(format!("file is larger than {max} bytes"));
     let mut bytes = Vec::with_capacity(usize::try_from(meta.len()).unwrap_or(0));
     file.by_ref()
         .take(max.saturating_add(1))
@@ -434,6 +468,48 @@ fn failure_get(r: &mut crate::wire::Reader<'_>) -> io::Result<Failure> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_configuration_file_is_a_regular_file_within_the_limit() {
+        assert_eq!(refusal(true, 10, 64, true), None);
+        assert_eq!(refusal(true, 64, 64, true), None);
+        assert_eq!(
+            refusal(true, 65, 64, true).as_deref(),
+            Some("file is larger than 64 bytes")
+        );
+        // A device reports size 0: refused for what it is, not for its size.
+        assert_eq!(
+            refusal(false, 0, 64, true).as_deref(),
+            Some("not a regular file")
+        );
+        // Other readers (certificates, keys) keep reading what they are given.
+        assert_eq!(refusal(false, 0, 64, false), None);
+    }
+
+    #[test]
+    fn devices_fifos_and_directories_are_refused_as_configuration() {
+        let e = read_config(Path::new("/dev/zero"), 1 << 20).unwrap_err();
+        assert_eq!(e.to_string(), "not a regular file");
+        let e = read_config(Path::new("/dev/null"), 1 << 20).unwrap_err();
+        assert_eq!(e.to_string(), "not a regular file");
+        let dir = std::env::temp_dir().join(format!("fb-files-fifo-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let fifo = dir.join("fifo");
+        let c = std::ffi::CString::new(fifo.to_str().unwrap()).unwrap();
+        // SAFETY: mkfifo on a NUL-terminated path.
+        assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0);
+        // Returns at once (no writer is waited for).
+        let e = read_config(&fifo, 1 << 20).unwrap_err();
+        assert_eq!(e.to_string(), "not a regular file");
+        let e = read_config(&dir, 1 << 20).unwrap_err();
+        assert_eq!(e.raw_os_error(), Some(libc::EISDIR));
+        std::fs::write(dir.join("ok.conf"), "events {}\n").unwrap();
+        assert_eq!(
+            read_config(&dir.join("ok.conf"), 1 << 20).unwrap().0,
+            b"events {}\n"
+        );
+        let _ = std::fs::remove_dir_all(&dir);
+    }
 
     #[test]
     fn a_recorded_load_replays_without_the_disk() {

@@ -325,3 +325,40 @@ kill $canary
     assert_eq!(err.matches("invalid PID number").count(), 10, "{err}");
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+#[test]
+fn include_of_a_device_is_refused_at_once() {
+    // /dev/zero has no end and a FIFO no writer: neither is read (nginx, reading st_size
+    // bytes, would read nothing of either); the load stops with the file and line.
+    let dir = tempdir("t-include-dev");
+    let fifo = dir.join("fifo");
+    let c = std::ffi::CString::new(fifo.to_str().unwrap()).unwrap();
+    // SAFETY: mkfifo on a NUL-terminated path.
+    assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0);
+    for target in ["/dev/zero".to_string(), fifo.display().to_string()] {
+        let path = dir.join("firstbyte.conf");
+        std::fs::write(
+            &path,
+            format!("pid off;\nevents {{}}\nhttp {{\n  include {target};\n}}\n"),
+        )
+        .unwrap();
+        let (tx, rx) = std::sync::mpsc::channel();
+        let p = path.clone();
+        std::thread::spawn(move || {
+            let _ = tx.send(firstbyte(&["-t", "-c", p.to_str().unwrap()]));
+        });
+        // Liveness only: a blocked or endless read would never answer.
+        let o = rx
+            .recv_timeout(std::time::Duration::from_secs(60))
+            .unwrap_or_else(|_| panic!("firstbyte -t on `include {target};` did not end"));
+        let e = stderr(&o);
+        assert!(!o.status.success(), "{e}");
+        assert!(
+            e.contains(&format!(
+                "[emerg] open() \"{target}\" failed (not a regular file) in {}:4",
+                path.display()
+            )),
+            "{e}"
+        );
+    }
+}

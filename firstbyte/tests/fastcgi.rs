@@ -1,7 +1,8 @@
 //! `fastcgi_pass` end to end against a real PHP-FPM (Debian's `php-fpm`), started per test
 //! with a generated pool on a unix socket in the test's directory and killed at the end.
 //! The PHP location is Debian's default site's: `include snippets/fastcgi-php.conf` (which
-//! includes `fastcgi.conf`), the files copied from testdata/corpus/debian.
+//! includes `fastcgi.conf`), the files copied from the configuration corpus's debian/ (see
+//! `support::conf_corpus`).
 
 mod support;
 
@@ -189,7 +190,7 @@ fn site() -> Site {
     )
     .expect("abort.php");
     // Debian's stock files, as /etc/nginx has them.
-    let debian = Path::new(env!("CARGO_MANIFEST_DIR")).join("../testdata/corpus/debian");
+    let debian = conf_corpus().join("debian");
     std::fs::create_dir_all(dir.join("snippets")).expect("snippets");
     for f in [
         "fastcgi.conf",

@@ -367,7 +367,7 @@ fn dash_e_file_receives_startup_errors() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
-/// Mozilla's SSL Configuration Generator output (testdata/corpus/mozilla, as generated for
+/// Mozilla's SSL Configuration Generator output (the configuration corpus's mozilla/, as generated for
 /// nginx 1.22) loads as written once its placeholder paths name real files: `ssl_stapling`
 /// and `ssl_stapling_verify` load without a word (responses are fetched at run time),
 /// `resolver` loads (it serves `proxy_pass` with variables), `ssl_trusted_certificate` is
@@ -378,11 +378,8 @@ fn mozilla_generator_configurations_load() {
     self_signed(&dir, "site", false);
     let dh = concat!(env!("CARGO_MANIFEST_DIR"), "/../testdata/tls/ffdhe2048.pem");
     for name in ["intermediate", "modern"] {
-        let text = std::fs::read_to_string(format!(
-            "{}/../testdata/corpus/mozilla/{name}.conf",
-            env!("CARGO_MANIFEST_DIR")
-        ))
-        .unwrap();
+        let text =
+            std::fs::read_to_string(conf_corpus().join(format!("mozilla/{name}.conf"))).unwrap();
         let site = dir.join("site.crt").display().to_string();
         let key = dir.join("site.key").display().to_string();
         let text = text

@@ -309,3 +309,21 @@ fn a_clients_x_accel_charset_is_not_the_upstreams() {
         "{h:?}"
     );
 }
+
+#[test]
+fn free_ports_are_distinct_and_outside_the_ephemeral_range() {
+    // The front servers' ports: an upstream's `bind(0)` or an outgoing connection never takes
+    // one (the kernel's range), and none comes twice (300 ports, more than the 100 of the
+    // window per process that used to wrap around).
+    let (low, high) = ephemeral_range();
+    let ports: Vec<u16> = (0..300).map(|_| free_port()).collect();
+    for p in &ports {
+        assert!(*p < low || *p > high, "{p} is in {low}-{high}");
+    }
+    let mut uniq = ports.clone();
+    uniq.sort_unstable();
+    uniq.dedup();
+    assert_eq!(uniq.len(), ports.len(), "a port came twice: {ports:?}");
+    assert_eq!(test_range((32768, 60999)), (10000, 32767));
+    assert_eq!(test_range((1024, 60999)), (61000, 65535));
+}

@@ -71,7 +71,7 @@ pub fn load(
     globals: Option<&str>,
 ) -> Result<Config, ConfError> {
     let path = std::path::absolute(path).map_err(|e| ConfError::open(path, &e, None))?;
-    let text = crate::files::read(&path, MAX_FILE_BYTES)
+    let text = crate::files::read_config(&path, MAX_FILE_BYTES)
         .map_err(|e| ConfError::open(&path, &e, None))?
         .0;
     let prefix = match prefix {
@@ -104,8 +104,11 @@ pub fn load_str(text: &str, name: &Path, prefix: &Path) -> Result<Config, ConfEr
     load_text(text.as_bytes(), name, Some(prefix), None, running_as_root())
 }
 
-/// Largest configuration file read: 64 MiB is far past any real one (a wrong path, such as
-/// `/dev/zero`, must not exhaust memory).
+/// Largest configuration file read (the main file, each `include`): 64 MiB. The biggest real
+/// ones are generated `geo`/`map` lists (a million-entry IP block list is ~25 MB), well under
+/// it, while the memory a wrong path can take stays bounded (the bytes, then a tree a few times
+/// their size). Devices, FIFOs and sockets are refused whatever their size
+/// ([`crate::files::read_config`]).
 pub(crate) const MAX_FILE_BYTES: u64 = 64 << 20;
 
 /// Whether the process has root's privileges (the default `listen` port depends on it), or

@@ -303,7 +303,7 @@ impl Parser<'_> {
         from: Option<&Pos>,
         depth: usize,
     ) -> Result<Vec<Directive>, ConfError> {
-        let bytes = crate::files::read(path, super::MAX_FILE_BYTES)
+        let bytes = crate::files::read_config(path, super::MAX_FILE_BYTES)
             .map_err(|e| ConfError::open(path, &e, from))?
             .0;
         self.files.push(path.to_path_buf());
@@ -433,6 +433,16 @@ mod tests {
             Ok(d) => panic!("expected an error, got {d:?}"),
             Err(e) => e.to_string(),
         }
+    }
+
+    #[test]
+    fn an_include_of_a_device_is_refused_where_it_is_written() {
+        // Before anything is read: /dev/zero would be read to the size limit, a FIFO would
+        // block the load.
+        assert_eq!(
+            err("events {}\nhttp {\n  include /dev/zero;\n}\n"),
+            "open() \"/dev/zero\" failed (not a regular file) in /t.conf:3"
+        );
     }
 
     #[test]

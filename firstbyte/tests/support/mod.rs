@@ -5,9 +5,11 @@
 
 mod chains;
 mod clients;
+mod ports;
 mod upstreams;
 pub use chains::{ca_shaped_chains, CHAINS};
 pub use clients::{client_certs, h2_tls_client, rust_client_config, s_client_get, AnyCert};
+pub use ports::{ephemeral_range, free_port, test_range};
 pub use upstreams::{read_head, silent_upstream, upstream};
 
 use std::io::Read;
@@ -44,19 +46,6 @@ pub fn tempdir(tag: &str) -> PathBuf {
 /// Test directories, removed when the test process exits (after its servers are killed), so
 /// a run leaves nothing behind; a failed test's files stay readable until then.
 static TEMP: std::sync::Mutex<Vec<PathBuf>> = std::sync::Mutex::new(Vec::new());
-
-/// A port that was free a moment ago.
-pub fn free_port() -> u16 {
-    // Hand out ports from a per-process window to avoid two tests picking the same one.
-    static NEXT: AtomicUsize = AtomicUsize::new(0);
-    loop {
-        let base = 20000 + (std::process::id() as usize % 200) * 100;
-        let p = (base + NEXT.fetch_add(1, Ordering::Relaxed) % 100) as u16;
-        if TcpListener::bind(("127.0.0.1", p)).is_ok() && TcpListener::bind(("::1", p)).is_ok() {
-            return p;
-        }
-    }
-}
 
 /// Runs a command, returning its output; panics if it cannot start.
 pub fn run(cmd: &str, args: &[&str]) -> Output {
@@ -401,4 +390,26 @@ pub fn firstbyte(args: &[&str]) -> Output {
         .args(args)
         .output()
         .expect("run firstbyte")
+}
+
+/// The configuration corpus (real nginx configurations from public sources, kept outside the
+/// repository): `CONF_CORPUS`, else `../shared/conf-corpus` beside the repository. A test that
+/// needs it fails, saying where it looked, when it is not there.
+pub fn conf_corpus() -> PathBuf {
+    let dir = match std::env::var_os("CONF_CORPUS") {
+        Some(d) => PathBuf::from(d),
+        // CARGO_MANIFEST_DIR is REPO/firstbyte.
+        None => Path::new(env!("CARGO_MANIFEST_DIR"))
+            .ancestors()
+            .nth(2)
+            .unwrap_or(Path::new("/"))
+            .join("shared/conf-corpus"),
+    };
+    assert!(
+        dir.join("debian/nginx.conf").is_file(),
+        "the configuration corpus is not at {} (no debian/nginx.conf there): set CONF_CORPUS=DIR \
+         or put it at ../shared/conf-corpus beside the repository (docs/conf-corpus.md)",
+        dir.display()
+    );
+    dir
 }
