@@ -10,6 +10,7 @@
 
 mod conn;
 mod quic;
+mod quic_hq;
 mod quic_keys;
 mod quic_socket;
 mod site;
