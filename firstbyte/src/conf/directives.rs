@@ -336,6 +336,9 @@ macro_rules! srv_directives {
         "http3" http3: bool = true =>
             (HS, 1, 1, "on", Inherit, p::on_off)
             "Serve HTTP/3 for this server block on its `listen ... quic` sockets. As nginx, a client whose SNI (or, without SNI, the address's default server) names a block with `http3 off` is refused in the QUIC handshake (a TLS alert: nginx's is `no_application_protocol`, firstbyte's `access_denied`), and a request whose Host names such a block on a connection made for another gets 421 Misdirected Request. A block with `http3 off` sends no automatic `Alt-Svc`.";
+        "http3_hq" http3_hq: bool = false =>
+            (HS, 1, 1, "off", Inherit, p::on_off)
+            "Also speak `hq-interop` (HTTP/0.9 over QUIC, the QUIC interop runner's protocol) on the block's `listen ... quic` sockets: the endpoint offers ALPN `hq-interop` beside `h3` when the address's default server block has it on, and a client that chooses it opens a bidirectional stream per request, sends `GET /path` and a line end, and gets the response body alone, then the stream's end. The request goes through the usual locations, access rules and logs, as an HTTP/0.9 request (GET only, no headers; `$server_protocol` empty, `$request` `GET /path`, `$http3` `hq`, error pages as bodies without a status line). A request on a connection whose SNI names a block with `http3_hq off` gets 421.";
         "http3_max_concurrent_streams" http3_max_concurrent_streams: u32 = 128 =>
             (HS, 1, 1, "128", Inherit, p::count)
             "Request streams (QUIC bidirectional streams) one HTTP/3 connection may have open at once (the `initial_max_streams_bidi` transport parameter); a client opens the next when one ends. The address's default server block decides.";

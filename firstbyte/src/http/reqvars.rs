@@ -315,10 +315,11 @@ impl Vars for RequestVars<'_> {
             "args" | "query_string" => self.args.map(Cow::Borrowed),
             "is_args" => Some(Cow::Borrowed(if self.args.is_some() { "?" } else { "" })),
             "request_method" => Some(Cow::Borrowed(self.method)),
-            "request" => Some(Cow::Owned(format!(
-                "{} {} {}",
-                self.method, self.request_uri, self.protocol
-            ))),
+            // An HTTP/0.9 line (hq over QUIC) has no version: nginx's `$request` is the line.
+            "request" => Some(Cow::Owned(match self.protocol {
+                "" => format!("{} {}", self.method, self.request_uri),
+                p => format!("{} {} {p}", self.method, self.request_uri),
+            })),
             "server_protocol" => Some(Cow::Borrowed(self.protocol)),
             "host" => Some(Cow::Borrowed(self.host)),
             "request_port" => Some(match self.request_port {
@@ -566,10 +567,11 @@ impl Vars for RequestVars<'_> {
                 ("HTTP/2.0", false) => Some(Cow::Borrowed("h2c")),
                 _ => Some(Cow::Borrowed("")),
             },
-            "http3" => Some(Cow::Borrowed(if self.protocol == "HTTP/3.0" {
-                "h3"
-            } else {
-                ""
+            // HTTP/0.9 arrives only as hq over QUIC (`http3_hq`).
+            "http3" => Some(Cow::Borrowed(match self.protocol {
+                "HTTP/3.0" => "h3",
+                "" => "hq",
+                _ => "",
             })),
             "gzip_ratio" => None,
             "nginx_version" | "firstbyte_version" => Some(Cow::Borrowed(env!("CARGO_PKG_VERSION"))),

@@ -11,6 +11,7 @@
 mod conn;
 mod quic;
 mod quic_amplification;
+mod quic_hq;
 mod quic_keys;
 mod quic_socket;
 mod site;

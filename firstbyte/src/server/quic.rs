@@ -173,6 +173,10 @@ fn server_config(
         .ok_or("the default server of a QUIC listener has no TLS settings")?;
     let mut tls = (**base).clone();
     tls.alpn_protocols = vec![b"h3".to_vec()];
+    // `http3_hq on`: HTTP/0.9 over QUIC too (the client's preference decides; see quic_hq).
+    if default.http3_hq {
+        tls.alpn_protocols.push(super::quic_hq::ALPN.to_vec());
+    }
     // QUIC's tickets say 0xffffffff or nothing (RFC 9001 §4.6.1); over TCP it stays 0.
     let early = default.tls.as_ref().is_some_and(|t| t.early_data);
     tls.max_early_data_size = if early { u32::MAX } else { 0 };
@@ -419,10 +423,13 @@ async fn serve(
     if !early {
         crate::metrics::quic_handshake();
     }
-    let sni = quic
+    let handshake = quic
         .handshake_data()
-        .and_then(|d| d.downcast::<quinn::crypto::rustls::HandshakeData>().ok())
-        .and_then(|d| d.server_name);
+        .and_then(|d| d.downcast::<quinn::crypto::rustls::HandshakeData>().ok());
+    let hq = handshake
+        .as_ref()
+        .is_some_and(|d| d.protocol.as_deref() == Some(super::quic_hq::ALPN));
+    let sni = handshake.and_then(|d| d.server_name);
     let server: Arc<ServerConf> = servers.find(sni.as_deref()).clone();
     let facts = ConnFacts {
         peer: Some(peer),
@@ -430,7 +437,7 @@ async fn serve(
         id,
         tls: Some(TlsFacts {
             protocol: "TLSv1.3",
-            alpn: "h3".into(),
+            alpn: if hq { "hq-interop" } else { "h3" }.into(),
             server_name: sni,
             ..TlsFacts::default()
         }),
@@ -464,6 +471,12 @@ async fn serve(
         )
         .with_quic(server, probe),
     );
+    if hq {
+        let (mut retired, mut draining) = (site.retired(), shared.draining());
+        let stop = async move { stopping(&mut retired, &mut draining).await };
+        let early = (handshaken, early_used);
+        return super::quic_hq::serve(conn, quic, early, stop, send_timeout).await;
+    }
     let handle = quic.clone();
     // No grease (RFC 9114 §7.2.8, §9: optional): a reserved frame type on a request stream
     // or a grease stream is what a strict peer cannot parse (nginx's own test client stops
@@ -583,7 +596,7 @@ const H3_NO_ERROR: u32 = 0x100;
 /// Waits until the connection has sent nothing for a while — every byte acknowledged, since
 /// QUIC retransmits what is not (at least once per probe timeout) — or the client closed it,
 /// or `max` passed (`send_timeout`: a client that takes nothing).
-async fn linger(quic: &quinn::Connection, max: Duration) {
+pub(super) async fn linger(quic: &quinn::Connection, max: Duration) {
     let start = tokio::time::Instant::now();
     let mut sent = quic.stats().udp_tx.bytes;
     let mut quiet_since = start;

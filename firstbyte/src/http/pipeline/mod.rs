@@ -287,7 +287,8 @@ fn protocol_of(v: http::Version) -> &'static str {
         http::Version::HTTP_10 => "HTTP/1.0",
         http::Version::HTTP_2 => "HTTP/2.0",
         http::Version::HTTP_3 => "HTTP/3.0",
-        http::Version::HTTP_09 => "HTTP/0.9",
+        // nginx's `$server_protocol` of an HTTP/0.9 line (hq over QUIC): none given, empty.
+        http::Version::HTTP_09 => "",
         _ => "HTTP/1.1",
     }
 }
@@ -458,7 +459,8 @@ where
     };
     // The Host's block does not speak the protocol in use (nginx's 421 for `http3 off`).
     let disabled = (parts.version == http::Version::HTTP_2 && !server.http2 && !addr.http2())
-        || (parts.version == http::Version::HTTP_3 && !server.http3);
+        || (parts.version == http::Version::HTTP_3 && !server.http3)
+        || (parts.version == http::Version::HTTP_09 && !server.http3_hq);
     let mut r = Req {
         conn,
         method,
