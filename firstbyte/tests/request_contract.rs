@@ -184,6 +184,8 @@ const H3WHY: &str = "the h3 crate resets a malformed head (RFC 9114 §4.1.2, H3_
 const GOOD_AUTH: &str = "Basic dXNlcjpwYXNzd29yZA==";
 const BAD_AUTH: &str = "Basic dXNlcjp3cm9uZw==";
 
+/// The table. Long by nature: one row per rule, read top to bottom as the contract itself
+/// (known-good rows first, so a harness fault shows on them before it shows as a hole).
 fn cases() -> Vec<Case> {
     let body40 = "x".repeat(40);
     let fields25 = (0..25).fold(Req::get("/"), |r, i| r.field(format!("x-f{i}"), "1"));
