@@ -6,11 +6,12 @@
 mod chains;
 mod clients;
 mod ports;
+pub mod proto;
 mod upstreams;
 pub use chains::{ca_shaped_chains, CHAINS};
 pub use clients::{client_certs, h2_tls_client, rust_client_config, s_client_get, AnyCert};
 pub use ports::{ephemeral_range, free_port, test_range};
-pub use upstreams::{read_head, silent_upstream, upstream};
+pub use upstreams::{read_head, recording_upstream, silent_upstream, upstream, Seen};
 
 use std::io::Read;
 use std::net::{SocketAddr, TcpListener, TcpStream};
