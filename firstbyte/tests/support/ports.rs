@@ -100,3 +100,51 @@ pub fn free_port() -> u16 {
     }
     panic!("no free port left in {lo}-{hi}");
 }
+
+/// The inodes of the TCP sockets listening on `port` (any address, IPv4 or IPv6), from
+/// `/proc/net/tcp` and `/proc/net/tcp6`.
+fn listening_inodes(port: u16) -> Vec<u64> {
+    let mut out = Vec::new();
+    for table in ["/proc/net/tcp", "/proc/net/tcp6"] {
+        let Ok(text) = std::fs::read_to_string(table) else {
+            continue;
+        };
+        for line in text.lines().skip(1) {
+            // sl local_address rem_address st tx:rx tr:when retrnsmt uid timeout inode
+            let f: Vec<&str> = line.split_whitespace().collect();
+            if f.len() < 10 || f[3] != "0A" {
+                continue;
+            }
+            let local_port = f[1]
+                .rsplit(':')
+                .next()
+                .and_then(|p| u16::from_str_radix(p, 16).ok());
+            if local_port == Some(port) {
+                if let Ok(ino) = f[9].parse() {
+                    out.push(ino);
+                }
+            }
+        }
+    }
+    out
+}
+
+/// Whether process `pid` holds a socket listening on TCP `port`: `None` when its descriptors
+/// cannot be read. A port that accepts connections may be someone else's (a server that
+/// failed to bind, while another socket took the port): only this says the listener is ours.
+pub fn holds_listener(pid: u32, port: u16) -> Option<bool> {
+    let fds = std::fs::read_dir(format!("/proc/{pid}/fd")).ok()?;
+    let listening = listening_inodes(port);
+    Some(fds.flatten().any(|fd| {
+        std::fs::read_link(fd.path())
+            .ok()
+            .and_then(|l| {
+                l.to_str()?
+                    .strip_prefix("socket:[")?
+                    .strip_suffix(']')?
+                    .parse::<u64>()
+                    .ok()
+            })
+            .is_some_and(|ino| listening.contains(&ino))
+    }))
+}
