@@ -13,9 +13,9 @@
 //! ratio of the medians and the median of the per-round ratios (B/A, paired: a shared
 //! machine drifts between rounds).
 //!
-//! File descriptors: firstbyte has no `worker_rlimit_nofile` (it is refused like nginx's other
-//! unsupported directives), so the server inherits this process's limit, which is raised to
-//! its hard limit at start; the run stops with an error if that is too low for `--idle`.
+//! File descriptors: the configuration sets no `worker_rlimit_nofile` (firstbyte takes it, as
+//! nginx), so the server inherits this process's limit, which is raised to its hard limit at
+//! start; the run stops with an error if that is too low for `--idle`.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;

@@ -327,3 +327,28 @@ fn free_ports_are_distinct_and_outside_the_ephemeral_range() {
     assert_eq!(test_range((32768, 60999)), (10000, 32767));
     assert_eq!(test_range((1024, 60999)), (61000, 65535));
 }
+
+#[test]
+fn a_server_that_cannot_bind_is_not_taken_for_another_listener() {
+    // Another socket holds the port (as an upstream's bind(0) could, between free_port and the
+    // server's bind): the server fails to bind and exits; waiting for it must say so, not
+    // return because the port accepts (the request would then go to that other listener).
+    let other = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+    let port = other.local_addr().expect("addr").port();
+    let dir = tempdir("proxy-filters-taken");
+    let conf = format!(
+        "pid off;\nerror_log stderr;\nevents {{}}\nhttp {{\n access_log off;\n server {{ listen 127.0.0.1:{port}; return 200; }}\n}}\n"
+    );
+    let started = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        Server::start_in(&dir, &conf, port)
+    }));
+    let err = match started {
+        Ok(_) => panic!("the server was taken as listening on a port another socket holds"),
+        Err(e) => e.downcast_ref::<String>().cloned().unwrap_or_default(),
+    };
+    assert!(
+        err.contains("exited early") && err.contains("bind()"),
+        "{err}"
+    );
+    drop(other);
+}

@@ -10,7 +10,7 @@ pub mod proto;
 mod upstreams;
 pub use chains::{ca_shaped_chains, CHAINS};
 pub use clients::{client_certs, h2_tls_client, rust_client_config, s_client_get, AnyCert};
-pub use ports::{ephemeral_range, free_port, test_range};
+pub use ports::{ephemeral_range, free_port, holds_listener, test_range};
 pub use upstreams::{read_head, recording_upstream, silent_upstream, upstream, Seen};
 
 use std::io::Read;
@@ -154,6 +154,8 @@ pub struct Server {
     /// The config file.
     pub conf: PathBuf,
     stderr: Arc<std::sync::Mutex<Vec<u8>>>,
+    /// Set when the server's stderr reached its end (all of it is in `stderr`).
+    stderr_eof: Arc<std::sync::atomic::AtomicBool>,
 }
 
 /// Replaces `{dir}`, `{certs}` and `{portN}` in a config template.
@@ -185,6 +187,8 @@ impl Server {
         let stderr = Arc::new(std::sync::Mutex::new(Vec::new()));
         let mut err = child.stderr.take().expect("stderr");
         let sink = stderr.clone();
+        let stderr_eof = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let eof = stderr_eof.clone();
         std::thread::spawn(move || {
             let mut buf = [0u8; 4096];
             while let Ok(n) = err.read(&mut buf) {
@@ -195,12 +199,14 @@ impl Server {
                     s.extend_from_slice(&buf[..n]);
                 }
             }
+            eof.store(true, Ordering::SeqCst);
         });
         let mut s = Server {
             child,
             dir: dir.to_path_buf(),
             conf: path,
             stderr,
+            stderr_eof,
         };
         s.wait_port(wait);
         s
@@ -222,20 +228,33 @@ impl Server {
         (s, ports)
     }
 
-    /// Waits until 127.0.0.1:`port` accepts (10 s at most), or the server exits.
+    /// Waits until this server listens on `port` (10 s at most), or exits. The listener must
+    /// be this process's own (`/proc`): a port that accepts might be another socket's that
+    /// took the port, while this server failed to bind. Where `/proc` does not say, a
+    /// connection to 127.0.0.1:`port` that is accepted decides.
     pub fn wait_port(&mut self, port: u16) {
         let deadline = Instant::now() + Duration::from_secs(10);
         while Instant::now() < deadline {
             if let Ok(Some(st)) = self.child.try_wait() {
+                // Everything it wrote (its [emerg]) before saying it exited.
+                let until = Instant::now() + Duration::from_secs(5);
+                while !self.stderr_eof.load(Ordering::SeqCst) && Instant::now() < until {
+                    std::thread::sleep(Duration::from_millis(10));
+                }
                 panic!("firstbyte exited early ({st}):\n{}", self.stderr_text());
             }
-            if TcpStream::connect_timeout(
-                &SocketAddr::from(([127, 0, 0, 1], port)),
-                Duration::from_millis(200),
-            )
-            .is_ok()
-            {
-                return;
+            match holds_listener(self.child.id(), port) {
+                Some(true) => return,
+                Some(false) => {}
+                None if TcpStream::connect_timeout(
+                    &SocketAddr::from(([127, 0, 0, 1], port)),
+                    Duration::from_millis(200),
+                )
+                .is_ok() =>
+                {
+                    return
+                }
+                None => {}
             }
             std::thread::sleep(Duration::from_millis(20));
         }

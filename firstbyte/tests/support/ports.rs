@@ -10,10 +10,14 @@
 //! process id modulo 200, so two test processes running at once (two worktrees, two
 //! `cargo test`s) could share a window and start servers on the same port.
 //!
-//! Now the ports lie below the ephemeral range (or above it when there is no room below), and
-//! a port is claimed with an `flock` on a file of its own under the temporary directory, held
-//! until the process ends: another process skips a claimed port, and this process never hands
-//! out one port twice.
+//! Now the ports lie below the ephemeral range (or above it when there is no room below), this
+//! process walks them in order (one port is handed out twice only after the whole range), and
+//! a port is claimed with an `flock` on a file of its own under the temporary directory, so
+//! that another test process skips it. A claim is held until [`HELD`] later ones (or the end of
+//! the process): long enough for its server to have bound the port, after which the bind
+//! probe sees the port taken; not so long that the descriptors add up. The lock files stay
+//! (empty, one per port ever claimed, so at most one per port of the range): removing one
+//! while another process opens it would let two processes lock two different files.
 
 use std::fs::File;
 use std::net::TcpListener;
@@ -42,34 +46,43 @@ pub fn test_range((low, high): (u16, u16)) -> (u16, u16) {
     }
 }
 
-/// Claims held by this process: the lock files (their `flock`s end with the process) and the
-/// next port to try.
+/// Claims (lock files) a process holds at once; the oldest is let go for a new one.
+const HELD: usize = 64;
+
+/// Claims held by this process: the lock files (their `flock`s end when dropped, at the latest
+/// with the process) and the next port to try.
 struct Claims {
-    held: Vec<File>,
+    held: std::collections::VecDeque<File>,
     next: Option<u32>,
 }
 
 static CLAIMS: Mutex<Claims> = Mutex::new(Claims {
-    held: Vec::new(),
+    held: std::collections::VecDeque::new(),
     next: None,
 });
 
 /// Takes `port` for this process: an exclusive `flock` on its file in `dir`, kept; false when
 /// another process holds it. Without a usable directory, the bind probe alone decides.
-fn claim(dir: &std::path::Path, port: u16, held: &mut Vec<File>) -> bool {
-    let Ok(f) = std::fs::OpenOptions::new()
+fn claim(dir: &std::path::Path, port: u16, held: &mut std::collections::VecDeque<File>) -> bool {
+    let path = dir.join(port.to_string());
+    // Another user's file (the directory is shared) opens read-only, which flock takes too.
+    let opened = std::fs::OpenOptions::new()
         .create(true)
         .truncate(false)
         .write(true)
-        .open(dir.join(port.to_string()))
-    else {
+        .open(&path)
+        .or_else(|_| File::open(&path));
+    let Ok(f) = opened else {
         return true;
     };
     // SAFETY: flock on a descriptor this function owns.
     if unsafe { libc::flock(f.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) } != 0 {
         return false;
     }
-    held.push(f);
+    if held.len() >= HELD {
+        held.pop_front();
+    }
+    held.push_back(f);
     true
 }
 
@@ -99,4 +112,52 @@ pub fn free_port() -> u16 {
         }
     }
     panic!("no free port left in {lo}-{hi}");
+}
+
+/// The inodes of the TCP sockets listening on `port` (any address, IPv4 or IPv6), from
+/// `/proc/net/tcp` and `/proc/net/tcp6`.
+fn listening_inodes(port: u16) -> Vec<u64> {
+    let mut out = Vec::new();
+    for table in ["/proc/net/tcp", "/proc/net/tcp6"] {
+        let Ok(text) = std::fs::read_to_string(table) else {
+            continue;
+        };
+        for line in text.lines().skip(1) {
+            // sl local_address rem_address st tx:rx tr:when retrnsmt uid timeout inode
+            let f: Vec<&str> = line.split_whitespace().collect();
+            if f.len() < 10 || f[3] != "0A" {
+                continue;
+            }
+            let local_port = f[1]
+                .rsplit(':')
+                .next()
+                .and_then(|p| u16::from_str_radix(p, 16).ok());
+            if local_port == Some(port) {
+                if let Ok(ino) = f[9].parse() {
+                    out.push(ino);
+                }
+            }
+        }
+    }
+    out
+}
+
+/// Whether process `pid` holds a socket listening on TCP `port`: `None` when its descriptors
+/// cannot be read. A port that accepts connections may be someone else's (a server that
+/// failed to bind, while another socket took the port): only this says the listener is ours.
+pub fn holds_listener(pid: u32, port: u16) -> Option<bool> {
+    let fds = std::fs::read_dir(format!("/proc/{pid}/fd")).ok()?;
+    let listening = listening_inodes(port);
+    Some(fds.flatten().any(|fd| {
+        std::fs::read_link(fd.path())
+            .ok()
+            .and_then(|l| {
+                l.to_str()?
+                    .strip_prefix("socket:[")?
+                    .strip_suffix(']')?
+                    .parse::<u64>()
+                    .ok()
+            })
+            .is_some_and(|ino| listening.contains(&ino))
+    }))
 }

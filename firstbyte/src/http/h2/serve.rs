@@ -33,8 +33,9 @@ use crate::http::send_watch::{self, Progress};
 /// Bytes read per read call: one TLS record's plaintext.
 const READ_SIZE: usize = 16 * 1024;
 
-/// Output bytes past which no more response data is produced until the socket takes them:
-/// 128 KiB, eight full records (`h2limits::MAX_SEND_BUF_SIZE`).
+/// The connection's output bytes (every stream's frames together) past which no more response
+/// data is produced and no input read until the socket takes them: 128 KiB, eight full
+/// records (`h2limits::MAX_SEND_BUF_SIZE`).
 const OUT_HIGH: usize = limits::MAX_SEND_BUF_SIZE;
 
 /// How long a connection that ended still reads what the client sends (nginx's
