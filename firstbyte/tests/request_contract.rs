@@ -496,7 +496,17 @@ fn cases() -> Vec<Case> {
         .all(SOrRefused(400))
         .h1(Some(S(400)))
         .up(Up::Nothing),
-        case("more fields than max_headers", fields25)
+        case(
+            "cookie fields do not count against max_headers over HTTP/2 and HTTP/3",
+            (0..18)
+                .fold(Req::get("/"), |r, i| r.field(format!("x-f{i}"), "1"))
+                .field("cookie", "a=1")
+                .field("cookie", "b=2")
+                .field("cookie", "c=3"),
+        )
+        .h2h3(Some(S(200)))
+        .why("nginx joins HTTP/2 and HTTP/3 cookie crumbs apart from the header list"),
+                case("more fields than max_headers", fields25)
             .all(S(400))
             .why("nginx answers 494 as 400 on all three"),
         case(
