@@ -83,6 +83,25 @@ pub fn content_length(v: &[u8]) -> Option<u64> {
     })
 }
 
+/// Why nginx refuses an HTTP/1.x request's framing (request smuggling's ground), before any
+/// location: `Content-Length` beside `Transfer-Encoding`, or
+/// `Transfer-Encoding` twice (nginx's unique header); None when it is sound.
+pub fn framing_refusal(h: &HeaderMap) -> Option<String> {
+    let mut te = h.get_all(header::TRANSFER_ENCODING).iter();
+    let first = te.next()?;
+    if let Some(second) = te.next() {
+        return Some(format!(
+            "client sent duplicate header line: \"Transfer-Encoding: {}\", previous value: \"Transfer-Encoding: {}\"",
+            String::from_utf8_lossy(second.as_bytes()),
+            String::from_utf8_lossy(first.as_bytes())
+        ));
+    }
+    h.contains_key(header::CONTENT_LENGTH).then(|| {
+        "client sent \"Content-Length\" and \"Transfer-Encoding\" headers at the same time"
+            .to_string()
+    })
+}
+
 /// Why an HTTP/2 or HTTP/3 head is malformed (a stream error: RFC 9113 §8.1.1, RFC 9114
 /// §4.1.2).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -353,6 +372,20 @@ mod tests {
         let mut h = HeaderMap::new();
         h.insert("transfer-encoding", HeaderValue::from_static("chunked"));
         assert_eq!(refused_field(&h), Some(Malformed::ConnectionSpecific));
+    }
+
+    #[test]
+    fn framing_nginx_refuses() {
+        let mut h = HeaderMap::new();
+        assert_eq!(framing_refusal(&h), None);
+        h.insert(header::CONTENT_LENGTH, "5".parse().expect("value"));
+        assert_eq!(framing_refusal(&h), None);
+        h.insert(header::TRANSFER_ENCODING, "chunked".parse().expect("value"));
+        assert!(framing_refusal(&h).is_some_and(|w| w.contains("at the same time")));
+        h.remove(header::CONTENT_LENGTH);
+        assert_eq!(framing_refusal(&h), None);
+        h.append(header::TRANSFER_ENCODING, "chunked".parse().expect("value"));
+        assert!(framing_refusal(&h).is_some_and(|w| w.contains("duplicate header line")));
     }
 
     #[test]

@@ -587,7 +587,16 @@ async fn request(
         .map_or_else(|| contract::declared_length(&parts.headers), Err)
     {
         Ok(l) => l,
-        Err(_) => {
+        Err(why) => {
+            crate::fblog!(
+                Info,
+                "client sent a malformed HTTP/3 request ({}), client: {}",
+                match why {
+                    contract::Malformed::ConnectionSpecific => "a connection-specific field",
+                    contract::Malformed::ContentLength => "an invalid \"content-length\"",
+                },
+                conn.client_ip()
+            );
             stream.stop_stream(h3::error::Code::H3_MESSAGE_ERROR);
             stream.stop_sending(h3::error::Code::H3_MESSAGE_ERROR);
             return;
