@@ -11,6 +11,7 @@
 mod conn;
 mod quic;
 mod quic_keys;
+mod quic_request;
 mod quic_socket;
 mod site;
 mod sockets;
