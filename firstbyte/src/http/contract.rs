@@ -4,8 +4,11 @@
 //! silent). Pure decisions on bytes, lengths and flags; each front end only translates its
 //! wire into their inputs:
 //!
-//! - HTTP/1.1 (hyper, `server::conn::h1`): the pipeline asks [`method_token`],
-//!   [`method_refusal`], [`host`] and [`replay_safe`] with what hyper parsed;
+//! - every protocol, through the pipeline (`http::pipeline`), with what its front end
+//!   handed over: [`method_token`], [`method_refusal`] (TRACE, CONNECT), [`host`],
+//!   [`valid_header_name`] (`ignore_invalid_headers`), [`duplicate_unique`] and
+//!   [`replay_safe`]; over HTTP/1.x [`framing_refusal`] too, and the connection's scanner
+//!   (`server::conn::h1_scan`) reads lengths with [`content_length`];
 //! - HTTP/2 (`http::h2`): its decoder asks [`method_token`], [`connection_specific`] and
 //!   [`content_length`] per field, makes `:authority` the `Host` header
 //!   ([`authority_as_host`]), and its connection counts each stream's DATA with a
@@ -43,6 +46,56 @@ pub fn method_refusal(method: &Method, version: Version, port: Option<u16>) -> O
         400
     } else {
         405
+    })
+}
+
+/// Whether nginx takes a header name as valid: letters, digits and `-`, and `_` with
+/// `underscores_in_headers on`. Anything else hyper let through (`.`, `~`, `!`, ...) is invalid.
+pub fn valid_header_name(name: &str, underscores: bool) -> bool {
+    !name.is_empty()
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b == b'-' || (b == b'_' && underscores))
+}
+
+/// Request fields nginx takes once (`ngx_http_process_unique_header_line`): two of one
+/// are refused with 400 (two lengths or codings are how requests are smuggled).
+const UNIQUE: &[header::HeaderName] = &[
+    header::IF_MODIFIED_SINCE,
+    header::IF_UNMODIFIED_SINCE,
+    header::IF_MATCH,
+    header::IF_NONE_MATCH,
+    header::CONTENT_LENGTH,
+    header::CONTENT_RANGE,
+    header::IF_RANGE,
+    header::TRANSFER_ENCODING,
+    header::EXPECT,
+    header::AUTHORIZATION,
+    header::PROXY_AUTHORIZATION,
+];
+
+/// The first unique field sent twice: its name as nginx writes it, and the two values.
+/// A head where no name repeats (nearly every request) is answered without a lookup.
+pub fn duplicate_unique(h: &HeaderMap) -> Option<(String, String, String)> {
+    if h.len() == h.keys_len() {
+        return None;
+    }
+    UNIQUE.iter().find_map(|name| {
+        let mut all = h.get_all(name).iter();
+        let (first, second) = (all.next()?, all.next()?);
+        let shown = name
+            .as_str()
+            .split('-')
+            .map(|w| {
+                let mut c = w.chars();
+                c.next().map_or(String::new(), |f| {
+                    f.to_ascii_uppercase().to_string() + c.as_str()
+                })
+            })
+            .collect::<Vec<_>>()
+            .join("-");
+        let text = |v: &http::HeaderValue| String::from_utf8_lossy(v.as_bytes()).into_owned();
+        Some((shown, text(first), text(second)))
     })
 }
 
@@ -352,6 +405,30 @@ mod tests {
             assert_eq!(method_refusal(&Method::TRACE, v, None), Some(405));
         }
         assert_eq!(method_refusal(&Method::GET, v11, None), None);
+    }
+
+    #[test]
+    fn unique_request_fields_once() {
+        let mut h = HeaderMap::new();
+        h.append("content-length", http::HeaderValue::from_static("0"));
+        h.append("cookie", http::HeaderValue::from_static("a"));
+        h.append("cookie", http::HeaderValue::from_static("b"));
+        assert_eq!(duplicate_unique(&h), None, "repeatable fields pass");
+        h.append("content-length", http::HeaderValue::from_static("0"));
+        assert_eq!(
+            duplicate_unique(&h),
+            Some(("Content-Length".into(), "0".into(), "0".into()))
+        );
+    }
+
+    #[test]
+    fn header_names_as_nginx_validates_them() {
+        assert!(valid_header_name("x-real-ip", false));
+        assert!(!valid_header_name("x_real_ip", false));
+        assert!(valid_header_name("x_real_ip", true));
+        assert!(!valid_header_name("x.real", true));
+        assert!(!valid_header_name("x~y", true));
+        assert!(!valid_header_name("", true));
     }
 
     #[test]

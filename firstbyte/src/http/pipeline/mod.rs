@@ -431,7 +431,7 @@ where
             .is_some(),
     });
     // nginx's unique request fields: a second one is refused (400) on every protocol.
-    let duplicate = headers::duplicate_unique(parts.headers);
+    let duplicate = contract::duplicate_unique(parts.headers);
     // HTTP/1.1: framing refused in the head as received (the connection layer's verdict).
     let mut framing = extensions.remove::<crate::http::conn::FramingRefusal>();
     let (host, host_raw, host_refusal) = match host_check {
