@@ -4,8 +4,11 @@
 //! silent). Pure decisions on bytes, lengths and flags; each front end only translates its
 //! wire into their inputs:
 //!
-//! - HTTP/1.1 (hyper, `server::conn::h1`): the pipeline asks [`method_token`],
-//!   [`method_refusal`], [`host`] and [`replay_safe`] with what hyper parsed;
+//! - every protocol, through the pipeline (`http::pipeline`), with what its front end
+//!   handed over: [`method_token`], [`method_refusal`] (TRACE, CONNECT), [`host`],
+//!   [`valid_header_name`] (`ignore_invalid_headers`), [`duplicate_unique`] and
+//!   [`replay_safe`]; over HTTP/1.x [`framing_refusal`] too, and the connection's scanner
+//!   (`server::conn::h1_scan`) reads lengths with [`content_length`];
 //! - HTTP/2 (`http::h2`): its decoder asks [`method_token`], [`connection_specific`] and
 //!   [`content_length`] per field, makes `:authority` the `Host` header
 //!   ([`authority_as_host`]), and its connection counts each stream's DATA with a
@@ -46,6 +49,56 @@ pub fn method_refusal(method: &Method, version: Version, port: Option<u16>) -> O
     })
 }
 
+/// Whether nginx takes a header name as valid: letters, digits and `-`, and `_` with
+/// `underscores_in_headers on`. Anything else hyper let through (`.`, `~`, `!`, ...) is invalid.
+pub fn valid_header_name(name: &str, underscores: bool) -> bool {
+    !name.is_empty()
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b == b'-' || (b == b'_' && underscores))
+}
+
+/// Request fields nginx takes once (`ngx_http_process_unique_header_line`): two of one
+/// are refused with 400 (two lengths or codings are how requests are smuggled).
+const UNIQUE: &[header::HeaderName] = &[
+    header::IF_MODIFIED_SINCE,
+    header::IF_UNMODIFIED_SINCE,
+    header::IF_MATCH,
+    header::IF_NONE_MATCH,
+    header::CONTENT_LENGTH,
+    header::CONTENT_RANGE,
+    header::IF_RANGE,
+    header::TRANSFER_ENCODING,
+    header::EXPECT,
+    header::AUTHORIZATION,
+    header::PROXY_AUTHORIZATION,
+];
+
+/// The first unique field sent twice: its name as nginx writes it, and the two values.
+/// A head where no name repeats (nearly every request) is answered without a lookup.
+pub fn duplicate_unique(h: &HeaderMap) -> Option<(String, String, String)> {
+    if h.len() == h.keys_len() {
+        return None;
+    }
+    UNIQUE.iter().find_map(|name| {
+        let mut all = h.get_all(name).iter();
+        let (first, second) = (all.next()?, all.next()?);
+        let shown = name
+            .as_str()
+            .split('-')
+            .map(|w| {
+                let mut c = w.chars();
+                c.next().map_or(String::new(), |f| {
+                    f.to_ascii_uppercase().to_string() + c.as_str()
+                })
+            })
+            .collect::<Vec<_>>()
+            .join("-");
+        let text = |v: &http::HeaderValue| String::from_utf8_lossy(v.as_bytes()).into_owned();
+        Some((shown, text(first), text(second)))
+    })
+}
+
 /// Header fields that are HTTP/1.1 connection matters and make an HTTP/2 or HTTP/3 message
 /// malformed (RFC 9113 §8.2.2, RFC 9114 §4.2; nginx answers 400 to each over HTTP/2): not
 /// taken in requests, not sent in responses, nor to an HTTP/2 upstream. `te` is one too
@@ -80,6 +133,25 @@ pub fn content_length(v: &[u8]) -> Option<u64> {
             return None;
         }
         n.checked_mul(10)?.checked_add(u64::from(b - b'0'))
+    })
+}
+
+/// Why nginx refuses an HTTP/1.x request's framing (request smuggling's ground), before any
+/// location: `Content-Length` beside `Transfer-Encoding`, or
+/// `Transfer-Encoding` twice (nginx's unique header); None when it is sound.
+pub fn framing_refusal(h: &HeaderMap) -> Option<String> {
+    let mut te = h.get_all(header::TRANSFER_ENCODING).iter();
+    let first = te.next()?;
+    if let Some(second) = te.next() {
+        return Some(format!(
+            "client sent duplicate header line: \"Transfer-Encoding: {}\", previous value: \"Transfer-Encoding: {}\"",
+            String::from_utf8_lossy(second.as_bytes()),
+            String::from_utf8_lossy(first.as_bytes())
+        ));
+    }
+    h.contains_key(header::CONTENT_LENGTH).then(|| {
+        "client sent \"Content-Length\" and \"Transfer-Encoding\" headers at the same time"
+            .to_string()
     })
 }
 
@@ -336,6 +408,30 @@ mod tests {
     }
 
     #[test]
+    fn unique_request_fields_once() {
+        let mut h = HeaderMap::new();
+        h.append("content-length", http::HeaderValue::from_static("0"));
+        h.append("cookie", http::HeaderValue::from_static("a"));
+        h.append("cookie", http::HeaderValue::from_static("b"));
+        assert_eq!(duplicate_unique(&h), None, "repeatable fields pass");
+        h.append("content-length", http::HeaderValue::from_static("0"));
+        assert_eq!(
+            duplicate_unique(&h),
+            Some(("Content-Length".into(), "0".into(), "0".into()))
+        );
+    }
+
+    #[test]
+    fn header_names_as_nginx_validates_them() {
+        assert!(valid_header_name("x-real-ip", false));
+        assert!(!valid_header_name("x_real_ip", false));
+        assert!(valid_header_name("x_real_ip", true));
+        assert!(!valid_header_name("x.real", true));
+        assert!(!valid_header_name("x~y", true));
+        assert!(!valid_header_name("", true));
+    }
+
+    #[test]
     fn connection_specific_fields_and_te() {
         for n in CONNECTION_SPECIFIC {
             assert!(connection_specific(n.as_bytes(), b"x"), "{n}");
@@ -353,6 +449,20 @@ mod tests {
         let mut h = HeaderMap::new();
         h.insert("transfer-encoding", HeaderValue::from_static("chunked"));
         assert_eq!(refused_field(&h), Some(Malformed::ConnectionSpecific));
+    }
+
+    #[test]
+    fn framing_nginx_refuses() {
+        let mut h = HeaderMap::new();
+        assert_eq!(framing_refusal(&h), None);
+        h.insert(header::CONTENT_LENGTH, "5".parse().expect("value"));
+        assert_eq!(framing_refusal(&h), None);
+        h.insert(header::TRANSFER_ENCODING, "chunked".parse().expect("value"));
+        assert!(framing_refusal(&h).is_some_and(|w| w.contains("at the same time")));
+        h.remove(header::CONTENT_LENGTH);
+        assert_eq!(framing_refusal(&h), None);
+        h.append(header::TRANSFER_ENCODING, "chunked".parse().expect("value"));
+        assert!(framing_refusal(&h).is_some_and(|w| w.contains("duplicate header line")));
     }
 
     #[test]

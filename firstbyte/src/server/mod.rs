@@ -13,6 +13,7 @@ mod quic;
 mod quic_amplification;
 mod quic_hq;
 mod quic_keys;
+mod quic_request;
 mod quic_socket;
 mod site;
 mod sockets;

@@ -20,22 +20,21 @@
 
 use std::fmt;
 use std::net::SocketAddr;
-use std::pin::Pin;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
-use std::task::{Context, Poll};
+use std::task::Poll;
 use std::time::Duration;
 
 use arc_swap::ArcSwap;
-use bytes::{Buf, Bytes};
+use bytes::Bytes;
 use http_body_util::BodyExt;
 use tokio::task::JoinHandle;
 
 use super::quic_keys::{CidGenerator, HostKeys, ResetKey};
+use super::quic_request;
 use super::{Shared, Site};
 use crate::conf::model::ServerConf;
 use crate::http::conn::Conn;
-use crate::http::contract;
 use crate::http::reqvars::{ConnFacts, TlsFacts};
 
 /// Unidirectional streams a client may open at once: its control and QPACK streams (3), with
@@ -635,49 +634,18 @@ async fn request(
     resolver: h3::server::RequestResolver<h3_quinn::Connection, Bytes>,
     (handshaken, early_used): (Arc<AtomicBool>, Arc<AtomicBool>),
 ) {
-    let Ok((req, mut stream)) = resolver.resolve_request().await else {
+    let Ok((req, stream)) = resolver.resolve_request().await else {
         return;
     };
-    let (mut parts, ()) = req.into_parts();
-    // The request contract on the head h3 decoded: a connection-specific field or a
-    // `content-length` that is no length makes it malformed (RFC 9114 §4.1.2, §4.2), a stream
-    // error as over HTTP/2.
-    let declared = match contract::refused_field(&parts.headers)
-        .map_or_else(|| contract::declared_length(&parts.headers), Err)
-    {
-        Ok(l) => l,
-        Err(_) => {
-            stream.stop_stream(h3::error::Code::H3_MESSAGE_ERROR);
-            stream.stop_sending(h3::error::Code::H3_MESSAGE_ERROR);
-            return;
-        }
+    let early = !handshaken.load(Ordering::Acquire);
+    let Some((mut parts, body, mut send)) = quic_request::head(&conn, req, stream, early).await
+    else {
+        return;
     };
-    // `:authority` is the `Host` of a request that sent none (h3 puts either in the URI).
-    if let Some(a) = parts.uri.authority() {
-        if !parts.headers.contains_key(http::header::HOST) {
-            if let Ok(v) = http::HeaderValue::from_str(a.as_str()) {
-                contract::authority_as_host(&mut parts.headers, v);
-            }
-        }
-    }
-    let (mut send, recv) = stream.split();
     let head = parts.method == http::Method::HEAD;
-    let mut body = RecvBody {
-        recv,
-        length: contract::BodyLength::new(declared),
-        ahead: None,
-        done: false,
-    };
-    if !handshaken.load(Ordering::Acquire) {
+    if early {
         parts.extensions.insert(crate::http::pipeline::EarlyData);
         early_used.store(true, Ordering::Relaxed);
-        // Whether a GET or HEAD without a length has a body is known once its stream ends:
-        // read that far (one DATA frame at most), so that the early-data rule sees it.
-        let safe_method = parts.method == http::Method::GET || head;
-        if safe_method && declared.unwrap_or(0) == 0 {
-            let limit = conn.first_server().default_location.client_body_timeout;
-            let _ = tokio::time::timeout(limit, body.read_ahead()).await;
-        }
     }
     let mut hints = None;
     if conn.site().proxies.early_hints() {
@@ -759,88 +727,6 @@ async fn request(
         }
     }
     let _ = send.finish().await;
-}
-
-/// A request body read from its HTTP/3 stream, its DATA counted against its declared
-/// `content-length` (the request contract's [`contract::BodyLength`]): more, or a stream
-/// that ends short, fails the body (400 to a service that reads it) and stops the client's
-/// sending (H3_MESSAGE_ERROR).
-struct RecvBody {
-    recv: h3::server::RequestStream<h3_quinn::RecvStream, Bytes>,
-    length: contract::BodyLength,
-    /// The first frame, read ahead of the service (see [`RecvBody::read_ahead`]).
-    ahead: Option<Result<Bytes, BoxError>>,
-    done: bool,
-}
-
-type BoxError = Box<dyn std::error::Error + Send + Sync>;
-
-impl RecvBody {
-    /// Reads the first DATA frame or the stream's end before the service starts.
-    async fn read_ahead(&mut self) {
-        use http_body::Body as _;
-        let first = std::future::poll_fn(|cx| Pin::new(&mut *self).poll_frame(cx)).await;
-        if let Some(r) = first {
-            self.ahead = Some(r.map(|f| f.into_data().unwrap_or_default()));
-        }
-    }
-
-    /// The body is malformed: the client stops sending it.
-    fn malformed(&mut self) -> Poll<Option<Result<http_body::Frame<Bytes>, BoxError>>> {
-        self.done = true;
-        self.recv.stop_sending(h3::error::Code::H3_MESSAGE_ERROR);
-        Poll::Ready(Some(Err(Box::new(contract::LengthMismatch))))
-    }
-}
-
-impl http_body::Body for RecvBody {
-    type Data = Bytes;
-    type Error = BoxError;
-
-    fn poll_frame(
-        mut self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-    ) -> Poll<Option<Result<http_body::Frame<Bytes>, Self::Error>>> {
-        if let Some(r) = self.ahead.take() {
-            return Poll::Ready(Some(r.map(http_body::Frame::data)));
-        }
-        if self.done {
-            return Poll::Ready(None);
-        }
-        match std::task::ready!(self.recv.poll_recv_data(cx)) {
-            Ok(Some(mut b)) => {
-                let bytes = b.copy_to_bytes(b.remaining());
-                if self.length.feed(bytes.len()).is_err() {
-                    return self.malformed();
-                }
-                Poll::Ready(Some(Ok(http_body::Frame::data(bytes))))
-            }
-            Ok(None) => {
-                if self.length.end().is_err() {
-                    return self.malformed();
-                }
-                self.done = true;
-                Poll::Ready(None)
-            }
-            Err(e) => {
-                self.done = true;
-                Poll::Ready(Some(Err(Box::new(e))))
-            }
-        }
-    }
-
-    fn is_end_stream(&self) -> bool {
-        self.done && self.ahead.is_none()
-    }
-
-    fn size_hint(&self) -> http_body::SizeHint {
-        match (&self.ahead, self.done, self.length.left()) {
-            (Some(_), _, _) => http_body::SizeHint::default(),
-            (None, true, _) => http_body::SizeHint::with_exact(0),
-            (None, false, Some(left)) => http_body::SizeHint::with_exact(left),
-            (None, false, None) => http_body::SizeHint::default(),
-        }
-    }
 }
 
 /// The `metrics` reason of a failed QUIC handshake.

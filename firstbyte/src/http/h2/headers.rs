@@ -431,6 +431,35 @@ mod tests {
         // No :authority: the Host header decides later.
         let h = decode(&[(":method", "GET"), (":scheme", "https"), (":path", "/")]).unwrap();
         assert!(h.parts.uri.authority().is_none());
+        assert!(h.parts.headers.get("host").is_none());
+    }
+
+    #[test]
+    fn authority_is_the_host_header_when_none_came() {
+        let h = decode(&BASE).expect("request");
+        assert_eq!(h.parts.headers.get_all("host").iter().count(), 1);
+        assert_eq!(h.parts.headers["host"], "a.test");
+        // A Host of the request's own stays (the pipeline compares the two).
+        let mut f = BASE.to_vec();
+        f.push(("host", "b.test"));
+        let h = decode(&f).expect("request");
+        assert_eq!(h.parts.headers.get_all("host").iter().count(), 1);
+        assert_eq!(h.parts.headers["host"], "b.test");
+        // An :authority that is no authority is no Host either: the request is marked.
+        let mut f = BASE.to_vec();
+        f[2] = (":authority", "a b");
+        let h = decode(&f).expect("request");
+        assert!(h.parts.headers.get("host").is_none());
+        assert!(h.parts.extensions.get::<InvalidHostField>().is_some());
+    }
+
+    #[test]
+    fn methods_are_nginx_tokens() {
+        let mut f = BASE.to_vec();
+        f[0] = (":method", "delete");
+        assert_eq!(decode(&f).err(), Some(HeadError::Malformed));
+        f[0] = (":method", "DELETE");
+        assert!(decode(&f).is_ok());
     }
 
     #[test]

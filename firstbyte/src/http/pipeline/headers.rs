@@ -1,18 +1,11 @@
 //! Request header names as nginx validates them (`ignore_invalid_headers`,
-//! `underscores_in_headers`).
+//! `underscores_in_headers`: the rule is the request contract's, the dropping and its log
+//! lines are here), and the head's size against nginx's header buffers.
 
 use http::{header, HeaderMap};
 
 use crate::http::conn::Conn;
-
-/// Whether nginx takes a header name as valid: letters, digits and `-`, and `_` with
-/// `underscores_in_headers on`. Anything else hyper let through (`.`, `~`, `!`, ...) is invalid.
-pub fn valid_header_name(name: &str, underscores: bool) -> bool {
-    !name.is_empty()
-        && name
-            .bytes()
-            .all(|b| b.is_ascii_alphanumeric() || b == b'-' || (b == b'_' && underscores))
-}
+pub use crate::http::contract::valid_header_name;
 
 /// `ignore_invalid_headers on` (nginx's default): invalid headers are dropped before anything
 /// reads them, so `X_Real_IP` never reaches an upstream beside `X-Real-IP` (applications
@@ -130,76 +123,6 @@ pub(super) fn bodiless(h: &HeaderMap) -> bool {
     !h.contains_key(header::TRANSFER_ENCODING)
         && h.get(header::CONTENT_LENGTH)
             .is_none_or(|v| v.as_bytes() == b"0")
-}
-
-/// Request fields nginx takes once (`ngx_http_process_unique_header_line`): two of one
-/// are refused with 400 (two lengths or codings are how requests are smuggled).
-const UNIQUE: &[http::header::HeaderName] = &[
-    header::IF_MODIFIED_SINCE,
-    header::IF_UNMODIFIED_SINCE,
-    header::IF_MATCH,
-    header::IF_NONE_MATCH,
-    header::CONTENT_LENGTH,
-    header::CONTENT_RANGE,
-    header::IF_RANGE,
-    header::TRANSFER_ENCODING,
-    header::EXPECT,
-    header::AUTHORIZATION,
-    header::PROXY_AUTHORIZATION,
-];
-
-/// The first unique field sent twice: its name as nginx writes it, and the two values.
-/// A head where no name repeats (nearly every request) is answered without a lookup.
-pub(super) fn duplicate_unique(h: &HeaderMap) -> Option<(String, String, String)> {
-    if h.len() == h.keys_len() {
-        return None;
-    }
-    UNIQUE.iter().find_map(|name| {
-        let mut all = h.get_all(name).iter();
-        let (first, second) = (all.next()?, all.next()?);
-        let shown = name
-            .as_str()
-            .split('-')
-            .map(|w| {
-                let mut c = w.chars();
-                c.next().map_or(String::new(), |f| {
-                    f.to_ascii_uppercase().to_string() + c.as_str()
-                })
-            })
-            .collect::<Vec<_>>()
-            .join("-");
-        let text = |v: &http::HeaderValue| String::from_utf8_lossy(v.as_bytes()).into_owned();
-        Some((shown, text(first), text(second)))
-    })
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn unique_request_fields_once() {
-        let mut h = HeaderMap::new();
-        h.append("content-length", http::HeaderValue::from_static("0"));
-        h.append("cookie", http::HeaderValue::from_static("a"));
-        h.append("cookie", http::HeaderValue::from_static("b"));
-        assert_eq!(duplicate_unique(&h), None, "repeatable fields pass");
-        h.append("content-length", http::HeaderValue::from_static("0"));
-        assert_eq!(
-            duplicate_unique(&h),
-            Some(("Content-Length".into(), "0".into(), "0".into()))
-        );
-    }
-
-    #[test]
-    fn header_names_as_nginx_validates_them() {
-        assert!(valid_header_name("x-real-ip", false));
-        assert!(!valid_header_name("x_real_ip", false));
-        assert!(valid_header_name("x_real_ip", true));
-        assert!(!valid_header_name("x.real", true));
-        assert!(!valid_header_name("x~y", true));
-        assert!(!valid_header_name("", true));
-    }
 }
 
 #[cfg(test)]

@@ -432,7 +432,7 @@ where
             .is_some(),
     });
     // nginx's unique request fields: a second one is refused (400) on every protocol.
-    let duplicate = headers::duplicate_unique(parts.headers);
+    let duplicate = contract::duplicate_unique(parts.headers);
     // HTTP/1.1: framing refused in the head as received (the connection layer's verdict).
     let mut framing = extensions.remove::<crate::http::conn::FramingRefusal>();
     let (host, host_raw, host_refusal) = match host_check {
@@ -640,12 +640,15 @@ where
         }
         // Request smuggling's ground: nginx refuses a body framed two ways, or a
         // Transfer-Encoding given twice, before any location runs, and closes.
-        // (HTTP/2's decoder refuses any Transfer-Encoding as malformed: nothing to look up.)
-        _ if r.version != http::Version::HTTP_2 && bad_framing(r.headers).is_some() => {
+        // (HTTP/2's decoder and HTTP/3's front end refuse any Transfer-Encoding as malformed:
+        // nothing to look up.)
+        _ if r.version < http::Version::HTTP_2
+            && contract::framing_refusal(r.headers).is_some() =>
+        {
             crate::fblog!(
                 Info,
                 "{} while reading client request headers, client: {}, server: {}",
-                bad_framing(r.headers).unwrap_or_default(),
+                contract::framing_refusal(r.headers).unwrap_or_default(),
                 conn.client_ip(),
                 server_name(&r.server),
             );
@@ -728,46 +731,9 @@ where
     finish(&mut r, resp, &loc, parts.headers)
 }
 
-/// Why nginx refuses a request's framing: `Content-Length` beside `Transfer-Encoding`, or
-/// `Transfer-Encoding` twice (nginx's unique header); None when it is sound.
-fn bad_framing(h: &HeaderMap) -> Option<String> {
-    let mut te = h.get_all(header::TRANSFER_ENCODING).iter();
-    let first = te.next()?;
-    if let Some(second) = te.next() {
-        return Some(format!(
-            "client sent duplicate header line: \"Transfer-Encoding: {}\", previous value: \"Transfer-Encoding: {}\"",
-            String::from_utf8_lossy(second.as_bytes()),
-            String::from_utf8_lossy(first.as_bytes())
-        ));
-    }
-    h.contains_key(header::CONTENT_LENGTH).then(|| {
-        "client sent \"Content-Length\" and \"Transfer-Encoding\" headers at the same time"
-            .to_string()
-    })
-}
-
 /// The request line's parts the pipeline borrows.
 struct PartsRef<'a> {
     uri: &'a http::Uri,
     version: http::Version,
     headers: &'a HeaderMap,
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn framing_nginx_refuses() {
-        let mut h = HeaderMap::new();
-        assert_eq!(bad_framing(&h), None);
-        h.insert(header::CONTENT_LENGTH, "5".parse().expect("value"));
-        assert_eq!(bad_framing(&h), None);
-        h.insert(header::TRANSFER_ENCODING, "chunked".parse().expect("value"));
-        assert!(bad_framing(&h).is_some_and(|w| w.contains("at the same time")));
-        h.remove(header::CONTENT_LENGTH);
-        assert_eq!(bad_framing(&h), None);
-        h.append(header::TRANSFER_ENCODING, "chunked".parse().expect("value"));
-        assert!(bad_framing(&h).is_some_and(|w| w.contains("duplicate header line")));
-    }
 }

@@ -301,7 +301,8 @@ fn judge(req: &httparse::Request<'_, '_>, base: *const u8) -> HeadFacts {
     } else if let Some(last) = te.last {
         (http11 && hyper_chunked(last.value)).then_some(State::Chunked(Chunk::Start))
     } else if let Some(c) = cl.first {
-        digits(c.value).map(|n| {
+        // A length as hyper reads it: ASCII digits only (the request contract's rule).
+        crate::http::contract::content_length(c.value).map(|n| {
             if n == 0 {
                 State::Head(Vec::new())
             } else {
@@ -343,18 +344,6 @@ fn hyper_chunked(value: &[u8]) -> bool {
         s.rsplit(',')
             .next()
             .is_some_and(|c| c.trim().eq_ignore_ascii_case("chunked"))
-    })
-}
-
-/// A `Content-Length` as hyper reads it: ASCII digits only.
-fn digits(v: &[u8]) -> Option<u64> {
-    if v.is_empty() {
-        return None;
-    }
-    v.iter().try_fold(0u64, |n, &b| {
-        b.is_ascii_digit()
-            .then_some(())
-            .and_then(|()| n.checked_mul(10)?.checked_add(u64::from(b - b'0')))
     })
 }
 
