@@ -4,7 +4,9 @@
 //! 304's own time, else the stored response's, else `proxy_cache_valid`'s; an upstream error
 //! leaves the entry as it was (the next request refreshes again: `STALE`, not `UPDATING`);
 //! and a client whose connection ends after the stale answer (`Connection: close`) sees it
-//! close only once the background request is done, so what it asks next finds the update.
+//! close only once the background request is done, so what it asks next finds the update;
+//! with `early_hints`, the `103 Early Hints` of the upstream's answer to a background update go
+//! to no client (none lands before the next response on the connection).
 
 mod support;
 
@@ -263,4 +265,91 @@ fn a_304_refreshes_for_its_own_time_else_the_stored_one_else_proxy_cache_valid()
         })
         .count();
     assert_eq!((heads.len(), conditional), (9, 6), "{heads:?}");
+}
+
+/// Reads one response (head and `Content-Length` body) from `r`: (head, body).
+fn response(r: &mut BufReader<std::net::TcpStream>) -> (String, String) {
+    let head = read_head(r).expect("a response");
+    let len: usize = head
+        .lines()
+        .find_map(|l| {
+            let (n, v) = l.split_once(':')?;
+            n.eq_ignore_ascii_case("content-length")
+                .then(|| v.trim().parse().ok())?
+        })
+        .unwrap_or(0);
+    let mut body = vec![0u8; len];
+    r.read_exact(&mut body).expect("body");
+    (head, String::from_utf8_lossy(&body).into_owned())
+}
+
+/// A background update is no client's request: the `103 Early Hints` (with a `Set-Cookie`)
+/// the upstream sends before its new answer must not be written before the next response on
+/// the connection whose request started the update.
+#[test]
+fn a_background_updates_early_hints_reach_no_client() {
+    let count = Arc::new(AtomicUsize::new(0));
+    let c = count.clone();
+    let (up, _) = upstream(move |s| {
+        let mut r = BufReader::new(s.try_clone().expect("clone"));
+        if read_head(&mut r).is_none() {
+            return;
+        }
+        let n = c.fetch_add(1, Ordering::SeqCst) + 1;
+        let mut s = s;
+        if n > 1 {
+            let _ = s.write_all(
+                b"HTTP/1.1 103 Early Hints\r\nLink: </refresh.css>; rel=preload; as=style\r\n\
+                  Set-Cookie: refresh=secret\r\n\r\n",
+            );
+        }
+        let body = format!("body {n}\n");
+        let _ = write!(
+            s,
+            "HTTP/1.1 200 OK\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+            body.len()
+        );
+    });
+    let dir = tempdir("cache-bg-hints");
+    let port = free_port();
+    let conf = format!(
+        "pid {d}/fb.pid;\nerror_log {d}/error.log info;\nevents {{}}\nhttp {{\n access_log off;\n proxy_cache_path {d}/cache keys_zone=z:1m;\n server {{ listen 127.0.0.1:{port};\n  location / {{ proxy_pass http://127.0.0.1:{up}; proxy_cache z; proxy_cache_key $uri; proxy_cache_valid 200 1s; proxy_cache_use_stale updating; proxy_cache_background_update on; early_hints 1; add_header X-Cache $upstream_cache_status always; }}\n  location /other {{ return 200 \"other\\n\"; }}\n }}\n}}\n",
+        d = dir.display()
+    );
+    let _s = Server::start_in(&dir, &conf, port);
+    assert_eq!(get(port, "/a"), pair("MISS", "body 1\n"));
+    std::thread::sleep(Duration::from_millis(2100));
+
+    // One keep-alive connection: the stale answer, which starts the update.
+    let mut c = std::net::TcpStream::connect(("127.0.0.1", port)).expect("connect");
+    c.set_read_timeout(Some(Duration::from_secs(20)))
+        .expect("timeout");
+    let mut r = BufReader::new(c.try_clone().expect("clone"));
+    write!(c, "GET /a HTTP/1.1\r\nHost: x\r\n\r\n").expect("send");
+    let (head, body) = response(&mut r);
+    assert_eq!((cache(&head), body), pair("STALE", "body 1\n"));
+    // The update is done (its 103 and its answer came) once another client gets its answer.
+    let mut updated = false;
+    for _ in 0..1000 {
+        if get(port, "/a") == pair("HIT", "body 2\n") {
+            updated = true;
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    assert!(updated, "the background update was stored");
+    // The next request on the first connection gets its own response, nothing before it.
+    write!(
+        c,
+        "GET /other HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"
+    )
+    .expect("send");
+    let (head, body) = response(&mut r);
+    assert!(head.starts_with("HTTP/1.1 200 "), "{head}");
+    assert!(!head.to_ascii_lowercase().contains("set-cookie"), "{head}");
+    assert_eq!(body, "other\n");
+    let mut rest = Vec::new();
+    r.read_to_end(&mut rest).expect("closed");
+    assert!(rest.is_empty(), "{}", String::from_utf8_lossy(&rest));
+    assert_eq!(count.load(Ordering::SeqCst), 2);
 }

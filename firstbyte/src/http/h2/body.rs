@@ -88,6 +88,11 @@ pub fn unread_bad_length(q: &Shared) -> bool {
     g.bad_length && !g.polled
 }
 
+/// Whether the service has read from the body.
+pub fn was_read(q: &Shared) -> bool {
+    lock(q).polled
+}
+
 /// Bytes taken by the service since the last call.
 pub fn take_consumed(q: &Shared) -> usize {
     std::mem::take(&mut lock(q).consumed)

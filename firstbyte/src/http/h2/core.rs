@@ -87,6 +87,8 @@ struct Stream {
     /// The response ended first and the request body is read on (see
     /// [`Core::end_sending`]): until this time ([`Core::set_clock`]'s milliseconds).
     drain_until: u64,
+    /// The service read part of the body and gave up on it ([`Core::body_abandoned`]).
+    abandoned: bool,
 }
 
 /// Where the connection preface stands.
@@ -464,7 +466,8 @@ impl Core {
     /// that a malformed body is a stream error whether it came before the response or after)
     /// while the rest of the body can come within the stream's window, which is not opened
     /// again, for at most [`DRAIN_MS`]; it closes when the body ends. A declared body larger
-    /// than the window, one already failed, or a window used up gets the reset instead, after
+    /// than the window, one the service read part of and gave up on ([`Core::body_abandoned`]),
+    /// one already failed, or a window used up gets the reset instead, after
     /// the response's bytes ([`Core::put_late_resets`]): a client reading the response and
     /// the reset in one piece may see its upload fail before it sees the response (curl).
     fn end_sending(&mut self, id: u32) {
@@ -479,11 +482,20 @@ impl Core {
         }
         let window = s.recv_window.max(0) as u64;
         let fits = s.length.remaining().is_none_or(|r| r <= window);
-        if fits && window > 0 && !s.skip_data {
+        if fits && window > 0 && !s.skip_data && !s.abandoned {
             s.send_closed = true;
             s.drain_until = self.now_ms + DRAIN_MS;
         } else {
             self.stop_body(id);
+        }
+    }
+
+    /// The service of stream `id` answers after it read part of its request body and stopped
+    /// (too large, timed out, its upstream answered first): the rest is not read after the
+    /// response, the stream is reset with NO_ERROR once the response is written.
+    pub fn body_abandoned(&mut self, id: u32) {
+        if let Some(i) = self.find(id) {
+            self.streams[i].abandoned = true;
         }
     }
 
@@ -935,6 +947,7 @@ impl Core {
                 length,
                 fresh: true,
                 drain_until: 0,
+                abandoned: false,
             });
             self.events.push_back(Event::Request {
                 id,

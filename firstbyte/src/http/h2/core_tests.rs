@@ -675,3 +675,16 @@ fn frames_after_the_clients_own_reset_are_its_error() {
         }
     }
 }
+
+#[test]
+fn a_body_the_service_gave_up_on_is_reset_after_the_response() {
+    // 413 or 408 after reading part of it: nothing more of it is wanted.
+    let (mut core, mut c) = started();
+    c.get(1, &[], 0).frame(kind::DATA, 0, 1, b"part");
+    core.recv(&c.take());
+    while core.take_event().is_some() {}
+    core.body_abandoned(1);
+    core.send_headers(1, 413, &HeaderMap::new(), None, true);
+    assert_eq!(flushed(&mut core), (vec![(1, 0)], None));
+    assert_eq!(core.open_streams(), 0);
+}

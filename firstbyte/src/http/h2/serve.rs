@@ -474,6 +474,11 @@ fn step(core: &mut Core, s: &mut Slot, cx: &mut Context<'_>) -> bool {
             s.answer = Answer::Done;
             return false;
         }
+        if s.queue.as_ref().is_some_and(body::was_read) {
+            // It read part of its body and answers (413, 408, an upstream's early answer):
+            // the rest is not wanted (`Core::end_sending`).
+            core.body_abandoned(s.id);
+        }
         if parts.status.as_u16() == crate::http::pipeline::CLOSE {
             // nginx's 444: no response; the stream is reset, the connection goes on.
             core.reset(s.id, Reason::INTERNAL_ERROR);

@@ -3,7 +3,7 @@
 //! own and the answer is stored, as nginx's background subrequest. The task holds the key's
 //! fetch lock (others get `UPDATING`), so there is one per key; it ends with the exchange
 //! (bounded by the upstream timeouts), whether or not the client is still there, and a
-//! graceful stop waits for it.
+//! graceful stop waits for it. The upstream's `103 Early Hints` to it are dropped.
 
 use std::sync::Arc;
 
@@ -28,7 +28,10 @@ pub(super) struct Refresh<'a> {
 }
 
 /// Starts the refresh of `plan` with the upstream request `req`.
-pub(super) fn start(r: &Req<'_>, how: Refresh<'_>, req: Request<ReqBody>, mut plan: Box<Plan>) {
+pub(super) fn start(r: &Req<'_>, how: Refresh<'_>, mut req: Request<ReqBody>, mut plan: Box<Plan>) {
+    // No client waits for this answer: its `103 Early Hints` go nowhere. Over HTTP/1.1 they
+    // would be written before the connection's next response (with their `Set-Cookie`).
+    req.extensions_mut().remove::<px::PassHints>();
     // `proxy_no_cache` is evaluated now, with the request's variables (the upstream's
     // answer is not there yet).
     let no_cache = !plan.may_store(r, how.conf, how.forwarded_for);
