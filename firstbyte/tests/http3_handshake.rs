@@ -483,3 +483,91 @@ fn a_two_datagram_client_hello_is_answered_with_early_data_on() {
         );
     }
 }
+
+// ---------------------------------------------------------------------------------------
+// STOP_SENDING on request streams
+
+/// A GET for `authority` / as an HTTP/3 HEADERS frame, QPACK with the static table only.
+fn get_headers(authority: &str) -> Vec<u8> {
+    // Required Insert Count 0, Base 0; :method GET (17), :scheme https (23), :path / (1)
+    // indexed; :authority (0) a literal with a static name reference.
+    let mut block = vec![0x00, 0x00, 0xc0 | 17, 0xc0 | 23, 0xc0 | 1, 0x50];
+    block.push(authority.len() as u8);
+    block.extend_from_slice(authority.as_bytes());
+    let mut frame = vec![0x01, block.len() as u8];
+    frame.extend(block);
+    frame
+}
+
+/// A request stream whose body the server did not read is stopped with H3_NO_ERROR (0x100),
+/// not 0 (quinn's when a stream is dropped unread): one the client left open (a GET without
+/// its FIN) and one it finished, which is stopped too or acknowledged first.
+#[test]
+fn an_unread_request_body_is_stopped_with_h3_no_error() {
+    let conf = r#"
+error_log {dir}/error.log info;
+events {}
+http {
+    access_log off;
+    server {
+        listen 127.0.0.1:{port0} ssl;
+        listen 127.0.0.1:{port0} quic;
+        server_name a.test;
+        ssl_certificate {certs}/a.test.crt;
+        ssl_certificate_key {certs}/a.test.key;
+        location / { return 200 "ok\n"; }
+    }
+}
+"#;
+    let (server, ports) = Server::start("h3hs-stop", conf, 1);
+    let rt = rt();
+    let _in = rt.enter();
+    let ep = endpoint(&verifying_tls(false, &[]));
+    rt.block_on(async {
+        let addr = SocketAddr::from(([127, 0, 0, 1], ports[0]));
+        let conn = ep
+            .connect(addr, "a.test")
+            .unwrap()
+            .await
+            .expect("handshake");
+        // The client's control stream: its type and an empty SETTINGS frame.
+        let mut control = conn.open_uni().await.unwrap();
+        control.write_all(&[0x00, 0x04, 0x00]).await.unwrap();
+        let limit = Duration::from_secs(20);
+        for finish in [false, true] {
+            let (mut send, mut recv) = conn.open_bi().await.unwrap();
+            send.write_all(&get_headers("a.test")).await.unwrap();
+            if finish {
+                send.finish().unwrap();
+            }
+            // The response arrives whole (HEADERS and DATA, then the stream's end).
+            let resp = tokio::time::timeout(limit, recv.read_to_end(4096))
+                .await
+                .expect("a response in time")
+                .expect("a response");
+            assert!(
+                resp.ends_with(b"ok\n"),
+                "{resp:?}\n{}",
+                server.stderr_text()
+            );
+            let stopped = tokio::time::timeout(limit, send.stopped())
+                .await
+                .expect("stopped or acknowledged in time");
+            if finish {
+                // Acknowledged (None), or at most stopped with H3_NO_ERROR.
+                assert!(
+                    matches!(stopped, Ok(None)) || stopped == Ok(Some(0x100u32.into())),
+                    "finished request: {stopped:?}"
+                );
+            } else {
+                assert_eq!(
+                    stopped,
+                    Ok(Some(0x100u32.into())),
+                    "unfinished request\n{}",
+                    server.stderr_text()
+                );
+            }
+        }
+        conn.close(0u32.into(), b"");
+    });
+}

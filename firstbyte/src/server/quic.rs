@@ -639,7 +639,7 @@ async fn request(
             .insert(crate::http::proxy::EarlyHints::Queue(to));
         hints = Some(from);
     }
-    let req = http::Request::from_parts(parts, RecvBody { recv, done: false });
+    let req = http::Request::from_parts(parts, RecvBody::new(recv));
     // Boxed: held across the Early Hints sends below, the service's state would otherwise
     // sit inline beside theirs and widen every request's task (copied whole when spawned).
     let mut serving = Box::pin(crate::http::pipeline::serve(conn, req, None));
@@ -717,6 +717,18 @@ async fn request(
 struct RecvBody {
     recv: h3::server::RequestStream<h3_quinn::RecvStream, Bytes>,
     done: bool,
+    /// Whether it was ever polled (see its `Drop`).
+    polled: bool,
+}
+
+impl RecvBody {
+    fn new(recv: h3::server::RequestStream<h3_quinn::RecvStream, Bytes>) -> RecvBody {
+        RecvBody {
+            recv,
+            done: false,
+            polled: false,
+        }
+    }
 }
 
 impl http_body::Body for RecvBody {
@@ -730,6 +742,7 @@ impl http_body::Body for RecvBody {
         if self.done {
             return Poll::Ready(None);
         }
+        self.polled = true;
         match std::task::ready!(self.recv.poll_recv_data(cx)) {
             Ok(Some(mut b)) => {
                 let bytes = b.copy_to_bytes(b.remaining());
@@ -748,6 +761,21 @@ impl http_body::Body for RecvBody {
 
     fn is_end_stream(&self) -> bool {
         self.done
+    }
+}
+
+/// A body the service did not read asks the client to stop sending with H3_NO_ERROR (RFC 9114
+/// §4.1.2: a complete response before the whole request), instead of the 0 quinn says when an
+/// unread stream is dropped (no HTTP/3 code). quinn sends it even when the request's end is
+/// already in (a GET's FIN): a stream is stopped unless it was read to its end.
+///
+/// A body polled and left unfinished keeps quinn's 0: once polled, h3-quinn may hold quinn's
+/// stream inside a pending read, where its `stop_sending` would panic.
+impl Drop for RecvBody {
+    fn drop(&mut self) {
+        if !self.polled {
+            self.recv.stop_sending(h3::error::Code::H3_NO_ERROR);
+        }
     }
 }
 
