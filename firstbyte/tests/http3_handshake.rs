@@ -571,3 +571,52 @@ http {
         conn.close(0u32.into(), b"");
     });
 }
+
+// ---------------------------------------------------------------------------------------
+// TLS variables
+
+/// `$ssl_session_reused` and `$ssl_cipher` over HTTP/3, as over TCP: `.` then `r` when the
+/// next connection resumes the session, and OpenSSL's name of the suite the client got (its
+/// first choice; QUIC's Initial packets need AES-128-GCM offered too).
+#[test]
+fn ssl_session_reused_and_ssl_cipher_over_http3() {
+    let conf = r#"
+error_log {dir}/error.log info;
+events {}
+http {
+    access_log off;
+    ssl_session_cache shared:vars:1m;
+    server {
+        listen 127.0.0.1:{port0} ssl;
+        listen 127.0.0.1:{port0} quic;
+        server_name a.test;
+        ssl_certificate {certs}/a.test.crt;
+        ssl_certificate_key {certs}/a.test.key;
+        location / { return 200 "$ssl_session_reused $ssl_cipher\n"; }
+    }
+}
+"#;
+    use rustls::crypto::aws_lc_rs::cipher_suite as cs;
+    let (server, ports) = Server::start("h3hs-vars", conf, 1);
+    let rt = rt();
+    let _in = rt.enter();
+    for (suite, name) in [
+        (cs::TLS13_AES_128_GCM_SHA256, "TLS_AES_128_GCM_SHA256"),
+        (
+            cs::TLS13_CHACHA20_POLY1305_SHA256,
+            "TLS_CHACHA20_POLY1305_SHA256",
+        ),
+        (cs::TLS13_AES_256_GCM_SHA384, "TLS_AES_256_GCM_SHA384"),
+    ] {
+        let tls = verifying_tls(false, &[suite, cs::TLS13_AES_128_GCM_SHA256]);
+        for reused in [".", "r"] {
+            let (r, _, _) = rt.block_on(one_connection(&tls, ports[0], "a.test", false));
+            assert_eq!(
+                r,
+                Ok((200, format!("{reused} {name}\n"))),
+                "{}",
+                server.stderr_text()
+            );
+        }
+    }
+}

@@ -13,6 +13,7 @@ mod quic;
 mod quic_amplification;
 mod quic_keys;
 mod quic_socket;
+mod quic_tls;
 mod site;
 mod sockets;
 
