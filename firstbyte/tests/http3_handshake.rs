@@ -73,7 +73,7 @@ async fn captured_first_flight(ep: &quinn::Endpoint) -> Vec<Vec<u8>> {
     // The rest of the same flight follows at once; the client's first retransmission comes
     // only after its probe timeout (about a second).
     while let Ok(r) =
-        tokio::time::timeout(Duration::from_millis(150), trap.recv_from(&mut buf)).await
+        tokio::time::timeout(Duration::from_millis(300), trap.recv_from(&mut buf)).await
     {
         flight.push(buf[..r.unwrap().0].to_vec());
     }
@@ -213,7 +213,8 @@ fn an_address_that_never_answers_gets_at_most_three_times_what_it_sent() {
 // A ClientHello in two datagrams, with early data on
 
 /// A UDP relay to `port` for one client: it forwards both ways and counts the client's
-/// datagrams before the server's first answer (its ClientHello's). With `hold`, client
+/// Initial datagrams before the server's first answer (its ClientHello's, and a
+/// retransmission if the server took a probe timeout to answer). With `hold`, client
 /// datagrams that open with a Handshake packet (its Finished) wait until [`Relay::release`]:
 /// what the server answers meanwhile it answers before its handshake completes.
 struct Relay {
@@ -246,8 +247,9 @@ impl Relay {
                         let Ok((n, from)) = r else { return };
                         client = Some(from);
                         {
+                            // Datagrams opening with an Initial packet (long header, type 0).
                             let mut t = tally.lock().unwrap();
-                            if !t.1 {
+                            if !t.1 && a[0] & 0x80 != 0 && (a[0] >> 4) & 3 == 0 {
                                 t.0 += 1;
                             }
                         }
@@ -287,7 +289,7 @@ impl Relay {
         }
     }
 
-    /// The client's datagrams before the server's first answer.
+    /// The client's Initial datagrams before the server's first answer.
     fn client_hello_datagrams(&self) -> usize {
         self.first_flight.lock().unwrap().0
     }
@@ -461,7 +463,8 @@ fn a_two_datagram_client_hello_is_answered_with_early_data_on() {
     for sni in ["b.test", "a.test"] {
         let tls = verifying_tls(true, &[]);
         let (fresh, _, datagrams) = rt.block_on(one_connection(&tls, port, sni, false));
-        assert_eq!(datagrams, 2, "{sni}: the ClientHello spans two datagrams");
+        // Exactly 2 in the amplification test above, for the same key shares.
+        assert!(datagrams >= 2, "{sni}: the ClientHello spans two datagrams");
         let host = &sni[..1];
         assert_eq!(
             fresh,
@@ -470,8 +473,8 @@ fn a_two_datagram_client_hello_is_answered_with_early_data_on() {
             server.stderr_text()
         );
         let (resumed, accepted, datagrams) = rt.block_on(one_connection(&tls, port, sni, true));
-        assert_eq!(
-            datagrams, 2,
+        assert!(
+            datagrams >= 2,
             "{sni}: the resumed ClientHello spans two datagrams too"
         );
         assert!(accepted, "{sni}: 0-RTT accepted");
