@@ -32,6 +32,7 @@ use http_body_util::BodyExt;
 use tokio::task::JoinHandle;
 
 use super::quic_keys::{CidGenerator, HostKeys, ResetKey};
+use super::quic_tls::Configs;
 use super::{Shared, Site};
 use crate::conf::model::ServerConf;
 use crate::http::conn::Conn;
@@ -57,24 +58,6 @@ pub(super) struct Endpoint {
     /// The endpoint's current settings, each connection's own made from them.
     configs: Arc<ArcSwap<Configs>>,
     accept: JoinHandle<()>,
-}
-
-/// An endpoint's settings for new connections: quinn's, and the TLS settings in them.
-struct Configs {
-    quic: quinn::ServerConfig,
-    tls: Arc<rustls::ServerConfig>,
-}
-
-impl Configs {
-    /// One connection's settings: its TLS notes the handshake's choices in `facts`
-    /// (`quic_tls`).
-    fn for_connection(&self, facts: &Arc<super::quic_tls::Facts>) -> Option<quinn::ServerConfig> {
-        let tls = super::quic_tls::for_connection(&self.tls, facts.clone());
-        let crypto = quinn::crypto::rustls::QuicServerConfig::try_from(Arc::new(tls)).ok()?;
-        let mut quic = self.quic.clone();
-        quic.crypto = Arc::new(crypto);
-        Some(quic)
-    }
 }
 
 impl Endpoint {

@@ -5,7 +5,8 @@
 //! rustls will choose from the client's offer ([`choose_suite`], rustls' rule for TLS 1.3) and
 //! hands out the certificate with a key that notes when it signs: a full handshake signs its
 //! CertificateVerify, a resumed one does not. Both are final once the ClientHello is processed,
-//! when quinn reports the handshake data.
+//! when quinn reports the handshake data. [`Configs`] keeps the endpoint's settings they are
+//! made from.
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, OnceLock};
@@ -31,6 +32,23 @@ impl Facts {
     /// Whether the handshake resumed a session: a certificate was chosen but never signed with.
     pub fn resumed(&self) -> bool {
         self.resolved.load(Ordering::Acquire) && !self.signed.load(Ordering::Acquire)
+    }
+}
+
+/// An endpoint's settings for new connections: quinn's, and the TLS settings in them.
+pub(super) struct Configs {
+    pub quic: quinn::ServerConfig,
+    pub tls: Arc<rustls::ServerConfig>,
+}
+
+impl Configs {
+    /// One connection's settings: its TLS notes the handshake's choices in `facts`.
+    pub fn for_connection(&self, facts: &Arc<Facts>) -> Option<quinn::ServerConfig> {
+        let tls = for_connection(&self.tls, facts.clone());
+        let crypto = quinn::crypto::rustls::QuicServerConfig::try_from(Arc::new(tls)).ok()?;
+        let mut quic = self.quic.clone();
+        quic.crypto = Arc::new(crypto);
+        Some(quic)
     }
 }
 
