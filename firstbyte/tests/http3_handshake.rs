@@ -73,7 +73,7 @@ async fn captured_first_flight(ep: &quinn::Endpoint) -> Vec<Vec<u8>> {
     // The rest of the same flight follows at once; the client's first retransmission comes
     // only after its probe timeout (about a second).
     while let Ok(r) =
-        tokio::time::timeout(Duration::from_millis(150), trap.recv_from(&mut buf)).await
+        tokio::time::timeout(Duration::from_millis(300), trap.recv_from(&mut buf)).await
     {
         flight.push(buf[..r.unwrap().0].to_vec());
     }
@@ -213,7 +213,8 @@ fn an_address_that_never_answers_gets_at_most_three_times_what_it_sent() {
 // A ClientHello in two datagrams, with early data on
 
 /// A UDP relay to `port` for one client: it forwards both ways and counts the client's
-/// datagrams before the server's first answer (its ClientHello's). With `hold`, client
+/// Initial datagrams before the server's first answer (its ClientHello's, and a
+/// retransmission if the server took a probe timeout to answer). With `hold`, client
 /// datagrams that open with a Handshake packet (its Finished) wait until [`Relay::release`]:
 /// what the server answers meanwhile it answers before its handshake completes.
 struct Relay {
@@ -246,8 +247,9 @@ impl Relay {
                         let Ok((n, from)) = r else { return };
                         client = Some(from);
                         {
+                            // Datagrams opening with an Initial packet (long header, type 0).
                             let mut t = tally.lock().unwrap();
-                            if !t.1 {
+                            if !t.1 && a[0] & 0x80 != 0 && (a[0] >> 4) & 3 == 0 {
                                 t.0 += 1;
                             }
                         }
@@ -287,7 +289,7 @@ impl Relay {
         }
     }
 
-    /// The client's datagrams before the server's first answer.
+    /// The client's Initial datagrams before the server's first answer.
     fn client_hello_datagrams(&self) -> usize {
         self.first_flight.lock().unwrap().0
     }
@@ -461,7 +463,8 @@ fn a_two_datagram_client_hello_is_answered_with_early_data_on() {
     for sni in ["b.test", "a.test"] {
         let tls = verifying_tls(true, &[]);
         let (fresh, _, datagrams) = rt.block_on(one_connection(&tls, port, sni, false));
-        assert_eq!(datagrams, 2, "{sni}: the ClientHello spans two datagrams");
+        // Exactly 2 in the amplification test above, for the same key shares.
+        assert!(datagrams >= 2, "{sni}: the ClientHello spans two datagrams");
         let host = &sni[..1];
         assert_eq!(
             fresh,
@@ -470,8 +473,8 @@ fn a_two_datagram_client_hello_is_answered_with_early_data_on() {
             server.stderr_text()
         );
         let (resumed, accepted, datagrams) = rt.block_on(one_connection(&tls, port, sni, true));
-        assert_eq!(
-            datagrams, 2,
+        assert!(
+            datagrams >= 2,
             "{sni}: the resumed ClientHello spans two datagrams too"
         );
         assert!(accepted, "{sni}: 0-RTT accepted");
@@ -481,5 +484,142 @@ fn a_two_datagram_client_hello_is_answered_with_early_data_on() {
             "{sni}, resumed\n{}",
             server.stderr_text()
         );
+    }
+}
+
+// ---------------------------------------------------------------------------------------
+// STOP_SENDING on request streams
+
+/// A GET for `authority` / as an HTTP/3 HEADERS frame, QPACK with the static table only.
+fn get_headers(authority: &str) -> Vec<u8> {
+    // Required Insert Count 0, Base 0; :method GET (17), :scheme https (23), :path / (1)
+    // indexed; :authority (0) a literal with a static name reference.
+    let mut block = vec![0x00, 0x00, 0xc0 | 17, 0xc0 | 23, 0xc0 | 1, 0x50];
+    block.push(authority.len() as u8);
+    block.extend_from_slice(authority.as_bytes());
+    let mut frame = vec![0x01, block.len() as u8];
+    frame.extend(block);
+    frame
+}
+
+/// A request stream whose body the server did not read is stopped with H3_NO_ERROR (0x100),
+/// not 0 (quinn's when a stream is dropped unread): one the client left open (a GET without
+/// its FIN) and one it finished, which is stopped too or acknowledged first.
+#[test]
+fn an_unread_request_body_is_stopped_with_h3_no_error() {
+    let conf = r#"
+error_log {dir}/error.log info;
+events {}
+http {
+    access_log off;
+    server {
+        listen 127.0.0.1:{port0} ssl;
+        listen 127.0.0.1:{port0} quic;
+        server_name a.test;
+        ssl_certificate {certs}/a.test.crt;
+        ssl_certificate_key {certs}/a.test.key;
+        location / { return 200 "ok\n"; }
+    }
+}
+"#;
+    let (server, ports) = Server::start("h3hs-stop", conf, 1);
+    let rt = rt();
+    let _in = rt.enter();
+    let ep = endpoint(&verifying_tls(false, &[]));
+    rt.block_on(async {
+        let addr = SocketAddr::from(([127, 0, 0, 1], ports[0]));
+        let conn = ep
+            .connect(addr, "a.test")
+            .unwrap()
+            .await
+            .expect("handshake");
+        // The client's control stream: its type and an empty SETTINGS frame.
+        let mut control = conn.open_uni().await.unwrap();
+        control.write_all(&[0x00, 0x04, 0x00]).await.unwrap();
+        let limit = Duration::from_secs(20);
+        for finish in [false, true] {
+            let (mut send, mut recv) = conn.open_bi().await.unwrap();
+            send.write_all(&get_headers("a.test")).await.unwrap();
+            if finish {
+                send.finish().unwrap();
+            }
+            // The response arrives whole (HEADERS and DATA, then the stream's end).
+            let resp = tokio::time::timeout(limit, recv.read_to_end(4096))
+                .await
+                .expect("a response in time")
+                .expect("a response");
+            assert!(
+                resp.ends_with(b"ok\n"),
+                "{resp:?}\n{}",
+                server.stderr_text()
+            );
+            let stopped = tokio::time::timeout(limit, send.stopped())
+                .await
+                .expect("stopped or acknowledged in time");
+            if finish {
+                // Acknowledged (None), or at most stopped with H3_NO_ERROR.
+                assert!(
+                    matches!(stopped, Ok(None)) || stopped == Ok(Some(0x100u32.into())),
+                    "finished request: {stopped:?}"
+                );
+            } else {
+                assert_eq!(
+                    stopped,
+                    Ok(Some(0x100u32.into())),
+                    "unfinished request\n{}",
+                    server.stderr_text()
+                );
+            }
+        }
+        conn.close(0u32.into(), b"");
+    });
+}
+
+// ---------------------------------------------------------------------------------------
+// TLS variables
+
+/// `$ssl_session_reused` and `$ssl_cipher` over HTTP/3, as over TCP: `.` then `r` when the
+/// next connection resumes the session, and OpenSSL's name of the suite the client got (its
+/// first choice; QUIC's Initial packets need AES-128-GCM offered too).
+#[test]
+fn ssl_session_reused_and_ssl_cipher_over_http3() {
+    let conf = r#"
+error_log {dir}/error.log info;
+events {}
+http {
+    access_log off;
+    ssl_session_cache shared:vars:1m;
+    server {
+        listen 127.0.0.1:{port0} ssl;
+        listen 127.0.0.1:{port0} quic;
+        server_name a.test;
+        ssl_certificate {certs}/a.test.crt;
+        ssl_certificate_key {certs}/a.test.key;
+        location / { return 200 "$ssl_session_reused $ssl_cipher\n"; }
+    }
+}
+"#;
+    use rustls::crypto::aws_lc_rs::cipher_suite as cs;
+    let (server, ports) = Server::start("h3hs-vars", conf, 1);
+    let rt = rt();
+    let _in = rt.enter();
+    for (suite, name) in [
+        (cs::TLS13_AES_128_GCM_SHA256, "TLS_AES_128_GCM_SHA256"),
+        (
+            cs::TLS13_CHACHA20_POLY1305_SHA256,
+            "TLS_CHACHA20_POLY1305_SHA256",
+        ),
+        (cs::TLS13_AES_256_GCM_SHA384, "TLS_AES_256_GCM_SHA384"),
+    ] {
+        let tls = verifying_tls(false, &[suite, cs::TLS13_AES_128_GCM_SHA256]);
+        for reused in [".", "r"] {
+            let (r, _, _) = rt.block_on(one_connection(&tls, ports[0], "a.test", false));
+            assert_eq!(
+                r,
+                Ok((200, format!("{reused} {name}\n"))),
+                "{}",
+                server.stderr_text()
+            );
+        }
     }
 }

@@ -218,11 +218,6 @@ impl BodyLength {
         }
     }
 
-    /// The bytes the declared length still expects (None: no length was declared).
-    pub fn remaining(&self) -> Option<u64> {
-        self.declared.map(|d| d.saturating_sub(self.received))
-    }
-
     /// `n` more bytes arrived: Err once they pass the declared length.
     pub fn feed(&mut self, n: usize) -> Result<(), LengthMismatch> {
         self.received = self.received.saturating_add(n as u64);

@@ -15,6 +15,7 @@ mod quic_hq;
 mod quic_keys;
 mod quic_request;
 mod quic_socket;
+mod quic_tls;
 mod site;
 mod sockets;
 

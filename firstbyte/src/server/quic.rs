@@ -32,6 +32,7 @@ use tokio::task::JoinHandle;
 
 use super::quic_keys::{CidGenerator, HostKeys, ResetKey};
 use super::quic_request;
+use super::quic_tls::Configs;
 use super::{Shared, Site};
 use crate::conf::model::ServerConf;
 use crate::http::conn::Conn;
@@ -54,6 +55,8 @@ pub(super) struct Endpoint {
     tokens: Arc<quinn::BloomTokenLog>,
     /// The anti-amplification accounts of the socket (`quic_socket`).
     amplification: Arc<super::quic_socket::Amplification>,
+    /// The endpoint's current settings, each connection's own made from them.
+    configs: Arc<ArcSwap<Configs>>,
     accept: JoinHandle<()>,
 }
 
@@ -68,7 +71,12 @@ impl Endpoint {
         current: &Arc<ArcSwap<Site>>,
     ) -> std::io::Result<Endpoint> {
         let tokens = Arc::new(quinn::BloomTokenLog::default());
-        let (config, keys) = server_config(site, addr, &tokens).map_err(std::io::Error::other)?;
+        let (config, keys, tls) =
+            server_config(site, addr, &tokens).map_err(std::io::Error::other)?;
+        let configs = Arc::new(ArcSwap::from_pointee(Configs {
+            quic: config.clone(),
+            tls,
+        }));
         let reset_key = ResetKey::new(keys.reset);
         let cid_key = Arc::new(AtomicU64::new(keys.cid));
         let mut endpoint_config = quinn::EndpointConfig::new(reset_key.clone());
@@ -98,6 +106,7 @@ impl Endpoint {
             shared,
             reads,
             amplification.clone(),
+            configs.clone(),
         ));
         Ok(Endpoint {
             endpoint,
@@ -106,6 +115,7 @@ impl Endpoint {
             cid_key,
             tokens,
             amplification,
+            configs,
             accept,
         })
     }
@@ -113,7 +123,11 @@ impl Endpoint {
     /// New connections get `site`'s TLS and transport settings and keys (a reload).
     pub fn reconfigure(&self, site: &Arc<Site>) {
         match server_config(site, self.addr, &self.tokens) {
-            Ok((c, keys)) => {
+            Ok((c, keys, tls)) => {
+                self.configs.store(Arc::new(Configs {
+                    quic: c.clone(),
+                    tls,
+                }));
                 self.reset_key.set(keys.reset);
                 self.cid_key.store(keys.cid, Ordering::Relaxed);
                 self.amplification
@@ -164,7 +178,7 @@ fn server_config(
     site: &Arc<Site>,
     addr: SocketAddr,
     tokens: &Arc<quinn::BloomTokenLog>,
-) -> Result<(quinn::ServerConfig, HostKeys), String> {
+) -> Result<(quinn::ServerConfig, HostKeys, Arc<rustls::ServerConfig>), String> {
     let socket = socket_of(site, addr).ok_or("the configuration has no such QUIC listener")?;
     let default = site.vhosts().addr_servers(socket, addr).default_server();
     let base = site
@@ -184,7 +198,8 @@ fn server_config(
         socket,
         addr,
     });
-    let crypto = quinn::crypto::rustls::QuicServerConfig::try_from(Arc::new(tls))
+    let tls = Arc::new(tls);
+    let crypto = quinn::crypto::rustls::QuicServerConfig::try_from(tls.clone())
         .map_err(|e| format!("TLS settings unusable for QUIC: {e}"))?;
     let keys = HostKeys::of(default);
     let mut config = quinn::ServerConfig::new(Arc::new(crypto), keys.token.clone());
@@ -192,7 +207,7 @@ fn server_config(
     let mut validation = quinn::ValidationTokenConfig::default();
     validation.log(tokens.clone());
     config.validation_token_config(validation);
-    Ok((config, keys))
+    Ok((config, keys, tls))
 }
 
 /// The congestion window a QUIC connection starts with: 32 packets of QUIC's first-flight
@@ -295,6 +310,7 @@ async fn accept_loop(
     shared: Arc<Shared>,
     reads: Arc<crate::net::ReadClock>,
     amplification: Arc<super::quic_socket::Amplification>,
+    configs: Arc<ArcSwap<Configs>>,
 ) {
     while let Some(incoming) = endpoint.accept().await {
         // A client that came back with a token (Retry or NEW_TOKEN) proved its address:
@@ -330,6 +346,9 @@ async fn accept_loop(
             continue;
         }
         let reads = reads.clone();
+        let facts = Arc::new(super::quic_tls::Facts::default());
+        let config = configs.load().for_connection(&facts).map(Arc::new);
+        let incoming = (incoming, config, facts);
         tokio::spawn(serve(site, shared.clone(), socket, addr, reads, incoming));
     }
 }
@@ -342,7 +361,11 @@ async fn serve(
     socket: usize,
     addr: SocketAddr,
     reads: Arc<crate::net::ReadClock>,
-    incoming: quinn::Incoming,
+    (incoming, config, handshake): (
+        quinn::Incoming,
+        Option<Arc<quinn::ServerConfig>>,
+        Arc<super::quic_tls::Facts>,
+    ),
 ) {
     let stats = &shared.http.stats;
     stats.accepts.fetch_add(1, Ordering::Relaxed);
@@ -357,7 +380,12 @@ async fn serve(
     };
     let servers = site.vhosts().addr_servers(socket, local);
     let default = servers.default_server().clone();
-    let connecting = match incoming.accept() {
+    // With its own settings, the handshake's cipher and resumption are known (`quic_tls`).
+    let accepted = match config {
+        Some(c) => incoming.accept_with(c),
+        None => incoming.accept(),
+    };
+    let connecting = match accepted {
         Ok(c) => c,
         Err(e) => {
             crate::metrics::tls_failure("quic", quic_reason(&e));
@@ -436,6 +464,8 @@ async fn serve(
         id,
         tls: Some(TlsFacts {
             protocol: "TLSv1.3",
+            cipher: handshake.cipher(),
+            resumed: handshake.resumed(),
             alpn: if hq { "hq-interop" } else { "h3" }.into(),
             server_name: sni,
             ..TlsFacts::default()

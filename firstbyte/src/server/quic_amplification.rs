@@ -46,7 +46,7 @@ pub(super) fn proves_address(mut datagram: &[u8], own_cid: impl Fn(&[u8]) -> boo
     while let Some(&first) = datagram.first() {
         if first & 0x80 == 0 {
             // A short header: the rest of the datagram, after the first byte the DCID.
-            return datagram.get(1..1 + CID_LEN).is_some_and(|cid| own_cid(cid));
+            return datagram.get(1..1 + CID_LEN).is_some_and(&own_cid);
         }
         let Some(packet) = LongPacket::parse(datagram) else {
             return false;
@@ -321,7 +321,7 @@ mod tests {
         }
         // A two-byte varint length.
         p.extend_from_slice(&[0x40 | (len >> 8) as u8, len as u8]);
-        p.extend(std::iter::repeat(0xaa).take(len));
+        p.extend(std::iter::repeat_n(0xaa, len));
         p
     }
 

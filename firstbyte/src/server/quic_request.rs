@@ -61,6 +61,7 @@ pub(super) async fn head(
         length: contract::BodyLength::new(declared),
         ahead: None,
         done: false,
+        polled: false,
     };
     let safe_method = parts.method == http::Method::GET || parts.method == http::Method::HEAD;
     if early && safe_method && declared.unwrap_or(0) == 0 {
@@ -80,6 +81,8 @@ pub(super) struct RecvBody {
     /// The first frame, read ahead of the service (see [`RecvBody::read_ahead`]).
     ahead: Option<Result<Bytes, BoxError>>,
     done: bool,
+    /// Whether it was ever polled (see its `Drop`).
+    polled: bool,
 }
 
 type BoxError = Box<dyn std::error::Error + Send + Sync>;
@@ -116,6 +119,7 @@ impl http_body::Body for RecvBody {
         if self.done {
             return Poll::Ready(None);
         }
+        self.polled = true;
         match std::task::ready!(self.recv.poll_recv_data(cx)) {
             Ok(Some(mut b)) => {
                 let bytes = b.copy_to_bytes(b.remaining());
@@ -148,6 +152,21 @@ impl http_body::Body for RecvBody {
             (None, true, _) => http_body::SizeHint::with_exact(0),
             (None, false, Some(left)) => http_body::SizeHint::with_exact(left),
             (None, false, None) => http_body::SizeHint::default(),
+        }
+    }
+}
+
+/// A body the service did not read asks the client to stop sending with H3_NO_ERROR (RFC 9114
+/// §4.1.2: a complete response before the whole request), instead of the 0 quinn says when an
+/// unread stream is dropped (no HTTP/3 code). quinn sends it even when the request's end is
+/// already in (a GET's FIN): a stream is stopped unless it was read to its end.
+///
+/// A body polled and left unfinished keeps quinn's 0: once polled, h3-quinn may hold quinn's
+/// stream inside a pending read, where its `stop_sending` would panic.
+impl Drop for RecvBody {
+    fn drop(&mut self) {
+        if !self.polled {
+            self.recv.stop_sending(h3::error::Code::H3_NO_ERROR);
         }
     }
 }

@@ -481,7 +481,7 @@ impl Core {
             return;
         }
         let window = s.recv_window.max(0) as u64;
-        let fits = s.length.remaining().is_none_or(|r| r <= window);
+        let fits = s.length.left().is_none_or(|r| r <= window);
         if fits && window > 0 && !s.skip_data && !s.abandoned {
             s.send_closed = true;
             s.drain_until = self.now_ms + DRAIN_MS;
