@@ -176,8 +176,9 @@ pub struct Stats {
     pub rebinds: AtomicU64,
     /// The relay's addresses towards the server that the server answered.
     pub answered: Mutex<HashSet<SocketAddr>>,
-    /// The first datagrams as the server sees them: (towards the server, first byte, length).
-    pub trace: Mutex<Vec<(bool, u8, usize)>>,
+    /// The first datagrams as the server sees them: (towards the server, first 5 bytes — the
+    /// header's form and type bits and a long header's version —, length).
+    pub trace: Mutex<Vec<(bool, [u8; 5], usize)>>,
 }
 
 /// Datagrams kept in [`Stats::trace`].
@@ -187,7 +188,10 @@ impl Stats {
     fn record(&self, to_server: bool, bytes: &[u8]) {
         let mut t = self.trace.lock().unwrap();
         if t.len() < TRACE {
-            t.push((to_server, bytes.first().copied().unwrap_or(0), bytes.len()));
+            let mut head = [0u8; 5];
+            let n = bytes.len().min(5);
+            head[..n].copy_from_slice(&bytes[..n]);
+            t.push((to_server, head, bytes.len()));
         }
     }
 }
