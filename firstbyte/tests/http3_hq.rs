@@ -100,7 +100,9 @@ fn hq_interop_serves_http09_through_the_pipeline() {
             "[] [GET /who] [hq] [hq-interop]\n"
         );
         // `deny all`: nginx's 403 page as the body, as HTTP/0.9 has no status line.
-        let body = hq(&conn, b"GET /private/secret\r\n").await.expect("GET denied");
+        let body = hq(&conn, b"GET /private/secret\r\n")
+            .await
+            .expect("GET denied");
         let text = String::from_utf8_lossy(&body);
         assert!(text.contains("403 Forbidden"), "{text}");
         assert!(!text.contains("secret"), "{text}");
@@ -131,7 +133,12 @@ fn hq_is_offered_only_with_http3_hq_on() {
     rt().block_on(async {
         let hq_only = client(b"hq-interop");
         let e = connect(&hq_only, ports[0]).await.expect_err("no hq ALPN");
-        assert!(e.contains("120") || e.contains("no_application_protocol") || e.contains("NoApplicationProtocol"), "{e}");
+        assert!(
+            e.contains("120")
+                || e.contains("no_application_protocol")
+                || e.contains("NoApplicationProtocol"),
+            "{e}"
+        );
         // h3 is served as before.
         let h3 = client(b"h3");
         connect(&h3, ports[0]).await.expect("h3 handshake");

@@ -171,7 +171,11 @@ impl Run {
             None => return Err(format!("client hung (killed after {CLIENT_LIMIT:?})")),
         }
         self.files_ok.clone()?;
-        let ok = self.access.iter().filter(|l| l.split(' ').nth(1) == Some("200")).count();
+        let ok = self
+            .access
+            .iter()
+            .filter(|l| l.split(' ').nth(1) == Some("200"))
+            .count();
         if ok < self.nfiles {
             return Err(format!("{ok} of {} requests logged 200", self.nfiles));
         }
@@ -194,7 +198,11 @@ fn no_retry(run: &Run) -> Result<(), String> {
 }
 
 fn protocol(run: &Run, proto: &str) -> Result<(), String> {
-    match run.access.iter().find(|l| l.split(' ').nth(3) != Some(proto)) {
+    match run
+        .access
+        .iter()
+        .find(|l| l.split(' ').nth(3) != Some(proto))
+    {
         None => Ok(()),
         Some(l) => Err(format!("served as another protocol than {proto}: {l}")),
     }
@@ -331,7 +339,9 @@ fn check_amplification(run: &Run) -> Result<(), String> {
     check_transfer(run)?;
     let crypto = run.handshake_crypto().into_iter().max().unwrap_or(0);
     if crypto < 7500 {
-        return Err(format!("only {crypto} bytes of Handshake CRYPTO: not the long chain?"));
+        return Err(format!(
+            "only {crypto} bytes of Handshake CRYPTO: not the long chain?"
+        ));
     }
     let (mut allowed, mut tolerated) = (0i64, 0i64);
     for &(to_server, head, len) in run.relay.trace.lock().unwrap().iter() {
@@ -348,7 +358,9 @@ fn check_amplification(run: &Run) -> Result<(), String> {
             }
         } else {
             if len as i64 >= tolerated {
-                return Err(format!("a {len}-byte datagram with {tolerated} bytes left at 4x"));
+                return Err(format!(
+                    "a {len}-byte datagram with {tolerated} bytes left at 4x"
+                ));
             }
             allowed -= len as i64;
             tolerated -= len as i64;
@@ -405,7 +417,12 @@ fn cases() -> Vec<Case> {
         check,
     };
     let transfer = || vec![200 * KB, 300 * KB, 500 * KB];
-    let mut longrtt = case("longrtt", "handshake", vec![KB], check_longrtt as fn(&Run) -> _);
+    let mut longrtt = case(
+        "longrtt",
+        "handshake",
+        vec![KB],
+        check_longrtt as fn(&Run) -> _,
+    );
     longrtt.relay.link.delay = Duration::from_millis(750);
     let mut retry = case("retry", "retry", vec![10 * KB], check_retry);
     retry.port = Port::Retry;
@@ -417,43 +434,96 @@ fn cases() -> Vec<Case> {
     ecn.expect_fail = Some(
         "quic-go's interop client has no ecn case (exits 127), and the user-space relay does not carry ECN marks",
     );
-    let mut amplification = case("amplificationlimit", "transfer", vec![5 * KB], check_amplification);
+    let mut amplification = case(
+        "amplificationlimit",
+        "transfer",
+        vec![5 * KB],
+        check_amplification,
+    );
     amplification.port = Port::BigChain;
     amplification.relay.to_server.drop_list = vec![2, 3, 4, 5, 6, 7];
     let mut ipv6 = case("ipv6", "transfer", transfer(), check_transfer);
     ipv6.ipv6 = true;
-    let mut rebind_port = case("rebind-port", "transfer", vec![2 * 1024 * KB], check_rebind_port);
+    let mut rebind_port = case(
+        "rebind-port",
+        "transfer",
+        vec![2 * 1024 * KB],
+        check_rebind_port,
+    );
     rebind_port.relay.rebind = Some((Duration::from_millis(300), Duration::from_millis(700)));
-    let mut rebind_addr = case("rebind-addr", "transfer", vec![2 * 1024 * KB], check_rebind_addr);
+    let mut rebind_addr = case(
+        "rebind-addr",
+        "transfer",
+        vec![2 * 1024 * KB],
+        check_rebind_addr,
+    );
     rebind_addr.relay.rebind = Some((Duration::from_millis(300), Duration::from_millis(700)));
     rebind_addr.relay.rebind_addr = true;
-    let mut handshakeloss = case("handshakeloss", "multiconnect", vec![KB; 10], check_multiconnect);
+    let mut handshakeloss = case(
+        "handshakeloss",
+        "multiconnect",
+        vec![KB; 10],
+        check_multiconnect,
+    );
     handshakeloss.relay = lossy(30, false);
-    let mut transferloss = case("transferloss", "transfer", vec![200 * KB, 300 * KB], check_transfer);
+    let mut transferloss = case(
+        "transferloss",
+        "transfer",
+        vec![200 * KB, 300 * KB],
+        check_transfer,
+    );
     transferloss.relay = lossy(2, false);
-    let mut handshakecorruption =
-        case("handshakecorruption", "multiconnect", vec![KB; 10], check_multiconnect);
+    let mut handshakecorruption = case(
+        "handshakecorruption",
+        "multiconnect",
+        vec![KB; 10],
+        check_multiconnect,
+    );
     handshakecorruption.relay = lossy(30, true);
-    let mut transfercorruption =
-        case("transfercorruption", "transfer", vec![200 * KB, 300 * KB], check_transfer);
+    let mut transfercorruption = case(
+        "transfercorruption",
+        "transfer",
+        vec![200 * KB, 300 * KB],
+        check_transfer,
+    );
     transfercorruption.relay = lossy(2, true);
     vec![
         case("handshake", "handshake", vec![KB], check_handshake),
         case("transfer", "transfer", transfer(), check_transfer),
         longrtt,
         case("chacha20", "chacha20", vec![500 * KB], check_chacha20),
-        case("multiplexing", "transfer", vec![32; 200], check_multiplexing),
+        case(
+            "multiplexing",
+            "transfer",
+            vec![32; 200],
+            check_multiplexing,
+        ),
         retry,
-        case("resumption", "resumption", vec![5 * KB, 10 * KB], check_resumption),
+        case(
+            "resumption",
+            "resumption",
+            vec![5 * KB, 10 * KB],
+            check_resumption,
+        ),
         zerortt,
-        case("http3", "http3", vec![5 * KB, 10 * KB, 500 * KB], check_http3),
+        case(
+            "http3",
+            "http3",
+            vec![5 * KB, 10 * KB, 500 * KB],
+            check_http3,
+        ),
         case("keyupdate", "keyupdate", vec![500 * KB], check_keyupdate),
         ecn,
         amplification,
         ipv6,
         rebind_port,
         rebind_addr,
-        case("versionnegotiation", "versionnegotiation", vec![], check_versionnegotiation),
+        case(
+            "versionnegotiation",
+            "versionnegotiation",
+            vec![],
+            check_versionnegotiation,
+        ),
         handshakeloss,
         transferloss,
         handshakecorruption,
@@ -512,12 +582,19 @@ fn run_case(case: &Case, server: &Server, ports: &[u16], www: &Path, seq: usize)
     } else {
         "127.0.0.1".parse().unwrap()
     };
-    let relay = Relay::start(SocketAddr::new(ip, port), case.relay.clone(), seq as u64 + 1);
+    let relay = Relay::start(
+        SocketAddr::new(ip, port),
+        case.relay.clone(),
+        seq as u64 + 1,
+    );
     let host = match relay.addr {
         SocketAddr::V6(a) => format!("[{}]:{}", a.ip(), a.port()),
         SocketAddr::V4(a) => a.to_string(),
     };
-    let mut urls: Vec<String> = names.iter().map(|n| format!("https://{host}/{n}")).collect();
+    let mut urls: Vec<String> = names
+        .iter()
+        .map(|n| format!("https://{host}/{n}"))
+        .collect();
     if urls.is_empty() {
         urls.push(format!("https://{host}/"));
     }
@@ -528,7 +605,15 @@ fn run_case(case: &Case, server: &Server, ports: &[u16], www: &Path, seq: usize)
         client_binary().display()
     );
     let mut child = Command::new("unshare")
-        .args(["-m", "--propagation", "private", "sh", "-c", &script, "client"])
+        .args([
+            "-m",
+            "--propagation",
+            "private",
+            "sh",
+            "-c",
+            &script,
+            "client",
+        ])
         .args(&urls)
         .env("TESTCASE", case.testcase)
         .env("REQUESTS", urls.join(" "))
@@ -564,7 +649,11 @@ fn run_case(case: &Case, server: &Server, ports: &[u16], www: &Path, seq: usize)
         if got == want {
             Ok(())
         } else {
-            Err(format!("{n}: {} bytes, {} expected or different", got.len(), want.len()))
+            Err(format!(
+                "{n}: {} bytes, {} expected or different",
+                got.len(),
+                want.len()
+            ))
         }
     });
     let keylog = std::fs::read_to_string(logs.join("keys.log")).unwrap_or_default();
@@ -679,14 +768,20 @@ fn quic_interop_runner_cases() {
     for (name, expect_fail, result, took, link) in &rows {
         let (verdict, detail) = match (result, expect_fail) {
             (Ok(()), None) => ("pass", link.clone()),
-            (Ok(()), Some(why)) => ("PASS(unexp.)", format!("expected to fail ({why}); passes now: flip it")),
+            (Ok(()), Some(why)) => (
+                "PASS(unexp.)",
+                format!("expected to fail ({why}); passes now: flip it"),
+            ),
             (Err(e), None) => {
                 failed.push(*name);
                 ("FAIL", format!("{e}; {link}"))
             }
             (Err(e), Some(why)) => ("expected-fail", format!("{why} — {e}")),
         };
-        table += &format!("{name:<20} {verdict:<14} {:>6.1}s  {detail}\n", took.as_secs_f64());
+        table += &format!(
+            "{name:<20} {verdict:<14} {:>6.1}s  {detail}\n",
+            took.as_secs_f64()
+        );
     }
     let passed = rows.iter().filter(|r| r.2.is_ok()).count();
     let expected = rows.iter().filter(|r| r.1.is_some()).count();
@@ -695,5 +790,9 @@ fn quic_interop_runner_cases() {
         rows.len()
     );
     let _ = std::io::Write::write_all(&mut std::io::stderr(), table.as_bytes());
-    assert!(failed.is_empty(), "interop cases failed: {failed:?}\n{}", server.stderr_text());
+    assert!(
+        failed.is_empty(),
+        "interop cases failed: {failed:?}\n{}",
+        server.stderr_text()
+    );
 }

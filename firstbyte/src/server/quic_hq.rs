@@ -185,9 +185,10 @@ async fn request(
             }
         }
     }
+    // The response is done (and logged) here, not when the client acknowledges it: quinn
+    // keeps sending a finished stream's data after its handle is dropped.
+    drop(body);
     let _ = send.finish();
-    // The stream's data stays with quinn until acknowledged; dropping the handle is fine.
-    let _ = send.stopped().await;
 }
 
 #[cfg(test)]
