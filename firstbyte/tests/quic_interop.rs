@@ -7,13 +7,22 @@
 //! Each case checks what the runner checks, as far as the client's key log and qlog, the
 //! relay's view of the server's datagrams and firstbyte's access log show it: the files
 //! downloaded are the files served, the number of handshakes, Retry, resumption without a
-//! certificate, 0-RTT, the server's stream limit, the amplification limit, rebinding. Files
-//! are smaller than the runner's so the whole file stays within a few minutes.
+//! certificate, 0-RTT, the server's stream limit, the amplification limit, rebinding.
+//!
+//! Files are the runner's sizes except where that would cost much time: `rebind-port` and
+//! `rebind-addr` move 2 MB (runner: 10 MB; the relay rebinds at 0.3 s and every 0.7 s, so a
+//! 2 MB transfer, at least 1.6 s at 10 Mbit/s, always sees two), `handshakeloss` and
+//! `handshakecorruption` make 10 connections (runner: 50), `ipv6` moves 5 KB, 10 KB and 1 MB.
+//! The cases that need the runner's ns-3 simulator (blackhole, the ns-3 `longrtt` uses a
+//! 750 ms link here instead, `connectionmigration`, `v2`) are not run.
 //!
 //! The client writes to `/downloads` and `/logs` (fixed paths): each run is in a private mount
-//! namespace (`unshare -m`) with per-case directories bound there, so this needs root. The
-//! table of results is printed at the end; a case expected to pass that fails fails the test,
-//! and the cases expected to fail are listed with their reason.
+//! namespace (`unshare -m`) with per-case directories bound there (the two empty mount points
+//! are made in `/` when missing), so this needs root. The table of results is written to
+//! stderr at the end; a case expected to pass that fails fails the test, and the cases
+//! expected to fail are listed with their reason. `QUIC_INTEROP_CASES=a,b` runs only those
+//! cases; `QUIC_INTEROP_KEEP=DIR` copies the server's directory (logs, client logs, qlogs)
+//! there after each case.
 
 mod support;
 #[path = "support/udp_relay.rs"]
@@ -31,6 +40,10 @@ const KB: usize = 1024;
 
 /// How long one client run may take (a hang is a failure, not a wait).
 const CLIENT_LIMIT: Duration = Duration::from_secs(60);
+
+/// The limit for `zerortt`, expected to hang today (its 41 tiny files take well under a
+/// second when it works): the client's own idle timeout (30 s) is not waited for.
+const ZERORTT_LIMIT: Duration = Duration::from_secs(10);
 
 const CONF: &str = r#"
 error_log {dir}/error.log info;
@@ -94,6 +107,8 @@ struct Case {
     ipv6: bool,
     /// Expected to fail, and why.
     expect_fail: Option<&'static str>,
+    /// How long the client may run.
+    limit: Duration,
     check: fn(&Run) -> Result<(), String>,
 }
 
@@ -168,7 +183,7 @@ impl Run {
         match self.code {
             Some(0) => {}
             Some(c) => return Err(format!("client exited {c}: {}", self.stdout.trim())),
-            None => return Err(format!("client hung (killed after {CLIENT_LIMIT:?})")),
+            None => return Err("client hung (killed at the case's limit)".into()),
         }
         self.files_ok.clone()?;
         let ok = self
@@ -414,9 +429,10 @@ fn cases() -> Vec<Case> {
         port: Port::Plain,
         ipv6: false,
         expect_fail: None,
+        limit: CLIENT_LIMIT,
         check,
     };
-    let transfer = || vec![200 * KB, 300 * KB, 500 * KB];
+    const MB: usize = 1024 * KB;
     let mut longrtt = case(
         "longrtt",
         "handshake",
@@ -428,6 +444,7 @@ fn cases() -> Vec<Case> {
     retry.port = Port::Retry;
     let mut zerortt = case("zerortt", "zerortt", vec![32; 41], check_zerortt);
     zerortt.port = Port::EarlyData;
+    zerortt.limit = ZERORTT_LIMIT;
     zerortt.expect_fail =
         Some("the 0-RTT hang firstbyte has today (fixed on branch s12-quic; flip after merging)");
     let mut ecn = case("ecn", "ecn", vec![100 * KB], check_handshake);
@@ -442,7 +459,12 @@ fn cases() -> Vec<Case> {
     );
     amplification.port = Port::BigChain;
     amplification.relay.to_server.drop_list = vec![2, 3, 4, 5, 6, 7];
-    let mut ipv6 = case("ipv6", "transfer", transfer(), check_transfer);
+    let mut ipv6 = case(
+        "ipv6",
+        "transfer",
+        vec![5 * KB, 10 * KB, MB],
+        check_transfer,
+    );
     ipv6.ipv6 = true;
     let mut rebind_port = case(
         "rebind-port",
@@ -466,12 +488,7 @@ fn cases() -> Vec<Case> {
         check_multiconnect,
     );
     handshakeloss.relay = lossy(30, false);
-    let mut transferloss = case(
-        "transferloss",
-        "transfer",
-        vec![200 * KB, 300 * KB],
-        check_transfer,
-    );
+    let mut transferloss = case("transferloss", "transfer", vec![2 * MB], check_transfer);
     transferloss.relay = lossy(2, false);
     let mut handshakecorruption = case(
         "handshakecorruption",
@@ -483,19 +500,24 @@ fn cases() -> Vec<Case> {
     let mut transfercorruption = case(
         "transfercorruption",
         "transfer",
-        vec![200 * KB, 300 * KB],
+        vec![2 * MB],
         check_transfer,
     );
     transfercorruption.relay = lossy(2, true);
     vec![
         case("handshake", "handshake", vec![KB], check_handshake),
-        case("transfer", "transfer", transfer(), check_transfer),
+        case(
+            "transfer",
+            "transfer",
+            vec![2 * MB, 3 * MB, 5 * MB],
+            check_transfer,
+        ),
         longrtt,
-        case("chacha20", "chacha20", vec![500 * KB], check_chacha20),
+        case("chacha20", "chacha20", vec![3 * MB], check_chacha20),
         case(
             "multiplexing",
             "transfer",
-            vec![32; 200],
+            vec![32; 1999],
             check_multiplexing,
         ),
         retry,
@@ -512,7 +534,7 @@ fn cases() -> Vec<Case> {
             vec![5 * KB, 10 * KB, 500 * KB],
             check_http3,
         ),
-        case("keyupdate", "keyupdate", vec![500 * KB], check_keyupdate),
+        case("keyupdate", "keyupdate", vec![3 * MB], check_keyupdate),
         ecn,
         amplification,
         ipv6,
@@ -624,7 +646,7 @@ fn run_case(case: &Case, server: &Server, ports: &[u16], www: &Path, seq: usize)
         .spawn()
         .expect("start unshare");
     support::reap_at_exit(child.id());
-    let deadline = Instant::now() + CLIENT_LIMIT;
+    let deadline = Instant::now() + case.limit;
     let code = loop {
         match child.try_wait() {
             Ok(Some(st)) => break st.code(),
