@@ -341,6 +341,29 @@ async fn serve(
     // Set once a request is taken from early data (the connection-info page's "0-RTT").
     let early_used = Arc::new(AtomicBool::new(false));
     let quic = if early {
+        // The ClientHello first (its ALPN and SNI choose the protocol and the server block): it
+        // can span two Initial packets (a post-quantum key share makes it ~1,500 bytes), and
+        // before the second arrives the connection has no handshake data. Measured: quic-go's
+        // hq requests then went to the HTTP/3 server and hung (`tests/quic_interop.rs`).
+        let mut connecting = connecting;
+        let limit = default.client_header_timeout;
+        match tokio::time::timeout(limit, connecting.handshake_data()).await {
+            Ok(Ok(_)) => {}
+            Ok(Err(e)) => {
+                crate::metrics::tls_failure("quic", quic_reason(&e));
+                crate::fblog!(Info, "QUIC handshake failed ({e}), client: {}", peer.ip());
+                return;
+            }
+            Err(_) => {
+                crate::metrics::tls_failure("quic", "timeout");
+                crate::fblog!(
+                    Info,
+                    "client timed out in QUIC handshake, client: {}",
+                    peer.ip()
+                );
+                return;
+            }
+        }
         // A server's conversion always succeeds (quinn).
         let Ok((quic, done)) = connecting.into_0rtt() else {
             return;
