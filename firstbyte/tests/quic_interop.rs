@@ -27,6 +27,9 @@
 //! expected to fail are listed with their reason. `QUIC_INTEROP_CASES=a,b` runs only those
 //! cases; `QUIC_INTEROP_KEEP=DIR` copies the server's directory (logs, client logs, qlogs)
 //! there after each case.
+//!
+//! One file of a little over 800 lines: the cases, their checks and the runner's reasons read
+//! side by side, as in the runner's own `testcases_quic.py`.
 
 mod support;
 #[path = "support/udp_relay.rs"]

@@ -250,11 +250,13 @@ impl rustls::server::ResolvesServerCert for BySni {
     ) -> Option<Arc<rustls::sign::CertifiedKey>> {
         let servers = self.site.vhosts().addr_servers(self.socket, self.addr);
         let server = servers.find(hello.server_name());
-        if !server.http3 {
+        if !super::quic_hq::serves(server.http3, server.http3_hq, hello.alpn()) {
             // nginx refuses the ALPN; rustls has no per-name ALPN, so no certificate instead.
+            // The directive that would take the client: `http3`, or `http3_hq` for hq alone.
+            let off = if server.http3 { "http3_hq" } else { "http3" };
             crate::fblog!(
                 Info,
-                "QUIC handshake refused: \"http3\" is off in the server block for SNI \"{}\"",
+                "QUIC handshake refused: \"{off}\" is off in the server block for SNI \"{}\"",
                 hello.server_name().unwrap_or("")
             );
             return None;
