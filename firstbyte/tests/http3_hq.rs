@@ -32,8 +32,16 @@ fn client(alpn: &[u8]) -> quinn::Endpoint {
 }
 
 async fn connect(ep: &quinn::Endpoint, port: u16) -> Result<quinn::Connection, String> {
+    connect_to(ep, port, "a.test").await
+}
+
+async fn connect_to(
+    ep: &quinn::Endpoint,
+    port: u16,
+    sni: &str,
+) -> Result<quinn::Connection, String> {
     let addr: SocketAddr = ([127, 0, 0, 1], port).into();
-    ep.connect(addr, "a.test")
+    ep.connect(addr, sni)
         .map_err(|e| e.to_string())?
         .await
         .map_err(|e| e.to_string())
@@ -73,6 +81,16 @@ http {
         location /private/ { deny all; }
         location /gone { return 444; }
     }
+    server {
+        listen 127.0.0.1:{port0} ssl;
+        listen 127.0.0.1:{port0} quic;
+        server_name b.test;
+        http3 off;
+        http3_hq on;
+        ssl_certificate {certs}/b.test.crt;
+        ssl_certificate_key {certs}/b.test.key;
+        location / { return 200 "b $http3\n"; }
+    }
 }
 "#;
 
@@ -100,7 +118,9 @@ fn hq_interop_serves_http09_through_the_pipeline() {
             "[] [GET /who] [hq] [hq-interop]\n"
         );
         // `deny all`: nginx's 403 page as the body, as HTTP/0.9 has no status line.
-        let body = hq(&conn, b"GET /private/secret\r\n").await.expect("GET denied");
+        let body = hq(&conn, b"GET /private/secret\r\n")
+            .await
+            .expect("GET denied");
         let text = String::from_utf8_lossy(&body);
         assert!(text.contains("403 Forbidden"), "{text}");
         assert!(!text.contains("secret"), "{text}");
@@ -113,6 +133,15 @@ fn hq_interop_serves_http09_through_the_pipeline() {
         let body = hq(&conn, b"GET /missing\r\n").await.expect("GET 404");
         assert!(String::from_utf8_lossy(&body).contains("404 Not Found"));
         conn.close(0u32.into(), b"");
+        // A block with `http3 off` and `http3_hq on` speaks hq alone, as nginx: its SNI with
+        // h3 alone is refused in the handshake.
+        let b = connect_to(&ep, port, "b.test").await.expect("hq to b.test");
+        let body = hq(&b, b"GET /\r\n").await.expect("GET b");
+        assert_eq!(body, b"b hq\n");
+        b.close(0u32.into(), b"");
+        let h3 = client(b"h3");
+        let refused = connect_to(&h3, port, "b.test").await;
+        assert!(refused.is_err(), "h3 to an http3-off block: {refused:?}");
         ep.wait_idle().await;
     });
     let log = std::fs::read_to_string(server.dir.join("access.log")).expect("access log");
@@ -130,8 +159,9 @@ fn hq_is_offered_only_with_http3_hq_on() {
     let (_server, ports) = Server::start("h3-hq-off", &conf, 1);
     rt().block_on(async {
         let hq_only = client(b"hq-interop");
-        let e = connect(&hq_only, ports[0]).await.expect_err("no hq ALPN");
-        assert!(e.contains("120") || e.contains("no_application_protocol") || e.contains("NoApplicationProtocol"), "{e}");
+        // Refused in the handshake (the block speaks no protocol the client offers).
+        let e = connect(&hq_only, ports[0]).await.expect_err("no hq");
+        assert!(e.contains("cryptographic handshake failed"), "{e}");
         // h3 is served as before.
         let h3 = client(b"h3");
         connect(&h3, ports[0]).await.expect("h3 handshake");

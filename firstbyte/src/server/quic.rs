@@ -290,11 +290,13 @@ impl rustls::server::ResolvesServerCert for BySni {
     ) -> Option<Arc<rustls::sign::CertifiedKey>> {
         let servers = self.site.vhosts().addr_servers(self.socket, self.addr);
         let server = servers.find(hello.server_name());
-        if !server.http3 {
+        if !super::quic_hq::serves(server.http3, server.http3_hq, hello.alpn()) {
             // nginx refuses the ALPN; rustls has no per-name ALPN, so no certificate instead.
+            // The directive that would take the client: `http3`, or `http3_hq` for hq alone.
+            let off = if server.http3 { "http3_hq" } else { "http3" };
             crate::fblog!(
                 Info,
-                "QUIC handshake refused: \"http3\" is off in the server block for SNI \"{}\"",
+                "QUIC handshake refused: \"{off}\" is off in the server block for SNI \"{}\"",
                 hello.server_name().unwrap_or("")
             );
             return None;
@@ -403,7 +405,8 @@ async fn serve(
         // Not before the whole ClientHello is in (it may span datagrams: a post-quantum key
         // share does): until then the client's transport parameters are unknown, so HTTP/3's
         // control stream cannot be opened — and quinn does not wake a stream opener when they
-        // arrive — and the SNI that chooses the server block is unknown too.
+        // arrive — and the SNI and ALPN that choose the server block and the protocol
+        // (HTTP/3 or hq-interop) are unknown too.
         let mut connecting = connecting;
         let hello = connecting.handshake_data();
         match tokio::time::timeout(default.client_header_timeout, hello).await {

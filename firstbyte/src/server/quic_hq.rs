@@ -36,6 +36,21 @@ pub(super) enum Line {
     Closed,
 }
 
+/// Whether a server block with `http3` and `http3_hq` as given takes a client that offers
+/// the ALPN protocols `offered` (`None`: no ALPN extension, taken as HTTP/3 as before ALPN
+/// mattered). As nginx, whose ALPN choice follows the SNI's block: a block that speaks none
+/// of the protocols offered refuses the handshake.
+pub(super) fn serves<'a>(
+    http3: bool,
+    hq: bool,
+    offered: Option<impl Iterator<Item = &'a [u8]>>,
+) -> bool {
+    match offered {
+        None => http3,
+        Some(mut protocols) => protocols.any(|p| (http3 && p == b"h3") || (hq && p == ALPN)),
+    }
+}
+
 const TOO_LONG: &str = "client sent too long URI";
 const INVALID: &str = "client sent invalid request";
 
@@ -185,9 +200,10 @@ async fn request(
             }
         }
     }
+    // The response is done (and logged) here, not when the client acknowledges it: quinn
+    // keeps sending a finished stream's data after its handle is dropped.
+    drop(body);
     let _ = send.finish();
-    // The stream's data stays with quinn until acknowledged; dropping the handle is fine.
-    let _ = send.stopped().await;
 }
 
 #[cfg(test)]
@@ -207,6 +223,18 @@ mod tests {
         assert_eq!(request_line(b"GET /a", false, 100), Line::More);
         assert_eq!(request_line(b"GET /a", true, 100), Line::Closed);
         assert_eq!(request_line(b"", true, 100), Line::Closed);
+    }
+
+    #[test]
+    fn blocks_take_the_protocols_they_speak() {
+        let offer = |p: &'static [&'static [u8]]| Some(p.iter().copied());
+        assert!(serves(true, false, offer(&[b"h3"])));
+        assert!(!serves(false, true, offer(&[b"h3"])));
+        assert!(serves(false, true, offer(&[b"h3", b"hq-interop"])));
+        assert!(!serves(true, false, offer(&[b"hq-interop"])));
+        assert!(!serves(false, false, offer(&[b"h3", b"hq-interop"])));
+        assert!(serves(true, false, None::<std::iter::Empty<&[u8]>>));
+        assert!(!serves(false, true, None::<std::iter::Empty<&[u8]>>));
     }
 
     /// The status a refused line gets.

@@ -176,8 +176,9 @@ pub struct Stats {
     pub rebinds: AtomicU64,
     /// The relay's addresses towards the server that the server answered.
     pub answered: Mutex<HashSet<SocketAddr>>,
-    /// The first datagrams as the server sees them: (towards the server, first byte, length).
-    pub trace: Mutex<Vec<(bool, u8, usize)>>,
+    /// The first datagrams as the server sees them: (towards the server, first 5 bytes — the
+    /// header's form and type bits and a long header's version —, length).
+    pub trace: Mutex<Vec<(bool, [u8; 5], usize)>>,
 }
 
 /// Datagrams kept in [`Stats::trace`].
@@ -187,7 +188,10 @@ impl Stats {
     fn record(&self, to_server: bool, bytes: &[u8]) {
         let mut t = self.trace.lock().unwrap();
         if t.len() < TRACE {
-            t.push((to_server, bytes.first().copied().unwrap_or(0), bytes.len()));
+            let mut head = [0u8; 5];
+            let n = bytes.len().min(5);
+            head[..n].copy_from_slice(&bytes[..n]);
+            t.push((to_server, head, bytes.len()));
         }
     }
 }
@@ -249,7 +253,13 @@ impl Relay {
 /// A packet on its way: when it arrives, its bytes, the client it belongs to.
 type Held = (Instant, Vec<u8>, SocketAddr);
 
-async fn run(front: Arc<UdpSocket>, server: SocketAddr, conf: RelayConf, seed: u64, stats: Arc<Stats>) {
+async fn run(
+    front: Arc<UdpSocket>,
+    server: SocketAddr,
+    conf: RelayConf,
+    seed: u64,
+    stats: Arc<Stats>,
+) {
     let map: Mapping = Arc::default();
     let (up_tx, mut up_rx) = tokio::sync::mpsc::unbounded_channel::<Held>();
     let (down_tx, mut down_rx) = tokio::sync::mpsc::unbounded_channel::<Held>();
@@ -260,7 +270,8 @@ async fn run(front: Arc<UdpSocket>, server: SocketAddr, conf: RelayConf, seed: u
     let next_ip = Arc::new(AtomicU64::new(2));
     // Towards the server: at the due time, through the client's mapping (made on first use).
     let deliver_up = {
-        let (map, down, down_tx, stats) = (map.clone(), down.clone(), down_tx.clone(), stats.clone());
+        let (map, down, down_tx, stats) =
+            (map.clone(), down.clone(), down_tx.clone(), stats.clone());
         async move {
             while let Some((due, bytes, client)) = up_rx.recv().await {
                 tokio::time::sleep_until(due).await;
@@ -270,10 +281,20 @@ async fn run(front: Arc<UdpSocket>, server: SocketAddr, conf: RelayConf, seed: u
                         Some(s) => s,
                         None => {
                             let bind = SocketAddr::new(server.ip(), 0);
-                            let Ok(s) = UdpSocket::bind(bind).await else { continue };
+                            let Ok(s) = UdpSocket::bind(bind).await else {
+                                continue;
+                            };
                             let s = Arc::new(s);
-                            let h = tokio::spawn(from_server(s.clone(), client, down.clone(), down_tx.clone(), stats.clone()));
-                            map.lock().unwrap().insert(client, (s.clone(), h.abort_handle()));
+                            let h = tokio::spawn(from_server(
+                                s.clone(),
+                                client,
+                                down.clone(),
+                                down_tx.clone(),
+                                stats.clone(),
+                            ));
+                            map.lock()
+                                .unwrap()
+                                .insert(client, (s.clone(), h.abort_handle()));
                             s
                         }
                     }
@@ -295,7 +316,13 @@ async fn run(front: Arc<UdpSocket>, server: SocketAddr, conf: RelayConf, seed: u
     };
     // NAT rebinding: every mapping gets a new socket (new port; new address with rebind_addr).
     let rebind = {
-        let (map, down, down_tx, stats, conf) = (map.clone(), down.clone(), down_tx.clone(), stats.clone(), conf.clone());
+        let (map, down, down_tx, stats, conf) = (
+            map.clone(),
+            down.clone(),
+            down_tx.clone(),
+            stats.clone(),
+            conf.clone(),
+        );
         async move {
             let Some((first, every)) = conf.rebind else {
                 return std::future::pending::<()>().await;
@@ -311,10 +338,20 @@ async fn run(front: Arc<UdpSocket>, server: SocketAddr, conf: RelayConf, seed: u
                 };
                 let clients: Vec<SocketAddr> = map.lock().unwrap().keys().copied().collect();
                 for client in clients {
-                    let Ok(s) = UdpSocket::bind(SocketAddr::new(ip, 0)).await else { continue };
+                    let Ok(s) = UdpSocket::bind(SocketAddr::new(ip, 0)).await else {
+                        continue;
+                    };
                     let s = Arc::new(s);
-                    let h = tokio::spawn(from_server(s.clone(), client, down.clone(), down_tx.clone(), stats.clone()));
-                    if let Some((_, old)) = map.lock().unwrap().insert(client, (s, h.abort_handle())) {
+                    let h = tokio::spawn(from_server(
+                        s.clone(),
+                        client,
+                        down.clone(),
+                        down_tx.clone(),
+                        stats.clone(),
+                    ));
+                    if let Some((_, old)) =
+                        map.lock().unwrap().insert(client, (s, h.abort_handle()))
+                    {
                         old.abort();
                     }
                     stats.rebinds.fetch_add(1, Ordering::Relaxed);
@@ -326,11 +363,16 @@ async fn run(front: Arc<UdpSocket>, server: SocketAddr, conf: RelayConf, seed: u
     // From clients: the link towards the server.
     let from_clients = {
         let stats = stats.clone();
-        let mut up = (Queue::new(conf.link), Impairing::new(conf.to_server.clone(), seed));
+        let mut up = (
+            Queue::new(conf.link),
+            Impairing::new(conf.to_server.clone(), seed),
+        );
         async move {
             let mut buf = vec![0u8; 65536];
             loop {
-                let Ok((n, client)) = front.recv_from(&mut buf).await else { return };
+                let Ok((n, client)) = front.recv_from(&mut buf).await else {
+                    return;
+                };
                 let mut bytes = buf[..n].to_vec();
                 match up.1.fate() {
                     Fate::Pass => {}
@@ -369,7 +411,9 @@ async fn from_server(
     let mut buf = vec![0u8; 65536];
     let mut seen = false;
     loop {
-        let Ok((n, _)) = sock.recv_from(&mut buf).await else { return };
+        let Ok((n, _)) = sock.recv_from(&mut buf).await else {
+            return;
+        };
         if !seen {
             seen = true;
             if let Ok(a) = sock.local_addr() {
@@ -418,11 +462,20 @@ mod tests {
             queue: 2,
         });
         // 1,000 bytes at 8 Mbit/s: 1 ms each.
-        assert_eq!(q.admit(start, 1000), Some(start + Duration::from_millis(16)));
-        assert_eq!(q.admit(start, 1000), Some(start + Duration::from_millis(17)));
+        assert_eq!(
+            q.admit(start, 1000),
+            Some(start + Duration::from_millis(16))
+        );
+        assert_eq!(
+            q.admit(start, 1000),
+            Some(start + Duration::from_millis(17))
+        );
         assert_eq!(q.admit(start, 1000), None);
         let later = start + Duration::from_millis(1);
-        assert_eq!(q.admit(later, 1000), Some(start + Duration::from_millis(18)));
+        assert_eq!(
+            q.admit(later, 1000),
+            Some(start + Duration::from_millis(18))
+        );
     }
 
     #[test]
