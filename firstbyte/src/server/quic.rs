@@ -453,13 +453,13 @@ async fn serve(
     if !early {
         crate::metrics::quic_handshake();
     }
-    let handshake = quic
+    let hello = quic
         .handshake_data()
         .and_then(|d| d.downcast::<quinn::crypto::rustls::HandshakeData>().ok());
-    let hq = handshake
+    let hq = hello
         .as_ref()
         .is_some_and(|d| d.protocol.as_deref() == Some(super::quic_hq::ALPN));
-    let sni = handshake.and_then(|d| d.server_name);
+    let sni = hello.and_then(|d| d.server_name);
     let server: Arc<ServerConf> = servers.find(sni.as_deref()).clone();
     let facts = ConnFacts {
         peer: Some(peer),
