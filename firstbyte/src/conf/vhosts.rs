@@ -100,7 +100,7 @@ pub enum InvalidHost {
     /// A name starting with `.`.
     #[error("client sent invalid host header")]
     LeadingDot,
-    /// A `/` (path separator).
+    /// A `/` or a backslash (path separators; nginx's newer host check refuses the backslash too).
     #[error("client sent invalid host header")]
     Separator,
     /// NUL, a space, another control character or DEL.
@@ -144,7 +144,7 @@ pub fn normalize_host(host: &str) -> Result<Cow<'_, str>, InvalidHost> {
                 len = i + 1;
                 state = State::Rest;
             }
-            b'/' => return Err(InvalidHost::Separator),
+            b'/' | b'\\' => return Err(InvalidHost::Separator),
             0..=0x20 | 0x7f => return Err(InvalidHost::Control),
             b'A'..=b'Z' => upper = true,
             _ => {}
@@ -743,6 +743,7 @@ mod tests {
             Err(InvalidHost::ConsecutiveDots)
         );
         assert_eq!(normalize_host("a/b"), Err(InvalidHost::Separator));
+        assert_eq!(normalize_host("a\\b"), Err(InvalidHost::Separator));
         assert_eq!(normalize_host("a\0b"), Err(InvalidHost::Control));
         assert_eq!(normalize_host("a b"), Err(InvalidHost::Control));
         assert_eq!(normalize_host("a\x7f"), Err(InvalidHost::Control));

@@ -357,9 +357,9 @@ pub fn host(input: HostInput<'_>) -> Result<Host<'_>, HostRefusal> {
             return Err(HostRefusal::Invalid)
         }
         (None, None) if framed => return Err(HostRefusal::Neither),
-        (None, None) if input.version == Version::HTTP_11 => {
-            return Err(HostRefusal::MissingHttp11)
-        }
+        // nginx wants the `Host` field of every HTTP/1.1 request, an absolute-form target's
+        // authority notwithstanding ("client sent HTTP/1.1 request without \"Host\" header").
+        (_, None) if input.version == Version::HTTP_11 => return Err(HostRefusal::MissingHttp11),
         _ => {}
     }
     let raw = input.authority.or(header);

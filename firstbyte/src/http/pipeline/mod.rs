@@ -384,6 +384,19 @@ where
             (length, too_large)
         }
     };
+    // HTTP/2 and HTTP/3: a field name or value longer than a `large_client_header_buffers`
+    // buffer is refused as the same line is over HTTP/1.1 (nginx: "client sent too large
+    // header field", a connection error there; a 400 here, through `error_page`).
+    let too_large = too_large.or_else(|| match version {
+        http::Version::HTTP_2 | http::Version::HTTP_3 => {
+            let size = header_server.large_client_header_buffers.1;
+            parts_headers
+                .iter()
+                .any(|(n, v)| n.as_str().len() > size || v.len() > size)
+                .then_some(headers::HeadTooLarge::Header)
+        }
+        _ => None,
+    });
     if header_server.ignore_invalid_headers {
         headers::drop_invalid_headers(
             &mut parts_headers,
