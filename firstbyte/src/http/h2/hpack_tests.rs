@@ -269,7 +269,10 @@ fn malformed_blocks_are_refused() {
     assert_eq!(run(&mut d(), &[0x80]), Err(DecodeError::BadIndex));
     assert_eq!(run(&mut d(), &[0xbe]), Err(DecodeError::BadIndex));
     assert_eq!(run(&mut d(), &[0xff, 0x7f]), Err(DecodeError::BadIndex));
-    assert_eq!(run(&mut d(), &[0x7f, 0x00, 0x00]), Err(DecodeError::BadIndex));
+    assert_eq!(
+        run(&mut d(), &[0x7f, 0x00, 0x00]),
+        Err(DecodeError::BadIndex)
+    );
     assert_eq!(run(&mut d(), &[0x80 | 61]).map(|f| f.len()), Ok(1));
     // Integer overflow: past 2^32 - 1, and too many continuation bytes.
     assert_eq!(
@@ -293,7 +296,10 @@ fn malformed_blocks_are_refused() {
         assert_eq!(run(&mut d(), b), Err(DecodeError::Truncated), "{b:?}");
     }
     // Huffman: zero padding, eight bits of padding, EOS in the string.
-    assert_eq!(run(&mut d(), &[0x04, 0x81, 0x18]), Err(DecodeError::Huffman));
+    assert_eq!(
+        run(&mut d(), &[0x04, 0x81, 0x18]),
+        Err(DecodeError::Huffman)
+    );
     assert_eq!(
         run(&mut d(), &[0x04, 0x82, 0x1f, 0xff]),
         Err(DecodeError::Huffman)
@@ -312,9 +318,16 @@ fn malformed_blocks_are_refused() {
 fn table_size_updates() {
     // Up to the bound, at the block's start (two in a row are fine), evicting.
     let mut d = Decoder::new(4096);
-    run(&mut d, &hex("400a 6375 7374 6f6d 2d6b 6579 0d63 7573 746f 6d2d 6865 6164 6572")).unwrap();
+    run(
+        &mut d,
+        &hex("400a 6375 7374 6f6d 2d6b 6579 0d63 7573 746f 6d2d 6865 6164 6572"),
+    )
+    .unwrap();
     assert_eq!(table(&d).1, 55);
-    assert_eq!(run(&mut d, &[0x20, 0x3f, 0xe1, 0x1f, 0x82]).map(|f| f.len()), Ok(1));
+    assert_eq!(
+        run(&mut d, &[0x20, 0x3f, 0xe1, 0x1f, 0x82]).map(|f| f.len()),
+        Ok(1)
+    );
     assert_eq!((table(&d).1, d.table.max_size), (0, 4096));
     // Past the bound (4097), and after a field.
     assert_eq!(
@@ -351,4 +364,78 @@ fn indexed_name_survives_its_own_eviction() {
         Ok(fields(&[("n", "22")]))
     );
     assert_eq!(table(&d), (fields(&[("n", "22")]), 35));
+}
+
+/// The fuzz target `hpack`'s comparison, on blocks made by mutating loona-hpack's encodings
+/// (a deterministic xorshift stream): same fields, and the same refusals but the differences
+/// the target allows.
+#[test]
+fn differential_against_loona_hpack() {
+    use loona_hpack::decoder::{DecoderError as L, IntegerDecodingError as I};
+    let mut x = 0x9e37_79b9_7f4a_7c15u64;
+    let mut rnd = move || {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        x
+    };
+    let words: [&[u8]; 8] = [
+        b":path",
+        b"/assets/js/application-3f2a9c.js",
+        b"cookie",
+        b"x",
+        b"",
+        b"\x00\xff\x7f~",
+        b"user-agent",
+        b"Mozilla/5.0 (X11; Linux x86_64)",
+    ];
+    let (mut agreed, mut refused) = (0, 0);
+    for _ in 0..3000 {
+        let mut enc = loona_hpack::Encoder::new();
+        let mut ours = Decoder::new(4096);
+        let mut theirs = loona_hpack::Decoder::new();
+        theirs.set_max_allowed_table_size(4096);
+        for _ in 0..4 {
+            let n = (rnd() % 4) as usize;
+            let list: Vec<(&[u8], &[u8])> = (0..n)
+                .map(|_| (words[rnd() as usize % 8], words[rnd() as usize % 8]))
+                .collect();
+            let mut block = enc.encode(list);
+            if rnd() % 3 == 0 && !block.is_empty() {
+                let i = rnd() as usize % block.len();
+                block[i] ^= 1 << (rnd() % 8);
+            }
+            if rnd() % 5 == 0 {
+                block.push(rnd() as u8);
+            }
+            if rnd() % 7 == 0 {
+                let huff = huff_literal(words[rnd() as usize % 8]);
+                block.push(0x00);
+                block.extend(&huff);
+                block.extend(&huff);
+            }
+            let mut got = Vec::new();
+            let a = ours.decode(&block, |n, v| got.push((n.to_vec(), v.to_vec())));
+            match (a, theirs.decode(&block)) {
+                (Ok(()), Ok(want)) => {
+                    assert_eq!(got, want, "{block:02x?}");
+                    agreed += 1;
+                }
+                (Err(DecodeError::SizeUpdate), Ok(_)) => break,
+                (Ok(()), Err(L::SizeUpdateAtEnd | L::IntegerDecodingError(I::TooManyOctets))) => {
+                    break
+                }
+                (Err(_), Err(_)) => {
+                    refused += 1;
+                    break;
+                }
+                (a, b) => panic!("{block:02x?}: {a:?} against {b:?}"),
+            }
+            // The encoder's table moves on only with blocks both decoded as it encoded them.
+            if got.len() != n {
+                break;
+            }
+        }
+    }
+    assert!(agreed > 3000 && refused > 100, "{agreed} {refused}");
 }
