@@ -1,4 +1,4 @@
-//! Header blocks: a request's HPACK block decoded ([`super::hpack`]) and checked against RFC 9113
+//! Header blocks: a request's HPACK block decoded (`hpack`) and checked against RFC 9113
 //! §8.2–8.3 into an `http::request::Parts`, and a response head encoded.
 //!
 //! The decoder hands each field to a callback; the decoded size (RFC 9113 §6.5.2: name +

@@ -173,7 +173,6 @@ impl Table {
 }
 
 /// A string as decoded: a slice of the block, or a range of the scratch buffer.
-#[derive(Clone)]
 enum Str<'b> {
     Block(&'b [u8]),
     Scratch(Range<usize>),
