@@ -335,6 +335,15 @@ fn table_size_updates() {
         Err(DecodeError::SizeUpdate)
     );
     assert_eq!(run(&mut d, &[0x82, 0x20]), Err(DecodeError::SizeUpdate));
+    // Between two fields: refused here (RFC 7541 §4.2), taken by loona-hpack's decoder,
+    // which refuses a size update only at a block's end.
+    assert_eq!(
+        run(&mut d, &[0x82, 0x20, 0x82]),
+        Err(DecodeError::SizeUpdate)
+    );
+    assert!(loona_hpack::Decoder::new()
+        .decode(&[0x82, 0x20, 0x82])
+        .is_ok());
     // An entry larger than the table empties it; a smaller size evicts the oldest.
     let mut d = Decoder::new(4096);
     let mut enc = loona_hpack::Encoder::new();
