@@ -6,6 +6,7 @@ pub use crate::conf::leaky::{bucket as leaky_bucket, Bucket, Rate, Verdict};
 pub use crate::conf::load_str;
 pub use crate::conf::realip::{RealIp, RealIpHeader, Trusted};
 pub use crate::http::auth_basic::{credentials as auth_credentials, find_user as auth_find_user};
+pub use crate::http::h2::hpack::{DecodeError as HpackError, Decoder as HpackDecoder};
 pub use crate::http::static_files::{
     if_range_matches, parse_range, preconditions, ByteRange, Precondition,
 };

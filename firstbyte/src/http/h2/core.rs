@@ -19,6 +19,7 @@ use http::HeaderMap;
 
 use super::frame::{self, flag, kind, setting, Head, Reason, DEFAULT_WINDOW, MAX_WINDOW};
 use super::headers::{self, HeadError, RequestHead};
+use super::hpack;
 use crate::http::contract::BodyLength;
 
 /// The connection's limits (see `http::h2limits`).
@@ -128,7 +129,7 @@ pub struct Core {
     cfg: Config,
     /// Frames for the socket, in order.
     pub out: Vec<u8>,
-    decoder: loona_hpack::Decoder<'static>,
+    decoder: hpack::Decoder,
     streams: Vec<Stream>,
     events: VecDeque<Event>,
     preface: Preface,
@@ -175,9 +176,8 @@ impl Core {
         if extra > 0 {
             frame::put_window_update(&mut out, 0, extra as u32);
         }
-        let mut decoder = loona_hpack::Decoder::new();
         // The client may only resize its table within SETTINGS_HEADER_TABLE_SIZE (4096).
-        decoder.set_max_allowed_table_size(4096);
+        let decoder = hpack::Decoder::new(4096);
         Core {
             conn_recv_window: i64::from(cfg.conn_window),
             cfg,

@@ -1,4 +1,4 @@
-//! Header blocks: a request's HPACK block decoded (loona-hpack) and checked against RFC 9113
+//! Header blocks: a request's HPACK block decoded (`hpack`) and checked against RFC 9113
 //! §8.2–8.3 into an `http::request::Parts`, and a response head encoded.
 //!
 //! The decoder hands each field to a callback; the decoded size (RFC 9113 §6.5.2: name +
@@ -15,6 +15,7 @@ use bytes::Bytes;
 use http::header::{HeaderMap, HeaderName, HeaderValue};
 use http::{Method, Uri};
 
+use super::hpack::Decoder;
 use crate::http::contract;
 
 /// Why a request's header block was refused.
@@ -148,7 +149,7 @@ impl Gather {
 
 /// Decodes a header block with `decoder`, `max` decoded bytes allowed.
 fn gather(
-    decoder: &mut loona_hpack::Decoder<'static>,
+    decoder: &mut Decoder,
     block: &[u8],
     trailers: bool,
     max: usize,
@@ -159,14 +160,14 @@ fn gather(
         ..Gather::default()
     };
     decoder
-        .decode_with_cb(block, |n, v| g.field(&n, &v, trailers, max))
+        .decode(block, |n, v| g.field(n, v, trailers, max))
         .map_err(|_| HeadError::Compression)?;
     Ok(g)
 }
 
 /// Decodes and checks a request's header block.
 pub fn decode_request(
-    decoder: &mut loona_hpack::Decoder<'static>,
+    decoder: &mut Decoder,
     block: &[u8],
     max: usize,
 ) -> Result<RequestHead, HeadError> {
@@ -250,11 +251,7 @@ pub fn decode_request(
 
 /// Decodes and checks a trailer block (no pseudo-headers, RFC 9113 §8.1); the fields are not
 /// kept (the service reads request bodies as data only).
-pub fn decode_trailers(
-    decoder: &mut loona_hpack::Decoder<'static>,
-    block: &[u8],
-    max: usize,
-) -> Result<(), HeadError> {
+pub fn decode_trailers(decoder: &mut Decoder, block: &[u8], max: usize) -> Result<(), HeadError> {
     let g = gather(decoder, block, true, max)?;
     if g.malformed {
         return Err(HeadError::Malformed);
@@ -408,7 +405,7 @@ mod tests {
     }
 
     fn decode(fields: &[(&str, &str)]) -> Result<RequestHead, HeadError> {
-        decode_request(&mut loona_hpack::Decoder::new(), &block(fields), 32 * 1024)
+        decode_request(&mut Decoder::new(4096), &block(fields), 32 * 1024)
     }
 
     const BASE: [(&str, &str); 4] = [
@@ -498,14 +495,14 @@ mod tests {
         let big = "v".repeat(2000);
         f.push(("x-big", &big));
         let b = block(&f);
-        let mut d = loona_hpack::Decoder::new();
+        let mut d = Decoder::new(4096);
         assert_eq!(
             decode_request(&mut d, &b, 1024).err(),
             Some(HeadError::TooLarge)
         );
         assert!(decode_request(&mut d, &b, 4096).is_ok());
         // Index 0 and an index past both tables.
-        let mut d = loona_hpack::Decoder::new();
+        let mut d = Decoder::new(4096);
         assert_eq!(
             decode_request(&mut d, &[0x80], 4096).err(),
             Some(HeadError::Compression)
@@ -523,7 +520,7 @@ mod tests {
 
     #[test]
     fn trailers_have_no_pseudo_headers() {
-        let mut d = loona_hpack::Decoder::new();
+        let mut d = Decoder::new(4096);
         assert!(decode_trailers(&mut d, &block(&[("x-sum", "1")]), 4096).is_ok());
         assert_eq!(
             decode_trailers(&mut d, &block(&[(":method", "GET")]), 4096),

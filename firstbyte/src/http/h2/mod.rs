@@ -12,6 +12,7 @@ pub mod body;
 pub mod core;
 pub mod frame;
 pub mod headers;
+pub mod hpack;
 pub mod serve;
 
 pub use serve::serve;
