@@ -12,8 +12,8 @@
 #![no_main]
 
 use firstbyte::fuzzing::{HpackDecoder, HpackError};
-use loona_hpack::decoder::{DecoderError, IntegerDecodingError};
 use libfuzzer_sys::fuzz_target;
+use loona_hpack::decoder::{DecoderError, IntegerDecodingError};
 
 fuzz_target!(|data: &[u8]| {
     let mut ours = HpackDecoder::new(4096);
@@ -37,7 +37,9 @@ fuzz_target!(|data: &[u8]| {
                     | DecoderError::IntegerDecodingError(IntegerDecodingError::TooManyOctets),
                 ),
             ) => return,
-            (Ok(()), Err(e)) => panic!("{block:02x?}: firstbyte takes, loona-hpack refuses ({e:?})"),
+            (Ok(()), Err(e)) => {
+                panic!("{block:02x?}: firstbyte takes, loona-hpack refuses ({e:?})")
+            }
             (Err(_), Err(_)) => return,
         }
     }
