@@ -293,6 +293,19 @@ fn protocol_of(v: http::Version) -> &'static str {
     }
 }
 
+/// A refusal before any location runs (nginx's answers while it reads the head): `code`
+/// from the server's default location, through its `error_page`; `close`: the connection
+/// ends after it.
+fn refuse(r: &mut Req<'_>, code: u16, close: bool) -> (Step, Arc<LocationConf>) {
+    let loc = r.server.default_location.clone();
+    let (mut resp, loc) = error(r, code, loc);
+    if close {
+        resp.headers_mut()
+            .insert(header::CONNECTION, http::HeaderValue::from_static("close"));
+    }
+    (Step::Done(resp), loc)
+}
+
 async fn handle<B>(conn: &Arc<Conn>, req: Request<B>, received: Option<u64>) -> HttpResponse
 where
     B: http_body::Body<Data = Bytes> + Send + Unpin + 'static,
@@ -539,6 +552,14 @@ where
 
     let (path, query) = uri::split_target(request_uri);
     let refusal = client_refusal(&r);
+    let method_refused = contract::method_refusal(&r.method, version, parts.uri.port_u16());
+    // HTTP/1.x only: HTTP/2's decoder and HTTP/3's front end refuse any Transfer-Encoding
+    // as malformed, so there is nothing to look up.
+    let framed_twice = if r.version < http::Version::HTTP_2 {
+        contract::framing_refusal(r.headers)
+    } else {
+        None
+    };
     let (step, loc) = match (host_ok, uri::normalize_path(path), refusal) {
         // No method by nginx's rules (a lower-case `delete`): 400 before any location, as a
         // request line nginx cannot parse; the connection closes (HTTP/2's decoder resets
@@ -550,11 +571,7 @@ where
                 conn.client_ip(),
                 server_name(&r.server),
             );
-            let loc = r.server.default_location.clone();
-            let (mut resp, loc) = error(&mut r, 400, loc);
-            resp.headers_mut()
-                .insert(header::CONNECTION, http::HeaderValue::from_static("close"));
-            (Step::Done(resp), loc)
+            refuse(&mut r, 400, true)
         }
         _ if early_data && !contract::replay_safe(&r.method, body_known) => {
             crate::fblog!(
@@ -564,15 +581,12 @@ where
                 conn.client_ip(),
                 server_name(&r.server),
             );
-            let loc = r.server.default_location.clone();
-            let (resp, loc) = error(&mut r, 425, loc);
-            (Step::Done(resp), loc)
+            refuse(&mut r, 425, false)
         }
         // nginx refuses TRACE (405, "client sent TRACE method") and CONNECT (405; 400 when the
         // target names no port) before any location runs.
-        _ if contract::method_refusal(&r.method, version, parts.uri.port_u16()).is_some() => {
-            let code =
-                contract::method_refusal(&r.method, version, parts.uri.port_u16()).unwrap_or(405);
+        _ if method_refused.is_some() => {
+            let code = method_refused.unwrap_or(405);
             crate::fblog!(
                 Info,
                 "client sent {} method while reading client request headers, client: {}, server: {}",
@@ -580,12 +594,8 @@ where
                 conn.client_ip(),
                 server_name(&r.server),
             );
-            let loc = r.server.default_location.clone();
-            let (mut resp, loc) = error(&mut r, code, loc);
             // Refused while reading the head: nginx closes the connection after it.
-            resp.headers_mut()
-                .insert(header::CONNECTION, http::HeaderValue::from_static("close"));
-            (Step::Done(resp), loc)
+            refuse(&mut r, code, true)
         }
         _ if too_large.is_some() => {
             let (code, what) = match too_large {
@@ -598,12 +608,8 @@ where
                 conn.client_ip(),
                 server_name(&r.server),
             );
-            let loc = r.server.default_location.clone();
-            let (mut resp, loc) = error(&mut r, code, loc);
             // nginx ends the connection after these (`r->keepalive = 0`).
-            resp.headers_mut()
-                .insert(header::CONNECTION, http::HeaderValue::from_static("close"));
-            (Step::Done(resp), loc)
+            refuse(&mut r, code, true)
         }
         _ if too_many => {
             crate::fblog!(
@@ -612,12 +618,8 @@ where
                 conn.client_ip(),
                 server_name(&r.server),
             );
-            let loc = r.server.default_location.clone();
-            let (mut resp, loc) = error(&mut r, 494, loc);
             // nginx ends the connection after it (`lingering_close`).
-            resp.headers_mut()
-                .insert(header::CONNECTION, http::HeaderValue::from_static("close"));
-            (Step::Done(resp), loc)
+            refuse(&mut r, 494, true)
         }
         _ if duplicate.is_some() => {
             let (name, first, second) = duplicate.unwrap_or_default();
@@ -627,11 +629,7 @@ where
                 conn.client_ip(),
                 server_name(&r.server),
             );
-            let loc = r.server.default_location.clone();
-            let (mut resp, loc) = error(&mut r, 400, loc);
-            resp.headers_mut()
-                .insert(header::CONNECTION, http::HeaderValue::from_static("close"));
-            (Step::Done(resp), loc)
+            refuse(&mut r, 400, true)
         }
         // What hyper normalised away (see `server::conn::h1_scan`): a second
         // Content-Length, Content-Length beside chunked, an unknown coding (501), a
@@ -645,31 +643,19 @@ where
                 conn.client_ip(),
                 server_name(&r.server),
             );
-            let loc = r.server.default_location.clone();
-            let (mut resp, loc) = error(&mut r, f.status, loc);
-            resp.headers_mut()
-                .insert(header::CONNECTION, http::HeaderValue::from_static("close"));
-            (Step::Done(resp), loc)
+            refuse(&mut r, f.status, true)
         }
         // Request smuggling's ground: nginx refuses a body framed two ways, or a
         // Transfer-Encoding given twice, before any location runs, and closes.
-        // (HTTP/2's decoder and HTTP/3's front end refuse any Transfer-Encoding as malformed:
-        // nothing to look up.)
-        _ if r.version < http::Version::HTTP_2
-            && contract::framing_refusal(r.headers).is_some() =>
-        {
+        _ if framed_twice.is_some() => {
             crate::fblog!(
                 Info,
                 "{} while reading client request headers, client: {}, server: {}",
-                contract::framing_refusal(r.headers).unwrap_or_default(),
+                framed_twice.unwrap_or_default(),
                 conn.client_ip(),
                 server_name(&r.server),
             );
-            let loc = r.server.default_location.clone();
-            let (mut resp, loc) = error(&mut r, 400, loc);
-            resp.headers_mut()
-                .insert(header::CONNECTION, http::HeaderValue::from_static("close"));
-            (Step::Done(resp), loc)
+            refuse(&mut r, 400, true)
         }
         (true, _, _) if misdirect || disabled => {
             crate::fblog!(
@@ -684,9 +670,7 @@ where
                 server_name(&r.server),
                 r.host
             );
-            let loc = r.server.default_location.clone();
-            let (resp, loc) = error(&mut r, 421, loc);
-            (Step::Done(resp), loc)
+            refuse(&mut r, 421, false)
         }
         (true, _, Some(code)) => {
             crate::fblog!(
@@ -700,9 +684,7 @@ where
                 conn.client_ip(),
                 server_name(&r.server),
             );
-            let loc = r.server.default_location.clone();
-            let (resp, loc) = error(&mut r, code, loc);
-            (Step::Done(resp), loc)
+            refuse(&mut r, code, false)
         }
         (true, Ok(u), None) => {
             r.uri = u;
