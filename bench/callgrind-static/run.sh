@@ -99,7 +99,8 @@ h2() { h2load -n "$1" -c 1 -m 10 "$URL"; }
 h1() { h2load --h1 -n "$1" -c 1 -m 1 "$URL"; }
 h3() { "$PY" "$HERE/h3-load.py" "https://localhost:$PORT/1k" "$1" 10; }
 # Chromium 131's request for a script on Linux; the cookie is 317 bytes (a session id, a CSRF
-# token, consent and analytics ids).
+# token, consent and analytics ids). The loopback bench sends the same set
+# (firstbyte-bench/src/loopback/chromium.rs; a unit test there reads this file and compares).
 COOKIE="_session_id=9f8e7d6c5b4a39281706f5e4d3c2b1a0; csrf_token=Yq3vXk9PzL2mN8rT5wB7cD1fG4hJ6sA0eU; cookie_consent=accepted.2026-11-30.v2; _ga=GA1.1.1234567890.1764460800; _ga_ABCDEF1234=GS1.1.1764460800.3.1.1764461234.0.0.0; theme=dark; lang=en-US; recently_viewed=sku-10442%2Csku-20931%2Csku-33107; ab_bucket=checkout-v3-b"
 h2b() {
     h2load -n "$1" -c 1 -m 10 \

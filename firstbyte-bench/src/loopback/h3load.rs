@@ -1,13 +1,18 @@
-//! The HTTP/3 load of the `h3_1k` measure: the h2 measure's shape (`h2load -n N -c 32 -m 10`
-//! on `/1k`: keep-alive connections, ten requests in flight on each) over QUIC, from an
-//! in-crate client (Debian's h2load has no HTTP/3).
+//! The HTTP/3 load of the `h3_1k`, `h3_req` and `h3_page` measures: the h2 measure's shape
+//! (`h2load -n N -c 32 -m 10`: keep-alive connections, ten requests in flight on each) over
+//! QUIC, from an in-crate client (Debian's h2load has no HTTP/3).
 //!
 //! quinn + h3 with the aws-lc-rs provider, TLS 1.3 with AES-128-GCM and X25519 only (as the
 //! other measures ask of every server), ALPN h3, no resumption; the certificate is not
 //! verified (the server's CPU is measured; the client only has to keep up), nor the
 //! handshake signature. All connections share one UDP endpoint. Each connection runs
-//! `streams` workers, each sending GETs one after another until the run's count is reached;
-//! every response must be a 200 with the whole body ([`LoadResult::bad`] counts the others).
+//! `streams` workers, each sending GETs one after another until the run's count is reached.
+//! Request number `i` of the run (a shared counter) asks for target `i mod len` of the list
+//! it is given, as `h2load -i` walks its URI list, with the extra headers given (Chromium's
+//! for the browser-like measures, none for `h3_1k`); every response must be a 200 with
+//! exactly that target's body length ([`LoadResult::bad`] counts the others), and the run's
+//! body bytes are summed ([`LoadResult::bytes`]) for [`check`] to compare with the total
+//! expected.
 
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -24,6 +29,8 @@ pub struct LoadResult {
     pub ok: usize,
     /// Requests that failed or were answered otherwise.
     pub bad: usize,
+    /// Body bytes received over the whole run.
+    pub bytes: u64,
     /// Wall time of the load.
     pub elapsed: Duration,
 }
@@ -45,25 +52,53 @@ pub fn tls_config() -> Result<rustls::ClientConfig> {
     Ok(tls)
 }
 
-/// `requests` GETs of `path` over `connections` HTTP/3 connections with `streams` requests
-/// in flight on each; `body` is the expected body length.
+/// What to request: (path, expected body length) cycled through, and headers sent with each.
+pub struct Targets {
+    /// Paths and their body lengths.
+    pub paths: Vec<(String, u64)>,
+    /// Extra request headers (name, value).
+    pub headers: Vec<(&'static str, String)>,
+}
+
+/// `requests` GETs of `targets` over `connections` HTTP/3 connections with `streams`
+/// requests in flight on each.
 pub async fn load(
     addr: SocketAddr,
-    path: &str,
-    body: u64,
+    targets: &Targets,
     requests: usize,
     connections: usize,
     streams: usize,
 ) -> Result<LoadResult> {
+    if targets.paths.is_empty() {
+        bail!("HTTP/3 load: no paths");
+    }
     let quic = quinn::crypto::rustls::QuicClientConfig::try_from(tls_config()?)
         .map_err(|e| anyhow!("QUIC client config: {e}"))?;
     let config = quinn::ClientConfig::new(Arc::new(quic));
     let endpoint = quinn::Endpoint::client(SocketAddr::from(([127, 0, 0, 1], 0)))
         .context("bind the QUIC client")?;
-    let url = format!("https://localhost:{}{path}", addr.port());
+    let urls: Arc<Vec<(http::Uri, u64)>> = Arc::new(
+        targets
+            .paths
+            .iter()
+            .map(|(path, body)| {
+                let url = format!("https://localhost:{}{path}", addr.port());
+                Ok((url.parse::<http::Uri>()?, *body))
+            })
+            .collect::<Result<_>>()?,
+    );
+    let mut headers = http::HeaderMap::new();
+    for (name, value) in &targets.headers {
+        headers.append(
+            http::HeaderName::from_bytes(name.as_bytes())?,
+            http::HeaderValue::from_str(value)?,
+        );
+    }
+    let headers = Arc::new(headers);
     let issued = Arc::new(AtomicUsize::new(0));
     let ok = Arc::new(AtomicUsize::new(0));
     let bad = Arc::new(AtomicUsize::new(0));
+    let bytes = Arc::new(std::sync::atomic::AtomicU64::new(0));
     // Connect every connection first: the load is requests on open connections, as h2load's.
     let mut conns = Vec::with_capacity(connections);
     for _ in 0..connections {
@@ -84,11 +119,20 @@ pub async fn load(
     for (_, send, _) in &conns {
         for _ in 0..streams {
             let mut send = send.clone();
-            let (issued, ok, bad, url) = (issued.clone(), ok.clone(), bad.clone(), url.clone());
+            let (issued, ok, bad, bytes) = (issued.clone(), ok.clone(), bad.clone(), bytes.clone());
+            let (urls, headers) = (urls.clone(), headers.clone());
             workers.push(tokio::spawn(async move {
-                while issued.fetch_add(1, Ordering::Relaxed) < requests {
-                    match get(&mut send, &url).await {
-                        Ok((200, n)) if n == body => ok.fetch_add(1, Ordering::Relaxed),
+                loop {
+                    let i = issued.fetch_add(1, Ordering::Relaxed);
+                    if i >= requests {
+                        break;
+                    }
+                    let (url, body) = &urls[i % urls.len()];
+                    match get(&mut send, url, &headers).await {
+                        Ok((200, n)) if n == *body => {
+                            bytes.fetch_add(n, Ordering::Relaxed);
+                            ok.fetch_add(1, Ordering::Relaxed)
+                        }
                         _ => bad.fetch_add(1, Ordering::Relaxed),
                     };
                 }
@@ -108,6 +152,7 @@ pub async fn load(
     Ok(LoadResult {
         ok: ok.load(Ordering::Relaxed),
         bad: bad.load(Ordering::Relaxed),
+        bytes: bytes.load(Ordering::Relaxed),
         elapsed,
     })
 }
@@ -115,9 +160,11 @@ pub async fn load(
 /// One GET: (status, body bytes).
 async fn get(
     send: &mut h3::client::SendRequest<h3_quinn::OpenStreams, bytes::Bytes>,
-    url: &str,
+    url: &http::Uri,
+    headers: &http::HeaderMap,
 ) -> Result<(u16, u64)> {
-    let req = http::Request::get(url).body(())?;
+    let mut req = http::Request::get(url.clone()).body(())?;
+    *req.headers_mut() = headers.clone();
     let mut stream = send.send_request(req).await?;
     stream.finish().await?;
     let resp = stream.recv_response().await?;
@@ -128,14 +175,18 @@ async fn get(
     Ok((resp.status().as_u16(), n))
 }
 
-/// Checks a load run: every request answered, none bad.
-pub fn check(r: &LoadResult, requests: usize) -> Result<()> {
+/// Checks a load run: every request answered with its whole body, none bad, and `bytes`
+/// body bytes in all.
+pub fn check(r: &LoadResult, requests: usize, bytes: u64) -> Result<()> {
     if r.bad != 0 || r.ok != requests {
         bail!(
             "HTTP/3 load: {} of {requests} requests answered 200 with the whole body, {} not",
             r.ok,
             r.bad
         );
+    }
+    if r.bytes != bytes {
+        bail!("HTTP/3 load: {} body bytes, not {bytes}", r.bytes);
     }
     Ok(())
 }
@@ -159,10 +210,12 @@ mod tests {
         let r = |ok, bad| LoadResult {
             ok,
             bad,
+            bytes: ok as u64 * 10,
             elapsed: Duration::from_secs(1),
         };
-        assert!(check(&r(100, 0), 100).is_ok());
-        assert!(check(&r(99, 1), 100).is_err());
-        assert!(check(&r(99, 0), 100).is_err());
+        assert!(check(&r(100, 0), 100, 1000).is_ok());
+        assert!(check(&r(99, 1), 100, 990).is_err());
+        assert!(check(&r(99, 0), 100, 990).is_err());
+        assert!(check(&r(100, 0), 100, 1001).is_err(), "bytes short");
     }
 }

@@ -16,6 +16,11 @@
 //! 6. `h3_1k`: the `h2_1k` load over HTTP/3 (32 connections, 10 requests in flight on each,
 //!    the in-crate quinn client of [`super::h3load`]) → server CPU µs per request, and req/s
 //!    (client-bound); firstbyte and Caddy only.
+//! 7. Browser-like requests (issue 29; taken in [`super::browser`]): `h1_req`, `h2_req`,
+//!    `h3_req` (the page's real paths at 1 KiB each, Chromium's headers: request cost) and
+//!    `h1_page`, `h2_page`, `h3_page` (the same paths at their real sizes: server CPU µs per
+//!    request and CPU-s per GiB). `h2_1k` and `h3_1k` stay as a floor: a 3-character literal
+//!    path and no headers, a request no browser sends.
 //!
 //! The output parsers of h2load and curl are pure functions with tests.
 
@@ -26,6 +31,7 @@ use std::time::Duration;
 use anyhow::{bail, Context, Result};
 use rustls::ClientConfig;
 
+use super::page::Set;
 use super::procfs;
 use super::servers::Running;
 use super::stats;
@@ -49,13 +55,34 @@ pub enum Measure {
     Ttfb,
     /// HTTP/3, 1 KiB file, keep-alive, the in-crate QUIC load.
     H3,
+    /// Browser-like requests for the page's paths, every file 1 KiB (request cost).
+    Req(Proto),
+    /// Browser-like requests for the page at its real sizes (page mix).
+    Page(Proto),
+}
+
+/// The HTTP version of a browser-like measure.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Proto {
+    /// HTTP/1.1 (`h2load --h1`, one request at a time per connection).
+    H1,
+    /// HTTP/2 (`h2load`, ten streams per connection).
+    H2,
+    /// HTTP/3 (the in-crate quinn client, ten streams per connection).
+    H3,
 }
 
 impl Measure {
     /// Every measure, in the order they run and are reported.
-    pub const ALL: [Measure; 8] = [
+    pub const ALL: [Measure; 14] = [
         Measure::Handshake,
         Measure::H2,
+        Measure::Req(Proto::H1),
+        Measure::Req(Proto::H2),
+        Measure::Req(Proto::H3),
+        Measure::Page(Proto::H1),
+        Measure::Page(Proto::H2),
+        Measure::Page(Proto::H3),
         Measure::Bulk,
         Measure::BulkH2,
         Measure::IdleMemory,
@@ -75,7 +102,31 @@ impl Measure {
             Measure::IdleMemoryH2 => "idle_mem_h2",
             Measure::Ttfb => "ttfb",
             Measure::H3 => "h3_1k",
+            Measure::Req(Proto::H1) => "h1_req",
+            Measure::Req(Proto::H2) => "h2_req",
+            Measure::Req(Proto::H3) => "h3_req",
+            Measure::Page(Proto::H1) => "h1_page",
+            Measure::Page(Proto::H2) => "h2_page",
+            Measure::Page(Proto::H3) => "h3_page",
         }
+    }
+
+    /// Whether the measure runs over HTTP/3 (firstbyte against Caddy).
+    pub fn is_h3(self) -> bool {
+        matches!(
+            self,
+            Measure::H3 | Measure::Req(Proto::H3) | Measure::Page(Proto::H3)
+        )
+    }
+
+    /// Whether the measure runs h2load.
+    pub fn uses_h2load(self) -> bool {
+        matches!(
+            self,
+            Measure::H2
+                | Measure::Req(Proto::H1 | Proto::H2)
+                | Measure::Page(Proto::H1 | Proto::H2)
+        )
     }
 }
 
@@ -114,13 +165,31 @@ const fn m(measure: Measure, key: &'static str, label: &'static str, lower: bool
 
 /// Every figure, in report order.
 #[rustfmt::skip]
-pub const METRICS: [Metric; 20] = [
+pub const METRICS: [Metric; 38] = [
     m(Measure::Handshake, "cpu_us", "full TLS 1.3 handshake: server CPU µs each", true),
     m(Measure::Handshake, "per_s", "full handshakes/s (client-bound on 2 cores)", false),
     m(Measure::Handshake, "sys_pct", "full handshake: kernel share of server CPU, %", true),
-    m(Measure::H2, "cpu_us", "HTTP/2 1 KiB keep-alive: server CPU µs per request", true),
-    m(Measure::H2, "per_s", "HTTP/2 1 KiB keep-alive: requests/s", false),
-    m(Measure::H2, "sys_pct", "HTTP/2 1 KiB: kernel share of server CPU, %", true),
+    m(Measure::H2, "cpu_us", "HTTP/2 `/1k` floor, keep-alive: server CPU µs per request", true),
+    m(Measure::H2, "per_s", "HTTP/2 `/1k` floor, keep-alive: requests/s", false),
+    m(Measure::H2, "sys_pct", "HTTP/2 `/1k` floor: kernel share of server CPU, %", true),
+    m(Measure::Req(Proto::H1), "cpu_us", "HTTP/1.1 browser request (1 KiB): server CPU µs per request", true),
+    m(Measure::Req(Proto::H1), "per_s", "HTTP/1.1 browser request (1 KiB): requests/s", false),
+    m(Measure::Req(Proto::H1), "sys_pct", "HTTP/1.1 browser request: kernel share of server CPU, %", true),
+    m(Measure::Req(Proto::H2), "cpu_us", "HTTP/2 browser request (1 KiB): server CPU µs per request", true),
+    m(Measure::Req(Proto::H2), "per_s", "HTTP/2 browser request (1 KiB): requests/s", false),
+    m(Measure::Req(Proto::H2), "sys_pct", "HTTP/2 browser request: kernel share of server CPU, %", true),
+    m(Measure::Req(Proto::H3), "cpu_us", "HTTP/3 browser request (1 KiB): server CPU µs per request", true),
+    m(Measure::Req(Proto::H3), "per_s", "HTTP/3 browser request (1 KiB): requests/s (client-bound)", false),
+    m(Measure::Req(Proto::H3), "sys_pct", "HTTP/3 browser request: kernel share of server CPU, %", true),
+    m(Measure::Page(Proto::H1), "cpu_us", "HTTP/1.1 page mix: server CPU µs per request", true),
+    m(Measure::Page(Proto::H1), "cpu_s_gib", "HTTP/1.1 page mix: server CPU-s per GiB delivered", true),
+    m(Measure::Page(Proto::H1), "per_s", "HTTP/1.1 page mix: requests/s", false),
+    m(Measure::Page(Proto::H2), "cpu_us", "HTTP/2 page mix: server CPU µs per request", true),
+    m(Measure::Page(Proto::H2), "cpu_s_gib", "HTTP/2 page mix: server CPU-s per GiB delivered", true),
+    m(Measure::Page(Proto::H2), "per_s", "HTTP/2 page mix: requests/s", false),
+    m(Measure::Page(Proto::H3), "cpu_us", "HTTP/3 page mix: server CPU µs per request", true),
+    m(Measure::Page(Proto::H3), "cpu_s_gib", "HTTP/3 page mix: server CPU-s per GiB delivered", true),
+    m(Measure::Page(Proto::H3), "per_s", "HTTP/3 page mix: requests/s (client-bound)", false),
     m(Measure::Bulk, "gb_s", "1 GiB over one TLS 1.3 connection, HTTP/1.1: GB/s", false),
     m(Measure::Bulk, "cpu_s_gib", "1 GiB, HTTP/1.1: server CPU-s per GiB", true),
     m(Measure::BulkH2, "gb_s", "1 GiB over one TLS 1.3 connection, HTTP/2: GB/s", false),
@@ -132,9 +201,9 @@ pub const METRICS: [Metric; 20] = [
     m(Measure::Ttfb, "median_ms", "new HTTP/2 conn, handshake → first byte: median ms", true),
     m(Measure::Ttfb, "max_ms", "new HTTP/2 conn, handshake → first byte: max ms", true),
     m(Measure::Ttfb, "stalls", "first bytes ≥ 30 ms (stalls) per run", true),
-    m(Measure::H3, "cpu_us", "HTTP/3 1 KiB keep-alive: server CPU µs per request", true),
-    m(Measure::H3, "per_s", "HTTP/3 1 KiB keep-alive: requests/s (client-bound)", false),
-    m(Measure::H3, "sys_pct", "HTTP/3 1 KiB: kernel share of server CPU, %", true),
+    m(Measure::H3, "cpu_us", "HTTP/3 `/1k` floor, keep-alive: server CPU µs per request", true),
+    m(Measure::H3, "per_s", "HTTP/3 `/1k` floor, keep-alive: requests/s (client-bound)", false),
+    m(Measure::H3, "sys_pct", "HTTP/3 `/1k` floor: kernel share of server CPU, %", true),
 ];
 
 /// A first byte this late after the handshake is a stall (a delayed ACK is ~40 ms; a healthy
@@ -148,8 +217,10 @@ pub struct Sizes {
     pub handshakes: usize,
     /// Concurrent connections of the handshake client.
     pub handshake_concurrency: usize,
-    /// h2load `-n`.
+    /// h2load `-n` of `h2_1k` and `h3_1k`; the `*_req` measures round it up to whole pages.
     pub h2_requests: usize,
+    /// Requests of a `*_page` run (rounded up to whole pages per connection).
+    pub page_requests: usize,
     /// Idle connections held open.
     pub idle_connections: usize,
     /// curl fetches per TTFB run.
@@ -170,6 +241,8 @@ pub struct Ctx {
     pub bulk_bytes: u64,
     /// Clock ticks per second for `/proc/PID/stat`.
     pub ticks: u64,
+    /// Where the h2load URI lists of the browser-like measures are written.
+    pub fixture_dir: std::path::PathBuf,
 }
 
 /// h2load's summary figures.
@@ -185,6 +258,8 @@ pub struct H2load {
     pub protocol: String,
     /// The `Cipher:` line.
     pub cipher: String,
+    /// Response body bytes (the `data` figure of the `traffic:` line).
+    pub data_bytes: Option<u64>,
 }
 
 /// Parses h2load's output.
@@ -192,6 +267,7 @@ pub fn parse_h2load(text: &str) -> Option<H2load> {
     let mut per_s = None;
     let (mut succeeded, mut failed) = (None, 0u64);
     let (mut protocol, mut cipher) = (String::new(), String::new());
+    let mut data_bytes = None;
     for line in text.lines() {
         let line = line.trim();
         if let Some(rest) = line.strip_prefix("finished in ") {
@@ -216,6 +292,14 @@ pub fn parse_h2load(text: &str) -> Option<H2load> {
             protocol = rest.trim().to_string();
         } else if let Some(rest) = line.strip_prefix("Cipher:") {
             cipher = rest.trim().to_string();
+        } else if let Some(rest) = line.strip_prefix("traffic: ") {
+            // "30.52MB (32000800) total, 3.05MB (3200800) headers (space savings 0.00%),
+            // 27.47MB (28800000) data"
+            data_bytes = rest.split(", ").find_map(|part| {
+                let (_, after) = part.split_once('(')?;
+                let (n, word) = after.split_once(')')?;
+                (word.trim() == "data").then(|| n.parse().ok())?
+            });
         }
     }
     Some(H2load {
@@ -224,6 +308,7 @@ pub fn parse_h2load(text: &str) -> Option<H2load> {
         failed,
         protocol,
         cipher,
+        data_bytes,
     })
 }
 
@@ -255,7 +340,7 @@ pub fn bulk_figures(out: &str, want_bytes: u64, want_version: f64) -> Result<(f6
     Ok((size, secs))
 }
 
-fn run_tool(argv: &[String]) -> Result<String> {
+pub(super) fn run_tool(argv: &[String]) -> Result<String> {
     let out = Command::new(&argv[0])
         .args(&argv[1..])
         .output()
@@ -271,7 +356,7 @@ fn run_tool(argv: &[String]) -> Result<String> {
     Ok(String::from_utf8_lossy(&out.stdout).into_owned())
 }
 
-fn url(server: &Running, path: &str) -> String {
+pub(super) fn url(server: &Running, path: &str) -> String {
     format!("https://127.0.0.1:{}{path}", server.addr.port())
 }
 
@@ -424,16 +509,19 @@ pub fn run(
         Measure::H3 => {
             let requests = sz.h2_requests;
             let before = procfs::sample(pids)?;
+            let targets = super::h3load::Targets {
+                paths: vec![("/1k".to_string(), 1024)],
+                headers: Vec::new(),
+            };
             let load = ctx.runtime.block_on(super::h3load::load(
                 server.addr,
-                "/1k",
-                1024,
+                &targets,
                 requests,
                 32,
                 10,
             ))?;
             let after = procfs::sample(pids)?;
-            super::h3load::check(&load, requests)?;
+            super::h3load::check(&load, requests, requests as u64 * 1024)?;
             let cpu = procfs::cpu_seconds(&before, &after, ctx.ticks);
             let mut figures = vec![
                 ("cpu_us", cpu * 1e6 / load.ok as f64),
@@ -442,6 +530,8 @@ pub fn run(
             figures.extend(procfs::sys_percent(&before, &after).map(|p| ("sys_pct", p)));
             Ok(figures)
         }
+        Measure::Req(proto) => super::browser::run(proto, Set::Req, server, pids, ctx),
+        Measure::Page(proto) => super::browser::run(proto, Set::Page, server, pids, ctx),
         Measure::Ttfb => {
             let mut argv = curl_tls_args();
             argv.extend(
@@ -490,7 +580,14 @@ status codes: 100000 2xx, 0 3xx, 0 4xx, 0 5xx
         assert_eq!((h.succeeded, h.failed), (99_998, 2));
         assert_eq!(h.protocol, "h2");
         assert_eq!(h.cipher, "TLS_AES_128_GCM_SHA256");
+        assert_eq!(h.data_bytes, None, "no traffic line");
         assert!(parse_h2load("finished in 1s, 5 req/s, 1MB/s\n").is_none());
+        let with_traffic = format!(
+            "{H2LOAD}traffic: 1.04MB (1093440) total, 35.28KB (36126) headers (space savings \
+             92.73%), 1000.00KB (1024000) data\n"
+        );
+        let h = parse_h2load(&with_traffic).expect("parses");
+        assert_eq!(h.data_bytes, Some(1_024_000));
     }
 
     #[test]

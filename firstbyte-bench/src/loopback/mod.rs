@@ -1,11 +1,14 @@
 //! `firstbyte-bench loopback [--quick] [--out DIR] [--runs N] [--only MEASURE,...]
 //! [--servers NAME,...]`: firstbyte beside Debian's nginx and h2o on loopback (issue 6), and
-//! beside Debian's Caddy over HTTP/3 (issue 11; the `h3_1k` measure is firstbyte and Caddy
-//! only, every other measure firstbyte, nginx and h2o: `servers::Kind::runs`).
+//! beside Debian's Caddy over HTTP/3 (issue 11; the HTTP/3 measures `h3_1k`, `h3_req` and
+//! `h3_page` are firstbyte and Caddy only, every other measure firstbyte, nginx and h2o:
+//! `servers::Kind::runs`). Browser-like requests (issue 29): [`browser`], [`page`],
+//! [`chromium`].
 //!
 //! Data flow: [`main`] takes the options ([`Args`], parsed by clap in `crate::cli`), pins itself (the client
 //! side: the in-crate TLS client, h2load, curl) to CPU 0, makes the shared fixtures (one
-//! ECDSA P-256 certificate, `/1k` and a sparse `/1g`), then for each measure walks the
+//! ECDSA P-256 certificate, `/1k`, a sparse `/1g` and the page of [`page::ASSETS`], at its
+//! real sizes and at 1 KiB under `/r/`), then for each measure walks the
 //! interleaved order ([`stats::interleave`]: firstbyte, nginx, h2o, firstbyte, ...): it starts
 //! a fresh server from its equivalent config ([`servers`]) pinned to CPU 1, warms it with 20
 //! requests, finds its process tree, takes one run ([`measures::run`]: server CPU and memory
@@ -15,10 +18,13 @@
 //! each server's config and logs under `servers/`. A progress line with an ETA follows the
 //! runs on stderr (`crate::progress`).
 
+mod browser;
+mod chromium;
 pub(crate) mod client;
 mod h2idle;
 mod h3load;
 mod measures;
+mod page;
 pub(crate) mod procfs;
 pub(crate) mod report;
 pub(crate) mod servers;
@@ -100,6 +106,8 @@ pub fn sizes(quick: bool) -> Sizes {
             handshakes: 1000,
             handshake_concurrency: 16,
             h2_requests: 20_000,
+            // Two pages per connection: ~120 MB of bodies.
+            page_requests: 3_200,
             idle_connections: 1000,
             ttfb_fetches: 10,
         }
@@ -109,6 +117,8 @@ pub fn sizes(quick: bool) -> Sizes {
             handshake_concurrency: 16,
             // Issue 6's h2load load: -n 100000 -c 32 -m 10.
             h2_requests: 100_000,
+            // Ten pages per connection: ~600 MB of bodies.
+            page_requests: 16_000,
             idle_connections: 1000,
             ttfb_fetches: 50,
         }
@@ -176,6 +186,7 @@ fn fixtures(dir: &Path) -> Result<(PathBuf, PathBuf, PathBuf, Vec<u8>)> {
     f.set_len(BULK_BYTES)?;
     drop(f);
     warm_page_cache(&big)?;
+    page::write(&docroot).context("page fixture")?;
     Ok((cert_path, key_path, docroot, der))
 }
 
@@ -234,7 +245,7 @@ fn check_tools(firstbyte: &Path, servers: &[Kind], measures: &[Measure]) -> Resu
         }
     }
     let mut tools = vec![("taskset", "util-linux")];
-    if measures.contains(&Measure::H2) {
+    if measures.iter().any(|m| m.uses_h2load()) {
         tools.push(("h2load", "nghttp2-client"));
     }
     if measures
@@ -288,6 +299,7 @@ fn run(opts: &Options) -> Result<usize> {
         sizes: sizes(opts.quick),
         bulk_bytes: BULK_BYTES,
         ticks: procfs::clock_ticks_per_second(),
+        fixture_dir: fixture_dir.clone(),
     };
     let phases: Vec<(&'static str, usize)> = measures
         .iter()
@@ -425,9 +437,11 @@ fn machine_markdown(opts: &Options, started: u64, firstbyte: &Path) -> String {
          - kernel: {}\n- firstbyte: {} (`{fb}`, workspace commit {commit}; rustls {}, \
          aws-lc-rs {}, tokio {}, hyper {}, h2 {}, quinn {}, h3 {})\n- nginx: {}\n- h2o: {}\n- caddy: {}\n- h2load: {}\n\
          - curl: {}\n\n\
-         Files: `/1k` (1,024 bytes) and `/1g` (1 GiB sparse file, read once before the runs so \
-         every server reads it from the page cache). Certificate: ECDSA P-256 made at start \
-         (rcgen). Each server's config and logs are in `servers/`.\n",
+         Files: `/1k` (1,024 bytes), `/1g` (1 GiB sparse file, read once before the runs so \
+         every server reads it from the page cache), and the page of the browser-like measures: \
+         {} files, {} bytes in all, at their paths, and the same paths under `/r/` at 1,024 \
+         bytes each. Certificate: ECDSA P-256 made at start (rcgen). Each server's config and \
+         logs are in `servers/`.\n",
         report::utc_stamp(started),
         args.join(" "),
         if opts.quick {
@@ -449,6 +463,8 @@ fn machine_markdown(opts: &Options, started: u64, firstbyte: &Path) -> String {
         tool_version(&["/usr/bin/caddy", "version"]),
         tool_version(&["h2load", "--version"]),
         tool_version(&["curl", "--version"]),
+        page::ASSETS.len(),
+        page::page_bytes(),
     )
 }
 
@@ -470,6 +486,9 @@ fn write_outputs(
             "handshakes": s.handshakes,
             "handshake_concurrency": s.handshake_concurrency,
             "h2_requests": s.h2_requests,
+            "req_requests": browser::requests(page::Set::Req, &s),
+            "page_requests": browser::requests(page::Set::Page, &s),
+            "page_bytes": page::page_bytes(),
             "idle_connections": s.idle_connections,
             "ttfb_fetches": s.ttfb_fetches,
             "bulk_bytes": BULK_BYTES,
@@ -571,6 +590,27 @@ mod tests {
         );
         let o = parse(&["--only", "bulk_1g_h2", "--only", "idle_mem_h2"]).expect("valid");
         assert_eq!(o.only, [Measure::BulkH2, Measure::IdleMemoryH2]);
+        use measures::Proto;
+        let o = parse(&["--only", "h1_req,h2_req,h3_req,h1_page,h2_page,h3_page"]).expect("valid");
+        assert_eq!(
+            o.only,
+            [
+                Measure::Req(Proto::H1),
+                Measure::Req(Proto::H2),
+                Measure::Req(Proto::H3),
+                Measure::Page(Proto::H1),
+                Measure::Page(Proto::H2),
+                Measure::Page(Proto::H3)
+            ]
+        );
+        assert_eq!(
+            servers_for(Measure::Page(Proto::H3), &Kind::ALL),
+            [Kind::Firstbyte, Kind::Caddy]
+        );
+        assert_eq!(
+            servers_for(Measure::Req(Proto::H1), &Kind::ALL),
+            [Kind::Firstbyte, Kind::Nginx, Kind::H2o]
+        );
     }
 
     #[test]

@@ -84,6 +84,11 @@ pub fn fmt_num(x: f64) -> String {
     }
 }
 
+/// What the `/1k` rows are, said under the table whenever they are in it.
+pub const FLOOR_NOTE: &str = "`/1k` rows (`h2_1k`, `h3_1k`): a literal 3-character path, no \
+    browser headers — a floor, not a browser request. The browser rows (`*_req`: the page's \
+    real paths at 1 KiB each; `*_page`: the page at its real sizes) send Chromium's headers.";
+
 /// The summary table in Markdown.
 pub fn summary_markdown(values: &[Value]) -> String {
     let sums = summaries(values);
@@ -128,6 +133,10 @@ pub fn summary_markdown(values: &[Value]) -> String {
             ratio(Kind::H2o),
             ratio(Kind::Caddy),
         ));
+    }
+    let floor = [Measure::H2.key(), Measure::H3.key()];
+    if values.iter().any(|v| floor.contains(&v.measure)) {
+        out.push_str(&format!("\n{FLOOR_NOTE}\n"));
     }
     out
 }
@@ -246,12 +255,36 @@ mod tests {
         let md = summary_markdown(&values);
         let row = md
             .lines()
-            .find(|l| l.contains("HTTP/3 1 KiB keep-alive: server CPU"))
+            .find(|l| l.contains("HTTP/3 `/1k` floor, keep-alive: server CPU"))
             .expect("row");
         assert!(
             row.ends_with("| — | — | 40.00 (40.00–40.00) | — | — | 0.50 |"),
             "{row}"
         );
+        assert!(md.contains("a floor, not a browser request"), "{md}");
+    }
+
+    #[test]
+    fn browser_rows_are_not_called_a_floor() {
+        let values = [
+            v("h2_page", "cpu_s_gib", Kind::Firstbyte, 0, 0.5),
+            v("h2_page", "cpu_s_gib", Kind::H2o, 0, 1.0),
+            v("h1_req", "cpu_us", Kind::Nginx, 0, 9.0),
+        ];
+        let md = summary_markdown(&values);
+        let row = md
+            .lines()
+            .find(|l| l.contains("HTTP/2 page mix: server CPU-s per GiB"))
+            .expect("row");
+        assert!(
+            row.ends_with("| — | 1.000 (1.000–1.000) | — | — | 0.50 | — |"),
+            "{row}"
+        );
+        assert!(
+            md.contains("HTTP/1.1 browser request (1 KiB): server CPU"),
+            "{md}"
+        );
+        assert!(!md.contains("floor"), "{md}");
     }
 
     #[test]

@@ -8,11 +8,16 @@
 //! [`Running::start_with`] writes it, starts the server under `taskset` on the server CPU, waits
 //! for its port, and [`Running::stop`] ends it with SIGTERM (SIGKILL after 20 s).
 //!
-//! Caddy (Debian's 2.6) runs only the HTTP/3 measure, beside firstbyte ([`Kind::runs`]): one
+//! Caddy (Debian's 2.6) runs only the HTTP/3 measures, beside firstbyte ([`Kind::runs`]): one
 //! site with HTTP/1.1, HTTP/2 and HTTP/3 on the port, TLS 1.3 with X25519 (Go picks the
 //! TLS 1.3 suite; the client offers only AES-128-GCM), no access log, no admin endpoint, its
 //! data and config directories in the server's work directory. For that measure firstbyte's
 //! config also listens with `quic` on the port ([`render_for`]).
+//!
+//! The document root holds `/1k`, `/1g` and the page of the browser-like measures
+//! ([`super::page`]); every server maps a path to a file under it as is (percent-escapes
+//! decoded), with no compression: `accept-encoding` is sent, but none of the configs turns
+//! on gzip, `compress` or `encode`, so every body is the file's bytes.
 
 use std::net::{SocketAddr, TcpStream};
 use std::path::{Path, PathBuf};
@@ -43,7 +48,7 @@ impl Kind {
     /// Whether this server takes part in `measure`: HTTP/3 is firstbyte against Caddy
     /// (Debian's nginx 1.22 and h2o 2.2 have none); Caddy takes part in nothing else.
     pub fn runs(self, measure: super::measures::Measure) -> bool {
-        let h3 = measure == super::measures::Measure::H3;
+        let h3 = measure.is_h3();
         match self {
             Kind::Firstbyte => true,
             Kind::Nginx | Kind::H2o => !h3,
@@ -99,7 +104,7 @@ pub fn render_for(
     port: u16,
 ) -> String {
     let text = render(kind, paths, port);
-    if measure == super::measures::Measure::H3 && kind == Kind::Firstbyte {
+    if measure.is_h3() && kind == Kind::Firstbyte {
         let tcp = format!("listen 127.0.0.1:{port} ssl;");
         text.replacen(
             &tcp,
@@ -368,6 +373,15 @@ mod tests {
         assert!(!render_for(Measure::H2, Kind::Firstbyte, &paths(), 8443).contains("quic"));
         assert!(Kind::Caddy.runs(Measure::H3) && !Kind::Caddy.runs(Measure::H2));
         assert!(!Kind::Nginx.runs(Measure::H3) && Kind::Firstbyte.runs(Measure::H3));
+        use super::super::measures::Proto;
+        for m in [Measure::Req(Proto::H3), Measure::Page(Proto::H3)] {
+            assert!(Kind::Caddy.runs(m) && !Kind::H2o.runs(m) && !Kind::Nginx.runs(m));
+            assert!(render_for(m, Kind::Firstbyte, &paths(), 1).contains(" quic;"));
+        }
+        for m in [Measure::Req(Proto::H1), Measure::Page(Proto::H2)] {
+            assert!(!Kind::Caddy.runs(m) && Kind::H2o.runs(m) && Kind::Nginx.runs(m));
+            assert!(!render_for(m, Kind::Firstbyte, &paths(), 1).contains("quic"));
+        }
         let argv = command_line(
             Kind::Caddy,
             Path::new("/fb"),
