@@ -108,6 +108,46 @@ impl Body {
     }
 }
 
+impl Body {
+    /// Whether the body's bytes can be read straight into a caller's buffer
+    /// ([`Body::read_into`]): a file body that is read (not sent with `sendfile`) and has bytes
+    /// left.
+    pub fn reads_into(&self) -> bool {
+        matches!(self, Body::File(f) if f.sendfile.is_none() && f.remaining > 0)
+    }
+
+    /// Appends up to `max` of the body's next bytes to `out` — for a file body, one `pread`
+    /// straight into `out`'s spare capacity, recoded there in place (HTTP/2 reads into the
+    /// DATA frame that will carry the bytes: no copy in user space). `None` for a body that
+    /// does not [read into](Body::reads_into) a buffer: poll its frames. An error when the
+    /// file ended early (it shrank while being sent).
+    pub fn read_into(&mut self, out: &mut Vec<u8>, max: usize) -> Option<std::io::Result<usize>> {
+        let Body::File(f) = self else {
+            return None;
+        };
+        if f.sendfile.is_some() || f.remaining == 0 {
+            return None;
+        }
+        let n = f.remaining.min(max as u64) as usize;
+        let start = out.len();
+        Some(match pread_append(&f.file, out, n, f.offset) {
+            Ok(0) if n > 0 => Err(std::io::Error::new(
+                std::io::ErrorKind::UnexpectedEof,
+                "file shrank while being sent",
+            )),
+            Ok(got) => {
+                f.offset += got as u64;
+                f.remaining -= got as u64;
+                if let Some(t) = &f.recode {
+                    t.apply(&mut out[start..]);
+                }
+                Ok(got)
+            }
+            Err(e) => Err(e),
+        })
+    }
+}
+
 /// A range of an open file.
 pub struct FileBody {
     file: Arc<File>,
@@ -210,19 +250,44 @@ pub(crate) fn pread_uninit(
     n: usize,
     offset: u64,
 ) -> std::io::Result<usize> {
+    let got = pread_spare(file, buf.spare_capacity_mut(), n, offset)?;
+    // SAFETY: `pread_spare` initialized the first `got` bytes of the spare capacity.
+    unsafe { buf.set_len(buf.len() + got) };
+    Ok(got)
+}
+
+/// [`pread_uninit`] into a `Vec`: appends up to `n` bytes (the `Vec` grows to take them).
+pub(crate) fn pread_append(
+    file: &File,
+    buf: &mut Vec<u8>,
+    n: usize,
+    offset: u64,
+) -> std::io::Result<usize> {
+    buf.reserve(n);
+    let got = pread_spare(file, buf.spare_capacity_mut(), n, offset)?;
+    // SAFETY: `pread_spare` initialized the first `got` bytes of the spare capacity.
+    unsafe { buf.set_len(buf.len() + got) };
+    Ok(got)
+}
+
+/// `pread` of up to `n` bytes at `offset` into the start of `spare`; how many bytes it
+/// initialized there (≤ `n`, ≤ `spare.len()`).
+fn pread_spare(
+    file: &File,
+    spare: &mut [std::mem::MaybeUninit<u8>],
+    n: usize,
+    offset: u64,
+) -> std::io::Result<usize> {
     let offset = libc::off_t::try_from(offset)
         .map_err(|_| std::io::Error::from(std::io::ErrorKind::InvalidInput))?;
-    let spare = buf.spare_capacity_mut();
     let n = n.min(spare.len());
     let ptr = spare.as_mut_ptr().cast::<libc::c_void>();
     loop {
-        // SAFETY: `ptr` points to at least `n` writable bytes of `buf`'s spare capacity, which
-        // nothing else touches during the call; the descriptor is open while `file` lives.
+        // SAFETY: `ptr` points to at least `n` writable bytes of `spare`, which nothing else
+        // touches during the call; the descriptor is open while `file` lives.
         let r = unsafe { libc::pread(file.as_raw_fd(), ptr, n, offset) };
         if let Ok(got) = usize::try_from(r) {
-            // SAFETY: the kernel initialized the first `got` (≤ n) bytes after `buf.len()`.
-            unsafe { buf.set_len(buf.len() + got) };
-            return Ok(got);
+            return Ok(got.min(n));
         }
         let e = std::io::Error::last_os_error();
         if e.kind() != std::io::ErrorKind::Interrupted {
@@ -428,6 +493,47 @@ mod tests {
         let mut full = Body::full("x");
         full.set_sendfile(&ctl, false);
         assert!(!full.uses_sendfile());
+        let _ = std::fs::remove_file(&tmp.1);
+    }
+
+    /// A file range read into a buffer that already holds bytes (a frame header) arrives
+    /// whole, in order, after them, at most `max` bytes a read; then the body is ended.
+    #[test]
+    fn file_bodies_read_into_the_callers_buffer() {
+        let mut tmp = tempfile_in_target("into");
+        let data: Vec<u8> = (0..100_000u32).map(|i| (i % 253) as u8).collect();
+        tmp.0.write_all(&data).unwrap();
+        let mut body = Body::file(Arc::new(File::open(&tmp.1).unwrap()), 777, 50_000);
+        assert!(body.reads_into());
+        let mut got = Vec::new();
+        let mut reads = 0;
+        while body.reads_into() {
+            let mut out = b"HEADER".to_vec();
+            let n = body.read_into(&mut out, 16_375).unwrap().unwrap();
+            assert_eq!(&out[..6], b"HEADER", "the bytes before are kept");
+            assert_eq!(out.len(), 6 + n);
+            assert!(n <= 16_375);
+            got.extend_from_slice(&out[6..]);
+            reads += 1;
+        }
+        assert_eq!(reads, 4, "50,000 bytes in frames of 16,375");
+        assert_eq!(got, &data[777..50_777]);
+        assert!(body.is_end_stream());
+        assert!(body.read_into(&mut Vec::new(), 10).is_none(), "ended");
+        // A file that shrank under the body is an error, not an endless stream of empty reads.
+        let mut short = Body::file(Arc::new(File::open(&tmp.1).unwrap()), 99_990, 100);
+        let mut out = Vec::new();
+        assert_eq!(short.read_into(&mut out, 1000).unwrap().unwrap(), 10);
+        let e = short.read_into(&mut out, 1000).unwrap().unwrap_err();
+        assert_eq!(e.kind(), std::io::ErrorKind::UnexpectedEof);
+        // Bodies that are not read from a file are polled instead.
+        assert!(!Body::full("x").reads_into());
+        assert!(Body::full("x").read_into(&mut out, 10).is_none());
+        let ctl = Arc::new(IoControl::new(Duration::from_secs(60), true));
+        let mut sf = Body::file(Arc::new(File::open(&tmp.1).unwrap()), 0, 10);
+        sf.set_sendfile(&ctl, false);
+        assert!(!sf.reads_into());
+        assert!(sf.read_into(&mut out, 10).is_none());
         let _ = std::fs::remove_file(&tmp.1);
     }
 

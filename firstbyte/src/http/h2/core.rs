@@ -396,6 +396,53 @@ impl Core {
         }
     }
 
+    /// Sends one DATA frame on stream `id` whose payload `fill` appends to [`Core::out`]
+    /// itself, right after the frame's header: a file body is read straight into the frame
+    /// that carries it, with no copy of its bytes. `fill` is told the most it may append —
+    /// the send capacity cut to the frame size (`chunk` as in [`Core::send_data`]) — and
+    /// answers whether what it appended ends the response. The header is written once the
+    /// length is known. Nothing is sent when the capacity is 0 (`fill` is not called), when
+    /// `fill` fails (its error is returned), or when it appended nothing and did not end the
+    /// response; a `fill` that appends more than it was allowed fails the same way. `Ok` is
+    /// the payload's length.
+    pub fn send_data_with(
+        &mut self,
+        id: u32,
+        chunk: Option<usize>,
+        fill: impl FnOnce(&mut Vec<u8>, usize) -> std::io::Result<bool>,
+    ) -> std::io::Result<usize> {
+        let limit = self.send_capacity(id).min(self.data_frame(chunk));
+        if limit == 0 {
+            return Ok(0);
+        }
+        let at = self.out.len();
+        self.out.reserve(frame::HEADER_LEN + limit);
+        self.out.extend_from_slice(&[0; frame::HEADER_LEN]);
+        let end = fill(&mut self.out, limit);
+        let n = self.out.len() - at - frame::HEADER_LEN;
+        let end = match end {
+            Ok(_) if n > limit => Err(std::io::Error::other("a DATA payload past its limit")),
+            Ok(false) if n == 0 => Ok(false),
+            Ok(end) => {
+                let flags = if end { flag::END_STREAM } else { 0 };
+                let head = frame::head_bytes(n, kind::DATA, flags, id);
+                self.out[at..at + frame::HEADER_LEN].copy_from_slice(&head);
+                let Some(i) = self.find(id) else {
+                    return Ok(0);
+                };
+                self.streams[i].send_window -= n as i64;
+                self.conn_send_window -= n as i64;
+                if end {
+                    self.end_sending(id);
+                }
+                return Ok(n);
+            }
+            Err(e) => Err(e),
+        };
+        self.out.truncate(at);
+        end.map(|_| 0)
+    }
+
     /// Resets stream `id` for the server's own reason (the service failed, `send_timeout`).
     pub fn reset(&mut self, id: u32, reason: Reason) {
         if let Some(i) = self.find(id) {

@@ -688,3 +688,94 @@ fn a_body_the_service_gave_up_on_is_reset_after_the_response() {
     assert_eq!(flushed(&mut core), (vec![(1, 0)], None));
     assert_eq!(core.open_streams(), 0);
 }
+
+/// A DATA frame filled in place carries exactly the bytes the filler appended, after a
+/// correct header (length, type, END_STREAM, stream id), byte for byte what `send_data`
+/// writes for the same payload; it is cut to the window and the frame size, and a failed or
+/// empty fill leaves nothing behind and costs no window.
+#[test]
+fn data_frames_filled_in_place() {
+    let (mut core, mut c) = started();
+    c.frame(kind::SETTINGS, 0, 0, &[0, 4, 0, 0, 0x9c, 0x40]) // initial window 40,000
+        .frame(kind::WINDOW_UPDATE, 0, 0, &1_000_000u32.to_be_bytes())
+        .get(1, &[], flag::END_STREAM)
+        .get(3, &[], flag::END_STREAM);
+    core.recv(&c.take());
+    while core.take_event().is_some() {}
+    core.out.clear();
+    let payload: Vec<u8> = (0..40_000u32).map(|i| (i * 7 % 256) as u8).collect();
+    let mut at = 0;
+    let mut limits = Vec::new();
+    while at < payload.len() {
+        let n = core
+            .send_data_with(1, None, |out, limit| {
+                limits.push(limit);
+                let k = limit.min(payload.len() - at);
+                out.extend_from_slice(&payload[at..at + k]);
+                Ok(at + k == payload.len())
+            })
+            .unwrap();
+        at += n;
+    }
+    assert_eq!(
+        limits,
+        [16_375, 16_375, 7_250],
+        "frame size, then the window"
+    );
+    let mut expected = Vec::new();
+    frame::put_data(&mut expected, 1, &payload, true, 16_375);
+    assert_eq!(core.out, expected, "the same bytes as send_data's frames");
+    let f = frames(&core.out);
+    assert_eq!(f.len(), 3);
+    assert_eq!(f[2].1, flag::END_STREAM);
+    assert!(!core.is_open(1), "END_STREAM ended the response");
+    // The connection's window (1,065,535) is not the limit here; stream 3's is 40,000.
+    assert_eq!(core.send_capacity(3), 40_000);
+    core.out.clear();
+    // A failing fill, an empty one and one past its limit send nothing and cost no window.
+    let e = core.send_data_with(3, Some(100), |out, _| {
+        out.extend_from_slice(b"partial");
+        Err(std::io::Error::other("read failed"))
+    });
+    assert!(e.is_err());
+    assert_eq!(
+        core.send_data_with(3, Some(100), |_, _| Ok(false)).unwrap(),
+        0
+    );
+    let over = core.send_data_with(3, Some(100), |out, limit| {
+        out.resize(out.len() + limit + 1, 0);
+        Ok(false)
+    });
+    assert!(over.is_err());
+    assert!(core.out.is_empty());
+    assert_eq!(core.send_capacity(3), 40_000);
+    // An empty last frame still ends the stream; `chunk` cuts the frame.
+    assert_eq!(
+        core.send_data_with(3, Some(100), |out, limit| {
+            assert_eq!(limit, 100);
+            out.extend_from_slice(b"abc");
+            Ok(false)
+        })
+        .unwrap(),
+        3
+    );
+    assert_eq!(
+        core.send_data_with(3, Some(100), |_, _| Ok(true)).unwrap(),
+        0
+    );
+    let f = frames(&core.out);
+    assert_eq!(
+        f,
+        [
+            (kind::DATA, 0, 3, b"abc".to_vec()),
+            (kind::DATA, flag::END_STREAM, 3, Vec::new())
+        ]
+    );
+    assert!(!core.is_open(3));
+    // A closed stream gets nothing and its filler is not asked.
+    assert_eq!(
+        core.send_data_with(3, None, |_, _| panic!("not called"))
+            .unwrap(),
+        0
+    );
+}

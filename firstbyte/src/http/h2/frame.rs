@@ -98,9 +98,14 @@ impl Head {
 
 /// Appends a frame header.
 pub fn put_head(out: &mut Vec<u8>, len: usize, kind: u8, flags: u8, stream: u32) {
+    out.extend_from_slice(&head_bytes(len, kind, flags, stream));
+}
+
+/// The 9 bytes of a frame header (RFC 9113 §4.1): 24-bit length, type, flags, stream id.
+pub fn head_bytes(len: usize, kind: u8, flags: u8, stream: u32) -> [u8; HEADER_LEN] {
     let l = len as u32;
     let s = stream.to_be_bytes();
-    out.extend_from_slice(&[
+    [
         (l >> 16) as u8,
         (l >> 8) as u8,
         l as u8,
@@ -110,7 +115,7 @@ pub fn put_head(out: &mut Vec<u8>, len: usize, kind: u8, flags: u8, stream: u32)
         s[1],
         s[2],
         s[3],
-    ]);
+    ]
 }
 
 /// The payload of a HEADERS or DATA frame without its padding (RFC 9113 §6.1): `None` when the

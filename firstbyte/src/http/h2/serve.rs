@@ -537,6 +537,26 @@ fn step(core: &mut Core, s: &mut Slot, cx: &mut Context<'_>) -> bool {
                 return false;
             }
         }
+        if pending.is_empty() && trailers.is_none() && !*ended && body.reads_into() {
+            // A file: read straight into DATA frames in the output buffer (no copy).
+            let r = read_frames(core, s.id, body.as_mut().get_mut(), chunk_size);
+            if matches!(r, Ok((sent, _)) if sent > 0) {
+                // `send_timeout`'s progress: once per turn, not a clock read per frame.
+                s.progress.touch(true);
+            }
+            match r {
+                Err(()) => {
+                    core.reset(s.id, Reason::INTERNAL_ERROR);
+                    s.answer = Answer::Done;
+                    return false;
+                }
+                Ok((_, true)) => return true,
+                // The window is shut: the client's WINDOW_UPDATE (the watchdog's business).
+                Ok(_) if body.reads_into() && core.is_open(s.id) => return false,
+                // Ended (the top of the loop sees it), or trailers or an empty end follow.
+                Ok(_) => continue,
+            }
+        }
         let frame = core.data_frame(chunk_size);
         if !pending.is_empty() && pending.len() < frame && !*ended && trailers.is_none() {
             let cap = core.send_capacity(s.id);
@@ -637,6 +657,38 @@ fn step(core: &mut Core, s: &mut Slot, cx: &mut Context<'_>) -> bool {
                     *ended = true;
                 }
             }
+        }
+    }
+}
+
+/// Sends DATA frames of a body that [reads into](ResponseBody::reads_into) a buffer, its bytes
+/// read straight into [`Core::out`] after each frame's header, while the window and the
+/// output buffer allow and the body has bytes. `Ok((frames sent, blocked))`, blocked: the
+/// output buffer is full; `Err`: a read failed.
+fn read_frames(
+    core: &mut Core,
+    id: u32,
+    body: &mut ResponseBody,
+    chunk: Option<usize>,
+) -> Result<(usize, bool), ()> {
+    let mut sent = 0;
+    loop {
+        if !body.reads_into() || !core.is_open(id) || core.send_capacity(id) == 0 {
+            return Ok((sent, false));
+        }
+        if core.out.len() > OUT_HIGH {
+            return Ok((sent, true));
+        }
+        let n = core.send_data_with(id, chunk, |out, max| match body.read_into(out, max) {
+            Some(Ok(_)) => Ok(body.is_end_stream()),
+            Some(Err(e)) => Err(e),
+            // Not a file read after all: nothing appended, nothing sent.
+            None => Ok(false),
+        });
+        match n {
+            Ok(0) => return Ok((sent, false)),
+            Ok(_) => sent += 1,
+            Err(_) => return Err(()),
         }
     }
 }

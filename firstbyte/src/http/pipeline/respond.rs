@@ -590,6 +590,24 @@ impl ResponseBody {
         std::mem::take(&mut self.inner)
     }
 
+    /// Whether the next bytes can be read straight into a caller's buffer
+    /// ([`ResponseBody::read_into`]): a file body that is read, with bytes left.
+    pub fn reads_into(&self) -> bool {
+        self.inner.reads_into()
+    }
+
+    /// [`Body::read_into`]: up to `max` bytes appended to `out` (HTTP/2 reads a file into
+    /// the DATA frame itself), counted for the access log as a polled frame's are. `None`:
+    /// poll the frames instead. The caller reports `send_timeout`'s progress (HTTP/2: once a
+    /// turn, `Progress::touch`), as a file read never waits on its source.
+    pub fn read_into(&mut self, out: &mut Vec<u8>, max: usize) -> Option<std::io::Result<usize>> {
+        let r = self.inner.read_into(out, max)?;
+        if let Ok(n) = &r {
+            self.sent += *n as u64;
+        }
+        Some(r)
+    }
+
     /// A body with no access log (connection-level answers).
     pub fn plain(inner: Body) -> Self {
         Self {
