@@ -409,7 +409,11 @@ fn run(opts: &Options) -> Result<()> {
         server.stop();
         std::fs::write(out.join(format!("curve-{label}.csv")), csv(&points))?;
         curves.push(curve);
-        binaries.push(format!("- {label}: `{}`", bin.display()));
+        let shown = match kind {
+            Kind::Nginx => "/usr/sbin/nginx".into(),
+            _ => bin.display().to_string(),
+        };
+        binaries.push(format!("- {label}: `{shown}`"));
     }
     let args: Vec<String> = std::env::args().collect();
     let ws = crate::loopback::workspace_dir().display().to_string();
