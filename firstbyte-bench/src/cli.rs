@@ -10,7 +10,7 @@ use std::path::PathBuf;
 
 use clap::{Args, Parser, Subcommand};
 
-use crate::{idle_load, ktls, loopback, records, sslcache, wan};
+use crate::{burst_idle, idle_load, ktls, loopback, records, sslcache, wan};
 
 /// Controlled benchmarks of firstbyte that print numbers.
 #[derive(Debug, Parser)]
@@ -36,6 +36,9 @@ pub enum Command {
     Sslcache(sslcache::Args),
     /// Request latency under h2load with and without many idle TLS connections.
     IdleLoad(idle_load::Args),
+    /// Memory of the server after a burst of idle TLS connections closes, sampled every
+    /// second (one curve per firstbyte build, nginx beside).
+    BurstIdle(burst_idle::Args),
     /// Kernel TLS + sendfile against user-space TLS and nginx's kTLS, in a VM with Debian's
     /// kernel.
     Ktls(ktls::Args),

@@ -10,6 +10,8 @@
 //!   beside nginx, handshakes with certificates by variable).
 //! - `firstbyte-bench idle-load [--quick] [--out DIR]`: request latency under h2load with and
 //!   without 10,000 idle TLS connections, interleaved rounds.
+//! - `firstbyte-bench burst-idle [--quick] [--variant LABEL=PATH ...] [--nginx]`: the
+//!   server's memory after 10,000 idle TLS connections close, every second for 75 s.
 //!
 //! - `firstbyte-bench ktls [--h2] [--quick] [--out DIR]`: kernel TLS + sendfile against
 //!   user-space TLS and nginx's kTLS, in a VM with Debian's kernel (`scripts/ktls-vm --bench`);
@@ -19,6 +21,7 @@
 //! --help` lists them); a bad value exits with code 2. Long runs print progress with an ETA
 //! ([`progress`]).
 
+mod burst_idle;
 mod cli;
 mod idle_load;
 mod ktls;
@@ -42,6 +45,7 @@ fn main() {
         Command::Records(args) => records::main(args),
         Command::Sslcache(args) => sslcache::main(args),
         Command::IdleLoad(args) => idle_load::main(args),
+        Command::BurstIdle(args) => burst_idle::main(args),
         Command::Ktls(args) => ktls::main(args),
     };
     std::process::exit(code);

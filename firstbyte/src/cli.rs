@@ -613,6 +613,11 @@ fn run(source: Source, banner: Option<&str>) -> i32 {
             }
         };
         drop(blocked);
+        let http = shared.http.clone();
+        // After a burst of connections closes, the heap they freed goes back to the kernel.
+        tokio::spawn(crate::server::trim::run(move || {
+            http.stats.active.load(std::sync::atomic::Ordering::Relaxed)
+        }));
         let server = Server::start(source, site, shared, fresh, broker);
         crate::notify::ready(None);
         if let Some(r) = ready {

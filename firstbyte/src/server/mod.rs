@@ -18,6 +18,7 @@ mod quic_socket;
 mod quic_tls;
 mod site;
 mod sockets;
+pub(crate) mod trim;
 
 pub use site::{LoadError, Site};
 pub use sockets::{bind_all, bind_sockets, unix_socket_paths, Bound, Fresh, SocketKey};
