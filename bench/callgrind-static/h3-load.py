@@ -1,10 +1,12 @@
 #!/usr/bin/env python3
 """GETs one URL N times over one HTTP/3 connection with aioquic, K requests in flight.
 
-    h3-load.py URL N [K]
+    h3-load.py URL N [K] [-H "name: value"]...
 
-Exits non-zero unless every response is a 200 with the expected length (--length, default
-1024). For the callgrind profile of the static path (bench/callgrind-static/run.sh).
+Sends :method, :scheme, :authority and :path, then each -H header in order (names lower-cased,
+as HTTP/3 requires). Exits non-zero unless every response is a 200 with the expected length
+(--length, default 1024). For the callgrind profile of the static path
+(bench/callgrind-static/run.sh).
 """
 
 import argparse
@@ -21,6 +23,8 @@ from aioquic.quic.configuration import QuicConfiguration
 
 
 class Client(QuicConnectionProtocol):
+    extra = []  # (name, value) pairs sent after the pseudo-headers
+
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
         self.h3 = H3Connection(self._quic)
@@ -50,7 +54,8 @@ class Client(QuicConnectionProtocol):
                 (b":scheme", b"https"),
                 (b":authority", authority),
                 (b":path", path),
-            ],
+            ]
+            + self.extra,
             end_stream=True,
         )
         future = asyncio.get_running_loop().create_future()
@@ -65,7 +70,13 @@ async def main():
     ap.add_argument("n", type=int)
     ap.add_argument("k", type=int, nargs="?", default=10)
     ap.add_argument("--length", type=int, default=1024)
+    ap.add_argument("-H", dest="headers", action="append", default=[], metavar="NAME: VALUE")
     a = ap.parse_args()
+    for h in a.headers:
+        name, sep, value = h.partition(":")
+        if not sep or not name.strip():
+            ap.error(f"header without a name: {h!r}")
+        Client.extra.append((name.strip().lower().encode(), value.strip().encode()))
     u = urlparse(a.url)
     config = QuicConfiguration(is_client=True, alpn_protocols=H3_ALPN, server_name=u.hostname)
     config.verify_mode = ssl.CERT_NONE

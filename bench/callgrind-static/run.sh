@@ -16,12 +16,15 @@
 #   HTTP/1.1: h2load --h1 -c 1 -m 1    (same)
 #   HTTP/3:   h3-load.py, 10 in flight (H3_N=3000, H3_SMALL=500; aioquic is slow)
 #   h2b:      as h2, but a browser-like request: an asset path (1,024 bytes at
-#             /assets/js/application-3f2a9c.js, Huffman-coded by nghttp2) with Chromium's
-#             request headers (user-agent, accept*, sec-ch-ua*, sec-fetch-*, referer, a
-#             300-byte cookie), so HPACK's Huffman decoding and dynamic table are in the count
+#             /assets/js/application-3f2a9c.js, Huffman-coded by nghttp2) with Chromium 131's
+#             request headers (user-agent, accept*, sec-ch-ua*, sec-fetch-*, referer, priority,
+#             a 317-byte cookie), so HPACK's Huffman decoding and dynamic table are in the count
+#   h1b:      as h1, with h2b's path and headers (h2load --h1 -H ...)
+#   h3b:      as h3, with h2b's path and headers (h3-load.py -H ...; aioquic's QPACK encoder
+#             Huffman-codes them, with no dynamic table as the server's settings allow none)
 # AIOQUIC_PYTHON: a python with aioquic (default target/tools/aioquic/bin/python, which
-# `bash scripts/test` installs); PROTOS: which of "h2 h1 h3 h2b" to run (default the first
-# three). Writes OUTDIR/summary.txt, OUTDIR/PROTO.annotate.txt
+# `bash scripts/test` installs); PROTOS: which of "h2 h1 h3 h2b h1b h3b" to run (default the
+# first three). Writes OUTDIR/summary.txt, OUTDIR/PROTO.annotate.txt
 # (callgrind_annotate of the large run, inclusive) and OUTDIR/PROTO.callgrind.gz.
 set -euo pipefail
 OUT=$(realpath -m "$1")
@@ -102,23 +105,26 @@ h3() { "$PY" "$HERE/h3-load.py" "https://localhost:$PORT/1k" "$1" 10; }
 # token, consent and analytics ids). The loopback bench sends the same set
 # (firstbyte-bench/src/loopback/chromium.rs; a unit test there reads this file and compares).
 COOKIE="_session_id=9f8e7d6c5b4a39281706f5e4d3c2b1a0; csrf_token=Yq3vXk9PzL2mN8rT5wB7cD1fG4hJ6sA0eU; cookie_consent=accepted.2026-11-30.v2; _ga=GA1.1.1234567890.1764460800; _ga_ABCDEF1234=GS1.1.1764460800.3.1.1764461234.0.0.0; theme=dark; lang=en-US; recently_viewed=sku-10442%2Csku-20931%2Csku-33107; ab_bucket=checkout-v3-b"
-h2b() {
-    h2load -n "$1" -c 1 -m 10 \
-        -H 'sec-ch-ua: "Google Chrome";v="131", "Chromium";v="131", "Not_A Brand";v="24"' \
-        -H 'sec-ch-ua-mobile: ?0' \
-        -H 'user-agent: Mozilla/5.0 (X11; Linux x86_64) AppleWebKit/537.36 (KHTML, like Gecko) Chrome/131.0.0.0 Safari/537.36' \
-        -H 'sec-ch-ua-platform: "Linux"' \
-        -H 'accept: */*' \
-        -H 'sec-fetch-site: same-origin' \
-        -H 'sec-fetch-mode: no-cors' \
-        -H 'sec-fetch-dest: script' \
-        -H "referer: https://127.0.0.1:$PORT/" \
-        -H 'accept-encoding: gzip, deflate, br, zstd' \
-        -H 'accept-language: en-US,en;q=0.9' \
-        -H "cookie: $COOKIE" \
-        -H 'priority: u=1' \
-        "https://127.0.0.1:$PORT/assets/js/application-3f2a9c.js"
-}
+# The browser-like request's headers, in Chromium's order (h2b, h1b, h3b).
+BROWSER=(
+    -H 'sec-ch-ua: "Google Chrome";v="131", "Chromium";v="131", "Not_A Brand";v="24"'
+    -H 'sec-ch-ua-mobile: ?0'
+    -H 'user-agent: Mozilla/5.0 (X11; Linux x86_64) AppleWebKit/537.36 (KHTML, like Gecko) Chrome/131.0.0.0 Safari/537.36'
+    -H 'sec-ch-ua-platform: "Linux"'
+    -H 'accept: */*'
+    -H 'sec-fetch-site: same-origin'
+    -H 'sec-fetch-mode: no-cors'
+    -H 'sec-fetch-dest: script'
+    -H "referer: https://127.0.0.1:$PORT/"
+    -H 'accept-encoding: gzip, deflate, br, zstd'
+    -H 'accept-language: en-US,en;q=0.9'
+    -H "cookie: $COOKIE"
+    -H 'priority: u=1'
+)
+ASSET=/assets/js/application-3f2a9c.js
+h2b() { h2load -n "$1" -c 1 -m 10 "${BROWSER[@]}" "https://127.0.0.1:$PORT$ASSET"; }
+h1b() { h2load --h1 -n "$1" -c 1 -m 1 "${BROWSER[@]}" "https://127.0.0.1:$PORT$ASSET"; }
+h3b() { "$PY" "$HERE/h3-load.py" "https://localhost:$PORT$ASSET" "$1" 10 "${BROWSER[@]}"; }
 
 {
     echo "firstbyte: $FB"
@@ -127,14 +133,15 @@ h2b() {
     echo "protocol  small_n  large_n  Ir_small  Ir_large  Ir_per_request  statx  clock_reads  malloc"
 } > "$OUT/summary.txt"
 for proto in $PROTOS; do
-    if [ "$proto" = h3 ]; then small=$H3_SMALL; large=$H3_N; else small=$N_SMALL; large=$N; fi
-    if [ "$proto" = h3 ] && ! [ -x "$PY" ]; then
-        echo "h3: no aioquic python at $PY, skipped" >> "$OUT/summary.txt"
+    case $proto in h3*) quic=1 ;; *) quic= ;; esac
+    if [ -n "$quic" ]; then small=$H3_SMALL; large=$H3_N; else small=$N_SMALL; large=$N; fi
+    if [ -n "$quic" ] && ! [ -x "$PY" ]; then
+        echo "$proto: no aioquic python at $PY, skipped" >> "$OUT/summary.txt"
         continue
     fi
     dump "$proto" "$small"; fs=$W/cg.$VG.$DUMPS
     dump "$proto" "$large"; fl=$W/cg.$VG.$DUMPS
-    if [ "$proto" != h3 ]; then
+    if [ -z "$quic" ]; then
         grep -q "requests: $large total, $large started, $large done, $large succeeded" "$W/client.log" \
             || { cat "$W/client.log" >&2; echo "$proto: not every request succeeded" >&2; exit 1; }
     fi

@@ -457,10 +457,16 @@ fn content_type<'a>(loc: &'a LocationConf, path: &Path) -> &'a str {
         Some(i) => &name[i + 1..],
         None => return &loc.default_type,
     };
-    std::str::from_utf8(ext)
-        .ok()
-        .and_then(|e| loc.types.get(&e.to_ascii_lowercase()))
-        .unwrap_or(&loc.default_type)
+    let Ok(ext) = std::str::from_utf8(ext) else {
+        return &loc.default_type;
+    };
+    // Most extensions are lower-case already: looked up as they are, without a copy.
+    let found = if ext.bytes().any(|b| b.is_ascii_uppercase()) {
+        loc.types.get(&ext.to_ascii_lowercase())
+    } else {
+        loc.types.get(ext)
+    };
+    found.unwrap_or(&loc.default_type)
 }
 
 /// The outcome of the conditional headers.

@@ -47,9 +47,7 @@ pub struct RequestHead {
     pub head_length: u64,
 }
 
-/// Where each pseudo-header's value sits in [`Gather::pseudo_buf`]: the four share one
-/// buffer (one allocation per request, not one per value), and `:authority` and `:path` become
-/// slices of it without a copy.
+/// Where each pseudo-header's value sits in [`Gather::buf`].
 #[derive(Default)]
 struct Pseudo {
     method: Option<Range<usize>>,
@@ -58,18 +56,36 @@ struct Pseudo {
     path: Option<Range<usize>>,
 }
 
-/// What the callback gathers.
+/// The capacity [`Gather::buf`] starts with: room for a browser's request (Chromium's
+/// thirteen fields and a 300-byte cookie decode to ~900 bytes) without regrowth. A block of
+/// indexed fields is far shorter than what it decodes to, so the block's length is no guide.
+const BUF_START: usize = 1024;
+
+/// What the callback gathers. Every value (pseudo-headers, fields, the joined cookie) is
+/// copied once, into `buf`; the header map is built at the end, its values slices of `buf`
+/// frozen (one allocation per request for all values, not one per value), its names from
+/// the worker's table of names seen ([`super::names`]).
 #[derive(Default)]
 struct Gather {
     pseudo: Pseudo,
-    pseudo_buf: Vec<u8>,
-    headers: HeaderMap,
-    cookies: Vec<u8>,
+    buf: Vec<u8>,
+    fields: Vec<(HeaderName, Range<usize>)>,
+    /// The first `cookie` crumb, and any more (joined at the end, RFC 9113 §8.2.3).
+    cookie: Option<Range<usize>>,
+    more_cookies: Vec<Range<usize>>,
     content_length: Option<u64>,
     size: usize,
     too_large: bool,
     malformed: bool,
     regular_seen: bool,
+}
+
+/// A gathered block, its values checked.
+struct Gathered {
+    pseudo: Pseudo,
+    buf: Bytes,
+    headers: HeaderMap,
+    content_length: Option<u64>,
     /// A `host` value that is no header value (a control character).
     bad_host: bool,
 }
@@ -102,9 +118,9 @@ impl Gather {
                 self.malformed = true;
                 return;
             }
-            let start = self.pseudo_buf.len();
-            self.pseudo_buf.extend_from_slice(value);
-            *slot = Some(start..self.pseudo_buf.len());
+            let start = self.buf.len();
+            self.buf.extend_from_slice(value);
+            *slot = Some(start..self.buf.len());
             return;
         }
         self.regular_seen = true;
@@ -113,26 +129,10 @@ impl Gather {
             return;
         }
         // Uppercase or otherwise invalid names are malformed (RFC 9113 §8.2.1).
-        let Ok(n) = HeaderName::from_lowercase(name) else {
+        let Some(n) = super::names::lowercase(name) else {
             self.malformed = true;
             return;
         };
-        let Ok(v) = HeaderValue::from_bytes(value) else {
-            if n == http::header::HOST {
-                self.bad_host = true;
-            } else {
-                self.malformed = true;
-            }
-            return;
-        };
-        if n == http::header::COOKIE {
-            // Split crumbs are joined again for HTTP/1.1 semantics (RFC 9113 §8.2.3).
-            if !self.cookies.is_empty() {
-                self.cookies.extend_from_slice(b"; ");
-            }
-            self.cookies.extend_from_slice(value);
-            return;
-        }
         if n == http::header::CONTENT_LENGTH {
             match (contract::content_length(value), self.content_length) {
                 (Some(l), None) => self.content_length = Some(l),
@@ -143,7 +143,66 @@ impl Gather {
                 }
             }
         }
-        self.headers.append(n, v);
+        let start = self.buf.len();
+        self.buf.extend_from_slice(value);
+        let r = start..self.buf.len();
+        if n == http::header::COOKIE {
+            match self.cookie {
+                None => self.cookie = Some(r),
+                Some(_) => self.more_cookies.push(r),
+            }
+            return;
+        }
+        self.fields.push((n, r));
+    }
+
+    /// The header map of the fields gathered, in order, the cookie crumbs joined into one
+    /// `cookie` after them. A value that is no header value makes the request malformed, but
+    /// in `host` (an invalid host, answered 400 later, the field left out).
+    fn finish(mut self) -> Result<Gathered, HeadError> {
+        if self.too_large {
+            return Err(HeadError::TooLarge);
+        }
+        if self.malformed {
+            return Err(HeadError::Malformed);
+        }
+        let cookie = self.cookie.take().map(|first| {
+            if self.more_cookies.is_empty() {
+                return first;
+            }
+            let start = self.buf.len();
+            self.buf.extend_from_within(first);
+            for r in std::mem::take(&mut self.more_cookies) {
+                self.buf.extend_from_slice(b"; ");
+                self.buf.extend_from_within(r);
+            }
+            start..self.buf.len()
+        });
+        let buf = Bytes::from(self.buf);
+        // Room for the `host` the pipeline may add from `:authority`.
+        let mut headers = HeaderMap::with_capacity(self.fields.len() + 2);
+        let mut bad_host = false;
+        for (n, r) in self.fields {
+            match HeaderValue::from_maybe_shared(buf.slice(r)) {
+                Ok(v) => {
+                    headers.append(n, v);
+                }
+                Err(_) if n == http::header::HOST => bad_host = true,
+                Err(_) => return Err(HeadError::Malformed),
+            }
+        }
+        if let Some(r) = cookie {
+            let v =
+                HeaderValue::from_maybe_shared(buf.slice(r)).map_err(|_| HeadError::Malformed)?;
+            headers.insert(http::header::COOKIE, v);
+        }
+        Ok(Gathered {
+            pseudo: self.pseudo,
+            buf,
+            headers,
+            content_length: self.content_length,
+            bad_host,
+        })
     }
 }
 
@@ -154,9 +213,9 @@ fn gather(
     trailers: bool,
     max: usize,
 ) -> Result<Gather, HeadError> {
-    // Room for the usual pseudo-headers (`GET`, `https`, a host and a path) without regrowth.
     let mut g = Gather {
-        pseudo_buf: Vec::with_capacity(if trailers { 0 } else { 128 }),
+        buf: Vec::with_capacity(BUF_START.max(block.len() * 2)),
+        fields: Vec::with_capacity(24),
         ..Gather::default()
     };
     decoder
@@ -171,19 +230,9 @@ pub fn decode_request(
     block: &[u8],
     max: usize,
 ) -> Result<RequestHead, HeadError> {
-    let mut g = gather(decoder, block, false, max)?;
-    if g.too_large {
-        return Err(HeadError::TooLarge);
-    }
-    if g.malformed {
-        return Err(HeadError::Malformed);
-    }
-    if !g.cookies.is_empty() {
-        let v = HeaderValue::from_bytes(&g.cookies).map_err(|_| HeadError::Malformed)?;
-        g.headers.insert(http::header::COOKIE, v);
-    }
+    let mut g = gather(decoder, block, false, max)?.finish()?;
     let p = g.pseudo;
-    let buf = Bytes::from(g.pseudo_buf);
+    let buf = g.buf;
     // nginx's methods: upper-case letters, `_` and `-` only (a lower-case `get` is no
     // method). Over HTTP/2 such a head is malformed: the stream is reset (PROTOCOL_ERROR)
     // rather than answered 400 as over HTTP/1.1 and HTTP/3.
@@ -252,11 +301,13 @@ pub fn decode_request(
 /// Decodes and checks a trailer block (no pseudo-headers, RFC 9113 §8.1); the fields are not
 /// kept (the service reads request bodies as data only).
 pub fn decode_trailers(decoder: &mut Decoder, block: &[u8], max: usize) -> Result<(), HeadError> {
-    let g = gather(decoder, block, true, max)?;
+    let mut g = gather(decoder, block, true, max)?;
     if g.malformed {
         return Err(HeadError::Malformed);
     }
-    Ok(())
+    // Fields past the limit are not kept, and not refused: those before it are checked.
+    g.too_large = false;
+    g.finish().map(|_| ())
 }
 
 /// The static table's index of a response header name (RFC 7541 Appendix A).

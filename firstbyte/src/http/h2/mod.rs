@@ -13,6 +13,7 @@ pub mod core;
 pub mod frame;
 pub mod headers;
 pub mod hpack;
+mod names;
 pub mod serve;
 
 pub use serve::serve;
