@@ -130,21 +130,8 @@ impl Body {
         }
         let n = f.remaining.min(max as u64) as usize;
         let start = out.len();
-        Some(match pread_append(&f.file, out, n, f.offset) {
-            Ok(0) if n > 0 => Err(std::io::Error::new(
-                std::io::ErrorKind::UnexpectedEof,
-                "file shrank while being sent",
-            )),
-            Ok(got) => {
-                f.offset += got as u64;
-                f.remaining -= got as u64;
-                if let Some(t) = &f.recode {
-                    t.apply(&mut out[start..]);
-                }
-                Ok(got)
-            }
-            Err(e) => Err(e),
-        })
+        let got = pread_append(&f.file, out, n, f.offset);
+        Some(f.took(n, got, &mut out[start..]))
     }
 }
 
@@ -180,6 +167,30 @@ impl FileBody {
         self.remaining -= n;
         Some(crate::net::marker(n as usize))
     }
+
+    /// Takes the outcome of a read of `wanted` bytes at the body's offset, `appended` being
+    /// the bytes it appended: advances past them and recodes them in place. Nothing read
+    /// when something was wanted means the file shrank while being sent: an error.
+    fn took(
+        &mut self,
+        wanted: usize,
+        got: std::io::Result<usize>,
+        appended: &mut [u8],
+    ) -> std::io::Result<usize> {
+        let got = got?;
+        if got == 0 && wanted > 0 {
+            return Err(std::io::Error::new(
+                std::io::ErrorKind::UnexpectedEof,
+                "file shrank while being sent",
+            ));
+        }
+        self.offset += got as u64;
+        self.remaining -= got as u64;
+        if let Some(t) = &self.recode {
+            t.apply(appended);
+        }
+        Ok(got)
+    }
 }
 
 impl http_body::Body for Body {
@@ -202,21 +213,10 @@ impl http_body::Body for Body {
                 }
                 let n = f.remaining.min(f.chunk as u64) as usize;
                 let mut buf = BytesMut::with_capacity(n);
-                match pread_uninit(&f.file, &mut buf, n, f.offset) {
-                    Ok(0) => Poll::Ready(Some(Err(std::io::Error::new(
-                        std::io::ErrorKind::UnexpectedEof,
-                        "file shrank while being sent",
-                    )))),
-                    Ok(got) => {
-                        f.offset += got as u64;
-                        f.remaining -= got as u64;
-                        if let Some(t) = &f.recode {
-                            t.apply(&mut buf);
-                        }
-                        Poll::Ready(Some(Ok(Frame::data(buf.freeze()))))
-                    }
-                    Err(e) => Poll::Ready(Some(Err(e))),
-                }
+                let got = pread_uninit(&f.file, &mut buf, n, f.offset);
+                Poll::Ready(Some(
+                    f.took(n, got, &mut buf).map(|_| Frame::data(buf.freeze())),
+                ))
             }
             Body::Stream(s) => Pin::new(s).poll_frame(cx),
         }
