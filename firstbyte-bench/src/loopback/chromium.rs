@@ -1,6 +1,6 @@
 //! Chromium's request headers, in one table: what the browser-like measures (issue 29) send
 //! with every request, over HTTP/1.1 and HTTP/2 (`h2load -H`) and HTTP/3 (the in-crate
-//! client), and what `bench/callgrind-static/run.sh`'s `h2b()` sends (a test reads run.sh
+//! client), and what `bench/callgrind-static/run.sh`'s `BROWSER` array sends (h2b, h1b, h3b) (a test reads run.sh
 //! and compares, so the two cannot drift apart).
 //!
 //! The set is Chromium 131's request for a script on Linux, same-origin: client hints
@@ -59,7 +59,8 @@ pub fn h2load_args(port: u16) -> Vec<String> {
 mod tests {
     use super::*;
 
-    /// The `-H` headers of run.sh's `h2b()`, with `$COOKIE` expanded (`$PORT` left as is).
+    /// The `-H` headers of run.sh's `BROWSER=( ... )` array (what `h2b`, `h1b` and `h3b`
+    /// send), with `$COOKIE` expanded (`$PORT` left as is).
     fn run_sh_headers(script: &str) -> Vec<(String, String)> {
         let cookie = script
             .lines()
@@ -67,9 +68,9 @@ mod tests {
             .and_then(|l| l.strip_suffix('"'))
             .expect("run.sh sets COOKIE=\"...\"");
         let body = script
-            .split_once("h2b() {")
-            .and_then(|(_, rest)| rest.split_once("\n}"))
-            .expect("run.sh has h2b()")
+            .split_once("\nBROWSER=(")
+            .and_then(|(_, rest)| rest.split_once("\n)"))
+            .expect("run.sh has BROWSER=( ... )")
             .0;
         body.lines()
             .filter_map(|l| l.trim().strip_prefix("-H "))
