@@ -4,28 +4,16 @@ callgrind output (summed over all callers).
 
     calls_re.py FILE REGEX    prints: calls self_Ir  (and one line per matching function)
 """
+import os
 import re
 import subprocess
 import sys
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "callgrind-static"))
+from calls import call_counts  # noqa: E402
+
 path, pat = sys.argv[1], re.compile(sys.argv[2])
-ids = {}
-calls = {}
-pending = None
-with open(path, errors="replace") as f:
-    for line in f:
-        if line.startswith("fn=") or line.startswith("cfn="):
-            m = re.match(r"c?fn=\((\d+)\)(?: (.*))?", line.rstrip("\n"))
-            if m:
-                if m.group(2) is not None:
-                    ids[m.group(1)] = m.group(2)
-                name = ids.get(m.group(1))
-            else:
-                name = line.split("=", 1)[1].strip()
-            pending = name if line.startswith("cfn=") and name and pat.search(name) else None
-        elif line.startswith("calls=") and pending:
-            calls[pending] = calls.get(pending, 0) + int(line.split("=", 1)[1].split()[0])
-            pending = None
+calls = call_counts(path, pat.search)
 # Exclusive cost per function from callgrind_annotate (no inclusive), all lines.
 out = subprocess.run(["callgrind_annotate", "--threshold=100", "--auto=no", path],
                      capture_output=True, text=True).stdout
