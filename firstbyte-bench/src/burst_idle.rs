@@ -431,14 +431,7 @@ fn run(opts: &Options) -> Result<()> {
             crate::loopback::load_average().map_or("?".into(), |l| format!("{l:.2}")),
             binaries.join("\n"),
         );
-    std::fs::write(out.join("summary.md"), &md)?;
-    std::fs::write(
-        out.join("results.json"),
-        serde_json::to_string_pretty(&curves)?,
-    )?;
-    println!("{md}");
-    eprintln!("wrote {}", out.display());
-    Ok(())
+    report::write_outputs(&out, &md, &curves)
 }
 
 #[cfg(test)]

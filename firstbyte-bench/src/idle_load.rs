@@ -507,16 +507,11 @@ fn run(opts: &Options) -> Result<()> {
         crate::loopback::load_average().map_or("?".into(), |l| format!("{l:.2}")),
     );
     let md = summary_markdown(opts, &runs, &mem, &v) + &machine;
-    std::fs::write(out.join("summary.md"), &md)?;
-    std::fs::write(
-        out.join("results.json"),
-        serde_json::to_string_pretty(&serde_json::json!({
-            "runs": runs, "memory": mem, "verdict": v,
-        }))?,
-    )?;
-    println!("{md}");
-    eprintln!("wrote {}", out.display());
-    Ok(())
+    report::write_outputs(
+        &out,
+        &md,
+        &serde_json::json!({ "runs": runs, "memory": mem, "verdict": v }),
+    )
 }
 
 #[cfg(test)]

@@ -150,6 +150,19 @@ pub fn missing_measures(values: &[Value]) -> Vec<&'static str> {
         .collect()
 }
 
+/// A subcommand's closing writes: `summary.md` (`md`, also printed) and `results.json`
+/// (`json`, pretty) in `out`, then where they went, on stderr.
+pub fn write_outputs(out: &std::path::Path, md: &str, json: &impl Serialize) -> anyhow::Result<()> {
+    std::fs::write(out.join("summary.md"), md)?;
+    std::fs::write(
+        out.join("results.json"),
+        serde_json::to_string_pretty(json)?,
+    )?;
+    println!("{md}");
+    eprintln!("wrote {}", out.display());
+    Ok(())
+}
+
 /// `YYYYMMDDTHHMMSSZ` for a Unix time in seconds (UTC, proleptic Gregorian).
 pub fn utc_stamp(unix_secs: u64) -> String {
     let days = (unix_secs / 86_400) as i64;
