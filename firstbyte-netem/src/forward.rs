@@ -73,6 +73,8 @@ pub struct Direction<'a> {
     pub spin_ns: u64,
     /// Set by `main` to stop the thread.
     pub stop: &'a AtomicBool,
+    /// Whether the thread got real-time priority (reported with the counters).
+    pub realtime: bool,
 }
 
 /// Nanoseconds since `epoch`.
@@ -83,7 +85,11 @@ fn now_ns(epoch: Instant) -> u64 {
 /// Forwards packets until `stop` is set; returns the direction's counters.
 pub fn run(mut dir: Direction<'_>) -> DirectionStats {
     sys::set_timer_slack_ns(1);
-    let mut stats = DirectionStats::default();
+    let mut stats = DirectionStats {
+        realtime: dir.realtime,
+        ..DirectionStats::default()
+    };
+    let run_delay_start = sys::thread_run_delay_ns();
     let mut held: BinaryHeap<Held> = BinaryHeap::new();
     let mut buf = vec![0u8; BUF_SIZE];
     let mut seq = 0u64;
@@ -130,6 +136,9 @@ pub fn run(mut dir: Direction<'_>) -> DirectionStats {
         }
     }
     stats.held_at_exit = held.len() as u64;
+    stats.run_delay_ns = run_delay_start
+        .zip(sys::thread_run_delay_ns())
+        .map(|(start, end)| end.saturating_sub(start));
     stats
 }
 

@@ -54,8 +54,9 @@ const PROBE_CONNECT_TIMEOUT: Duration = Duration::from_secs(3);
 const FORWARD_RT_PRIORITY: i32 = 10;
 
 /// Busy-wait this long before a due time instead of sleeping, ns. 0: with SCHED_FIFO and a
-/// 1 ns timer slack, `ppoll` alone measured p99 lateness ~0.1 ms idle and under 100 Mbit/s,
-/// so spinning would only burn a shared core.
+/// 1 ns timer slack, `ppoll` alone measured lateness p50 ~0.1 ms and p90 ~0.2 ms idle on this
+/// 2-vCPU VM (`netem` tests); the tail (p99 0.2–5.6 ms) is the host waking an idle vCPU late,
+/// which spinning after a late wake-up cannot undo, so it would only burn a shared core.
 const SPIN_NS: u64 = 0;
 
 fn main() {
@@ -101,6 +102,7 @@ fn run(opts: &Options) -> Result<i32> {
     let seed = opts.seed.unwrap_or_else(clock_seed);
     let stop = AtomicBool::new(false);
     let epoch = Instant::now();
+    let steal_start = sys::steal_ns();
     let direction = |input, output, seed| forward::Direction {
         input,
         output,
@@ -109,12 +111,14 @@ fn run(opts: &Options) -> Result<i32> {
         epoch,
         spin_ns: SPIN_NS,
         stop: &stop,
+        realtime: false,
     };
     let (outcome, c2s, s2c) = std::thread::scope(|scope| {
         let forward_thread = |dir: forward::Direction<'_>| {
-            // Without privilege this fails and the thread keeps normal priority.
-            let _ = sys::set_realtime(FORWARD_RT_PRIORITY);
-            forward::run(dir)
+            // Without privilege this fails and the thread keeps normal priority (the report
+            // says which).
+            let realtime = sys::set_realtime(FORWARD_RT_PRIORITY).is_ok();
+            forward::run(forward::Direction { realtime, ..dir })
         };
         let c2s_dir = direction(link.client.tun.as_fd(), link.server.tun.as_fd(), seed);
         let s2c_dir = direction(
@@ -147,6 +151,9 @@ fn run(opts: &Options) -> Result<i32> {
             seed,
         },
         elapsed_s: epoch.elapsed().as_secs_f64(),
+        steal_ms: steal_start
+            .zip(sys::steal_ns())
+            .map(|(start, end)| end.saturating_sub(start) as f64 / 1e6),
         client_exit_code: match outcome {
             Outcome::Client(code) => Some(code),
             Outcome::Signal(_) => None,

@@ -31,6 +31,10 @@ pub struct DirectionStats {
     pub held_at_exit: u64,
     /// Lateness of each packet that left, ns.
     pub lateness_ns: Histogram,
+    /// Whether the forwarding thread ran under SCHED_FIFO (needs privilege).
+    pub realtime: bool,
+    /// How long the forwarding thread waited for a CPU while runnable, ns (None: unknown).
+    pub run_delay_ns: Option<u64>,
 }
 
 /// Lateness percentiles in microseconds.
@@ -73,6 +77,11 @@ pub struct DirectionReport {
     pub held_at_exit: u64,
     /// How late packets left.
     pub lateness: Lateness,
+    /// Whether the forwarding thread ran under SCHED_FIFO.
+    pub realtime: bool,
+    /// How long the forwarding thread waited for a CPU while runnable, ms (null: unknown).
+    /// Lateness beyond this and [`Report::steal_ms`] is the emulator's own.
+    pub run_delay_ms: Option<f64>,
 }
 
 impl DirectionStats {
@@ -98,6 +107,8 @@ impl DirectionStats {
                 p999_us: us(h.quantile(0.999)),
                 max_us: us(h.max()),
             },
+            realtime: self.realtime,
+            run_delay_ms: self.run_delay_ns.map(|ns| ns as f64 / 1e6),
         }
     }
 }
@@ -138,6 +149,9 @@ pub struct Report {
     pub link: LinkInfo,
     /// Seconds the link was up.
     pub elapsed_s: f64,
+    /// CPU time the hypervisor took from this machine while the link was up, ms, summed over
+    /// CPUs (null: the kernel does not say). Packets are late by whatever a stolen CPU misses.
+    pub steal_ms: Option<f64>,
     /// The client's exit code (128 + signal if it was killed), if it ran to the end.
     pub client_exit_code: Option<i32>,
     /// Client → server.
@@ -169,8 +183,11 @@ impl Report {
     /// The counters as text for stderr.
     pub fn to_text(&self) -> String {
         format!(
-            "firstbyte-netem: {:.1} s, client {} <-> server {}\n  {}\n  {}\n",
+            "firstbyte-netem: {:.1} s{}, client {} <-> server {}\n  {}\n  {}\n",
             self.elapsed_s,
+            self.steal_ms
+                .filter(|&ms| ms > 0.0)
+                .map_or(String::new(), |ms| format!(" ({ms:.0} ms stolen by the host)")),
             self.client_addr,
             self.server_addr,
             self.client_to_server.line("client->server"),
@@ -234,6 +251,7 @@ mod tests {
                 seed: 1,
             },
             elapsed_s: 1.5,
+            steal_ms: Some(30.0),
             client_exit_code: Some(0),
             client_to_server: sample().report(),
             server_to_client: DirectionStats::default().report(),
@@ -245,7 +263,11 @@ mod tests {
         assert_eq!(json["client_exit_code"], 0);
         assert_eq!(json["link"]["delay_us"], 50_000.0);
         assert!(json["link"]["rate_bps"].is_null());
+        assert_eq!(json["steal_ms"], 30.0);
+        assert_eq!(json["client_to_server"]["realtime"], false);
+        assert!(json["client_to_server"]["run_delay_ms"].is_null());
         let text = report.to_text();
+        assert!(text.contains("1.5 s (30 ms stolen by the host)"), "{text}");
         assert!(text
             .contains("client->server: 10 packets (15.0 kB) in, 8 out, dropped 1 loss + 1 queue"));
         assert!(text.contains("p99 2.000 ms"), "{text}");

@@ -164,6 +164,24 @@ pub fn set_realtime(priority: i32) -> io::Result<()> {
     check(unsafe { libc::sched_setscheduler(0, libc::SCHED_FIFO, &param) }).map(drop)
 }
 
+/// How long the calling thread has waited on a run queue (runnable, not running) since it
+/// started, ns: `/proc/thread-self/schedstat`'s second field. None where schedstats are off.
+pub fn thread_run_delay_ns() -> Option<u64> {
+    let text = std::fs::read_to_string("/proc/thread-self/schedstat").ok()?;
+    text.split_whitespace().nth(1)?.parse().ok()
+}
+
+/// Time the hypervisor gave this machine's CPUs to someone else since boot (the `steal`
+/// column of `/proc/stat`'s `cpu` line, all CPUs summed), ns. None on a kernel without it.
+pub fn steal_ns() -> Option<u64> {
+    let text = std::fs::read_to_string("/proc/stat").ok()?;
+    let ticks: u64 = text.lines().next()?.split_whitespace().nth(8)?.parse().ok()?;
+    // SAFETY: sysconf has no preconditions.
+    let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) };
+    let hz = u64::try_from(hz).ok().filter(|&hz| hz > 0)?;
+    Some(ticks.saturating_mul(1_000_000_000 / hz))
+}
+
 /// The signals the emulator handles itself: interrupt, terminate, hang-up.
 pub const HANDLED_SIGNALS: [libc::c_int; 3] = [libc::SIGINT, libc::SIGTERM, libc::SIGHUP];
 
