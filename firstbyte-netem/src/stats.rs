@@ -187,7 +187,9 @@ impl Report {
             self.elapsed_s,
             self.steal_ms
                 .filter(|&ms| ms > 0.0)
-                .map_or(String::new(), |ms| format!(" ({ms:.0} ms stolen by the host)")),
+                .map_or(String::new(), |ms| format!(
+                    " ({ms:.0} ms stolen by the host)"
+                )),
             self.client_addr,
             self.server_addr,
             self.client_to_server.line("client->server"),

@@ -175,7 +175,13 @@ pub fn thread_run_delay_ns() -> Option<u64> {
 /// column of `/proc/stat`'s `cpu` line, all CPUs summed), ns. None on a kernel without it.
 pub fn steal_ns() -> Option<u64> {
     let text = std::fs::read_to_string("/proc/stat").ok()?;
-    let ticks: u64 = text.lines().next()?.split_whitespace().nth(8)?.parse().ok()?;
+    let ticks: u64 = text
+        .lines()
+        .next()?
+        .split_whitespace()
+        .nth(8)?
+        .parse()
+        .ok()?;
     // SAFETY: sysconf has no preconditions.
     let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) };
     let hz = u64::try_from(hz).ok().filter(|&hz| hz > 0)?;
